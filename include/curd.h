@@ -1,0 +1,359 @@
+/*
+ * curd.h - CUDA resident dispatch.
+ *
+ * curd is a C11 library over the CUDA Driver API. It loads the driver at run
+ * time (no link-time dependency on libcuda), keeps data resident on the GPU
+ * behind safe handles, pools device and page-locked host memory, and moves
+ * bytes between host and device in as few DMA operations and fences as it
+ * can. Every size, offset and byte counter is checked: a bad range is a typed
+ * error, never a wild DMA.
+ *
+ * Conventions that hold for every function below:
+ *  - Every fallible call returns a curd_status. Results come back through
+ *    out parameters, which are written only on success.
+ *  - A call validates all of its input before it changes anything: on an
+ *    error nothing was moved, allocated, freed or counted.
+ *  - curd_last_error() gives the calling thread's sentence for its last
+ *    failure; it names what failed and ends with "Fix: ...".
+ *  - The library never prints (unless the CURD_TRACE environment variable
+ *    is set, then it traces to standard error) and never exits or aborts.
+ *  - Callers own their host memory; the library never hands back memory that
+ *    must be freed by anything but a curd_ function.
+ *  - Options and result structs start with a struct_size field that the
+ *    caller sets to sizeof the struct it was compiled with (the _init
+ *    functions do it). That lets the structs grow without breaking callers:
+ *    the library reads and writes only the fields both sides know, and
+ *    rejects an options struct whose unknown tail is not zero.
+ */
+#ifndef CURD_H
+#define CURD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CURD_BUILDING) && defined(__GNUC__)
+#define CURD_API __attribute__((visibility("default")))
+#else
+#define CURD_API
+#endif
+
+/* ------------------------------------------------------------------------
+ * Version
+ * The one place the version is written; the Makefile and the packaging
+ * read it from here.
+ * ---------------------------------------------------------------------- */
+#define CURD_VERSION_MAJOR 1
+#define CURD_VERSION_MINOR 0
+#define CURD_VERSION_PATCH 0
+#define CURD_VERSION_NUMBER                                                   \
+    (CURD_VERSION_MAJOR * 10000 + CURD_VERSION_MINOR * 100 + CURD_VERSION_PATCH)
+
+/* The version of the library loaded at run time, as CURD_VERSION_NUMBER. */
+CURD_API unsigned curd_version(void);
+/* The same as "MAJOR.MINOR.PATCH"; a static string. */
+CURD_API const char *curd_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Status and errors
+ * The numbers are part of the ABI and never change meaning.
+ * ---------------------------------------------------------------------- */
+typedef enum curd_status {
+    CURD_OK = 0,
+    CURD_E_INVALID_ARGUMENT = 1, /* null pointer, zero length, bad option */
+    CURD_E_RANGE = 2,            /* a byte range past the end of its buffer */
+    CURD_E_OVERFLOW = 3,         /* a size or counter sum that overflows */
+    CURD_E_BUDGET = 4,           /* over a resident budget or live limit */
+    CURD_E_OUT_OF_MEMORY = 5,    /* device or host memory exhausted */
+    CURD_E_NO_DRIVER = 6,        /* libcuda missing or too old */
+    CURD_E_NO_DEVICE = 7,        /* no such device ordinal */
+    CURD_E_DRIVER = 8,           /* a driver call failed; see last_driver_code */
+    CURD_E_STALE_HANDLE = 9,     /* freed, forged or foreign handle */
+    CURD_E_BUSY = 10,            /* in use by work that has not completed */
+    CURD_E_UNSUPPORTED = 11,     /* not possible here (e.g. after fork) */
+    CURD_E_PROGRAM = 12,         /* a module image failed to load or link */
+    CURD_E_DEVICE_LOST = 13      /* the context is unusable (sticky fault) */
+} curd_status;
+
+/* "CURD_OK", "CURD_E_RANGE", ...; "CURD_E_UNKNOWN" for other values. */
+CURD_API const char *curd_status_name(curd_status status);
+/* The calling thread's sentence for its last failed call, ending with
+ * "Fix: ..."; "" before any failure. Valid until the thread's next curd
+ * call. */
+CURD_API const char *curd_last_error(void);
+/* The CUresult of the calling thread's last failed driver call, 0 if none. */
+CURD_API int curd_last_driver_code(void);
+
+/* ------------------------------------------------------------------------
+ * Driver and devices
+ * A curd_device owns a retained primary context, its streams, its pools and
+ * its resident buffers; curd_device_close() releases all of them. A device
+ * may be used from many threads at once. CUDA contexts do not survive
+ * fork(): a child must open its own device after exec.
+ * ---------------------------------------------------------------------- */
+typedef struct curd_device curd_device;
+
+/* The driver's CUDA version (e.g. 13000), loading the driver if needed. */
+CURD_API curd_status curd_driver_version(int *version);
+/* The number of CUDA devices; 0 is not an error. */
+CURD_API curd_status curd_device_count(int *count);
+
+#define CURD_DEVICE_OPTIONS_FLAGS_KNOWN 0u
+
+typedef struct curd_device_options {
+    size_t struct_size;
+    /* Idle bytes each pool may keep cached; 0 picks the default
+     * (device pool: 1/8 of device memory capped at 4 GiB; pinned pool:
+     * 256 MiB). */
+    uint64_t device_cache_bytes;
+    uint64_t pinned_cache_bytes;
+    /* Hard caps on live bytes per pool (CURD_E_BUDGET past them); 0 means
+     * no cap. For sharing one GPU between processes or libraries. */
+    uint64_t device_live_limit_bytes;
+    uint64_t pinned_live_limit_bytes;
+    /* Cap on resident buffer bytes; 0 means the default budget (9/10 of
+     * total memory, capped by 9/10 of live free memory plus the bytes
+     * already resident). A non-zero value can only lower the budget. */
+    uint64_t resident_limit_bytes;
+    uint32_t flags; /* none defined yet: must be 0 */
+} curd_device_options;
+
+CURD_API void curd_device_options_init(curd_device_options *options);
+/* options may be NULL for the defaults. */
+CURD_API curd_status curd_device_open(int ordinal,
+                                      const curd_device_options *options,
+                                      curd_device **out_device);
+/* Waits for the device's outstanding work, frees every buffer, block and
+ * stream it owns and releases the primary context. NULL is a no-op. Safe at
+ * process exit, after the driver has begun to deinitialise. */
+CURD_API curd_status curd_device_close(curd_device *device);
+
+#define CURD_CAP_COOPERATIVE_LAUNCH (1u << 0)
+#define CURD_CAP_UNIFIED_ADDRESSING (1u << 1)
+#define CURD_CAP_STREAM_ORDERED_ALLOC (1u << 2) /* cuMemAllocAsync present */
+#define CURD_CAP_HOST_REGISTER (1u << 3)        /* cuMemHostRegister present */
+
+typedef struct curd_device_props {
+    size_t struct_size;
+    int ordinal;
+    char name[256];
+    char pci_bus_id[32];
+    int compute_capability_major;
+    int compute_capability_minor;
+    uint64_t total_memory_bytes;
+    uint64_t free_memory_bytes; /* live, read at the call */
+    int multiprocessor_count;
+    int max_threads_per_block;
+    int max_block_dim[3];
+    int max_grid_dim[3];
+    int shared_memory_per_block_bytes;
+    int async_engine_count;
+    int driver_version;
+    uint32_t capabilities; /* CURD_CAP_* */
+    uint64_t resident_budget_bytes; /* live, read at the call */
+} curd_device_props;
+
+/* props->struct_size must be set by the caller. */
+CURD_API curd_status curd_device_info(curd_device *device,
+                                      curd_device_props *props);
+
+/* ------------------------------------------------------------------------
+ * Pools and statistics
+ * Each device has two pools: device memory and page-locked (pinned) host
+ * memory. Requests round up to a size class with bounded waste; released
+ * blocks are cached up to the pool's cache budget so the next acquire of
+ * that class costs well under a microsecond. When the driver runs out of
+ * memory a pool trims its cache, asks the reclaim callback, trims every
+ * pool, and only then reports CURD_E_OUT_OF_MEMORY.
+ * ---------------------------------------------------------------------- */
+typedef enum curd_pool_kind {
+    CURD_POOL_DEVICE = 0,
+    CURD_POOL_PINNED = 1
+} curd_pool_kind;
+
+/* A block handed out by a pool. Treat it as a value: copy it, keep it, and
+ * give it back once with curd_block_release(). */
+typedef struct curd_block {
+    uint64_t device_ptr; /* CUdeviceptr for device blocks, 0 for pinned */
+    void *host_ptr;      /* host address for pinned blocks, NULL for device */
+    size_t byte_len;     /* what was asked for */
+    size_t class_bytes;  /* what the block really holds (>= byte_len) */
+    uint32_t pool_kind;  /* curd_pool_kind */
+    uint32_t reserved;
+} curd_block;
+
+CURD_API curd_status curd_block_acquire(curd_device *device,
+                                        curd_pool_kind kind, size_t byte_len,
+                                        curd_block *out_block);
+/* Releasing a block twice, to another device, or one that curd never
+ * handed out is CURD_E_STALE_HANDLE and changes nothing. */
+CURD_API curd_status curd_block_release(curd_device *device,
+                                        const curd_block *block);
+
+/* A level and its history: current and peak levels, cumulative amounts
+ * added (allocated) and removed (freed). */
+typedef struct curd_stat_family {
+    uint64_t current;
+    uint64_t peak;
+    uint64_t allocated;
+    uint64_t freed;
+} curd_stat_family;
+
+typedef struct curd_pool_stats {
+    curd_stat_family live_bytes;      /* class bytes handed out */
+    curd_stat_family cached_bytes;    /* class bytes idle in the cache */
+    curd_stat_family requested_bytes; /* bytes asked for, before rounding */
+    curd_stat_family live_blocks;
+    curd_stat_family cached_blocks;
+    uint64_t upstream_allocs;
+    uint64_t upstream_frees;
+    uint64_t cache_hits;
+    uint64_t cache_misses;
+    uint64_t oom_retries;
+    uint64_t oom_failures;
+    uint64_t upstream_ns; /* time spent in upstream alloc and free calls */
+    uint64_t cache_budget_bytes;
+    uint64_t live_limit_bytes; /* 0: no cap */
+} curd_pool_stats;
+
+typedef struct curd_stats {
+    size_t struct_size;
+    curd_pool_stats device_pool;
+    curd_pool_stats pinned_pool;
+    /* Transfers. */
+    uint64_t h2d_bytes;   /* bytes copied host to device */
+    uint64_t d2h_bytes;   /* bytes copied device to host */
+    uint64_t copy_ops;    /* DMA operations enqueued (fused spans count 1) */
+    uint64_t fences;      /* host waits on device work */
+    uint64_t fill_ops;    /* device-side memsets */
+    uint64_t fill_bytes;
+    /* Resident buffers: bytes and count. */
+    curd_stat_family resident_bytes;
+    curd_stat_family resident_buffers;
+    /* Statistics-only counters found below zero and repaired to zero. */
+    uint64_t accounting_repairs;
+} curd_stats;
+
+/* stats->struct_size must be set by the caller. */
+CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats);
+/* Resets the cumulative counters (allocated, freed, hits, ops, ...) and sets
+ * each peak to its current level. Levels (current) are untouched. */
+CURD_API curd_status curd_device_stats_reset(curd_device *device);
+/* Frees cached blocks upstream until each pool caches at most keep_bytes. */
+CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes);
+
+/* Called when device memory runs out, after the pool's own cache did not
+ * suffice: free what you can (at least bytes_needed if possible) and return
+ * how many bytes you freed. Called without any curd lock held; it may call
+ * curd_buffer_free() and curd_block_release() but must not allocate. */
+typedef uint64_t (*curd_reclaim_fn)(void *context, uint64_t bytes_needed);
+/* fn NULL removes the callback. */
+CURD_API curd_status curd_device_set_reclaim(curd_device *device,
+                                             curd_reclaim_fn fn, void *context);
+
+/* ------------------------------------------------------------------------
+ * Resident buffers
+ * A curd_buffer names device memory owned by a device. It is a value (a
+ * table index and a generation): a freed, forged or foreign handle is
+ * CURD_E_STALE_HANDLE, never a use-after-free. Resident bytes are held
+ * within the device's resident budget.
+ * ---------------------------------------------------------------------- */
+typedef struct curd_buffer {
+    uint64_t id; /* opaque; 0 is never a live buffer */
+} curd_buffer;
+
+CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
+                                       curd_buffer *out_buffer);
+/* Freeing a buffer that queued work still uses (an asynchronous upload not
+ * yet completed by curd_device_sync_uploads) is CURD_E_BUSY: nothing is
+ * freed, and the caller frees it after completing that work. */
+CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer);
+CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
+                                      size_t *out_byte_len);
+/* The CUdeviceptr, for interoperation with other CUDA code. Valid until the
+ * buffer is freed. */
+CURD_API curd_status curd_buffer_device_ptr(curd_device *device,
+                                            curd_buffer buffer,
+                                            uint64_t *out_device_ptr);
+CURD_API curd_status curd_device_resident_bytes(curd_device *device,
+                                                uint64_t *out_bytes);
+
+/* Fills [offset, offset + byte_len) with value on the device (no upload). */
+CURD_API curd_status curd_buffer_fill(curd_device *device, curd_buffer buffer,
+                                      size_t offset, size_t byte_len,
+                                      uint8_t value);
+/* Zeroes the whole buffer on the device. */
+CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer);
+
+/* ------------------------------------------------------------------------
+ * Transfers
+ * Synchronous transfers return once the bytes have arrived. A batch is
+ * validated whole before any byte moves, is staged through the pinned pool,
+ * runs on one pooled stream, and ends with exactly one fence. Reads of
+ * adjacent or overlapping ranges of one buffer are fused into one DMA.
+ * Zero-length items are allowed and cost nothing.
+ * ---------------------------------------------------------------------- */
+
+/* src must hold exactly the buffer's size. */
+CURD_API curd_status curd_buffer_upload(curd_device *device, curd_buffer buffer,
+                                        const void *src, size_t byte_len);
+CURD_API curd_status curd_buffer_upload_at(curd_device *device,
+                                           curd_buffer buffer, size_t offset,
+                                           const void *src, size_t byte_len);
+/* dst must have room for exactly the buffer's size. */
+CURD_API curd_status curd_buffer_download(curd_device *device,
+                                          curd_buffer buffer, void *dst,
+                                          size_t byte_len);
+/* Copies [offset, offset + byte_len) into dst, which holds dst_capacity
+ * bytes. */
+CURD_API curd_status curd_buffer_download_range(curd_device *device,
+                                                curd_buffer buffer,
+                                                size_t offset, size_t byte_len,
+                                                void *dst, size_t dst_capacity);
+
+typedef struct curd_upload {
+    curd_buffer buffer;
+    size_t offset;
+    const void *src;
+    size_t byte_len;
+} curd_upload;
+
+typedef struct curd_download {
+    curd_buffer buffer;
+    size_t offset;
+    size_t byte_len;
+    void *dst;
+    size_t dst_capacity;
+} curd_download;
+
+CURD_API curd_status curd_upload_batch(curd_device *device,
+                                       const curd_upload *items, size_t count);
+CURD_API curd_status curd_download_batch(curd_device *device,
+                                         const curd_download *items,
+                                         size_t count);
+
+/* Page-locks caller memory so transfers from it skip staging. The range
+ * must not overlap one already registered. */
+CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
+                                        size_t byte_len);
+CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr);
+
+/* Enqueues an upload from page-locked memory (a pinned block or a
+ * registered range) on the device's upload stream and returns at once.
+ * pinned_src must stay unchanged, and the buffer may not be freed
+ * (CURD_E_BUSY), until curd_device_sync_uploads() returns. */
+CURD_API curd_status curd_buffer_upload_async(curd_device *device,
+                                              curd_buffer buffer, size_t offset,
+                                              const void *pinned_src,
+                                              size_t byte_len);
+/* Waits for every upload enqueued by curd_buffer_upload_async. */
+CURD_API curd_status curd_device_sync_uploads(curd_device *device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CURD_H */

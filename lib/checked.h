@@ -1,0 +1,60 @@
+/* checked.h - checked arithmetic for sizes, ranges and counters (pure).
+ *
+ * Nothing here touches the driver or allocates. The bool helpers return
+ * false on overflow and leave *out unchanged; the curd_status helpers also
+ * set the thread's error sentence via curdi_fail(). */
+#ifndef CURD_LIB_CHECKED_H
+#define CURD_LIB_CHECKED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+
+bool curdi_size_add(size_t a, size_t b, size_t *out);
+bool curdi_size_sub(size_t a, size_t b, size_t *out);
+bool curdi_size_mul(size_t a, size_t b, size_t *out);
+bool curdi_u64_add(uint64_t a, uint64_t b, uint64_t *out);
+bool curdi_u64_sub(uint64_t a, uint64_t b, uint64_t *out);
+bool curdi_u64_mul(uint64_t a, uint64_t b, uint64_t *out);
+
+/* [offset, offset + byte_len) must lie within a buffer of buffer_len bytes.
+ * CURD_E_OVERFLOW when offset + byte_len overflows, CURD_E_RANGE when the
+ * end passes buffer_len. `what` names the range in the message
+ * ("download range", ...). A zero-length range at offset == buffer_len is
+ * valid. */
+curd_status curdi_range_check(uint64_t offset, uint64_t byte_len,
+                              uint64_t buffer_len, const char *what);
+
+/* base + offset as a device pointer; CURD_E_OVERFLOW past 2^64. */
+curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
+                                    uint64_t *out);
+
+/* Size classes with bounded waste (see checked.c for the table and the
+ * worst-case waste it guarantees). CURD_E_INVALID_ARGUMENT for 0 bytes,
+ * CURD_E_OVERFLOW when rounding up would pass SIZE_MAX. */
+curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
+                             unsigned *out_class_index);
+/* Class bytes of a class index; 0 past the last class. */
+size_t curdi_size_class_bytes(unsigned class_index);
+/* Number of size classes. */
+unsigned curdi_size_class_count(void);
+
+/* The resident budget: min(total * 9/10, free * 9/10 + resident), then
+ * min with limit when limit is non-zero. Never overflows (128-bit-safe). */
+uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
+                               uint64_t resident_bytes, uint64_t limit_bytes);
+
+/* Atomic counters that never saturate: add fails (CURD_E_OVERFLOW, counter
+ * unchanged) if it would pass UINT64_MAX. */
+curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount);
+/* Subtract from a statistics-only counter: an underflow sets it to zero,
+ * returns false and the caller counts an accounting repair (reported once
+ * through curdi_trace). */
+bool curdi_stat_sub(_Atomic uint64_t *counter, uint64_t amount);
+/* Raise *peak to at least value. */
+void curdi_peak_raise(_Atomic uint64_t *peak, uint64_t value);
+
+#endif

@@ -1,0 +1,62 @@
+/* pool.h - a size-class cache over an upstream allocator.
+ *
+ * One implementation serves device memory (cuMemAlloc/cuMemFree), pinned
+ * host memory (cuMemHostAlloc/cuMemFreeHost) and, in the tests, plain host
+ * memory. Addresses are uint64_t so one type carries both a CUdeviceptr and
+ * a host pointer. The pool never holds a lock across an upstream call. */
+#ifndef CURD_LIB_POOL_H
+#define CURD_LIB_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+
+typedef struct curdi_upstream {
+    /* CURD_OK with *out_address set; CURD_E_OUT_OF_MEMORY when the upstream
+     * lacks memory (the pool then runs its recovery ladder); any other
+     * status is reported as is (the message already set). */
+    curd_status (*alloc)(void *context, size_t byte_len, uint64_t *out_address);
+    /* The block is gone whatever this returns. */
+    curd_status (*free)(void *context, uint64_t address, size_t byte_len);
+    void *context;
+} curdi_upstream;
+
+/* Steps of the out-of-memory ladder that reach beyond one pool. */
+typedef enum curdi_relief_step {
+    CURDI_RELIEF_RECLAIM = 1,  /* the application's reclaim callback */
+    CURDI_RELIEF_TRIM_ALL = 2  /* every cached block of every device pool */
+} curdi_relief_step;
+
+typedef struct curdi_pool_config {
+    const char *name; /* "device" or "pinned", for messages */
+    uint64_t cache_budget_bytes;
+    uint64_t live_limit_bytes; /* 0: no cap */
+    /* Called with no pool lock held; returns the bytes it freed. NULL: the
+     * ladder skips those steps. */
+    uint64_t (*relieve)(void *context, uint64_t bytes_needed,
+                        curdi_relief_step step);
+    void *relieve_context;
+} curdi_pool_config;
+
+typedef struct curdi_pool curdi_pool;
+
+curd_status curdi_pool_create(const curdi_upstream *upstream,
+                              const curdi_pool_config *config,
+                              curdi_pool **out_pool);
+/* Frees every cached block and every block still live, upstream. */
+void curdi_pool_destroy(curdi_pool *pool);
+
+curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
+                               uint64_t *out_address, size_t *out_class_bytes);
+/* CURD_E_STALE_HANDLE, with nothing changed, for an address this pool does
+ * not have live (released twice, another pool's, foreign). */
+curd_status curdi_pool_release(curdi_pool *pool, uint64_t address);
+/* Frees cached blocks upstream until at most keep_bytes stay cached;
+ * returns the bytes freed. */
+uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes);
+
+void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out);
+void curdi_pool_stats_reset(curdi_pool *pool);
+
+#endif
