@@ -1,0 +1,40 @@
+/* curd-test.h - helpers shared by the test programs.
+ *
+ * Random data comes from g_test_rand_*(), so GLib's printed seed
+ * ("# random seed: ...", replay with --seed) replays a failure. */
+#ifndef CURD_TEST_H
+#define CURD_TEST_H
+
+#include <glib.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+
+/* Fills n bytes with fresh random data. */
+void curd_test_fill_random(void *p, size_t n);
+/* Fills n bytes with a poison pattern that no correct output equals. */
+void curd_test_poison(void *p, size_t n);
+
+/* Opens device 0, or calls g_test_skip() with the reason (no driver, no
+ * device) and returns NULL; the test then returns at once. */
+curd_device *curd_test_gpu_open(void);
+/* Same with options. */
+curd_device *curd_test_gpu_open_with(const curd_device_options *options);
+
+/* Fault injection over the driver entry-point table (the test-only
+ * interface of lib/driver.h, reached through the static library).
+ *
+ * curd_test_faults_begin() wraps every entry of the table with a counting
+ * wrapper; from then on driver calls are numbered 1, 2, 3, ... and call
+ * number fail_at (0: none) returns cu_result instead of reaching the
+ * driver. With only_entry non-NULL, only calls of that entry (e.g.
+ * "cuMemAlloc") are numbered and failed. curd_test_faults_end() restores
+ * the real table and returns how many calls were numbered. */
+void curd_test_faults_begin(unsigned fail_at, int cu_result,
+                            const char *only_entry);
+unsigned curd_test_faults_end(void);
+/* Whether the armed failure has fired since begin. */
+gboolean curd_test_faults_fired(void);
+
+#endif
