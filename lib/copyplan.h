@@ -1,0 +1,45 @@
+/* copyplan.h - coalescing of copies into fused DMA spans (pure).
+ *
+ * Given the items of a batch (each a byte range of one buffer), the planner
+ * merges ranges of the same buffer that are adjacent or overlapping into one
+ * span, lays the spans out back to back in a staging area, and says where
+ * each item's bytes sit in it. Nothing here touches the driver. */
+#ifndef CURD_LIB_COPYPLAN_H
+#define CURD_LIB_COPYPLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+
+typedef struct curdi_copy_item {
+    uint64_t buffer_key; /* identifies the buffer (e.g. its handle id) */
+    uint64_t offset;     /* range start within the buffer */
+    uint64_t byte_len;   /* zero-length items get no span */
+} curdi_copy_item;
+
+typedef struct curdi_copy_span {
+    uint64_t buffer_key;
+    uint64_t offset;         /* span start within the buffer */
+    uint64_t byte_len;
+    uint64_t staging_offset; /* where the span sits in the staging area */
+} curdi_copy_span;
+
+typedef struct curdi_copy_plan {
+    curdi_copy_span *spans; /* ordered by (buffer_key, offset) */
+    size_t span_count;
+    /* Per item, in item order: the offset of its first byte in the staging
+     * area (0 for zero-length items). */
+    uint64_t *item_staging_offset;
+    size_t item_count;
+    uint64_t staging_bytes; /* sum of span lengths */
+} curdi_copy_plan;
+
+/* Builds the plan; CURD_E_OVERFLOW if any offset + byte_len or the staging
+ * total overflows, CURD_E_OUT_OF_MEMORY if the host allocation fails. The
+ * ranges are not checked against buffer sizes here: callers do that first. */
+curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
+                                 curdi_copy_plan *out_plan);
+void curdi_copyplan_free(curdi_copy_plan *plan);
+
+#endif
