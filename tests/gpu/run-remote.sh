@@ -1,0 +1,51 @@
+#!/bin/bash
+# The whole GPU check in one command, for the lent GPU machine (Ubuntu,
+# NVIDIA driver, no GLib, no compilers needed). It builds nothing: run it
+# from the repository root with the build outputs carried along:
+#
+#   here:   make all tests && tests/gpu/fetch-glib.sh
+#   there:  tests/gpu/run-remote.sh            (carry: build, .gpu-deps)
+#
+# Logs go to $OUT (or ./gpu-out) and a short summary is printed last.
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu:$PWD/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export CURD_REQUIRE_GPU=1
+summary=()
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader \
+    | tee "$out/gpu.txt"
+
+step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
+    local name=$1
+    shift
+    local start=$SECONDS
+    "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - start)) \
+        "$(tail -n 1 "$out/$name.log" | cut -c1-100)")")
+    return $rc
+}
+
+step curd-info build/tools/curd-info
+step curd-info-json build/tools/curd-info --json
+step check-gpu tests/run-tests.sh --skip-is-failure build/tests/test-*
+grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
+
+if command -v compute-sanitizer >/dev/null; then
+    for t in test-transfer-gpu test-resident-gpu test-pool-gpu; do
+        [ -x "build/tests/$t" ] || continue
+        step "memcheck-$t" compute-sanitizer --tool memcheck --leak-check full \
+            --error-exitcode 9 "build/tests/$t"
+    done
+fi
+
+if [ -x build/tools/curd-bench ]; then
+    step curd-bench build/tools/curd-bench ${CURD_BENCH_ARGS:-}
+    build/tools/curd-bench --json ${CURD_BENCH_ARGS:-} >"$out/bench.json" 2>&1
+    cat "$out/curd-bench.log"
+fi
+
+echo "==== summary ($(head -n 1 "$out/gpu.txt"))"
+printf '%s\n' "${summary[@]}"
