@@ -33,7 +33,10 @@ curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
                                     uint64_t *out);
 
 /* Size classes with bounded waste (see checked.c for the table and the
- * worst-case waste it guarantees). CURD_E_INVALID_ARGUMENT for 0 bytes,
+ * worst-case waste it guarantees): 256, 512, ..., 2048, then 8 steps per
+ * power of two up to 0xF000000000000000 on 64-bit, so a request above
+ * 2 KiB wastes under 1/8 of itself and one of at most 2 KiB under 256
+ * bytes. Every class is a multiple of 256. CURD_E_INVALID_ARGUMENT for 0 bytes,
  * CURD_E_OVERFLOW when rounding up would pass SIZE_MAX. */
 curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
                              unsigned *out_class_index);
@@ -51,8 +54,8 @@ uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
  * unchanged) if it would pass UINT64_MAX. */
 curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount);
 /* Subtract from a statistics-only counter: an underflow sets it to zero,
- * returns false and the caller counts an accounting repair (reported once
- * through curdi_trace). */
+ * returns false and the caller counts an accounting repair. The first
+ * repair in the process is reported through curdi_trace (here, once). */
 bool curdi_stat_sub(_Atomic uint64_t *counter, uint64_t amount);
 /* Raise *peak to at least value. */
 void curdi_peak_raise(_Atomic uint64_t *peak, uint64_t value);

@@ -1,0 +1,300 @@
+/* checked.c - checked arithmetic for sizes, ranges and counters (pure).
+ *
+ * Everything a transfer or a pool computes from caller-supplied numbers goes
+ * through one of these helpers, so an overflow is a typed error at the one
+ * place that can name it, never a wrapped value handed to the driver. */
+#include "checked.h"
+
+#include <inttypes.h>
+#include <limits.h>
+
+#include "status.h"
+
+/* ------------------------------------------------------------------------
+ * Plain arithmetic. The compiler builtins compute the exact result and say
+ * whether it fits; *out is written only when it does.
+ * ---------------------------------------------------------------------- */
+
+bool curdi_size_add(size_t a, size_t b, size_t *out)
+{
+    size_t result;
+    if (__builtin_add_overflow(a, b, &result))
+        return false;
+    *out = result;
+    return true;
+}
+
+bool curdi_size_sub(size_t a, size_t b, size_t *out)
+{
+    size_t result;
+    if (__builtin_sub_overflow(a, b, &result))
+        return false;
+    *out = result;
+    return true;
+}
+
+bool curdi_size_mul(size_t a, size_t b, size_t *out)
+{
+    size_t result;
+    if (__builtin_mul_overflow(a, b, &result))
+        return false;
+    *out = result;
+    return true;
+}
+
+bool curdi_u64_add(uint64_t a, uint64_t b, uint64_t *out)
+{
+    uint64_t result;
+    if (__builtin_add_overflow(a, b, &result))
+        return false;
+    *out = result;
+    return true;
+}
+
+bool curdi_u64_sub(uint64_t a, uint64_t b, uint64_t *out)
+{
+    uint64_t result;
+    if (__builtin_sub_overflow(a, b, &result))
+        return false;
+    *out = result;
+    return true;
+}
+
+bool curdi_u64_mul(uint64_t a, uint64_t b, uint64_t *out)
+{
+    uint64_t result;
+    if (__builtin_mul_overflow(a, b, &result))
+        return false;
+    *out = result;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Ranges and device pointers
+ * ---------------------------------------------------------------------- */
+
+curd_status curdi_range_check(uint64_t offset, uint64_t byte_len,
+                              uint64_t buffer_len, const char *what)
+{
+    uint64_t end;
+    if (what == NULL)
+        what = "byte range";
+    if (!curdi_u64_add(offset, byte_len, &end))
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s at offset %" PRIu64 " with length %" PRIu64
+                          " ends past 2^64-1 bytes, in a buffer of %" PRIu64
+                          " bytes. Fix: pass an offset and a length whose sum"
+                          " is at most the buffer's size.",
+                          what, offset, byte_len, buffer_len);
+    if (end > buffer_len)
+        return curdi_fail(CURD_E_RANGE,
+                          "%s [%" PRIu64 ", %" PRIu64 ") (offset %" PRIu64
+                          ", length %" PRIu64 ") ends %" PRIu64
+                          " bytes past the end of a buffer of %" PRIu64
+                          " bytes. Fix: keep offset + length within the"
+                          " buffer's size, or allocate a larger buffer.",
+                          what, offset, end, offset, byte_len,
+                          end - buffer_len, buffer_len);
+    return CURD_OK;
+}
+
+curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
+                                    uint64_t *out)
+{
+    uint64_t address;
+    if (!curdi_u64_add(base, offset, &address))
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "device pointer 0x%" PRIx64 " plus offset %" PRIu64
+                          " passes 2^64-1. Fix: range-check the offset"
+                          " against the buffer's size before forming the"
+                          " pointer.",
+                          base, offset);
+    *out = address;
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Size classes
+ *
+ * The table, with W = the width of size_t in bits (64 on every platform
+ * curd ships on; the formulas hold for 32 as well):
+ *
+ *   index         class bytes                            serves requests
+ *   0 .. 7        256 * (i + 1): 256, 512, ..., 2048     1 .. 2048
+ *   8 + 8g + j-1  (8 + j) * 2^(8 + g), j = 1 .. 8        (2^(11+g), 2^(12+g)]
+ *                 g = 0: 2304, 2560, ..., 4096 (step 256)
+ *                 g = 1: 4608, 5120, ..., 8192 (step 512)
+ *                 ... eight geometric steps per power of two ...
+ *   last          15 * 2^(W-4)                           the top of its group
+ *
+ * The last group, g = W - 12, stops at j = 7 because j = 8 would be 2^W.
+ * So there are 8 + 8 * (W - 11) - 1 classes: 431 for W = 64 (the last is
+ * 0xF000000000000000 bytes), 159 for W = 32. A request larger than the last
+ * class is CURD_E_OVERFLOW; 0 is CURD_E_INVALID_ARGUMENT.
+ *
+ * Every class is a multiple of 256, so blocks carved at class boundaries
+ * stay 256-byte aligned.
+ *
+ * Worst-case waste (class bytes - request):
+ *  - requests of 1 .. 2048 bytes waste at most 255 bytes (1 -> 256);
+ *  - a request r > 2048 in group g lands in a class at most one step
+ *    (2^(8+g)) above the class below it, and r is more than that lower
+ *    class, which is at least 8 steps; so waste <= step - 1 < r / 8. The
+ *    worst ratio is at r = 2049 -> 2304: 255 / 2049 = 12.45% of the
+ *    request (under 1/9 = 11.1% of the class). No request above 2 KiB
+ *    wastes 12.5% or more, so a 1.1 GiB request holds 1.125 GiB.
+ * tests/test-checked.c checks these bounds at every class boundary +-1 and
+ * at random sizes; fuzz/fuzz-size-class.c checks them against a table built
+ * independently.
+ * ---------------------------------------------------------------------- */
+
+#define CURDI_CLASS_MIN_SHIFT 8u   /* 256-byte minimum and linear step */
+#define CURDI_CLASS_LINEAR_COUNT 8u /* 256 .. 2048 */
+#define CURDI_CLASS_GEOMETRIC_SHIFT 11u /* first power of two: 2048 */
+#define CURDI_CLASS_STEPS_SHIFT 3u  /* 2^3 = 8 steps per power of two */
+#define CURDI_SIZE_BITS ((unsigned)(sizeof(size_t) * CHAR_BIT))
+
+unsigned curdi_size_class_count(void)
+{
+    return CURDI_CLASS_LINEAR_COUNT
+           + (CURDI_SIZE_BITS - CURDI_CLASS_GEOMETRIC_SHIFT)
+                 * (1u << CURDI_CLASS_STEPS_SHIFT)
+           - 1u;
+}
+
+size_t curdi_size_class_bytes(unsigned class_index)
+{
+    if (class_index >= curdi_size_class_count())
+        return 0;
+    if (class_index < CURDI_CLASS_LINEAR_COUNT)
+        return (size_t)(class_index + 1u) << CURDI_CLASS_MIN_SHIFT;
+    unsigned geometric = class_index - CURDI_CLASS_LINEAR_COUNT;
+    unsigned group = geometric >> CURDI_CLASS_STEPS_SHIFT;
+    unsigned step = (geometric & ((1u << CURDI_CLASS_STEPS_SHIFT) - 1u)) + 1u;
+    /* (8 + step) << (8 + group): below 2^W for every index under the count,
+     * since the last one is 15 << (W - 4). */
+    return (size_t)((1u << CURDI_CLASS_STEPS_SHIFT) + step)
+           << (CURDI_CLASS_GEOMETRIC_SHIFT - CURDI_CLASS_STEPS_SHIFT + group);
+}
+
+/* floor(log2(value)) for value > 0. */
+static unsigned curdi_floor_log2(size_t value)
+{
+    return (unsigned)(sizeof(unsigned long long) * CHAR_BIT) - 1u
+           - (unsigned)__builtin_clzll((unsigned long long)value);
+}
+
+curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
+                             unsigned *out_class_index)
+{
+    unsigned index;
+    if (byte_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "a size class was asked for 0 bytes. Fix: request"
+                          " at least one byte.");
+    if (byte_len <= ((size_t)CURDI_CLASS_LINEAR_COUNT << CURDI_CLASS_MIN_SHIFT)) {
+        index = (unsigned)((byte_len - 1u) >> CURDI_CLASS_MIN_SHIFT);
+    } else {
+        /* last = byte_len - 1 lies in [2^k, 2^(k+1)) with k >= 11; the class
+         * is the first multiple of 2^(k-3) above it. */
+        size_t last = byte_len - 1u;
+        unsigned k = curdi_floor_log2(last);
+        unsigned step_shift = k - CURDI_CLASS_STEPS_SHIFT;
+        unsigned step = (unsigned)((last - ((size_t)1 << k)) >> step_shift);
+        index = CURDI_CLASS_LINEAR_COUNT
+                + ((k - CURDI_CLASS_GEOMETRIC_SHIFT) << CURDI_CLASS_STEPS_SHIFT)
+                + step;
+    }
+    if (index >= curdi_size_class_count())
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "a request of %zu bytes is larger than the largest"
+                          " size class (%zu bytes); rounding it up would pass"
+                          " SIZE_MAX. Fix: request at most %zu bytes.",
+                          byte_len,
+                          curdi_size_class_bytes(curdi_size_class_count() - 1u),
+                          curdi_size_class_bytes(curdi_size_class_count() - 1u));
+    *out_class_bytes = curdi_size_class_bytes(index);
+    if (out_class_index != NULL)
+        *out_class_index = index;
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Budget
+ * ---------------------------------------------------------------------- */
+
+/* floor(value * 9 / 10) without the 9x overflow: value = 10q + r gives
+ * 9q + floor(9r / 10). */
+static uint64_t curdi_nine_tenths(uint64_t value)
+{
+    return value / 10u * 9u + value % 10u * 9u / 10u;
+}
+
+uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
+                               uint64_t resident_bytes, uint64_t limit_bytes)
+{
+    uint64_t budget = curdi_nine_tenths(total_bytes);
+    uint64_t free_cap;
+    /* A sum past 2^64-1 is larger than any total budget, which then wins. */
+    if (curdi_u64_add(curdi_nine_tenths(free_bytes), resident_bytes, &free_cap)
+        && free_cap < budget)
+        budget = free_cap;
+    if (limit_bytes != 0 && limit_bytes < budget)
+        budget = limit_bytes;
+    return budget;
+}
+
+/* ------------------------------------------------------------------------
+ * Atomic counters. Each is a compare-and-swap loop, so concurrent callers
+ * never lose an update and an add that would overflow changes nothing.
+ * ---------------------------------------------------------------------- */
+
+curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount)
+{
+    uint64_t old = atomic_load_explicit(counter, memory_order_relaxed);
+    uint64_t sum;
+    do {
+        if (!curdi_u64_add(old, amount, &sum))
+            return curdi_fail(CURD_E_OVERFLOW,
+                              "a byte or event counter at %" PRIu64
+                              " cannot count %" PRIu64
+                              " more without passing 2^64-1. Fix: reset the"
+                              " cumulative statistics with"
+                              " curd_device_stats_reset().",
+                              old, amount);
+    } while (!atomic_compare_exchange_weak_explicit(
+        counter, &old, sum, memory_order_acq_rel, memory_order_relaxed));
+    return CURD_OK;
+}
+
+/* Set by the first repair in the process, so the trace says it once. */
+static atomic_flag curdi_repair_reported = ATOMIC_FLAG_INIT;
+
+bool curdi_stat_sub(_Atomic uint64_t *counter, uint64_t amount)
+{
+    uint64_t old = atomic_load_explicit(counter, memory_order_relaxed);
+    uint64_t difference;
+    bool exact;
+    do {
+        exact = curdi_u64_sub(old, amount, &difference);
+        if (!exact)
+            difference = 0;
+    } while (!atomic_compare_exchange_weak_explicit(
+        counter, &old, difference, memory_order_acq_rel,
+        memory_order_relaxed));
+    if (!exact && !atomic_flag_test_and_set(&curdi_repair_reported))
+        curdi_trace("accounting repair: a statistics counter at %" PRIu64
+                    " was asked to drop by %" PRIu64
+                    "; set to 0 (reported once per process)",
+                    old, amount);
+    return exact;
+}
+
+void curdi_peak_raise(_Atomic uint64_t *peak, uint64_t value)
+{
+    uint64_t old = atomic_load_explicit(peak, memory_order_relaxed);
+    while (old < value
+           && !atomic_compare_exchange_weak_explicit(
+               peak, &old, value, memory_order_acq_rel, memory_order_relaxed)) {
+    }
+}
