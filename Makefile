@@ -1,19 +1,47 @@
-# curd - top-level build. `make` builds the shared and static library and
-# the tools; `make check` runs the test suite (see README.md).
+# curd - top-level build.
+#
+#   make                 libcurd.so.1.0.0 (+ links), libcurd.a, the tools
+#   make info            installs build deps if missing, builds, runs curd-info
+#   make check           installs test deps if missing, then the whole suite:
+#                        unit tests, Valgrind, fuzz smoke, export check
+#   make check-plain     just the unit tests (what the Debian build runs)
+#   make check-gpu       the unit tests with every skip counted as a failure
+#   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
+#   make check-tsan      the *thread* tests rebuilt in build-tsan/ with TSan
+#   make check-exports   proves that libcurd.so exports only curd_* symbols
+#   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR honoured
+#
+# V=1 shows the commands. Objects and programs go under $(BUILD)/.
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define CURD_VERSION_MAJOR \([0-9]*\).*/\1/p' include/curd.h)
 VERSION_MINOR := $(shell sed -n 's/^\#define CURD_VERSION_MINOR \([0-9]*\).*/\1/p' include/curd.h)
 VERSION_PATCH := $(shell sed -n 's/^\#define CURD_VERSION_PATCH \([0-9]*\).*/\1/p' include/curd.h)
 VERSION := $(VERSION_MAJOR).$(VERSION_MINOR).$(VERSION_PATCH)
 
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
 CC ?= cc
 BUILD ?= build
+# Distribution builds may pass WERROR= to keep new compiler warnings from
+# failing the build; development and CI builds keep -Werror.
+WERROR ?= -Werror
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-            -Wconversion -Wno-sign-conversion -Werror
+            -Wconversion -Wno-sign-conversion $(WERROR)
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -Ilib -D_GNU_SOURCE
+DEPFLAGS = -MMD -MP -MF $@.d
 LIB_CFLAGS := -std=c11 -fPIC -fvisibility=hidden -DCURD_BUILDING $(WARNINGS)
 LIBS := -ldl -lpthread
+# The tools find the freshly built libcurd.so.1 in $(BUILD)/ when run from
+# the tree; packagers pass TOOL_RPATH= so the installed tools carry no RPATH.
+TOOL_RPATH ?= -Wl,-rpath,'$$ORIGIN/..'
+# Installs missing Debian packages (as root) or prints the apt-get line;
+# SETUP=true skips it.
+SETUP ?= scripts/setup-deps.sh
 
 ifeq ($(V),1)
 Q :=
@@ -31,25 +59,38 @@ LIB_OBJS := $(patsubst lib/%.c,$(BUILD)/lib/%.o,$(LIB_SRCS))
 GLIB_CFLAGS = $(shell pkg-config --cflags glib-2.0)
 GLIB_LIBS = $(shell pkg-config --libs glib-2.0)
 
+# Every tests/test-*.c is one g_test program; tests/support/*.c is linked
+# into each of them.
 TEST_SRCS := $(sort $(wildcard tests/test-*.c))
-TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
-TEST_SUPPORT := $(wildcard tests/support/*.c)
+test_bins = $(patsubst tests/%.c,$(1)/tests/%,$(TEST_SRCS))
+TEST_BINS := $(call test_bins,$(BUILD))
+TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
+                       $(sort $(wildcard tests/support/*.c)))
 
-TOOLS := $(BUILD)/tools/curd-info $(BUILD)/tools/curd-bench
+# A tool is built once its source exists, so a tool still being written
+# never breaks the build.
+TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/curd-info.c tools/curd-bench.c))
+TOOLS := $(addprefix $(BUILD)/tools/,$(TOOL_NAMES))
+BENCH_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
+                $(wildcard tools/curd-bench.c) $(sort $(wildcard tools/bench-*.c)))
 
-.PHONY: all lib tools tests check check-gpu clean
+.PHONY: all lib tools tests info check check-plain check-gpu check-asan \
+        check-tsan check-exports install uninstall clean
 all: lib tools
+
+# ---------------------------------------------------------------------------
+# The library
 
 lib: $(SHARED) $(STATIC)
 
-$(BUILD)/lib/%.o: lib/%.c $(wildcard lib/*.h) include/curd.h
+$(BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LIB_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) $(LIB_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(SHARED): $(LIB_OBJS) lib/curd.map
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,$(SONAME) \
+	$(Q)$(CC) -shared $(CFLAGS) $(LDFLAGS) -Wl,-soname,$(SONAME) \
 	    -Wl,--version-script=lib/curd.map -Wl,--no-undefined \
 	    -o $@ $(LIB_OBJS) $(LIBS)
 	$(Q)ln -sf libcurd.so.$(VERSION) $(BUILD)/$(SONAME)
@@ -59,6 +100,9 @@ $(STATIC): $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && $(AR) rcs $@ $(LIB_OBJS)
 
+# ---------------------------------------------------------------------------
+# Tools
+
 tools: $(TOOLS)
 
 # curd-info links the shared library like any consumer; curd-bench links the
@@ -67,28 +111,129 @@ tools: $(TOOLS)
 $(BUILD)/tools/curd-info: tools/curd-info.c $(SHARED)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $< -o $@ \
-	    -L$(BUILD) -lcurd -Wl,-rpath,'$$ORIGIN/..' $(LDFLAGS)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) $< -o $@ \
+	    -L$(BUILD) -lcurd $(TOOL_RPATH) $(LDFLAGS)
 
-$(BUILD)/tools/curd-bench: tools/curd-bench.c $(wildcard tools/bench-*.c) $(STATIC)
+$(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
-	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(filter %.c,$^) -o $@ \
-	    $(STATIC) $(LIBS) -lm $(LDFLAGS)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/tools/curd-bench: $(BENCH_OBJS) $(STATIC)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(BENCH_OBJS) -o $@ $(STATIC) $(LIBS) -lm
+
+info:
+	$(Q)$(SETUP) build
+	$(Q)$(MAKE) --no-print-directory lib $(BUILD)/tools/curd-info
+	$(BUILD)/tools/curd-info
+
+# ---------------------------------------------------------------------------
+# Tests
 
 tests: $(TEST_BINS)
 
-$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(wildcard tests/support/*.h) $(STATIC)
+$(BUILD)/tests/support/%.o: tests/support/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
+	    $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
-	    $(TEST_EXTRA_CFLAGS) $< $(TEST_SUPPORT) -o $@ $(STATIC) $(GLIB_LIBS) $(LIBS) -lm
+	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) -o $@ \
+	    $(LDFLAGS) $(STATIC) $(GLIB_LIBS) $(LIBS) -lm
 
-check: tests
+# tests/test-cuda-abi also compiles the CUDA toolkit's own cuda.h, when there
+# is one, to check the library's declarations against it. The build never
+# needs it.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+$(BUILD)/tests/test-cuda-abi: TEST_EXTRA_CFLAGS += -DCURD_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
+endif
+
+# The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it
+# covers exactly the suite that needs no GPU, even on a GPU host.
+VALGRIND := CURD_LIBCUDA=/nonexistent/libcuda.so.1 \
+    G_SLICE=always-malloc G_DEBUG=gc-friendly \
+    valgrind --quiet --leak-check=full --show-leak-kinds=definite,indirect \
+    --errors-for-leak-kinds=definite,indirect --error-exitcode=1 \
+    --num-callers=30 --suppressions=tests/valgrind.supp \
+    $(addprefix --suppressions=,$(wildcard /usr/share/glib-2.0/valgrind/glib.supp))
+
+# A fuzz step that exits 77 counts as skipped (fuzz/fuzz.mk not there yet).
+FUZZ_SMOKE_STEP := if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuzz-smoke; \
+                   else echo "fuzz/fuzz.mk not present"; exit 77; fi
+
+# The last line `make check` prints is the one summary of every step.
+check:
+	$(Q)$(SETUP) check
+	$(Q)$(MAKE) --no-print-directory all tests
+	$(Q)tests/run-tests.sh --valgrind '$(VALGRIND)' \
+	    --step fuzz-smoke '$(FUZZ_SMOKE_STEP)' \
+	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
+	    $(TEST_BINS)
+
+check-plain: tests
 	$(Q)tests/run-tests.sh $(TEST_BINS)
 
 check-gpu: tests
 	$(Q)CURD_REQUIRE_GPU=1 tests/run-tests.sh --skip-is-failure $(TEST_BINS)
 
+check-exports: $(SHARED)
+	$(Q)scripts/check-exports.sh $(SHARED)
+
+ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+check-asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='$(ASAN_FLAGS)' \
+	    LDFLAGS='-fsanitize=address,undefined' all tests
+	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    tests/run-tests.sh $(call test_bins,build-asan)
+
+# ThreadSanitizer needs clang here and a fixed address layout on some
+# kernels, hence setarch -R when it is available.
+TSAN_BINS := $(filter build-tsan/tests/test-%thread%,$(call test_bins,build-tsan))
+TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
+check-tsan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
+	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
+	    build-tsan/libcurd.a $(TSAN_BINS)
+	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	    tests/run-tests.sh --wrap '$(TSAN_RUN)' $(TSAN_BINS)
+
+# ---------------------------------------------------------------------------
+# Install
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)
+	install -m 0644 $(SHARED) $(STATIC) $(DESTDIR)$(LIBDIR)/
+	ln -sf libcurd.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcurd.so
+	install -m 0644 include/curd.h $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' \
+	    -e 's|@includedir@|$(INCLUDEDIR)|' -e 's|@version@|$(VERSION)|' \
+	    pkgconfig/curd.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/curd.pc
+ifneq ($(TOOLS),)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+endif
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libcurd.so.$(VERSION) \
+	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libcurd.so \
+	    $(DESTDIR)$(LIBDIR)/libcurd.a $(DESTDIR)$(INCLUDEDIR)/curd.h \
+	    $(DESTDIR)$(PKGCONFIGDIR)/curd.pc \
+	    $(DESTDIR)$(BINDIR)/curd-info $(DESTDIR)$(BINDIR)/curd-bench
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan
+
+# Fuzz targets (`make fuzz`, `make fuzz-smoke`); fuzz/fuzz.mk is the fuzz
+# harness's own.
+-include fuzz/fuzz.mk
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
