@@ -1,0 +1,289 @@
+/* cuda_abi.h - the part of the CUDA Driver API ABI that curd uses.
+ *
+ * curd never includes cuda.h: it builds on hosts without the CUDA toolkit
+ * and loads libcuda at run time. These are the library's own declarations
+ * of the types, values and function signatures it relies on. They are ABI
+ * facts, so tests/test-cuda-abi.c compiles them next to cuda.h (when the
+ * toolkit is present) and checks every value and every signature.
+ *
+ * Why CUresult and the enum parameters are `unsigned int` here: cuda.h
+ * declares them as C enums whose constants are all non-negative, and GCC
+ * and Clang give such an enum the underlying type unsigned int. Declaring
+ * them unsigned keeps our function-pointer types *compatible* with
+ * cuda.h's (checked with __builtin_types_compatible_p), not merely the
+ * same size.
+ *
+ * The lists below are X-macros so that one list drives the enum values
+ * here, the entry-point table in driver.h, the fault-injection wrappers in
+ * the tests and the checks against cuda.h. */
+#ifndef CURD_LIB_CUDA_ABI_H
+#define CURD_LIB_CUDA_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef unsigned int curdi_cu_result;     /* CUresult */
+typedef int curdi_cu_device;              /* CUdevice */
+typedef unsigned long long curdi_cu_deviceptr; /* CUdeviceptr (64-bit) */
+typedef struct CUctx_st *curdi_cu_context;
+typedef struct CUstream_st *curdi_cu_stream;
+typedef struct CUevent_st *curdi_cu_event;
+typedef struct CUmod_st *curdi_cu_module;
+typedef struct CUfunc_st *curdi_cu_function;
+typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
+typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
+/* CUdriverProcAddressQueryResult */
+typedef unsigned int curdi_cu_proc_address_query_result;
+
+/* The first CUDA version whose driver curd supports, and the version it
+ * asks cuGetProcAddress for: each entry then resolves to the ABI variant
+ * that CUDA 12.0 headers declare (cuMemAlloc -> cuMemAlloc_v2, ...), which
+ * is the signature declared below. */
+#define CURDI_CUDA_MIN_VERSION 12000
+
+/* CUresult values: X(NAME without the CUDA_ prefix, value). */
+#define CURDI_CUDA_RESULT_LIST(X)                                             \
+    X(SUCCESS, 0)                                                             \
+    X(ERROR_INVALID_VALUE, 1)                                                 \
+    X(ERROR_OUT_OF_MEMORY, 2)                                                 \
+    X(ERROR_NOT_INITIALIZED, 3)                                               \
+    X(ERROR_DEINITIALIZED, 4)                                                 \
+    X(ERROR_STUB_LIBRARY, 34)                                                 \
+    X(ERROR_CALL_REQUIRES_NEWER_DRIVER, 36)                                   \
+    X(ERROR_DEVICE_UNAVAILABLE, 46)                                           \
+    X(ERROR_NO_DEVICE, 100)                                                   \
+    X(ERROR_INVALID_DEVICE, 101)                                              \
+    X(ERROR_INVALID_IMAGE, 200)                                               \
+    X(ERROR_INVALID_CONTEXT, 201)                                             \
+    X(ERROR_NO_BINARY_FOR_GPU, 209)                                           \
+    X(ERROR_ECC_UNCORRECTABLE, 214)                                           \
+    X(ERROR_INVALID_PTX, 218)                                                 \
+    X(ERROR_NVLINK_UNCORRECTABLE, 220)                                        \
+    X(ERROR_JIT_COMPILER_NOT_FOUND, 221)                                      \
+    X(ERROR_UNSUPPORTED_PTX_VERSION, 222)                                     \
+    X(ERROR_JIT_COMPILATION_DISABLED, 223)                                    \
+    X(ERROR_CONTAINED, 226)                                                   \
+    X(ERROR_INVALID_HANDLE, 400)                                              \
+    X(ERROR_NOT_FOUND, 500)                                                   \
+    X(ERROR_NOT_READY, 600)                                                   \
+    X(ERROR_ILLEGAL_ADDRESS, 700)                                             \
+    X(ERROR_LAUNCH_OUT_OF_RESOURCES, 701)                                     \
+    X(ERROR_LAUNCH_TIMEOUT, 702)                                              \
+    X(ERROR_CONTEXT_IS_DESTROYED, 709)                                        \
+    X(ERROR_ASSERT, 710)                                                      \
+    X(ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712)                              \
+    X(ERROR_HOST_MEMORY_NOT_REGISTERED, 713)                                  \
+    X(ERROR_HARDWARE_STACK_ERROR, 714)                                        \
+    X(ERROR_ILLEGAL_INSTRUCTION, 715)                                         \
+    X(ERROR_MISALIGNED_ADDRESS, 716)                                          \
+    X(ERROR_INVALID_ADDRESS_SPACE, 717)                                       \
+    X(ERROR_INVALID_PC, 718)                                                  \
+    X(ERROR_LAUNCH_FAILED, 719)                                               \
+    X(ERROR_NOT_PERMITTED, 800)                                               \
+    X(ERROR_NOT_SUPPORTED, 801)                                               \
+    X(ERROR_SYSTEM_NOT_READY, 802)                                            \
+    X(ERROR_SYSTEM_DRIVER_MISMATCH, 803)                                      \
+    X(ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)                              \
+    X(ERROR_UNKNOWN, 999)
+
+/* CUdevice_attribute values: X(NAME without the CU_DEVICE_ATTRIBUTE_
+ * prefix, value). */
+#define CURDI_CU_DEVICE_ATTRIBUTE_LIST(X)                                     \
+    X(MAX_THREADS_PER_BLOCK, 1)                                               \
+    X(MAX_BLOCK_DIM_X, 2)                                                     \
+    X(MAX_BLOCK_DIM_Y, 3)                                                     \
+    X(MAX_BLOCK_DIM_Z, 4)                                                     \
+    X(MAX_GRID_DIM_X, 5)                                                      \
+    X(MAX_GRID_DIM_Y, 6)                                                      \
+    X(MAX_GRID_DIM_Z, 7)                                                      \
+    X(MAX_SHARED_MEMORY_PER_BLOCK, 8)                                         \
+    X(MULTIPROCESSOR_COUNT, 16)                                               \
+    X(CAN_MAP_HOST_MEMORY, 19)                                                \
+    X(ASYNC_ENGINE_COUNT, 40)                                                 \
+    X(UNIFIED_ADDRESSING, 41)                                                 \
+    X(COMPUTE_CAPABILITY_MAJOR, 75)                                           \
+    X(COMPUTE_CAPABILITY_MINOR, 76)                                           \
+    X(COOPERATIVE_LAUNCH, 95)                                                 \
+    X(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 97)                                  \
+    X(HOST_REGISTER_SUPPORTED, 99)                                            \
+    X(MEMORY_POOLS_SUPPORTED, 115)
+
+/* Flags and other enumerators, named as in cuda.h: X(NAME, value); each
+ * is declared as CURDI_<NAME>. */
+#define CURDI_CU_FLAG_LIST(X)                                                 \
+    X(CU_STREAM_DEFAULT, 0x0)                                                 \
+    X(CU_STREAM_NON_BLOCKING, 0x1)                                            \
+    X(CU_EVENT_DEFAULT, 0x0)                                                  \
+    X(CU_EVENT_BLOCKING_SYNC, 0x1)                                            \
+    X(CU_EVENT_DISABLE_TIMING, 0x2)                                           \
+    X(CU_MEMHOSTALLOC_PORTABLE, 0x01)                                         \
+    X(CU_MEMHOSTALLOC_DEVICEMAP, 0x02)                                        \
+    X(CU_MEMHOSTALLOC_WRITECOMBINED, 0x04)                                    \
+    X(CU_MEMHOSTREGISTER_PORTABLE, 0x01)                                      \
+    X(CU_MEMHOSTREGISTER_DEVICEMAP, 0x02)                                     \
+    X(CU_MEMHOSTREGISTER_READ_ONLY, 0x08)                                     \
+    X(CU_JIT_INFO_LOG_BUFFER, 3)                                              \
+    X(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, 4)                                   \
+    X(CU_JIT_ERROR_LOG_BUFFER, 5)                                             \
+    X(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, 6)                                  \
+    X(CU_JIT_LOG_VERBOSE, 12)                                                 \
+    X(CU_GET_PROC_ADDRESS_DEFAULT, 0)                                         \
+    X(CU_GET_PROC_ADDRESS_LEGACY_STREAM, 1)                                   \
+    X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)                       \
+    X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                                         \
+    X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                                \
+    X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)
+
+#define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
+#define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
+    CURDI_CU_DEVICE_ATTRIBUTE_##name = value,
+#define CURDI_ABI_FLAG_ENUM_(name, value) CURDI_##name = value,
+enum curdi_cuda_result_value { CURDI_CUDA_RESULT_LIST(CURDI_ABI_RESULT_ENUM_) };
+enum curdi_cu_device_attribute_value {
+    CURDI_CU_DEVICE_ATTRIBUTE_LIST(CURDI_ABI_ATTRIBUTE_ENUM_)
+};
+enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
+#undef CURDI_ABI_RESULT_ENUM_
+#undef CURDI_ABI_ATTRIBUTE_ENUM_
+#undef CURDI_ABI_FLAG_ENUM_
+
+/* The driver entry points curd calls, as
+ *   X(base name, dlsym fallback symbol, tier, (parameters), (arguments))
+ * The base name is what cuGetProcAddress takes; the fallback is the
+ * symbol that carries the same ABI when cuGetProcAddress cannot help. The
+ * tier is REQUIRED (without it the driver counts as too old) or OPTIONAL
+ * (its absence is a capability flag). Parameter lists match cuda.h as of
+ * CUDA_MIN_VERSION. Each entry gets a function-pointer type
+ * curdi_pfn_<base name>. */
+#define CURDI_CUDA_ENTRY_LIST(X)                                              \
+    X(cuInit, "cuInit", REQUIRED, (unsigned int flags), (flags))              \
+    X(cuDriverGetVersion, "cuDriverGetVersion", REQUIRED,                     \
+      (int *driver_version), (driver_version))                                \
+    X(cuDeviceGetCount, "cuDeviceGetCount", REQUIRED, (int *count), (count))  \
+    X(cuDeviceGet, "cuDeviceGet", REQUIRED,                                   \
+      (curdi_cu_device * device, int ordinal), (device, ordinal))             \
+    X(cuDeviceGetName, "cuDeviceGetName", REQUIRED,                           \
+      (char *name, int len, curdi_cu_device dev), (name, len, dev))           \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", REQUIRED,                 \
+      (int *value, curdi_cu_device_attribute attribute, curdi_cu_device dev), \
+      (value, attribute, dev))                                                \
+    X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", REQUIRED,                      \
+      (size_t *byte_len, curdi_cu_device dev), (byte_len, dev))               \
+    X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", REQUIRED,                   \
+      (char *pci_bus_id, int len, curdi_cu_device dev),                       \
+      (pci_bus_id, len, dev))                                                 \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", REQUIRED,         \
+      (curdi_cu_context * context, curdi_cu_device dev), (context, dev))      \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", REQUIRED,    \
+      (curdi_cu_device dev), (dev))                                           \
+    X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", REQUIRED,                      \
+      (curdi_cu_context context), (context))                                  \
+    X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", REQUIRED,                        \
+      (curdi_cu_context * context), (context))                                \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", REQUIRED,                           \
+      (curdi_cu_context * context), (context))                                \
+    X(cuCtxSynchronize, "cuCtxSynchronize", REQUIRED, (void), ())             \
+    X(cuMemGetInfo, "cuMemGetInfo_v2", REQUIRED,                              \
+      (size_t *free_bytes, size_t *total_bytes), (free_bytes, total_bytes))   \
+    X(cuMemAlloc, "cuMemAlloc_v2", REQUIRED,                                  \
+      (curdi_cu_deviceptr * device_ptr, size_t byte_len),                     \
+      (device_ptr, byte_len))                                                 \
+    X(cuMemFree, "cuMemFree_v2", REQUIRED, (curdi_cu_deviceptr device_ptr),   \
+      (device_ptr))                                                           \
+    X(cuMemHostAlloc, "cuMemHostAlloc", REQUIRED,                             \
+      (void **host_ptr, size_t byte_len, unsigned int flags),                 \
+      (host_ptr, byte_len, flags))                                            \
+    X(cuMemFreeHost, "cuMemFreeHost", REQUIRED, (void *host_ptr), (host_ptr)) \
+    X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", REQUIRED,                              \
+      (curdi_cu_deviceptr dst, const void *src, size_t byte_len),             \
+      (dst, src, byte_len))                                                   \
+    X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", REQUIRED,                              \
+      (void *dst, curdi_cu_deviceptr src, size_t byte_len),                   \
+      (dst, src, byte_len))                                                   \
+    X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", REQUIRED,                    \
+      (curdi_cu_deviceptr dst, const void *src, size_t byte_len,              \
+       curdi_cu_stream stream),                                               \
+      (dst, src, byte_len, stream))                                           \
+    X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", REQUIRED,                    \
+      (void *dst, curdi_cu_deviceptr src, size_t byte_len,                    \
+       curdi_cu_stream stream),                                               \
+      (dst, src, byte_len, stream))                                           \
+    X(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", REQUIRED,                    \
+      (curdi_cu_deviceptr dst, curdi_cu_deviceptr src, size_t byte_len,       \
+       curdi_cu_stream stream),                                               \
+      (dst, src, byte_len, stream))                                           \
+    X(cuMemsetD8Async, "cuMemsetD8Async", REQUIRED,                           \
+      (curdi_cu_deviceptr dst, unsigned char value, size_t byte_len,          \
+       curdi_cu_stream stream),                                               \
+      (dst, value, byte_len, stream))                                         \
+    X(cuStreamCreate, "cuStreamCreate", REQUIRED,                             \
+      (curdi_cu_stream * stream, unsigned int flags), (stream, flags))        \
+    X(cuStreamDestroy, "cuStreamDestroy_v2", REQUIRED,                        \
+      (curdi_cu_stream stream), (stream))                                     \
+    X(cuStreamSynchronize, "cuStreamSynchronize", REQUIRED,                   \
+      (curdi_cu_stream stream), (stream))                                     \
+    X(cuStreamQuery, "cuStreamQuery", REQUIRED, (curdi_cu_stream stream),     \
+      (stream))                                                               \
+    X(cuEventCreate, "cuEventCreate", REQUIRED,                               \
+      (curdi_cu_event * event, unsigned int flags), (event, flags))           \
+    X(cuEventDestroy, "cuEventDestroy_v2", REQUIRED, (curdi_cu_event event),  \
+      (event))                                                                \
+    X(cuEventRecord, "cuEventRecord", REQUIRED,                               \
+      (curdi_cu_event event, curdi_cu_stream stream), (event, stream))        \
+    X(cuEventSynchronize, "cuEventSynchronize", REQUIRED,                     \
+      (curdi_cu_event event), (event))                                        \
+    X(cuEventQuery, "cuEventQuery", REQUIRED, (curdi_cu_event event),         \
+      (event))                                                                \
+    X(cuEventElapsedTime, "cuEventElapsedTime", REQUIRED,                     \
+      (float *milliseconds, curdi_cu_event start, curdi_cu_event end),        \
+      (milliseconds, start, end))                                             \
+    X(cuModuleLoadDataEx, "cuModuleLoadDataEx", REQUIRED,                     \
+      (curdi_cu_module * module, const void *image, unsigned int option_count, \
+       curdi_cu_jit_option *options, void **option_values),                   \
+      (module, image, option_count, options, option_values))                  \
+    X(cuModuleUnload, "cuModuleUnload", REQUIRED, (curdi_cu_module module),   \
+      (module))                                                               \
+    X(cuModuleGetFunction, "cuModuleGetFunction", REQUIRED,                   \
+      (curdi_cu_function * function, curdi_cu_module module,                  \
+       const char *name),                                                     \
+      (function, module, name))                                               \
+    X(cuLaunchKernel, "cuLaunchKernel", REQUIRED,                             \
+      (curdi_cu_function function, unsigned int grid_x, unsigned int grid_y,  \
+       unsigned int grid_z, unsigned int block_x, unsigned int block_y,       \
+       unsigned int block_z, unsigned int shared_bytes,                       \
+       curdi_cu_stream stream, void **params, void **extra),                  \
+      (function, grid_x, grid_y, grid_z, block_x, block_y, block_z,           \
+       shared_bytes, stream, params, extra))                                  \
+    X(cuGetErrorName, "cuGetErrorName", REQUIRED,                             \
+      (curdi_cu_result error, const char **name), (error, name))              \
+    X(cuGetErrorString, "cuGetErrorString", REQUIRED,                         \
+      (curdi_cu_result error, const char **text), (error, text))              \
+    X(cuMemHostRegister, "cuMemHostRegister_v2", OPTIONAL,                    \
+      (void *host_ptr, size_t byte_len, unsigned int flags),                  \
+      (host_ptr, byte_len, flags))                                            \
+    X(cuMemHostUnregister, "cuMemHostUnregister", OPTIONAL,                   \
+      (void *host_ptr), (host_ptr))                                           \
+    X(cuMemAllocAsync, "cuMemAllocAsync", OPTIONAL,                           \
+      (curdi_cu_deviceptr * device_ptr, size_t byte_len,                      \
+       curdi_cu_stream stream),                                               \
+      (device_ptr, byte_len, stream))                                         \
+    X(cuMemFreeAsync, "cuMemFreeAsync", OPTIONAL,                             \
+      (curdi_cu_deviceptr device_ptr, curdi_cu_stream stream),                \
+      (device_ptr, stream))
+
+#define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
+    typedef curdi_cu_result (*curdi_pfn_##name) params;
+CURDI_CUDA_ENTRY_LIST(CURDI_ABI_PFN_)
+#undef CURDI_ABI_PFN_
+
+/* The two ways in: cuGetProcAddress_v2 (CUDA 12.0+) and the older
+ * cuGetProcAddress (CUDA 11.3+), both found with dlsym. */
+typedef curdi_cu_result (*curdi_pfn_cuGetProcAddress_v2)(
+    const char *symbol, void **pfn, int cuda_version, uint64_t flags,
+    curdi_cu_proc_address_query_result *symbol_status);
+typedef curdi_cu_result (*curdi_pfn_cuGetProcAddress_v1)(const char *symbol,
+                                                         void **pfn,
+                                                         int cuda_version,
+                                                         uint64_t flags);
+
+#endif
