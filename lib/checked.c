@@ -129,7 +129,7 @@ curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
  *
  * The last group, g = W - 12, stops at j = 7 because j = 8 would be 2^W.
  * So there are 8 + 8 * (W - 11) - 1 classes: 431 for W = 64 (the last is
- * 0xF000000000000000 bytes), 159 for W = 32. A request larger than the last
+ * 0xF000000000000000 bytes), 175 for W = 32. A request larger than the last
  * class is CURD_E_OVERFLOW; 0 is CURD_E_INVALID_ARGUMENT.
  *
  * Every class is a multiple of 256, so blocks carved at class boundaries
@@ -139,10 +139,12 @@ curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
  *  - requests of 1 .. 2048 bytes waste at most 255 bytes (1 -> 256);
  *  - a request r > 2048 in group g lands in a class at most one step
  *    (2^(8+g)) above the class below it, and r is more than that lower
- *    class, which is at least 8 steps; so waste <= step - 1 < r / 8. The
- *    worst ratio is at r = 2049 -> 2304: 255 / 2049 = 12.45% of the
- *    request (under 1/9 = 11.1% of the class). No request above 2 KiB
- *    wastes 12.5% or more, so a 1.1 GiB request holds 1.125 GiB.
+ *    class, which is at least 8 steps; so waste <= step - 1 < r / 8, and
+ *    waste < class / 9. The ratio creeps towards 1/8 as the step grows:
+ *    255 / 2049 = 12.45% at 2049 -> 2304, (2^27 - 1) / (2^30 + 1) just
+ *    under 12.5% at 1 GiB + 1, and (2^60 - 1) / (2^63 + 1) at the top, but
+ *    it never reaches 12.5% of the request (11.1% of the class). So a
+ *    1.1 GiB request holds 1.125 GiB, not 2 GiB.
  * tests/test-checked.c checks these bounds at every class boundary +-1 and
  * at random sizes; fuzz/fuzz-size-class.c checks them against a table built
  * independently.

@@ -36,8 +36,9 @@ curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
  * worst-case waste it guarantees): 256, 512, ..., 2048, then 8 steps per
  * power of two up to 0xF000000000000000 on 64-bit, so a request above
  * 2 KiB wastes under 1/8 of itself and one of at most 2 KiB under 256
- * bytes. Every class is a multiple of 256. CURD_E_INVALID_ARGUMENT for 0 bytes,
- * CURD_E_OVERFLOW when rounding up would pass SIZE_MAX. */
+ * bytes. Every class is a multiple of 256. CURD_E_INVALID_ARGUMENT for 0
+ * bytes, CURD_E_OVERFLOW when rounding up would pass SIZE_MAX (a request
+ * above the last class). out_class_index may be NULL. */
 curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
                              unsigned *out_class_index);
 /* Class bytes of a class index; 0 past the last class. */
