@@ -1,0 +1,97 @@
+/*
+ * curd-hello.c - the smallest curd consumer.
+ *
+ *   cc -std=c11 curd-hello.c $(pkg-config --cflags --libs curd) -o curd-hello
+ *
+ * Prints the library version and the number of CUDA devices. On a host with
+ * a device it also keeps 1 MiB resident on device 0, uploads a pattern,
+ * reads it back and compares. Exits 0 when all of that holds, including on
+ * a host with no NVIDIA driver (the library then says so, it does not fail
+ * to load).
+ */
+#include <curd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(const char *call, curd_status status)
+{
+    fprintf(stderr, "%s: %s: %s\n", call, curd_status_name(status),
+            curd_last_error());
+    return 1;
+}
+
+/* Uploads a pattern into a resident buffer, downloads it, compares. */
+static int round_trip(curd_device *device)
+{
+    enum { byte_len = 1 << 20 };
+    unsigned char *src = malloc(byte_len);
+    unsigned char *dst = malloc(byte_len);
+    curd_buffer buffer;
+    curd_status status;
+    int result = 1;
+
+    if (src == NULL || dst == NULL) {
+        fprintf(stderr, "out of host memory\n");
+        goto out;
+    }
+    for (size_t i = 0; i < byte_len; i++)
+        src[i] = (unsigned char)(i * 7u + 3u);
+    memset(dst, 0, byte_len);
+
+    status = curd_buffer_alloc(device, byte_len, &buffer);
+    if (status != CURD_OK) {
+        result = fail("curd_buffer_alloc", status);
+        goto out;
+    }
+    status = curd_buffer_upload(device, buffer, src, byte_len);
+    if (status == CURD_OK)
+        status = curd_buffer_download(device, buffer, dst, byte_len);
+    if (status != CURD_OK)
+        result = fail("curd_buffer_upload/download", status);
+    else if (memcmp(src, dst, byte_len) != 0)
+        fprintf(stderr, "round trip: the bytes read back differ\n");
+    else {
+        printf("device 0: 1 MiB round trip ok\n");
+        result = 0;
+    }
+    curd_buffer_free(device, buffer);
+out:
+    free(src);
+    free(dst);
+    return result;
+}
+
+int main(void)
+{
+    int count = 0;
+    curd_status status;
+
+    printf("curd %s\n", curd_version_string());
+    if (curd_version() != CURD_VERSION_NUMBER) {
+        fprintf(stderr, "built against curd.h %d but loaded library %u\n",
+                CURD_VERSION_NUMBER, curd_version());
+        return 1;
+    }
+
+    status = curd_device_count(&count);
+    if (status == CURD_E_NO_DRIVER) {
+        printf("no CUDA driver: %s\n", curd_last_error());
+        return 0;
+    }
+    if (status != CURD_OK)
+        return fail("curd_device_count", status);
+    printf("%d CUDA device(s)\n", count);
+    if (count == 0)
+        return 0;
+
+    curd_device *device;
+    status = curd_device_open(0, NULL, &device);
+    if (status != CURD_OK)
+        return fail("curd_device_open", status);
+    int result = round_trip(device);
+    status = curd_device_close(device);
+    if (status != CURD_OK)
+        result = fail("curd_device_close", status);
+    return result;
+}
