@@ -170,7 +170,7 @@ FUZZ_SMOKE_STEP := if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuz
 # The last line `make check` prints is the one summary of every step.
 check:
 	$(Q)$(SETUP) check
-	$(Q)$(MAKE) --no-print-directory all tests
+	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) all tests
 	$(Q)tests/run-tests.sh --valgrind '$(VALGRIND)' \
 	    --step fuzz-smoke '$(FUZZ_SMOKE_STEP)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
