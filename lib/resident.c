@@ -1,0 +1,755 @@
+/* resident.c - resident buffers: the handle table, budgets, in-flight marks.
+ *
+ * Read top to bottom: the pure handle table (no driver, no lock), then the
+ * device's resident room built on it (a mutex, the budget, statistics and
+ * in-flight marks), then the public curd_buffer_* entry points. See
+ * resident.h for the id layout and the rules. */
+#include "resident.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "device.h"
+#include "driver.h"
+#include "status.h"
+
+/* ------------------------------------------------------------------------
+ * Ids
+ * ---------------------------------------------------------------------- */
+
+#define CURDI_HANDLE_INDEX_MASK ((uint64_t)CURDI_HANDLE_MAX_SLOTS - 1u)
+
+uint64_t curdi_handle_id_make(uint16_t tag, uint32_t generation,
+                              uint32_t index)
+{
+    return ((uint64_t)tag
+            << (CURDI_HANDLE_INDEX_BITS + CURDI_HANDLE_GENERATION_BITS))
+           | ((uint64_t)(generation & CURDI_HANDLE_MAX_GENERATION)
+              << CURDI_HANDLE_INDEX_BITS)
+           | ((uint64_t)index & CURDI_HANDLE_INDEX_MASK);
+}
+
+uint32_t curdi_handle_id_index(uint64_t id)
+{
+    return (uint32_t)(id & CURDI_HANDLE_INDEX_MASK);
+}
+
+uint32_t curdi_handle_id_generation(uint64_t id)
+{
+    return (uint32_t)((id >> CURDI_HANDLE_INDEX_BITS)
+                      & CURDI_HANDLE_MAX_GENERATION);
+}
+
+uint16_t curdi_handle_id_tag(uint64_t id)
+{
+    return (uint16_t)(id >> (CURDI_HANDLE_INDEX_BITS
+                             + CURDI_HANDLE_GENERATION_BITS));
+}
+
+uint16_t curdi_handle_tag_next(void)
+{
+    static _Atomic uint32_t last_tag;
+    uint32_t tag;
+    /* Tags cycle through 1 .. 65535; 0 is skipped so no id of a live
+     * buffer has a zero top half by accident of its tag. */
+    do
+        tag = atomic_fetch_add(&last_tag, 1u) + 1u;
+    while ((uint16_t)tag == 0);
+    return (uint16_t)tag;
+}
+
+/* ------------------------------------------------------------------------
+ * The handle table (pure)
+ * ---------------------------------------------------------------------- */
+
+curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
+                                    uint32_t max_slots)
+{
+    if (table == NULL || tag == 0 || max_slots > CURDI_HANDLE_MAX_SLOTS)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "a handle table needs a table, a non-zero device"
+                          " tag and at most %" PRIu32 " slots (got tag %u,"
+                          " %" PRIu32 " slots). Fix: pass valid values.",
+                          CURDI_HANDLE_MAX_SLOTS, (unsigned)tag, max_slots);
+    memset(table, 0, sizeof *table);
+    table->tag = tag;
+    table->max_slots = max_slots == 0 ? CURDI_HANDLE_MAX_SLOTS : max_slots;
+    return CURD_OK;
+}
+
+void curdi_handle_table_fini(curdi_handle_table *table)
+{
+    if (table == NULL)
+        return;
+    free(table->slots);
+    table->slots = NULL;
+    table->slot_count = 0;
+    table->capacity = 0;
+    table->free_head = 0;
+    table->live_count = 0;
+    table->retired_count = 0;
+}
+
+/* Slots that an insert can take without growing past capacity: the free
+ * list plus the allocated but never used tail. */
+static uint32_t curdi_table_spare(const curdi_handle_table *table)
+{
+    uint32_t free_count = table->slot_count - table->live_count
+                          - table->retired_count;
+    return free_count + (table->capacity - table->slot_count);
+}
+
+curd_status curdi_handle_table_reserve(curdi_handle_table *table,
+                                       uint32_t more)
+{
+    uint32_t spare = curdi_table_spare(table);
+    uint64_t needed_capacity;
+    uint64_t new_capacity;
+    curdi_handle_slot *slots;
+    if (more <= spare)
+        return CURD_OK;
+    /* Free slots sit below slot_count, so what is missing must come from
+     * new slots past capacity. */
+    needed_capacity = (uint64_t)table->capacity + (more - spare);
+    if (needed_capacity > table->max_slots)
+        return curdi_fail(CURD_E_BUDGET,
+                          "the resident handle table is full: %" PRIu32
+                          " buffers live and %" PRIu32
+                          " slots retired of at most %" PRIu32
+                          ". Fix: free buffers you no longer need, or pack"
+                          " small ones into fewer larger buffers.",
+                          table->live_count, table->retired_count,
+                          table->max_slots);
+    /* Doubling keeps growth amortised O(1); 64 slots to start. */
+    new_capacity = table->capacity < 32u ? 64u : (uint64_t)table->capacity * 2u;
+    if (new_capacity < needed_capacity)
+        new_capacity = needed_capacity;
+    if (new_capacity > table->max_slots)
+        new_capacity = table->max_slots;
+    /* new_capacity <= 2^24 slots of a few dozen bytes: the product fits. */
+    slots = realloc(table->slots,
+                    (size_t)new_capacity * sizeof(curdi_handle_slot));
+    if (slots == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not grow the resident handle table to %" PRIu64
+                          " slots. Fix: free host memory or buffers you no"
+                          " longer need.",
+                          new_capacity);
+    table->slots = slots;
+    table->capacity = (uint32_t)new_capacity;
+    return CURD_OK;
+}
+
+curd_status curdi_handle_table_insert(curdi_handle_table *table,
+                                      uint64_t device_ptr, size_t byte_len,
+                                      uint64_t *out_id)
+{
+    curdi_handle_slot *slot;
+    uint32_t index;
+    curd_status status = curdi_handle_table_reserve(table, 1u);
+    if (status != CURD_OK)
+        return status;
+    if (table->free_head != 0) {
+        index = table->free_head - 1u;
+        slot = &table->slots[index];
+        table->free_head = slot->next_free;
+    } else {
+        index = table->slot_count++;
+        slot = &table->slots[index];
+        slot->generation = 1u;
+    }
+    slot->device_ptr = device_ptr;
+    slot->byte_len = byte_len;
+    slot->state = CURDI_SLOT_LIVE;
+    slot->use_count = 0;
+    slot->async_count = 0;
+    slot->next_free = 0;
+    table->live_count++;
+    *out_id = curdi_handle_id_make(table->tag, slot->generation, index);
+    return CURD_OK;
+}
+
+curd_status curdi_handle_table_find(const curdi_handle_table *table,
+                                    uint64_t id, const char *what,
+                                    curdi_handle_slot **out_slot)
+{
+    uint32_t index = curdi_handle_id_index(id);
+    uint32_t generation = curdi_handle_id_generation(id);
+    uint16_t tag = curdi_handle_id_tag(id);
+    curdi_handle_slot *slot;
+    if (id == 0)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: the curd_buffer is zero, which never names a"
+                          " buffer. Fix: pass a buffer from"
+                          " curd_buffer_alloc().",
+                          what);
+    if (tag != table->tag)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " belongs to"
+                          " another device (device tag %u, this device's is"
+                          " %u) or was forged. Fix: use each buffer only with"
+                          " the device that allocated it.",
+                          what, id, (unsigned)tag, (unsigned)table->tag);
+    if (index >= table->slot_count || generation == 0)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " was never issued"
+                          " by this device (slot %" PRIu32 ", generation %"
+                          PRIu32 "). Fix: pass a buffer from"
+                          " curd_buffer_alloc(), unchanged.",
+                          what, id, index, generation);
+    slot = &table->slots[index];
+    if (slot->state != CURDI_SLOT_LIVE || slot->generation != generation)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " has been freed"
+                          " (slot %" PRIu32 " is at generation %" PRIu32
+                          "%s). Fix: do not use a buffer after"
+                          " curd_buffer_free(); allocate a new one.",
+                          what, id, index, slot->generation,
+                          slot->state == CURDI_SLOT_RETIRED ? ", retired"
+                          : slot->generation < generation
+                              ? ", below the handle's: forged"
+                              : "");
+    *out_slot = slot;
+    return CURD_OK;
+}
+
+void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id)
+{
+    uint32_t index = curdi_handle_id_index(id);
+    curdi_handle_slot *slot = &table->slots[index];
+    slot->device_ptr = 0;
+    slot->byte_len = 0;
+    slot->use_count = 0;
+    slot->async_count = 0;
+    table->live_count--;
+    if (slot->generation >= CURDI_HANDLE_MAX_GENERATION) {
+        /* Wrapping would let an old handle name a new buffer; a slot that
+         * has served 2^24 - 1 buffers is cheaper to give up. */
+        slot->state = CURDI_SLOT_RETIRED;
+        slot->next_free = 0;
+        table->retired_count++;
+        return;
+    }
+    slot->generation++;
+    slot->state = CURDI_SLOT_FREE;
+    /* LIFO reuse keeps the table's hot slots few. */
+    slot->next_free = table->free_head;
+    table->free_head = index + 1u;
+}
+
+/* ------------------------------------------------------------------------
+ * The device's resident room
+ * ---------------------------------------------------------------------- */
+
+struct curdi_resident_table {
+    pthread_mutex_t lock;
+    curdi_handle_table table;
+    /* Bytes and slots promised to allocations between their budget check
+     * and their insert (the pool call runs without the lock). */
+    uint64_t reserved_bytes;
+    uint32_t reserved_slots;
+    curd_stat_family bytes;   /* current: the resident bytes */
+    curd_stat_family buffers; /* current: the live buffers */
+};
+
+curd_status curdi_resident_open(curd_device *device)
+{
+    struct curdi_resident_table *resident = calloc(1, sizeof *resident);
+    curd_status status;
+    if (resident == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not allocate the resident buffer table."
+                          " Fix: free host memory.");
+    status = curdi_handle_table_init(&resident->table, curdi_handle_tag_next(),
+                                     0);
+    if (status != CURD_OK) {
+        free(resident);
+        return status;
+    }
+    if (pthread_mutex_init(&resident->lock, NULL) != 0) {
+        free(resident);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not initialise the resident table's lock."
+                          " Fix: free system resources.");
+    }
+    device->resident = resident;
+    return CURD_OK;
+}
+
+void curdi_resident_close(curd_device *device)
+{
+    struct curdi_resident_table *resident;
+    curdi_handle_table *table;
+    if (device == NULL || device->resident == NULL)
+        return;
+    resident = device->resident;
+    table = &resident->table;
+    for (uint32_t index = 0; index < table->slot_count; index++) {
+        curdi_handle_slot *slot = &table->slots[index];
+        /* The pool frees upstream (or caches) what it has live; a failure
+         * here has nowhere to go at close, and the pool's own destroy frees
+         * whatever is still live anyway. */
+        if (slot->state == CURDI_SLOT_LIVE && device->device_pool != NULL)
+            (void)curdi_pool_release(device->device_pool, slot->device_ptr);
+    }
+    curdi_handle_table_fini(table);
+    pthread_mutex_destroy(&resident->lock);
+    free(resident);
+    device->resident = NULL;
+}
+
+uint64_t curdi_resident_bytes(curd_device *device)
+{
+    uint64_t bytes;
+    if (device == NULL || device->resident == NULL)
+        return 0;
+    pthread_mutex_lock(&device->resident->lock);
+    bytes = device->resident->bytes.current;
+    pthread_mutex_unlock(&device->resident->lock);
+    return bytes;
+}
+
+void curdi_resident_stats(curd_device *device, curd_stat_family *bytes,
+                          curd_stat_family *buffers)
+{
+    static const curd_stat_family zero;
+    if (device == NULL || device->resident == NULL) {
+        if (bytes != NULL)
+            *bytes = zero;
+        if (buffers != NULL)
+            *buffers = zero;
+        return;
+    }
+    pthread_mutex_lock(&device->resident->lock);
+    if (bytes != NULL)
+        *bytes = device->resident->bytes;
+    if (buffers != NULL)
+        *buffers = device->resident->buffers;
+    pthread_mutex_unlock(&device->resident->lock);
+}
+
+void curdi_resident_stats_reset(curd_device *device)
+{
+    struct curdi_resident_table *resident;
+    if (device == NULL || device->resident == NULL)
+        return;
+    resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    resident->bytes.allocated = 0;
+    resident->bytes.freed = 0;
+    resident->bytes.peak = resident->bytes.current;
+    resident->buffers.allocated = 0;
+    resident->buffers.freed = 0;
+    resident->buffers.peak = resident->buffers.current;
+    pthread_mutex_unlock(&resident->lock);
+}
+
+/* "<what>" for one item, "<what> item <i>" in a batch. */
+static const char *curdi_use_what(const char *what, size_t count, size_t index,
+                                  char *scratch, size_t scratch_len)
+{
+    if (count == 1)
+        return what;
+    snprintf(scratch, scratch_len, "%s item %zu", what, index);
+    return scratch;
+}
+
+curd_status curdi_resident_use_begin(curd_device *device, const char *what,
+                                     const uint64_t *ids, size_t count,
+                                     curdi_resident_use *out)
+{
+    struct curdi_resident_table *resident = device->resident;
+    char scratch[160];
+    size_t index;
+    curd_status status = CURD_OK;
+    pthread_mutex_lock(&resident->lock);
+    for (index = 0; index < count; index++) {
+        curdi_handle_slot *slot;
+        status = curdi_handle_table_find(
+            &resident->table, ids[index],
+            curdi_use_what(what, count, index, scratch, sizeof scratch), &slot);
+        if (status == CURD_OK && slot->use_count == UINT32_MAX)
+            status = curdi_fail(CURD_E_BUSY,
+                                "%s: curd_buffer 0x%016" PRIx64 " has %" PRIu32
+                                " uses in flight already. Fix: complete"
+                                " asynchronous uploads with"
+                                " curd_device_sync_uploads().",
+                                curdi_use_what(what, count, index, scratch,
+                                               sizeof scratch),
+                                ids[index], slot->use_count);
+        if (status != CURD_OK)
+            break;
+        slot->use_count++;
+        out[index].id = ids[index];
+        out[index].device_ptr = slot->device_ptr;
+        out[index].byte_len = slot->byte_len;
+        out[index].async_pending = slot->async_count != 0;
+    }
+    if (status != CURD_OK) {
+        /* All or none: undo the marks taken so far. Their slots are still
+         * live, since nothing can free a marked buffer. */
+        for (size_t undo = 0; undo < index; undo++)
+            resident->table.slots[curdi_handle_id_index(ids[undo])].use_count--;
+    }
+    pthread_mutex_unlock(&resident->lock);
+    return status;
+}
+
+void curdi_resident_use_end(curd_device *device,
+                            const curdi_resident_use *uses, size_t count)
+{
+    struct curdi_resident_table *resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    for (size_t index = 0; index < count; index++) {
+        /* A marked buffer cannot be freed, so its slot is still the same
+         * live one. */
+        curdi_handle_slot *slot =
+            &resident->table.slots[curdi_handle_id_index(uses[index].id)];
+        if (slot->use_count > 0)
+            slot->use_count--;
+    }
+    pthread_mutex_unlock(&resident->lock);
+}
+
+void curdi_resident_async_begin(curd_device *device, uint64_t id)
+{
+    struct curdi_resident_table *resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    resident->table.slots[curdi_handle_id_index(id)].async_count++;
+    pthread_mutex_unlock(&resident->lock);
+}
+
+void curdi_resident_async_end(curd_device *device, uint64_t id)
+{
+    struct curdi_resident_table *resident = device->resident;
+    curdi_handle_slot *slot;
+    pthread_mutex_lock(&resident->lock);
+    slot = &resident->table.slots[curdi_handle_id_index(id)];
+    if (slot->async_count > 0)
+        slot->async_count--;
+    if (slot->use_count > 0)
+        slot->use_count--;
+    pthread_mutex_unlock(&resident->lock);
+}
+
+curd_status curdi_resident_reserve(curd_device *device, size_t byte_len,
+                                   uint64_t total_bytes, uint64_t free_bytes)
+{
+    struct curdi_resident_table *resident = device->resident;
+    uint64_t committed;
+    uint64_t budget;
+    uint64_t wanted = UINT64_MAX;
+    uint64_t check;
+    bool wanted_overflows;
+    curd_status status;
+
+    pthread_mutex_lock(&resident->lock);
+    committed = resident->bytes.current + resident->reserved_bytes;
+    budget = curdi_resident_budget(total_bytes, free_bytes, committed,
+                                   device->options.resident_limit_bytes);
+    wanted_overflows = !curdi_u64_add(committed, byte_len, &wanted);
+    if (wanted_overflows || wanted > budget) {
+        pthread_mutex_unlock(&resident->lock);
+        return curdi_fail(
+            CURD_E_BUDGET,
+            "curd_buffer_alloc: %zu bytes would bring resident memory to %s%"
+            PRIu64 " bytes, over the resident budget of %" PRIu64
+            " bytes (%" PRIu64 " resident or being allocated; device total %"
+            PRIu64 ", free %" PRIu64 " including the pool's cache; limit %"
+            PRIu64 ", 0 meaning none). Fix: free buffers you no longer"
+            " need, or raise resident_limit_bytes if you set it.",
+            byte_len, wanted_overflows ? "more than " : "", wanted, budget,
+            committed, total_bytes, free_bytes,
+            device->options.resident_limit_bytes);
+    }
+    /* Statistics never saturate: refuse what would overflow a cumulative
+     * counter (only reachable after 2^64 bytes without a reset). */
+    if (!curdi_u64_add(resident->bytes.allocated, wanted, &check)
+        || !curdi_u64_add(resident->buffers.allocated,
+                          (uint64_t)resident->reserved_slots + 1u, &check)) {
+        pthread_mutex_unlock(&resident->lock);
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "curd_buffer_alloc: the cumulative resident"
+                          " statistics would pass 2^64-1. Fix: call"
+                          " curd_device_stats_reset().");
+    }
+    status = curdi_handle_table_reserve(&resident->table,
+                                        resident->reserved_slots + 1u);
+    if (status == CURD_OK) {
+        resident->reserved_bytes += byte_len;
+        resident->reserved_slots++;
+    }
+    pthread_mutex_unlock(&resident->lock);
+    return status;
+}
+
+void curdi_resident_unreserve(curd_device *device, size_t byte_len)
+{
+    struct curdi_resident_table *resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    resident->reserved_bytes -= byte_len;
+    resident->reserved_slots--;
+    pthread_mutex_unlock(&resident->lock);
+}
+
+uint64_t curdi_resident_commit(curd_device *device, size_t byte_len,
+                               uint64_t device_ptr)
+{
+    struct curdi_resident_table *resident = device->resident;
+    uint64_t id = 0;
+    curd_status status;
+    pthread_mutex_lock(&resident->lock);
+    resident->reserved_bytes -= byte_len;
+    resident->reserved_slots--;
+    /* Cannot fail: curdi_resident_reserve set a slot aside, reservations
+     * are only taken and spent under this lock, and the counters were
+     * checked there with this allocation included. */
+    status = curdi_handle_table_insert(&resident->table, device_ptr, byte_len,
+                                       &id);
+    if (status == CURD_OK) {
+        resident->bytes.current += byte_len;
+        resident->bytes.allocated += byte_len;
+        if (resident->bytes.current > resident->bytes.peak)
+            resident->bytes.peak = resident->bytes.current;
+        resident->buffers.current++;
+        resident->buffers.allocated++;
+        if (resident->buffers.current > resident->buffers.peak)
+            resident->buffers.peak = resident->buffers.current;
+    }
+    pthread_mutex_unlock(&resident->lock);
+    return id;
+}
+
+curd_status curdi_resident_take(curd_device *device, uint64_t id,
+                                uint64_t *out_device_ptr)
+{
+    struct curdi_resident_table *resident = device->resident;
+    curdi_handle_slot *slot;
+    size_t byte_len;
+    curd_status status;
+
+    pthread_mutex_lock(&resident->lock);
+    status = curdi_handle_table_find(&resident->table, id, "curd_buffer_free",
+                                     &slot);
+    if (status == CURD_OK && slot->async_count != 0)
+        status = curdi_fail(CURD_E_BUSY,
+                            "curd_buffer_free: curd_buffer 0x%016" PRIx64
+                            " has %" PRIu32 " asynchronous upload(s) not yet"
+                            " completed; nothing was freed. Fix: call"
+                            " curd_device_sync_uploads() first, then free"
+                            " it.",
+                            id, slot->async_count);
+    else if (status == CURD_OK && slot->use_count != 0)
+        status = curdi_fail(CURD_E_BUSY,
+                            "curd_buffer_free: curd_buffer 0x%016" PRIx64
+                            " is in use by %" PRIu32 " transfer(s) running on"
+                            " other threads; nothing was freed. Fix: free it"
+                            " after those calls return.",
+                            id, slot->use_count);
+    if (status != CURD_OK) {
+        pthread_mutex_unlock(&resident->lock);
+        return status;
+    }
+    *out_device_ptr = slot->device_ptr;
+    byte_len = slot->byte_len;
+    curdi_handle_table_remove(&resident->table, id);
+    /* current >= byte_len: it is the sum of the live buffers' sizes. The
+     * cumulative freed counters are statistics; one that would pass 2^64
+     * (not reachable in a real run) is counted as a repair rather than
+     * failing a free. */
+    resident->bytes.current -= byte_len;
+    resident->buffers.current--;
+    if (!curdi_u64_add(resident->bytes.freed, byte_len, &resident->bytes.freed)
+        || !curdi_u64_add(resident->buffers.freed, 1u,
+                          &resident->buffers.freed))
+        atomic_fetch_add(&device->accounting_repairs, 1u);
+    pthread_mutex_unlock(&resident->lock);
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Public entry points
+ * ---------------------------------------------------------------------- */
+
+/* The checks every buffer entry makes before touching the table: a device,
+ * not a fork child. The table lookups themselves make no driver call, so
+ * they do not make the context current. */
+static curd_status curdi_resident_check_device(curd_device *device,
+                                               const char *what)
+{
+    if (device == NULL || device->resident == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: device is NULL. Fix: pass a device from"
+                          " curd_device_open().",
+                          what);
+    if (curdi_driver_forked())
+        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s", what,
+                          curdi_fork_message);
+    return CURD_OK;
+}
+
+/* Live free device memory as the budget sees it: what the driver reports
+ * free plus what the device pool holds cached, since the pool hands cached
+ * blocks back on demand (a freed buffer's memory goes to that cache, and
+ * must count as free again for the next allocation). */
+static curd_status curdi_resident_free_bytes(curd_device *device,
+                                             uint64_t *out_free,
+                                             uint64_t *out_total)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    curd_pool_stats pool_stats;
+    curdi_cu_result cu_result =
+        curdi_driver_note(driver->cuMemGetInfo(&free_bytes, &total_bytes));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)cu_result, "cuMemGetInfo",
+                                 "check that the device is still usable"
+                                 " (nvidia-smi)");
+    curdi_pool_stats(device->device_pool, &pool_stats);
+    if (!curdi_u64_add(free_bytes, pool_stats.cached_bytes.current, out_free))
+        *out_free = UINT64_MAX;
+    *out_total = device->props.total_memory_bytes != 0
+                     ? device->props.total_memory_bytes
+                     : (uint64_t)total_bytes;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
+                                       curd_buffer *out_buffer)
+{
+    uint64_t free_bytes = 0;
+    uint64_t total_bytes = 0;
+    uint64_t device_ptr = 0;
+    size_t class_bytes = 0;
+    curd_status status;
+
+    status = curdi_resident_check_device(device, "curd_buffer_alloc");
+    if (status != CURD_OK)
+        return status;
+    if (out_buffer == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_buffer_alloc: out_buffer is NULL. Fix: pass"
+                          " the address of a curd_buffer to receive the"
+                          " handle.");
+    if (byte_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_buffer_alloc: a buffer of 0 bytes was asked"
+                          " for. Fix: allocate at least one byte.");
+    status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_resident_free_bytes(device, &free_bytes, &total_bytes);
+    if (status == CURD_OK)
+        status = curdi_resident_reserve(device, byte_len, total_bytes,
+                                        free_bytes);
+    if (status == CURD_OK) {
+        /* Without the table lock: the pool may run its out-of-memory
+         * ladder, whose reclaim callback may call curd_buffer_free. */
+        status = curdi_pool_acquire(device->device_pool, byte_len, &device_ptr,
+                                    &class_bytes);
+        if (status == CURD_OK)
+            out_buffer->id = curdi_resident_commit(device, byte_len,
+                                                   device_ptr);
+        else
+            curdi_resident_unreserve(device, byte_len);
+    }
+    curdi_device_leave(device);
+    return status;
+}
+
+CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
+{
+    uint64_t device_ptr = 0;
+    curd_status status = curdi_resident_check_device(device, "curd_buffer_free");
+    if (status != CURD_OK)
+        return status;
+    /* The pool may free the block upstream (cuMemFree), which needs the
+     * context current. */
+    status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_resident_take(device, buffer.id, &device_ptr);
+    /* The pool call runs without the table lock (it may free upstream).
+     * The block is one this table received from the pool, so a failure
+     * means the pool lost track of it: report it; the handle is gone
+     * either way. */
+    if (status == CURD_OK)
+        status = curdi_pool_release(device->device_pool, device_ptr);
+    curdi_device_leave(device);
+    return status;
+}
+
+/* Looks one buffer up without marking it. */
+static curd_status curdi_resident_peek(curd_device *device, curd_buffer buffer,
+                                       const char *what, uint64_t *out_ptr,
+                                       size_t *out_len)
+{
+    curdi_handle_slot *slot;
+    curd_status status = curdi_resident_check_device(device, what);
+    if (status != CURD_OK)
+        return status;
+    pthread_mutex_lock(&device->resident->lock);
+    status = curdi_handle_table_find(&device->resident->table, buffer.id, what,
+                                     &slot);
+    if (status == CURD_OK) {
+        *out_ptr = slot->device_ptr;
+        *out_len = slot->byte_len;
+    }
+    pthread_mutex_unlock(&device->resident->lock);
+    return status;
+}
+
+CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
+                                      size_t *out_byte_len)
+{
+    uint64_t device_ptr;
+    size_t byte_len;
+    curd_status status;
+    if (out_byte_len == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_buffer_size: out_byte_len is NULL. Fix: pass"
+                          " the address of a size_t.");
+    status = curdi_resident_peek(device, buffer, "curd_buffer_size",
+                                 &device_ptr, &byte_len);
+    if (status == CURD_OK)
+        *out_byte_len = byte_len;
+    return status;
+}
+
+CURD_API curd_status curd_buffer_device_ptr(curd_device *device,
+                                            curd_buffer buffer,
+                                            uint64_t *out_device_ptr)
+{
+    uint64_t device_ptr;
+    size_t byte_len;
+    curd_status status;
+    if (out_device_ptr == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_buffer_device_ptr: out_device_ptr is NULL."
+                          " Fix: pass the address of a uint64_t.");
+    status = curdi_resident_peek(device, buffer, "curd_buffer_device_ptr",
+                                 &device_ptr, &byte_len);
+    if (status == CURD_OK)
+        *out_device_ptr = device_ptr;
+    return status;
+}
+
+CURD_API curd_status curd_device_resident_bytes(curd_device *device,
+                                                uint64_t *out_bytes)
+{
+    curd_status status =
+        curdi_resident_check_device(device, "curd_device_resident_bytes");
+    if (status != CURD_OK)
+        return status;
+    if (out_bytes == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_device_resident_bytes: out_bytes is NULL."
+                          " Fix: pass the address of a uint64_t.");
+    *out_bytes = curdi_resident_bytes(device);
+    return CURD_OK;
+}

@@ -1,0 +1,178 @@
+/* resident.h - resident buffers: the handle table, budgets, in-flight marks.
+ *
+ * Two layers live in resident.c:
+ *
+ *  - The handle table (curdi_handle_table), pure: no driver, no lock, no
+ *    allocation but its own slot array. It turns a curd_buffer id into a
+ *    slot and back, and is what tests/test-resident.c drives on the CPU.
+ *
+ *  - The device's resident room (struct curdi_resident_table behind
+ *    curd_device.resident): the table under a short mutex, the budget, the
+ *    statistics, and the in-flight marks that transfer.c takes around each
+ *    use of a buffer's device memory. Device memory comes from the device
+ *    pool (dev->device_pool).
+ *
+ * A curd_buffer id packs three fields:
+ *
+ *      63        48 47            24 23             0
+ *     +------------+----------------+----------------+
+ *     | device tag |   generation   |   slot index   |
+ *     +------------+----------------+----------------+
+ *
+ * The tag is non-zero and differs between devices open at the same time
+ * (a process-wide counter, so it repeats only after 65535 opens), so a
+ * handle of another device is stale here. The generation starts at 1 and
+ * grows each time the slot is freed; a slot whose generation would pass
+ * 2^24 - 1 is retired for good instead of wrapping, so a stale handle never
+ * names a live buffer again. Id 0 is never live (its generation is 0). */
+#ifndef CURD_LIB_RESIDENT_H
+#define CURD_LIB_RESIDENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+
+#define CURDI_HANDLE_INDEX_BITS 24u
+#define CURDI_HANDLE_GENERATION_BITS 24u
+#define CURDI_HANDLE_TAG_BITS 16u
+/* Slots a table can ever hold: indices 0 .. 2^24 - 1. */
+#define CURDI_HANDLE_MAX_SLOTS ((uint32_t)1 << CURDI_HANDLE_INDEX_BITS)
+#define CURDI_HANDLE_MAX_GENERATION                                           \
+    (((uint32_t)1 << CURDI_HANDLE_GENERATION_BITS) - 1u)
+
+/* ------------------------------------------------------------------------
+ * The pure handle table.
+ * ---------------------------------------------------------------------- */
+
+typedef enum curdi_slot_state {
+    CURDI_SLOT_FREE = 0,    /* on the free list */
+    CURDI_SLOT_LIVE = 1,    /* names a buffer */
+    CURDI_SLOT_RETIRED = 2  /* generations used up; never reused */
+} curdi_slot_state;
+
+typedef struct curdi_handle_slot {
+    uint64_t device_ptr;
+    size_t byte_len;
+    uint32_t generation;  /* of the live buffer, or of the next one */
+    uint32_t state;       /* curdi_slot_state */
+    /* Uses in flight: synchronous transfers running now plus asynchronous
+     * uploads not yet completed. A buffer with any cannot be freed. */
+    uint32_t use_count;
+    uint32_t async_count; /* the asynchronous part of use_count */
+    uint32_t next_free;   /* free list: index + 1 of the next, 0 ends */
+} curdi_handle_slot;
+
+typedef struct curdi_handle_table {
+    curdi_handle_slot *slots;
+    uint32_t slot_count;  /* slots ever used: indices below are valid */
+    uint32_t capacity;    /* slots allocated */
+    uint32_t max_slots;   /* at most CURDI_HANDLE_MAX_SLOTS */
+    uint32_t free_head;   /* index + 1 of the first free slot, 0: none */
+    uint32_t live_count;
+    uint32_t retired_count;
+    uint16_t tag;
+} curdi_handle_table;
+
+/* tag must be non-zero; max_slots 0 means CURDI_HANDLE_MAX_SLOTS (tests
+ * pass a small number to reach the limit). Allocates nothing yet. */
+curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
+                                    uint32_t max_slots);
+/* Frees the slot array; the table holds nothing afterwards. */
+void curdi_handle_table_fini(curdi_handle_table *table);
+
+/* Makes sure `more` slots can be inserted without allocating: grows the
+ * slot array if the free list and spare capacity do not have them.
+ * CURD_E_BUDGET past max_slots, CURD_E_OUT_OF_MEMORY if growing fails;
+ * nothing changes on either. */
+curd_status curdi_handle_table_reserve(curdi_handle_table *table,
+                                       uint32_t more);
+/* Inserts a live buffer and returns its id. Grows as reserve does. */
+curd_status curdi_handle_table_insert(curdi_handle_table *table,
+                                      uint64_t device_ptr, size_t byte_len,
+                                      uint64_t *out_id);
+/* Resolves an id to its live slot; CURD_E_STALE_HANDLE (with a sentence
+ * saying why: zero, another device's, never issued, freed) otherwise.
+ * `what` names the use in the message ("curd_buffer_free", ...). */
+curd_status curdi_handle_table_find(const curdi_handle_table *table,
+                                    uint64_t id, const char *what,
+                                    curdi_handle_slot **out_slot);
+/* Frees the live slot of id (which the caller has just found): its
+ * generation moves on, so id and every copy of it are stale from now on. */
+void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id);
+
+uint64_t curdi_handle_id_make(uint16_t tag, uint32_t generation,
+                              uint32_t index);
+uint32_t curdi_handle_id_index(uint64_t id);
+uint32_t curdi_handle_id_generation(uint64_t id);
+uint16_t curdi_handle_id_tag(uint64_t id);
+
+/* A fresh non-zero tag for a new device (process-wide, thread-safe). */
+uint16_t curdi_handle_tag_next(void);
+
+/* ------------------------------------------------------------------------
+ * The device's resident room.
+ * ---------------------------------------------------------------------- */
+struct curd_device;
+
+/* Creates dev->resident; no driver call. */
+curd_status curdi_resident_open(struct curd_device *device);
+/* Frees every buffer back to the device pool, whatever its marks, and the
+ * table. Call before the pools are destroyed and after transfer.c has
+ * drained its streams (curdi_transfer_close). NULL-safe. */
+void curdi_resident_close(struct curd_device *device);
+/* Bytes of the live buffers (their requested sizes). */
+uint64_t curdi_resident_bytes(struct curd_device *device);
+void curdi_resident_stats(struct curd_device *device,
+                          curd_stat_family *bytes, curd_stat_family *buffers);
+/* For curd_device_stats_reset: allocated and freed to 0, peak to current. */
+void curdi_resident_stats_reset(struct curd_device *device);
+
+/* The steps of curd_buffer_alloc and curd_buffer_free that make no driver
+ * call (so tests drive them on the CPU with a host-side device struct):
+ *
+ * reserve: checks byte_len against the budget computed from total_bytes,
+ * free_bytes (live free plus the pool's cache), what is resident or being
+ * allocated, and options.resident_limit_bytes; CURD_E_BUDGET with the
+ * numbers over it. On CURD_OK the bytes and a table slot are set aside
+ * until commit or unreserve. */
+curd_status curdi_resident_reserve(struct curd_device *device, size_t byte_len,
+                                   uint64_t total_bytes, uint64_t free_bytes);
+void curdi_resident_unreserve(struct curd_device *device, size_t byte_len);
+/* Spends a reservation on a live buffer at device_ptr; returns its id.
+ * Cannot fail. */
+uint64_t curdi_resident_commit(struct curd_device *device, size_t byte_len,
+                               uint64_t device_ptr);
+/* Removes a live, unmarked buffer and gives its device pointer back for the
+ * caller to release to the pool. CURD_E_STALE_HANDLE, or CURD_E_BUSY while
+ * uses are in flight; nothing changes on either. */
+curd_status curdi_resident_take(struct curd_device *device, uint64_t id,
+                                uint64_t *out_device_ptr);
+
+/* One resolved use of a buffer: what transfer.c needs to move bytes. */
+typedef struct curdi_resident_use {
+    uint64_t id;
+    uint64_t device_ptr;
+    size_t byte_len;
+    /* The buffer had asynchronous uploads pending when the use began: work
+     * on it must be ordered after dev->upload_stream. */
+    bool async_pending;
+} curdi_resident_use;
+
+/* Resolves count buffer ids and marks each in use (all of them, or, on a
+ * stale one, none: CURD_E_STALE_HANDLE naming "<what> item <i>"). A buffer
+ * named twice is marked twice. Every use must be ended with
+ * curdi_resident_use_end (or turned asynchronous). `what` names the call
+ * in messages. */
+curd_status curdi_resident_use_begin(struct curd_device *device,
+                                     const char *what, const uint64_t *ids,
+                                     size_t count, curdi_resident_use *out);
+void curdi_resident_use_end(struct curd_device *device,
+                            const curdi_resident_use *uses, size_t count);
+/* Turns a use into an asynchronous one: it stays marked (the buffer cannot
+ * be freed) until curdi_resident_async_end. */
+void curdi_resident_async_begin(struct curd_device *device, uint64_t id);
+void curdi_resident_async_end(struct curd_device *device, uint64_t id);
+
+#endif
