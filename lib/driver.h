@@ -75,6 +75,10 @@ const char *curdi_driver_result_name(curdi_cu_result cu_result);
 /* The driver's description of a CUresult; NULL when it has none. */
 const char *curdi_driver_result_text(curdi_cu_result cu_result);
 
+/* Sets the calling thread's curd_last_driver_code() without a message
+ * (status.c); for failures whose sentence curdi_fail() writes. */
+void curdi_status_note_driver_code(int cu_result);
+
 /* The sentence that explains the fork restriction, for curdi_fail(). */
 extern const char curdi_fork_message[];
 

@@ -1,0 +1,216 @@
+/* status.c - status names, the thread's error sentence, tracing, version. */
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+/* ------------------------------------------------------------------------
+ * Version
+ * ---------------------------------------------------------------------- */
+#define CURDI_STRINGIFY_(x) #x
+#define CURDI_STRINGIFY(x) CURDI_STRINGIFY_(x)
+
+CURD_API unsigned curd_version(void)
+{
+    return CURD_VERSION_NUMBER;
+}
+
+CURD_API const char *curd_version_string(void)
+{
+    return CURDI_STRINGIFY(CURD_VERSION_MAJOR) "." CURDI_STRINGIFY(
+        CURD_VERSION_MINOR) "." CURDI_STRINGIFY(CURD_VERSION_PATCH);
+}
+
+/* ------------------------------------------------------------------------
+ * Status names
+ * ---------------------------------------------------------------------- */
+CURD_API const char *curd_status_name(curd_status status)
+{
+    switch (status) {
+    case CURD_OK:
+        return "CURD_OK";
+    case CURD_E_INVALID_ARGUMENT:
+        return "CURD_E_INVALID_ARGUMENT";
+    case CURD_E_RANGE:
+        return "CURD_E_RANGE";
+    case CURD_E_OVERFLOW:
+        return "CURD_E_OVERFLOW";
+    case CURD_E_BUDGET:
+        return "CURD_E_BUDGET";
+    case CURD_E_OUT_OF_MEMORY:
+        return "CURD_E_OUT_OF_MEMORY";
+    case CURD_E_NO_DRIVER:
+        return "CURD_E_NO_DRIVER";
+    case CURD_E_NO_DEVICE:
+        return "CURD_E_NO_DEVICE";
+    case CURD_E_DRIVER:
+        return "CURD_E_DRIVER";
+    case CURD_E_STALE_HANDLE:
+        return "CURD_E_STALE_HANDLE";
+    case CURD_E_BUSY:
+        return "CURD_E_BUSY";
+    case CURD_E_UNSUPPORTED:
+        return "CURD_E_UNSUPPORTED";
+    case CURD_E_PROGRAM:
+        return "CURD_E_PROGRAM";
+    case CURD_E_DEVICE_LOST:
+        return "CURD_E_DEVICE_LOST";
+    }
+    return "CURD_E_UNKNOWN";
+}
+
+/* ------------------------------------------------------------------------
+ * The thread's last failure
+ * ---------------------------------------------------------------------- */
+#define CURDI_ERROR_CAPACITY 1024
+
+static _Thread_local char last_error[CURDI_ERROR_CAPACITY];
+static _Thread_local int last_driver_code;
+
+CURD_API const char *curd_last_error(void)
+{
+    return last_error;
+}
+
+CURD_API int curd_last_driver_code(void)
+{
+    return last_driver_code;
+}
+
+void curdi_status_note_driver_code(int cu_result)
+{
+    last_driver_code = cu_result;
+}
+
+/* A sentence longer than the buffer keeps its head and its "Fix: ..." tail
+ * (the part a reader needs most), joined by " ... ". */
+static void store_long_message(const char *message, size_t length)
+{
+    const size_t capacity = sizeof last_error;
+    const char *fix = strstr(message, "Fix:");
+    const char *next;
+    while (fix != NULL && (next = strstr(fix + 1, "Fix:")) != NULL)
+        fix = next;
+    const char joint[] = " ... ";
+    size_t tail_len = fix != NULL ? length - (size_t)(fix - message) : 0;
+    /* Leave at least a quarter of the buffer for the head. */
+    if (tail_len > capacity / 4 * 3)
+        tail_len = capacity / 4 * 3;
+    size_t head_len = capacity - 1 - tail_len - (tail_len ? sizeof joint - 1 : 0);
+    memcpy(last_error, message, head_len);
+    size_t at = head_len;
+    if (tail_len != 0) {
+        memcpy(last_error + at, joint, sizeof joint - 1);
+        at += sizeof joint - 1;
+        memcpy(last_error + at, message + length - tail_len, tail_len);
+        at += tail_len;
+    }
+    last_error[at] = '\0';
+}
+
+curd_status curdi_fail(curd_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(last_error, sizeof last_error, format, args);
+    va_end(args);
+    if (length < 0) {
+        snprintf(last_error, sizeof last_error,
+                 "%s (the error message could not be formatted). Fix: "
+                 "report this as a curd bug.",
+                 curd_status_name(status));
+    } else if ((size_t)length >= sizeof last_error) {
+        /* Too long: format again in full, then keep the head and the fix. */
+        char *full = malloc((size_t)length + 1);
+        if (full != NULL) {
+            va_start(args, format);
+            vsnprintf(full, (size_t)length + 1, format, args);
+            va_end(args);
+            store_long_message(full, (size_t)length);
+            free(full);
+        }
+    }
+    curdi_trace("%s: %s", curd_status_name(status), last_error);
+    return status;
+}
+
+static const char *default_fix(curd_status status)
+{
+    switch (status) {
+    case CURD_E_OUT_OF_MEMORY:
+        return "free buffers, trim the pools (curd_device_trim) or lower "
+               "their cache budgets, and try again";
+    case CURD_E_DEVICE_LOST:
+        return "the context is unusable after this fault: close the device "
+               "and open it again (the process may need to restart); run "
+               "the workload under compute-sanitizer to find the fault";
+    case CURD_E_NO_DEVICE:
+        return "use an ordinal below curd_device_count(), and check "
+               "CUDA_VISIBLE_DEVICES and nvidia-smi";
+    case CURD_E_NO_DRIVER:
+        return "install or upgrade the NVIDIA driver so that it matches "
+               "its kernel module";
+    case CURD_E_PROGRAM:
+        return "rebuild the module for this device's architecture, or ship "
+               "PTX so the driver can JIT it";
+    default:
+        return "check the arguments of this call; if they are valid, "
+               "report the driver error with the output of nvidia-smi";
+    }
+}
+
+curd_status curdi_fail_driver(int cu_result, const char *call, const char *fix)
+{
+    curdi_cu_result code = (curdi_cu_result)cu_result;
+    curdi_driver_note(code);
+    curd_status status = curdi_driver_status_of(code);
+    if (status == CURD_OK) /* a caller bug; never report success as failure */
+        status = CURD_E_DRIVER;
+    const char *name = curdi_driver_result_name(code);
+    const char *text = curdi_driver_result_text(code);
+    if (fix == NULL || fix[0] == '\0')
+        fix = default_fix(status);
+    else if (strncmp(fix, "Fix:", 4) == 0)
+        fix += fix[4] == ' ' ? 5 : 4;
+    size_t fix_len = strlen(fix);
+    bool ends_with_stop = fix_len > 0 && fix[fix_len - 1] == '.';
+    curd_status result = curdi_fail(
+        status, "%s failed with %s (%d)%s%s. Fix: %s%s",
+        call != NULL ? call : "A CUDA driver call", name, cu_result,
+        text != NULL ? ": " : "", text != NULL ? text : "", fix,
+        ends_with_stop ? "" : ".");
+    /* Set after curdi_fail: the result lookups above may not touch it, but
+     * keep the order obvious. */
+    last_driver_code = cu_result;
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * Tracing
+ * ---------------------------------------------------------------------- */
+/* -1: not read yet; 0: off; 1: on. CURD_TRACE is read once per process. */
+static atomic_int trace_state = -1;
+
+void curdi_trace(const char *format, ...)
+{
+    int state = atomic_load_explicit(&trace_state, memory_order_relaxed);
+    if (state < 0) {
+        const char *value = getenv("CURD_TRACE");
+        state = value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
+        atomic_store_explicit(&trace_state, state, memory_order_relaxed);
+    }
+    if (state == 0)
+        return;
+    char line[1200];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    /* One fprintf per line so lines from threads do not interleave. */
+    fprintf(stderr, "curd: %s\n", line);
+}
