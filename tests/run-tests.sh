@@ -8,8 +8,10 @@
 #   --wrap CMD          run each program as `CMD PROGRAM --tap` (e.g. setarch);
 #                       CMD may start with VAR=value words
 #   --valgrind CMD      after the plain runs, run each program again under CMD
-#                       (a valgrind command line); each run is one result:
-#                       passed when CMD exits 0, its log shown when not
+#                       (a valgrind command line), as many at once as there
+#                       are processors (CURD_TEST_JOBS=N to change); each
+#                       run is one result: passed when CMD exits 0, its log
+#                       shown when not
 #   --step NAME SHELL   after that, run SHELL as one result named NAME, its
 #                       output shown as TAP comments; exit 0 passes, 77 skips,
 #                       anything else fails (may be given several times)
@@ -33,8 +35,9 @@ while [ $# -gt 0 ]; do
 done
 
 passed=0 failed=0 skipped=0 crashed=""
-log=$(mktemp)
-trap 'rm -f "$log" "$log.status"' EXIT
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+log=$work/log
 
 # One result line for a whole program or step, TAP style.
 result() { # status name
@@ -63,14 +66,25 @@ for program in "$@"; do
     fi
 done
 
-if [ -n "$valgrind" ]; then
+# The Valgrind runs are slow and independent: run as many at once as there
+# are processors (CURD_TEST_JOBS overrides), then report them in order.
+if [ -n "$valgrind" ] && [ $# -gt 0 ]; then
+    jobs=${CURD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+    n=0
     for program in "$@"; do
+        n=$((n + 1))
+        printf '%s %s\n' "$n" "$program"
+    done | xargs -n 2 -P "$jobs" sh -c '
         # shellcheck disable=SC2086
-        env $valgrind "$program" --tap >"$log" 2>&1
-        if [ $? -eq 0 ]; then
+        env $0 "$3" --tap >"$1/$2.log" 2>&1
+        echo $? >"$1/$2.status"' "$valgrind" "$work"
+    n=0
+    for program in "$@"; do
+        n=$((n + 1))
+        if [ "$(cat "$work/$n.status" 2>/dev/null)" = 0 ]; then
             result pass "valgrind $(basename "$program")"
         else
-            sed 's/^/# /' "$log"
+            sed 's/^/# /' "$work/$n.log"
             result fail "valgrind $(basename "$program")"
         fi
     done
