@@ -38,15 +38,36 @@ int bench_fail(const char *format, ...)
     return -1;
 }
 
+/* The function's name out of a call's text: "driver->cuMemAlloc(&p, n)"
+ * gives "cuMemAlloc". */
+static void call_name(char *out, size_t capacity, const char *call)
+{
+    const char *start = call;
+    const char *arrow;
+    size_t length;
+    while ((arrow = strstr(start, "->")) != NULL &&
+           (strchr(start, '(') == NULL || arrow < strchr(start, '(')))
+        start = arrow + 2;
+    length = strcspn(start, "(");
+    if (length >= capacity)
+        length = capacity - 1;
+    memcpy(out, start, length);
+    out[length] = '\0';
+}
+
 int bench_fail_curd(const char *call, curd_status status)
 {
-    return bench_fail("%s returned %s: %s", call, curd_status_name(status),
+    char name[96];
+    call_name(name, sizeof name, call);
+    return bench_fail("%s returned %s: %s", name, curd_status_name(status),
                       curd_last_error());
 }
 
 int bench_fail_cu(const char *call, curdi_cu_result cu_result)
 {
-    return bench_fail("raw driver call %s returned %s (CUresult %u)", call,
+    char name[96];
+    call_name(name, sizeof name, call);
+    return bench_fail("raw driver call %s returned %s (CUresult %u)", name,
                       curdi_driver_result_name(cu_result), cu_result);
 }
 
@@ -488,7 +509,7 @@ static void format_rate(char *out, size_t capacity,
                  gb_per_s(variant->spec.bytes_per_op, variant->median_ns),
                  gb_per_s(variant->spec.bytes_per_op, variant->max_ns),
                  gb_per_s(variant->spec.bytes_per_op, variant->min_ns));
-    } else if (variant->spec.ops_per_iteration > 1) {
+    } else if (variant->spec.threads > 0) {
         snprintf(out, capacity, "%.2f Mops/s (%.2f, %.2f)",
                  mops_per_s(variant->median_ns), mops_per_s(variant->max_ns),
                  mops_per_s(variant->min_ns));
@@ -679,9 +700,8 @@ static void json_variant(FILE *out, const bench_variant *variant)
         json_number(out, gb_per_s(variant->spec.bytes_per_op,
                                   variant->median_ns));
     }
-    if (variant->spec.ops_per_iteration > 1) {
-        fprintf(out, ", \"threads\": %llu",
-                (unsigned long long)variant->spec.ops_per_iteration);
+    if (variant->spec.threads > 0) {
+        fprintf(out, ", \"threads\": %u", variant->spec.threads);
         fputs(", \"median_ops_per_s\": ", out);
         json_number(out, mops_per_s(variant->median_ns) * 1e6);
     }

@@ -119,6 +119,9 @@ typedef struct bench_variant_spec {
     /* Operations one iteration stands for (threads working at once: each
      * iteration is one operation on every thread); 0 means 1. */
     uint64_t ops_per_iteration;
+    /* Threads the variant runs on, for the ops/s column; 0: not a
+     * throughput variant. */
+    unsigned threads;
     /* Bytes one operation moves, for GB/s; 0: not a transfer. */
     uint64_t bytes_per_op;
     /* Fixed iterations per sample; 0: calibrate to the sample target. */

@@ -787,7 +787,8 @@ int bench_pool_threads(const bench_env *env)
                     .role = mode == TEAM_RAW_ASYNC ? BENCH_ROLE_RAW
                                                    : BENCH_ROLE_CURD,
                     .op = op_team, .context = &variants[count][mode],
-                    .ops_per_iteration = thread_counts[count]});
+                    .ops_per_iteration = thread_counts[count],
+                    .threads = thread_counts[count]});
             if (index_of[count][mode] < 0)
                 goto done;
         }
