@@ -154,6 +154,15 @@ ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
 $(BUILD)/tests/test-cuda-abi: TEST_EXTRA_CFLAGS += -DCURD_HAVE_CUDA_H -isystem $(CUDA_HOME)/include
 endif
 
+# A stand-in libcuda (tests/fake/) for tests that need a driver but no GPU;
+# the test programs find it beside themselves.
+FAKE_CUDA := $(BUILD)/tests/libcuda-fake.so.1
+$(FAKE_CUDA): tests/fake/fake-cuda.c lib/cuda_abi.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared $(WARNINGS) $< -o $@ -lpthread
+tests: $(FAKE_CUDA)
+
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it
 # covers exactly the suite that needs no GPU, even on a GPU host.
 VALGRIND := CURD_LIBCUDA=/nonexistent/libcuda.so.1 \
