@@ -1,0 +1,151 @@
+/* curd-test.c - helpers shared by the test programs (see curd-test.h). */
+#include "support/curd-test.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver.h"
+
+/* ------------------------------------------------------------------------
+ * Data
+ * ---------------------------------------------------------------------- */
+void curd_test_fill_random(void *p, size_t n)
+{
+    unsigned char *bytes = p;
+    size_t at = 0;
+    while (at < n) {
+        guint32 word = g_test_rand_int();
+        for (int i = 0; i < 4 && at < n; i++, at++)
+            bytes[at] = (unsigned char)(word >> (8 * i));
+    }
+}
+
+void curd_test_poison(void *p, size_t n)
+{
+    /* 0xDEADBEEF in memory order, shifted by the byte's position mod 251 so
+     * the pattern never lines up with a copy of itself at another
+     * offset. */
+    static const unsigned char pattern[4] = {0xDE, 0xAD, 0xBE, 0xEF};
+    unsigned char *bytes = p;
+    for (size_t i = 0; i < n; i++)
+        bytes[i] = (unsigned char)(pattern[i % 4] ^ (unsigned char)(i % 251));
+}
+
+/* ------------------------------------------------------------------------
+ * GPU open or skip
+ * ---------------------------------------------------------------------- */
+curd_device *curd_test_gpu_open_with(const curd_device_options *options)
+{
+    curd_device *device = NULL;
+    curd_status status = curd_device_open(0, options, &device);
+    if (status == CURD_OK)
+        return device;
+    if (status == CURD_E_NO_DRIVER || status == CURD_E_NO_DEVICE) {
+        /* The reason is the library's own sentence: it names the library
+         * it looked for, or the device count. */
+        g_test_skip_printf("no GPU: %s: %s", curd_status_name(status),
+                           curd_last_error());
+        return NULL;
+    }
+    /* A driver and a device exist, and opening failed: that is a failure,
+     * not a reason to skip. */
+    g_test_fail_printf("curd_device_open(0) failed with %s: %s",
+                       curd_status_name(status), curd_last_error());
+    return NULL;
+}
+
+curd_device *curd_test_gpu_open(void)
+{
+    return curd_test_gpu_open_with(NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * Fault injection
+ *
+ * One wrapper per entry of CURDI_CUDA_ENTRY_LIST, generated from the same
+ * list as the table, so a new entry is wrapped without touching this file.
+ * Each wrapper numbers its call and, when the number is the armed one,
+ * returns the chosen CUresult without calling the driver. cuGetErrorName
+ * and cuGetErrorString are passed through unnumbered: they only describe
+ * an error, and numbering them would make a sweep fail the message of the
+ * failure it just injected.
+ * ---------------------------------------------------------------------- */
+static curdi_driver saved_table;
+static curdi_driver *live_table;
+static bool faults_active;
+static unsigned fault_at;
+static curdi_cu_result fault_result;
+static char fault_only[64];
+static atomic_uint fault_calls;
+static atomic_bool fault_fired;
+
+static bool fault_now(const char *entry)
+{
+    if (fault_only[0] != '\0' && strcmp(entry, fault_only) != 0)
+        return false;
+    unsigned number = atomic_fetch_add(&fault_calls, 1) + 1;
+    if (fault_at != 0 && number == fault_at) {
+        atomic_store(&fault_fired, true);
+        return true;
+    }
+    return false;
+}
+
+#define CURD_TEST_WRAP_(name, symbol, tier, params, args)                     \
+    static curdi_cu_result wrap_##name params                                 \
+    {                                                                         \
+        if (fault_now(#name))                                                 \
+            return fault_result;                                              \
+        return saved_table.name args;                                         \
+    }
+CURDI_CUDA_ENTRY_LIST(CURD_TEST_WRAP_)
+#undef CURD_TEST_WRAP_
+
+void curd_test_faults_begin(unsigned fail_at, int cu_result,
+                            const char *only_entry)
+{
+    g_assert_false(faults_active);
+    faults_active = true;
+    fault_at = fail_at;
+    fault_result = (curdi_cu_result)cu_result;
+    fault_only[0] = '\0';
+    if (only_entry != NULL) {
+        g_assert_cmpuint(strlen(only_entry), <, sizeof fault_only);
+        strcpy(fault_only, only_entry);
+    }
+    atomic_store(&fault_calls, 0);
+    atomic_store(&fault_fired, false);
+
+    /* Load the driver if nobody has yet; without one there is nothing to
+     * wrap and every count stays 0. */
+    (void)curdi_driver_load();
+    live_table = curdi_driver_table_for_test();
+    if (live_table == NULL)
+        return;
+    saved_table = *live_table;
+#define CURD_TEST_INSTALL_(name, symbol, tier, params, args)                  \
+    if (live_table->name != NULL)                                             \
+        live_table->name = wrap_##name;
+    CURDI_CUDA_ENTRY_LIST(CURD_TEST_INSTALL_)
+#undef CURD_TEST_INSTALL_
+    /* Describing errors is not an operation's driver call (see above). */
+    live_table->cuGetErrorName = saved_table.cuGetErrorName;
+    live_table->cuGetErrorString = saved_table.cuGetErrorString;
+}
+
+unsigned curd_test_faults_end(void)
+{
+    g_assert_true(faults_active);
+    faults_active = false;
+    if (live_table != NULL)
+        *live_table = saved_table;
+    live_table = NULL;
+    return atomic_load(&fault_calls);
+}
+
+gboolean curd_test_faults_fired(void)
+{
+    return atomic_load(&fault_fired);
+}
