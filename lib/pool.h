@@ -7,6 +7,7 @@
 #ifndef CURD_LIB_POOL_H
 #define CURD_LIB_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +20,9 @@ typedef struct curdi_upstream {
     curd_status (*alloc)(void *context, size_t byte_len, uint64_t *out_address);
     /* The block is gone whatever this returns. */
     curd_status (*free)(void *context, uint64_t address, size_t byte_len);
+    /* Optional (NULL: not known): the memory the upstream has free now, for
+     * the out-of-memory message. Returns false when it cannot tell. */
+    bool (*free_bytes)(void *context, uint64_t *out_free_bytes);
     void *context;
 } curdi_upstream;
 

@@ -1,0 +1,1195 @@
+/* pool.c - a size-class cache over an upstream allocator.
+ *
+ * Requests round up to a size class (checked.c: 8 steps per power of two,
+ * so a class wastes less than 1/8 of the request, at most 255 bytes below
+ * 2 KiB; a 1.1 GiB request holds 1.125 GiB). A released block goes back to
+ * a cache of its class when a slot and the cached-bytes budget allow, else
+ * upstream. The next acquire of that class takes it from the cache.
+ *
+ * Shape (why it is sharded)
+ * -------------------------
+ * A cache hit must cost tens of nanoseconds and scale with threads, so the
+ * hot path writes no cache line that another thread writes too. The pool is
+ * split into SHARD_COUNT shards; a thread uses the shard its thread-local
+ * index names (handed out round robin on first use, so up to SHARD_COUNT
+ * threads each get their own). A shard holds, under its own mutex:
+ *   - a LIFO stack of cached blocks per class (host-side records, never
+ *     inside the block: device memory cannot be written from here);
+ *   - a hash table of the blocks it handed out (live), for the stale
+ *     check on release;
+ *   - its share of every statistic;
+ *   - a lease of the cached-bytes budget (below).
+ * An acquire looks in its own shard, then takes a cached block of the class
+ * from another shard (one lock at a time), and only then goes upstream.
+ * A release finds the block in the acquiring shard's table (its own, in
+ * the common case; else it looks in the others) and caches it there. No
+ * code path holds two shard locks except trim, stats and destroy, which
+ * take all of them in index order. No lock is held across an upstream call
+ * or a relieve callback.
+ *
+ * Budget leases. The cached-bytes budget is a hard pool-wide bound, but a
+ * shared "cached bytes" counter would be written on every hit. Instead each
+ * shard holds a lease (bytes it may keep cached) and the pool holds the
+ * unleased rest in one atomic: lease_free + the sum of leases == budget, and
+ * a shard's cached bytes never pass its lease, so the pool never caches past
+ * its budget. A shard takes what it needs (plus some slack) from
+ * lease_free, gives back unused lease past twice the slack, and when
+ * lease_free is short it collects the unused lease of every other shard
+ * before deciding not to cache. Used from one thread, this is exactly "cache
+ * when cached + class <= budget"; under contention it may free a block
+ * upstream that would just have fitted while another thread held the lease.
+ *
+ * Slots. A shard caches at most slots(class) = min(budget / class, 1024),
+ * at least 1, blocks of a class (so one thread sees exactly that rule; N
+ * threads together may hold N times as many small blocks, always within the
+ * byte budget).
+ *
+ * Statistics
+ * ----------
+ * Each family (live, cached and requested bytes; live and cached blocks)
+ * keeps per shard its cumulative allocated and freed amounts and an
+ * unflushed level change (delta); the pool keeps the flushed level and the
+ * peak in two atomics. A shard folds its delta into the pool level once it
+ * reaches a quantum (1 MiB for bytes, 16 for blocks) and after each rise
+ * raises the peak to pool level + its own delta. So:
+ *   - current, allocated and freed are exact (sums taken with every shard
+ *     locked, so a stats call also sees a consistent snapshot);
+ *   - peak is exact while one thread uses the pool; with several threads
+ *     at once it can be off by less than (SHARD_COUNT - 1) quanta (the other
+ *     shards' unflushed deltas): an exact running maximum of a sum over
+ *     threads needs one shared counter written on every operation, which
+ *     is what this design avoids. A stats call folds every delta in and
+ *     raises the peak to the level it reports, so peak >= current always.
+ * Counters never saturate: a shard's share of a cumulative counter stops at
+ * 2^64 / SHARD_COUNT, so the sum of the shards always fits; the operation
+ * that would pass it fails with CURD_E_OVERFLOW and changes nothing, until
+ * curd_device_stats_reset(). Counters of the slow path (upstream calls,
+ * misses, out-of-memory events, upstream time) are pool-wide atomics that
+ * stop 2^62 below 2^64 so that a check made before an upstream call cannot
+ * be outrun. The bytes a pool holds upstream (live + cached) are capped at
+ * 2^62, which bounds every level.
+ *
+ * Out of memory
+ * -------------
+ * When the upstream reports CURD_E_OUT_OF_MEMORY: (a) free just enough
+ * cached blocks (largest class first) and retry; (b) ask the relieve
+ * callback to run the application's reclaim callback, free what that put
+ * into this cache, retry; (c) ask it to trim every device pool of the
+ * device's ordinal, retry; then fail with the requested size, the live and
+ * cached bytes and the upstream's free memory in the sentence. A step that
+ * frees nothing is not followed by a retry. oom_retries counts the retries,
+ * oom_failures the acquires that failed after the whole ladder.
+ *
+ * Closing. destroy marks the pool closing, detaches every block (live or
+ * cached) under all locks, waits for operations that are between locks on
+ * a slow path, and frees the blocks upstream. A release that runs while
+ * the pool is closing frees its block upstream instead of caching it, so
+ * no block is leaked. Calls that start after destroy has returned are use
+ * after free, as for any object. */
+#include "pool.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checked.h"
+#include "status.h"
+
+#define SHARD_COUNT 16u
+#define SLOTS_MAX 1024u
+#define INITIAL_BUCKETS 16u
+#define CACHE_LINE 64u
+
+/* A shard's share of a cumulative counter: the sum of SHARD_COUNT shares
+ * stays within 2^64 - 1. */
+#define SHARD_COUNTER_MAX (UINT64_MAX / SHARD_COUNT)
+/* Pool-wide slow-path counters stop this far below 2^64. */
+#define GLOBAL_COUNTER_MAX (UINT64_MAX - ((uint64_t)1 << 62))
+/* Bytes one pool may hold upstream (live + cached). */
+#define RESERVED_MAX ((uint64_t)1 << 62)
+
+#define BYTES_QUANTUM ((int64_t)1 << 20)
+#define BLOCKS_QUANTUM ((int64_t)16)
+
+enum pool_family {
+    FAMILY_LIVE_BYTES,
+    FAMILY_CACHED_BYTES,
+    FAMILY_REQUESTED_BYTES,
+    FAMILY_LIVE_BLOCKS,
+    FAMILY_CACHED_BLOCKS,
+    FAMILY_COUNT
+};
+
+static const int64_t family_quantum[FAMILY_COUNT] = {
+    BYTES_QUANTUM, BYTES_QUANTUM, BYTES_QUANTUM, BLOCKS_QUANTUM,
+    BLOCKS_QUANTUM};
+
+/* The host-side record of one upstream block. It sits in exactly one place
+ * at a time: a shard's live table (chained through next) or a shard's class
+ * stack (linked through next). */
+typedef struct pool_block {
+    uint64_t address;
+    size_t class_bytes;
+    size_t byte_len; /* what the current holder asked for, while live */
+    unsigned class_index;
+    struct pool_block *next;
+} pool_block;
+
+typedef struct class_stack {
+    pool_block *top;
+    /* Written under the shard lock; read without it by other shards
+     * looking for a block to take, hence atomic. */
+    _Atomic uint32_t count;
+} class_stack;
+
+typedef struct family_part {
+    int64_t delta; /* level change not yet folded into the pool level */
+    uint64_t allocated;
+    uint64_t freed;
+} family_part;
+
+typedef struct pool_shard {
+    _Alignas(CACHE_LINE) pthread_mutex_t lock;
+    class_stack *stacks; /* one per class */
+    pool_block **buckets;
+    size_t bucket_count; /* a power of two */
+    size_t live_count;
+    uint64_t cached_bytes; /* in this shard's stacks */
+    uint64_t lease_bytes;  /* >= cached_bytes */
+    uint64_t cache_hits;
+    family_part families[FAMILY_COUNT];
+} pool_shard;
+
+typedef struct family_total {
+    _Atomic int64_t level; /* the flushed part of the current level */
+    _Atomic uint64_t peak;
+} family_total;
+
+struct curdi_pool {
+    curdi_upstream upstream;
+    const char *name;
+    uint64_t cache_budget_bytes;
+    uint64_t live_limit_bytes;
+    uint64_t (*relieve)(void *context, uint64_t bytes_needed,
+                        curdi_relief_step step);
+    void *relieve_context;
+    unsigned class_count;
+    uint32_t *slots; /* per class, per shard */
+    uint64_t lease_slack;
+
+    /* Read on every hit (the peak check), written rarely. */
+    _Alignas(CACHE_LINE) family_total families[FAMILY_COUNT];
+    /* Written on lease moves (rare on the hot path). */
+    _Alignas(CACHE_LINE) _Atomic uint64_t lease_free;
+    /* Written on every acquire and release, but only with a live limit. */
+    _Alignas(CACHE_LINE) _Atomic uint64_t live_reserved;
+    /* The slow path's state. */
+    _Alignas(CACHE_LINE) _Atomic uint64_t reserved_bytes;
+    _Atomic bool closing;
+    _Atomic unsigned busy; /* slow-path operations between locks */
+    _Atomic uint64_t upstream_allocs;
+    _Atomic uint64_t upstream_frees;
+    _Atomic uint64_t cache_misses;
+    _Atomic uint64_t oom_retries;
+    _Atomic uint64_t oom_failures;
+    _Atomic uint64_t upstream_ns;
+
+    pool_shard shards[SHARD_COUNT];
+};
+
+/* ------------------------------------------------------------------------
+ * Threads and shards
+ * ---------------------------------------------------------------------- */
+static atomic_uint next_thread_shard;
+/* The calling thread's shard index + 1; 0 until its first pool call. */
+static _Thread_local unsigned thread_shard;
+
+static unsigned own_shard_index(void)
+{
+    unsigned index = thread_shard;
+    if (index == 0) {
+        index = atomic_fetch_add_explicit(&next_thread_shard, 1u,
+                                          memory_order_relaxed) %
+                    SHARD_COUNT +
+                1u;
+        thread_shard = index;
+    }
+    return index - 1u;
+}
+
+static void shard_lock(pool_shard *shard)
+{
+    pthread_mutex_lock(&shard->lock);
+}
+
+static void shard_unlock(pool_shard *shard)
+{
+    pthread_mutex_unlock(&shard->lock);
+}
+
+/* Trim, stats and destroy take every shard lock, always in index order;
+ * everything else holds at most one. */
+static void lock_all(curdi_pool *pool)
+{
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        shard_lock(&pool->shards[i]);
+}
+
+static void unlock_all(curdi_pool *pool)
+{
+    for (unsigned i = SHARD_COUNT; i-- > 0;)
+        shard_unlock(&pool->shards[i]);
+}
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ * ---------------------------------------------------------------------- */
+static bool shard_room(uint64_t value, uint64_t amount)
+{
+    return amount <= SHARD_COUNTER_MAX && value <= SHARD_COUNTER_MAX - amount;
+}
+
+static bool global_room(curdi_pool *pool)
+{
+    _Atomic uint64_t *counters[] = {
+        &pool->upstream_allocs, &pool->upstream_frees, &pool->cache_misses,
+        &pool->oom_retries,     &pool->oom_failures,   &pool->upstream_ns};
+    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+        if (atomic_load_explicit(counters[i], memory_order_relaxed) >
+            GLOBAL_COUNTER_MAX)
+            return false;
+    return true;
+}
+
+static void global_count(_Atomic uint64_t *counter, uint64_t amount)
+{
+    /* Cannot pass 2^64: global_room() held before the operation began, and
+     * no operation adds anywhere near 2^62. */
+    atomic_fetch_add_explicit(counter, amount, memory_order_relaxed);
+}
+
+static void family_flush(curdi_pool *pool, pool_shard *shard,
+                         enum pool_family family)
+{
+    family_part *part = &shard->families[family];
+    if (part->delta != 0) {
+        atomic_fetch_add_explicit(&pool->families[family].level, part->delta,
+                                  memory_order_relaxed);
+        part->delta = 0;
+    }
+}
+
+static void peak_raise(family_total *total, uint64_t value)
+{
+    uint64_t peak = atomic_load_explicit(&total->peak, memory_order_relaxed);
+    while (peak < value &&
+           !atomic_compare_exchange_weak_explicit(&total->peak, &peak, value,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+}
+
+/* amount is at most 2^62 (a class the pool holds) and the levels stay below
+ * 2^62 + SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
+ * caller has checked shard_room for allocated. */
+static void family_up(curdi_pool *pool, pool_shard *shard,
+                      enum pool_family family, uint64_t amount)
+{
+    family_part *part = &shard->families[family];
+    part->allocated += amount;
+    part->delta += (int64_t)amount;
+    if (part->delta >= family_quantum[family])
+        family_flush(pool, shard, family);
+    int64_t level = atomic_load_explicit(&pool->families[family].level,
+                                         memory_order_relaxed) +
+                    part->delta;
+    if (level > 0)
+        peak_raise(&pool->families[family], (uint64_t)level);
+}
+
+static void family_down(curdi_pool *pool, pool_shard *shard,
+                        enum pool_family family, uint64_t amount)
+{
+    family_part *part = &shard->families[family];
+    part->freed += amount;
+    part->delta -= (int64_t)amount;
+    if (part->delta <= -family_quantum[family])
+        family_flush(pool, shard, family);
+}
+
+/* Room in the shard's counters for an acquire (a hit also takes the block
+ * out of the cache). */
+static bool room_for_acquire(const pool_shard *shard, size_t class_bytes,
+                             size_t byte_len, bool hit)
+{
+    const family_part *f = shard->families;
+    if (!shard_room(f[FAMILY_LIVE_BYTES].allocated, class_bytes) ||
+        !shard_room(f[FAMILY_REQUESTED_BYTES].allocated, byte_len) ||
+        !shard_room(f[FAMILY_LIVE_BLOCKS].allocated, 1))
+        return false;
+    return !hit || (shard_room(f[FAMILY_CACHED_BYTES].freed, class_bytes) &&
+                    shard_room(f[FAMILY_CACHED_BLOCKS].freed, 1) &&
+                    shard_room(shard->cache_hits, 1));
+}
+
+static bool room_for_cache(const pool_shard *shard, size_t class_bytes)
+{
+    const family_part *f = shard->families;
+    return shard_room(f[FAMILY_CACHED_BYTES].allocated, class_bytes) &&
+           shard_room(f[FAMILY_CACHED_BLOCKS].allocated, 1);
+}
+
+static bool room_for_release(const pool_shard *shard, size_t class_bytes,
+                             size_t byte_len, bool cache)
+{
+    const family_part *f = shard->families;
+    if (!shard_room(f[FAMILY_LIVE_BYTES].freed, class_bytes) ||
+        !shard_room(f[FAMILY_REQUESTED_BYTES].freed, byte_len) ||
+        !shard_room(f[FAMILY_LIVE_BLOCKS].freed, 1))
+        return false;
+    return !cache || room_for_cache(shard, class_bytes);
+}
+
+static curd_status fail_counters_full(const curdi_pool *pool, const char *op)
+{
+    return curdi_fail(CURD_E_OVERFLOW,
+                      "The %s pool cannot count this %s: a cumulative "
+                      "statistic would pass its limit (2^64 / %u per thread "
+                      "shard, or 2^64 - 2^62 for the upstream counters). "
+                      "Fix: call curd_device_stats_reset() to restart the "
+                      "cumulative counters.",
+                      pool->name, op, SHARD_COUNT);
+}
+
+/* ------------------------------------------------------------------------
+ * The live table of a shard: address -> record, chained.
+ * ---------------------------------------------------------------------- */
+static size_t bucket_of(size_t bucket_count, uint64_t address)
+{
+    uint64_t hash = (address ^ (address >> 17)) * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(hash >> 32) & (bucket_count - 1u);
+}
+
+static pool_block **table_find(pool_shard *shard, uint64_t address)
+{
+    pool_block **link = &shard->buckets[bucket_of(shard->bucket_count,
+                                                  address)];
+    while (*link != NULL && (*link)->address != address)
+        link = &(*link)->next;
+    return *link != NULL ? link : NULL;
+}
+
+/* Doubles the buckets; if that allocation fails the chains just grow. */
+static void table_grow(pool_shard *shard)
+{
+    size_t count = shard->bucket_count * 2u;
+    if (count > SIZE_MAX / 2u / sizeof(pool_block *))
+        return;
+    pool_block **buckets = calloc(count, sizeof *buckets);
+    if (buckets == NULL)
+        return;
+    for (size_t i = 0; i < shard->bucket_count; i++) {
+        pool_block *block = shard->buckets[i];
+        while (block != NULL) {
+            pool_block *next = block->next;
+            size_t at = bucket_of(count, block->address);
+            block->next = buckets[at];
+            buckets[at] = block;
+            block = next;
+        }
+    }
+    free(shard->buckets);
+    shard->buckets = buckets;
+    shard->bucket_count = count;
+}
+
+static void table_insert(pool_shard *shard, pool_block *block)
+{
+    if (shard->live_count / 2u >= shard->bucket_count)
+        table_grow(shard);
+    size_t at = bucket_of(shard->bucket_count, block->address);
+    block->next = shard->buckets[at];
+    shard->buckets[at] = block;
+    shard->live_count++;
+}
+
+/* ------------------------------------------------------------------------
+ * Class stacks and budget leases (shard locked)
+ * ---------------------------------------------------------------------- */
+static uint32_t stack_count(const class_stack *stack)
+{
+    return atomic_load_explicit(&stack->count, memory_order_relaxed);
+}
+
+static void stack_push(pool_shard *shard, pool_block *block)
+{
+    class_stack *stack = &shard->stacks[block->class_index];
+    block->next = stack->top;
+    stack->top = block;
+    atomic_store_explicit(&stack->count, stack_count(stack) + 1u,
+                          memory_order_relaxed);
+    shard->cached_bytes += block->class_bytes;
+}
+
+static pool_block *stack_pop(pool_shard *shard, unsigned class_index)
+{
+    class_stack *stack = &shard->stacks[class_index];
+    pool_block *block = stack->top;
+    if (block == NULL)
+        return NULL;
+    stack->top = block->next;
+    block->next = NULL;
+    atomic_store_explicit(&stack->count, stack_count(stack) - 1u,
+                          memory_order_relaxed);
+    shard->cached_bytes -= block->class_bytes;
+    return block;
+}
+
+/* Makes the shard's lease cover `more` cached bytes, taking from the pool's
+ * unleased budget (with slack, so a hot loop does not come back each
+ * time). False when the unleased budget is short. */
+static bool lease_cover(curdi_pool *pool, pool_shard *shard, uint64_t more)
+{
+    uint64_t end = shard->cached_bytes + more; /* both below 2^62 */
+    if (end <= shard->lease_bytes)
+        return true;
+    uint64_t need = end - shard->lease_bytes;
+    uint64_t available =
+        atomic_load_explicit(&pool->lease_free, memory_order_relaxed);
+    uint64_t take;
+    do {
+        if (available < need)
+            return false;
+        take = available - need > pool->lease_slack ? need + pool->lease_slack
+                                                    : available;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &pool->lease_free, &available, available - take,
+        memory_order_relaxed, memory_order_relaxed));
+    shard->lease_bytes += take;
+    return true;
+}
+
+/* Gives back the shard's unused lease beyond keep_unused bytes; returns
+ * what it gave. */
+static uint64_t lease_give_back(curdi_pool *pool, pool_shard *shard,
+                                uint64_t keep_unused)
+{
+    uint64_t unused = shard->lease_bytes - shard->cached_bytes;
+    if (unused <= keep_unused)
+        return 0;
+    uint64_t give = unused - keep_unused;
+    shard->lease_bytes -= give;
+    atomic_fetch_add_explicit(&pool->lease_free, give, memory_order_relaxed);
+    return give;
+}
+
+/* Collects the unused lease of every shard but `except` (locking one at a
+ * time; the caller holds none). True when any came back. */
+static bool lease_sweep(curdi_pool *pool, const pool_shard *except)
+{
+    uint64_t collected = 0;
+    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+        pool_shard *shard = &pool->shards[i];
+        if (shard == except)
+            continue;
+        shard_lock(shard);
+        collected += lease_give_back(pool, shard, 0);
+        shard_unlock(shard);
+    }
+    return collected != 0;
+}
+
+/* Whether a block of this class may go into this shard's cache, as far as
+ * the closing flag, the slots and the budget go (the lease is separate). */
+static bool cacheable(curdi_pool *pool, const pool_shard *shard,
+                      const pool_block *block)
+{
+    return !atomic_load_explicit(&pool->closing, memory_order_relaxed) &&
+           block->class_bytes <= pool->cache_budget_bytes &&
+           stack_count(&shard->stacks[block->class_index]) <
+               pool->slots[block->class_index];
+}
+
+/* ------------------------------------------------------------------------
+ * Upstream calls, timed and counted
+ * ---------------------------------------------------------------------- */
+static uint64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * UINT64_C(1000000000) + (uint64_t)now.tv_nsec;
+}
+
+static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
+                                  uint64_t *out_address)
+{
+    uint64_t start = now_ns();
+    curd_status status =
+        pool->upstream.alloc(pool->upstream.context, class_bytes, out_address);
+    global_count(&pool->upstream_ns, now_ns() - start);
+    if (status == CURD_OK)
+        global_count(&pool->upstream_allocs, 1);
+    return status;
+}
+
+/* Frees the block upstream and its record. */
+static void upstream_free(curdi_pool *pool, pool_block *block)
+{
+    uint64_t start = now_ns();
+    curd_status status = pool->upstream.free(
+        pool->upstream.context, block->address, block->class_bytes);
+    global_count(&pool->upstream_ns, now_ns() - start);
+    global_count(&pool->upstream_frees, 1);
+    atomic_fetch_sub_explicit(&pool->reserved_bytes, block->class_bytes,
+                              memory_order_relaxed);
+    if (status != CURD_OK)
+        curdi_trace("the %s pool's upstream failed to free %zu bytes at 0x%" PRIx64
+                    " (%s); the block is gone",
+                    pool->name, block->class_bytes, block->address,
+                    curd_status_name(status));
+    free(block);
+}
+
+static bool reserved_add(curdi_pool *pool, uint64_t bytes)
+{
+    uint64_t reserved =
+        atomic_load_explicit(&pool->reserved_bytes, memory_order_relaxed);
+    do {
+        if (bytes > RESERVED_MAX || reserved > RESERVED_MAX - bytes)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &pool->reserved_bytes, &reserved, reserved + bytes,
+        memory_order_relaxed, memory_order_relaxed));
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * Trim
+ * ---------------------------------------------------------------------- */
+/* Frees cached blocks, largest class first, until at most keep bytes stay
+ * cached; with `need` set, keep is (cached - value) instead of value (free
+ * at least value bytes, if the cache has them). Returns the bytes freed. */
+static uint64_t trim_cache(curdi_pool *pool, bool need, uint64_t value)
+{
+    if (!global_room(pool))
+        return 0; /* the caller sees the cache untrimmed */
+    pool_block *detached = NULL;
+    uint64_t freed = 0;
+    lock_all(pool);
+    uint64_t cached = 0;
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        cached += pool->shards[i].cached_bytes;
+    uint64_t keep = need ? (cached > value ? cached - value : 0) : value;
+    for (unsigned class_index = pool->class_count;
+         class_index-- > 0 && cached > keep;) {
+        for (unsigned i = 0; i < SHARD_COUNT && cached > keep; i++) {
+            pool_shard *shard = &pool->shards[i];
+            while (shard->stacks[class_index].top != NULL && cached > keep) {
+                size_t class_bytes = shard->stacks[class_index].top->class_bytes;
+                if (!shard_room(shard->families[FAMILY_CACHED_BYTES].freed,
+                                class_bytes) ||
+                    !shard_room(shard->families[FAMILY_CACHED_BLOCKS].freed, 1))
+                    goto counted_out;
+                pool_block *block = stack_pop(shard, class_index);
+                family_down(pool, shard, FAMILY_CACHED_BYTES, class_bytes);
+                family_down(pool, shard, FAMILY_CACHED_BLOCKS, 1);
+                block->next = detached;
+                detached = block;
+                cached -= class_bytes;
+                freed += class_bytes;
+            }
+        }
+    }
+counted_out:
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        lease_give_back(pool, &pool->shards[i], 0);
+    atomic_fetch_add(&pool->busy, 1u);
+    unlock_all(pool);
+    while (detached != NULL) {
+        pool_block *next = detached->next;
+        upstream_free(pool, detached);
+        detached = next;
+    }
+    atomic_fetch_sub(&pool->busy, 1u);
+    return freed;
+}
+
+uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes)
+{
+    if (pool == NULL)
+        return 0;
+    return trim_cache(pool, false, keep_bytes);
+}
+
+/* ------------------------------------------------------------------------
+ * Create and destroy
+ * ---------------------------------------------------------------------- */
+static void free_shards(curdi_pool *pool, unsigned initialised)
+{
+    for (unsigned i = 0; i < initialised; i++) {
+        pool_shard *shard = &pool->shards[i];
+        pthread_mutex_destroy(&shard->lock);
+        free(shard->stacks);
+        free(shard->buckets);
+    }
+    free(pool->slots);
+    free(pool);
+}
+
+curd_status curdi_pool_create(const curdi_upstream *upstream,
+                              const curdi_pool_config *config,
+                              curdi_pool **out_pool)
+{
+    if (out_pool == NULL || upstream == NULL || config == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curdi_pool_create: %s is NULL. Fix: pass an "
+                          "upstream, a configuration and an out pointer.",
+                          out_pool == NULL   ? "out_pool"
+                          : upstream == NULL ? "upstream"
+                                             : "config");
+    if (upstream->alloc == NULL || upstream->free == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curdi_pool_create: the upstream has no %s "
+                          "function. Fix: give the upstream both alloc and "
+                          "free.",
+                          upstream->alloc == NULL ? "alloc" : "free");
+    const char *name = config->name != NULL ? config->name : "memory";
+    /* sizeof is a multiple of the struct's 64-byte alignment. */
+    curdi_pool *pool = aligned_alloc(_Alignof(curdi_pool), sizeof *pool);
+    unsigned class_count = curdi_size_class_count();
+    uint32_t *slots = calloc(class_count, sizeof *slots);
+    if (pool == NULL || slots == NULL) {
+        free(pool);
+        free(slots);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "The %s pool's %zu bytes of host bookkeeping could "
+                          "not be allocated. Fix: free host memory and try "
+                          "again.",
+                          name, sizeof *pool);
+    }
+    memset(pool, 0, sizeof *pool);
+    pool->upstream = *upstream;
+    pool->name = name;
+    pool->cache_budget_bytes = config->cache_budget_bytes;
+    pool->live_limit_bytes = config->live_limit_bytes;
+    pool->relieve = config->relieve;
+    pool->relieve_context = config->relieve_context;
+    pool->class_count = class_count;
+    pool->slots = slots;
+    for (unsigned i = 0; i < class_count; i++) {
+        uint64_t fit = config->cache_budget_bytes / curdi_size_class_bytes(i);
+        slots[i] = fit == 0 ? 1u : fit > SLOTS_MAX ? SLOTS_MAX : (uint32_t)fit;
+    }
+    pool->lease_slack = config->cache_budget_bytes / (4u * SHARD_COUNT);
+    for (unsigned f = 0; f < FAMILY_COUNT; f++) {
+        atomic_init(&pool->families[f].level, 0);
+        atomic_init(&pool->families[f].peak, 0);
+    }
+    atomic_init(&pool->lease_free, config->cache_budget_bytes);
+    atomic_init(&pool->live_reserved, 0);
+    atomic_init(&pool->reserved_bytes, 0);
+    atomic_init(&pool->closing, false);
+    atomic_init(&pool->busy, 0u);
+    atomic_init(&pool->upstream_allocs, 0);
+    atomic_init(&pool->upstream_frees, 0);
+    atomic_init(&pool->cache_misses, 0);
+    atomic_init(&pool->oom_retries, 0);
+    atomic_init(&pool->oom_failures, 0);
+    atomic_init(&pool->upstream_ns, 0);
+
+    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+        pool_shard *shard = &pool->shards[i];
+        shard->stacks = calloc(class_count, sizeof *shard->stacks);
+        shard->buckets = calloc(INITIAL_BUCKETS, sizeof *shard->buckets);
+        shard->bucket_count = INITIAL_BUCKETS;
+        if (shard->stacks == NULL || shard->buckets == NULL ||
+            pthread_mutex_init(&shard->lock, NULL) != 0) {
+            free(shard->stacks);
+            free(shard->buckets);
+            free_shards(pool, i);
+            return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                              "The %s pool's per-thread shards could not be "
+                              "allocated. Fix: free host memory and try "
+                              "again.",
+                              name);
+        }
+        for (unsigned c = 0; c < class_count; c++)
+            atomic_init(&shard->stacks[c].count, 0u);
+    }
+    *out_pool = pool;
+    return CURD_OK;
+}
+
+void curdi_pool_destroy(curdi_pool *pool)
+{
+    if (pool == NULL)
+        return;
+    atomic_store(&pool->closing, true);
+    pool_block *detached = NULL;
+    lock_all(pool);
+    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+        pool_shard *shard = &pool->shards[i];
+        for (size_t b = 0; b < shard->bucket_count; b++) {
+            while (shard->buckets[b] != NULL) {
+                pool_block *block = shard->buckets[b];
+                shard->buckets[b] = block->next;
+                block->next = detached;
+                detached = block;
+            }
+        }
+        shard->live_count = 0;
+        for (unsigned c = 0; c < pool->class_count; c++) {
+            pool_block *block;
+            while ((block = stack_pop(shard, c)) != NULL) {
+                block->next = detached;
+                detached = block;
+            }
+        }
+    }
+    unlock_all(pool);
+    /* A slow path between its locks either saw `closing` (and frees its
+     * block itself) or had put the block where the sweep above found it;
+     * wait for it to stop touching the pool. */
+    while (atomic_load(&pool->busy) != 0)
+        sched_yield();
+    while (detached != NULL) {
+        pool_block *next = detached->next;
+        upstream_free(pool, detached);
+        detached = next;
+    }
+    free_shards(pool, SHARD_COUNT);
+}
+
+/* ------------------------------------------------------------------------
+ * Acquire
+ * ---------------------------------------------------------------------- */
+static curd_status fail_closing(const curdi_pool *pool)
+{
+    return curdi_fail(CURD_E_UNSUPPORTED,
+                      "The %s pool is being destroyed (its device is "
+                      "closing). Fix: finish every use of a device before "
+                      "calling curd_device_close() on it.",
+                      pool->name);
+}
+
+static curd_status live_reserve(curdi_pool *pool, size_t class_bytes,
+                                size_t byte_len)
+{
+    uint64_t live =
+        atomic_load_explicit(&pool->live_reserved, memory_order_relaxed);
+    do {
+        if (class_bytes > pool->live_limit_bytes ||
+            live > pool->live_limit_bytes - class_bytes)
+            return curdi_fail(CURD_E_BUDGET,
+                              "The %s pool cannot hand out %zu bytes (the "
+                              "%zu-byte class of the request): %" PRIu64
+                              " bytes are live and the live limit is %" PRIu64
+                              " bytes. Fix: release blocks first, or raise "
+                              "%s_live_limit_bytes in curd_device_options "
+                              "(0 means no limit).",
+                              pool->name, byte_len, class_bytes, live,
+                              pool->live_limit_bytes, pool->name);
+    } while (!atomic_compare_exchange_weak_explicit(
+        &pool->live_reserved, &live, live + class_bytes, memory_order_relaxed,
+        memory_order_relaxed));
+    return CURD_OK;
+}
+
+static void live_unreserve(curdi_pool *pool, size_t class_bytes)
+{
+    if (pool->live_limit_bytes != 0)
+        atomic_fetch_sub_explicit(&pool->live_reserved, class_bytes,
+                                  memory_order_relaxed);
+}
+
+/* Takes a cached block of the class from another shard (one lock at a
+ * time), with its lease; NULL when no shard has one. */
+static pool_block *take_from_other_shard(curdi_pool *pool,
+                                         const pool_shard *own,
+                                         unsigned class_index)
+{
+    unsigned start = (unsigned)(own - pool->shards);
+    for (unsigned i = 1; i < SHARD_COUNT; i++) {
+        pool_shard *shard = &pool->shards[(start + i) % SHARD_COUNT];
+        if (stack_count(&shard->stacks[class_index]) == 0)
+            continue;
+        shard_lock(shard);
+        pool_block *block = stack_pop(shard, class_index);
+        if (block != NULL)
+            shard->lease_bytes -= block->class_bytes; /* travels with it */
+        shard_unlock(shard);
+        if (block != NULL)
+            return block;
+    }
+    return NULL;
+}
+
+static curd_status fail_out_of_memory(curdi_pool *pool, size_t class_bytes,
+                                      size_t byte_len)
+{
+    curd_pool_stats stats;
+    curdi_pool_stats(pool, &stats);
+    uint64_t free_bytes = 0;
+    bool free_known =
+        pool->upstream.free_bytes != NULL &&
+        pool->upstream.free_bytes(pool->upstream.context, &free_bytes);
+    char free_text[96] = "";
+    if (free_known)
+        snprintf(free_text, sizeof free_text,
+                 "; the upstream reports %" PRIu64 " bytes free", free_bytes);
+    return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                      "The %s pool could not get %zu bytes (the %zu-byte class "
+                      "of a %zu-byte request) from its upstream after "
+                      "trimming its cache%s: %" PRIu64 " bytes are live and "
+                      "%" PRIu64 " cached in this pool%s. Fix: free buffers "
+                      "or blocks, lower the pools' cache budgets, or request "
+                      "less.",
+                      pool->name, class_bytes, class_bytes, byte_len,
+                      pool->relieve != NULL
+                          ? ", asking the reclaim callback and trimming every "
+                            "pool of the device"
+                          : "",
+                      stats.live_bytes.current, stats.cached_bytes.current,
+                      free_text);
+}
+
+/* The upstream allocation with the out-of-memory ladder (no lock held). */
+static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
+                                     size_t byte_len, uint64_t *out_address)
+{
+    curd_status status = upstream_alloc(pool, class_bytes, out_address);
+    if (status != CURD_E_OUT_OF_MEMORY)
+        return status;
+    /* (a) just enough of this pool's cache */
+    if (trim_cache(pool, true, class_bytes) > 0) {
+        global_count(&pool->oom_retries, 1);
+        status = upstream_alloc(pool, class_bytes, out_address);
+        if (status != CURD_E_OUT_OF_MEMORY)
+            return status;
+    }
+    if (pool->relieve != NULL) {
+        /* (b) the application's reclaim callback; what it releases may land
+         * in this very cache, so free that much again before retrying. */
+        if (pool->relieve(pool->relieve_context, class_bytes,
+                          CURDI_RELIEF_RECLAIM) > 0) {
+            trim_cache(pool, true, class_bytes);
+            global_count(&pool->oom_retries, 1);
+            status = upstream_alloc(pool, class_bytes, out_address);
+            if (status != CURD_E_OUT_OF_MEMORY)
+                return status;
+        }
+        /* (c) every cached block of every pool of the device */
+        if (pool->relieve(pool->relieve_context, class_bytes,
+                          CURDI_RELIEF_TRIM_ALL) > 0) {
+            global_count(&pool->oom_retries, 1);
+            status = upstream_alloc(pool, class_bytes, out_address);
+            if (status != CURD_E_OUT_OF_MEMORY)
+                return status;
+        }
+    }
+    global_count(&pool->oom_failures, 1);
+    return fail_out_of_memory(pool, class_bytes, byte_len);
+}
+
+static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
+                                    size_t byte_len, size_t class_bytes,
+                                    unsigned class_index,
+                                    uint64_t *out_address)
+{
+    if (!global_room(pool))
+        return fail_counters_full(pool, "acquire");
+    pool_block *block = malloc(sizeof *block);
+    if (block == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "The %s pool could not allocate the %zu-byte host "
+                          "record of a new block. Fix: free host memory and "
+                          "try again.",
+                          pool->name, sizeof *block);
+    if (!reserved_add(pool, class_bytes)) {
+        free(block);
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "The %s pool cannot hold %zu more bytes: it would "
+                          "hold more than 2^62 bytes. Fix: release blocks or "
+                          "request less.",
+                          pool->name, class_bytes);
+    }
+    atomic_fetch_add(&pool->busy, 1u);
+    if (atomic_load(&pool->closing)) {
+        atomic_fetch_sub_explicit(&pool->reserved_bytes, class_bytes,
+                                  memory_order_relaxed);
+        free(block);
+        atomic_fetch_sub(&pool->busy, 1u);
+        return fail_closing(pool);
+    }
+    global_count(&pool->cache_misses, 1);
+    uint64_t address = 0;
+    curd_status status =
+        alloc_with_ladder(pool, class_bytes, byte_len, &address);
+    if (status != CURD_OK) {
+        atomic_fetch_sub_explicit(&pool->reserved_bytes, class_bytes,
+                                  memory_order_relaxed);
+        free(block);
+        atomic_fetch_sub(&pool->busy, 1u);
+        return status;
+    }
+    block->address = address;
+    block->class_bytes = class_bytes;
+    block->byte_len = byte_len;
+    block->class_index = class_index;
+    block->next = NULL;
+
+    shard_lock(own);
+    bool closing = atomic_load(&pool->closing);
+    if (closing || !room_for_acquire(own, class_bytes, byte_len, false)) {
+        /* Only another thread sharing this shard can have used up the room
+         * checked before the upstream call. */
+        shard_unlock(own);
+        upstream_free(pool, block);
+        atomic_fetch_sub(&pool->busy, 1u);
+        return closing ? fail_closing(pool)
+                       : fail_counters_full(pool, "acquire");
+    }
+    table_insert(own, block);
+    family_up(pool, own, FAMILY_LIVE_BYTES, class_bytes);
+    family_up(pool, own, FAMILY_LIVE_BLOCKS, 1);
+    family_up(pool, own, FAMILY_REQUESTED_BYTES, byte_len);
+    shard_unlock(own);
+    atomic_fetch_sub(&pool->busy, 1u);
+    *out_address = address;
+    return CURD_OK;
+}
+
+curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
+                               uint64_t *out_address, size_t *out_class_bytes)
+{
+    if (pool == NULL || out_address == NULL || out_class_bytes == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curdi_pool_acquire: %s is NULL. Fix: pass a pool "
+                          "and both out pointers.",
+                          pool == NULL          ? "pool"
+                          : out_address == NULL ? "out_address"
+                                                : "out_class_bytes");
+    if (byte_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "The %s pool was asked for a block of 0 bytes. Fix: "
+                          "request at least one byte (a zero-byte transfer "
+                          "needs no block).",
+                          pool->name);
+    size_t class_bytes = 0;
+    unsigned class_index = 0;
+    curd_status status = curdi_size_class(byte_len, &class_bytes, &class_index);
+    if (status != CURD_OK)
+        return status;
+    if (atomic_load_explicit(&pool->closing, memory_order_relaxed))
+        return fail_closing(pool);
+    if (pool->live_limit_bytes != 0) {
+        status = live_reserve(pool, class_bytes, byte_len);
+        if (status != CURD_OK)
+            return status;
+    }
+
+    pool_shard *own = &pool->shards[own_shard_index()];
+    shard_lock(own);
+    if (own->stacks[class_index].top == NULL) {
+        shard_unlock(own);
+        pool_block *taken = take_from_other_shard(pool, own, class_index);
+        shard_lock(own);
+        if (taken != NULL) {
+            /* Its lease came with it, so the shard's lease still covers
+             * what it caches. Cached totals do not change. */
+            own->lease_bytes += taken->class_bytes;
+            stack_push(own, taken);
+        }
+    }
+    if (own->stacks[class_index].top != NULL) {
+        if (!room_for_acquire(own, class_bytes, byte_len, true)) {
+            shard_unlock(own);
+            live_unreserve(pool, class_bytes);
+            return fail_counters_full(pool, "acquire");
+        }
+        pool_block *block = stack_pop(own, class_index);
+        block->byte_len = byte_len;
+        table_insert(own, block);
+        family_down(pool, own, FAMILY_CACHED_BYTES, class_bytes);
+        family_down(pool, own, FAMILY_CACHED_BLOCKS, 1);
+        family_up(pool, own, FAMILY_LIVE_BYTES, class_bytes);
+        family_up(pool, own, FAMILY_LIVE_BLOCKS, 1);
+        family_up(pool, own, FAMILY_REQUESTED_BYTES, byte_len);
+        own->cache_hits++;
+        if (own->lease_bytes - own->cached_bytes > 2u * pool->lease_slack)
+            lease_give_back(pool, own, pool->lease_slack);
+        uint64_t address = block->address;
+        shard_unlock(own);
+        *out_address = address;
+        *out_class_bytes = class_bytes;
+        return CURD_OK;
+    }
+    bool room = room_for_acquire(own, class_bytes, byte_len, false);
+    shard_unlock(own);
+    if (!room) {
+        live_unreserve(pool, class_bytes);
+        return fail_counters_full(pool, "acquire");
+    }
+    status = acquire_upstream(pool, own, byte_len, class_bytes, class_index,
+                              out_address);
+    if (status != CURD_OK) {
+        live_unreserve(pool, class_bytes);
+        return status;
+    }
+    *out_class_bytes = class_bytes;
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Release
+ * ---------------------------------------------------------------------- */
+curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)
+{
+    if (pool == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curdi_pool_release: pool is NULL. Fix: release "
+                          "to the pool the block came from.");
+    unsigned own_index = own_shard_index();
+    pool_shard *shard = &pool->shards[own_index];
+    shard_lock(shard);
+    pool_block **link = table_find(shard, address);
+    for (unsigned i = 1; link == NULL && i < SHARD_COUNT; i++) {
+        /* Released by another thread than the one that acquired it. */
+        shard_unlock(shard);
+        shard = &pool->shards[(own_index + i) % SHARD_COUNT];
+        shard_lock(shard);
+        link = table_find(shard, address);
+    }
+    if (link == NULL) {
+        shard_unlock(shard);
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "The %s pool has no live block at 0x%" PRIx64
+                          ": it was released already, belongs to another "
+                          "pool or device, or was never handed out. Fix: "
+                          "release each block exactly once, to the device "
+                          "and pool that handed it out.",
+                          pool->name, address);
+    }
+    pool_block *block = *link;
+    size_t class_bytes = block->class_bytes;
+    bool may_cache = cacheable(pool, shard, block);
+    bool cache = may_cache && lease_cover(pool, shard, class_bytes);
+    if (!room_for_release(shard, class_bytes, block->byte_len, cache) ||
+        (!cache && !global_room(pool))) {
+        shard_unlock(shard);
+        return fail_counters_full(pool, "release");
+    }
+    *link = block->next;
+    shard->live_count--;
+    family_down(pool, shard, FAMILY_LIVE_BYTES, class_bytes);
+    family_down(pool, shard, FAMILY_LIVE_BLOCKS, 1);
+    family_down(pool, shard, FAMILY_REQUESTED_BYTES, block->byte_len);
+    live_unreserve(pool, class_bytes);
+    if (cache) {
+        stack_push(shard, block);
+        family_up(pool, shard, FAMILY_CACHED_BYTES, class_bytes);
+        family_up(pool, shard, FAMILY_CACHED_BLOCKS, 1);
+        shard_unlock(shard);
+        return CURD_OK;
+    }
+    atomic_fetch_add(&pool->busy, 1u);
+    shard_unlock(shard);
+    if (may_cache && lease_sweep(pool, shard)) {
+        /* Other shards held unused lease; with it the block may fit. */
+        shard_lock(shard);
+        if (cacheable(pool, shard, block) &&
+            room_for_cache(shard, class_bytes) &&
+            lease_cover(pool, shard, class_bytes)) {
+            stack_push(shard, block);
+            family_up(pool, shard, FAMILY_CACHED_BYTES, class_bytes);
+            family_up(pool, shard, FAMILY_CACHED_BLOCKS, 1);
+            shard_unlock(shard);
+            atomic_fetch_sub(&pool->busy, 1u);
+            return CURD_OK;
+        }
+        shard_unlock(shard);
+    }
+    upstream_free(pool, block);
+    atomic_fetch_sub(&pool->busy, 1u);
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ * ---------------------------------------------------------------------- */
+static void family_read(curdi_pool *pool, enum pool_family family,
+                        curd_stat_family *out)
+{
+    uint64_t allocated = 0, freed = 0;
+    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+        pool_shard *shard = &pool->shards[i];
+        family_flush(pool, shard, family);
+        /* Each share is at most 2^64 / SHARD_COUNT: the sums fit. */
+        allocated += shard->families[family].allocated;
+        freed += shard->families[family].freed;
+    }
+    int64_t level = atomic_load(&pool->families[family].level);
+    out->current = level > 0 ? (uint64_t)level : 0;
+    peak_raise(&pool->families[family], out->current);
+    out->peak = atomic_load(&pool->families[family].peak);
+    out->allocated = allocated;
+    out->freed = freed;
+}
+
+void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
+{
+    if (out == NULL)
+        return;
+    memset(out, 0, sizeof *out);
+    if (pool == NULL)
+        return;
+    lock_all(pool);
+    family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
+    family_read(pool, FAMILY_CACHED_BYTES, &out->cached_bytes);
+    family_read(pool, FAMILY_REQUESTED_BYTES, &out->requested_bytes);
+    family_read(pool, FAMILY_LIVE_BLOCKS, &out->live_blocks);
+    family_read(pool, FAMILY_CACHED_BLOCKS, &out->cached_blocks);
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        out->cache_hits += pool->shards[i].cache_hits;
+    unlock_all(pool);
+    out->upstream_allocs = atomic_load(&pool->upstream_allocs);
+    out->upstream_frees = atomic_load(&pool->upstream_frees);
+    out->cache_misses = atomic_load(&pool->cache_misses);
+    out->oom_retries = atomic_load(&pool->oom_retries);
+    out->oom_failures = atomic_load(&pool->oom_failures);
+    out->upstream_ns = atomic_load(&pool->upstream_ns);
+    out->cache_budget_bytes = pool->cache_budget_bytes;
+    out->live_limit_bytes = pool->live_limit_bytes;
+}
+
+void curdi_pool_stats_reset(curdi_pool *pool)
+{
+    if (pool == NULL)
+        return;
+    lock_all(pool);
+    for (unsigned f = 0; f < FAMILY_COUNT; f++) {
+        for (unsigned i = 0; i < SHARD_COUNT; i++) {
+            pool_shard *shard = &pool->shards[i];
+            family_flush(pool, shard, (enum pool_family)f);
+            shard->families[f].allocated = 0;
+            shard->families[f].freed = 0;
+        }
+        int64_t level = atomic_load(&pool->families[f].level);
+        atomic_store(&pool->families[f].peak, level > 0 ? (uint64_t)level : 0);
+    }
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        pool->shards[i].cache_hits = 0;
+    unlock_all(pool);
+    atomic_store(&pool->upstream_allocs, 0);
+    atomic_store(&pool->upstream_frees, 0);
+    atomic_store(&pool->cache_misses, 0);
+    atomic_store(&pool->oom_retries, 0);
+    atomic_store(&pool->oom_failures, 0);
+    atomic_store(&pool->upstream_ns, 0);
+}
