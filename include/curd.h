@@ -160,6 +160,14 @@ typedef struct curd_device_props {
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props);
 
+/* Checks the device end to end: uploads random bytes, runs a tiny kernel
+ * JIT-compiled from embedded PTX (out[i] = in[i] ^ 0x5A), downloads the
+ * result and verifies every byte. Writes a one-line report (NUL-terminated,
+ * truncated to report_capacity; report may be NULL when the capacity is 0).
+ * CURD_OK when every byte matched. */
+CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
+                                           size_t report_capacity);
+
 /* ------------------------------------------------------------------------
  * Pools and statistics
  * Each device has two pools: device memory and page-locked (pinned) host
