@@ -1,0 +1,474 @@
+/* memory.c - the device's pools, their driver upstreams, the reclaim
+ * callback, and the public block and statistics entry points.
+ * memory.h says what the upstreams and budgets are. */
+#include "memory.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "device.h"
+#include "driver.h"
+#include "resident.h"
+#include "status.h"
+
+/* ------------------------------------------------------------------------
+ * Upstreams. Each call pushes the device's context (nesting is fine when
+ * the caller has it current already) so that a pool can go upstream from
+ * any thread, including one trimming another device's pool.
+ * ---------------------------------------------------------------------- */
+static curd_status device_upstream_alloc(void *context, size_t byte_len,
+                                         uint64_t *out_address)
+{
+    curd_device *device = context;
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_deviceptr device_ptr = 0;
+    curdi_cu_result rc = curdi_driver_get()->cuMemAlloc(&device_ptr, byte_len);
+    if (rc == CURDI_CUDA_SUCCESS)
+        *out_address = device_ptr;
+    else
+        status = curdi_fail_driver(
+            (int)rc, "cuMemAlloc",
+            "free device memory (buffers, blocks, other processes' use) or "
+            "lower the device pool's cache budget");
+    curdi_device_leave(device);
+    return status;
+}
+
+static curd_status device_upstream_free(void *context, uint64_t address,
+                                        size_t byte_len)
+{
+    (void)byte_len;
+    curd_device *device = context;
+    if (!curdi_driver_usable())
+        return CURD_OK; /* the driver is going away, and its memory with it */
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuMemFree((curdi_cu_deviceptr)address));
+    if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
+        status = curdi_fail_driver((int)rc, "cuMemFree", NULL);
+    curdi_device_leave(device);
+    return status;
+}
+
+static bool device_upstream_free_bytes(void *context, uint64_t *out_free_bytes)
+{
+    curd_device *device = context;
+    if (curdi_device_enter(device) != CURD_OK)
+        return false;
+    size_t free_bytes = 0, total_bytes = 0;
+    curdi_cu_result rc =
+        curdi_driver_get()->cuMemGetInfo(&free_bytes, &total_bytes);
+    curdi_device_leave(device);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return false;
+    *out_free_bytes = free_bytes;
+    return true;
+}
+
+static curd_status pinned_upstream_alloc(void *context, size_t byte_len,
+                                         uint64_t *out_address)
+{
+    curd_device *device = context;
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    void *host_ptr = NULL;
+    curdi_cu_result rc = curdi_driver_get()->cuMemHostAlloc(
+        &host_ptr, byte_len, CURDI_CU_MEMHOSTALLOC_PORTABLE);
+    if (rc == CURDI_CUDA_SUCCESS)
+        *out_address = (uint64_t)(uintptr_t)host_ptr;
+    else
+        status = curdi_fail_driver(
+            (int)rc, "cuMemHostAlloc",
+            "free page-locked host memory (pinned blocks, registered "
+            "ranges), lower the pinned pool's cache budget, or raise the "
+            "locked-memory limit (ulimit -l)");
+    curdi_device_leave(device);
+    return status;
+}
+
+static curd_status pinned_upstream_free(void *context, uint64_t address,
+                                        size_t byte_len)
+{
+    (void)byte_len;
+    curd_device *device = context;
+    if (!curdi_driver_usable())
+        return CURD_OK;
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuMemFreeHost((void *)(uintptr_t)address));
+    if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
+        status = curdi_fail_driver((int)rc, "cuMemFreeHost", NULL);
+    curdi_device_leave(device);
+    return status;
+}
+
+/* Host memory still available to the process (pinned memory is host
+ * memory). */
+static bool pinned_upstream_free_bytes(void *context, uint64_t *out_free_bytes)
+{
+    (void)context;
+    long pages = sysconf(_SC_AVPHYS_PAGES);
+    long page_bytes = sysconf(_SC_PAGESIZE);
+    if (pages < 0 || page_bytes <= 0)
+        return false;
+    uint64_t bytes;
+    if (!curdi_u64_mul((uint64_t)pages, (uint64_t)page_bytes, &bytes))
+        bytes = UINT64_MAX;
+    *out_free_bytes = bytes;
+    return true;
+}
+
+/* ------------------------------------------------------------------------
+ * The out-of-memory ladder beyond one pool
+ * ---------------------------------------------------------------------- */
+typedef struct trim_all {
+    curd_device *except; /* trimmed by the caller already */
+    curd_pool_kind kind;
+    uint64_t freed;
+} trim_all;
+
+static void trim_one_device(curd_device *device, void *context)
+{
+    trim_all *all = context;
+    if (device == all->except)
+        return;
+    curdi_pool *pool = curdi_memory_pool(device, all->kind);
+    if (pool != NULL)
+        all->freed += curdi_pool_trim(pool, 0);
+}
+
+/* Empties the caches of this device's pool of a kind and of every other
+ * open device of the same ordinal. This device may not be on the open list
+ * (while it opens or closes), hence the direct trim first. */
+static uint64_t trim_every_pool(curd_device *device, curd_pool_kind kind)
+{
+    trim_all all = {.except = device, .kind = kind, .freed = 0};
+    curdi_pool *own = curdi_memory_pool(device, kind);
+    if (own != NULL)
+        all.freed += curdi_pool_trim(own, 0);
+    curdi_devices_for_ordinal(device->ordinal, trim_one_device, &all);
+    return all.freed;
+}
+
+static uint64_t relieve_device_memory(void *context, uint64_t bytes_needed,
+                                      curdi_relief_step step)
+{
+    curd_device *device = context;
+    if (step == CURDI_RELIEF_RECLAIM) {
+        pthread_mutex_lock(&device->reclaim_lock);
+        curd_reclaim_fn fn = device->reclaim_fn;
+        void *fn_context = device->reclaim_context;
+        pthread_mutex_unlock(&device->reclaim_lock);
+        /* Called with no curd lock held: it may free buffers and release
+         * blocks. */
+        return fn != NULL ? fn(fn_context, bytes_needed) : 0;
+    }
+    return trim_every_pool(device, CURD_POOL_DEVICE);
+}
+
+static uint64_t relieve_pinned_memory(void *context, uint64_t bytes_needed,
+                                      curdi_relief_step step)
+{
+    (void)bytes_needed;
+    if (step == CURDI_RELIEF_RECLAIM)
+        return 0; /* the reclaim callback is about device memory */
+    return trim_every_pool(context, CURD_POOL_PINNED);
+}
+
+/* ------------------------------------------------------------------------
+ * Open and close
+ * ---------------------------------------------------------------------- */
+uint64_t curdi_memory_default_device_cache(uint64_t total_bytes)
+{
+    uint64_t eighth = total_bytes / 8u;
+    return eighth < CURDI_DEVICE_CACHE_MAX_DEFAULT
+               ? eighth
+               : CURDI_DEVICE_CACHE_MAX_DEFAULT;
+}
+
+curd_status curdi_memory_open(curd_device *device)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curdi_memory_open: device is NULL. Fix: report "
+                          "this as a curd bug.");
+    const curd_device_options *options = &device->options;
+    if (pthread_mutex_init(&device->reclaim_lock, NULL) != 0)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "The device's reclaim lock could not be created. "
+                          "Fix: free host resources and try again.");
+    device->reclaim_fn = NULL;
+    device->reclaim_context = NULL;
+    device->device_pool = NULL;
+    device->pinned_pool = NULL;
+
+    const curdi_upstream device_upstream = {
+        .alloc = device_upstream_alloc,
+        .free = device_upstream_free,
+        .free_bytes = device_upstream_free_bytes,
+        .context = device,
+    };
+    const curdi_pool_config device_config = {
+        .name = "device",
+        .cache_budget_bytes =
+            options->device_cache_bytes != 0
+                ? options->device_cache_bytes
+                : curdi_memory_default_device_cache(
+                      device->props.total_memory_bytes),
+        .live_limit_bytes = options->device_live_limit_bytes,
+        .relieve = relieve_device_memory,
+        .relieve_context = device,
+    };
+    const curdi_upstream pinned_upstream = {
+        .alloc = pinned_upstream_alloc,
+        .free = pinned_upstream_free,
+        .free_bytes = pinned_upstream_free_bytes,
+        .context = device,
+    };
+    const curdi_pool_config pinned_config = {
+        .name = "pinned",
+        .cache_budget_bytes = options->pinned_cache_bytes != 0
+                                  ? options->pinned_cache_bytes
+                                  : CURDI_PINNED_CACHE_DEFAULT,
+        .live_limit_bytes = options->pinned_live_limit_bytes,
+        .relieve = relieve_pinned_memory,
+        .relieve_context = device,
+    };
+    curdi_pool *device_pool = NULL, *pinned_pool = NULL;
+    curd_status status =
+        curdi_pool_create(&device_upstream, &device_config, &device_pool);
+    if (status == CURD_OK) {
+        status =
+            curdi_pool_create(&pinned_upstream, &pinned_config, &pinned_pool);
+        if (status != CURD_OK)
+            curdi_pool_destroy(device_pool);
+    }
+    if (status != CURD_OK) {
+        pthread_mutex_destroy(&device->reclaim_lock);
+        return status;
+    }
+    device->device_pool = device_pool;
+    device->pinned_pool = pinned_pool;
+    return CURD_OK;
+}
+
+void curdi_memory_close(curd_device *device)
+{
+    if (device == NULL || device->device_pool == NULL)
+        return;
+    /* Every block still live (the rooms closed before this one gave theirs
+     * back) and every cached one goes upstream here. */
+    curdi_pool_destroy(device->pinned_pool);
+    curdi_pool_destroy(device->device_pool);
+    device->pinned_pool = NULL;
+    device->device_pool = NULL;
+    device->reclaim_fn = NULL;
+    device->reclaim_context = NULL;
+    pthread_mutex_destroy(&device->reclaim_lock);
+}
+
+curdi_pool *curdi_memory_pool(curd_device *device, curd_pool_kind kind)
+{
+    if (device == NULL)
+        return NULL;
+    switch (kind) {
+    case CURD_POOL_DEVICE:
+        return device->device_pool;
+    case CURD_POOL_PINNED:
+        return device->pinned_pool;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Blocks
+ * ---------------------------------------------------------------------- */
+static curd_status check_device(curd_device *device, const char *call)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: device is NULL. Fix: pass the device that "
+                          "curd_device_open() returned.",
+                          call);
+    if (curdi_driver_forked())
+        return curdi_fail(CURD_E_UNSUPPORTED, "%s.", curdi_fork_message);
+    return CURD_OK;
+}
+
+curd_status curdi_block_acquire(curd_device *device, curd_pool_kind kind,
+                                size_t byte_len, curd_block *out_block)
+{
+    if (out_block == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_block_acquire: out_block is NULL. Fix: pass "
+                          "the address of a curd_block.");
+    curdi_pool *pool = curdi_memory_pool(device, kind);
+    if (pool == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_block_acquire: pool kind %d is neither "
+                          "CURD_POOL_DEVICE (0) nor CURD_POOL_PINNED (1). "
+                          "Fix: pass one of those.",
+                          (int)kind);
+    if (byte_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_block_acquire: byte_len is 0. Fix: request "
+                          "at least one byte; a zero-byte transfer needs no "
+                          "block.");
+    uint64_t address = 0;
+    size_t class_bytes = 0;
+    curd_status status =
+        curdi_pool_acquire(pool, byte_len, &address, &class_bytes);
+    if (status != CURD_OK)
+        return status;
+    curd_block block = {
+        .device_ptr = kind == CURD_POOL_DEVICE ? address : 0,
+        .host_ptr = kind == CURD_POOL_PINNED ? (void *)(uintptr_t)address
+                                             : NULL,
+        .byte_len = byte_len,
+        .class_bytes = class_bytes,
+        .pool_kind = (uint32_t)kind,
+        .reserved = 0,
+    };
+    *out_block = block;
+    return CURD_OK;
+}
+
+curd_status curdi_block_release(curd_device *device, const curd_block *block)
+{
+    if (block == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_block_release: block is NULL. Fix: pass the "
+                          "block that curd_block_acquire() filled in.");
+    curdi_pool *pool = curdi_memory_pool(device, (curd_pool_kind)block->pool_kind);
+    bool shaped = pool != NULL &&
+                  (block->pool_kind == CURD_POOL_DEVICE
+                       ? block->host_ptr == NULL && block->device_ptr != 0
+                       : block->device_ptr == 0 && block->host_ptr != NULL) &&
+                  block->byte_len != 0 && block->byte_len <= block->class_bytes;
+    if (!shaped)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "curd_block_release: the block (pool_kind %" PRIu32
+                          ", device_ptr 0x%" PRIx64 ", host_ptr %p, byte_len "
+                          "%zu, class_bytes %zu) is not one curd hands out. "
+                          "Fix: release the curd_block that "
+                          "curd_block_acquire() filled in, unchanged.",
+                          block->pool_kind, block->device_ptr, block->host_ptr,
+                          block->byte_len, block->class_bytes);
+    uint64_t address = block->pool_kind == CURD_POOL_DEVICE
+                           ? block->device_ptr
+                           : (uint64_t)(uintptr_t)block->host_ptr;
+    return curdi_pool_release(pool, address);
+}
+
+CURD_API curd_status curd_block_acquire(curd_device *device,
+                                        curd_pool_kind kind, size_t byte_len,
+                                        curd_block *out_block)
+{
+    curd_status status = check_device(device, "curd_block_acquire");
+    if (status != CURD_OK)
+        return status;
+    return curdi_block_acquire(device, kind, byte_len, out_block);
+}
+
+CURD_API curd_status curd_block_release(curd_device *device,
+                                        const curd_block *block)
+{
+    curd_status status = check_device(device, "curd_block_release");
+    if (status != CURD_OK)
+        return status;
+    return curdi_block_release(device, block);
+}
+
+/* ------------------------------------------------------------------------
+ * Statistics, trim, reclaim
+ * ---------------------------------------------------------------------- */
+CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_device_stats: device is NULL. Fix: pass the "
+                          "device that curd_device_open() returned.");
+    if (stats == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_device_stats: stats is NULL. Fix: pass a "
+                          "curd_stats with struct_size set.");
+    if (stats->struct_size < sizeof(curd_stats))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_device_stats: stats->struct_size is %zu, "
+                          "smaller than the %zu bytes of curd_stats. Fix: set "
+                          "stats->struct_size = sizeof(curd_stats).",
+                          stats->struct_size, sizeof(curd_stats));
+    curd_stats result;
+    memset(&result, 0, sizeof result);
+    result.struct_size = stats->struct_size;
+    curdi_pool_stats(device->device_pool, &result.device_pool);
+    curdi_pool_stats(device->pinned_pool, &result.pinned_pool);
+    result.h2d_bytes = atomic_load(&device->h2d_bytes);
+    result.d2h_bytes = atomic_load(&device->d2h_bytes);
+    result.copy_ops = atomic_load(&device->copy_ops);
+    result.fences = atomic_load(&device->fences);
+    result.fill_ops = atomic_load(&device->fill_ops);
+    result.fill_bytes = atomic_load(&device->fill_bytes);
+    curdi_resident_stats(device, &result.resident_bytes,
+                         &result.resident_buffers);
+    result.accounting_repairs = atomic_load(&device->accounting_repairs);
+    /* A newer caller's extra fields are left as they were. */
+    memcpy(stats, &result, sizeof result);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_device_stats_reset(curd_device *device)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_device_stats_reset: device is NULL. Fix: pass "
+                          "the device that curd_device_open() returned.");
+    curdi_pool_stats_reset(device->device_pool);
+    curdi_pool_stats_reset(device->pinned_pool);
+    curdi_resident_stats_reset(device);
+    atomic_store(&device->h2d_bytes, 0);
+    atomic_store(&device->d2h_bytes, 0);
+    atomic_store(&device->copy_ops, 0);
+    atomic_store(&device->fences, 0);
+    atomic_store(&device->fill_ops, 0);
+    atomic_store(&device->fill_bytes, 0);
+    atomic_store(&device->accounting_repairs, 0);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
+{
+    curd_status status = check_device(device, "curd_device_trim");
+    if (status != CURD_OK)
+        return status;
+    curdi_pool_trim(device->device_pool, keep_bytes);
+    curdi_pool_trim(device->pinned_pool, keep_bytes);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_device_set_reclaim(curd_device *device,
+                                             curd_reclaim_fn fn, void *context)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_device_set_reclaim: device is NULL. Fix: pass "
+                          "the device that curd_device_open() returned.");
+    pthread_mutex_lock(&device->reclaim_lock);
+    device->reclaim_fn = fn;
+    device->reclaim_context = fn != NULL ? context : NULL;
+    pthread_mutex_unlock(&device->reclaim_lock);
+    return CURD_OK;
+}
