@@ -283,6 +283,24 @@ int main(int argc, char **argv)
     if (status != CURD_OK)
         return report_no_driver(json, status);
 
+    if (count == 0) {
+        const char *message =
+            "the CUDA driver loaded but sees no device. Fix: check "
+            "nvidia-smi and CUDA_VISIBLE_DEVICES.";
+        if (json) {
+            printf("{\"curd_version\":");
+            json_string(curd_version_string());
+            printf(",\"driver_version\":%d,\"error\":\"no_device\","
+                   "\"status\":\"CURD_E_NO_DEVICE\",\"message\":",
+                   driver_version);
+            json_string(message);
+            printf("}\n");
+        } else {
+            printf("curd-info: no CUDA device: %s\n", message);
+        }
+        return EXIT_NO_DEVICE;
+    }
+
     if (json) {
         printf("{\"curd_version\":");
         json_string(curd_version_string());
@@ -311,17 +329,10 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    if (json) {
-        printf("],\"passed\":%s}\n",
-               count > 0 && failed == 0 ? "true" : "false");
-    } else if (count == 0) {
-        printf("curd-info: no CUDA device: the driver loaded but sees no "
-               "device. Fix: check nvidia-smi and CUDA_VISIBLE_DEVICES.\n");
-    } else {
+    if (json)
+        printf("],\"passed\":%s}\n", failed == 0 ? "true" : "false");
+    else
         printf("%d of %d device%s passed the self-test\n", count - failed,
                count, count == 1 ? "" : "s");
-    }
-    if (count == 0)
-        return EXIT_NO_DEVICE;
     return failed == 0 ? EXIT_ALL_PASSED : EXIT_DEVICE_FAILED;
 }
