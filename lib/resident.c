@@ -587,7 +587,7 @@ static curd_status curdi_resident_check_device(curd_device *device,
                           " curd_device_open().",
                           what);
     if (curdi_driver_forked())
-        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s", what,
+        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s.", what,
                           curdi_fork_message);
     return CURD_OK;
 }
