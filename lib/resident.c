@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "checked.h"
 #include "device.h"
@@ -66,6 +67,28 @@ uint16_t curdi_handle_tag_next(void)
  * The handle table (pure)
  * ---------------------------------------------------------------------- */
 
+/* A seed for a table's first generations: not secret, only different per
+ * table and per run, so handles cannot be guessed by counting. */
+static uint64_t curdi_handle_seed(uint16_t tag, const void *table)
+{
+    static _Atomic uint64_t tables;
+    struct timespec now;
+    uint64_t seed = atomic_fetch_add(&tables, 1u) * 0x9E3779B97F4A7C15u;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    seed ^= (uint64_t)now.tv_nsec + ((uint64_t)now.tv_sec << 30);
+    seed ^= (uint64_t)(uintptr_t)table ^ ((uint64_t)tag << 48);
+    return seed;
+}
+
+/* splitmix64: one step. */
+static uint64_t curdi_handle_random(curdi_handle_table *table)
+{
+    uint64_t z = (table->random_state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
 curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
                                     uint32_t max_slots)
 {
@@ -77,6 +100,7 @@ curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
                           CURDI_HANDLE_MAX_SLOTS, (unsigned)tag, max_slots);
     memset(table, 0, sizeof *table);
     table->tag = tag;
+    table->random_state = curdi_handle_seed(tag, table);
     table->max_slots = max_slots == 0 ? CURDI_HANDLE_MAX_SLOTS : max_slots;
     return CURD_OK;
 }
@@ -160,7 +184,10 @@ curd_status curdi_handle_table_insert(curdi_handle_table *table,
     } else {
         index = table->slot_count++;
         slot = &table->slots[index];
-        slot->generation = 1u;
+        /* In [1, 2^23]: at least 2^23 reuses before the slot retires. */
+        slot->generation = (uint32_t)(curdi_handle_random(table)
+                                      & ((CURDI_HANDLE_MAX_GENERATION >> 1)))
+                           + 1u;
     }
     slot->device_ptr = device_ptr;
     slot->byte_len = byte_len;

@@ -21,10 +21,13 @@
  *
  * The tag is non-zero and differs between devices open at the same time
  * (a process-wide counter, so it repeats only after 65535 opens), so a
- * handle of another device is stale here. The generation starts at 1 and
- * grows each time the slot is freed; a slot whose generation would pass
- * 2^24 - 1 is retired for good instead of wrapping, so a stale handle never
- * names a live buffer again. Id 0 is never live (its generation is 0). */
+ * handle of another device is stale here. A slot's first generation is
+ * drawn at random from [1, 2^23], so a made-up handle (a neighbour's index,
+ * a small integer) names a live buffer only by a 1-in-2^23 accident; the
+ * generation then grows each time the slot is freed, and a slot whose
+ * generation would pass 2^24 - 1 is retired for good instead of wrapping,
+ * so a freed handle never names a live buffer again. Id 0 is never live
+ * (its generation is 0). */
 #ifndef CURD_LIB_RESIDENT_H
 #define CURD_LIB_RESIDENT_H
 
@@ -73,6 +76,7 @@ typedef struct curdi_handle_table {
     uint32_t live_count;
     uint32_t retired_count;
     uint16_t tag;
+    uint64_t random_state; /* for first generations (splitmix64) */
 } curdi_handle_table;
 
 /* tag must be non-zero; max_slots 0 means CURDI_HANDLE_MAX_SLOTS (tests
