@@ -125,7 +125,7 @@ $(BUILD)/tools/curd-bench: $(BENCH_OBJS) $(STATIC)
 
 info:
 	$(Q)$(SETUP) build
-	$(Q)$(MAKE) --no-print-directory lib $(BUILD)/tools/curd-info
+	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) lib $(BUILD)/tools/curd-info
 	$(BUILD)/tools/curd-info
 
 # ---------------------------------------------------------------------------
