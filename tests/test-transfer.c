@@ -1,0 +1,768 @@
+/* test-transfer.c - the transfer plan, the pipelined engine and the copy
+ * team, on the CPU.
+ *
+ * The engine reaches the device only through curdi_xfer_ops. Here those
+ * ops stand for a device whose "memory" is host memory and whose DMAs are
+ * *deferred*: a copy is queued, and runs only when the engine waits on a
+ * later mark or finishes. So an engine that refilled a staging slot before
+ * waiting for the DMA that reads it, or copied a download out of a slot
+ * before its DMA ran, gives wrong bytes here, as it would on a GPU. Every
+ * result is compared byte by byte with a reference model that applies the
+ * items one after another. The GPU half is test-transfer-gpu.c. */
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support/curd-test.h"
+#include "transfer-test.h"
+#include "transfer.h"
+
+/* ------------------------------------------------------------------------
+ * A deferred-DMA device
+ * ---------------------------------------------------------------------- */
+
+typedef struct fake_dma {
+    bool upload;
+    uint64_t device_ptr;
+    unsigned char *host;
+    uint64_t byte_len;
+} fake_dma;
+
+typedef struct fake_device {
+    GArray *queue;    /* fake_dma, not yet run */
+    size_t ran;       /* entries of queue already run */
+    size_t marks[3];  /* queue length at each slot's last mark */
+    bool marked[3];
+    unsigned finishes;
+    unsigned copies;
+    unsigned calls;   /* every op, for fault injection */
+    unsigned fail_at; /* 0: never */
+    uint64_t slot_poison_len;
+    unsigned char *const *slots;
+    unsigned slot_count;
+} fake_device;
+
+static void fake_run_until(fake_device *fake, size_t end)
+{
+    for (; fake->ran < end; fake->ran++) {
+        fake_dma *dma = &g_array_index(fake->queue, fake_dma, fake->ran);
+        void *device = (void *)(uintptr_t)dma->device_ptr;
+        if (dma->upload)
+            memcpy(device, dma->host, (size_t)dma->byte_len);
+        else
+            memcpy(dma->host, device, (size_t)dma->byte_len);
+    }
+}
+
+static curd_status fake_fault(fake_device *fake)
+{
+    fake->calls++;
+    if (fake->fail_at != 0 && fake->calls == fake->fail_at)
+        return CURD_E_DRIVER;
+    return CURD_OK;
+}
+
+static curd_status fake_copy(void *context, bool upload, uint64_t device_ptr,
+                             unsigned char *host, uint64_t byte_len)
+{
+    fake_device *fake = context;
+    fake_dma dma = {upload, device_ptr, host, byte_len};
+    if (fake_fault(fake) != CURD_OK)
+        return CURD_E_DRIVER;
+    g_assert_cmpuint(byte_len, >, 0);
+    g_array_append_val(fake->queue, dma);
+    fake->copies++;
+    return CURD_OK;
+}
+
+static curd_status fake_mark(void *context, unsigned slot)
+{
+    fake_device *fake = context;
+    if (fake_fault(fake) != CURD_OK)
+        return CURD_E_DRIVER;
+    g_assert_cmpuint(slot, <, 3);
+    fake->marks[slot] = fake->queue->len;
+    fake->marked[slot] = true;
+    return CURD_OK;
+}
+
+static curd_status fake_wait(void *context, unsigned slot)
+{
+    fake_device *fake = context;
+    if (fake_fault(fake) != CURD_OK)
+        return CURD_E_DRIVER;
+    /* Waiting on a slot never marked would be a hang on a GPU (an event
+     * never recorded completes at once, so worse: a silent race). */
+    g_assert_true(fake->marked[slot]);
+    fake_run_until(fake, fake->marks[slot]);
+    return CURD_OK;
+}
+
+static curd_status fake_finish(void *context)
+{
+    fake_device *fake = context;
+    if (fake_fault(fake) != CURD_OK)
+        return CURD_E_DRIVER;
+    fake_run_until(fake, fake->queue->len);
+    fake->finishes++;
+    return CURD_OK;
+}
+
+static void fake_init(fake_device *fake)
+{
+    memset(fake, 0, sizeof *fake);
+    fake->queue = g_array_new(FALSE, FALSE, sizeof(fake_dma));
+}
+
+static void fake_fini(fake_device *fake)
+{
+    g_array_free(fake->queue, TRUE);
+}
+
+/* ------------------------------------------------------------------------
+ * A random batch and its reference
+ * ---------------------------------------------------------------------- */
+
+#define BUFFER_COUNT 4
+#define ARENA_BYTES ((size_t)64 * 1024)
+
+typedef struct scenario {
+    unsigned char *buffers[BUFFER_COUNT]; /* the "device" */
+    size_t buffer_len[BUFFER_COUNT];
+    unsigned char *reference[BUFFER_COUNT];
+    unsigned char *arena;       /* host sources or destinations */
+    unsigned char *arena_ref;   /* downloads: what the arena must hold */
+    uintptr_t registered_start; /* [start, end) counts as registered */
+    uintptr_t registered_end;
+    curdi_xfer_item *items;
+    size_t count;
+} scenario;
+
+static void scenario_free(scenario *s)
+{
+    for (int b = 0; b < BUFFER_COUNT; b++) {
+        g_free(s->buffers[b]);
+        g_free(s->reference[b]);
+    }
+    g_free(s->arena);
+    g_free(s->arena_ref);
+    g_free(s->items);
+}
+
+static uintptr_t registered_key_of(const scenario *s, const unsigned char *host,
+                                   uint64_t len)
+{
+    uintptr_t start = (uintptr_t)host;
+    if (len == 0 || start < s->registered_start
+        || start + len > s->registered_end)
+        return 0;
+    return s->registered_start;
+}
+
+/* Builds a random batch. Download destinations never overlap; upload
+ * sources may. Items come in runs that are adjacent on the device (often
+ * also on the host, to make direct spans), overlapping, or scattered. */
+static void scenario_make(scenario *s, bool upload, size_t count,
+                          size_t max_buffer)
+{
+    size_t arena_next = 0;
+    memset(s, 0, sizeof *s);
+    for (int b = 0; b < BUFFER_COUNT; b++) {
+        s->buffer_len[b] = (size_t)g_test_rand_int_range(1, (gint32)max_buffer + 1);
+        s->buffers[b] = g_malloc(s->buffer_len[b]);
+        curd_test_fill_random(s->buffers[b], s->buffer_len[b]);
+        s->reference[b] = g_memdup2(s->buffers[b], s->buffer_len[b]);
+    }
+    s->arena = g_malloc(ARENA_BYTES);
+    curd_test_fill_random(s->arena, ARENA_BYTES);
+    /* A random middle part of the arena is "registered". */
+    s->registered_start = (uintptr_t)s->arena
+                          + (uintptr_t)g_test_rand_int_range(0, ARENA_BYTES / 2);
+    s->registered_end = s->registered_start
+                        + (uintptr_t)g_test_rand_int_range(0, ARENA_BYTES / 2);
+    s->items = g_new0(curdi_xfer_item, count);
+    s->count = count;
+
+    for (size_t i = 0; i < count;) {
+        int b = g_test_rand_int_range(0, BUFFER_COUNT);
+        size_t run = (size_t)g_test_rand_int_range(1, 6);
+        int kind = g_test_rand_int_range(0, 3); /* adjacent, overlap, scatter */
+        bool host_contiguous = g_test_rand_bit();
+        size_t offset = (size_t)g_test_rand_int_range(0, (gint32)s->buffer_len[b] + 1);
+        for (size_t r = 0; r < run && i < count; r++, i++) {
+            curdi_xfer_item *item = &s->items[i];
+            size_t room = s->buffer_len[b] - offset;
+            size_t len = room == 0 ? 0
+                                   : (size_t)g_test_rand_int_range(0, (gint32)room + 1);
+            if (g_test_rand_int_range(0, 8) == 0)
+                len = 0;
+            if (len > ARENA_BYTES / 8)
+                len = ARENA_BYTES / 8;
+            item->buffer_key = 0x100u + (uint64_t)b;
+            item->device_base = (uint64_t)(uintptr_t)s->buffers[b];
+            item->offset = offset;
+            item->byte_len = len;
+            if (arena_next + len > ARENA_BYTES || !host_contiguous)
+                arena_next = upload ? (size_t)g_test_rand_int_range(
+                                          0, (gint32)(ARENA_BYTES - len) + 1)
+                                    : arena_next;
+            if (arena_next + len > ARENA_BYTES) {
+                /* Downloads: out of fresh arena, make the rest empty. */
+                len = 0;
+                item->byte_len = 0;
+            }
+            item->host = len == 0 && g_test_rand_bit() ? NULL
+                                                        : s->arena + arena_next;
+            item->registered_key = registered_key_of(s, item->host, len);
+            if (upload || len > 0)
+                arena_next += len;
+            if (kind == 0)
+                offset += len;
+            else if (kind == 1 && len > 0)
+                offset += (size_t)g_test_rand_int_range(0, (gint32)len);
+            else
+                offset = (size_t)g_test_rand_int_range(0, (gint32)s->buffer_len[b] + 1);
+            if (offset > s->buffer_len[b])
+                offset = s->buffer_len[b];
+        }
+    }
+
+    if (upload) {
+        for (size_t i = 0; i < count; i++) {
+            const curdi_xfer_item *item = &s->items[i];
+            int b = (int)(item->buffer_key - 0x100u);
+            if (item->byte_len > 0)
+                memcpy(s->reference[b] + item->offset, item->host,
+                       (size_t)item->byte_len);
+        }
+    } else {
+        /* Destinations start poisoned; bytes no item names must stay so. */
+        curd_test_poison(s->arena, ARENA_BYTES);
+        s->arena_ref = g_memdup2(s->arena, ARENA_BYTES);
+        for (size_t i = 0; i < count; i++) {
+            const curdi_xfer_item *item = &s->items[i];
+            int b = (int)(item->buffer_key - 0x100u);
+            if (item->byte_len > 0)
+                memcpy(s->arena_ref + (item->host - s->arena),
+                       s->buffers[b] + item->offset, (size_t)item->byte_len);
+        }
+    }
+}
+
+static void scenario_check(const scenario *s, bool upload)
+{
+    for (int b = 0; b < BUFFER_COUNT; b++)
+        assert_same_bytes(s->buffers[b], s->reference[b], s->buffer_len[b]);
+    if (!upload)
+        assert_same_bytes(s->arena, s->arena_ref, ARENA_BYTES);
+}
+
+/* Runs a plan through the deferred device with staging slots of
+ * chunk_bytes. */
+static curd_status run_plan(const curdi_xfer_plan *plan,
+                            const curdi_xfer_item *items, bool upload,
+                            uint64_t chunk_bytes, fake_device *fake,
+                            curdi_copy_team *team, curdi_xfer_result *result)
+{
+    unsigned char *slots[3] = {NULL, NULL, NULL};
+    unsigned slot_count = 0;
+    curdi_xfer_ops ops = {fake_copy, fake_mark, fake_wait, fake_finish, fake};
+    curd_status status;
+    if (plan->stream_bytes > 0) {
+        uint64_t chunks = (plan->stream_bytes + chunk_bytes - 1) / chunk_bytes;
+        slot_count = curdi_xfer_slot_count(chunks);
+        for (unsigned i = 0; i < slot_count; i++) {
+            slots[i] = g_malloc((size_t)chunk_bytes);
+            curd_test_poison(slots[i], (size_t)chunk_bytes);
+        }
+    }
+    status = curdi_xfer_execute(plan, items, upload, slots, slot_count,
+                                chunk_bytes, &ops, team, result);
+    /* What the caller does on failure: drain what was enqueued. */
+    fake_run_until(fake, fake->queue->len);
+    for (unsigned i = 0; i < slot_count; i++)
+        g_free(slots[i]);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Tests: the plan
+ * ---------------------------------------------------------------------- */
+
+static curdi_xfer_item item_at(uint64_t key, unsigned char *base,
+                               uint64_t offset, uint64_t len,
+                               unsigned char *host, uintptr_t registered)
+{
+    curdi_xfer_item item = {key, (uint64_t)(uintptr_t)base, offset, len, host,
+                            registered};
+    return item;
+}
+
+static void test_adjacent_reads_fuse_into_one_staged_span(void)
+{
+    enum { PIECES = 64, PIECE = 4096 };
+    unsigned char *device = g_malloc(PIECES * PIECE);
+    unsigned char *dst = g_malloc(PIECES * PIECE);
+    curdi_xfer_item items[PIECES];
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    curd_test_fill_random(device, PIECES * PIECE);
+    curd_test_poison(dst, PIECES * PIECE);
+    /* Items in a shuffled order: fusion must not depend on it. */
+    for (size_t i = 0; i < PIECES; i++) {
+        size_t piece = (i * 37u) % PIECES;
+        items[i] = item_at(1, device, piece * PIECE, PIECE, dst + piece * PIECE, 0);
+    }
+    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, &plan), ==, CURD_OK);
+    g_assert_cmpuint(plan.span_count, ==, 1);
+    g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
+    g_assert_cmpuint(plan.stream_bytes, ==, PIECES * PIECE);
+    g_assert_cmpuint(plan.dma_bytes, ==, PIECES * PIECE);
+    g_assert_false(plan.overlapping);
+    fake_init(&fake);
+    g_assert_cmpint(run_plan(&plan, items, false,
+                             curdi_xfer_chunk_bytes(plan.stream_bytes), &fake,
+                             NULL, &result),
+                    ==, CURD_OK);
+    g_assert_cmpuint(result.dma_ops, ==, 1);
+    g_assert_cmpuint(result.fences, ==, 1);
+    g_assert_cmpuint(fake.finishes, ==, 1);
+    assert_same_bytes(dst, device, PIECES * PIECE);
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(dst);
+}
+
+static void test_registered_run_adjacent_on_both_sides_is_one_direct_dma(void)
+{
+    enum { PIECES = 64, PIECE = 4096 };
+    unsigned char *device = g_malloc(PIECES * PIECE);
+    unsigned char *dst = g_malloc(PIECES * PIECE);
+    curdi_xfer_item items[PIECES];
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    curd_test_fill_random(device, PIECES * PIECE);
+    curd_test_poison(dst, PIECES * PIECE);
+    for (size_t i = 0; i < PIECES; i++)
+        items[i] = item_at(1, device, i * PIECE, PIECE, dst + i * PIECE,
+                           (uintptr_t)dst);
+    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, &plan), ==, CURD_OK);
+    g_assert_cmpuint(plan.span_count, ==, 1);
+    g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT);
+    g_assert_true(plan.spans[0].host == dst);
+    g_assert_cmpuint(plan.stream_bytes, ==, 0);
+    fake_init(&fake);
+    g_assert_cmpint(run_plan(&plan, items, false, 0, &fake, NULL, &result), ==,
+                    CURD_OK);
+    g_assert_cmpuint(result.dma_ops, ==, 1);
+    g_assert_cmpuint(result.dma_bytes, ==, PIECES * PIECE);
+    assert_same_bytes(dst, device, PIECES * PIECE);
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(dst);
+}
+
+static void test_registered_items_in_another_order_are_staged_when_small(void)
+{
+    unsigned char *device = g_malloc(3 * 100);
+    unsigned char *dst = g_malloc(3 * 100);
+    curdi_xfer_item items[3];
+    curdi_xfer_plan plan;
+    /* Device order 0,1,2 but host order 2,1,0: not one run. */
+    for (size_t i = 0; i < 3; i++)
+        items[i] = item_at(1, device, i * 100, 100, dst + (2 - i) * 100,
+                           (uintptr_t)dst);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 3, &plan), ==, CURD_OK);
+    g_assert_cmpuint(plan.span_count, ==, 1);
+    g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
+    curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(dst);
+}
+
+static void test_large_registered_items_move_directly_one_dma_each(void)
+{
+    const size_t piece = CURDI_DIRECT_ITEM_MIN_BYTES;
+    unsigned char *device = g_malloc(2 * piece);
+    unsigned char *src = g_malloc(2 * piece);
+    curdi_xfer_item items[2];
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    curd_test_fill_random(src, 2 * piece);
+    /* Swapped on the host: a fused span, not one run. */
+    items[0] = item_at(1, device, 0, piece, src + piece, (uintptr_t)src);
+    items[1] = item_at(1, device, piece, piece, src, (uintptr_t)src);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &plan), ==, CURD_OK);
+    g_assert_cmpuint(plan.span_count, ==, 1);
+    g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
+    g_assert_cmpuint(plan.stream_bytes, ==, 0);
+    fake_init(&fake);
+    g_assert_cmpint(run_plan(&plan, items, true, 0, &fake, NULL, &result), ==,
+                    CURD_OK);
+    g_assert_cmpuint(result.dma_ops, ==, 2);
+    assert_same_bytes(device, src + piece, piece);
+    assert_same_bytes(device + piece, src, piece);
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(src);
+}
+
+static void test_zero_length_items_get_no_span_and_no_dma(void)
+{
+    unsigned char device[16];
+    curdi_xfer_item items[3];
+    curdi_xfer_plan plan;
+    items[0] = item_at(1, device, 0, 0, NULL, 0);
+    items[1] = item_at(2, device, 16, 0, NULL, 0);
+    items[2] = item_at(1, device, 5, 0, device, 0);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 3, &plan), ==, CURD_OK);
+    g_assert_cmpuint(plan.span_count, ==, 0);
+    g_assert_cmpuint(plan.stream_bytes, ==, 0);
+    g_assert_cmpuint(plan.dma_bytes, ==, 0);
+    curdi_xfer_plan_free(&plan);
+}
+
+static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
+{
+    unsigned char device[64];
+    unsigned char first[40], second[40];
+    curdi_xfer_item items[2];
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    unsigned char expected[64];
+    memset(device, 0, sizeof device);
+    memset(first, 0xAA, sizeof first);
+    memset(second, 0x55, sizeof second);
+    items[0] = item_at(1, device, 0, 40, first, 0);
+    items[1] = item_at(1, device, 20, 40, second, 0);
+    memset(expected, 0, sizeof expected);
+    memset(expected, 0xAA, 20);
+    memset(expected + 20, 0x55, 40);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &plan), ==, CURD_OK);
+    g_assert_true(plan.overlapping);
+    g_assert_cmpuint(plan.stream_bytes, ==, 60);
+    g_assert_cmpuint(plan.dma_bytes, ==, 60);
+    /* Small chunks: the overlap crosses chunk boundaries. */
+    fake_init(&fake);
+    g_assert_cmpint(run_plan(&plan, items, true, 7, &fake, NULL, &result), ==,
+                    CURD_OK);
+    assert_same_bytes(device, expected, sizeof device);
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+}
+
+static void test_chunk_size_policy(void)
+{
+    const uint64_t mib = 1u << 20;
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(0), ==, 0);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(1), ==, 1);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(mib), ==, mib);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(mib + 1), ==, mib);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(16 * mib), ==, 4 * mib);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * mib), ==, 8 * mib);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(UINT64_MAX), ==, 8 * mib);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(10 * mib + 3) % (64 * 1024), ==, 0);
+    g_assert_cmpuint(curdi_xfer_slot_count(1), ==, 1);
+    g_assert_cmpuint(curdi_xfer_slot_count(2), ==, 2);
+    g_assert_cmpuint(curdi_xfer_slot_count(3), ==, 3);
+    g_assert_cmpuint(curdi_xfer_slot_count(1000), ==, 3);
+}
+
+/* ------------------------------------------------------------------------
+ * Tests: the engine against the reference
+ * ---------------------------------------------------------------------- */
+
+static void random_round_trips(bool upload, int rounds, size_t max_items,
+                               size_t max_buffer)
+{
+    for (int round = 0; round < rounds; round++) {
+        scenario s;
+        curdi_xfer_plan plan;
+        curdi_xfer_result result;
+        fake_device fake;
+        size_t count = (size_t)g_test_rand_int_range(1, (gint32)max_items + 1);
+        uint64_t chunk;
+        uint64_t expected_bytes = 0;
+        scenario_make(&s, upload, count, max_buffer);
+        g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, &plan), ==,
+                        CURD_OK);
+        for (size_t i = 0; i < plan.span_count; i++)
+            expected_bytes += plan.spans[i].mode == CURDI_SPAN_DIRECT_ITEMS
+                                  ? 0
+                                  : plan.spans[i].byte_len;
+        /* Chunks from one byte to more than the whole stream. */
+        chunk = (uint64_t)g_test_rand_int_range(1, 4096);
+        fake_init(&fake);
+        g_assert_cmpint(run_plan(&plan, s.items, upload, chunk, &fake, NULL,
+                                 &result),
+                        ==, CURD_OK);
+        scenario_check(&s, upload);
+        g_assert_cmpuint(result.dma_bytes, ==, plan.dma_bytes);
+        g_assert_cmpuint(result.fences, ==, result.dma_ops > 0 ? 1 : 0);
+        g_assert_cmpuint(fake.finishes, ==, result.fences);
+        if (plan.stream_bytes == 0)
+            g_assert_cmpuint(expected_bytes, <=, plan.dma_bytes);
+        fake_fini(&fake);
+        curdi_xfer_plan_free(&plan);
+        scenario_free(&s);
+    }
+}
+
+static void test_random_upload_batches_match_the_reference(void)
+{
+    random_round_trips(true, 300, 40, 8192);
+}
+
+static void test_random_download_batches_match_the_reference(void)
+{
+    random_round_trips(false, 300, 40, 8192);
+}
+
+static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
+{
+    /* One item, 1000 chunks of 13 bytes: the three slots are reused over
+     * and over. */
+    for (int direction = 0; direction < 2; direction++) {
+        bool upload = direction == 0;
+        size_t len = 13000;
+        unsigned char *device = g_malloc(len);
+        unsigned char *host = g_malloc(len);
+        unsigned char *expected = g_malloc(len);
+        curdi_xfer_item item;
+        curdi_xfer_plan plan;
+        curdi_xfer_result result;
+        fake_device fake;
+        curd_test_fill_random(device, len);
+        curd_test_fill_random(host, len);
+        memcpy(expected, upload ? host : device, len);
+        item = item_at(9, device, 0, len, host, 0);
+        g_assert_cmpint(curdi_xfer_plan_build(&item, 1, &plan), ==, CURD_OK);
+        fake_init(&fake);
+        g_assert_cmpint(run_plan(&plan, &item, upload, 13, &fake, NULL, &result),
+                        ==, CURD_OK);
+        g_assert_cmpuint(result.dma_ops, ==, 1000);
+        g_assert_cmpuint(result.fences, ==, 1);
+        assert_same_bytes(upload ? device : host, expected, len);
+        fake_fini(&fake);
+        curdi_xfer_plan_free(&plan);
+        g_free(device);
+        g_free(host);
+        g_free(expected);
+    }
+}
+
+static void test_every_failing_op_returns_its_error_and_frees_everything(void)
+{
+    for (int direction = 0; direction < 2; direction++) {
+        bool upload = direction == 0;
+        for (unsigned fail_at = 1;; fail_at++) {
+            scenario s;
+            curdi_xfer_plan plan;
+            curdi_xfer_result result = {99, 99, 99};
+            fake_device fake;
+            curd_status status;
+            g_test_rand_int(); /* vary the scenarios a little */
+            scenario_make(&s, upload, 12, 2048);
+            g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, &plan), ==,
+                            CURD_OK);
+            fake_init(&fake);
+            fake.fail_at = fail_at;
+            status = run_plan(&plan, s.items, upload, 64, &fake, NULL, &result);
+            if (fake.calls < fail_at) {
+                /* Past the last op: the run succeeded untouched. */
+                g_assert_cmpint(status, ==, CURD_OK);
+                scenario_check(&s, upload);
+                fake_fini(&fake);
+                curdi_xfer_plan_free(&plan);
+                scenario_free(&s);
+                break;
+            }
+            g_assert_cmpint(status, ==, CURD_E_DRIVER);
+            /* A failed run reports no result. */
+            g_assert_cmpuint(result.dma_ops, ==, 99);
+            fake_fini(&fake);
+            curdi_xfer_plan_free(&plan);
+            scenario_free(&s);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Tests: the copy team
+ * ---------------------------------------------------------------------- */
+
+static void test_copy_team_copies_every_piece(void)
+{
+    curdi_copy_team *team = NULL;
+    enum { PIECES = 40 };
+    size_t len = 3u << 20;
+    unsigned char *src = g_malloc(len);
+    unsigned char *dst = g_malloc(len);
+    curdi_copy_piece pieces[PIECES];
+    g_assert_cmpint(curdi_copy_team_create(3, &team), ==, CURD_OK);
+    g_assert_cmpuint(curdi_copy_team_workers(team), <=, 3);
+    for (int round = 0; round < 5; round++) {
+        size_t at = 0;
+        curd_test_fill_random(src, len);
+        curd_test_poison(dst, len);
+        /* Pieces of uneven size, in a scrambled order. */
+        for (size_t i = 0; i < PIECES; i++) {
+            size_t piece = (i * 7u) % PIECES;
+            size_t size = len / PIECES;
+            size_t start = piece * size;
+            if (piece == PIECES - 1)
+                size = len - start;
+            pieces[i].dst = dst + start;
+            pieces[i].src = src + start;
+            pieces[i].byte_len = size;
+            at += size;
+        }
+        g_assert_cmpuint(at, ==, len);
+        curdi_copy_team_run(team, pieces, PIECES);
+        assert_same_bytes(dst, src, len);
+    }
+    /* Small jobs and an empty job run on the caller alone. */
+    curdi_copy_team_run(team, pieces, 0);
+    curdi_copy_team_run(team, pieces, 1);
+    curdi_copy_team_run(NULL, pieces, PIECES);
+    assert_same_bytes(dst, src, len);
+    curdi_copy_team_destroy(team);
+    curdi_copy_team_destroy(NULL);
+    g_free(src);
+    g_free(dst);
+}
+
+typedef struct team_caller {
+    curdi_copy_team *team;
+    unsigned char *src;
+    unsigned char *dst;
+    size_t len;
+} team_caller;
+
+static gpointer team_caller_run(gpointer data)
+{
+    team_caller *caller = data;
+    curdi_copy_piece pieces[8];
+    for (int round = 0; round < 20; round++) {
+        for (size_t i = 0; i < 8; i++) {
+            pieces[i].dst = caller->dst + i * (caller->len / 8);
+            pieces[i].src = caller->src + i * (caller->len / 8);
+            pieces[i].byte_len = caller->len / 8;
+        }
+        curd_test_poison(caller->dst, caller->len);
+        curdi_copy_team_run(caller->team, pieces, 8);
+        if (memcmp(caller->dst, caller->src, caller->len) != 0)
+            return GINT_TO_POINTER(1);
+    }
+    return GINT_TO_POINTER(0);
+}
+
+static void test_copy_team_serves_concurrent_callers(void)
+{
+    curdi_copy_team *team = NULL;
+    team_caller callers[3];
+    GThread *threads[3];
+    g_assert_cmpint(curdi_copy_team_create(2, &team), ==, CURD_OK);
+    for (int i = 0; i < 3; i++) {
+        callers[i].team = team;
+        callers[i].len = 2u << 20;
+        callers[i].src = g_malloc(callers[i].len);
+        callers[i].dst = g_malloc(callers[i].len);
+        /* g_test_rand_* is not for other threads: fill here. */
+        curd_test_fill_random(callers[i].src, callers[i].len);
+    }
+    for (int i = 0; i < 3; i++)
+        threads[i] = g_thread_new("caller", team_caller_run, &callers[i]);
+    for (int i = 0; i < 3; i++)
+        g_assert_cmpint(GPOINTER_TO_INT(g_thread_join(threads[i])), ==, 0);
+    for (int i = 0; i < 3; i++) {
+        g_free(callers[i].src);
+        g_free(callers[i].dst);
+    }
+    curdi_copy_team_destroy(team);
+}
+
+static void test_large_pipelined_transfer_through_the_team(void)
+{
+    curdi_copy_team *team = NULL;
+    g_assert_cmpint(curdi_copy_team_create(3, &team), ==, CURD_OK);
+    for (int direction = 0; direction < 2; direction++) {
+        bool upload = direction == 0;
+        size_t len = (5u << 20) + 12345u;
+        unsigned char *device = g_malloc(len);
+        unsigned char *host = g_malloc(len);
+        unsigned char *expected = g_malloc(len);
+        curdi_xfer_item items[3];
+        curdi_xfer_plan plan;
+        curdi_xfer_result result;
+        fake_device fake;
+        curd_test_fill_random(device, len);
+        curd_test_fill_random(host, len);
+        /* Three adjacent items, one span, host in the same layout. */
+        items[0] = item_at(1, device, 0, 1000, host, 0);
+        items[1] = item_at(1, device, 1000, len - 2000, host + 1000, 0);
+        items[2] = item_at(1, device, len - 1000, 1000, host + len - 1000, 0);
+        memcpy(expected, upload ? host : device, len);
+        g_assert_cmpint(curdi_xfer_plan_build(items, 3, &plan), ==, CURD_OK);
+        fake_init(&fake);
+        g_assert_cmpint(run_plan(&plan, items, upload,
+                                 curdi_xfer_chunk_bytes(plan.stream_bytes),
+                                 &fake, team, &result),
+                        ==, CURD_OK);
+        g_assert_cmpuint(result.dma_bytes, ==, len);
+        g_assert_cmpuint(result.fences, ==, 1);
+        assert_same_bytes(upload ? device : host, expected, len);
+        fake_fini(&fake);
+        curdi_xfer_plan_free(&plan);
+        g_free(device);
+        g_free(host);
+        g_free(expected);
+    }
+    curdi_copy_team_destroy(team);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/transfer/plan/adjacent-reads-fuse-into-one-staged-span",
+                    test_adjacent_reads_fuse_into_one_staged_span);
+    g_test_add_func(
+        "/transfer/plan/registered-run-adjacent-on-both-sides-is-one-direct-dma",
+        test_registered_run_adjacent_on_both_sides_is_one_direct_dma);
+    g_test_add_func(
+        "/transfer/plan/registered-items-in-another-order-are-staged-when-small",
+        test_registered_items_in_another_order_are_staged_when_small);
+    g_test_add_func(
+        "/transfer/plan/large-registered-items-move-directly-one-dma-each",
+        test_large_registered_items_move_directly_one_dma_each);
+    g_test_add_func("/transfer/plan/zero-length-items-get-no-span-and-no-dma",
+                    test_zero_length_items_get_no_span_and_no_dma);
+    g_test_add_func(
+        "/transfer/plan/overlapping-uploads-are-flagged-and-the-later-item-wins",
+        test_overlapping_uploads_are_flagged_and_the_later_item_wins);
+    g_test_add_func("/transfer/plan/chunk-size-policy", test_chunk_size_policy);
+    g_test_add_func("/transfer/engine/random-upload-batches-match-the-reference",
+                    test_random_upload_batches_match_the_reference);
+    g_test_add_func("/transfer/engine/random-download-batches-match-the-reference",
+                    test_random_download_batches_match_the_reference);
+    g_test_add_func(
+        "/transfer/engine/many-chunks-reuse-slots-only-after-their-dmas-ran",
+        test_many_chunks_reuse_slots_only_after_their_dmas_ran);
+    g_test_add_func(
+        "/transfer/engine/every-failing-op-returns-its-error-and-frees-everything",
+        test_every_failing_op_returns_its_error_and_frees_everything);
+    g_test_add_func("/transfer/team/copies-every-piece",
+                    test_copy_team_copies_every_piece);
+    g_test_add_func("/transfer/team/serves-concurrent-callers",
+                    test_copy_team_serves_concurrent_callers);
+    g_test_add_func("/transfer/engine/large-pipelined-transfer-through-the-team",
+                    test_large_pipelined_transfer_through_the_team);
+    return g_test_run();
+}
