@@ -367,6 +367,22 @@ static curd_status fail_counters_full(const curdi_pool *pool, const char *op)
                       pool->name, op, SHARD_COUNT);
 }
 
+/* Zeroed memory on whole cache lines of its own, so that the arrays of two
+ * shards (allocated one after the other) never share a line. NULL when
+ * the size overflows or memory is short. */
+static void *shard_calloc(size_t count, size_t size)
+{
+    size_t bytes;
+    if (!curdi_size_mul(count, size, &bytes) ||
+        !curdi_size_add(bytes, CACHE_LINE - 1u, &bytes))
+        return NULL;
+    bytes &= ~(size_t)(CACHE_LINE - 1u);
+    void *memory = aligned_alloc(CACHE_LINE, bytes);
+    if (memory != NULL)
+        memset(memory, 0, bytes);
+    return memory;
+}
+
 /* ------------------------------------------------------------------------
  * The live table of a shard: address -> record, chained.
  * ---------------------------------------------------------------------- */
@@ -391,7 +407,7 @@ static void table_grow(pool_shard *shard)
     size_t count = shard->bucket_count * 2u;
     if (count > SIZE_MAX / 2u / sizeof(pool_block *))
         return;
-    pool_block **buckets = calloc(count, sizeof *buckets);
+    pool_block **buckets = shard_calloc(count, sizeof *buckets);
     if (buckets == NULL)
         return;
     for (size_t i = 0; i < shard->bucket_count; i++) {
@@ -705,8 +721,8 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
 
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_shard *shard = &pool->shards[i];
-        shard->stacks = calloc(class_count, sizeof *shard->stacks);
-        shard->buckets = calloc(INITIAL_BUCKETS, sizeof *shard->buckets);
+        shard->stacks = shard_calloc(class_count, sizeof *shard->stacks);
+        shard->buckets = shard_calloc(INITIAL_BUCKETS, sizeof *shard->buckets);
         shard->bucket_count = INITIAL_BUCKETS;
         if (shard->stacks == NULL || shard->buckets == NULL ||
             pthread_mutex_init(&shard->lock, NULL) != 0) {
