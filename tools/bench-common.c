@@ -241,13 +241,15 @@ static int time_call(const bench_variant *variant, uint64_t iterations,
 
 /* Warm-up doubles the iterations until one call lasts an eighth of a
  * sample and the warm-up time has passed, then sets the iterations per
- * sample from the last rate seen. */
+ * sample from the fastest rate seen in calls that long (a single slow call,
+ * a page fault or a preemption, must not shrink every sample). */
 static int warm_up_and_calibrate(const bench_env *env, bench_variant *variant)
 {
     uint64_t iterations = 1;
     uint64_t max_iterations = variant->spec.max_iterations;
     uint64_t warm_start_ns = bench_now_ns();
     uint64_t elapsed_ns = 0;
+    double best_per_call_ns = 0.0;
     unsigned calls;
 
     if (variant->spec.iterations != 0) {
@@ -269,6 +271,12 @@ static int warm_up_and_calibrate(const bench_env *env, bench_variant *variant)
             return -1;
         long_enough = elapsed_ns >= env->sample_target_ns / 8 ||
                       iterations >= max_iterations;
+        if (long_enough) {
+            double per_call_ns =
+                (double)(elapsed_ns == 0 ? 1 : elapsed_ns) / (double)iterations;
+            if (best_per_call_ns == 0.0 || per_call_ns < best_per_call_ns)
+                best_per_call_ns = per_call_ns;
+        }
         warm = bench_now_ns() - warm_start_ns >= env->warmup_ns;
         if (long_enough && warm && calls >= 1)
             break;
@@ -280,9 +288,10 @@ static int warm_up_and_calibrate(const bench_env *env, bench_variant *variant)
     }
     if (elapsed_ns == 0)
         elapsed_ns = 1;
+    if (best_per_call_ns == 0.0)
+        best_per_call_ns = (double)elapsed_ns / (double)iterations;
     {
-        double per_call_ns = (double)elapsed_ns / (double)iterations;
-        double wanted = (double)env->sample_target_ns / per_call_ns;
+        double wanted = (double)env->sample_target_ns / best_per_call_ns;
         if (wanted < 1.0)
             wanted = 1.0;
         if (wanted > (double)max_iterations)
@@ -323,6 +332,8 @@ int bench_measure(bench_scenario *scenario)
         if (warm_up_and_calibrate(scenario->env,
                                   &scenario->variants[index]) != 0)
             return -1;
+    if (scenario->sampling_start != NULL)
+        scenario->sampling_start(scenario->sampling_context);
     /* Interleaved, with the order rotated every round, so that no variant
      * always runs right after the same neighbour. */
     for (sample = 0; sample < scenario->samples; sample++) {

@@ -174,6 +174,11 @@ typedef struct bench_scenario {
     char notes[BENCH_MAX_NOTES][160];
     unsigned note_count;
     bool measured;
+    /* Optional: called once after warm-up and calibration, right before
+     * the first timed sample (e.g. to read counters over the timed part
+     * only). */
+    void (*sampling_start)(void *context);
+    void *sampling_context;
 } bench_scenario;
 
 void bench_scenario_init(bench_scenario *scenario, const bench_env *env,

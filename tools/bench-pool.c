@@ -304,6 +304,12 @@ static bool has_stream_ordered_alloc(const bench_env *env)
 }
 
 /* The cache counters of a pool, to show that a "hit" scenario hit. */
+typedef struct hit_counters {
+    curdi_pool *pool;
+    uint64_t hits;
+    uint64_t misses;
+} hit_counters;
+
 static void pool_counters(curdi_pool *pool, uint64_t *hits, uint64_t *misses)
 {
     curd_pool_stats stats;
@@ -311,6 +317,14 @@ static void pool_counters(curdi_pool *pool, uint64_t *hits, uint64_t *misses)
     curdi_pool_stats(pool, &stats);
     *hits = stats.cache_hits;
     *misses = stats.cache_misses;
+}
+
+/* Reads the counters as the timed samples start (bench_scenario's
+ * sampling_start). */
+static void counters_at_sampling_start(void *opaque)
+{
+    hit_counters *counters = opaque;
+    pool_counters(counters->pool, &counters->hits, &counters->misses);
 }
 
 /* Primes the pool with one block of the class (a miss), so that every
@@ -331,18 +345,30 @@ static int prime_pool(const bench_env *env, curdi_pool *pool, size_t byte_len)
     return 0;
 }
 
-static void note_hits(bench_scenario *scenario, curdi_pool *pool,
-                      uint64_t hits_before, uint64_t misses_before)
+/* Arms the counters: read again as sampling starts, compared after. */
+static void watch_hits(bench_scenario *scenario, hit_counters *counters,
+                       curdi_pool *pool)
+{
+    memset(counters, 0, sizeof *counters);
+    counters->pool = pool;
+    scenario->sampling_start = counters_at_sampling_start;
+    scenario->sampling_context = counters;
+}
+
+static void note_hits(bench_scenario *scenario, const hit_counters *before)
 {
     uint64_t hits = 0;
     uint64_t misses = 0;
-    pool_counters(pool, &hits, &misses);
+    pool_counters(before->pool, &hits, &misses);
     bench_note(scenario,
-               "pool counters over warm-up and timing: %llu cache hits, "
+               "pool counters over the timed samples: %llu cache hits, "
                "%llu misses%s",
-               (unsigned long long)(hits - hits_before),
-               (unsigned long long)(misses - misses_before),
-               misses != misses_before ? " (WARNING: not all hits)" : "");
+               (unsigned long long)(hits - before->hits),
+               (unsigned long long)(misses - before->misses),
+               misses != before->misses
+                   ? " (WARNING: not all hits, the times include upstream "
+                     "allocations)"
+                   : "");
 }
 
 /* ------------------------------------------------------------------------
@@ -353,8 +379,7 @@ int bench_pool_device_hit(const bench_env *env)
     bench_scenario scenario;
     pool_context context;
     bool with_async = has_stream_ordered_alloc(env);
-    uint64_t hits_before = 0;
-    uint64_t misses_before = 0;
+    hit_counters counters;
     int internal, public_api, raw_async = -1, raw_alloc;
     int result = -1;
 
@@ -392,7 +417,7 @@ int bench_pool_device_hit(const bench_env *env)
     if (internal < 0 || public_api < 0 || raw_alloc < 0)
         goto done;
 
-    pool_counters(context.pool, &hits_before, &misses_before);
+    watch_hits(&scenario, &counters, context.pool);
     if (bench_measure(&scenario) != 0)
         goto done;
 
@@ -408,7 +433,7 @@ int bench_pool_device_hit(const bench_env *env)
                       ">= 500x faster");
     bench_check_ratio(&scenario, public_api, raw_alloc, 1.0 / 500.0,
                       ">= 500x faster");
-    note_hits(&scenario, context.pool, hits_before, misses_before);
+    note_hits(&scenario, &counters);
     if (raw_async >= 0)
         bench_note(&scenario,
                    "cuMemAllocAsync: on a pooled non-blocking stream, one "
@@ -500,8 +525,7 @@ int bench_pool_pinned_hit(const bench_env *env)
 {
     bench_scenario scenario;
     pool_context context;
-    uint64_t hits_before = 0;
-    uint64_t misses_before = 0;
+    hit_counters counters;
     int internal, public_api, raw_host;
 
     memset(&context, 0, sizeof context);
@@ -531,14 +555,14 @@ int bench_pool_pinned_hit(const bench_env *env)
     if (internal < 0 || public_api < 0 || raw_host < 0)
         return -1;
 
-    pool_counters(context.pool, &hits_before, &misses_before);
+    watch_hits(&scenario, &counters, context.pool);
     if (bench_measure(&scenario) != 0)
         return -1;
     bench_check_median_ns(&scenario, internal, 100.0, "< 100 ns");
     bench_check_median_ns(&scenario, public_api, 100.0, "< 100 ns");
     bench_check_ratio(&scenario, internal, raw_host, 0.0, NULL);
     bench_check_ratio(&scenario, public_api, raw_host, 0.0, NULL);
-    note_hits(&scenario, context.pool, hits_before, misses_before);
+    note_hits(&scenario, &counters);
     bench_report_scenario(&scenario);
     return 0;
 }
@@ -722,8 +746,7 @@ int bench_pool_threads(const bench_env *env)
     bench_scenario scenario;
     bench_env threaded_env = *env;
     bool with_async = has_stream_ordered_alloc(env);
-    uint64_t hits_before = 0;
-    uint64_t misses_before = 0;
+    hit_counters counters;
     unsigned count;
     unsigned started = 0;
     int result = -1;
@@ -794,7 +817,7 @@ int bench_pool_threads(const bench_env *env)
         }
     }
 
-    pool_counters(env->device->device_pool, &hits_before, &misses_before);
+    watch_hits(&scenario, &counters, env->device->device_pool);
     if (bench_measure(&scenario) != 0)
         goto done;
 
@@ -815,8 +838,7 @@ int bench_pool_threads(const bench_env *env)
         bench_note(&scenario, "cuMemAllocAsync: one pooled stream per thread, "
                               "one cuStreamSynchronize per thread per sample");
     }
-    note_hits(&scenario, env->device->device_pool, hits_before,
-              misses_before);
+    note_hits(&scenario, &counters);
     bench_note(&scenario, "rate = ops/s of all threads together; speedup = "
                           "k-thread rate over 1-thread rate");
     bench_report_scenario(&scenario);
