@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "curd.h"
+
 static inline void transfer_test_same_bytes(const char *file, int line,
                                             const char *func,
                                             const char *what,
@@ -35,5 +37,78 @@ static inline void transfer_test_same_bytes(const char *file, int line,
     transfer_test_same_bytes(__FILE__, __LINE__, G_STRFUNC,                   \
                              #actual " vs " #expected, (actual), (expected),  \
                              (len))
+
+/* What a failed call must leave as it was: the transfer counters, the
+ * resident statistics, and the live levels of both pools. */
+typedef struct transfer_test_snapshot {
+    uint64_t h2d_bytes;
+    uint64_t d2h_bytes;
+    uint64_t copy_ops;
+    uint64_t fences;
+    uint64_t fill_ops;
+    uint64_t fill_bytes;
+    uint64_t accounting_repairs;
+    curd_stat_family resident_bytes;
+    curd_stat_family resident_buffers;
+    uint64_t device_live_bytes;
+    uint64_t pinned_live_bytes;
+} transfer_test_snapshot;
+
+static inline transfer_test_snapshot transfer_test_take(curd_device *device)
+{
+    curd_stats stats;
+    transfer_test_snapshot snapshot;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    g_assert_cmpint(curd_device_stats(device, &stats), ==, CURD_OK);
+    snapshot.h2d_bytes = stats.h2d_bytes;
+    snapshot.d2h_bytes = stats.d2h_bytes;
+    snapshot.copy_ops = stats.copy_ops;
+    snapshot.fences = stats.fences;
+    snapshot.fill_ops = stats.fill_ops;
+    snapshot.fill_bytes = stats.fill_bytes;
+    snapshot.accounting_repairs = stats.accounting_repairs;
+    snapshot.resident_bytes = stats.resident_bytes;
+    snapshot.resident_buffers = stats.resident_buffers;
+    snapshot.device_live_bytes = stats.device_pool.live_bytes.current;
+    snapshot.pinned_live_bytes = stats.pinned_pool.live_bytes.current;
+    return snapshot;
+}
+
+#define assert_snapshot_equal(a, b)                                           \
+    do {                                                                      \
+        transfer_test_snapshot a_ = (a), b_ = (b);                            \
+        g_assert_cmpuint(a_.h2d_bytes, ==, b_.h2d_bytes);                     \
+        g_assert_cmpuint(a_.d2h_bytes, ==, b_.d2h_bytes);                     \
+        g_assert_cmpuint(a_.copy_ops, ==, b_.copy_ops);                       \
+        g_assert_cmpuint(a_.fences, ==, b_.fences);                           \
+        g_assert_cmpuint(a_.fill_ops, ==, b_.fill_ops);                       \
+        g_assert_cmpuint(a_.fill_bytes, ==, b_.fill_bytes);                   \
+        g_assert_cmpuint(a_.accounting_repairs, ==, b_.accounting_repairs);   \
+        g_assert_cmpuint(a_.resident_bytes.current, ==,                       \
+                         b_.resident_bytes.current);                          \
+        g_assert_cmpuint(a_.resident_bytes.allocated, ==,                     \
+                         b_.resident_bytes.allocated);                        \
+        g_assert_cmpuint(a_.resident_bytes.freed, ==,                         \
+                         b_.resident_bytes.freed);                            \
+        g_assert_cmpuint(a_.resident_buffers.current, ==,                     \
+                         b_.resident_buffers.current);                        \
+        g_assert_cmpuint(a_.resident_buffers.allocated, ==,                   \
+                         b_.resident_buffers.allocated);                      \
+        g_assert_cmpuint(a_.device_live_bytes, ==, b_.device_live_bytes);     \
+        g_assert_cmpuint(a_.pinned_live_bytes, ==, b_.pinned_live_bytes);     \
+    } while (0)
+
+/* A buffer's whole contents, downloaded (the caller frees with g_free). */
+static inline unsigned char *transfer_test_contents(curd_device *device,
+                                                    curd_buffer buffer,
+                                                    size_t len)
+{
+    unsigned char *bytes = g_malloc(len);
+    memset(bytes, 0x5A, len);
+    g_assert_cmpint(curd_buffer_download(device, buffer, bytes, len), ==,
+                    CURD_OK);
+    return bytes;
+}
 
 #endif
