@@ -309,8 +309,20 @@ static void family_up(curdi_pool *pool, pool_shard *shard,
     int64_t level = atomic_load_explicit(&pool->families[family].level,
                                          memory_order_relaxed) +
                     part->delta;
-    if (level > 0)
-        peak_raise(&pool->families[family], (uint64_t)level);
+    if (level <= 0)
+        return;
+    /* Under concurrency the estimate can run ahead of the true level by
+     * other shards' unflushed drops; never past what is surely a bound. */
+    uint64_t estimate = (uint64_t)level;
+    if (family == FAMILY_CACHED_BYTES && estimate > pool->cache_budget_bytes)
+        estimate = pool->cache_budget_bytes;
+    if (family != FAMILY_LIVE_BLOCKS && family != FAMILY_CACHED_BLOCKS) {
+        uint64_t reserved = atomic_load_explicit(&pool->reserved_bytes,
+                                                 memory_order_relaxed);
+        if (estimate > reserved)
+            estimate = reserved;
+    }
+    peak_raise(&pool->families[family], estimate);
 }
 
 static void family_down(curdi_pool *pool, pool_shard *shard,
