@@ -586,9 +586,14 @@ static void print_scenario_text(FILE *out, const bench_scenario *scenario)
         snprintf(ops, sizeof ops, "%llu",
                  (unsigned long long)(variant->iterations *
                                       variant->spec.ops_per_iteration));
-        fprintf(out, "  %-4s  %-*s  %-28s  %-10s  %s\n",
-                role_name(variant->spec.role), (int)label_width,
-                variant->spec.label, times, ops, rate);
+        if (rate[0] != '\0')
+            fprintf(out, "  %-4s  %-*s  %-28s  %-10s  %s\n",
+                    role_name(variant->spec.role), (int)label_width,
+                    variant->spec.label, times, ops, rate);
+        else
+            fprintf(out, "  %-4s  %-*s  %-28s  %s\n",
+                    role_name(variant->spec.role), (int)label_width,
+                    variant->spec.label, times, ops);
     }
     for (index = 0; index < scenario->check_count; index++) {
         const bench_check *check = &scenario->checks[index];
@@ -862,6 +867,25 @@ int bench_report_end(const char *failure)
         }
     }
     result = (int)misses;
+    if (report.text != NULL && passes + misses > 0) {
+        /* The targets again, one line each, so the end of the output
+         * alone answers "which targets hold". */
+        fprintf(report.text, "\ntargets:\n");
+        for (index = 0; index < report.scenario_count; index++) {
+            const bench_scenario *scenario = report.scenarios[index];
+            unsigned check;
+            for (check = 0; check < scenario->check_count; check++) {
+                const bench_check *item = &scenario->checks[check];
+                char value[64];
+                if (!item->has_target)
+                    continue;
+                format_check_value(value, sizeof value, item);
+                fprintf(report.text, "  %s  %-31s  %s = %s  [%s]\n",
+                        check_result(item), scenario->name, item->label,
+                        value, item->target);
+            }
+        }
+    }
     if (report.text != NULL) {
         fprintf(report.text,
                 "\n%zu scenarios, %u targets: %u PASS, %u MISS; %.1f s\n",
