@@ -408,7 +408,7 @@ int bench_pool_device_hit(const bench_env *env)
         .op = op_block_public, .context = &context});
     if (with_async)
         raw_async = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = "cuMemAllocAsync+cuMemFreeAsync (warm pool)",
+            .label = "cuMemAllocAsync+cuMemFreeAsync (default pool)",
             .role = BENCH_ROLE_RAW, .op = op_raw_alloc_async,
             .context = &context});
     raw_alloc = bench_add_variant(&scenario, &(bench_variant_spec){
@@ -436,8 +436,9 @@ int bench_pool_device_hit(const bench_env *env)
     note_hits(&scenario, &counters);
     if (raw_async >= 0)
         bench_note(&scenario,
-                   "cuMemAllocAsync: on a pooled non-blocking stream, one "
-                   "cuStreamSynchronize per timed batch");
+                   "cuMemAllocAsync: a pooled non-blocking stream, one sync "
+                   "per batch; the block is reused within a batch (pool "
+                   "release threshold left at the driver's default)");
     bench_report_scenario(&scenario);
     if (!with_async)
         bench_report_skip("pool/device-hit",
