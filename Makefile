@@ -3,7 +3,7 @@
 #   make                 libcurd.so.1.0.0 (+ links), libcurd.a, the tools
 #   make info            installs build deps if missing, builds, runs curd-info
 #   make check           installs test deps if missing, then the whole suite:
-#                        unit tests, Valgrind, fuzz smoke, export check
+#                        unit tests, Valgrind, fuzz smoke, ASan, TSan, exports
 #   make check-plain     just the unit tests (what the Debian build runs)
 #   make check-gpu       the unit tests with every skip counted as a failure
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
@@ -176,12 +176,21 @@ VALGRIND := CURD_LIBCUDA=/nonexistent/libcuda.so.1 \
 FUZZ_SMOKE_STEP := if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuzz-smoke; \
                    else echo "fuzz/fuzz.mk not present"; exit 77; fi
 
+# The sanitizer runs are one step each in `make check`: the log stays in
+# $(BUILD)/; shown are its summary line and, on a failure, what is not a
+# pass or a comment (failed tests, sanitizer reports).
+sanitizer_step = mkdir -p $(BUILD) && $(MAKE) --no-print-directory $(1) >$(BUILD)/$(1).log 2>&1; \
+                 status=$$?; [ $$status -eq 0 ] || grep -v -e "^ok " -e "^\#" -e "^1\.\." $(BUILD)/$(1).log | tail -n 80; \
+                 grep -E "^[0-9]+ passed, " $(BUILD)/$(1).log; echo "log: $(BUILD)/$(1).log"; exit $$status
+
 # The last line `make check` prints is the one summary of every step.
 check:
 	$(Q)$(SETUP) check
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) all tests
 	$(Q)tests/run-tests.sh --valgrind '$(VALGRIND)' \
 	    --step fuzz-smoke '$(FUZZ_SMOKE_STEP)' \
+	    --step check-asan '$(call sanitizer_step,check-asan)' \
+	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    $(TEST_BINS)
 
@@ -197,7 +206,7 @@ check-exports: $(SHARED)
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
 check-asan:
-	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='$(ASAN_FLAGS)' \
+	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-asan CFLAGS='$(ASAN_FLAGS)' \
 	    LDFLAGS='-fsanitize=address,undefined' all tests
 	$(Q)ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -205,11 +214,11 @@ check-asan:
 
 # ThreadSanitizer needs clang here and a fixed address layout on some
 # kernels, hence setarch -R when it is available.
-TSAN_BINS := $(filter build-tsan/tests/test-%thread%,$(call test_bins,build-tsan))
+TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c))
 TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
-	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan CC=clang \
+	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-tsan CC=clang \
 	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
 	    build-tsan/libcurd.a $(TSAN_BINS)
 	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
