@@ -173,7 +173,11 @@ curd_status curdi_fail_driver(int cu_result, const char *call, const char *fix)
         status = CURD_E_DRIVER;
     const char *name = curdi_driver_result_name(code);
     const char *text = curdi_driver_result_text(code);
-    if (fix == NULL || fix[0] == '\0')
+    if ((fix == NULL || fix[0] == '\0') &&
+        code == CURDI_CUDA_ERROR_DEINITIALIZED)
+        fix = "the CUDA driver is shutting down (the process is exiting); "
+              "finish GPU work and close devices before exit";
+    else if (fix == NULL || fix[0] == '\0')
         fix = default_fix(status);
     else if (strncmp(fix, "Fix:", 4) == 0)
         fix += fix[4] == ' ' ? 5 : 4;
