@@ -266,18 +266,30 @@ CURD_API curd_status curd_device_set_reclaim(curd_device *device,
  * Resident buffers
  * A curd_buffer names device memory owned by a device. It is a value (a
  * table index and a generation): a freed, forged or foreign handle is
- * CURD_E_STALE_HANDLE, never a use-after-free. Resident bytes are held
- * within the device's resident budget.
+ * CURD_E_STALE_HANDLE, never a use-after-free. A freed handle stays stale
+ * for good (a slot is retired rather than let its generation wrap), and
+ * generations start at random, so a made-up handle names a live buffer only
+ * by a 1-in-2^23 accident. Resident bytes are held within the device's
+ * resident budget. Buffer memory comes from the device pool; its contents
+ * are undefined until written (curd_buffer_clear zeroes it on the device).
  * ---------------------------------------------------------------------- */
 typedef struct curd_buffer {
     uint64_t id; /* opaque; 0 is never a live buffer */
 } curd_buffer;
 
+/* byte_len 0 is CURD_E_INVALID_ARGUMENT. CURD_E_BUDGET, with the numbers,
+ * when the resident bytes (the sum of the live buffers' byte_len) would
+ * pass the budget: 9/10 of total memory, capped by 9/10 of the free memory
+ * plus the bytes already resident, and by options.resident_limit_bytes.
+ * "Free" counts the device pool's cached blocks, which the pool gives back
+ * on demand, so a freed buffer's memory is available to the next
+ * allocation. Also CURD_E_BUDGET past 2^24 - 1 live buffers. */
 CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
                                        curd_buffer *out_buffer);
 /* Freeing a buffer that queued work still uses (an asynchronous upload not
- * yet completed by curd_device_sync_uploads) is CURD_E_BUSY: nothing is
- * freed, and the caller frees it after completing that work. */
+ * yet completed by curd_device_sync_uploads, or a transfer or fill running
+ * on another thread) is CURD_E_BUSY: nothing is freed, and the caller frees
+ * it after completing that work. Never deferred. */
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer);
 CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
                                       size_t *out_byte_len);
@@ -289,7 +301,9 @@ CURD_API curd_status curd_buffer_device_ptr(curd_device *device,
 CURD_API curd_status curd_device_resident_bytes(curd_device *device,
                                                 uint64_t *out_bytes);
 
-/* Fills [offset, offset + byte_len) with value on the device (no upload). */
+/* Fills [offset, offset + byte_len) with value on the device (a memset, no
+ * upload): counted in fill_ops and fill_bytes, one fence, no h2d bytes.
+ * byte_len 0 costs nothing. */
 CURD_API curd_status curd_buffer_fill(curd_device *device, curd_buffer buffer,
                                       size_t offset, size_t byte_len,
                                       uint8_t value);
@@ -303,15 +317,46 @@ CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer);
  * runs on one pooled stream, and ends with exactly one fence. Reads of
  * adjacent or overlapping ranges of one buffer are fused into one DMA.
  * Zero-length items are allowed and cost nothing.
+ *
+ * Details:
+ *  - Every item is checked, zero-length ones included: its handle must be
+ *    live and its offset at most the buffer's size; its host pointer may be
+ *    NULL only when byte_len is 0. Ranges past the end are CURD_E_RANGE,
+ *    offset + byte_len past 2^64 CURD_E_OVERFLOW, byte_len above
+ *    dst_capacity CURD_E_RANGE. Nothing past byte_len of a destination is
+ *    written, whatever its capacity.
+ *  - Upload items whose ranges overlap apply in item order: the later item
+ *    wins. Upload items adjacent on the device are fused too (their sources
+ *    packed back to back in staging). Download destinations must not
+ *    overlap each other (CURD_E_INVALID_ARGUMENT).
+ *  - Host memory registered with curd_host_register skips staging: a fused
+ *    span whose host side is one run inside a registered range moves in
+ *    one DMA straight to or from it.
+ *  - Transfers larger than a staging chunk (1 to 8 MiB) are pipelined: the
+ *    host copy of one chunk overlaps the DMA of the next, and large copies
+ *    are split among up to 4 copy threads that the device starts on first
+ *    use.
+ *  - Counters, added only on success: h2d_bytes and d2h_bytes count the
+ *    bytes that cross the bus (a fused span once); copy_ops counts DMAs (a
+ *    span is cut at chunk boundaries, one DMA per piece); fences counts one
+ *    per call that moved bytes. A call that moves nothing costs no stream
+ *    and no fence.
+ *  - A transfer or fill of a buffer with asynchronous uploads pending runs
+ *    on the upload stream, after them.
+ *  - When a transfer fails, nothing is counted and nothing outside the
+ *    named ranges changes; a failed upload may have written part of its
+ *    device ranges, and a failed download part of its destinations (only
+ *    when it streams through more than one staging chunk or lands directly
+ *    in registered memory: a smaller one copies out after its fence).
  * ---------------------------------------------------------------------- */
 
-/* src must hold exactly the buffer's size. */
+/* byte_len must be exactly the buffer's size (else CURD_E_RANGE). */
 CURD_API curd_status curd_buffer_upload(curd_device *device, curd_buffer buffer,
                                         const void *src, size_t byte_len);
 CURD_API curd_status curd_buffer_upload_at(curd_device *device,
                                            curd_buffer buffer, size_t offset,
                                            const void *src, size_t byte_len);
-/* dst must have room for exactly the buffer's size. */
+/* byte_len must be exactly the buffer's size (else CURD_E_RANGE). */
 CURD_API curd_status curd_buffer_download(curd_device *device,
                                           curd_buffer buffer, void *dst,
                                           size_t byte_len);
@@ -343,8 +388,12 @@ CURD_API curd_status curd_download_batch(curd_device *device,
                                          const curd_download *items,
                                          size_t count);
 
-/* Page-locks caller memory so transfers from it skip staging. The range
- * must not overlap one already registered. */
+/* Page-locks caller memory (cuMemHostRegister, PORTABLE) so transfers from
+ * and to it skip staging. The range must not overlap one already
+ * registered with this device (CURD_E_INVALID_ARGUMENT); CURD_E_UNSUPPORTED
+ * when the driver lacks cuMemHostRegister. Unregister with the same ptr;
+ * CURD_E_BUSY while a transfer or a pending asynchronous upload uses it.
+ * curd_device_close unregisters what is left. */
 CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
                                         size_t byte_len);
 CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr);
@@ -352,12 +401,17 @@ CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr);
 /* Enqueues an upload from page-locked memory (a pinned block or a
  * registered range) on the device's upload stream and returns at once.
  * pinned_src must stay unchanged, and the buffer may not be freed
- * (CURD_E_BUSY), until curd_device_sync_uploads() returns. */
+ * (CURD_E_BUSY), until curd_device_sync_uploads() returns. From pageable
+ * memory it is still correct, but returns only once the driver has staged
+ * the bytes. Counted (h2d_bytes, copy_ops) when enqueued; the fence is the
+ * sync's. */
 CURD_API curd_status curd_buffer_upload_async(curd_device *device,
                                               curd_buffer buffer, size_t offset,
                                               const void *pinned_src,
                                               size_t byte_len);
-/* Waits for every upload enqueued by curd_buffer_upload_async. */
+/* Waits for every upload enqueued by curd_buffer_upload_async: one fence,
+ * or none when nothing is pending. If it fails, the uploads stay pending
+ * (their buffers stay busy) until a later call succeeds. */
 CURD_API curd_status curd_device_sync_uploads(curd_device *device);
 
 #ifdef __cplusplus
