@@ -36,9 +36,6 @@ CPPFLAGS += -Iinclude -Ilib -D_GNU_SOURCE
 DEPFLAGS = -MMD -MP -MF $@.d
 LIB_CFLAGS := -std=c11 -fPIC -fvisibility=hidden -DCURD_BUILDING $(WARNINGS)
 LIBS := -ldl -lpthread
-# The tools find the freshly built libcurd.so.1 in $(BUILD)/ when run from
-# the tree; packagers pass TOOL_RPATH= so the installed tools carry no RPATH.
-TOOL_RPATH ?= -Wl,-rpath,'$$ORIGIN/..'
 # Installs missing Debian packages (as root) or prints the apt-get line;
 # SETUP=true skips it.
 SETUP ?= scripts/setup-deps.sh
@@ -71,6 +68,8 @@ TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
 # never breaks the build.
 TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/curd-info.c tools/curd-bench.c))
 TOOLS := $(addprefix $(BUILD)/tools/,$(TOOL_NAMES))
+# What `make install` installs: the same, less the in-tree RPATH.
+INSTALL_TOOLS := $(patsubst $(BUILD)/tools/curd-info,$(BUILD)/tools/install/curd-info,$(TOOLS))
 BENCH_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
                 $(wildcard tools/curd-bench.c) $(sort $(wildcard tools/bench-*.c)))
 
@@ -103,16 +102,21 @@ $(STATIC): $(LIB_OBJS)
 # ---------------------------------------------------------------------------
 # Tools
 
-tools: $(TOOLS)
+tools: $(TOOLS) $(INSTALL_TOOLS)
 
 # curd-info links the shared library like any consumer; curd-bench links the
 # static one because it times the raw driver through the library's own
-# entry-point table.
-$(BUILD)/tools/curd-info: tools/curd-info.c $(SHARED)
+# entry-point table. $(BUILD)/tools/curd-info finds the libcurd.so.1 beside
+# it in $(BUILD)/ through its RPATH; the copy in $(BUILD)/tools/install/,
+# which `make install` installs, has none.
+$(BUILD)/tools/curd-info: $(BUILD)/tools/curd-info.o $(SHARED)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(BUILD) -lcurd -Wl,-rpath,'$$ORIGIN/..'
+
+$(BUILD)/tools/install/curd-info: $(BUILD)/tools/curd-info.o $(SHARED)
 	@mkdir -p $(dir $@)
-	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) $< -o $@ \
-	    -L$(BUILD) -lcurd $(TOOL_RPATH) $(LDFLAGS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(BUILD) -lcurd
 
 $(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
@@ -236,9 +240,9 @@ install: all
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' \
 	    -e 's|@includedir@|$(INCLUDEDIR)|' -e 's|@version@|$(VERSION)|' \
 	    pkgconfig/curd.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/curd.pc
-ifneq ($(TOOLS),)
+ifneq ($(INSTALL_TOOLS),)
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 $(TOOLS) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(INSTALL_TOOLS) $(DESTDIR)$(BINDIR)/
 endif
 
 uninstall:
