@@ -63,7 +63,9 @@
  * Counters never saturate: a shard's share of a cumulative counter stops at
  * 2^64 / SHARD_COUNT, so the sum of the shards always fits; the operation
  * that would pass it fails with CURD_E_OVERFLOW and changes nothing, until
- * curd_device_stats_reset(). Counters of the slow path (upstream calls,
+ * curd_device_stats_reset(). For the same reason a block's class may not
+ * pass 2^60 - 1 bytes (CURD_E_OVERFLOW, like a request past the largest
+ * class). Counters of the slow path (upstream calls,
  * misses, out-of-memory events, upstream time) are pool-wide atomics that
  * stop 2^62 below 2^64 so that a check made before an upstream call cannot
  * be outrun. The bytes a pool holds upstream (live + cached) are capped at
@@ -111,6 +113,8 @@
 #define SHARD_COUNTER_MAX (UINT64_MAX / SHARD_COUNT)
 /* Pool-wide slow-path counters stop this far below 2^64. */
 #define GLOBAL_COUNTER_MAX (UINT64_MAX - ((uint64_t)1 << 62))
+/* The largest block: one shard's share of a counter can count it. */
+#define BLOCK_MAX SHARD_COUNTER_MAX
 /* Bytes one pool may hold upstream (live + cached). */
 #define RESERVED_MAX ((uint64_t)1 << 62)
 
@@ -1014,6 +1018,12 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
     curd_status status = curdi_size_class(byte_len, &class_bytes, &class_index);
     if (status != CURD_OK)
         return status;
+    if (class_bytes > BLOCK_MAX)
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "The %s pool was asked for %zu bytes, whose %zu-byte "
+                          "class passes the largest block a pool counts "
+                          "(2^60 - 1 bytes). Fix: request less.",
+                          pool->name, byte_len, class_bytes);
     if (atomic_load_explicit(&pool->closing, memory_order_relaxed))
         return fail_closing(pool);
     if (pool->live_limit_bytes != 0) {

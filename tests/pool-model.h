@@ -142,6 +142,8 @@ static inline curdi_upstream pm_upstream_table(pm_upstream *upstream)
  * ---------------------------------------------------------------------- */
 #define PM_MAX_CLASSES 512u
 #define PM_SLOTS_MAX 1024u
+#define PM_RESERVED_MAX ((uint64_t)1 << 62)
+#define PM_BLOCK_MAX (UINT64_MAX / 16u) /* 2^60 - 1 */
 
 typedef struct pm_block {
     uint64_t address;
@@ -299,6 +301,8 @@ static inline curd_status pm_acquire(pool_model *model, size_t byte_len,
     curd_status status = curdi_size_class(byte_len, &class_bytes, &class_index);
     if (status != CURD_OK)
         return status;
+    if (class_bytes > PM_BLOCK_MAX)
+        return CURD_E_OVERFLOW;
     if (model->limit != 0 &&
         class_bytes > model->limit - model->stats.live_bytes.current)
         return CURD_E_BUDGET;
@@ -315,6 +319,10 @@ static inline curd_status pm_acquire(pool_model *model, size_t byte_len,
         model->stats.cache_hits++;
         *out_predicted = address;
     } else {
+        /* A pool holds at most 2^62 bytes upstream: past that, overflow,
+         * before anything is counted. */
+        if (class_bytes > PM_RESERVED_MAX - model->held)
+            return CURD_E_OVERFLOW;
         model->stats.cache_misses++;
         status = pm_upstream_try(model, class_bytes);
         if (status == CURD_E_OUT_OF_MEMORY && model->cached_total > 0) {
