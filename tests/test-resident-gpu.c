@@ -353,33 +353,35 @@ static void test_close_returns_the_memory_of_live_buffers(void)
     g_assert_cmpint(curd_device_close(observer), ==, CURD_OK);
 }
 
+static const transfer_test_case cases[] = {
+    {"alloc-gives-a-buffer-of-the-size-asked-for",
+     test_alloc_gives_a_buffer_of_the_size_asked_for},
+    {"bad-allocation-arguments-allocate-nothing",
+     test_bad_allocation_arguments_allocate_nothing},
+    {"freed-buffer-is-stale-in-every-call",
+     test_freed_buffer_is_stale_in_every_call},
+    {"handle-of-another-device-is-stale",
+     test_handle_of_another_device_is_stale},
+    {"forged-handles-are-stale",
+     test_forged_handles_are_stale},
+    {"resident-bytes-and-statistics-follow-alloc-and-free",
+     test_resident_bytes_and_statistics_follow_alloc_and_free},
+    {"resident-limit-refuses-past-it-and-allocates-nothing",
+     test_resident_limit_refuses_past_it_and_allocates_nothing},
+    {"default-budget-refuses-more-than-nine-tenths-of-memory",
+     test_default_budget_refuses_more_than_nine_tenths_of_memory},
+    {"free-during-pending-async-upload-is-busy-until-sync",
+     test_free_during_pending_async_upload_is_busy_until_sync},
+    {"free-during-a-transfer-in-flight-is-busy",
+     test_free_during_a_transfer_in_flight_is_busy},
+    {"many-buffers-allocated-and-freed-in-random-order",
+     test_many_buffers_allocated_and_freed_in_random_order},
+    {"close-returns-the-memory-of-live-buffers",
+     test_close_returns_the_memory_of_live_buffers},
+};
+
 int main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
-    g_test_add_func("/resident-gpu/alloc-gives-a-buffer-of-the-size-asked-for",
-                    test_alloc_gives_a_buffer_of_the_size_asked_for);
-    g_test_add_func("/resident-gpu/bad-allocation-arguments-allocate-nothing",
-                    test_bad_allocation_arguments_allocate_nothing);
-    g_test_add_func("/resident-gpu/freed-buffer-is-stale-in-every-call",
-                    test_freed_buffer_is_stale_in_every_call);
-    g_test_add_func("/resident-gpu/handle-of-another-device-is-stale",
-                    test_handle_of_another_device_is_stale);
-    g_test_add_func("/resident-gpu/forged-handles-are-stale",
-                    test_forged_handles_are_stale);
-    g_test_add_func("/resident-gpu/resident-bytes-and-statistics-follow-alloc-and-free",
-                    test_resident_bytes_and_statistics_follow_alloc_and_free);
-    g_test_add_func("/resident-gpu/resident-limit-refuses-past-it-and-allocates-nothing",
-                    test_resident_limit_refuses_past_it_and_allocates_nothing);
-    g_test_add_func(
-        "/resident-gpu/default-budget-refuses-more-than-nine-tenths-of-memory",
-        test_default_budget_refuses_more_than_nine_tenths_of_memory);
-    g_test_add_func("/resident-gpu/free-during-pending-async-upload-is-busy-until-sync",
-                    test_free_during_pending_async_upload_is_busy_until_sync);
-    g_test_add_func("/resident-gpu/free-during-a-transfer-in-flight-is-busy",
-                    test_free_during_a_transfer_in_flight_is_busy);
-    g_test_add_func("/resident-gpu/many-buffers-allocated-and-freed-in-random-order",
-                    test_many_buffers_allocated_and_freed_in_random_order);
-    g_test_add_func("/resident-gpu/close-returns-the-memory-of-live-buffers",
-                    test_close_returns_the_memory_of_live_buffers);
-    return g_test_run();
+    return transfer_test_main(argc, argv, "resident", cases,
+                              G_N_ELEMENTS(cases));
 }

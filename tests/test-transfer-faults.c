@@ -446,27 +446,27 @@ static void test_a_failed_sync_keeps_uploads_pending_until_one_succeeds(void)
     fixture_close(&f);
 }
 
+static const transfer_test_case cases[] = {
+    {"each-failing-call-of-a-small-upload-batch",
+     test_each_failing_call_of_a_small_upload_batch},
+    {"each-failing-call-of-a-pipelined-and-direct-upload-batch",
+     test_each_failing_call_of_a_pipelined_and_direct_upload_batch},
+    {"each-failing-call-of-a-small-download-batch",
+     test_each_failing_call_of_a_small_download_batch},
+    {"each-failing-call-of-a-pipelined-and-direct-download-batch",
+     test_each_failing_call_of_a_pipelined_and_direct_download_batch},
+    {"each-failing-call-of-a-fill",
+     test_each_failing_call_of_a_fill},
+    {"each-failing-call-of-a-buffer-allocation",
+     test_each_failing_call_of_a_buffer_allocation},
+    {"each-failing-call-of-an-asynchronous-upload",
+     test_each_failing_call_of_an_asynchronous_upload},
+    {"a-failed-sync-keeps-uploads-pending-until-one-succeeds",
+     test_a_failed_sync_keeps_uploads_pending_until_one_succeeds},
+};
+
 int main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
-    g_test_add_func("/transfer-faults/each-failing-call-of-a-small-upload-batch",
-                    test_each_failing_call_of_a_small_upload_batch);
-    g_test_add_func(
-        "/transfer-faults/each-failing-call-of-a-pipelined-and-direct-upload-batch",
-        test_each_failing_call_of_a_pipelined_and_direct_upload_batch);
-    g_test_add_func("/transfer-faults/each-failing-call-of-a-small-download-batch",
-                    test_each_failing_call_of_a_small_download_batch);
-    g_test_add_func(
-        "/transfer-faults/each-failing-call-of-a-pipelined-and-direct-download-batch",
-        test_each_failing_call_of_a_pipelined_and_direct_download_batch);
-    g_test_add_func("/transfer-faults/each-failing-call-of-a-fill",
-                    test_each_failing_call_of_a_fill);
-    g_test_add_func("/transfer-faults/each-failing-call-of-a-buffer-allocation",
-                    test_each_failing_call_of_a_buffer_allocation);
-    g_test_add_func("/transfer-faults/each-failing-call-of-an-asynchronous-upload",
-                    test_each_failing_call_of_an_asynchronous_upload);
-    g_test_add_func(
-        "/transfer-faults/a-failed-sync-keeps-uploads-pending-until-one-succeeds",
-        test_a_failed_sync_keeps_uploads_pending_until_one_succeeds);
-    return g_test_run();
+    return transfer_test_main(argc, argv, "transfer-faults", cases,
+                              G_N_ELEMENTS(cases));
 }

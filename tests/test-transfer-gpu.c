@@ -31,6 +31,8 @@ static bool can_register(curd_device *device)
     return (props.capabilities & CURD_CAP_HOST_REGISTER) != 0;
 }
 
+/* The stand-in driver copies with memcpy, under Valgrind in make check:
+ * there the largest sizes are left to the GPU run. */
 static const size_t round_trip_sizes[] = {
     1,           2,           3,           7,          255,
     256,         257,         4095,        4096,       4097,
@@ -76,9 +78,12 @@ static void test_whole_buffer_round_trips_at_many_sizes(void)
         return;
     unsigned char *src = g_malloc(64u << 20);
     unsigned char *dst = g_malloc(64u << 20);
-    for (size_t i = 0; i < G_N_ELEMENTS(round_trip_sizes); i++)
+    for (size_t i = 0; i < G_N_ELEMENTS(round_trip_sizes); i++) {
+        if (TRANSFER_TEST_FAKE && round_trip_sizes[i] > (16u << 20))
+            continue;
         round_trip(device, round_trip_sizes[i], src, dst,
                    round_trip_sizes[i] <= (1u << 20));
+    }
     g_free(src);
     g_free(dst);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
@@ -98,8 +103,11 @@ static void test_registered_memory_round_trips_in_one_dma_each_way(void)
     unsigned char *dst = g_malloc(64u << 20);
     g_assert_cmpint(curd_host_register(device, src, 64u << 20), ==, CURD_OK);
     g_assert_cmpint(curd_host_register(device, dst, 64u << 20), ==, CURD_OK);
-    for (size_t i = 0; i < G_N_ELEMENTS(round_trip_sizes); i++)
+    for (size_t i = 0; i < G_N_ELEMENTS(round_trip_sizes); i++) {
+        if (TRANSFER_TEST_FAKE && round_trip_sizes[i] > (16u << 20))
+            continue;
         round_trip(device, round_trip_sizes[i], src, dst, true);
+    }
     g_assert_cmpint(curd_host_unregister(device, src), ==, CURD_OK);
     g_assert_cmpint(curd_host_unregister(device, dst), ==, CURD_OK);
     g_free(src);
@@ -339,8 +347,11 @@ static void test_large_batches_pipeline_across_staging_chunks(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    for (int round = 0; round < 4; round++)
-        batch_round(device, 20, 24u << 20, 12u << 20);
+    if (TRANSFER_TEST_FAKE)
+        batch_round(device, 12, 6u << 20, 3u << 20);
+    else
+        for (int round = 0; round < 4; round++)
+            batch_round(device, 20, 24u << 20, 12u << 20);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -928,41 +939,39 @@ static void test_round_trips_from_many_threads_at_once(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+static const transfer_test_case cases[] = {
+    {"whole-buffer-round-trips-at-many-sizes",
+     test_whole_buffer_round_trips_at_many_sizes},
+    {"registered-memory-round-trips-in-one-dma-each-way",
+     test_registered_memory_round_trips_in_one_dma_each_way},
+    {"ranges-at-random-offsets-match-a-host-model",
+     test_ranges_at_random_offsets_match_a_host_model},
+    {"batches-match-a-model-with-one-fence-each",
+     test_batches_match_a_model_with_one_fence_each},
+    {"large-batches-pipeline-across-staging-chunks",
+     test_large_batches_pipeline_across_staging_chunks},
+    {"sixty-four-adjacent-4k-reads-are-one-dma-and-one-fence",
+     test_sixty_four_adjacent_4k_reads_are_one_dma_and_one_fence},
+    {"overlapping-upload-items-apply-in-order",
+     test_overlapping_upload_items_apply_in_order},
+    {"fill-and-clear-use-device-memset-and-upload-nothing",
+     test_fill_and_clear_use_device_memset_and_upload_nothing},
+    {"zero-length-transfers-cost-nothing",
+     test_zero_length_transfers_cost_nothing},
+    {"bad-input-is-a-typed-error-with-nothing-moved",
+     test_bad_input_is_a_typed_error_with_nothing_moved},
+    {"host-register-refuses-overlaps-and-unknown-pointers",
+     test_host_register_refuses_overlaps_and_unknown_pointers},
+    {"async-uploads-complete-at-sync-and-order-later-transfers",
+     test_async_uploads_complete_at_sync_and_order_later_transfers},
+    {"fill-after-a-pending-async-upload-lands-last",
+     test_fill_after_a_pending_async_upload_lands_last},
+    {"round-trips-from-many-threads-at-once",
+     test_round_trips_from_many_threads_at_once},
+};
+
 int main(int argc, char **argv)
 {
-    g_test_init(&argc, &argv, NULL);
-    g_test_add_func("/transfer-gpu/whole-buffer-round-trips-at-many-sizes",
-                    test_whole_buffer_round_trips_at_many_sizes);
-    g_test_add_func(
-        "/transfer-gpu/registered-memory-round-trips-in-one-dma-each-way",
-        test_registered_memory_round_trips_in_one_dma_each_way);
-    g_test_add_func("/transfer-gpu/ranges-at-random-offsets-match-a-host-model",
-                    test_ranges_at_random_offsets_match_a_host_model);
-    g_test_add_func("/transfer-gpu/batches-match-a-model-with-one-fence-each",
-                    test_batches_match_a_model_with_one_fence_each);
-    g_test_add_func("/transfer-gpu/large-batches-pipeline-across-staging-chunks",
-                    test_large_batches_pipeline_across_staging_chunks);
-    g_test_add_func(
-        "/transfer-gpu/sixty-four-adjacent-4k-reads-are-one-dma-and-one-fence",
-        test_sixty_four_adjacent_4k_reads_are_one_dma_and_one_fence);
-    g_test_add_func("/transfer-gpu/overlapping-upload-items-apply-in-order",
-                    test_overlapping_upload_items_apply_in_order);
-    g_test_add_func(
-        "/transfer-gpu/fill-and-clear-use-device-memset-and-upload-nothing",
-        test_fill_and_clear_use_device_memset_and_upload_nothing);
-    g_test_add_func("/transfer-gpu/zero-length-transfers-cost-nothing",
-                    test_zero_length_transfers_cost_nothing);
-    g_test_add_func("/transfer-gpu/bad-input-is-a-typed-error-with-nothing-moved",
-                    test_bad_input_is_a_typed_error_with_nothing_moved);
-    g_test_add_func(
-        "/transfer-gpu/host-register-refuses-overlaps-and-unknown-pointers",
-        test_host_register_refuses_overlaps_and_unknown_pointers);
-    g_test_add_func(
-        "/transfer-gpu/async-uploads-complete-at-sync-and-order-later-transfers",
-        test_async_uploads_complete_at_sync_and_order_later_transfers);
-    g_test_add_func("/transfer-gpu/fill-after-a-pending-async-upload-lands-last",
-                    test_fill_after_a_pending_async_upload_lands_last);
-    g_test_add_func("/transfer-gpu/round-trips-from-many-threads-at-once",
-                    test_round_trips_from_many_threads_at_once);
-    return g_test_run();
+    return transfer_test_main(argc, argv, "transfer", cases,
+                              G_N_ELEMENTS(cases));
 }

@@ -6,8 +6,11 @@
 #ifndef CURD_TRANSFER_TEST_H
 #define CURD_TRANSFER_TEST_H
 
+#include <dlfcn.h>
 #include <glib.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "curd.h"
@@ -109,6 +112,93 @@ static inline unsigned char *transfer_test_contents(curd_device *device,
     g_assert_cmpint(curd_buffer_download(device, buffer, bytes, len), ==,
                     CURD_OK);
     return bytes;
+}
+
+/* ------------------------------------------------------------------------
+ * Running the GPU tests, on a GPU or on the stand-in driver
+ *
+ * test-<area>-gpu.c is built twice: as itself, against whatever libcuda
+ * the host has (skipping without one), and through test-<area>-fake.c,
+ * which defines TRANSFER_TEST_ON_FAKE and includes it: then the stand-in
+ * libcuda built beside the program (tests/fake/) is loaded, no skip is
+ * allowed, and after every test the fake must hold no memory, stream,
+ * event, registration, module or context retain: what curd created, it
+ * destroyed.
+ * ---------------------------------------------------------------------- */
+
+#ifdef TRANSFER_TEST_ON_FAKE
+#define TRANSFER_TEST_FAKE true
+#define TRANSFER_TEST_SUFFIX "-fake"
+#else
+#define TRANSFER_TEST_FAKE false
+#define TRANSFER_TEST_SUFFIX "-gpu"
+#endif
+
+typedef struct transfer_test_case {
+    const char *path;
+    void (*run)(void);
+} transfer_test_case;
+
+/* The stand-in driver's count of live objects of a kind; -1 when it is not
+ * the loaded driver. */
+static inline long transfer_test_fake_live(const char *what)
+{
+    const char *path = g_getenv("CURD_LIBCUDA");
+    void *fake;
+    long (*live)(const char *);
+    long count = -1;
+    if (path == NULL)
+        return -1;
+    fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (fake == NULL)
+        return -1;
+    live = (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
+    if (live != NULL)
+        count = live(what);
+    dlclose(fake);
+    return count;
+}
+
+static inline void transfer_test_run_case(gconstpointer data)
+{
+    static const char *const kinds[] = {
+        "device_memory", "host_memory", "registered", "stream",
+        "event",         "module",      "context_retains",
+    };
+    const transfer_test_case *test_case = data;
+    test_case->run();
+    if (!TRANSFER_TEST_FAKE || g_test_failed())
+        return;
+    for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++) {
+        long live = transfer_test_fake_live(kinds[i]);
+        if (live != 0)
+            g_error("%s: the stand-in driver holds %ld %s after the test",
+                    test_case->path, live, kinds[i]);
+    }
+}
+
+static inline int transfer_test_main(int argc, char **argv, const char *area,
+                                     const transfer_test_case *cases,
+                                     size_t count)
+{
+    if (TRANSFER_TEST_FAKE) {
+        char *exe = g_file_read_link("/proc/self/exe", NULL);
+        char *dir = exe != NULL ? g_path_get_dirname(exe) : g_strdup(".");
+        char *fake = g_build_filename(dir, "libcuda-fake.so.1", NULL);
+        g_setenv("CURD_LIBCUDA", fake, TRUE);
+        g_setenv("CURD_REQUIRE_GPU", "1", TRUE);
+        g_free(fake);
+        g_free(dir);
+        g_free(exe);
+    }
+    g_test_init(&argc, &argv, NULL);
+    for (size_t i = 0; i < count; i++) {
+        char *path = g_strconcat("/", area, TRANSFER_TEST_SUFFIX, "/",
+                                 cases[i].path, NULL);
+        g_test_add_data_func(path, &cases[i], transfer_test_run_case);
+        g_free(path);
+    }
+    return g_test_run();
 }
 
 #endif
