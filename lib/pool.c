@@ -144,6 +144,8 @@ typedef struct pool_block {
     unsigned class_index;
     struct pool_block *next;
 } pool_block;
+_Static_assert(sizeof(pool_block) <= CACHE_LINE,
+               "a block record fits the cache line it is allocated as");
 
 typedef struct class_stack {
     pool_block *top;
@@ -936,7 +938,10 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
 {
     if (!global_room(pool))
         return fail_counters_full(pool, "acquire");
-    pool_block *block = malloc(sizeof *block);
+    /* A cache line of its own: a record is written on every acquire and
+     * release, by whichever thread holds it now, and records allocated one
+     * after the other by one thread may be used by different threads. */
+    pool_block *block = aligned_alloc(CACHE_LINE, CACHE_LINE);
     if (block == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "The %s pool could not allocate the %zu-byte host "
