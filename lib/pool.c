@@ -304,7 +304,7 @@ static void peak_raise(family_total *total, uint64_t value)
 /* amount is at most 2^62 (a class the pool holds) and the levels stay below
  * 2^62 + SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
  * caller has checked shard_room for allocated. */
-static void family_up(curdi_pool *pool, pool_shard *shard,
+static inline void family_up(curdi_pool *pool, pool_shard *shard,
                       enum pool_family family, uint64_t amount)
 {
     family_part *part = &shard->families[family];
@@ -315,8 +315,10 @@ static void family_up(curdi_pool *pool, pool_shard *shard,
     int64_t level = atomic_load_explicit(&pool->families[family].level,
                                          memory_order_relaxed) +
                     part->delta;
-    if (level <= 0)
-        return;
+    if (level <= 0 ||
+        (uint64_t)level <= atomic_load_explicit(&pool->families[family].peak,
+                                                memory_order_relaxed))
+        return; /* the common case: no new peak */
     /* Under concurrency the estimate can run ahead of the true level by
      * other shards' unflushed drops; never past what is surely a bound. */
     uint64_t estimate = (uint64_t)level;
@@ -331,7 +333,7 @@ static void family_up(curdi_pool *pool, pool_shard *shard,
     peak_raise(&pool->families[family], estimate);
 }
 
-static void family_down(curdi_pool *pool, pool_shard *shard,
+static inline void family_down(curdi_pool *pool, pool_shard *shard,
                         enum pool_family family, uint64_t amount)
 {
     family_part *part = &shard->families[family];
