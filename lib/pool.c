@@ -301,11 +301,11 @@ static void peak_raise(family_total *total, uint64_t value)
     }
 }
 
-/* amount is at most 2^62 (a class the pool holds) and the levels stay below
- * 2^62 + SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
- * caller has checked shard_room for allocated. */
+/* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
+ * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The caller
+ * has checked shard_room for allocated. */
 static inline void family_up(curdi_pool *pool, pool_shard *shard,
-                      enum pool_family family, uint64_t amount)
+                             enum pool_family family, uint64_t amount)
 {
     family_part *part = &shard->families[family];
     part->allocated += amount;
@@ -334,7 +334,7 @@ static inline void family_up(curdi_pool *pool, pool_shard *shard,
 }
 
 static inline void family_down(curdi_pool *pool, pool_shard *shard,
-                        enum pool_family family, uint64_t amount)
+                               enum pool_family family, uint64_t amount)
 {
     family_part *part = &shard->families[family];
     part->freed += amount;
