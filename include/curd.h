@@ -340,7 +340,7 @@ CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer);
  *    one DMA straight to or from it.
  *  - Transfers larger than a staging chunk (1 to 8 MiB) are pipelined: the
  *    host copy of one chunk overlaps the DMA of the next, and large copies
- *    are split among up to 4 copy threads that the device starts on first
+ *    are split among up to 6 copy threads that the device starts on first
  *    use.
  *  - Counters, added only on success: h2d_bytes and d2h_bytes count the
  *    bytes that cross the bus (a fused span once); copy_ops counts DMAs (a

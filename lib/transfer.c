@@ -50,9 +50,9 @@
  * rather than wait.
  * ---------------------------------------------------------------------- */
 
-#define CURDI_COPY_TEAM_MAX 4u
+#define CURDI_COPY_TEAM_MAX 6u
 /* The engine splits host copies into pieces of this size for the team. */
-#define CURDI_COPY_PIECE_BYTES ((uint64_t)512 * 1024)
+#define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
 /* Below this, waking the workers costs more than it saves. */
 #define CURDI_COPY_PARALLEL_MIN ((size_t)1024 * 1024)
 

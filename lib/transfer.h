@@ -54,7 +54,7 @@ typedef struct curdi_copy_piece {
 typedef struct curdi_copy_team curdi_copy_team;
 
 /* Starts up to worker_count threads (0: a number from the processors
- * online, at most 4). Fewer may start if the system refuses; a team of
+ * online, at most 6). Fewer may start if the system refuses; a team of
  * none still works (the caller copies alone). CURD_E_OUT_OF_MEMORY only
  * when the team itself cannot be allocated. */
 curd_status curdi_copy_team_create(unsigned worker_count,
