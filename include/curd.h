@@ -345,8 +345,9 @@ CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer);
  *  - Counters, added only on success: h2d_bytes and d2h_bytes count the
  *    bytes that cross the bus (a fused span once); copy_ops counts DMAs (a
  *    span is cut at chunk boundaries, one DMA per piece); fences counts one
- *    per call that moved bytes. A call that moves nothing costs no stream
- *    and no fence.
+ *    per call that moved bytes (inside a pipelined transfer, the event
+ *    waits that recycle staging chunks are flow control, not fences). A
+ *    call that moves nothing costs no stream and no fence.
  *  - A transfer or fill of a buffer with asynchronous uploads pending runs
  *    on the upload stream, after them.
  *  - When a transfer fails, nothing is counted and nothing outside the

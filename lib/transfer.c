@@ -35,6 +35,7 @@
 #include "device.h"
 #include "driver.h"
 #include "resident.h"
+#include "staging.h"
 #include "status.h"
 
 /* ------------------------------------------------------------------------
@@ -1261,6 +1262,7 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
     curdi_xfer_ops ops = {curdi_gpu_copy, curdi_gpu_mark, curdi_gpu_wait,
                           curdi_gpu_finish, &gpu};
     unsigned char *slots[3] = {NULL, NULL, NULL};
+    curdi_staging staging[3];
     uint64_t chunk_bytes = 0;
     uint64_t chunk_count = 0;
     unsigned slot_count = 0;
@@ -1309,14 +1311,15 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
                               &pooled_stream);
     if (status != CURD_OK)
         goto done;
+    /* The staging areas come through lib/staging.h like every staged
+     * transfer's; the engine does its own copies into them, since they go
+     * piece by piece and in parallel. */
     for (; slots_taken < slot_count; slots_taken++) {
-        uint64_t address = 0;
-        size_t class_bytes = 0;
-        status = curdi_pool_acquire(device->pinned_pool, (size_t)chunk_bytes,
-                                    &address, &class_bytes);
+        status = curdi_staging_acquire(device->pinned_pool, (size_t)chunk_bytes,
+                                       &staging[slots_taken]);
         if (status != CURD_OK)
             goto done;
-        slots[slots_taken] = (unsigned char *)(uintptr_t)address;
+        slots[slots_taken] = staging[slots_taken].host;
     }
     if (event_count > 0) {
         status = curdi_events_acquire(device, gpu.events, event_count);
@@ -1338,8 +1341,7 @@ done:
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
     for (unsigned index = 0; index < slots_taken; index++)
-        (void)curdi_pool_release(device->pinned_pool,
-                                 (uint64_t)(uintptr_t)slots[index]);
+        (void)curdi_staging_release(&staging[index]);
     if (pooled_stream && gpu.stream != NULL)
         curdi_stream_release(device, gpu.stream);
     curdi_registry_unuse_items(device, items, count);
