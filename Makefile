@@ -177,8 +177,8 @@ VALGRIND := CURD_LIBCUDA=/nonexistent/libcuda.so.1 \
     $(addprefix --suppressions=,$(wildcard /usr/share/glib-2.0/valgrind/glib.supp))
 
 # A fuzz step that exits 77 counts as skipped (fuzz/fuzz.mk not there yet).
-FUZZ_SMOKE_STEP := if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuzz-smoke; \
-                   else echo "fuzz/fuzz.mk not present"; exit 77; fi
+FUZZ_SMOKE_STEP = if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuzz-smoke; \
+                  else echo "fuzz/fuzz.mk not present"; exit 77; fi
 
 # The sanitizer runs are one step each in `make check`: the log stays in
 # $(BUILD)/; shown are its summary line and, on a failure, what is not a
