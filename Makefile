@@ -224,7 +224,7 @@ check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-tsan CC=clang \
 	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
-	    build-tsan/libcurd.a $(TSAN_BINS)
+	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 $(TSAN_BINS)
 	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	    tests/run-tests.sh --wrap '$(TSAN_RUN)' $(TSAN_BINS)
 
