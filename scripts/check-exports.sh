@@ -1,6 +1,7 @@
 #!/bin/sh
 # Proves that a built libcurd shared object exports exactly the public API:
-#   - its SONAME is libcurd.so.MAJOR;
+#   - its SONAME is libcurd.so.MAJOR, MAJOR read from its libcurd.so.X.Y.Z
+#     file name;
 #   - every defined dynamic symbol is a curd_* symbol with a CURD_* version
 #     (lib/curd.map), or that version node itself;
 #   - every function declared CURD_API in include/curd.h is exported, and
@@ -9,7 +10,7 @@
 set -eu
 so=${1:?usage: check-exports.sh LIBRARY [HEADER]}
 header=${2:-include/curd.h}
-major=$(sed -n 's/^#define CURD_VERSION_MAJOR \([0-9]*\).*/\1/p' "$header")
+major=$(basename "$so" | sed -n 's/^libcurd\.so\.\([0-9]*\)\..*/\1/p')
 fail=0
 
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')

@@ -3,12 +3,13 @@
 # that dpkg-gensymbols -c4 (debian/rules) finds it exact.
 #
 # usage: scripts/gen-symbols.sh [--check] [LIBRARY]
-#   LIBRARY defaults to build/libcurd.so.VERSION (run `make lib` first).
+#   LIBRARY defaults to build/libcurd.so.X.Y.Z (run `make lib` first).
 #   --check   write nothing; exit 1 and show the difference when the file
 #             is not what it would be regenerated to.
 #
 # A symbol already listed keeps its minimum version; a new one gets the
-# version in include/curd.h. A listed symbol that the library no longer
+# library's version (X.Y.Z of its file name, which the Makefile takes from
+# include/curd.h). A listed symbol that the library no longer
 # exports would break every program linked against it: the script refuses.
 set -eu
 check=0
@@ -16,14 +17,12 @@ if [ "${1:-}" = "--check" ]; then
     check=1
     shift
 fi
-version() {
-    sed -n "s/^#define CURD_VERSION_$1 \\([0-9]*\\).*/\\1/p" include/curd.h
-}
-major=$(version MAJOR)
-current="$major.$(version MINOR).$(version PATCH)"
-so=${1:-build/libcurd.so.$current}
+so=${1:-$(ls build/libcurd.so.*.*.* 2>/dev/null | head -n 1)}
+[ -f "$so" ] || { echo "gen-symbols.sh: no ${so:-build/libcurd.so.X.Y.Z}; run make lib first" >&2; exit 1; }
+# libcurd.so.X.Y.Z: X is the SONAME's number, X.Y.Z the current version.
+current=$(basename "$so" | sed -n 's/^libcurd\.so\.//p')
+major=${current%%.*}
 symbols=debian/libcurd1.symbols
-[ -f "$so" ] || { echo "gen-symbols.sh: $so not found; run make lib first" >&2; exit 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
