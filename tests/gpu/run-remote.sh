@@ -37,7 +37,11 @@ grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
 if command -v compute-sanitizer >/dev/null; then
     for t in test-transfer-gpu test-resident-gpu test-pool-gpu; do
         [ -x "build/tests/$t" ] || continue
-        step "memcheck-$t" compute-sanitizer --tool memcheck --leak-check full \
+        # The pool test runs the device out of memory on purpose: the driver's
+        # out-of-memory answers it provokes are not errors there.
+        api_errors=explicit
+        [ "$t" = test-pool-gpu ] && api_errors=no
+        step "memcheck-$t" compute-sanitizer --tool memcheck --leak-check full --report-api-errors "$api_errors" \
             --error-exitcode 9 "build/tests/$t"
     done
 fi
