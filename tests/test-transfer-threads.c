@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copyteam.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
-#include "transfer.h"
 
 enum { THREADS = 6, ROUNDS = 12 };
 

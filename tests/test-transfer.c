@@ -13,9 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copyteam.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
-#include "transfer.h"
+#include "xfer.h"
 
 /* ------------------------------------------------------------------------
  * A deferred-DMA device

@@ -1,0 +1,45 @@
+/* copyteam.h - a few threads per device that split a large host memcpy.
+ *
+ * Pure: host threads and memcpy only, no driver. The transfer engine
+ * (lib/xfer.c) uses a team to copy into and out of pinned staging at what
+ * a DMA engine takes, which one core cannot; tests/test-transfer.c drives
+ * it on the CPU. */
+#ifndef CURD_LIB_COPYTEAM_H
+#define CURD_LIB_COPYTEAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+
+/* The engine splits host copies into pieces of this size for the team. */
+#define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
+/* Below this, waking the workers costs more than it saves. */
+#define CURDI_COPY_PARALLEL_MIN ((size_t)1024 * 1024)
+
+/* One host copy. The ranges of the pieces of one job must not overlap
+ * each other's destinations (the team runs them in any order, at once). */
+typedef struct curdi_copy_piece {
+    void *dst;
+    const void *src;
+    size_t byte_len;
+} curdi_copy_piece;
+
+typedef struct curdi_copy_team curdi_copy_team;
+
+/* Starts up to worker_count threads (0: a number from the processors
+ * online, at most 6). Fewer may start if the system refuses; a team of
+ * none still works (the caller copies alone). CURD_E_OUT_OF_MEMORY only
+ * when the team itself cannot be allocated. */
+curd_status curdi_copy_team_create(unsigned worker_count,
+                                   curdi_copy_team **out_team);
+/* Joins the workers. NULL-safe. */
+void curdi_copy_team_destroy(curdi_copy_team *team);
+unsigned curdi_copy_team_workers(const curdi_copy_team *team);
+/* Copies every piece, the calling thread taking part. team may be NULL,
+ * and a team busy with another caller's job is not waited for: the caller
+ * then copies alone. Returns when every byte is copied. */
+void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
+                         size_t count);
+
+#endif
