@@ -49,6 +49,9 @@ struct curdi_host_registry {
     curdi_async_entry *pending; /* in enqueue order */
     size_t pending_count;
     size_t pending_capacity;
+    /* Entries promised to uploads between reserve and commit or cancel:
+     * the room each reserve made stays theirs. */
+    size_t pending_reserved;
     uint64_t next_serial;
     curdi_cu_event *idle_events;
     size_t idle_event_count;
@@ -287,8 +290,11 @@ curd_status curdi_hostreg_async_reserve(curd_device *device, const void *src,
     /* Room for the pending entry first, so nothing can fail after the
      * copy is enqueued. */
     pthread_mutex_lock(&registry->lock);
+    /* pending_count + pending_reserved entries exist or are promised, each
+     * a byte of memory at least: the sum cannot wrap. */
     if (!curdi_grow((void **)&registry->pending, &registry->pending_capacity,
-                    registry->pending_count + 1u, sizeof *registry->pending)) {
+                    registry->pending_count + registry->pending_reserved + 1u,
+                    sizeof *registry->pending)) {
         pthread_mutex_unlock(&registry->lock);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: could not grow the list of pending uploads."
@@ -296,6 +302,7 @@ curd_status curdi_hostreg_async_reserve(curd_device *device, const void *src,
                           " host memory.",
                           what);
     }
+    registry->pending_reserved++;
     *out_range_key = curdi_registry_use(registry, src, byte_len);
     pthread_mutex_unlock(&registry->lock);
     return CURD_OK;
@@ -305,6 +312,7 @@ void curdi_hostreg_async_cancel(curd_device *device, uintptr_t range_key)
 {
     struct curdi_host_registry *registry = device->host_registry;
     pthread_mutex_lock(&registry->lock);
+    registry->pending_reserved--;
     curdi_registry_unuse(registry, range_key);
     pthread_mutex_unlock(&registry->lock);
 }
@@ -314,6 +322,7 @@ void curdi_hostreg_async_commit(curd_device *device, uint64_t buffer_id,
 {
     struct curdi_host_registry *registry = device->host_registry;
     pthread_mutex_lock(&registry->lock);
+    registry->pending_reserved--;
     registry->pending[registry->pending_count++] =
         (curdi_async_entry){buffer_id, range_key, registry->next_serial++};
     pthread_mutex_unlock(&registry->lock);
