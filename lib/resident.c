@@ -244,6 +244,24 @@ curd_status curdi_handle_table_find(const curdi_handle_table *table,
     return CURD_OK;
 }
 
+curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
+                                             uint64_t id)
+{
+    uint32_t index = curdi_handle_id_index(id);
+    curdi_handle_slot *slot;
+    /* The conditions of curdi_handle_table_find, without the sentences: a
+     * live slot's generation is never 0, so a zero generation fails the
+     * last comparison. */
+    if (id == 0 || curdi_handle_id_tag(id) != table->tag
+        || index >= table->slot_count)
+        return NULL;
+    slot = &table->slots[index];
+    if (slot->state != CURDI_SLOT_LIVE
+        || slot->generation != curdi_handle_id_generation(id))
+        return NULL;
+    return slot;
+}
+
 void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id)
 {
     uint32_t index = curdi_handle_id_index(id);
@@ -375,7 +393,8 @@ void curdi_resident_stats_reset(curd_device *device)
     pthread_mutex_unlock(&resident->lock);
 }
 
-/* "<what>" for one item, "<what> item <i>" in a batch. */
+/* "<what>" for one item, "<what> item <i>" in a batch. Formatted only for
+ * an error message. */
 static const char *curdi_use_what(const char *what, size_t count, size_t index,
                                   char *scratch, size_t scratch_len)
 {
@@ -395,10 +414,13 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
     curd_status status = CURD_OK;
     pthread_mutex_lock(&resident->lock);
     for (index = 0; index < count; index++) {
-        curdi_handle_slot *slot;
-        status = curdi_handle_table_find(
-            &resident->table, ids[index],
-            curdi_use_what(what, count, index, scratch, sizeof scratch), &slot);
+        curdi_handle_slot *slot =
+            curdi_handle_table_lookup(&resident->table, ids[index]);
+        if (slot == NULL)
+            status = curdi_handle_table_find(
+                &resident->table, ids[index],
+                curdi_use_what(what, count, index, scratch, sizeof scratch),
+                &slot);
         if (status == CURD_OK && slot->use_count == UINT32_MAX)
             status = curdi_fail(CURD_E_BUSY,
                                 "%s: curd_buffer 0x%016" PRIx64 " has %" PRIu32

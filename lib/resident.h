@@ -102,6 +102,10 @@ curd_status curdi_handle_table_insert(curdi_handle_table *table,
 curd_status curdi_handle_table_find(const curdi_handle_table *table,
                                     uint64_t id, const char *what,
                                     curdi_handle_slot **out_slot);
+/* The live slot id names, or NULL exactly when curdi_handle_table_find
+ * fails; it sets no error (for hot paths that word one only on failure). */
+curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
+                                             uint64_t id);
 /* Frees the live slot of id (which the caller has just found): its
  * generation moves on, so id and every copy of it are stale from now on. */
 void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id);

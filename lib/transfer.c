@@ -385,7 +385,9 @@ static void curdi_prepared_release(curd_device *device,
     prepared->ids = NULL;
 }
 
-/* "<what>" for a single transfer, "<what> item <i>" in a batch. */
+/* "<what>" for a single transfer, "<what> item <i>" in a batch. Formatted
+ * only on the way to an error message: a label per item would cost a
+ * batch more than its bytes. */
 static const char *curdi_item_what(const char *what, bool batch, size_t index,
                                    char *scratch, size_t scratch_len)
 {
@@ -464,30 +466,33 @@ static curd_status curdi_prepare(curd_device *device, const char *what,
 
     for (size_t index = 0; index < count; index++) {
         const curdi_call_item *call = &calls[index];
-        const char *item_what =
-            curdi_item_what(what, batch, index, scratch, sizeof scratch);
         uintptr_t end;
         if (call->byte_len != 0 && call->host == NULL)
             return curdi_fail(CURD_E_INVALID_ARGUMENT,
                               "%s: %s is NULL for %zu bytes; nothing was"
                               " moved. Fix: pass caller memory of at least"
                               " that many bytes.",
-                              item_what, upload ? "src" : "dst",
-                              call->byte_len);
+                              curdi_item_what(what, batch, index, scratch,
+                                              sizeof scratch),
+                              upload ? "src" : "dst", call->byte_len);
         if (call->byte_len > call->capacity)
             return curdi_fail(CURD_E_RANGE,
                               "%s: %zu bytes asked for, but dst_capacity is"
                               " only %zu; nothing was moved. Fix: pass a"
                               " destination of at least byte_len bytes, or"
                               " ask for fewer.",
-                              item_what, call->byte_len, call->capacity);
+                              curdi_item_what(what, batch, index, scratch,
+                                              sizeof scratch),
+                              call->byte_len, call->capacity);
         if (__builtin_add_overflow((uintptr_t)call->host, call->byte_len,
                                    &end))
             return curdi_fail(CURD_E_OVERFLOW,
                               "%s: host address %p plus %zu bytes passes the"
                               " end of the address space; nothing was"
                               " moved. Fix: pass a valid host range.",
-                              item_what, (void *)call->host, call->byte_len);
+                              curdi_item_what(what, batch, index, scratch,
+                                              sizeof scratch),
+                              (void *)call->host, call->byte_len);
         if (!curdi_u64_add(prepared->total_bytes, call->byte_len,
                            &prepared->total_bytes))
             return curdi_fail(CURD_E_OVERFLOW,
@@ -532,10 +537,16 @@ static curd_status curdi_prepare(curd_device *device, const char *what,
     for (size_t index = 0; index < count; index++) {
         const curdi_call_item *call = &calls[index];
         curdi_xfer_item *item = &prepared->items[index];
-        status = curdi_range_check(
-            call->offset, call->byte_len, prepared->uses[index].byte_len,
-            curdi_item_what(what, batch, index, scratch, sizeof scratch));
-        if (status != CURD_OK) {
+        size_t buffer_len = prepared->uses[index].byte_len;
+        /* offset + byte_len <= buffer_len without overflow: exactly when
+         * curdi_range_check passes, which words the error otherwise. */
+        if (call->offset > buffer_len
+            || call->byte_len > buffer_len - call->offset) {
+            status = curdi_range_check(call->offset, call->byte_len,
+                                       buffer_len,
+                                       curdi_item_what(what, batch, index,
+                                                       scratch,
+                                                       sizeof scratch));
             curdi_prepared_release(device, prepared);
             return status;
         }

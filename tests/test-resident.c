@@ -78,6 +78,8 @@ static void assert_live(const curdi_handle_table *table, uint64_t id,
                     CURD_OK);
     g_assert_cmpuint(slot->device_ptr, ==, ptr);
     g_assert_cmpuint(slot->byte_len, ==, len);
+    /* The silent lookup of the hot paths agrees. */
+    g_assert_true(curdi_handle_table_lookup(table, id) == slot);
 }
 
 static void assert_stale(const curdi_handle_table *table, uint64_t id)
@@ -87,6 +89,7 @@ static void assert_stale(const curdi_handle_table *table, uint64_t id)
                     CURD_E_STALE_HANDLE);
     g_assert_null(slot);
     g_assert_nonnull(strstr(curd_last_error(), "Fix: "));
+    g_assert_null(curdi_handle_table_lookup(table, id));
 }
 
 static void test_init_refuses_zero_tag_and_too_many_slots(void)
@@ -359,6 +362,39 @@ static void test_random_insert_remove_matches_a_model(void)
     for (guint i = 0; i < dead->len; i++)
         assert_stale(&table, g_array_index(dead, uint64_t, i));
     g_array_free(dead, TRUE);
+    curdi_handle_table_fini(&table);
+}
+
+/* The silent lookup fails exactly when find does, on made-up ids near the
+ * live ones: every tag, generation and index a bit off. */
+static void test_lookup_agrees_with_find_on_any_id(void)
+{
+    curdi_handle_table table;
+    uint64_t ids[64];
+    table_init(&table, 300, 0);
+    for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
+        ids[i] = table_insert(&table, 0x1000u * (i + 1u), i + 1u);
+    for (size_t i = 0; i < G_N_ELEMENTS(ids); i += 3)
+        curdi_handle_table_remove(&table, ids[i]);
+    for (int round = 0; round < 100000; round++) {
+        uint64_t base = ids[g_test_rand_int_range(0, G_N_ELEMENTS(ids))];
+        uint16_t tag = (uint16_t)(curdi_handle_id_tag(base)
+                                  + g_test_rand_int_range(-1, 2));
+        uint32_t generation = curdi_handle_id_generation(base)
+                              + (uint32_t)g_test_rand_int_range(-1, 2);
+        uint32_t index = curdi_handle_id_index(base)
+                         + (uint32_t)g_test_rand_int_range(-2, 3);
+        uint64_t id = g_test_rand_int_range(0, 50) == 0
+                          ? (uint64_t)g_test_rand_int_range(0, 4)
+                          : curdi_handle_id_make(tag, generation, index);
+        curdi_handle_slot *found = NULL;
+        curd_status status = curdi_handle_table_find(&table, id, "t", &found);
+        curdi_handle_slot *looked_up = curdi_handle_table_lookup(&table, id);
+        if (status == CURD_OK)
+            g_assert_true(looked_up == found);
+        else
+            g_assert_null(looked_up);
+    }
     curdi_handle_table_fini(&table);
 }
 
@@ -768,6 +804,8 @@ int main(int argc, char **argv)
                     test_slot_retires_instead_of_wrapping_its_generation);
     g_test_add_func("/resident/table/random-insert-remove-matches-a-model",
                     test_random_insert_remove_matches_a_model);
+    g_test_add_func("/resident/table/lookup-agrees-with-find-on-any-id",
+                    test_lookup_agrees_with_find_on_any_id);
     g_test_add_func(
         "/resident/room/budget-is-nine-tenths-of-total-capped-by-free-plus-resident",
         test_budget_is_nine_tenths_of_total_capped_by_free_plus_resident);

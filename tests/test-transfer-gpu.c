@@ -506,6 +506,8 @@ typedef struct bad_case {
     curd_status expected;
     curd_status (*run)(curd_device *, curd_buffer, curd_buffer, curd_buffer,
                        unsigned char *, unsigned char *);
+    /* What the sentence must say: the call and, in a batch, the item. */
+    const char *says;
 } bad_case;
 
 enum { BAD_LEN = 4096 };
@@ -680,29 +682,45 @@ static curd_status bad_async_past_end(curd_device *d, curd_buffer a,
 }
 
 static const bad_case bad_cases[] = {
-    {"upload of the wrong length", CURD_E_RANGE, bad_upload_wrong_length},
-    {"download of the wrong length", CURD_E_RANGE, bad_download_wrong_length},
-    {"offset past the end", CURD_E_RANGE, bad_offset_past_end},
-    {"range past the end", CURD_E_RANGE, bad_range_past_end},
-    {"overflowing length", CURD_E_OVERFLOW, bad_overflowing_length},
-    {"capacity too small", CURD_E_RANGE, bad_capacity_too_small},
-    {"NULL source", CURD_E_INVALID_ARGUMENT, bad_null_source},
-    {"NULL destination", CURD_E_INVALID_ARGUMENT, bad_null_destination},
-    {"stale handle", CURD_E_STALE_HANDLE, bad_stale_handle},
-    {"another device's handle", CURD_E_STALE_HANDLE, bad_other_device_handle},
+    {"upload of the wrong length", CURD_E_RANGE, bad_upload_wrong_length,
+     "curd_buffer_upload: byte_len is 4095"},
+    {"download of the wrong length", CURD_E_RANGE, bad_download_wrong_length,
+     "curd_buffer_download [0, 4097)"},
+    {"offset past the end", CURD_E_RANGE, bad_offset_past_end,
+     "curd_buffer_upload_at [4097, 4097)"},
+    {"range past the end", CURD_E_RANGE, bad_range_past_end,
+     "curd_buffer_upload_at [10, 4097)"},
+    {"overflowing length", CURD_E_OVERFLOW, bad_overflowing_length,
+     "curd_buffer_download_range at offset 18446744073709551614"},
+    {"capacity too small", CURD_E_RANGE, bad_capacity_too_small,
+     "curd_buffer_download_range: 100 bytes asked for"},
+    {"NULL source", CURD_E_INVALID_ARGUMENT, bad_null_source,
+     "curd_buffer_upload_at: src is NULL"},
+    {"NULL destination", CURD_E_INVALID_ARGUMENT, bad_null_destination,
+     "curd_buffer_download_range: dst is NULL"},
+    {"stale handle", CURD_E_STALE_HANDLE, bad_stale_handle,
+     "curd_buffer_upload_at: curd_buffer 0x"},
+    {"another device's handle", CURD_E_STALE_HANDLE, bad_other_device_handle,
+     "curd_buffer_upload_at: curd_buffer 0x"},
     {"batch whose last item passes the end", CURD_E_RANGE,
-     bad_batch_last_item_past_end},
+     bad_batch_last_item_past_end, "curd_upload_batch item 3 [4091, 4097)"},
     {"batch with a foreign item", CURD_E_STALE_HANDLE,
-     bad_batch_with_a_stale_item},
+     bad_batch_with_a_stale_item, "curd_download_batch item 1: curd_buffer 0x"},
     {"batch with a small capacity in the middle", CURD_E_RANGE,
-     bad_batch_capacity_in_the_middle},
+     bad_batch_capacity_in_the_middle,
+     "curd_download_batch item 1: 100 bytes asked for"},
     {"batch with overlapping destinations", CURD_E_INVALID_ARGUMENT,
-     bad_batch_overlapping_destinations},
-    {"batch of NULL items", CURD_E_INVALID_ARGUMENT, bad_batch_null_items},
+     bad_batch_overlapping_destinations,
+     "curd_download_batch: the destinations of items 0 and 1 overlap"},
+    {"batch of NULL items", CURD_E_INVALID_ARGUMENT, bad_batch_null_items,
+     "curd_upload_batch: items is NULL"},
     {"batch with an overflowing item", CURD_E_OVERFLOW,
-     bad_batch_overflowing_item},
-    {"fill past the end", CURD_E_RANGE, bad_fill_past_end},
-    {"asynchronous upload past the end", CURD_E_RANGE, bad_async_past_end},
+     bad_batch_overflowing_item,
+     "curd_upload_batch item 1 at offset 18446744073709551615"},
+    {"fill past the end", CURD_E_RANGE, bad_fill_past_end,
+     "curd_buffer_fill [1, 4097)"},
+    {"asynchronous upload past the end", CURD_E_RANGE, bad_async_past_end,
+     "curd_buffer_upload_async [4096, 4097)"},
 };
 
 static void test_bad_input_is_a_typed_error_with_nothing_moved(void)
@@ -736,6 +754,9 @@ static void test_bad_input_is_a_typed_error_with_nothing_moved(void)
                     curd_status_name(status), curd_status_name(c->expected),
                     curd_last_error());
         g_assert_nonnull(strstr(curd_last_error(), "Fix: "));
+        if (strstr(curd_last_error(), c->says) == NULL)
+            g_error("%s: the error does not say \"%s\": %s", c->name, c->says,
+                    curd_last_error());
         transfer_test_snapshot after = transfer_test_take(device);
         /* The stale-handle case allocates and frees a helper buffer. */
         if (c->run == bad_stale_handle) {
