@@ -91,7 +91,6 @@
 #include "pool.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -107,6 +106,10 @@
 #define SLOTS_MAX 1024u
 #define INITIAL_BUCKETS 16u
 #define CACHE_LINE 64u
+/* Intel's L2 fetches cache lines in 128-byte aligned pairs (the adjacent
+ * line prefetcher), so data written by different threads is kept a pair
+ * apart, not just a line. */
+#define LINE_PAIR 128u
 
 /* A shard's share of a cumulative counter: the sum of SHARD_COUNT shares
  * stays within 2^64 - 1. */
@@ -161,7 +164,7 @@ typedef struct family_part {
 } family_part;
 
 typedef struct pool_shard {
-    _Alignas(CACHE_LINE) pthread_mutex_t lock;
+    _Alignas(LINE_PAIR) atomic_bool lock; /* shard_lock() says why not a mutex */
     class_stack *stacks; /* one per class */
     pool_block **buckets;
     size_t bucket_count; /* a power of two */
@@ -213,8 +216,12 @@ struct curdi_pool {
  * Threads and shards
  * ---------------------------------------------------------------------- */
 static atomic_uint next_thread_shard;
-/* The calling thread's shard index + 1; 0 until its first pool call. */
-static _Thread_local unsigned thread_shard;
+/* The calling thread's shard index + 1; 0 until its first pool call.
+ * initial-exec: in libcurd.so the default model calls __tls_get_addr on
+ * every access (each acquire and each release); 4 bytes of the static TLS
+ * surplus that glibc keeps for dlopen'ed libraries avoid that. */
+static _Thread_local unsigned thread_shard
+    __attribute__((tls_model("initial-exec")));
 
 static unsigned own_shard_index(void)
 {
@@ -229,14 +236,45 @@ static unsigned own_shard_index(void)
     return index - 1u;
 }
 
-static void shard_lock(pool_shard *shard)
+/* A shard lock is one flag: taking it is one atomic exchange, giving it
+ * back one release store. A pthread mutex adds a second locked instruction
+ * on unlock (the exchange that tells whether to wake a sleeper) and two
+ * calls: on the H100 host's Xeon an uncontended lock+unlock pair cost
+ * 23 ns as a mutex and 10.5 ns as exchange + store, and a cache hit
+ * (acquire+release, two pairs) went from 52 to 34 ns with the change. The
+ * price is that a waiter cannot sleep in the kernel: it spins, then
+ * yields. That suits these locks: a thread mostly takes its own shard's,
+ * critical sections are short (the longest, stats and trim, walk the
+ * shards' counters and stacks), and none is held across an upstream call,
+ * a callback or anything else that blocks. */
+static void shard_lock_wait(pool_shard *shard)
 {
-    pthread_mutex_lock(&shard->lock);
+    for (unsigned spins = 0;; spins++) {
+        if (!atomic_load_explicit(&shard->lock, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&shard->lock, true,
+                                      memory_order_acquire))
+            return;
+        if (spins < 100u) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else {
+            sched_yield(); /* the holder may have been preempted */
+        }
+    }
 }
 
-static void shard_unlock(pool_shard *shard)
+static inline void shard_lock(pool_shard *shard)
 {
-    pthread_mutex_unlock(&shard->lock);
+    if (__builtin_expect(
+            atomic_exchange_explicit(&shard->lock, true, memory_order_acquire),
+            false))
+        shard_lock_wait(shard);
+}
+
+static inline void shard_unlock(pool_shard *shard)
+{
+    atomic_store_explicit(&shard->lock, false, memory_order_release);
 }
 
 /* Trim, stats and destroy take every shard lock, always in index order;
@@ -670,7 +708,6 @@ static void free_shards(curdi_pool *pool, unsigned initialised)
 {
     for (unsigned i = 0; i < initialised; i++) {
         pool_shard *shard = &pool->shards[i];
-        pthread_mutex_destroy(&shard->lock);
         free(shard->stacks);
         free(shard->buckets);
     }
@@ -696,7 +733,7 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
                           "free.",
                           upstream->alloc == NULL ? "alloc" : "free");
     const char *name = config->name != NULL ? config->name : "memory";
-    /* sizeof is a multiple of the struct's 64-byte alignment. */
+    /* sizeof is a multiple of the struct's alignment (the shards'). */
     curdi_pool *pool = aligned_alloc(_Alignof(curdi_pool), sizeof *pool);
     unsigned class_count = curdi_size_class_count();
     uint32_t *slots = calloc(class_count, sizeof *slots);
@@ -744,8 +781,8 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
         shard->stacks = shard_calloc(class_count, sizeof *shard->stacks);
         shard->buckets = shard_calloc(INITIAL_BUCKETS, sizeof *shard->buckets);
         shard->bucket_count = INITIAL_BUCKETS;
-        if (shard->stacks == NULL || shard->buckets == NULL ||
-            pthread_mutex_init(&shard->lock, NULL) != 0) {
+        atomic_init(&shard->lock, false);
+        if (shard->stacks == NULL || shard->buckets == NULL) {
             free(shard->stacks);
             free(shard->buckets);
             free_shards(pool, i);
