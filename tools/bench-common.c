@@ -531,7 +531,9 @@ static void format_rate(char *out, size_t capacity,
 
 static const char *role_name(bench_role role)
 {
-    return role == BENCH_ROLE_CURD ? "curd" : "raw";
+    return role == BENCH_ROLE_CURD  ? "curd"
+           : role == BENCH_ROLE_REF ? "ref"
+                                    : "raw";
 }
 
 static const char *check_result(const bench_check *check)

@@ -105,7 +105,13 @@ void *bench_host_alloc(size_t byte_len, const char *what);
 /* ------------------------------------------------------------------------
  * Scenarios, variants, checks.
  * ---------------------------------------------------------------------- */
-typedef enum bench_role { BENCH_ROLE_RAW = 0, BENCH_ROLE_CURD = 1 } bench_role;
+/* REF: a reference that is neither the driver nor curd's own path (the
+ * machine's ceiling, say), printed as "ref". */
+typedef enum bench_role {
+    BENCH_ROLE_RAW = 0,
+    BENCH_ROLE_CURD = 1,
+    BENCH_ROLE_REF = 2
+} bench_role;
 
 /* Runs `iterations` operations back to back, including whatever fence
  * makes them complete; 0 on success, -1 after bench_fail(). */

@@ -8,7 +8,9 @@
  *                   cuMemFreeHost.
  * pool/threads      cache-hit throughput at 1, 2, 4 and 8 threads, with
  *                   cuMemAllocAsync + cuMemFreeAsync (a stream per thread)
- *                   at the same thread counts.
+ *                   at the same thread counts, and the machine's own
+ *                   ceiling: the same hits on a private pool per thread
+ *                   (nothing shared between threads).
  *
  * The internal pool calls (curdi_pool_acquire/release on the device's pool)
  * time the pool alone; curd_block_acquire/release time what an application
@@ -577,16 +579,29 @@ int bench_pool_pinned_hit(const bench_env *env)
  * done. Per-op time is wall time over the operations of all threads, so
  * ops/s = 1e9 / per-op ns and the speedup is the 1-thread per-op time over
  * the k-thread one.
+ *
+ * The reference: each worker also owns a private pool (over malloc, made
+ * on the worker's own thread so that its memory comes from that thread's
+ * malloc arena) and runs the same curdi_pool_acquire+release hits on it.
+ * Same code, same work, no data shared between threads: its speedup is
+ * what this machine allows for this work (its cores, hyperthread siblings,
+ * clocks, and the cost of locked instructions under load), and the shared
+ * pool is judged against it as well as against the issue's k-fold line.
  * ---------------------------------------------------------------------- */
 #define TEAM_MAX_THREADS 8
 /* "Near-linear": at least this fraction of k times the 1-thread rate. */
 #define TEAM_EFFICIENCY_TARGET 0.75
+/* Against the machine: the shared pool's k-thread rate is at least this
+ * fraction of k private pools' rate. */
+#define TEAM_CEILING_TARGET 0.9
 
 typedef enum team_mode {
     TEAM_POOL_INTERNAL = 0,
     TEAM_BLOCK_PUBLIC = 1,
-    TEAM_RAW_ASYNC = 2
+    TEAM_RAW_ASYNC = 2,
+    TEAM_PRIVATE_POOL = 3
 } team_mode;
+#define TEAM_MODES 4
 
 typedef struct team team;
 
@@ -594,6 +609,7 @@ typedef struct team_worker {
     team *team;
     pthread_t thread;
     pool_context context; /* with the worker's own raw stream */
+    pool_context private_context; /* the worker's private pool */
     bool started;
 } team_worker;
 
@@ -624,6 +640,10 @@ static int team_work(team_worker *worker, team_mode mode, uint64_t iterations)
     switch (mode) {
     case TEAM_POOL_INTERNAL:
         return op_pool_internal(context, iterations);
+    case TEAM_PRIVATE_POOL:
+        /* The context is entered as for the shared pool, so that the two
+         * differ only in what the threads share. */
+        return op_pool_internal(&worker->private_context, iterations);
     case TEAM_BLOCK_PUBLIC:
         return op_block_public(context, iterations);
     case TEAM_RAW_ASYNC:
@@ -637,10 +657,68 @@ static int team_work(team_worker *worker, team_mode mode, uint64_t iterations)
     return bench_fail("unknown team mode %d", (int)mode);
 }
 
+/* A host upstream for the private pools: their blocks are handed out and
+ * taken back, never used as memory. */
+static curd_status host_upstream_alloc(void *context, size_t byte_len,
+                                       uint64_t *out_address)
+{
+    void *memory = malloc(byte_len);
+    (void)context;
+    if (memory == NULL)
+        return CURD_E_OUT_OF_MEMORY;
+    *out_address = (uint64_t)(uintptr_t)memory;
+    return CURD_OK;
+}
+
+static curd_status host_upstream_free(void *context, uint64_t address,
+                                      size_t byte_len)
+{
+    (void)context;
+    (void)byte_len;
+    free((void *)(uintptr_t)address);
+    return CURD_OK;
+}
+
+/* Creates the worker's private pool on the worker's thread and primes it
+ * with one block of the class, then checks that the next acquire is a
+ * cache hit on that very block. */
+static int private_pool_start(team_worker *worker)
+{
+    const curdi_upstream upstream = {.alloc = host_upstream_alloc,
+                                     .free = host_upstream_free};
+    const curdi_pool_config config = {.name = "bench-private",
+                                      .cache_budget_bytes = 64 * BENCH_MIB};
+    pool_context *context = &worker->private_context;
+    curd_pool_stats stats;
+    uint64_t first = 0, again = 0;
+    size_t class_bytes = 0;
+    BENCH_CURD(curdi_pool_create(&upstream, &config, &context->pool));
+    BENCH_CURD(curdi_pool_acquire(context->pool, context->byte_len, &first,
+                                  &class_bytes));
+    BENCH_CURD(curdi_pool_release(context->pool, first));
+    BENCH_CURD(curdi_pool_acquire(context->pool, context->byte_len, &again,
+                                  &class_bytes));
+    BENCH_CURD(curdi_pool_release(context->pool, again));
+    curdi_pool_stats(context->pool, &stats);
+    if (again != first || stats.cache_hits != 1 || stats.cache_misses != 1)
+        return bench_fail("a private pool's second acquire was not a cache "
+                          "hit on the primed block (0x%llx, then 0x%llx; "
+                          "%llu hits, %llu misses)",
+                          (unsigned long long)first,
+                          (unsigned long long)again,
+                          (unsigned long long)stats.cache_hits,
+                          (unsigned long long)stats.cache_misses);
+    return 0;
+}
+
 static void *team_main(void *opaque)
 {
     team_worker *worker = opaque;
     team *crew = worker->team;
+    /* A failure here fails the first sample; the worker still meets the
+     * others at every barrier. */
+    if (private_pool_start(worker) != 0)
+        atomic_fetch_add(&crew->failures, 1);
     for (;;) {
         pthread_barrier_wait(&crew->start);
         if (crew->quit)
@@ -680,6 +758,9 @@ static void team_stop(team *crew)
         if (worker->started)
             pthread_join(worker->thread, NULL);
         worker->started = false;
+        /* After the join: the worker made it, the main thread frees it. */
+        curdi_pool_destroy(worker->private_context.pool);
+        worker->private_context.pool = NULL;
         if (worker->context.stream != NULL)
             bench_stream_release(crew->env, worker->context.stream);
         worker->context.stream = NULL;
@@ -706,6 +787,8 @@ static int team_start(team *crew, const bench_env *env, unsigned thread_count,
         worker->context.pool = env->device->device_pool;
         worker->context.kind = CURD_POOL_DEVICE;
         worker->context.byte_len = POOL_BLOCK_BYTES;
+        worker->private_context = worker->context;
+        worker->private_context.pool = NULL; /* made by the worker */
         if (with_streams) {
             if (bench_stream_acquire(env, &worker->context.stream) != 0) {
                 team_stop(crew);
@@ -742,8 +825,8 @@ int bench_pool_threads(const bench_env *env)
     static const unsigned thread_counts[] = {1, 2, 4, 8};
     enum { COUNTS = sizeof thread_counts / sizeof thread_counts[0] };
     team crews[COUNTS];
-    team_variant variants[COUNTS][3];
-    int index_of[COUNTS][3];
+    team_variant variants[COUNTS][TEAM_MODES];
+    int index_of[COUNTS][TEAM_MODES];
     bench_scenario scenario;
     bench_env threaded_env = *env;
     bool with_async = has_stream_ordered_alloc(env);
@@ -790,14 +873,18 @@ int bench_pool_threads(const bench_env *env)
     bench_scenario_init(&scenario, &threaded_env, "pool/threads",
                         env->quick ? env->samples : (env->samples + 1) / 2,
                         "4 KiB device cache-hit acquire+release on 1, 2, 4, "
-                        "8 threads at once (one size class, shared pool)");
+                        "8 threads at once (one size class, shared pool; "
+                        "ref: a private pool per thread)");
     for (count = 0; count < COUNTS; count++) {
-        static const char *const mode_names[3] = {
+        static const char *const mode_names[TEAM_MODES] = {
             "curdi_pool_acquire+release", "curd_block_acquire+release",
-            "cuMemAllocAsync+cuMemFreeAsync"};
+            "cuMemAllocAsync+cuMemFreeAsync",
+            "curdi_pool_acquire+release, private pools"};
+        static const bench_role roles[TEAM_MODES] = {
+            BENCH_ROLE_CURD, BENCH_ROLE_CURD, BENCH_ROLE_RAW, BENCH_ROLE_REF};
         unsigned mode;
-        for (mode = 0; mode < 3; mode++) {
-            static char labels[COUNTS][3][80];
+        for (mode = 0; mode < TEAM_MODES; mode++) {
+            static char labels[COUNTS][TEAM_MODES][80];
             if (mode == TEAM_RAW_ASYNC && !with_async)
                 continue;
             variants[count][mode].team = &crews[count];
@@ -808,8 +895,7 @@ int bench_pool_threads(const bench_env *env)
             index_of[count][mode] = bench_add_variant(&scenario,
                 &(bench_variant_spec){
                     .label = labels[count][mode],
-                    .role = mode == TEAM_RAW_ASYNC ? BENCH_ROLE_RAW
-                                                   : BENCH_ROLE_CURD,
+                    .role = roles[mode],
                     .op = op_team, .context = &variants[count][mode],
                     .ops_per_iteration = thread_counts[count],
                     .threads = thread_counts[count]});
@@ -831,6 +917,21 @@ int bench_pool_threads(const bench_env *env)
         for (mode = 0; mode < 2; mode++)
             bench_check_speedup(&scenario, index_of[count][mode],
                                 index_of[0][mode], limit, target);
+        /* The machine's ceiling for this work, reported without a target. */
+        bench_check_speedup(&scenario, index_of[count][TEAM_PRIVATE_POOL],
+                            index_of[0][TEAM_PRIVATE_POOL], 0.0, NULL);
+    }
+    for (count = 0; count < COUNTS; count++) {
+        /* Shared pool over private pools, same thread count: what sharing
+         * costs. At 1 thread, reported only (the same code either way). */
+        char target[64];
+        snprintf(target, sizeof target, "<= %.2f (>= %.0f%% of the private "
+                 "pools' rate)", 1.0 / TEAM_CEILING_TARGET,
+                 100.0 * TEAM_CEILING_TARGET);
+        bench_check_ratio(&scenario, index_of[count][TEAM_POOL_INTERNAL],
+                          index_of[count][TEAM_PRIVATE_POOL],
+                          count == 0 ? 0.0 : 1.0 / TEAM_CEILING_TARGET,
+                          target);
     }
     if (with_async) {
         for (count = 0; count < COUNTS; count++)
@@ -842,6 +943,9 @@ int bench_pool_threads(const bench_env *env)
     note_hits(&scenario, &counters);
     bench_note(&scenario, "rate = ops/s of all threads together; speedup = "
                           "k-thread rate over 1-thread rate");
+    bench_note(&scenario, "ref: the same hits on one private pool per thread "
+                          "(malloc upstream, nothing shared): this machine's "
+                          "ceiling for the work");
     bench_report_scenario(&scenario);
     if (!with_async)
         bench_report_skip("pool/threads",
