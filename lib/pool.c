@@ -11,8 +11,11 @@
  * A cache hit must cost tens of nanoseconds and scale with threads, so the
  * hot path writes no cache line that another thread writes too. The pool is
  * split into SHARD_COUNT shards; a thread uses the shard its thread-local
- * index names (handed out round robin on first use, so up to SHARD_COUNT
- * threads each get their own). A shard holds, under its own mutex:
+ * index names, the same in every pool. A thread takes the index that the
+ * fewest live threads hold on its first pool call and gives it back when
+ * it exits, so up to SHARD_COUNT threads alive at once each get their own
+ * shard however many came and went before. A shard holds, under its own
+ * lock:
  *   - a LIFO stack of cached blocks per class (host-side records, never
  *     inside the block: device memory cannot be written from here);
  *   - a hash table of the blocks it handed out (live), for the stale
@@ -91,6 +94,7 @@
 #include "pool.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -102,7 +106,7 @@
 #include "checked.h"
 #include "status.h"
 
-#define SHARD_COUNT 16u
+#define SHARD_COUNT CURDI_POOL_SHARD_COUNT
 #define SLOTS_MAX 1024u
 #define INITIAL_BUCKETS 16u
 #define CACHE_LINE 64u
@@ -215,7 +219,6 @@ struct curdi_pool {
 /* ------------------------------------------------------------------------
  * Threads and shards
  * ---------------------------------------------------------------------- */
-static atomic_uint next_thread_shard;
 /* The calling thread's shard index + 1; 0 until its first pool call.
  * initial-exec: in libcurd.so the default model calls __tls_get_addr on
  * every access (each acquire and each release); 4 bytes of the static TLS
@@ -223,17 +226,77 @@ static atomic_uint next_thread_shard;
 static _Thread_local unsigned thread_shard
     __attribute__((tls_model("initial-exec")));
 
-static unsigned own_shard_index(void)
+/* Live threads holding each index (a placement hint: nothing depends on it
+ * being exact). Where ties begin rotates, so threads that never exit still
+ * get the indices round robin. */
+static atomic_uint shard_holders[SHARD_COUNT];
+static atomic_uint next_thread_shard;
+/* Its destructor gives a thread's index back when the thread exits. */
+static pthread_key_t shard_key;
+static pthread_once_t shard_key_once = PTHREAD_ONCE_INIT;
+static atomic_bool shard_key_ready;
+
+static void shard_thread_exit(void *value)
+{
+    unsigned index = (unsigned)(uintptr_t)value - 1u;
+    atomic_fetch_sub_explicit(&shard_holders[index], 1u,
+                              memory_order_relaxed);
+}
+
+static void shard_key_create(void)
+{
+    if (pthread_key_create(&shard_key, shard_thread_exit) == 0)
+        atomic_store_explicit(&shard_key_ready, true, memory_order_release);
+}
+
+/* Once libcurd.so is unloaded, exiting threads must not call into it. */
+__attribute__((destructor)) static void shard_key_delete(void)
+{
+    if (atomic_load_explicit(&shard_key_ready, memory_order_acquire))
+        pthread_key_delete(shard_key);
+}
+
+static unsigned claim_shard_index(void)
+{
+    pthread_once(&shard_key_once, shard_key_create);
+    unsigned start = atomic_fetch_add_explicit(&next_thread_shard, 1u,
+                                               memory_order_relaxed);
+    unsigned index, holders;
+    do {
+        index = start % SHARD_COUNT;
+        holders = atomic_load_explicit(&shard_holders[index],
+                                       memory_order_relaxed);
+        for (unsigned i = 1; i < SHARD_COUNT && holders != 0; i++) {
+            unsigned other = (start + i) % SHARD_COUNT;
+            unsigned count = atomic_load_explicit(&shard_holders[other],
+                                                  memory_order_relaxed);
+            if (count < holders) {
+                index = other;
+                holders = count;
+            }
+        }
+    } while (!atomic_compare_exchange_weak_explicit(
+        &shard_holders[index], &holders, holders + 1u, memory_order_relaxed,
+        memory_order_relaxed));
+    /* Without the key the index is never given back: a worse hint, no
+     * more. */
+    if (atomic_load_explicit(&shard_key_ready, memory_order_acquire))
+        (void)pthread_setspecific(shard_key, (void *)(uintptr_t)(index + 1u));
+    thread_shard = index + 1u;
+    return index;
+}
+
+static inline unsigned own_shard_index(void)
 {
     unsigned index = thread_shard;
-    if (index == 0) {
-        index = atomic_fetch_add_explicit(&next_thread_shard, 1u,
-                                          memory_order_relaxed) %
-                    SHARD_COUNT +
-                1u;
-        thread_shard = index;
-    }
-    return index - 1u;
+    if (__builtin_expect(index != 0, true))
+        return index - 1u;
+    return claim_shard_index();
+}
+
+unsigned curdi_pool_thread_shard(void)
+{
+    return own_shard_index();
 }
 
 /* A shard lock is one flag: taking it is one atomic exchange, giving it

@@ -63,4 +63,12 @@ uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes);
 void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out);
 void curdi_pool_stats_reset(curdi_pool *pool);
 
+/* A pool is split into this many shards, one per thread while no more
+ * threads than that are alive at once. */
+#define CURDI_POOL_SHARD_COUNT 16u
+/* The calling thread's shard index, below CURDI_POOL_SHARD_COUNT and the
+ * same in every pool: taken on the thread's first pool call (this one, if
+ * none came before) and given back when the thread exits. For tests. */
+unsigned curdi_pool_thread_shard(void);
+
 #endif

@@ -434,6 +434,99 @@ static void test_out_of_memory_under_contention_keeps_counters_exact(void)
     pm_upstream_fini(&upstream);
 }
 
+/* More threads alive than the pool has shards: threads share shards and
+ * wait for each other's shard locks, and every statistic still adds up. */
+static void test_more_threads_than_shards_keep_every_statistic_exact(void)
+{
+    enum { CROWD = 2 * CURDI_POOL_SHARD_COUNT + 3 };
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    const uint64_t budget = 2u << 20;
+    curdi_pool *pool = pool_new(&upstream, budget, 0);
+    shared s;
+    shared_init(&s, pool);
+    s.operations /= 4; /* four times the threads of the other tests */
+    worker *workers = g_new0(worker, CROWD);
+    run_workers(&s, workers, CROWD);
+    uint64_t main_releases = drain_handoff(&s);
+    check_totals(pool, &upstream, workers, CROWD, main_releases, budget);
+    g_free(workers);
+    curdi_pool_destroy(pool);
+    g_assert_cmpuint(upstream.held_bytes, ==, 0);
+    pm_upstream_fini(&upstream);
+}
+
+typedef struct shard_holder {
+    pthread_t thread;
+    pthread_barrier_t *all_alive;
+    curdi_pool *pool;
+    unsigned shard;
+} shard_holder;
+
+static void *short_lived_main(void *opaque)
+{
+    curdi_pool *pool = opaque;
+    uint64_t address = 0;
+    size_t class_bytes = 0;
+    if (curdi_pool_acquire(pool, 4096, &address, &class_bytes) != CURD_OK ||
+        curdi_pool_release(pool, address) != CURD_OK)
+        g_error("a short-lived thread's hit failed: %s", curd_last_error());
+    return NULL;
+}
+
+static void *shard_holder_main(void *opaque)
+{
+    shard_holder *holder = opaque;
+    short_lived_main(holder->pool);
+    holder->shard = curdi_pool_thread_shard();
+    /* Nobody leaves before all hold their shard at once. */
+    pthread_barrier_wait(holder->all_alive);
+    return NULL;
+}
+
+/* Threads that exit give their shard back: after many short-lived threads,
+ * as many threads alive at once as there are shards (the main thread
+ * counted) still each get a shard of their own. Handed out round robin
+ * forever, a later thread would share the main thread's shard. */
+static void test_exited_threads_give_their_shard_back(void)
+{
+    enum { HOLDERS = CURDI_POOL_SHARD_COUNT - 1u };
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, 1u << 20, 0);
+    unsigned main_shard = curdi_pool_thread_shard();
+    g_assert_cmpuint(main_shard, <, CURDI_POOL_SHARD_COUNT);
+    unsigned short_lived = 2u * CURDI_POOL_SHARD_COUNT + 5u;
+    for (unsigned i = 0; i < short_lived; i++) {
+        pthread_t thread;
+        g_assert_cmpint(pthread_create(&thread, NULL, short_lived_main, pool),
+                        ==, 0);
+        g_assert_cmpint(pthread_join(thread, NULL), ==, 0);
+    }
+    pthread_barrier_t all_alive;
+    g_assert_cmpint(pthread_barrier_init(&all_alive, NULL, HOLDERS), ==, 0);
+    shard_holder holders[HOLDERS];
+    for (unsigned i = 0; i < HOLDERS; i++) {
+        holders[i] = (shard_holder){.all_alive = &all_alive, .pool = pool};
+        g_assert_cmpint(pthread_create(&holders[i].thread, NULL,
+                                       shard_holder_main, &holders[i]),
+                        ==, 0);
+    }
+    bool taken[CURDI_POOL_SHARD_COUNT] = {false};
+    taken[main_shard] = true;
+    for (unsigned i = 0; i < HOLDERS; i++) {
+        g_assert_cmpint(pthread_join(holders[i].thread, NULL), ==, 0);
+        g_assert_cmpuint(holders[i].shard, <, CURDI_POOL_SHARD_COUNT);
+        if (taken[holders[i].shard])
+            g_error("shard %u is held by two live threads", holders[i].shard);
+        taken[holders[i].shard] = true;
+    }
+    pthread_barrier_destroy(&all_alive);
+    curdi_pool_destroy(pool);
+    g_assert_cmpuint(upstream.held_bytes, ==, 0);
+    pm_upstream_fini(&upstream);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -445,5 +538,9 @@ int main(int argc, char **argv)
                     test_trim_and_stats_during_traffic_stay_consistent);
     g_test_add_func("/pool-threads/out-of-memory-under-contention-keeps-counters-exact",
                     test_out_of_memory_under_contention_keeps_counters_exact);
+    g_test_add_func("/pool-threads/more-threads-than-shards-keep-every-statistic-exact",
+                    test_more_threads_than_shards_keep_every_statistic_exact);
+    g_test_add_func("/pool-threads/exited-threads-give-their-shard-back",
+                    test_exited_threads_give_their_shard_back);
     return g_test_run();
 }
