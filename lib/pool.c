@@ -312,15 +312,23 @@ unsigned curdi_pool_thread_shard(void)
  * a callback or anything else that blocks. */
 static void shard_lock_wait(pool_shard *shard)
 {
-    for (unsigned spins = 0;; spins++) {
+    /* Backing off exponentially leaves the holder's cache lines alone long
+     * enough for it to get work done: two threads that share a shard (more
+     * threads alive than shards) made about twice as many hits with it as
+     * with a waiter that polls after every pause. */
+    unsigned pauses = 1;
+    for (;;) {
         if (!atomic_load_explicit(&shard->lock, memory_order_relaxed) &&
             !atomic_exchange_explicit(&shard->lock, true,
                                       memory_order_acquire))
             return;
-        if (spins < 100u) {
+        if (pauses <= 64u) {
+            for (unsigned i = 0; i < pauses; i++) {
 #if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
+                __builtin_ia32_pause();
 #endif
+            }
+            pauses *= 2u;
         } else {
             sched_yield(); /* the holder may have been preempted */
         }
