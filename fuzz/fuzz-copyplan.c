@@ -14,7 +14,8 @@
  * CURD_E_OVERFLOW exactly when an item's end or the staging total passes
  * 2^64-1, with the output untouched. In narrow mode each span is then
  * "DMA-ed" byte by byte from a model buffer into staging and every item is
- * sliced back out and compared with the buffer.
+ * sliced back out and compared with the buffer. Each span's members must
+ * be exactly its group's items, all in (key, offset, item index) order.
  *
  * fuzz-srcs: lib/copyplan.c lib/checked.c lib/status.c lib/driver.c */
 #include "fuzz.h"
@@ -190,6 +191,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(got->offset == (uint64_t)expected->start);
         FUZZ_CHECK(got->byte_len == (uint64_t)(expected->end - expected->start));
         FUZZ_CHECK(got->staging_offset == (uint64_t)expected->staging_offset);
+    }
+    /* Members: each span lists exactly the items of its group, and all
+     * come in (key, offset, item index) order. */
+    size_t next_member = 0;
+    for (size_t s = 0; s < span_count; s++) {
+        const curdi_copy_span *got = &plan.spans[s];
+        size_t group_size = 0;
+        for (size_t i = 0; i < count; i++)
+            if (items[i].byte_len != 0
+                && span_of_root[find_root(parent, i)] == position[s])
+                group_size++;
+        FUZZ_CHECK(got->first_member == next_member);
+        FUZZ_CHECK(got->member_count == group_size);
+        for (size_t e = got->first_member; e < got->first_member + group_size;
+             e++) {
+            size_t i = plan.members[e];
+            FUZZ_CHECK(i < count && items[i].byte_len != 0);
+            FUZZ_CHECK(span_of_root[find_root(parent, i)] == position[s]);
+        }
+        next_member += group_size;
+    }
+    FUZZ_CHECK(plan.member_count == next_member);
+    for (size_t e = 1; e < plan.member_count; e++) {
+        size_t a = plan.members[e - 1], b = plan.members[e];
+        FUZZ_CHECK(items[a].buffer_key < items[b].buffer_key
+                   || (items[a].buffer_key == items[b].buffer_key
+                       && (items[a].offset < items[b].offset
+                           || (items[a].offset == items[b].offset && a < b))));
     }
     for (size_t i = 0; i < count; i++) {
         uint64_t expected = 0;

@@ -1,7 +1,8 @@
 /* copyplan.c - coalescing of copies into fused DMA spans (pure).
  *
  * The plan is a sort and one sweep: the non-empty items, ordered by
- * (buffer_key, offset), are walked once; an item that starts at or before
+ * (buffer_key, offset) (a batch often comes in that order, and is then not
+ * sorted at all), are walked once; an item that starts at or before
  * the end of the open span of the same buffer extends it, any other item
  * opens a new span. Spans sit back to back in the staging area in the order
  * they are opened, so each item's bytes start at its span's staging offset
@@ -10,6 +11,7 @@
 #include "copyplan.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,6 @@
 typedef struct curdi_plan_entry {
     uint64_t buffer_key;
     uint64_t offset;
-    uint64_t end;
     size_t item_index;
 } curdi_plan_entry;
 
@@ -38,30 +39,27 @@ static int curdi_plan_entry_compare(const void *left, const void *right)
     return 0;
 }
 
-/* malloc(count * element_bytes) with the product checked; NULL for 0. */
-static curd_status curdi_plan_alloc(size_t count, size_t element_bytes,
-                                    const char *what, void **out)
+/* count * element_bytes added to *total, checked. */
+static bool curdi_plan_size_add(size_t *total, size_t count,
+                                size_t element_bytes)
 {
     size_t bytes;
-    void *memory;
-    if (count == 0) {
-        *out = NULL;
-        return CURD_OK;
-    }
-    if (!curdi_size_mul(count, element_bytes, &bytes))
+    return curdi_size_mul(count, element_bytes, &bytes)
+           && curdi_size_add(*total, bytes, total);
+}
+
+static curd_status curdi_plan_alloc_failed(curd_status status, size_t bytes,
+                                           size_t count)
+{
+    if (status == CURD_E_OVERFLOW)
         return curdi_fail(CURD_E_OVERFLOW,
                           "a copy plan for %zu items needs more than SIZE_MAX"
-                          " bytes of %s. Fix: split the batch.",
-                          count, what);
-    memory = malloc(bytes);
-    if (memory == NULL)
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "could not allocate %zu bytes of %s for a copy plan"
-                          " of %zu items. Fix: free host memory or split the"
-                          " batch.",
-                          bytes, what, count);
-    *out = memory;
-    return CURD_OK;
+                          " bytes. Fix: split the batch.",
+                          count);
+    return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                      "could not allocate %zu bytes for a copy plan of %zu"
+                      " items. Fix: free host memory or split the batch.",
+                      bytes, count);
 }
 
 static curd_status curdi_staging_overflow(void)
@@ -71,15 +69,40 @@ static curd_status curdi_staging_overflow(void)
                       " of staging. Fix: split the batch into smaller ones.");
 }
 
+/* Sorts members, the indices of the entry_count non-empty items, into
+ * (buffer_key, offset, item index) order. */
+static curd_status curdi_plan_sort(const curdi_copy_item *items, size_t count,
+                                   size_t entry_count, size_t *members)
+{
+    /* entry_count <= count, whose per-item arrays were sized already. */
+    curdi_plan_entry *entries = malloc(entry_count * sizeof *entries);
+    if (entries == NULL)
+        return curdi_plan_alloc_failed(CURD_E_OUT_OF_MEMORY,
+                                       entry_count * sizeof *entries, count);
+    for (size_t e = 0; e < entry_count; e++) {
+        entries[e].buffer_key = items[members[e]].buffer_key;
+        entries[e].offset = items[members[e]].offset;
+        entries[e].item_index = members[e];
+    }
+    qsort(entries, entry_count, sizeof *entries, curdi_plan_entry_compare);
+    for (size_t e = 0; e < entry_count; e++)
+        members[e] = entries[e].item_index;
+    free(entries);
+    return CURD_OK;
+}
+
 curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
                                  curdi_copy_plan *out_plan)
 {
-    curdi_plan_entry *entries = NULL;
     curdi_copy_span *spans = NULL;
     uint64_t *item_staging_offset = NULL;
+    size_t *members = NULL;
+    unsigned char *block = NULL;
+    size_t block_bytes = 0;
     size_t entry_count = 0;
     size_t span_count = 0;
     uint64_t staging_bytes = 0;
+    bool sorted = true;
     curd_status status;
 
     if (out_plan == NULL)
@@ -92,93 +115,106 @@ curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
                           " Fix: pass the item array or a count of 0.",
                           count);
 
-    /* Validate every item before allocating anything. */
+    /* One block: at most one span and one member per item, the per-item
+     * offsets. Spans and offsets first keep every array aligned;
+     * plan.spans is the block even when it holds no span. */
+    if (!curdi_plan_size_add(&block_bytes, count, sizeof *spans)
+        || !curdi_plan_size_add(&block_bytes, count,
+                                sizeof *item_staging_offset)
+        || !curdi_plan_size_add(&block_bytes, count, sizeof *members))
+        return curdi_plan_alloc_failed(CURD_E_OVERFLOW, 0, count);
+    if (block_bytes != 0) {
+        block = malloc(block_bytes);
+        if (block == NULL)
+            return curdi_plan_alloc_failed(CURD_E_OUT_OF_MEMORY, block_bytes,
+                                           count);
+        spans = (curdi_copy_span *)(void *)block;
+        item_staging_offset = (uint64_t *)(void *)(spans + count);
+        members = (size_t *)(void *)(item_staging_offset + count);
+    }
+
+    /* One pass: check every item, list the non-empty ones, and note
+     * whether they come in (buffer_key, offset) order already. */
     for (size_t i = 0; i < count; i++) {
-        uint64_t end;
-        if (!curdi_u64_add(items[i].offset, items[i].byte_len, &end))
+        const curdi_copy_item *item = &items[i];
+        /* offset + byte_len past 2^64 - 1 (the check of curdi_u64_add,
+         * written out: this loop runs once per item of every batch). */
+        if (item->byte_len > UINT64_MAX - item->offset) {
+            free(block);
             return curdi_fail(CURD_E_OVERFLOW,
                               "copy item %zu (buffer key %" PRIu64
                               ") at offset %" PRIu64 " with length %" PRIu64
                               " ends past 2^64-1. Fix: range-check each item"
                               " against its buffer before planning.",
-                              i, items[i].buffer_key, items[i].offset,
-                              items[i].byte_len);
-        if (items[i].byte_len != 0)
-            entry_count++;
-    }
-
-    status = curdi_plan_alloc(count, sizeof *item_staging_offset,
-                              "item staging offsets",
-                              (void **)&item_staging_offset);
-    if (status == CURD_OK)
-        status = curdi_plan_alloc(entry_count, sizeof *entries, "sort entries",
-                                  (void **)&entries);
-    /* At most one span per non-empty item; the array is not shrunk. */
-    if (status == CURD_OK)
-        status = curdi_plan_alloc(entry_count, sizeof *spans, "spans",
-                                  (void **)&spans);
-    if (status != CURD_OK)
-        goto fail;
-
-    for (size_t i = 0, e = 0; i < count; i++) {
-        item_staging_offset[i] = 0;
-        if (items[i].byte_len == 0)
-            continue;
-        entries[e].buffer_key = items[i].buffer_key;
-        entries[e].offset = items[i].offset;
-        entries[e].end = items[i].offset + items[i].byte_len; /* checked above */
-        entries[e].item_index = i;
-        e++;
-    }
-    if (entry_count > 1)
-        qsort(entries, entry_count, sizeof *entries, curdi_plan_entry_compare);
-
-    for (size_t e = 0; e < entry_count; e++) {
-        const curdi_plan_entry *entry = &entries[e];
-        curdi_copy_span *span = span_count > 0 ? &spans[span_count - 1] : NULL;
-        uint64_t span_end = span != NULL ? span->offset + span->byte_len : 0;
-        if (span == NULL || span->buffer_key != entry->buffer_key
-            || entry->offset > span_end) {
-            /* Close the open span: its bytes now count towards staging. */
-            if (span != NULL
-                && !curdi_u64_add(staging_bytes, span->byte_len, &staging_bytes)) {
-                status = curdi_staging_overflow();
-                goto fail;
-            }
-            span = &spans[span_count++];
-            span->buffer_key = entry->buffer_key;
-            span->offset = entry->offset;
-            span->byte_len = entry->end - entry->offset;
-            span->staging_offset = staging_bytes;
-        } else if (entry->end > span_end) {
-            /* Sorted by offset, so entry->offset >= span->offset. */
-            span->byte_len = entry->end - span->offset;
+                              i, item->buffer_key, item->offset,
+                              item->byte_len);
         }
-        if (!curdi_u64_add(span->staging_offset, entry->offset - span->offset,
-                           &item_staging_offset[entry->item_index])) {
+        item_staging_offset[i] = 0;
+        if (item->byte_len == 0)
+            continue;
+        if (entry_count > 0) {
+            const curdi_copy_item *previous = &items[members[entry_count - 1]];
+            if (item->buffer_key < previous->buffer_key
+                || (item->buffer_key == previous->buffer_key
+                    && item->offset < previous->offset))
+                sorted = false;
+        }
+        members[entry_count++] = i;
+    }
+    if (!sorted) {
+        status = curdi_plan_sort(items, count, entry_count, members);
+        if (status != CURD_OK)
+            goto fail;
+    }
+
+    /* The sweep: a span takes the items that follow it in order while
+     * they are in its buffer and start at or before its end. */
+    for (size_t e = 0; e < entry_count;) {
+        const curdi_copy_item *item = &items[members[e]];
+        curdi_copy_span *span = &spans[span_count++];
+        uint64_t key = item->buffer_key;
+        uint64_t end = item->offset + item->byte_len; /* checked above */
+        size_t first = e;
+        for (e++; e < entry_count; e++) {
+            const curdi_copy_item *next = &items[members[e]];
+            if (next->buffer_key != key || next->offset > end)
+                break;
+            /* In order by offset, so next->offset >= the span's start. */
+            if (next->offset + next->byte_len > end)
+                end = next->offset + next->byte_len;
+        }
+        span->buffer_key = key;
+        span->offset = item->offset;
+        span->byte_len = end - item->offset;
+        span->staging_offset = staging_bytes;
+        span->first_member = first;
+        span->member_count = e - first;
+        if (!curdi_u64_add(staging_bytes, span->byte_len, &staging_bytes)) {
             status = curdi_staging_overflow();
             goto fail;
         }
     }
-    if (span_count > 0
-        && !curdi_u64_add(staging_bytes, spans[span_count - 1].byte_len,
-                          &staging_bytes)) {
-        status = curdi_staging_overflow();
-        goto fail;
+    /* Every span ends within the staging total, which fits, so neither
+     * sum can wrap. */
+    for (size_t index = 0; index < span_count; index++) {
+        const curdi_copy_span *span = &spans[index];
+        for (size_t e = span->first_member;
+             e < span->first_member + span->member_count; e++)
+            item_staging_offset[members[e]] =
+                span->staging_offset + (items[members[e]].offset - span->offset);
     }
 
-    free(entries);
     out_plan->spans = spans;
     out_plan->span_count = span_count;
     out_plan->item_staging_offset = item_staging_offset;
     out_plan->item_count = count;
+    out_plan->members = members;
+    out_plan->member_count = entry_count;
     out_plan->staging_bytes = staging_bytes;
     return CURD_OK;
 
 fail:
-    free(entries);
-    free(spans);
-    free(item_staging_offset);
+    free(block);
     return status;
 }
 
@@ -186,7 +222,7 @@ void curdi_copyplan_free(curdi_copy_plan *plan)
 {
     if (plan == NULL)
         return;
+    /* The one block starts with the spans (NULL for an empty batch). */
     free(plan->spans);
-    free(plan->item_staging_offset);
     memset(plan, 0, sizeof *plan);
 }

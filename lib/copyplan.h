@@ -23,6 +23,9 @@ typedef struct curdi_copy_span {
     uint64_t offset;         /* span start within the buffer */
     uint64_t byte_len;
     uint64_t staging_offset; /* where the span sits in the staging area */
+    /* The span's items: plan.members[first_member, + member_count). */
+    size_t first_member;
+    size_t member_count;
 } curdi_copy_span;
 
 typedef struct curdi_copy_plan {
@@ -32,12 +35,18 @@ typedef struct curdi_copy_plan {
      * area (0 for zero-length items). */
     uint64_t *item_staging_offset;
     size_t item_count;
+    /* The indices of the non-empty items ordered by (buffer_key, offset,
+     * item index): span by span, so also by staging offset. */
+    size_t *members;
+    size_t member_count;
     uint64_t staging_bytes; /* sum of span lengths */
 } curdi_copy_plan;
 
 /* Builds the plan; CURD_E_OVERFLOW if any offset + byte_len or the staging
  * total overflows, CURD_E_OUT_OF_MEMORY if the host allocation fails. The
- * ranges are not checked against buffer sizes here: callers do that first. */
+ * ranges are not checked against buffer sizes here: callers do that first.
+ * Items that come in (buffer_key, offset) order already are planned in
+ * one pass without sorting. */
 curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
                                  curdi_copy_plan *out_plan);
 void curdi_copyplan_free(curdi_copy_plan *plan);

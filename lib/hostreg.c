@@ -102,50 +102,102 @@ static size_t curdi_range_before(const struct curdi_host_registry *registry,
     return low == 0 ? registry->range_count : low - 1;
 }
 
+/* The range that holds all of [host, host + byte_len), or NULL. The
+ * caller tries `hint` first (the range of the batch's previous item, as a
+ * rule the same one), then searches. Lock held. */
+static curdi_host_range *curdi_range_holding(
+    struct curdi_host_registry *registry, curdi_host_range *hint,
+    uintptr_t start, size_t byte_len)
+{
+    curdi_host_range *range = hint;
+    if (range == NULL || start < range->start) {
+        size_t index = curdi_range_before(registry, start);
+        if (index == registry->range_count)
+            return NULL;
+        range = &registry->ranges[index];
+    }
+    /* start >= range->start; the subtraction cannot wrap. */
+    if (start - range->start > range->byte_len
+        || byte_len > range->byte_len - (start - range->start)) {
+        if (range == hint)
+            return curdi_range_holding(registry, NULL, start, byte_len);
+        return NULL;
+    }
+    return range;
+}
+
 /* Marks the registered range that holds [host, host + byte_len) as used
- * and returns its start, or 0 when that memory is not (wholly) registered.
- * Lock held. */
+ * and returns it (its start is the item's registered_key), or NULL when
+ * that memory is not (wholly) registered. Lock held. */
+static curdi_host_range *curdi_registry_use_range(
+    struct curdi_host_registry *registry, curdi_host_range *hint,
+    const void *host, size_t byte_len)
+{
+    curdi_host_range *range;
+    if (byte_len == 0 || registry->range_count == 0)
+        return NULL;
+    range = curdi_range_holding(registry, hint, (uintptr_t)host, byte_len);
+    if (range == NULL || !range->ready || range->use_count == UINT32_MAX)
+        return NULL;
+    range->use_count++;
+    return range;
+}
+
+/* curdi_registry_use_range for one range: its start, or 0. Lock held. */
 static uintptr_t curdi_registry_use(struct curdi_host_registry *registry,
                                     const void *host, size_t byte_len)
 {
-    uintptr_t start = (uintptr_t)host;
-    size_t index;
-    curdi_host_range *range;
-    if (byte_len == 0 || registry->range_count == 0)
-        return 0;
-    index = curdi_range_before(registry, start);
-    if (index == registry->range_count)
-        return 0;
-    range = &registry->ranges[index];
-    /* start >= range->start; the subtraction cannot wrap. */
-    if (!range->ready || range->use_count == UINT32_MAX
-        || start - range->start > range->byte_len
-        || byte_len > range->byte_len - (start - range->start))
-        return 0;
-    range->use_count++;
-    return range->start;
+    curdi_host_range *range =
+        curdi_registry_use_range(registry, NULL, host, byte_len);
+    return range != NULL ? range->start : 0;
+}
+
+/* Undoes a use of the range starting at key (0: none), trying `hint`
+ * first; returns the range. Lock held. */
+static curdi_host_range *curdi_registry_unuse_range(
+    struct curdi_host_registry *registry, curdi_host_range *hint,
+    uintptr_t key)
+{
+    curdi_host_range *range = hint;
+    if (key == 0)
+        return hint;
+    if (range == NULL || range->start != key) {
+        size_t index = curdi_range_before(registry, key);
+        if (index == registry->range_count
+            || registry->ranges[index].start != key)
+            return hint;
+        range = &registry->ranges[index];
+    }
+    if (range->use_count > 0)
+        range->use_count--;
+    return range;
 }
 
 /* Undoes curdi_registry_use. Lock held. */
 static void curdi_registry_unuse(struct curdi_host_registry *registry,
                                  uintptr_t key)
 {
-    size_t index;
-    if (key == 0)
-        return;
-    index = curdi_range_before(registry, key);
-    if (index != registry->range_count && registry->ranges[index].start == key
-        && registry->ranges[index].use_count > 0)
-        registry->ranges[index].use_count--;
+    (void)curdi_registry_unuse_range(registry, NULL, key);
 }
 
 void curdi_hostreg_unuse_items(curd_device *device,
                                const curdi_xfer_item *items, size_t count)
 {
     struct curdi_host_registry *registry = device->host_registry;
+    curdi_host_range *hint = NULL;
     pthread_mutex_lock(&registry->lock);
-    for (size_t index = 0; index < count; index++)
-        curdi_registry_unuse(registry, items[index].registered_key);
+    for (size_t index = 0; index < count; index++) {
+        uintptr_t key = items[index].registered_key;
+        if (key == 0)
+            continue;
+        /* Most often the range of the item before. */
+        if (hint != NULL && hint->start == key) {
+            if (hint->use_count > 0)
+                hint->use_count--;
+            continue;
+        }
+        hint = curdi_registry_unuse_range(registry, hint, key);
+    }
     pthread_mutex_unlock(&registry->lock);
 }
 
@@ -153,10 +205,30 @@ void curdi_hostreg_use_items(curd_device *device, curdi_xfer_item *items,
                              size_t count)
 {
     struct curdi_host_registry *registry = device->host_registry;
+    curdi_host_range *hint = NULL;
+    /* The ranges array does not move while the lock is held, so a range
+     * found for one item is a valid hint for the next. */
     pthread_mutex_lock(&registry->lock);
-    for (size_t index = 0; index < count; index++)
-        items[index].registered_key = curdi_registry_use(
-            registry, items[index].host, (size_t)items[index].byte_len);
+    for (size_t index = 0; index < count; index++) {
+        curdi_xfer_item *item = &items[index];
+        uintptr_t start = (uintptr_t)item->host;
+        curdi_host_range *range;
+        /* Most often inside the range of the item before (the checks of
+         * curdi_range_holding and curdi_registry_use_range, inline). */
+        if (hint != NULL && item->byte_len != 0 && start >= hint->start
+            && start - hint->start <= hint->byte_len
+            && item->byte_len <= hint->byte_len - (start - hint->start)
+            && hint->use_count != UINT32_MAX) {
+            hint->use_count++;
+            item->registered_key = hint->start;
+            continue;
+        }
+        range = curdi_registry_use_range(registry, hint, item->host,
+                                         (size_t)item->byte_len);
+        item->registered_key = range != NULL ? range->start : 0;
+        if (range != NULL)
+            hint = range;
+    }
     pthread_mutex_unlock(&registry->lock);
 }
 

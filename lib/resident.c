@@ -244,8 +244,9 @@ curd_status curdi_handle_table_find(const curdi_handle_table *table,
     return CURD_OK;
 }
 
-curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
-                                             uint64_t id)
+/* curdi_handle_table_lookup, inlined into the per-item loops here. */
+static inline curdi_handle_slot *curdi_table_live(
+    const curdi_handle_table *table, uint64_t id)
 {
     uint32_t index = curdi_handle_id_index(id);
     curdi_handle_slot *slot;
@@ -260,6 +261,12 @@ curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
         || slot->generation != curdi_handle_id_generation(id))
         return NULL;
     return slot;
+}
+
+curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
+                                             uint64_t id)
+{
+    return curdi_table_live(table, id);
 }
 
 void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id)
@@ -410,12 +417,18 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
 {
     struct curdi_resident_table *resident = device->resident;
     char scratch[160];
+    curdi_handle_slot *previous = NULL;
     size_t index;
     curd_status status = CURD_OK;
     pthread_mutex_lock(&resident->lock);
     for (index = 0; index < count; index++) {
+        /* A batch often names one buffer item after item: the slot found
+         * for the previous id serves an equal one (the lock is held, so
+         * it is still live). */
         curdi_handle_slot *slot =
-            curdi_handle_table_lookup(&resident->table, ids[index]);
+            index > 0 && ids[index] == ids[index - 1]
+                ? previous
+                : curdi_table_live(&resident->table, ids[index]);
         if (slot == NULL)
             status = curdi_handle_table_find(
                 &resident->table, ids[index],
@@ -433,6 +446,7 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
         if (status != CURD_OK)
             break;
         slot->use_count++;
+        previous = slot;
         out[index].id = ids[index];
         out[index].device_ptr = slot->device_ptr;
         out[index].byte_len = slot->byte_len;

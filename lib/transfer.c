@@ -143,7 +143,7 @@ static void curdi_counts_add(curd_device *device, const curdi_counts *counts)
 typedef struct curdi_gpu_ops {
     const curdi_driver *driver;
     curdi_cu_stream stream;
-    curdi_cu_event events[3];
+    curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
 } curdi_gpu_ops;
 
 static curd_status curdi_gpu_copy(void *context, bool upload,
@@ -228,12 +228,12 @@ static void curdi_stream_drain(const curdi_driver *driver,
 }
 
 /* Runs validated items whose buffers the caller holds marked: the device
- * entered, registrations marked, a plan, a stream, staging, the engine,
- * the counters. */
+ * entered, registrations marked, a plan, a stream (the upload stream when
+ * after_uploads: a buffer has asynchronous uploads pending), staging, the
+ * engine, the counters. */
 static curd_status curdi_transfer_run(curd_device *device, const char *what,
                                       bool upload, curdi_xfer_item *items,
-                                      size_t count,
-                                      const curdi_resident_use *uses)
+                                      size_t count, bool after_uploads)
 {
     const curdi_driver *driver;
     curdi_xfer_plan plan;
@@ -242,22 +242,19 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
     curdi_xfer_result result;
     curdi_xfer_ops ops = {curdi_gpu_copy, curdi_gpu_mark, curdi_gpu_wait,
                           curdi_gpu_finish, &gpu};
-    unsigned char *slots[3] = {NULL, NULL, NULL};
-    curdi_staging staging[3];
+    unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
+    curdi_staging staging[CURDI_XFER_SLOTS_MAX];
     uint64_t chunk_bytes = 0;
     uint64_t chunk_count = 0;
     unsigned slot_count = 0;
     unsigned slots_taken = 0;
     unsigned event_count = 0;
-    bool after_uploads = false;
     bool pooled_stream = false;
     bool events_taken = false;
     curd_status status;
 
     memset(&plan, 0, sizeof plan);
     memset(&gpu, 0, sizeof gpu);
-    for (size_t index = 0; index < count; index++)
-        after_uploads = after_uploads || uses[index].async_pending;
 
     status = curdi_device_enter(device);
     if (status != CURD_OK)
@@ -345,28 +342,36 @@ done:
  * Validation shared by every transfer entry point
  * ---------------------------------------------------------------------- */
 
-/* A call's items as the caller gave them, in one shape for both
- * directions (uploads have no capacity: SIZE_MAX). */
-typedef struct curdi_call_item {
-    uint64_t buffer_id;
-    size_t offset;
-    size_t byte_len;
-    unsigned char *host;
-    size_t capacity;
-} curdi_call_item;
-
 /* The validated items of a call, their buffers marked in use. One item
- * lives inline so single transfers allocate nothing. */
+ * lives inline so single transfers allocate nothing; a batch's three
+ * arrays share one block. Built in three steps: curdi_prepare_begin,
+ * curdi_prepare_item for each item, curdi_prepare_end; always released
+ * with curdi_prepared_release. */
 typedef struct curdi_prepared {
+    const char *what; /* the public call, for messages */
+    bool upload;
+    bool batch;       /* items are named "<what> item <i>" */
     size_t count;
     uint64_t total_bytes;
     curdi_xfer_item *items;
     curdi_resident_use *uses;
     uint64_t *ids;
+    /* Downloads: whether the destinations seen so far come in address
+     * order without overlapping, and where the last one ends. */
+    bool ascending;
+    uintptr_t previous_end;
+    bool after_uploads; /* a buffer has asynchronous uploads pending */
+    bool marked;
+    /* Whether the items so far continue one another: all non-empty, of
+     * one buffer, each starting where the one before ends on the device
+     * and in host memory; and where the last one ends on each side
+     * (wrapping: see curdi_transfer_chain). */
+    bool chain;
+    size_t chain_offset_end;
+    uintptr_t chain_host_end;
     curdi_xfer_item one_item;
     curdi_resident_use one_use;
     uint64_t one_id;
-    bool marked;
 } curdi_prepared;
 
 static void curdi_prepared_release(curd_device *device,
@@ -375,11 +380,9 @@ static void curdi_prepared_release(curd_device *device,
     if (prepared->marked)
         curdi_resident_use_end(device, prepared->uses, prepared->count);
     prepared->marked = false;
-    if (prepared->items != &prepared->one_item) {
+    /* One block for all three arrays, starting with the items. */
+    if (prepared->items != &prepared->one_item)
         free(prepared->items);
-        free(prepared->uses);
-        free(prepared->ids);
-    }
     prepared->items = NULL;
     prepared->uses = NULL;
     prepared->ids = NULL;
@@ -388,13 +391,115 @@ static void curdi_prepared_release(curd_device *device,
 /* "<what>" for a single transfer, "<what> item <i>" in a batch. Formatted
  * only on the way to an error message: a label per item would cost a
  * batch more than its bytes. */
-static const char *curdi_item_what(const char *what, bool batch, size_t index,
-                                   char *scratch, size_t scratch_len)
+static const char *curdi_item_what(const curdi_prepared *prepared,
+                                   size_t index, char *scratch,
+                                   size_t scratch_len)
 {
-    if (!batch)
-        return what;
-    snprintf(scratch, scratch_len, "%s item %zu", what, index);
+    if (!prepared->batch)
+        return prepared->what;
+    snprintf(scratch, scratch_len, "%s item %zu", prepared->what, index);
     return scratch;
+}
+
+static curd_status curdi_prepare_begin(curdi_prepared *prepared,
+                                       const char *what, bool upload,
+                                       bool batch, size_t count)
+{
+    curd_status status;
+    memset(prepared, 0, sizeof *prepared);
+    prepared->what = what;
+    prepared->upload = upload;
+    prepared->batch = batch;
+    prepared->count = count;
+    prepared->ascending = true;
+    if (count == 1) {
+        prepared->items = &prepared->one_item;
+        prepared->uses = &prepared->one_use;
+        prepared->ids = &prepared->one_id;
+        return CURD_OK;
+    }
+    /* One block: every field of all three is 64-bit aligned. */
+    status = curdi_xfer_alloc(count,
+                              sizeof *prepared->items + sizeof *prepared->uses
+                                  + sizeof *prepared->ids,
+                              false, (void **)&prepared->items);
+    if (status != CURD_OK)
+        return status;
+    prepared->uses = (curdi_resident_use *)(void *)(prepared->items + count);
+    prepared->ids = (uint64_t *)(void *)(prepared->uses + count);
+    return CURD_OK;
+}
+
+/* The sentence for item `index`, which curdi_prepare_item found bad. Out
+ * of line: the checks themselves run for every item of every batch. */
+static curd_status __attribute__((noinline, cold))
+curdi_prepare_item_fail(const curdi_prepared *prepared, size_t index,
+                        size_t byte_len, const unsigned char *host,
+                        size_t capacity)
+{
+    char scratch[160];
+    const char *what = curdi_item_what(prepared, index, scratch, sizeof scratch);
+    uintptr_t end;
+    if (byte_len != 0 && host == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s is NULL for %zu bytes; nothing was"
+                          " moved. Fix: pass caller memory of at least"
+                          " that many bytes.",
+                          what, prepared->upload ? "src" : "dst", byte_len);
+    if (byte_len > capacity)
+        return curdi_fail(CURD_E_RANGE,
+                          "%s: %zu bytes asked for, but dst_capacity is"
+                          " only %zu; nothing was moved. Fix: pass a"
+                          " destination of at least byte_len bytes, or"
+                          " ask for fewer.",
+                          what, byte_len, capacity);
+    if (__builtin_add_overflow((uintptr_t)host, byte_len, &end))
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: host address %p plus %zu bytes passes the"
+                          " end of the address space; nothing was"
+                          " moved. Fix: pass a valid host range.",
+                          what, (const void *)host, byte_len);
+    return curdi_fail(CURD_E_OVERFLOW,
+                      "%s: the batch's lengths add up past 2^64-1"
+                      " bytes. Fix: split the batch.",
+                      prepared->what);
+}
+
+/* Checks item `index`'s arguments (everything but its handle and range,
+ * which need the resident table) and records it. */
+static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
+                                             size_t index, uint64_t buffer_id,
+                                             size_t offset, size_t byte_len,
+                                             unsigned char *host,
+                                             size_t capacity)
+{
+    curdi_xfer_item *item = &prepared->items[index];
+    uintptr_t end;
+    if ((byte_len != 0 && host == NULL) || byte_len > capacity
+        || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
+        || byte_len > UINT64_MAX - prepared->total_bytes)
+        return curdi_prepare_item_fail(prepared, index, byte_len, host,
+                                       capacity);
+    prepared->total_bytes += byte_len;
+    if (byte_len != 0) {
+        prepared->ascending = prepared->ascending
+                              && (uintptr_t)host >= prepared->previous_end;
+        prepared->previous_end = end;
+    }
+    prepared->chain = byte_len != 0
+                      && (index == 0
+                          || (prepared->chain && buffer_id == prepared->ids[0]
+                              && offset == prepared->chain_offset_end
+                              && (uintptr_t)host == prepared->chain_host_end));
+    prepared->chain_offset_end = offset + byte_len;
+    prepared->chain_host_end = end;
+    prepared->ids[index] = buffer_id;
+    item->buffer_key = buffer_id;
+    item->offset = offset;
+    item->byte_len = byte_len;
+    item->host = host;
+    item->registered_key = 0;
+    return CURD_OK;
 }
 
 typedef struct curdi_host_span {
@@ -413,24 +518,30 @@ static int curdi_host_span_compare(const void *left, const void *right)
 }
 
 /* Downloads into overlapping destinations would race (the copy team
- * writes them at once) and have no meaningful result: refused. */
-static curd_status curdi_check_destinations(const curdi_call_item *calls,
-                                            size_t count, const char *what)
+ * writes them at once) and have no meaningful result: refused.
+ * Destinations usually come in address order, each starting at or after
+ * the end of the one before, which proves that none overlap without
+ * sorting (curdi_prepare_item watched for it); otherwise sort, which also
+ * finds the pair to name. */
+static curd_status curdi_check_destinations(const curdi_prepared *prepared)
 {
+    const curdi_xfer_item *items = prepared->items;
     curdi_host_span *spans = NULL;
     size_t used = 0;
     curd_status status = CURD_OK;
-    if (count < 2)
+    if (prepared->count < 2 || prepared->ascending)
         return CURD_OK;
-    status = curdi_xfer_alloc(count, sizeof *spans, false, (void **)&spans);
+    status = curdi_xfer_alloc(prepared->count, sizeof *spans, false,
+                              (void **)&spans);
     if (status != CURD_OK)
         return status;
-    for (size_t index = 0; index < count; index++) {
-        if (calls[index].byte_len == 0)
+    for (size_t index = 0; index < prepared->count; index++) {
+        if (items[index].byte_len == 0)
             continue;
-        spans[used].start = (uintptr_t)calls[index].host;
-        /* Checked not to wrap by the caller. */
-        spans[used].end = (uintptr_t)calls[index].host + calls[index].byte_len;
+        spans[used].start = (uintptr_t)items[index].host;
+        /* Checked not to wrap by curdi_prepare_item. */
+        spans[used].end =
+            (uintptr_t)items[index].host + (uintptr_t)items[index].byte_len;
         spans[used].item = index;
         used++;
     }
@@ -442,7 +553,7 @@ static curd_status curdi_check_destinations(const curdi_call_item *calls,
                                 " overlap in host memory; nothing was"
                                 " moved. Fix: give every item its own"
                                 " destination bytes.",
-                                what, spans[index - 1].item,
+                                prepared->what, spans[index - 1].item,
                                 spans[index].item);
             break;
         }
@@ -451,111 +562,39 @@ static curd_status curdi_check_destinations(const curdi_call_item *calls,
     return status;
 }
 
-/* Validates a call's items and marks their buffers in use: argument
- * checks, then handles (all or none), then ranges. On an error nothing
- * is left marked. */
-static curd_status curdi_prepare(curd_device *device, const char *what,
-                                 bool upload, bool batch,
-                                 const curdi_call_item *calls, size_t count,
-                                 curdi_prepared *prepared)
+/* After every item's arguments: destinations, then handles (all marked
+ * in use, or none), then ranges. On an error, curdi_prepared_release
+ * (which the caller calls either way) ends whatever marks were taken. */
+static curd_status curdi_prepare_end(curd_device *device,
+                                     curdi_prepared *prepared)
 {
     char scratch[160];
     curd_status status;
-    memset(prepared, 0, sizeof *prepared);
-    prepared->count = count;
-
-    for (size_t index = 0; index < count; index++) {
-        const curdi_call_item *call = &calls[index];
-        uintptr_t end;
-        if (call->byte_len != 0 && call->host == NULL)
-            return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                              "%s: %s is NULL for %zu bytes; nothing was"
-                              " moved. Fix: pass caller memory of at least"
-                              " that many bytes.",
-                              curdi_item_what(what, batch, index, scratch,
-                                              sizeof scratch),
-                              upload ? "src" : "dst", call->byte_len);
-        if (call->byte_len > call->capacity)
-            return curdi_fail(CURD_E_RANGE,
-                              "%s: %zu bytes asked for, but dst_capacity is"
-                              " only %zu; nothing was moved. Fix: pass a"
-                              " destination of at least byte_len bytes, or"
-                              " ask for fewer.",
-                              curdi_item_what(what, batch, index, scratch,
-                                              sizeof scratch),
-                              call->byte_len, call->capacity);
-        if (__builtin_add_overflow((uintptr_t)call->host, call->byte_len,
-                                   &end))
-            return curdi_fail(CURD_E_OVERFLOW,
-                              "%s: host address %p plus %zu bytes passes the"
-                              " end of the address space; nothing was"
-                              " moved. Fix: pass a valid host range.",
-                              curdi_item_what(what, batch, index, scratch,
-                                              sizeof scratch),
-                              (void *)call->host, call->byte_len);
-        if (!curdi_u64_add(prepared->total_bytes, call->byte_len,
-                           &prepared->total_bytes))
-            return curdi_fail(CURD_E_OVERFLOW,
-                              "%s: the batch's lengths add up past 2^64-1"
-                              " bytes. Fix: split the batch.",
-                              what);
-    }
-    if (!upload) {
-        status = curdi_check_destinations(calls, count, what);
+    if (!prepared->upload) {
+        status = curdi_check_destinations(prepared);
         if (status != CURD_OK)
             return status;
     }
-
-    if (count == 1) {
-        prepared->items = &prepared->one_item;
-        prepared->uses = &prepared->one_use;
-        prepared->ids = &prepared->one_id;
-    } else {
-        status = curdi_xfer_alloc(count, sizeof *prepared->items, true,
-                                  (void **)&prepared->items);
-        if (status == CURD_OK)
-            status = curdi_xfer_alloc(count, sizeof *prepared->uses, false,
-                                      (void **)&prepared->uses);
-        if (status == CURD_OK)
-            status = curdi_xfer_alloc(count, sizeof *prepared->ids, false,
-                                      (void **)&prepared->ids);
-        if (status != CURD_OK) {
-            curdi_prepared_release(device, prepared);
-            return status;
-        }
-    }
-    for (size_t index = 0; index < count; index++)
-        prepared->ids[index] = calls[index].buffer_id;
-    status = curdi_resident_use_begin(device, what, prepared->ids, count,
-                                      prepared->uses);
-    if (status != CURD_OK) {
-        curdi_prepared_release(device, prepared);
+    status = curdi_resident_use_begin(device, prepared->what, prepared->ids,
+                                      prepared->count, prepared->uses);
+    if (status != CURD_OK)
         return status;
-    }
     prepared->marked = true;
 
-    for (size_t index = 0; index < count; index++) {
-        const curdi_call_item *call = &calls[index];
+    for (size_t index = 0; index < prepared->count; index++) {
         curdi_xfer_item *item = &prepared->items[index];
-        size_t buffer_len = prepared->uses[index].byte_len;
-        /* offset + byte_len <= buffer_len without overflow: exactly when
-         * curdi_range_check passes, which words the error otherwise. */
-        if (call->offset > buffer_len
-            || call->byte_len > buffer_len - call->offset) {
-            status = curdi_range_check(call->offset, call->byte_len,
-                                       buffer_len,
-                                       curdi_item_what(what, batch, index,
-                                                       scratch,
-                                                       sizeof scratch));
-            curdi_prepared_release(device, prepared);
-            return status;
+        const curdi_resident_use *use = &prepared->uses[index];
+        /* offset + byte_len <= byte_len of the buffer without overflow:
+         * exactly when curdi_range_check passes, which words the error
+         * otherwise. */
+        if (item->offset > use->byte_len
+            || item->byte_len > use->byte_len - item->offset) {
+            return curdi_range_check(
+                item->offset, item->byte_len, use->byte_len,
+                curdi_item_what(prepared, index, scratch, sizeof scratch));
         }
-        item->buffer_key = call->buffer_id;
-        item->device_base = prepared->uses[index].device_ptr;
-        item->offset = call->offset;
-        item->byte_len = call->byte_len;
-        item->host = call->host;
-        item->registered_key = 0;
+        item->device_base = use->device_ptr;
+        prepared->after_uploads = prepared->after_uploads || use->async_pending;
     }
     return CURD_OK;
 }
@@ -574,35 +613,109 @@ curd_status curdi_transfer_check_device(curd_device *device,
     return CURD_OK;
 }
 
-/* One call from start to end: validate, run (unless nothing moves),
- * release. whole: byte_len must equal the buffer's size. */
-static curd_status curdi_transfer_call(curd_device *device, const char *what,
-                                       bool upload, bool batch, bool whole,
-                                       const curdi_call_item *calls,
-                                       size_t count)
+/* A batch whose items continue one another (prepared->chain) asks for
+ * exactly the bytes of one item: from the first one's offset and host
+ * address, the batch's total length. Moved as that item, it costs one
+ * handle lookup, one range check and a plan of one instead of as many as
+ * it has items; the planner would have fused it into the same one span
+ * (one DMA, the same counts). Every item's own arguments were checked
+ * already, and the one range holds all of theirs: item i starts at the
+ * first's offset plus the lengths before it, which cannot wrap when the
+ * total's end does not. Items that average CURDI_DIRECT_ITEM_MIN_BYTES
+ * or more are left to the planner, which may move them straight from
+ * registered memory one DMA each (lib/xfer.h); below that it would stage
+ * the span, or move it in one DMA exactly when its host side lies in one
+ * registered range, as it does the one item. Returns false, having done
+ * nothing, when it leaves the batch, or when the one item fails a check
+ * (its sentence would not name the item): the caller then checks item by
+ * item, which words the error. Else *out_status is the run's. */
+static bool curdi_transfer_chain(curd_device *device,
+                                 const curdi_prepared *prepared,
+                                 curd_status *out_status)
 {
-    curdi_prepared prepared;
-    curd_status status = curdi_transfer_check_device(device, what);
-    if (status != CURD_OK)
+    curdi_prepared one;
+    const curdi_xfer_item *first = &prepared->items[0];
+    curd_status status;
+    if (prepared->total_bytes > SIZE_MAX
+        || prepared->total_bytes / prepared->count
+               >= CURDI_DIRECT_ITEM_MIN_BYTES)
+        return false;
+    /* One item: allocates nothing, cannot fail. */
+    (void)curdi_prepare_begin(&one, prepared->what, prepared->upload, false,
+                              1);
+    status = curdi_prepare_item(&one, 0, first->buffer_key,
+                                (size_t)first->offset,
+                                (size_t)prepared->total_bytes, first->host,
+                                SIZE_MAX);
+    if (status == CURD_OK)
+        status = curdi_prepare_end(device, &one);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, &one);
+        return false;
+    }
+    *out_status = curdi_transfer_run(device, one.what, one.upload, one.items,
+                                     1, one.after_uploads);
+    curdi_prepared_release(device, &one);
+    return true;
+}
+
+/* A call whose items are recorded, from there to its end: the handles and
+ * ranges, the run (unless nothing moves), the release. whole: the one
+ * item's byte_len must equal the buffer's size. */
+static curd_status curdi_transfer_prepared(curd_device *device,
+                                           curdi_prepared *prepared,
+                                           bool whole)
+{
+    curd_status status;
+    if (prepared->chain && prepared->count > 1
+        && curdi_transfer_chain(device, prepared, &status)) {
+        curdi_prepared_release(device, prepared);
         return status;
-    status = curdi_prepare(device, what, upload, batch, calls, count,
-                           &prepared);
-    if (status != CURD_OK)
+    }
+    status = curdi_prepare_end(device, prepared);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, prepared);
         return status;
-    if (whole && prepared.uses[0].byte_len != calls[0].byte_len) {
+    }
+    if (whole && prepared->uses[0].byte_len != prepared->items[0].byte_len) {
         status = curdi_fail(CURD_E_RANGE,
                             "%s: byte_len is %zu but the buffer holds %zu"
                             " bytes; nothing was moved. Fix: pass exactly"
                             " the buffer's size, or use the _at/_range form"
                             " for part of it.",
-                            what, calls[0].byte_len,
-                            prepared.uses[0].byte_len);
-    } else if (prepared.total_bytes > 0) {
-        status = curdi_transfer_run(device, what, upload, prepared.items,
-                                    count, prepared.uses);
+                            prepared->what, (size_t)prepared->items[0].byte_len,
+                            prepared->uses[0].byte_len);
+    } else if (prepared->total_bytes > 0) {
+        status = curdi_transfer_run(device, prepared->what, prepared->upload,
+                                    prepared->items, prepared->count,
+                                    prepared->after_uploads);
     }
-    curdi_prepared_release(device, &prepared);
+    curdi_prepared_release(device, prepared);
     return status;
+}
+
+/* One single transfer from start to end. The library never writes through
+ * an upload's source; the item type is shared with downloads, hence the
+ * casts at the callers. Uploads have no capacity: SIZE_MAX. */
+static curd_status curdi_transfer_one(curd_device *device, const char *what,
+                                      bool upload, bool whole,
+                                      uint64_t buffer_id, size_t offset,
+                                      size_t byte_len, unsigned char *host,
+                                      size_t capacity)
+{
+    curdi_prepared prepared;
+    curd_status status = curdi_transfer_check_device(device, what);
+    if (status == CURD_OK)
+        status = curdi_prepare_begin(&prepared, what, upload, false, 1);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_prepare_item(&prepared, 0, buffer_id, offset, byte_len,
+                                host, capacity);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, &prepared);
+        return status;
+    }
+    return curdi_transfer_prepared(device, &prepared, whole);
 }
 
 /* ------------------------------------------------------------------------
@@ -612,31 +725,26 @@ static curd_status curdi_transfer_call(curd_device *device, const char *what,
 CURD_API curd_status curd_buffer_upload(curd_device *device, curd_buffer buffer,
                                         const void *src, size_t byte_len)
 {
-    /* The library never writes through src; the item type is shared with
-     * downloads, hence the cast. */
-    curdi_call_item call = {buffer.id, 0, byte_len, (unsigned char *)src,
-                            SIZE_MAX};
-    return curdi_transfer_call(device, "curd_buffer_upload", true, false, true,
-                               &call, 1);
+    return curdi_transfer_one(device, "curd_buffer_upload", true, true,
+                              buffer.id, 0, byte_len, (unsigned char *)src,
+                              SIZE_MAX);
 }
 
 CURD_API curd_status curd_buffer_upload_at(curd_device *device,
                                            curd_buffer buffer, size_t offset,
                                            const void *src, size_t byte_len)
 {
-    curdi_call_item call = {buffer.id, offset, byte_len, (unsigned char *)src,
-                            SIZE_MAX};
-    return curdi_transfer_call(device, "curd_buffer_upload_at", true, false,
-                               false, &call, 1);
+    return curdi_transfer_one(device, "curd_buffer_upload_at", true, false,
+                              buffer.id, offset, byte_len,
+                              (unsigned char *)src, SIZE_MAX);
 }
 
 CURD_API curd_status curd_buffer_download(curd_device *device,
                                           curd_buffer buffer, void *dst,
                                           size_t byte_len)
 {
-    curdi_call_item call = {buffer.id, 0, byte_len, dst, byte_len};
-    return curdi_transfer_call(device, "curd_buffer_download", false, false,
-                               true, &call, 1);
+    return curdi_transfer_one(device, "curd_buffer_download", false, true,
+                              buffer.id, 0, byte_len, dst, byte_len);
 }
 
 CURD_API curd_status curd_buffer_download_range(curd_device *device,
@@ -644,69 +752,68 @@ CURD_API curd_status curd_buffer_download_range(curd_device *device,
                                                 size_t offset, size_t byte_len,
                                                 void *dst, size_t dst_capacity)
 {
-    curdi_call_item call = {buffer.id, offset, byte_len, dst, dst_capacity};
-    return curdi_transfer_call(device, "curd_buffer_download_range", false,
-                               false, false, &call, 1);
+    return curdi_transfer_one(device, "curd_buffer_download_range", false,
+                              false, buffer.id, offset, byte_len, dst,
+                              dst_capacity);
 }
 
-/* Batches copy the caller's items into the shared shape first. */
-static curd_status curdi_batch_calls(const char *what, const void *items,
-                                     size_t count, curdi_call_item **out)
+/* The checks before a batch's items: a device, and items unless there are
+ * none (a batch of nothing succeeds at once). */
+static curd_status curdi_batch_check(curd_device *device, const char *what,
+                                     const void *items, size_t count)
 {
-    if (items == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: items is NULL but count is %zu. Fix: pass an"
-                          " array of count items, or count 0.",
-                          what, count);
-    return curdi_xfer_alloc(count, sizeof **out, false, (void **)out);
+    curd_status status = curdi_transfer_check_device(device, what);
+    if (status == CURD_OK && count != 0 && items == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: items is NULL but count is %zu. Fix: pass an"
+                            " array of count items, or count 0.",
+                            what, count);
+    return status;
 }
 
 CURD_API curd_status curd_upload_batch(curd_device *device,
                                        const curd_upload *items, size_t count)
 {
-    const char *what = "curd_upload_batch";
-    curdi_call_item *calls = NULL;
-    curd_status status = curdi_transfer_check_device(device, what);
+    curdi_prepared prepared;
+    curd_status status =
+        curdi_batch_check(device, "curd_upload_batch", items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_batch_calls(what, items, count, &calls);
-    if (status != CURD_OK)
+    status = curdi_prepare_begin(&prepared, "curd_upload_batch", true, true,
+                                 count);
+    for (size_t index = 0; index < count && status == CURD_OK; index++)
+        status = curdi_prepare_item(&prepared, index, items[index].buffer.id,
+                                    items[index].offset, items[index].byte_len,
+                                    (unsigned char *)items[index].src,
+                                    SIZE_MAX);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, &prepared);
         return status;
-    for (size_t index = 0; index < count; index++) {
-        calls[index].buffer_id = items[index].buffer.id;
-        calls[index].offset = items[index].offset;
-        calls[index].byte_len = items[index].byte_len;
-        calls[index].host = (unsigned char *)items[index].src;
-        calls[index].capacity = SIZE_MAX;
     }
-    status = curdi_transfer_call(device, what, true, true, false, calls, count);
-    free(calls);
-    return status;
+    return curdi_transfer_prepared(device, &prepared, false);
 }
 
 CURD_API curd_status curd_download_batch(curd_device *device,
                                          const curd_download *items,
                                          size_t count)
 {
-    const char *what = "curd_download_batch";
-    curdi_call_item *calls = NULL;
-    curd_status status = curdi_transfer_check_device(device, what);
+    curdi_prepared prepared;
+    curd_status status =
+        curdi_batch_check(device, "curd_download_batch", items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_batch_calls(what, items, count, &calls);
-    if (status != CURD_OK)
+    status = curdi_prepare_begin(&prepared, "curd_download_batch", false, true,
+                                 count);
+    for (size_t index = 0; index < count && status == CURD_OK; index++)
+        status = curdi_prepare_item(&prepared, index, items[index].buffer.id,
+                                    items[index].offset, items[index].byte_len,
+                                    items[index].dst,
+                                    items[index].dst_capacity);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, &prepared);
         return status;
-    for (size_t index = 0; index < count; index++) {
-        calls[index].buffer_id = items[index].buffer.id;
-        calls[index].offset = items[index].offset;
-        calls[index].byte_len = items[index].byte_len;
-        calls[index].host = items[index].dst;
-        calls[index].capacity = items[index].dst_capacity;
     }
-    status =
-        curdi_transfer_call(device, what, false, true, false, calls, count);
-    free(calls);
-    return status;
+    return curdi_transfer_prepared(device, &prepared, false);
 }
 
 /* ------------------------------------------------------------------------
@@ -805,17 +912,18 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     curdi_counts counts;
     curdi_cu_result cu_result;
     uintptr_t range_key;
-    curdi_call_item call = {buffer.id, offset, byte_len,
-                            (unsigned char *)pinned_src, SIZE_MAX};
     curd_status status = curdi_transfer_check_device(device, what);
+    if (status == CURD_OK)
+        status = curdi_prepare_begin(&prepared, what, true, false, 1);
     if (status != CURD_OK)
         return status;
-    status = curdi_prepare(device, what, true, false, &call, 1, &prepared);
-    if (status != CURD_OK)
-        return status;
-    if (byte_len == 0) {
+    status = curdi_prepare_item(&prepared, 0, buffer.id, offset, byte_len,
+                                (unsigned char *)pinned_src, SIZE_MAX);
+    if (status == CURD_OK)
+        status = curdi_prepare_end(device, &prepared);
+    if (status != CURD_OK || byte_len == 0) {
         curdi_prepared_release(device, &prepared);
-        return CURD_OK;
+        return status;
     }
     status = curdi_device_enter(device);
     if (status != CURD_OK) {
@@ -837,7 +945,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     if (status != CURD_OK)
         goto fail;
 
-    /* offset + byte_len <= the buffer's size: checked in curdi_prepare. */
+    /* offset + byte_len <= the buffer's size: checked in curdi_prepare_end. */
     cu_result = curdi_driver_note(driver->cuMemcpyHtoDAsync(
         (curdi_cu_deviceptr)(prepared.uses[0].device_ptr + offset), pinned_src,
         byte_len, device->upload_stream));

@@ -45,47 +45,20 @@ void curdi_xfer_plan_free(curdi_xfer_plan *plan)
 {
     if (plan == NULL)
         return;
+    /* One block, which starts with the spans (see the build). */
     free(plan->spans);
-    free(plan->members);
-    free(plan->item_stream_offset);
-    free(plan->staged_items);
     memset(plan, 0, sizeof *plan);
 }
 
-/* The span (of the copy plan) holding staging offset `offset`: spans sit
- * back to back in staging in array order, so the last one starting at or
- * before it. */
-static size_t curdi_span_at(const curdi_copy_plan *copy_plan, uint64_t offset)
+static int curdi_index_compare(const void *left, const void *right)
 {
-    size_t low = 0;
-    size_t high = copy_plan->span_count;
-    while (high - low > 1) {
-        size_t middle = low + (high - low) / 2;
-        if (copy_plan->spans[middle].staging_offset <= offset)
-            low = middle;
-        else
-            high = middle;
-    }
-    return low;
+    size_t a = *(const size_t *)left;
+    size_t b = *(const size_t *)right;
+    return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/* Staged items are put in (stream offset, item index) order through these
- * pairs, since qsort has no context argument. */
-typedef struct curdi_staged_key {
-    uint64_t stream_offset;
-    size_t item;
-} curdi_staged_key;
-
-static int curdi_staged_compare(const void *left, const void *right)
-{
-    const curdi_staged_key *a = left;
-    const curdi_staged_key *b = right;
-    if (a->stream_offset != b->stream_offset)
-        return a->stream_offset < b->stream_offset ? -1 : 1;
-    return a->item < b->item ? -1 : a->item > b->item ? 1 : 0;
-}
-
-/* Decides how a span moves (see transfer.h). */
+/* Decides how a span moves (see xfer.h); member_bytes is the sum of its
+ * members' lengths. */
 static void curdi_span_decide(curdi_xfer_span *span,
                               const curdi_xfer_item *items,
                               const size_t *members, uint64_t span_offset,
@@ -122,152 +95,132 @@ static void curdi_span_decide(curdi_xfer_span *span,
     }
 }
 
+/* Fills the plan's arrays from the fused spans (lib/copyplan.c). */
+static curd_status curdi_plan_spans(curdi_xfer_plan *plan,
+                                    const curdi_xfer_item *items,
+                                    const curdi_copy_plan *fused)
+{
+    uint64_t stream = 0;
+    for (size_t index = 0; index < plan->span_count; index++) {
+        curdi_xfer_span *span = &plan->spans[index];
+        const curdi_copy_span *source = &fused->spans[index];
+        const size_t *members = &fused->members[source->first_member];
+        const curdi_xfer_item *first = &items[members[0]];
+        uint64_t member_bytes = 0;
+        curd_status status;
+        span->first_member = source->first_member;
+        span->member_count = source->member_count;
+        span->byte_len = source->byte_len;
+        span->stream_offset = 0;
+        /* Members share the buffer, so its base: first's. */
+        status = curdi_device_ptr_offset(first->device_base, source->offset,
+                                         &span->device_ptr);
+        if (status != CURD_OK)
+            return status;
+        /* member_bytes <= count * max item, each range already checked
+         * against a buffer size; summing in u64 cannot wrap for real
+         * batches, and a wrap would only pick staging over direct. */
+        for (size_t member = 0; member < span->member_count; member++)
+            member_bytes += items[members[member]].byte_len;
+        if (member_bytes != span->byte_len && span->member_count > 1)
+            /* Members overlap (their union is the span): where uploads
+             * overlap the later item wins, so they go in item order. */
+            qsort(&plan->members[span->first_member], span->member_count,
+                  sizeof *plan->members, curdi_index_compare);
+        curdi_span_decide(span, items, plan->members, source->offset,
+                          member_bytes);
+        if (span->mode == CURDI_SPAN_DIRECT_ITEMS)
+            plan->dma_bytes += member_bytes;
+        else
+            plan->dma_bytes += span->byte_len;
+        if (span->mode != CURDI_SPAN_STAGED)
+            continue;
+        span->stream_offset = stream;
+        /* stream <= fused->staging_bytes, which the planner checked. */
+        stream += span->byte_len;
+        if (member_bytes != span->byte_len)
+            plan->overlapping = true;
+        /* In the fused order, so in (stream offset, item index) order. */
+        for (size_t member = 0; member < span->member_count; member++) {
+            size_t item = members[member];
+            plan->item_stream_offset[item] =
+                span->stream_offset + (items[item].offset - source->offset);
+            plan->staged_items[plan->staged_item_count++] = item;
+        }
+    }
+    plan->stream_bytes = stream;
+    return CURD_OK;
+}
+
 curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
                                   curdi_xfer_plan *out_plan)
 {
     curdi_xfer_plan plan;
-    curdi_copy_plan copy_plan;
+    curdi_copy_plan fused;
     curdi_copy_item *copy_items = NULL;
-    size_t *item_span = NULL;
-    uint64_t *member_bytes = NULL;
-    curdi_staged_key *keys = NULL;
-    size_t member_total = 0;
-    uint64_t stream = 0;
+    size_t block_bytes = 0;
+    size_t bytes;
+    unsigned char *block;
     curd_status status;
 
     memset(&plan, 0, sizeof plan);
-    memset(&copy_plan, 0, sizeof copy_plan);
     status = curdi_xfer_alloc(count, sizeof *copy_items, false,
                               (void **)&copy_items);
     if (status != CURD_OK)
-        goto fail;
+        return status;
     for (size_t index = 0; index < count; index++) {
         copy_items[index].buffer_key = items[index].buffer_key;
         copy_items[index].offset = items[index].offset;
         copy_items[index].byte_len = items[index].byte_len;
-        if (items[index].byte_len != 0)
-            member_total++;
     }
-    status = curdi_copyplan_build(copy_items, count, &copy_plan);
-    if (status != CURD_OK)
-        goto fail;
-    status = curdi_xfer_alloc(copy_plan.span_count, sizeof *plan.spans, true,
-                              (void **)&plan.spans);
-    if (status == CURD_OK)
-        status = curdi_xfer_alloc(member_total, sizeof *plan.members, false,
-                                  (void **)&plan.members);
-    if (status == CURD_OK)
-        status = curdi_xfer_alloc(count, sizeof *plan.item_stream_offset,
-                                  true, (void **)&plan.item_stream_offset);
-    if (status == CURD_OK)
-        status = curdi_xfer_alloc(count, sizeof *item_span, false,
-                                  (void **)&item_span);
-    if (status == CURD_OK)
-        status = curdi_xfer_alloc(copy_plan.span_count, sizeof *member_bytes,
-                                  true, (void **)&member_bytes);
-    if (status != CURD_OK)
-        goto fail;
-    plan.span_count = copy_plan.span_count;
-
-    /* Membership: count per span, prefix sums, then fill in item order. */
-    for (size_t index = 0; index < count; index++) {
-        size_t span;
-        if (items[index].byte_len == 0)
-            continue;
-        span = curdi_span_at(&copy_plan,
-                             copy_plan.item_staging_offset[index]);
-        item_span[index] = span;
-        plan.spans[span].member_count++;
-        /* member_bytes <= count * max item, each range already checked
-         * against a buffer size; summing in u64 cannot wrap for real
-         * batches, and a wrap would only pick staging over direct. */
-        member_bytes[span] += items[index].byte_len;
-    }
-    for (size_t span = 0, next = 0; span < plan.span_count; span++) {
-        plan.spans[span].first_member = next;
-        next += plan.spans[span].member_count;
-        plan.spans[span].member_count = 0;
-    }
-    for (size_t index = 0; index < count; index++) {
-        curdi_xfer_span *span;
-        if (items[index].byte_len == 0)
-            continue;
-        span = &plan.spans[item_span[index]];
-        plan.members[span->first_member + span->member_count++] = index;
-    }
-
-    for (size_t index = 0; index < plan.span_count; index++) {
-        curdi_xfer_span *span = &plan.spans[index];
-        const curdi_copy_span *source = &copy_plan.spans[index];
-        const curdi_xfer_item *first = &items[plan.members[span->first_member]];
-        status = curdi_device_ptr_offset(first->device_base, source->offset,
-                                         &span->device_ptr);
-        if (status != CURD_OK)
-            goto fail;
-        span->byte_len = source->byte_len;
-        curdi_span_decide(span, items, plan.members, source->offset,
-                          member_bytes[index]);
-        if (span->mode == CURDI_SPAN_DIRECT_ITEMS)
-            plan.dma_bytes += member_bytes[index];
-        else
-            plan.dma_bytes += span->byte_len;
-        if (span->mode != CURDI_SPAN_STAGED)
-            continue;
-        span->stream_offset = stream;
-        /* stream <= copy_plan.staging_bytes, which the planner checked. */
-        stream += span->byte_len;
-        plan.staged_item_count += span->member_count;
-        if (member_bytes[index] != span->byte_len)
-            plan.overlapping = true;
-        for (size_t member = 0; member < span->member_count; member++) {
-            size_t item = plan.members[span->first_member + member];
-            plan.item_stream_offset[item] =
-                span->stream_offset + (items[item].offset - source->offset);
-        }
-    }
-    plan.stream_bytes = stream;
-
-    status = curdi_xfer_alloc(plan.staged_item_count,
-                              sizeof *plan.staged_items, false,
-                              (void **)&plan.staged_items);
-    if (status == CURD_OK)
-        status = curdi_xfer_alloc(plan.staged_item_count, sizeof *keys, false,
-                                  (void **)&keys);
-    if (status != CURD_OK)
-        goto fail;
-    for (size_t index = 0, next = 0; index < plan.span_count; index++) {
-        const curdi_xfer_span *span = &plan.spans[index];
-        if (span->mode != CURDI_SPAN_STAGED)
-            continue;
-        for (size_t member = 0; member < span->member_count; member++) {
-            size_t item = plan.members[span->first_member + member];
-            keys[next].stream_offset = plan.item_stream_offset[item];
-            keys[next].item = item;
-            next++;
-        }
-    }
-    if (plan.staged_item_count > 1)
-        qsort(keys, plan.staged_item_count, sizeof *keys,
-              curdi_staged_compare);
-    for (size_t index = 0; index < plan.staged_item_count; index++)
-        plan.staged_items[index] = keys[index].item;
-
+    status = curdi_copyplan_build(copy_items, count, &fused);
     free(copy_items);
-    free(item_span);
-    free(member_bytes);
-    free(keys);
-    curdi_copyplan_free(&copy_plan);
+    if (status != CURD_OK)
+        return status;
+
+    /* One block: the spans, the per-item stream offsets, the members and
+     * the staged items; 64-bit fields first keep every array aligned. */
+    if (!curdi_size_mul(fused.span_count, sizeof *plan.spans, &block_bytes)
+        || !curdi_size_mul(count, sizeof *plan.item_stream_offset, &bytes)
+        || !curdi_size_add(block_bytes, bytes, &block_bytes)
+        || !curdi_size_mul(fused.member_count, 2u * sizeof *plan.members,
+                           &bytes)
+        || !curdi_size_add(block_bytes, bytes, &block_bytes)) {
+        curdi_copyplan_free(&fused);
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "a transfer plan for %zu items needs more than"
+                          " SIZE_MAX bytes. Fix: split the batch.",
+                          count);
+    }
+    bytes = fused.member_count * sizeof *plan.members; /* half of the above */
+    if (block_bytes != 0) {
+        block = malloc(block_bytes);
+        if (block == NULL) {
+            curdi_copyplan_free(&fused);
+            return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                              "could not allocate %zu bytes for a transfer"
+                              " plan of %zu items. Fix: free host memory or"
+                              " split the batch.",
+                              block_bytes, count);
+        }
+        plan.spans = (curdi_xfer_span *)(void *)block;
+        plan.item_stream_offset =
+            (uint64_t *)(void *)(plan.spans + fused.span_count);
+        plan.members = (size_t *)(void *)(plan.item_stream_offset + count);
+        plan.staged_items = plan.members + fused.member_count;
+        memset(plan.item_stream_offset, 0,
+               count * sizeof *plan.item_stream_offset);
+        memcpy(plan.members, fused.members, bytes);
+    }
+    plan.span_count = fused.span_count;
+    status = curdi_plan_spans(&plan, items, &fused);
+    curdi_copyplan_free(&fused);
+    if (status != CURD_OK) {
+        curdi_xfer_plan_free(&plan);
+        return status;
+    }
     *out_plan = plan;
     return CURD_OK;
-
-fail:
-    free(copy_items);
-    free(item_span);
-    free(member_bytes);
-    free(keys);
-    curdi_copyplan_free(&copy_plan);
-    curdi_xfer_plan_free(&plan);
-    return status;
 }
 
 uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes)

@@ -62,9 +62,13 @@ typedef struct curdi_xfer_span {
 } curdi_xfer_span;
 
 typedef struct curdi_xfer_plan {
+    /* spans, members, item_stream_offset and staged_items share one
+     * allocation; curdi_xfer_plan_free frees it. */
     curdi_xfer_span *spans;
     size_t span_count;
-    /* Item indices grouped by span; within a span in item order. */
+    /* Non-empty item indices grouped by span; within a span in device
+     * order (offset, then item index), or in item order when the span's
+     * members overlap (the later of overlapping uploads must land last). */
     size_t *members;
     /* Per item: its first byte's offset in the staging stream (items of
      * staged spans only; others 0). */
@@ -92,7 +96,9 @@ void curdi_xfer_plan_free(curdi_xfer_plan *plan);
  * up to 1 MiB, else a quarter of it rounded up to 64 KiB, between 1 MiB
  * and 8 MiB. */
 uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes);
-/* Staging slots the engine cycles through for chunk_count chunks (1 to 3). */
+/* Staging slots the engine cycles through for chunk_count chunks (1 to
+ * CURDI_XFER_SLOTS_MAX). */
+#define CURDI_XFER_SLOTS_MAX 3u
 unsigned curdi_xfer_slot_count(uint64_t chunk_count);
 
 /* ------------------------------------------------------------------------

@@ -143,6 +143,43 @@ static void assert_plan_matches_model(const model *m,
     g_assert_cmpuint(plan->span_count, ==, expected_spans);
     g_assert_cmpuint(plan->staging_bytes, ==, staging_total);
 
+    /* Members: every non-empty item once, span by span, each inside the
+     * span that lists it, all in (key, offset, item index) order. */
+    size_t non_empty = 0;
+    for (size_t i = 0; i < count; i++)
+        non_empty += items[i].byte_len != 0;
+    g_assert_cmpuint(plan->member_count, ==, non_empty);
+    guint8 *listed = g_malloc0(count ? count : 1);
+    size_t next_member = 0;
+    for (size_t s = 0; s < plan->span_count; s++) {
+        const curdi_copy_span *span = &plan->spans[s];
+        g_assert_cmpuint(span->first_member, ==, next_member);
+        g_assert_cmpuint(span->member_count, >, 0);
+        next_member += span->member_count;
+        for (size_t e = span->first_member; e < next_member; e++) {
+            size_t i = plan->members[e];
+            g_assert_cmpuint(i, <, count);
+            g_assert_false(listed[i]);
+            listed[i] = 1;
+            g_assert_cmpuint(items[i].byte_len, >, 0);
+            g_assert_cmpuint(items[i].buffer_key, ==, span->buffer_key);
+            g_assert_cmpuint(items[i].offset, >=, span->offset);
+            g_assert_cmpuint(items[i].offset + items[i].byte_len, <=,
+                             span->offset + span->byte_len);
+        }
+    }
+    g_assert_cmpuint(next_member, ==, plan->member_count);
+    for (size_t e = 1; e < plan->member_count; e++) {
+        const curdi_copy_item *a = &items[plan->members[e - 1]];
+        const curdi_copy_item *b = &items[plan->members[e]];
+        g_assert_true(a->buffer_key < b->buffer_key
+                      || (a->buffer_key == b->buffer_key
+                          && (a->offset < b->offset
+                              || (a->offset == b->offset
+                                  && plan->members[e - 1] < plan->members[e]))));
+    }
+    g_free(listed);
+
     /* "DMA" each span into staging, byte by byte, then slice every item
      * back out and compare with the buffer read directly. */
     guint8 *staging = g_malloc(staging_total ? (size_t)staging_total : 1);

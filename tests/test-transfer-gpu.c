@@ -647,6 +647,33 @@ static curd_status bad_batch_overlapping_destinations(curd_device *d,
     return curd_download_batch(d, items, 2);
 }
 
+static curd_status bad_chained_batch_last_item_past_end(curd_device *d,
+                                                        curd_buffer a,
+                                                        curd_buffer b,
+                                                        curd_buffer other,
+                                                        unsigned char *src,
+                                                        unsigned char *dst)
+{
+    (void)b, (void)other, (void)src;
+    /* Each item continues the one before, on the device and in dst. */
+    curd_download items[3] = {{a, 0, 2000, dst, 2000},
+                              {a, 2000, 2000, dst + 2000, 2000},
+                              {a, 4000, 200, dst + 4000, 200}};
+    return curd_download_batch(d, items, 3);
+}
+
+static curd_status bad_chained_batch_of_a_foreign_buffer(curd_device *d,
+                                                         curd_buffer a,
+                                                         curd_buffer b,
+                                                         curd_buffer other,
+                                                         unsigned char *src,
+                                                         unsigned char *dst)
+{
+    (void)a, (void)b, (void)dst;
+    curd_upload items[2] = {{other, 0, src, 100}, {other, 100, src + 100, 100}};
+    return curd_upload_batch(d, items, 2);
+}
+
 static curd_status bad_batch_null_items(curd_device *d, curd_buffer a,
                                         curd_buffer b, curd_buffer other,
                                         unsigned char *src, unsigned char *dst)
@@ -712,6 +739,12 @@ static const bad_case bad_cases[] = {
     {"batch with overlapping destinations", CURD_E_INVALID_ARGUMENT,
      bad_batch_overlapping_destinations,
      "curd_download_batch: the destinations of items 0 and 1 overlap"},
+    {"chained batch whose last item passes the end", CURD_E_RANGE,
+     bad_chained_batch_last_item_past_end,
+     "curd_download_batch item 2 [4000, 4200)"},
+    {"chained batch of another device's buffer", CURD_E_STALE_HANDLE,
+     bad_chained_batch_of_a_foreign_buffer,
+     "curd_upload_batch item 0: curd_buffer 0x"},
     {"batch of NULL items", CURD_E_INVALID_ARGUMENT, bad_batch_null_items,
      "curd_upload_batch: items is NULL"},
     {"batch with an overflowing item", CURD_E_OVERFLOW,

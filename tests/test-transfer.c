@@ -32,8 +32,8 @@ typedef struct fake_dma {
 typedef struct fake_device {
     GArray *queue;    /* fake_dma, not yet run */
     size_t ran;       /* entries of queue already run */
-    size_t marks[3];  /* queue length at each slot's last mark */
-    bool marked[3];
+    size_t marks[CURDI_XFER_SLOTS_MAX]; /* queue length at each slot's last mark */
+    bool marked[CURDI_XFER_SLOTS_MAX];
     unsigned finishes;
     unsigned copies;
     unsigned calls;   /* every op, for fault injection */
@@ -81,7 +81,7 @@ static curd_status fake_mark(void *context, unsigned slot)
     fake_device *fake = context;
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
-    g_assert_cmpuint(slot, <, 3);
+    g_assert_cmpuint(slot, <, CURDI_XFER_SLOTS_MAX);
     fake->marks[slot] = fake->queue->len;
     fake->marked[slot] = true;
     return CURD_OK;
@@ -265,7 +265,7 @@ static curd_status run_plan(const curdi_xfer_plan *plan,
                             uint64_t chunk_bytes, fake_device *fake,
                             curdi_copy_team *team, curdi_xfer_result *result)
 {
-    unsigned char *slots[3] = {NULL, NULL, NULL};
+    unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     unsigned slot_count = 0;
     curdi_xfer_ops ops = {fake_copy, fake_mark, fake_wait, fake_finish, fake};
     curd_status status;
