@@ -168,7 +168,7 @@ typedef struct family_part {
 } family_part;
 
 typedef struct pool_shard {
-    _Alignas(LINE_PAIR) atomic_bool lock; /* shard_lock() says why not a mutex */
+    _Alignas(LINE_PAIR) atomic_bool lock; /* shard_lock() says why */
     class_stack *stacks; /* one per class */
     pool_block **buckets;
     size_t bucket_count; /* a power of two */
@@ -452,12 +452,27 @@ static inline void family_down(curdi_pool *pool, pool_shard *shard,
         family_flush(pool, shard, family);
 }
 
+/* Shares stay far below their cap in any real run. When every value and
+ * amount an operation checks is below half the cap, every sum fits, and one
+ * test of their bitwise OR says so (about 30 instructions fewer per cache
+ * hit than the checks one by one, which decide the rare rest). */
+#define ROOM_EASY (SHARD_COUNTER_MAX / 2u + 1u)
+
 /* Room in the shard's counters for an acquire (a hit also takes the block
  * out of the cache). */
-static bool room_for_acquire(const pool_shard *shard, size_t class_bytes,
-                             size_t byte_len, bool hit)
+static inline bool room_for_acquire(const pool_shard *shard,
+                                    size_t class_bytes, size_t byte_len,
+                                    bool hit)
 {
     const family_part *f = shard->families;
+    uint64_t any = f[FAMILY_LIVE_BYTES].allocated |
+                   f[FAMILY_REQUESTED_BYTES].allocated |
+                   f[FAMILY_LIVE_BLOCKS].allocated | class_bytes | byte_len;
+    if (hit)
+        any |= f[FAMILY_CACHED_BYTES].freed | f[FAMILY_CACHED_BLOCKS].freed |
+               shard->cache_hits;
+    if (any < ROOM_EASY)
+        return true;
     if (!shard_room(f[FAMILY_LIVE_BYTES].allocated, class_bytes) ||
         !shard_room(f[FAMILY_REQUESTED_BYTES].allocated, byte_len) ||
         !shard_room(f[FAMILY_LIVE_BLOCKS].allocated, 1))
@@ -474,10 +489,19 @@ static bool room_for_cache(const pool_shard *shard, size_t class_bytes)
            shard_room(f[FAMILY_CACHED_BLOCKS].allocated, 1);
 }
 
-static bool room_for_release(const pool_shard *shard, size_t class_bytes,
-                             size_t byte_len, bool cache)
+static inline bool room_for_release(const pool_shard *shard,
+                                    size_t class_bytes, size_t byte_len,
+                                    bool cache)
 {
     const family_part *f = shard->families;
+    uint64_t any = f[FAMILY_LIVE_BYTES].freed |
+                   f[FAMILY_REQUESTED_BYTES].freed |
+                   f[FAMILY_LIVE_BLOCKS].freed | class_bytes | byte_len;
+    if (cache)
+        any |= f[FAMILY_CACHED_BYTES].allocated |
+               f[FAMILY_CACHED_BLOCKS].allocated;
+    if (any < ROOM_EASY)
+        return true;
     if (!shard_room(f[FAMILY_LIVE_BYTES].freed, class_bytes) ||
         !shard_room(f[FAMILY_REQUESTED_BYTES].freed, byte_len) ||
         !shard_room(f[FAMILY_LIVE_BLOCKS].freed, 1))
@@ -515,13 +539,13 @@ static void *shard_calloc(size_t count, size_t size)
 /* ------------------------------------------------------------------------
  * The live table of a shard: address -> record, chained.
  * ---------------------------------------------------------------------- */
-static size_t bucket_of(size_t bucket_count, uint64_t address)
+static inline size_t bucket_of(size_t bucket_count, uint64_t address)
 {
     uint64_t hash = (address ^ (address >> 17)) * UINT64_C(0x9E3779B97F4A7C15);
     return (size_t)(hash >> 32) & (bucket_count - 1u);
 }
 
-static pool_block **table_find(pool_shard *shard, uint64_t address)
+static inline pool_block **table_find(pool_shard *shard, uint64_t address)
 {
     pool_block **link = &shard->buckets[bucket_of(shard->bucket_count,
                                                   address)];
@@ -554,7 +578,7 @@ static void table_grow(pool_shard *shard)
     shard->bucket_count = count;
 }
 
-static void table_insert(pool_shard *shard, pool_block *block)
+static inline void table_insert(pool_shard *shard, pool_block *block)
 {
     if (shard->live_count / 2u >= shard->bucket_count)
         table_grow(shard);
@@ -567,12 +591,12 @@ static void table_insert(pool_shard *shard, pool_block *block)
 /* ------------------------------------------------------------------------
  * Class stacks and budget leases (shard locked)
  * ---------------------------------------------------------------------- */
-static uint32_t stack_count(const class_stack *stack)
+static inline uint32_t stack_count(const class_stack *stack)
 {
     return atomic_load_explicit(&stack->count, memory_order_relaxed);
 }
 
-static void stack_push(pool_shard *shard, pool_block *block)
+static inline void stack_push(pool_shard *shard, pool_block *block)
 {
     class_stack *stack = &shard->stacks[block->class_index];
     block->next = stack->top;
@@ -582,7 +606,7 @@ static void stack_push(pool_shard *shard, pool_block *block)
     shard->cached_bytes += block->class_bytes;
 }
 
-static pool_block *stack_pop(pool_shard *shard, unsigned class_index)
+static inline pool_block *stack_pop(pool_shard *shard, unsigned class_index)
 {
     class_stack *stack = &shard->stacks[class_index];
     pool_block *block = stack->top;
@@ -599,7 +623,8 @@ static pool_block *stack_pop(pool_shard *shard, unsigned class_index)
 /* Makes the shard's lease cover `more` cached bytes, taking from the pool's
  * unleased budget (with slack, so a hot loop does not come back each
  * time). False when the unleased budget is short. */
-static bool lease_cover(curdi_pool *pool, pool_shard *shard, uint64_t more)
+static inline bool lease_cover(curdi_pool *pool, pool_shard *shard,
+                               uint64_t more)
 {
     uint64_t end = shard->cached_bytes + more; /* both below 2^62 */
     if (end <= shard->lease_bytes)
@@ -652,7 +677,7 @@ static bool lease_sweep(curdi_pool *pool, const pool_shard *except)
 
 /* Whether a block of this class may go into this shard's cache, as far as
  * the closing flag, the slots and the budget go (the lease is separate). */
-static bool cacheable(curdi_pool *pool, const pool_shard *shard,
+static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
                       const pool_block *block)
 {
     return !atomic_load_explicit(&pool->closing, memory_order_relaxed) &&
