@@ -339,9 +339,11 @@ CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer);
  *    span whose host side is one run inside a registered range moves in
  *    one DMA straight to or from it.
  *  - Transfers larger than a staging chunk (1 to 8 MiB) are pipelined: the
- *    host copy of one chunk overlaps the DMA of the next, and large copies
- *    are split among up to 6 copy threads that the device starts on first
- *    use.
+ *    host copy of one chunk overlaps the DMAs of the next ones, and large
+ *    copies are split among up to 6 copy threads that the device starts on
+ *    first use. A download that stages 16 MiB or more writes the caller's
+ *    memory with non-temporal stores on x86-64 (its bytes are then not in
+ *    the processor's cache).
  *  - Counters, added only on success: h2d_bytes and d2h_bytes count the
  *    bytes that cross the bus (a fused span once); copy_ops counts DMAs (a
  *    span is cut at chunk boundaries, one DMA per piece); fences counts one

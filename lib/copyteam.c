@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "status.h"
 
@@ -33,21 +36,68 @@ struct curdi_copy_team {
     uint64_t serial; /* one per job; a worker runs each serial once */
     const curdi_copy_piece *pieces;
     size_t piece_count;
+    bool streaming;
     _Atomic size_t next_piece;
     unsigned busy_workers; /* workers not yet done with the current job */
 };
 
+void curdi_copy_streaming(void *dst, const void *src, size_t byte_len)
+{
+#if defined(__SSE2__)
+    unsigned char *to = dst;
+    const unsigned char *from = src;
+    /* Bytes up to the destination's next 64-byte line. */
+    size_t head = (size_t)(-(uintptr_t)to & 63u);
+    if (byte_len < 4096u) {
+        memcpy(dst, src, byte_len);
+        return;
+    }
+    /* head < 64 <= byte_len: the head, whole lines, then the tail, each
+     * inside [dst, dst + byte_len) and [src, src + byte_len). */
+    memcpy(to, from, head);
+    to += head;
+    from += head;
+    byte_len -= head;
+    for (; byte_len >= 64u; byte_len -= 64u, to += 64, from += 64) {
+        /* Loads need no alignment; the stores are to a whole line. */
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)from);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(from + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(from + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(from + 48));
+        _mm_stream_si128((__m128i *)(void *)to, a);
+        _mm_stream_si128((__m128i *)(void *)(to + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(to + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(to + 48), d);
+    }
+    memcpy(to, from, byte_len);
+    /* Non-temporal stores are weakly ordered: make them visible before
+     * whatever tells another thread that the copy is done. */
+    _mm_sfence();
+#else
+    memcpy(dst, src, byte_len);
+#endif
+}
+
+static void curdi_copy_piece_run(const curdi_copy_piece *piece, bool streaming)
+{
+    /* The engine built each piece inside a staging slot and a caller range
+     * that validation checked; pieces of one job do not share destination
+     * bytes. */
+    if (streaming)
+        curdi_copy_streaming(piece->dst, piece->src, piece->byte_len);
+    else
+        memcpy(piece->dst, piece->src, piece->byte_len);
+}
+
 static void curdi_copy_pieces(curdi_copy_team *team,
-                              const curdi_copy_piece *pieces, size_t count)
+                              const curdi_copy_piece *pieces, size_t count,
+                              bool streaming)
 {
     for (;;) {
         size_t index = atomic_fetch_add(&team->next_piece, 1u);
         if (index >= count)
             return;
-        /* The engine built each piece inside a staging slot and a caller
-         * range that validation checked; pieces of one job do not share
-         * destination bytes. */
-        memcpy(pieces[index].dst, pieces[index].src, pieces[index].byte_len);
+        curdi_copy_piece_run(&pieces[index], streaming);
     }
 }
 
@@ -59,6 +109,7 @@ static void *curdi_copy_worker(void *argument)
     for (;;) {
         const curdi_copy_piece *pieces;
         size_t count;
+        bool streaming;
         while (!team->stopping && team->serial == seen)
             pthread_cond_wait(&team->start, &team->lock);
         if (team->stopping)
@@ -66,8 +117,9 @@ static void *curdi_copy_worker(void *argument)
         seen = team->serial;
         pieces = team->pieces;
         count = team->piece_count;
+        streaming = team->streaming;
         pthread_mutex_unlock(&team->lock);
-        curdi_copy_pieces(team, pieces, count);
+        curdi_copy_pieces(team, pieces, count, streaming);
         pthread_mutex_lock(&team->lock);
         if (--team->busy_workers == 0)
             pthread_cond_signal(&team->done);
@@ -144,7 +196,7 @@ unsigned curdi_copy_team_workers(const curdi_copy_team *team)
 }
 
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
-                         size_t count)
+                         size_t count, bool streaming)
 {
     size_t total = 0;
     for (size_t index = 0; index < count && total < CURDI_COPY_PARALLEL_MIN;
@@ -154,20 +206,20 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
         || total < CURDI_COPY_PARALLEL_MIN
         || pthread_mutex_trylock(&team->owner) != 0) {
         for (size_t index = 0; index < count; index++)
-            memcpy(pieces[index].dst, pieces[index].src,
-                   pieces[index].byte_len);
+            curdi_copy_piece_run(&pieces[index], streaming);
         return;
     }
     pthread_mutex_lock(&team->lock);
     team->pieces = pieces;
     team->piece_count = count;
+    team->streaming = streaming;
     atomic_store(&team->next_piece, 0u);
     team->busy_workers = team->worker_count;
     team->serial++;
     pthread_cond_broadcast(&team->start);
     pthread_mutex_unlock(&team->lock);
 
-    curdi_copy_pieces(team, pieces, count);
+    curdi_copy_pieces(team, pieces, count, streaming);
 
     /* Every worker must leave this job before the pieces (the caller's
      * memory) go out of scope and before the next job is published. */

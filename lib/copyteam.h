@@ -7,6 +7,7 @@
 #ifndef CURD_LIB_COPYTEAM_H
 #define CURD_LIB_COPYTEAM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,8 +39,18 @@ void curdi_copy_team_destroy(curdi_copy_team *team);
 unsigned curdi_copy_team_workers(const curdi_copy_team *team);
 /* Copies every piece, the calling thread taking part. team may be NULL,
  * and a team busy with another caller's job is not waited for: the caller
- * then copies alone. Returns when every byte is copied. */
+ * then copies alone. Returns when every byte is copied. streaming: with
+ * curdi_copy_streaming instead of memcpy. */
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
-                         size_t count);
+                         size_t count, bool streaming);
+
+/* memcpy for a large destination that the copier will not read back: on
+ * x86-64 with non-temporal stores, which skip reading each destination
+ * line into the cache before writing it (a third less memory traffic) and
+ * leave the cache to others; the stores are fenced before it returns, so
+ * another thread that learns of the copy through an atomic or a lock sees
+ * every byte. Elsewhere, and below 4 KiB, plain memcpy. The ranges must
+ * not overlap. */
+void curdi_copy_streaming(void *dst, const void *src, size_t byte_len);
 
 #endif

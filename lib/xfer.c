@@ -382,7 +382,9 @@ static void curdi_engine_host_copy(curdi_engine *engine,
                                base + (from - chunk_start), to - from, &count,
                                plan->overlapping);
     }
-    curdi_copy_team_run(engine->team, engine->pieces, count);
+    curdi_copy_team_run(engine->team, engine->pieces, count,
+                        !engine->upload
+                            && plan->stream_bytes >= CURDI_XFER_STREAMING_MIN);
 }
 
 /* DMAs of chunk `chunk` between slot `slot` and the spans' device bytes. */
@@ -486,26 +488,33 @@ static curd_status curdi_engine_staged(curdi_engine *engine)
         return CURD_OK;
     }
 
-    /* Download: the DMA of chunk k runs while chunk k - 1 is copied out;
-     * the last chunk is copied out after the fence (by the caller of this
-     * function, see curdi_xfer_execute). */
-    for (uint64_t chunk = 0; chunk < chunk_count; chunk++) {
+    /* Download: up to slot_count chunks in flight. Chunk k's DMAs go into
+     * slot k % slot_count as soon as the chunk before it in that slot has
+     * been copied out, so while the host copies chunk k out, the DMAs of
+     * the next slot_count - 1 chunks are queued. Every chunk but the last
+     * is marked and waited for; the last one is copied out after the
+     * fence (by the caller of this function, see curdi_xfer_execute). */
+    for (uint64_t chunk = 0, issued = 0; chunk < chunk_count; chunk++) {
         unsigned slot = (unsigned)(chunk % slot_count);
-        status = curdi_engine_chunk_dmas(engine, &span_cursor, chunk, slot);
+        while (issued < chunk_count && issued < chunk + slot_count) {
+            unsigned issue_slot = (unsigned)(issued % slot_count);
+            status = curdi_engine_chunk_dmas(engine, &span_cursor, issued,
+                                             issue_slot);
+            if (status != CURD_OK)
+                return status;
+            if (issued + 1u < chunk_count) {
+                status = ops->mark(ops->context, issue_slot);
+                if (status != CURD_OK)
+                    return status;
+            }
+            issued++;
+        }
+        if (chunk + 1u == chunk_count)
+            break;
+        status = ops->wait(ops->context, slot);
         if (status != CURD_OK)
             return status;
-        if (chunk + 1u < chunk_count) {
-            status = ops->mark(ops->context, slot);
-            if (status != CURD_OK)
-                return status;
-        }
-        if (chunk >= 1u) {
-            unsigned previous = (unsigned)((chunk - 1u) % slot_count);
-            status = ops->wait(ops->context, previous);
-            if (status != CURD_OK)
-                return status;
-            curdi_engine_host_copy(engine, &fill_cursor, chunk - 1u, previous);
-        }
+        curdi_engine_host_copy(engine, &fill_cursor, chunk, slot);
     }
     return CURD_OK;
 }

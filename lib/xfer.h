@@ -96,6 +96,15 @@ void curdi_xfer_plan_free(curdi_xfer_plan *plan);
  * up to 1 MiB, else a quarter of it rounded up to 64 KiB, between 1 MiB
  * and 8 MiB. */
 uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes);
+/* A download that stages at least this many bytes writes caller memory
+ * with curdi_copy_streaming (lib/copyteam.h): measured on an H100 host,
+ * a 256 MiB download into malloc memory went from ~8 ms to ~5.2 ms (the
+ * 6 copy threads' plain memcpy out of staging was the bottleneck, at
+ * ~32 GB/s against the DMA's 55 GB/s). Smaller downloads keep memcpy,
+ * which leaves the bytes in cache for the caller. Uploads keep memcpy
+ * too: staging that a DMA reads next is better written through the
+ * cache (streaming stores made the 256 MiB upload slower there). */
+#define CURDI_XFER_STREAMING_MIN ((uint64_t)16 << 20)
 /* Staging slots the engine cycles through for chunk_count chunks (1 to
  * CURDI_XFER_SLOTS_MAX). */
 #define CURDI_XFER_SLOTS_MAX 3u

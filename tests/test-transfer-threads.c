@@ -176,7 +176,7 @@ static gpointer team_caller_run(gpointer data)
         for (size_t i = 0; i < 16; i++)
             pieces[i] = (curdi_copy_piece){caller->dst + i * piece,
                                            caller->src + i * piece, piece};
-        curdi_copy_team_run(caller->team, pieces, 16);
+        curdi_copy_team_run(caller->team, pieces, 16, round % 2 == 1);
         if (memcmp(caller->dst, caller->src, 16 * piece) != 0)
             caller->mismatches++;
     }

@@ -626,18 +626,46 @@ static void test_copy_team_copies_every_piece(void)
             at += size;
         }
         g_assert_cmpuint(at, ==, len);
-        curdi_copy_team_run(team, pieces, PIECES);
+        /* Odd rounds write with streaming stores. */
+        curdi_copy_team_run(team, pieces, PIECES, round % 2 == 1);
         assert_same_bytes(dst, src, len);
     }
     /* Small jobs and an empty job run on the caller alone. */
-    curdi_copy_team_run(team, pieces, 0);
-    curdi_copy_team_run(team, pieces, 1);
-    curdi_copy_team_run(NULL, pieces, PIECES);
+    curdi_copy_team_run(team, pieces, 0, false);
+    curdi_copy_team_run(team, pieces, 1, true);
+    curd_test_poison(dst, len);
+    curdi_copy_team_run(NULL, pieces, PIECES, true);
     assert_same_bytes(dst, src, len);
     curdi_copy_team_destroy(team);
     curdi_copy_team_destroy(NULL);
     g_free(src);
     g_free(dst);
+}
+
+static void test_streaming_copy_matches_memcpy_at_any_alignment(void)
+{
+    /* Lengths around the 4 KiB cut-over and the 64-byte lines, from and
+     * to every offset within a line; the bytes just outside stay. */
+    enum { ROOM = 3 * 4096 + 256 };
+    unsigned char *src = g_malloc(ROOM);
+    unsigned char *dst = g_malloc(ROOM);
+    unsigned char *expected = g_malloc(ROOM);
+    static const size_t lengths[] = {0, 1, 63, 64, 65, 4095, 4096, 4097,
+                                     4096 + 63, 8192 + 1, 3 * 4096};
+    curd_test_fill_random(src, ROOM);
+    for (size_t l = 0; l < G_N_ELEMENTS(lengths); l++)
+        for (size_t from = 0; from < 64; from += 7)
+            for (size_t to = 0; to < 64; to += 5) {
+                size_t len = lengths[l];
+                curd_test_poison(dst, ROOM);
+                memcpy(expected, dst, ROOM);
+                memcpy(expected + to, src + from, len);
+                curdi_copy_streaming(dst + to, src + from, len);
+                assert_same_bytes(dst, expected, ROOM);
+            }
+    g_free(src);
+    g_free(dst);
+    g_free(expected);
 }
 
 typedef struct team_caller {
@@ -658,7 +686,7 @@ static gpointer team_caller_run(gpointer data)
             pieces[i].byte_len = caller->len / 8;
         }
         curd_test_poison(caller->dst, caller->len);
-        curdi_copy_team_run(caller->team, pieces, 8);
+        curdi_copy_team_run(caller->team, pieces, 8, round % 2 == 1);
         if (memcmp(caller->dst, caller->src, caller->len) != 0)
             return GINT_TO_POINTER(1);
     }
@@ -694,9 +722,11 @@ static void test_large_pipelined_transfer_through_the_team(void)
 {
     curdi_copy_team *team = NULL;
     g_assert_cmpint(curdi_copy_team_create(3, &team), ==, CURD_OK);
-    for (int direction = 0; direction < 2; direction++) {
-        bool upload = direction == 0;
-        size_t len = (5u << 20) + 12345u;
+    /* The larger download is written out with streaming stores. */
+    for (int run = 0; run < 4; run++) {
+        bool upload = run % 2 == 0;
+        size_t len = run < 2 ? (5u << 20) + 12345u
+                             : (size_t)CURDI_XFER_STREAMING_MIN + 4097u;
         unsigned char *device = g_malloc(len);
         unsigned char *host = g_malloc(len);
         unsigned char *expected = g_malloc(len);
@@ -761,6 +791,8 @@ int main(int argc, char **argv)
         test_every_failing_op_returns_its_error_and_frees_everything);
     g_test_add_func("/transfer/team/copies-every-piece",
                     test_copy_team_copies_every_piece);
+    g_test_add_func("/transfer/team/streaming-copy-matches-memcpy-at-any-alignment",
+                    test_streaming_copy_matches_memcpy_at_any_alignment);
     g_test_add_func("/transfer/team/serves-concurrent-callers",
                     test_copy_team_serves_concurrent_callers);
     g_test_add_func("/transfer/engine/large-pipelined-transfer-through-the-team",
