@@ -18,26 +18,66 @@
 #include "checked.h"
 #include "status.h"
 
-/* One non-empty item as the sort sees it. The item index breaks ties so the
- * order (and so the plan) does not depend on the qsort implementation. */
-typedef struct curdi_plan_entry {
-    uint64_t buffer_key;
-    uint64_t offset;
-    size_t item_index;
-} curdi_plan_entry;
+/* ------------------------------------------------------------------------
+ * The sort
+ * ---------------------------------------------------------------------- */
 
-static int curdi_plan_entry_compare(const void *left, const void *right)
+static inline bool curdi_order_before(const curdi_order_entry *a,
+                                      const curdi_order_entry *b)
 {
-    const curdi_plan_entry *a = left;
-    const curdi_plan_entry *b = right;
-    if (a->buffer_key != b->buffer_key)
-        return a->buffer_key < b->buffer_key ? -1 : 1;
-    if (a->offset != b->offset)
-        return a->offset < b->offset ? -1 : 1;
-    if (a->item_index != b->item_index)
-        return a->item_index < b->item_index ? -1 : 1;
-    return 0;
+    if (a->major != b->major)
+        return a->major < b->major;
+    if (a->minor != b->minor)
+        return a->minor < b->minor;
+    return a->index < b->index;
 }
+
+/* Runs of this many are put in order by insertion first. */
+#define CURDI_ORDER_RUN 8u
+
+void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
+                      size_t count)
+{
+    curdi_order_entry *from = entries;
+    curdi_order_entry *to = scratch;
+    for (size_t start = 0; start < count; start += CURDI_ORDER_RUN) {
+        size_t end = count - start < CURDI_ORDER_RUN ? count
+                                                     : start + CURDI_ORDER_RUN;
+        for (size_t i = start + 1; i < end; i++) {
+            curdi_order_entry entry = entries[i];
+            size_t j = i;
+            for (; j > start && curdi_order_before(&entry, &entries[j - 1]); j--)
+                entries[j] = entries[j - 1];
+            entries[j] = entry;
+        }
+    }
+    /* Bottom-up merges of neighbouring runs, from one array to the other.
+     * count entries of 24 bytes fit in memory, so 2 * width and left plus
+     * it stay below 2 * count, which cannot wrap. */
+    for (size_t width = CURDI_ORDER_RUN; width < count; width *= 2u) {
+        for (size_t left = 0; left < count; left += 2u * width) {
+            size_t middle = count - left < width ? count : left + width;
+            size_t right = count - middle < width ? count : middle + width;
+            size_t i = left, j = middle, k = left;
+            while (i < middle && j < right)
+                to[k++] = curdi_order_before(&from[j], &from[i]) ? from[j++]
+                                                                 : from[i++];
+            while (i < middle)
+                to[k++] = from[i++];
+            while (j < right)
+                to[k++] = from[j++];
+        }
+        curdi_order_entry *swap = from;
+        from = to;
+        to = swap;
+    }
+    if (from != entries)
+        memcpy(entries, from, count * sizeof *entries);
+}
+
+/* ------------------------------------------------------------------------
+ * The plan
+ * ---------------------------------------------------------------------- */
 
 /* count * element_bytes added to *total, checked. */
 static bool curdi_plan_size_add(size_t *total, size_t count,
@@ -74,19 +114,21 @@ static curd_status curdi_staging_overflow(void)
 static curd_status curdi_plan_sort(const curdi_copy_item *items, size_t count,
                                    size_t entry_count, size_t *members)
 {
-    /* entry_count <= count, whose per-item arrays were sized already. */
-    curdi_plan_entry *entries = malloc(entry_count * sizeof *entries);
+    /* 2 * entry_count <= 2 * count entries of 24 bytes: the per-item
+     * arrays sized already hold more. */
+    curdi_order_entry *entries = malloc(2u * entry_count * sizeof *entries);
     if (entries == NULL)
         return curdi_plan_alloc_failed(CURD_E_OUT_OF_MEMORY,
-                                       entry_count * sizeof *entries, count);
+                                       2u * entry_count * sizeof *entries,
+                                       count);
     for (size_t e = 0; e < entry_count; e++) {
-        entries[e].buffer_key = items[members[e]].buffer_key;
-        entries[e].offset = items[members[e]].offset;
-        entries[e].item_index = members[e];
+        entries[e].major = items[members[e]].buffer_key;
+        entries[e].minor = items[members[e]].offset;
+        entries[e].index = members[e];
     }
-    qsort(entries, entry_count, sizeof *entries, curdi_plan_entry_compare);
+    curdi_order_sort(entries, entries + entry_count, entry_count);
     for (size_t e = 0; e < entry_count; e++)
-        members[e] = entries[e].item_index;
+        members[e] = entries[e].index;
     free(entries);
     return CURD_OK;
 }

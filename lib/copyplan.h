@@ -51,4 +51,18 @@ curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
                                  curdi_copy_plan *out_plan);
 void curdi_copyplan_free(curdi_copy_plan *plan);
 
+/* The planner's sort, which transfer.c also orders download destinations
+ * with: entries by (major, minor, index). A merge sort with the
+ * comparison inline: a batch's unsorted items cost a few instructions
+ * each per level, where qsort's indirect calls cost several times that. */
+typedef struct curdi_order_entry {
+    uint64_t major;
+    uint64_t minor;
+    size_t index;
+} curdi_order_entry;
+
+/* scratch holds at least count entries; the result is in entries. */
+void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
+                      size_t count);
+
 #endif

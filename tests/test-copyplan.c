@@ -527,6 +527,54 @@ static void test_large_shuffled_batch_plans_in_one_span(void)
     g_free(items);
 }
 
+static int order_entry_compare(const void *left, const void *right)
+{
+    const curdi_order_entry *a = left;
+    const curdi_order_entry *b = right;
+    if (a->major != b->major)
+        return a->major < b->major ? -1 : 1;
+    if (a->minor != b->minor)
+        return a->minor < b->minor ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index ? 1 : 0;
+}
+
+static void test_order_sort_agrees_with_qsort(void)
+{
+    for (int round = 0; round < 400; round++) {
+        size_t count = (size_t)g_test_rand_int_range(0, 300);
+        /* Few distinct keys, so ties on major and minor are common. */
+        uint64_t spread = (uint64_t)g_test_rand_int_range(1, 6);
+        curdi_order_entry *entries = g_new(curdi_order_entry, count + 1);
+        curdi_order_entry *scratch = g_new(curdi_order_entry, count + 1);
+        curdi_order_entry *expected = g_new(curdi_order_entry, count + 1);
+        for (size_t i = 0; i < count; i++) {
+            entries[i].major = round % 3 == 0 ? UINT64_MAX - rand_u64() % spread
+                                              : rand_u64() % spread;
+            entries[i].minor = rand_u64() % spread;
+            entries[i].index = i;
+        }
+        if (round % 5 == 1) /* already in order, or reversed */
+            qsort(entries, count, sizeof *entries, order_entry_compare);
+        if (round % 5 == 2)
+            for (size_t i = 0; i < count / 2; i++) {
+                curdi_order_entry swap = entries[i];
+                entries[i] = entries[count - 1 - i];
+                entries[count - 1 - i] = swap;
+            }
+        memcpy(expected, entries, count * sizeof *entries);
+        qsort(expected, count, sizeof *expected, order_entry_compare);
+        curdi_order_sort(entries, scratch, count);
+        for (size_t i = 0; i < count; i++) {
+            g_assert_cmpuint(entries[i].major, ==, expected[i].major);
+            g_assert_cmpuint(entries[i].minor, ==, expected[i].minor);
+            g_assert_cmpuint(entries[i].index, ==, expected[i].index);
+        }
+        g_free(entries);
+        g_free(scratch);
+        g_free(expected);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -556,5 +604,7 @@ int main(int argc, char **argv)
                     test_null_arguments_are_invalid_argument);
     g_test_add_func("/copyplan/large-shuffled-batch-plans-in-one-span",
                     test_large_shuffled_batch_plans_in_one_span);
+    g_test_add_func("/copyplan/order-sort-agrees-with-qsort",
+                    test_order_sort_agrees_with_qsort);
     return g_test_run();
 }
