@@ -112,6 +112,27 @@ curd_status curdi_options_check(const void *options, size_t known_size,
     return CURD_OK;
 }
 
+curd_status curdi_result_struct_check(const void *result, size_t min_size,
+                                      const char *call, const char *param,
+                                      const char *type)
+{
+    if (result == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s is NULL. Fix: pass a %s with struct_size "
+                          "set.",
+                          call, param, type);
+    size_t struct_size;
+    memcpy(&struct_size, result, sizeof struct_size);
+    if (struct_size < min_size)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s->struct_size is %zu, smaller than the %zu "
+                          "bytes of %s. Fix: set %s->struct_size = "
+                          "sizeof(%s).",
+                          call, param, struct_size, min_size, type, param,
+                          type);
+    return CURD_OK;
+}
+
 CURD_API void curd_device_options_init(curd_device_options *options)
 {
     if (options == NULL)
@@ -594,19 +615,14 @@ CURD_API curd_status curd_device_info(curd_device *device,
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_device_info: device is NULL. Fix: pass the "
                           "device that curd_device_open() returned.");
-    if (props == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_info: props is NULL. Fix: pass a "
-                          "curd_device_props with struct_size set.");
-    if (props->struct_size < sizeof(curd_device_props))
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_info: props->struct_size is %zu, "
-                          "smaller than the %zu bytes of curd_device_props. "
-                          "Fix: set props->struct_size = "
-                          "sizeof(curd_device_props).",
-                          props->struct_size, sizeof(curd_device_props));
+    curd_status status =
+        curdi_result_struct_check(props, sizeof(curd_device_props),
+                                  "curd_device_info", "props",
+                                  "curd_device_props");
+    if (status != CURD_OK)
+        return status;
 
-    curd_status status = curdi_device_enter(device);
+    status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
     const curdi_driver *driver = curdi_driver_get();

@@ -73,5 +73,12 @@ void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
  * struct_size at least min_size, and every byte past known_size zero. */
 curd_status curdi_options_check(const void *options, size_t known_size,
                                 size_t min_size, const char *what);
+/* Validates a struct the library fills in for call (param, of the named
+ * type), whose first field is struct_size: not NULL, and struct_size at
+ * least min_size (a newer caller's larger struct is fine: only the fields
+ * this version knows are written). */
+curd_status curdi_result_struct_check(const void *result, size_t min_size,
+                                      const char *call, const char *param,
+                                      const char *type);
 
 #endif

@@ -401,16 +401,10 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_device_stats: device is NULL. Fix: pass the "
                           "device that curd_device_open() returned.");
-    if (stats == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_stats: stats is NULL. Fix: pass a "
-                          "curd_stats with struct_size set.");
-    if (stats->struct_size < sizeof(curd_stats))
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_stats: stats->struct_size is %zu, "
-                          "smaller than the %zu bytes of curd_stats. Fix: set "
-                          "stats->struct_size = sizeof(curd_stats).",
-                          stats->struct_size, sizeof(curd_stats));
+    curd_status status = curdi_result_struct_check(
+        stats, sizeof(curd_stats), "curd_device_stats", "stats", "curd_stats");
+    if (status != CURD_OK)
+        return status;
     curd_stats result;
     memset(&result, 0, sizeof result);
     result.struct_size = stats->struct_size;
