@@ -6,11 +6,13 @@
 #   here:   make all tests && tests/gpu/fetch-glib.sh
 #   there:  tests/gpu/run-remote.sh            (carry: build, .gpu-deps)
 #
+# BUILD names another build folder (default build).
 # Logs go to $OUT (or ./gpu-out) and a short summary is printed last.
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu:$PWD/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+build=${BUILD:-build}
+export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu:$PWD/$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CURD_REQUIRE_GPU=1
 summary=()
 
@@ -28,29 +30,34 @@ step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
     return $rc
 }
 
-step curd-info build/tools/curd-info
-step curd-info-json build/tools/curd-info --json
-mapfile -t tests < <(find build/tests -maxdepth 1 -type f -name 'test-*' -perm -u+x | sort)
+step curd-info "$build/tools/curd-info"
+step curd-info-json "$build/tools/curd-info" --json
+mapfile -t tests < <(find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x | sort)
 step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
 grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
 
 if command -v compute-sanitizer >/dev/null; then
     for t in test-transfer-gpu test-resident-gpu test-pool-gpu; do
-        [ -x "build/tests/$t" ] || continue
+        [ -x "$build/tests/$t" ] || continue
         # The pool test runs the device out of memory on purpose: the driver's
         # out-of-memory answers it provokes are not errors there.
         api_errors=explicit
         [ "$t" = test-pool-gpu ] && api_errors=no
         step "memcheck-$t" compute-sanitizer --tool memcheck --leak-check full --report-api-errors "$api_errors" \
-            --error-exitcode 9 "build/tests/$t"
+            --error-exitcode 9 "$build/tests/$t"
     done
 fi
 
-if [ -x build/tools/curd-bench ]; then
-    step curd-bench build/tools/curd-bench ${CURD_BENCH_ARGS:-}
-    build/tools/curd-bench --json ${CURD_BENCH_ARGS:-} >"$out/bench.json" 2>&1
+if [ -x "$build/tools/curd-bench" ]; then
+    # shellcheck disable=SC2086
+    step curd-bench "$build/tools/curd-bench" --json="$out/bench.json" ${CURD_BENCH_ARGS:-}
     cat "$out/curd-bench.log"
 fi
+
+# What comes back from the machine is a few files: the logs travel as one
+# archive beside the test log, the benchmark table and its JSON.
+tar -czf "$out/logs.tar.gz" -C "$out" --exclude logs.tar.gz .
+find "$out" -maxdepth 1 -name '*.log' ! -name check-gpu.log ! -name curd-bench.log -delete
 
 echo "==== summary ($(head -n 1 "$out/gpu.txt"))"
 printf '%s\n' "${summary[@]}"
