@@ -160,6 +160,19 @@ curd_status curdi_device_enter(curd_device *device)
     return CURD_OK;
 }
 
+curd_status curdi_device_check_room(const void *room, const char *what)
+{
+    if (room == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: device is NULL. Fix: pass a device from"
+                          " curd_device_open().",
+                          what);
+    if (curdi_driver_forked())
+        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s.", what,
+                          curdi_fork_message);
+    return CURD_OK;
+}
+
 void curdi_device_leave(curd_device *device)
 {
     (void)device;

@@ -60,6 +60,12 @@ struct curd_device {
 curd_status curdi_device_enter(curd_device *device);
 void curdi_device_leave(curd_device *device);
 
+/* The checks an entry point makes before it uses one of the device's rooms
+ * without making the context current: room is that room's field, NULL when
+ * the device is NULL (CURD_E_INVALID_ARGUMENT, worded as a NULL device);
+ * CURD_E_UNSUPPORTED in a child after fork. */
+curd_status curdi_device_check_room(const void *room, const char *what);
+
 /* A pooled non-blocking stream (never the legacy null stream). */
 curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out);
 void curdi_stream_release(curd_device *device, curdi_cu_stream stream);

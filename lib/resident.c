@@ -638,21 +638,14 @@ curd_status curdi_resident_take(curd_device *device, uint64_t id,
  * Public entry points
  * ---------------------------------------------------------------------- */
 
-/* The checks every buffer entry makes before touching the table: a device,
- * not a fork child. The table lookups themselves make no driver call, so
- * they do not make the context current. */
+/* The checks every buffer entry makes before touching the table. The
+ * table lookups themselves make no driver call, so they do not make the
+ * context current. */
 static curd_status curdi_resident_check_device(curd_device *device,
                                                const char *what)
 {
-    if (device == NULL || device->resident == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: device is NULL. Fix: pass a device from"
-                          " curd_device_open().",
-                          what);
-    if (curdi_driver_forked())
-        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s.", what,
-                          curdi_fork_message);
-    return CURD_OK;
+    return curdi_device_check_room(device == NULL ? NULL : device->resident,
+                                   what);
 }
 
 /* Live free device memory as the budget sees it: what the driver reports

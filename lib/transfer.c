@@ -591,15 +591,8 @@ static curd_status curdi_prepare_end(curd_device *device,
 curd_status curdi_transfer_check_device(curd_device *device,
                                         const char *what)
 {
-    if (device == NULL || device->host_registry == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: device is NULL. Fix: pass a device from"
-                          " curd_device_open().",
-                          what);
-    if (curdi_driver_forked())
-        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s.", what,
-                          curdi_fork_message);
-    return CURD_OK;
+    return curdi_device_check_room(
+        device == NULL ? NULL : device->host_registry, what);
 }
 
 /* A batch whose items continue one another (prepared->chain) asks for
