@@ -22,17 +22,29 @@
  * the caller has it current already) so that a pool can go upstream from
  * any thread, including one trimming another device's pool.
  * ---------------------------------------------------------------------- */
-static curd_status device_upstream_alloc(void *context, size_t byte_len,
-                                         uint64_t *out_address)
+/* The two pools' upstreams differ only in the driver calls and in what an
+ * allocation failure's sentence suggests. */
+static curd_status upstream_alloc(curd_device *device, bool pinned,
+                                  size_t byte_len, uint64_t *out_address)
 {
-    curd_device *device = context;
     curd_status status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
+    const curdi_driver *driver = curdi_driver_get();
     curdi_cu_deviceptr device_ptr = 0;
-    curdi_cu_result rc = curdi_driver_get()->cuMemAlloc(&device_ptr, byte_len);
+    void *host_ptr = NULL;
+    curdi_cu_result rc =
+        pinned ? driver->cuMemHostAlloc(&host_ptr, byte_len,
+                                        CURDI_CU_MEMHOSTALLOC_PORTABLE)
+               : driver->cuMemAlloc(&device_ptr, byte_len);
     if (rc == CURDI_CUDA_SUCCESS)
-        *out_address = device_ptr;
+        *out_address = pinned ? (uint64_t)(uintptr_t)host_ptr : device_ptr;
+    else if (pinned)
+        status = curdi_fail_driver(
+            (int)rc, "cuMemHostAlloc",
+            "free page-locked host memory (pinned blocks, registered "
+            "ranges), lower the pinned pool's cache budget, or raise the "
+            "locked-memory limit (ulimit -l)");
     else
         status = curdi_fail_driver(
             (int)rc, "cuMemAlloc",
@@ -42,22 +54,37 @@ static curd_status device_upstream_alloc(void *context, size_t byte_len,
     return status;
 }
 
-static curd_status device_upstream_free(void *context, uint64_t address,
-                                        size_t byte_len)
+static curd_status upstream_free(curd_device *device, bool pinned,
+                                 uint64_t address)
 {
-    (void)byte_len;
-    curd_device *device = context;
     if (!curdi_driver_usable())
         return CURD_OK; /* the driver is going away, and its memory with it */
     curd_status status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
+    const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result rc = curdi_driver_note(
-        curdi_driver_get()->cuMemFree((curdi_cu_deviceptr)address));
+        pinned ? driver->cuMemFreeHost((void *)(uintptr_t)address)
+               : driver->cuMemFree((curdi_cu_deviceptr)address));
     if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
-        status = curdi_fail_driver((int)rc, "cuMemFree", NULL);
+        status = curdi_fail_driver((int)rc,
+                                   pinned ? "cuMemFreeHost" : "cuMemFree",
+                                   NULL);
     curdi_device_leave(device);
     return status;
+}
+
+static curd_status device_upstream_alloc(void *context, size_t byte_len,
+                                         uint64_t *out_address)
+{
+    return upstream_alloc(context, false, byte_len, out_address);
+}
+
+static curd_status device_upstream_free(void *context, uint64_t address,
+                                        size_t byte_len)
+{
+    (void)byte_len;
+    return upstream_free(context, false, address);
 }
 
 static bool device_upstream_free_bytes(void *context, uint64_t *out_free_bytes)
@@ -78,41 +105,14 @@ static bool device_upstream_free_bytes(void *context, uint64_t *out_free_bytes)
 static curd_status pinned_upstream_alloc(void *context, size_t byte_len,
                                          uint64_t *out_address)
 {
-    curd_device *device = context;
-    curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
-    void *host_ptr = NULL;
-    curdi_cu_result rc = curdi_driver_get()->cuMemHostAlloc(
-        &host_ptr, byte_len, CURDI_CU_MEMHOSTALLOC_PORTABLE);
-    if (rc == CURDI_CUDA_SUCCESS)
-        *out_address = (uint64_t)(uintptr_t)host_ptr;
-    else
-        status = curdi_fail_driver(
-            (int)rc, "cuMemHostAlloc",
-            "free page-locked host memory (pinned blocks, registered "
-            "ranges), lower the pinned pool's cache budget, or raise the "
-            "locked-memory limit (ulimit -l)");
-    curdi_device_leave(device);
-    return status;
+    return upstream_alloc(context, true, byte_len, out_address);
 }
 
 static curd_status pinned_upstream_free(void *context, uint64_t address,
                                         size_t byte_len)
 {
     (void)byte_len;
-    curd_device *device = context;
-    if (!curdi_driver_usable())
-        return CURD_OK;
-    curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
-    curdi_cu_result rc = curdi_driver_note(
-        curdi_driver_get()->cuMemFreeHost((void *)(uintptr_t)address));
-    if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
-        status = curdi_fail_driver((int)rc, "cuMemFreeHost", NULL);
-    curdi_device_leave(device);
-    return status;
+    return upstream_free(context, true, address);
 }
 
 /* Host memory still available to the process (pinned memory is host
