@@ -311,6 +311,20 @@ static void curdi_engine_piece(curdi_engine *engine, unsigned char *dst,
     }
 }
 
+/* The stream bytes of chunk `chunk`: [*out_start, *out_end), the last
+ * chunk cut at the stream's end. chunk is below the chunk count, so its
+ * start lies below stream_bytes and neither sum can wrap. */
+static void curdi_engine_chunk_range(const curdi_engine *engine,
+                                     uint64_t chunk, uint64_t *out_start,
+                                     uint64_t *out_end)
+{
+    uint64_t start = chunk * engine->chunk_bytes;
+    uint64_t end = start + engine->chunk_bytes;
+    *out_start = start;
+    *out_end = end < engine->plan->stream_bytes ? end
+                                                : engine->plan->stream_bytes;
+}
+
 /* Host copies between chunk `chunk` (in slot `slot`) and the caller's
  * memory: into the slot for an upload, out of it for a download. */
 static void curdi_engine_host_copy(curdi_engine *engine,
@@ -318,12 +332,10 @@ static void curdi_engine_host_copy(curdi_engine *engine,
                                    unsigned slot)
 {
     const curdi_xfer_plan *plan = engine->plan;
-    uint64_t chunk_start = chunk * engine->chunk_bytes;
-    uint64_t chunk_end = chunk_start + engine->chunk_bytes;
+    uint64_t chunk_start, chunk_end;
+    curdi_engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
     unsigned char *base = engine->slots[slot];
     size_t count = 0;
-    if (chunk_end > plan->stream_bytes)
-        chunk_end = plan->stream_bytes;
 
     if (engine->upload && plan->overlapping) {
         /* Later items win where uploads overlap: copy in item order, one
@@ -393,10 +405,8 @@ static curd_status curdi_engine_chunk_dmas(curdi_engine *engine,
                                            unsigned slot)
 {
     const curdi_xfer_plan *plan = engine->plan;
-    uint64_t chunk_start = chunk * engine->chunk_bytes;
-    uint64_t chunk_end = chunk_start + engine->chunk_bytes;
-    if (chunk_end > plan->stream_bytes)
-        chunk_end = plan->stream_bytes;
+    uint64_t chunk_start, chunk_end;
+    curdi_engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
     for (size_t index = *span_cursor; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
         uint64_t span_end;
