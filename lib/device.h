@@ -2,9 +2,14 @@
  *
  * device.c owns the context, the streams and the list of open devices;
  * memory.c owns the two pools and the reclaim callback; resident.c the
- * buffer table; transfer.c the host registrations and transfer telemetry.
+ * buffer table. The transfer room spans several files: transfer.c the
+ * public transfers and the transfer telemetry; hostreg.c the room's shared
+ * host-side state (host registrations, pending asynchronous uploads, the
+ * device's copy team and idle events); xfer.c the plan and engine of a
+ * transfer; copyteam.c the threads that split large host copies.
  * Each room initialises and tears down its own fields through the
- * curdi_*_open / curdi_*_close pair it declares in its own header. */
+ * curdi_*_open / curdi_*_close pair it declares in its own header
+ * (curdi_transfer_open opens hostreg.c's part too). */
 #ifndef CURD_LIB_DEVICE_H
 #define CURD_LIB_DEVICE_H
 
@@ -43,8 +48,9 @@ struct curd_device {
     /* resident.c */
     struct curdi_resident_table *resident;
 
-    /* transfer.c */
+    /* hostreg.c */
     struct curdi_host_registry *host_registry;
+    /* transfer.c */
     _Atomic uint64_t h2d_bytes;
     _Atomic uint64_t d2h_bytes;
     _Atomic uint64_t copy_ops;
