@@ -39,6 +39,22 @@ typedef struct pool_context {
 /* ------------------------------------------------------------------------
  * The timed operations. Each runs `iterations` acquire+release pairs.
  * ---------------------------------------------------------------------- */
+typedef int (*pool_loop_fn)(pool_context *context, uint64_t iterations);
+
+/* The pool's upstream needs the device's context current should it miss,
+ * and the raw driver calls need it always; entering once per batch keeps
+ * that cost out of the per-op time. */
+static int run_entered(void *opaque, uint64_t iterations, pool_loop_fn loop)
+{
+    pool_context *context = opaque;
+    int result;
+    if (bench_raw_enter(context->env) != 0)
+        return -1;
+    result = loop(context, iterations);
+    bench_raw_leave(context->env);
+    return result;
+}
+
 static int pool_loop(pool_context *context, uint64_t iterations)
 {
     uint64_t iteration;
@@ -56,17 +72,9 @@ static int pool_loop(pool_context *context, uint64_t iterations)
     return 0;
 }
 
-/* The pool's upstream needs the device's context current should it miss;
- * entering once per batch keeps that cost out of the per-op time. */
 static int op_pool_internal(void *opaque, uint64_t iterations)
 {
-    pool_context *context = opaque;
-    int result;
-    if (bench_raw_enter(context->env) != 0)
-        return -1;
-    result = pool_loop(context, iterations);
-    bench_raw_leave(context->env);
-    return result;
+    return run_entered(opaque, iterations, pool_loop);
 }
 
 static int op_block_public(void *opaque, uint64_t iterations)
@@ -96,40 +104,27 @@ static int raw_alloc_loop(pool_context *context, uint64_t iterations)
 
 static int op_raw_alloc(void *opaque, uint64_t iterations)
 {
-    pool_context *context = opaque;
-    int result;
-    if (bench_raw_enter(context->env) != 0)
-        return -1;
-    result = raw_alloc_loop(context, iterations);
-    bench_raw_leave(context->env);
-    return result;
+    return run_entered(opaque, iterations, raw_alloc_loop);
 }
 
-static int raw_alloc_async_loop(const curdi_driver *driver,
-                                curdi_cu_stream stream, size_t byte_len,
-                                uint64_t iterations)
+static int raw_alloc_async_loop(pool_context *context, uint64_t iterations)
 {
+    const curdi_driver *driver = context->env->driver;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         curdi_cu_deviceptr device_ptr = 0;
-        BENCH_CU(driver->cuMemAllocAsync(&device_ptr, byte_len, stream));
-        BENCH_CU(driver->cuMemFreeAsync(device_ptr, stream));
+        BENCH_CU(driver->cuMemAllocAsync(&device_ptr, context->byte_len,
+                                         context->stream));
+        BENCH_CU(driver->cuMemFreeAsync(device_ptr, context->stream));
     }
     /* One fence per batch: the stream-ordered frees complete here. */
-    BENCH_CU(driver->cuStreamSynchronize(stream));
+    BENCH_CU(driver->cuStreamSynchronize(context->stream));
     return 0;
 }
 
 static int op_raw_alloc_async(void *opaque, uint64_t iterations)
 {
-    pool_context *context = opaque;
-    int result;
-    if (bench_raw_enter(context->env) != 0)
-        return -1;
-    result = raw_alloc_async_loop(context->env->driver, context->stream,
-                                  context->byte_len, iterations);
-    bench_raw_leave(context->env);
-    return result;
+    return run_entered(opaque, iterations, raw_alloc_async_loop);
 }
 
 static int raw_host_alloc_loop(pool_context *context, uint64_t iterations)
@@ -147,13 +142,7 @@ static int raw_host_alloc_loop(pool_context *context, uint64_t iterations)
 
 static int op_raw_host_alloc(void *opaque, uint64_t iterations)
 {
-    pool_context *context = opaque;
-    int result;
-    if (bench_raw_enter(context->env) != 0)
-        return -1;
-    result = raw_host_alloc_loop(context, iterations);
-    bench_raw_leave(context->env);
-    return result;
+    return run_entered(opaque, iterations, raw_host_alloc_loop);
 }
 
 /* ------------------------------------------------------------------------
@@ -636,7 +625,6 @@ typedef struct team_variant {
 static int team_work(team_worker *worker, team_mode mode, uint64_t iterations)
 {
     pool_context *context = &worker->context;
-    int result;
     switch (mode) {
     case TEAM_POOL_INTERNAL:
         return op_pool_internal(context, iterations);
@@ -647,12 +635,7 @@ static int team_work(team_worker *worker, team_mode mode, uint64_t iterations)
     case TEAM_BLOCK_PUBLIC:
         return op_block_public(context, iterations);
     case TEAM_RAW_ASYNC:
-        if (bench_raw_enter(context->env) != 0)
-            return -1;
-        result = raw_alloc_async_loop(context->env->driver, context->stream,
-                                      context->byte_len, iterations);
-        bench_raw_leave(context->env);
-        return result;
+        return op_raw_alloc_async(context, iterations);
     }
     return bench_fail("unknown team mode %d", (int)mode);
 }
