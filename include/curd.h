@@ -208,7 +208,8 @@ CURD_API curd_status curd_block_release(curd_device *device,
  * and freed are exact; peak is exact while one thread uses a pool and, with
  * threads using it at once, may be off by less than 1 MiB (16 blocks) per
  * other thread (an exact running maximum would cost every acquire a write
- * shared by all threads). */
+ * shared by all threads), though a cached_bytes peak never passes the
+ * pool's cache_budget_bytes. */
 typedef struct curd_stat_family {
     uint64_t current;
     uint64_t peak;

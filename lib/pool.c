@@ -65,6 +65,11 @@
  *     threads needs one shared counter written on every operation, which
  *     is what this design avoids. A stats call folds every delta in and
  *     raises the peak to the level it reports, so peak >= current always.
+ *     The error never yields a level the pool cannot have held: the peak
+ *     moves only to an estimate clamped to sure bounds (family_up: the
+ *     cache budget for cached bytes, the bytes held upstream for any byte
+ *     family) or to an exact level taken with every shard locked (stats,
+ *     reset), so a cached-bytes peak never passes the cache budget.
  * Counters never saturate: a shard's share of a cumulative counter stops at
  * 2^64 / SHARD_COUNT, so the sum of the shards always fits; the operation
  * that would pass it fails with CURD_E_OVERFLOW and changes nothing, until
