@@ -30,8 +30,10 @@ typedef struct CUstream_st *curdi_cu_stream;
 typedef struct CUevent_st *curdi_cu_event;
 typedef struct CUmod_st *curdi_cu_module;
 typedef struct CUfunc_st *curdi_cu_function;
+typedef struct CUmemPoolHandle_st *curdi_cu_mempool; /* CUmemoryPool */
 typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
 typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
+typedef unsigned int curdi_cu_mempool_attribute; /* CUmemPool_attribute */
 /* CUdriverProcAddressQueryResult */
 typedef unsigned int curdi_cu_proc_address_query_result;
 
@@ -132,7 +134,8 @@ typedef unsigned int curdi_cu_proc_address_query_result;
     X(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, 2)                       \
     X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                                         \
     X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                                \
-    X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)
+    X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                          \
+    X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -269,7 +272,13 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (device_ptr, byte_len, stream))                                         \
     X(cuMemFreeAsync, "cuMemFreeAsync", OPTIONAL,                             \
       (curdi_cu_deviceptr device_ptr, curdi_cu_stream stream),                \
-      (device_ptr, stream))
+      (device_ptr, stream))                                                   \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", OPTIONAL,       \
+      (curdi_cu_mempool * pool, curdi_cu_device device), (pool, device))      \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", OPTIONAL,               \
+      (curdi_cu_mempool pool, curdi_cu_mempool_attribute attribute,           \
+       void *value),                                                          \
+      (pool, attribute, value))
 
 #define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
     typedef curdi_cu_result (*curdi_pfn_##name) params;

@@ -854,6 +854,30 @@ static curdi_cu_result f_cuMemFreeAsync(curdi_cu_deviceptr device_ptr,
     return f_cuMemFree(device_ptr);
 }
 
+/* The stream-ordered allocator above has no pool of its own to keep warm,
+ * so the default pool is a token per device and its attributes are
+ * accepted and ignored. */
+static char fake_default_pools[16];
+
+static curdi_cu_result f_cuDeviceGetDefaultMemPool(curdi_cu_mempool *pool,
+                                                   curdi_cu_device device)
+{
+    if (pool == NULL || !valid_device(device) ||
+        (size_t)device >= sizeof fake_default_pools)
+        return CURDI_CUDA_ERROR_INVALID_VALUE;
+    *pool = (curdi_cu_mempool)(void *)&fake_default_pools[device];
+    return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result f_cuMemPoolSetAttribute(
+    curdi_cu_mempool pool, curdi_cu_mempool_attribute attribute, void *value)
+{
+    (void)attribute;
+    if (pool == NULL || value == NULL)
+        return CURDI_CUDA_ERROR_INVALID_VALUE;
+    return CURDI_CUDA_SUCCESS;
+}
+
 static curdi_cu_result f_cuDriverGetVersion(int *version)
 {
     return cuDriverGetVersion(version);
