@@ -257,7 +257,11 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats);
 /* Resets the cumulative counters (allocated, freed, hits, ops, ...) and sets
  * each peak to its current level. Levels (current) are untouched. */
 CURD_API curd_status curd_device_stats_reset(curd_device *device);
-/* Frees cached blocks upstream until each pool caches at most keep_bytes. */
+/* Frees cached blocks upstream until each pool caches at most keep_bytes:
+ * the device pool, then the pinned pool. CURD_E_OVERFLOW when a pool's
+ * cumulative counters lack room to count its trim (counters never
+ * saturate); that pool and any after it are left as they were, and
+ * curd_device_stats_reset() makes room. */
 CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes);
 
 /* Called when device memory runs out, after the pool's own cache did not

@@ -140,6 +140,9 @@ typedef struct trim_all {
     uint64_t freed;
 } trim_all;
 
+/* These trims are steps of the ladder, best effort: a pool whose counters
+ * are full frees nothing here (curdi_pool_trim returns 0) and the ladder
+ * goes on; curd_device_trim is where that is reported. */
 static void trim_one_device(curd_device *device, void *context)
 {
     trim_all *all = context;
@@ -448,9 +451,10 @@ CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
     curd_status status = check_device(device, "curd_device_trim");
     if (status != CURD_OK)
         return status;
-    curdi_pool_trim(device->device_pool, keep_bytes);
-    curdi_pool_trim(device->pinned_pool, keep_bytes);
-    return CURD_OK;
+    status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
+    if (status != CURD_OK)
+        return status;
+    return curdi_pool_trim_checked(device->pinned_pool, keep_bytes, NULL);
 }
 
 CURD_API curd_status curd_device_set_reclaim(curd_device *device,

@@ -749,41 +749,79 @@ static bool reserved_add(curdi_pool *pool, uint64_t bytes)
 /* ------------------------------------------------------------------------
  * Trim
  * ---------------------------------------------------------------------- */
+/* The bytes and blocks a trim takes from each shard. */
+typedef struct trim_plan {
+    uint64_t bytes[SHARD_COUNT];
+    uint64_t blocks[SHARD_COUNT];
+} trim_plan;
+
+/* Walks the blocks a trim takes, largest class first, shard by shard, top
+ * of each stack first, until at most keep of the cached bytes stay. With
+ * plan set it only counts them, per shard; otherwise it pops them onto
+ * *detached and counts them down. Both walks see the same stacks (every
+ * shard stays locked from one to the other), so they take the same blocks.
+ * Returns the bytes taken. */
+static uint64_t trim_walk(curdi_pool *pool, uint64_t cached, uint64_t keep,
+                          trim_plan *plan, pool_block **detached)
+{
+    uint64_t taken = 0;
+    for (unsigned class_index = pool->class_count;
+         class_index-- > 0 && cached > keep;) {
+        for (unsigned i = 0; i < SHARD_COUNT && cached > keep; i++) {
+            pool_shard *shard = &pool->shards[i];
+            pool_block *block = shard->stacks[class_index].top;
+            while (block != NULL && cached > keep) {
+                pool_block *below = block->next;
+                size_t class_bytes = block->class_bytes;
+                if (plan != NULL) {
+                    plan->bytes[i] += class_bytes;
+                    plan->blocks[i] += 1;
+                } else {
+                    stack_pop(shard, class_index); /* block, the top */
+                    family_down(pool, shard, FAMILY_CACHED_BYTES, class_bytes);
+                    family_down(pool, shard, FAMILY_CACHED_BLOCKS, 1);
+                    block->next = *detached;
+                    *detached = block;
+                }
+                cached -= class_bytes;
+                taken += class_bytes;
+                block = below;
+            }
+        }
+    }
+    return taken;
+}
+
 /* Frees cached blocks, largest class first, until at most keep bytes stay
  * cached; with `need` set, keep is (cached - value) instead of value (free
- * at least value bytes, if the cache has them). Returns the bytes freed. */
-static uint64_t trim_cache(curdi_pool *pool, bool need, uint64_t value)
+ * at least value bytes, if the cache has them). Sets *out_freed to the
+ * bytes freed. CURD_E_OVERFLOW, with nothing freed, when a counter lacks
+ * room to count the whole trim: the trim is planned and checked first, so
+ * it never stops half way. */
+static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
+                              uint64_t *out_freed)
 {
+    *out_freed = 0;
     if (!global_room(pool))
-        return 0; /* the caller sees the cache untrimmed */
-    pool_block *detached = NULL;
-    uint64_t freed = 0;
+        return fail_counters_full(pool, "trim");
     lock_all(pool);
     uint64_t cached = 0;
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         cached += pool->shards[i].cached_bytes;
     uint64_t keep = need ? (cached > value ? cached - value : 0) : value;
-    for (unsigned class_index = pool->class_count;
-         class_index-- > 0 && cached > keep;) {
-        for (unsigned i = 0; i < SHARD_COUNT && cached > keep; i++) {
-            pool_shard *shard = &pool->shards[i];
-            while (shard->stacks[class_index].top != NULL && cached > keep) {
-                size_t class_bytes = shard->stacks[class_index].top->class_bytes;
-                if (!shard_room(shard->families[FAMILY_CACHED_BYTES].freed,
-                                class_bytes) ||
-                    !shard_room(shard->families[FAMILY_CACHED_BLOCKS].freed, 1))
-                    goto counted_out;
-                pool_block *block = stack_pop(shard, class_index);
-                family_down(pool, shard, FAMILY_CACHED_BYTES, class_bytes);
-                family_down(pool, shard, FAMILY_CACHED_BLOCKS, 1);
-                block->next = detached;
-                detached = block;
-                cached -= class_bytes;
-                freed += class_bytes;
-            }
+    trim_plan plan;
+    memset(&plan, 0, sizeof plan);
+    trim_walk(pool, cached, keep, &plan, NULL);
+    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+        const family_part *f = pool->shards[i].families;
+        if (!shard_room(f[FAMILY_CACHED_BYTES].freed, plan.bytes[i]) ||
+            !shard_room(f[FAMILY_CACHED_BLOCKS].freed, plan.blocks[i])) {
+            unlock_all(pool);
+            return fail_counters_full(pool, "trim");
         }
     }
-counted_out:
+    pool_block *detached = NULL;
+    uint64_t freed = trim_walk(pool, cached, keep, NULL, &detached);
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         lease_give_back(pool, &pool->shards[i], 0);
     atomic_fetch_add(&pool->busy, 1u);
@@ -794,14 +832,26 @@ counted_out:
         detached = next;
     }
     atomic_fetch_sub(&pool->busy, 1u);
-    return freed;
+    *out_freed = freed;
+    return CURD_OK;
+}
+
+curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
+                                    uint64_t *out_freed_bytes)
+{
+    uint64_t freed = 0;
+    curd_status status =
+        pool != NULL ? trim_cache(pool, false, keep_bytes, &freed) : CURD_OK;
+    if (out_freed_bytes != NULL)
+        *out_freed_bytes = freed;
+    return status;
 }
 
 uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes)
 {
-    if (pool == NULL)
-        return 0;
-    return trim_cache(pool, false, keep_bytes);
+    uint64_t freed = 0;
+    (void)curdi_pool_trim_checked(pool, keep_bytes, &freed);
+    return freed;
 }
 
 /* ------------------------------------------------------------------------
@@ -1043,7 +1093,11 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
     if (status != CURD_E_OUT_OF_MEMORY)
         return status;
     /* (a) just enough of this pool's cache */
-    if (trim_cache(pool, true, class_bytes) > 0) {
+    /* Trimming is best effort on this ladder: a trim whose counters are full
+     * frees nothing, and the ladder goes on to its next step. */
+    uint64_t freed = 0;
+    (void)trim_cache(pool, true, class_bytes, &freed);
+    if (freed > 0) {
         global_count(&pool->oom_retries, 1);
         status = upstream_alloc(pool, class_bytes, out_address);
         if (status != CURD_E_OUT_OF_MEMORY)
@@ -1054,7 +1108,7 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
          * in this very cache, so free that much again before retrying. */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_RECLAIM) > 0) {
-            trim_cache(pool, true, class_bytes);
+            (void)trim_cache(pool, true, class_bytes, &freed);
             global_count(&pool->oom_retries, 1);
             status = upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)

@@ -56,8 +56,16 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
 /* CURD_E_STALE_HANDLE, with nothing changed, for an address this pool does
  * not have live (released twice, another pool's, foreign). */
 curd_status curdi_pool_release(curdi_pool *pool, uint64_t address);
-/* Frees cached blocks upstream until at most keep_bytes stay cached;
- * returns the bytes freed. */
+/* Frees cached blocks upstream, largest class first, until at most
+ * keep_bytes stay cached; sets *out_freed_bytes (may be NULL) to the bytes
+ * freed. CURD_E_OVERFLOW, with nothing freed, when a cumulative counter
+ * lacks room to count the trim (curdi_pool_stats_reset makes room). A NULL
+ * pool has nothing to trim: CURD_OK. */
+curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
+                                    uint64_t *out_freed_bytes);
+/* The same trim where freeing nothing is an answer, not an error (the
+ * out-of-memory ladder's steps, which are best effort): returns the bytes
+ * freed, 0 when the trim could not be counted. */
 uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes);
 
 void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out);

@@ -410,6 +410,7 @@ static void test_create_rejects_missing_arguments(void)
     /* NULL-safe teardown and queries. */
     curdi_pool_destroy(NULL);
     g_assert_cmpuint(curdi_pool_trim(NULL, 0), ==, 0);
+    g_assert_cmpint(curdi_pool_trim_checked(NULL, 0, NULL), ==, CURD_OK);
     curdi_pool_stats_reset(NULL);
     curd_pool_stats stats;
     curdi_pool_stats(NULL, &stats);
@@ -583,6 +584,60 @@ static void test_cumulative_counter_overflow_is_an_error_until_reset(void)
     g_assert_cmpint(curdi_pool_acquire(pool, huge, &address, &class_bytes), ==,
                     CURD_OK);
     release_ok(pool, address);
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
+/* A trim that its counters cannot count fails and frees nothing: it never
+ * reports success with the cache untrimmed. Three 2^58-byte blocks fill a
+ * shard's share of cached_bytes.allocated (2^60 - 1); a reset zeroes it
+ * with the blocks still cached, and taking them out and putting them back
+ * (three hits, three releases) brings cached_bytes.freed to 3 * 2^58, so
+ * freeing any of them would pass the share. */
+static void test_trim_past_a_full_counter_is_overflow_until_reset(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    upstream.fake_addresses = true; /* 2^58-byte blocks, no memory */
+    size_t huge = (size_t)1 << 58;
+    curdi_pool *pool = pool_new(&upstream, 4 * (uint64_t)huge, 0);
+    uint64_t blocks[3];
+    for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
+        blocks[i] = acquire_ok(pool, huge);
+    for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
+        release_ok(pool, blocks[i]);
+    curdi_pool_stats_reset(pool);
+    for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
+        blocks[i] = acquire_ok(pool, huge);
+    for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
+        release_ok(pool, blocks[i]);
+    curd_pool_stats before = stats_of(pool);
+    g_assert_cmpuint(before.cached_bytes.current, ==, 3 * (uint64_t)huge);
+    g_assert_cmpuint(before.cached_bytes.freed, ==, 3 * (uint64_t)huge);
+    uint64_t held = upstream.held_bytes;
+    uint64_t freed = 1;
+    g_assert_cmpint(curdi_pool_trim_checked(pool, 0, &freed), ==,
+                    CURD_E_OVERFLOW);
+    assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "curd_device_stats_reset"));
+    g_assert_cmpuint(freed, ==, 0);
+    curd_pool_stats after = stats_of(pool);
+    assert_stats_equal(&before, &after);
+    g_assert_cmpuint(upstream.held_bytes, ==, held);
+    /* Keeping two blocks frees one, which cannot be counted either. */
+    g_assert_cmpint(curdi_pool_trim_checked(pool, 2 * (uint64_t)huge, NULL),
+                    ==, CURD_E_OVERFLOW);
+    /* The best-effort form frees nothing too, and says so with 0. */
+    g_assert_cmpuint(curdi_pool_trim(pool, 0), ==, 0);
+    after = stats_of(pool);
+    assert_stats_equal(&before, &after);
+    /* Keeping everything frees nothing and counts nothing: not an error. */
+    g_assert_cmpint(curdi_pool_trim_checked(pool, UINT64_MAX, &freed), ==,
+                    CURD_OK);
+    g_assert_cmpuint(freed, ==, 0);
+    curdi_pool_stats_reset(pool);
+    g_assert_cmpint(curdi_pool_trim_checked(pool, 0, &freed), ==, CURD_OK);
+    g_assert_cmpuint(freed, ==, 3 * (uint64_t)huge);
+    g_assert_cmpuint(stats_of(pool).cached_bytes.current, ==, 0);
     destroy_and_check_nothing_held(pool, &upstream);
 }
 
@@ -1104,6 +1159,8 @@ int main(int argc, char **argv)
                     test_upstream_time_is_counted);
     g_test_add_func("/pool/stats/cumulative-counter-overflow-is-an-error-until-reset",
                     test_cumulative_counter_overflow_is_an_error_until_reset);
+    g_test_add_func("/pool/trim/past-a-full-counter-is-overflow-frees-nothing-until-reset",
+                    test_trim_past_a_full_counter_is_overflow_until_reset);
     g_test_add_func("/pool/destroy/frees-live-and-cached-blocks-upstream",
                     test_destroy_frees_live_and_cached_blocks_upstream);
     g_test_add_func("/pool/out-of-memory/first-trims-just-enough-of-the-own-cache",
