@@ -21,6 +21,12 @@ curd_status curdi_fail(curd_status status, const char *format, ...)
 curd_status curdi_fail_driver(int cu_result, const char *call,
                               const char *fix);
 
+/* Test-only: the calling thread's next curdi_fail() with a sentence too
+ * long for the buffer finds the allocation of its full copy failed, as
+ * under memory pressure. Reached through libcurd.a; hidden in libcurd.so
+ * like every curdi_ symbol. */
+void curdi_status_refuse_next_copy_for_test(void);
+
 /* Writes a line to standard error when CURD_TRACE is set; nothing else in
  * the library prints. */
 void curdi_trace(const char *format, ...) CURDI_PRINTF(1, 2);

@@ -159,6 +159,60 @@ static void test_long_sentence_keeps_head_and_fix(void)
     g_string_free(middle, TRUE);
 }
 
+static GString *long_middle(void)
+{
+    GString *middle = g_string_new(NULL);
+    size_t middle_len = (size_t)g_test_rand_int_range(1200, 6000);
+    for (size_t i = 0; i < middle_len; i++)
+        g_string_append_c(middle, (char)('a' + (char)(i % 26)));
+    return middle;
+}
+
+/* When the full copy of a long sentence cannot be allocated, the cut
+ * sentence still ends with the format's own fix (plain text, "%%" read as
+ * '%'), and the next long sentence is stored whole again. */
+static void test_long_sentence_without_memory_keeps_a_plain_fix(void)
+{
+    GString *middle = long_middle();
+    curdi_status_refuse_next_copy_for_test();
+    (void)curdi_fail(CURD_E_OVERFLOW,
+                     "HEAD of the sentence %s. Fix: do the right thing, "
+                     "100%% of the time.",
+                     middle->str);
+    const char *sentence = curd_last_error();
+    g_assert_cmpuint(strlen(sentence), ==, 1023);
+    g_assert_true(g_str_has_prefix(sentence, "HEAD of the sentence abc"));
+    g_assert_true(g_str_has_suffix(
+        sentence, " ... Fix: do the right thing, 100% of the time."));
+    /* The refusal was for one copy only. */
+    (void)curdi_fail(CURD_E_OVERFLOW, "HEAD %s. Fix: request %d bytes.",
+                     middle->str, 42);
+    g_assert_true(g_str_has_suffix(curd_last_error(),
+                                   " ... Fix: request 42 bytes."));
+    g_string_free(middle, TRUE);
+}
+
+/* A fix that needs formatting cannot be restored without the copy: the
+ * cut sentence ends with a fix that says so. */
+static void test_long_sentence_without_memory_ends_with_a_fix(void)
+{
+    GString *middle = long_middle();
+    curdi_status_refuse_next_copy_for_test();
+    (void)curdi_fail(CURD_E_OVERFLOW, "HEAD %s. Fix: request %d bytes.",
+                     middle->str, 42);
+    const char *sentence = curd_last_error();
+    g_assert_cmpuint(strlen(sentence), <, 1024);
+    g_assert_true(g_str_has_prefix(sentence, "HEAD abc"));
+    g_assert_true(ends_with_fix(sentence));
+    g_assert_nonnull(strstr(sentence, " ... Fix: "));
+    g_assert_nonnull(strstr(sentence, "lack of host memory"));
+    /* Nor can a sentence whose format has no fix at all. */
+    curdi_status_refuse_next_copy_for_test();
+    (void)curdi_fail(CURD_E_OVERFLOW, "HEAD %s, no fix given.", middle->str);
+    g_assert_true(ends_with_fix(curd_last_error()));
+    g_string_free(middle, TRUE);
+}
+
 /* ------------------------------------------------------------------------ */
 static void test_driver_failure_maps_results(void)
 {
@@ -272,6 +326,10 @@ int main(int argc, char **argv)
                     test_last_error_is_thread_local);
     g_test_add_func("/status/long-sentence-keeps-its-head-and-its-fix",
                     test_long_sentence_keeps_head_and_fix);
+    g_test_add_func("/status/long-sentence-without-memory-for-a-copy-keeps-a-plain-fix",
+                    test_long_sentence_without_memory_keeps_a_plain_fix);
+    g_test_add_func("/status/long-sentence-without-memory-for-a-copy-still-ends-with-a-fix",
+                    test_long_sentence_without_memory_ends_with_a_fix);
     g_test_add_func("/status/driver-failure-maps-each-cuda-result",
                     test_driver_failure_maps_results);
     g_test_add_func("/status/unrecognised-cuda-result-is-a-driver-error-with-its-number",
