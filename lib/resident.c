@@ -168,15 +168,16 @@ curd_status curdi_handle_table_reserve(curdi_handle_table *table,
     return CURD_OK;
 }
 
-curd_status curdi_handle_table_insert(curdi_handle_table *table,
-                                      uint64_t device_ptr, size_t byte_len,
-                                      uint64_t *out_id)
+uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
+                                           uint64_t device_ptr,
+                                           size_t byte_len)
 {
     curdi_handle_slot *slot;
     uint32_t index;
-    curd_status status = curdi_handle_table_reserve(table, 1u);
-    if (status != CURD_OK)
-        return status;
+    /* The caller holds a slot that curdi_handle_table_reserve set aside, so
+     * spare >= 1: either the free list has a slot, or slot_count <
+     * capacity and slots[slot_count] is allocated. Nothing is allocated
+     * here, hence no failure. */
     if (table->free_head != 0) {
         index = table->free_head - 1u;
         slot = &table->slots[index];
@@ -196,7 +197,17 @@ curd_status curdi_handle_table_insert(curdi_handle_table *table,
     slot->async_count = 0;
     slot->next_free = 0;
     table->live_count++;
-    *out_id = curdi_handle_id_make(table->tag, slot->generation, index);
+    return curdi_handle_id_make(table->tag, slot->generation, index);
+}
+
+curd_status curdi_handle_table_insert(curdi_handle_table *table,
+                                      uint64_t device_ptr, size_t byte_len,
+                                      uint64_t *out_id)
+{
+    curd_status status = curdi_handle_table_reserve(table, 1u);
+    if (status != CURD_OK)
+        return status;
+    *out_id = curdi_handle_table_insert_reserved(table, device_ptr, byte_len);
     return CURD_OK;
 }
 
@@ -563,26 +574,26 @@ uint64_t curdi_resident_commit(curd_device *device, size_t byte_len,
                                uint64_t device_ptr)
 {
     struct curdi_resident_table *resident = device->resident;
-    uint64_t id = 0;
-    curd_status status;
+    uint64_t id;
     pthread_mutex_lock(&resident->lock);
+    /* The slot this allocation reserved is still there: a table's spare
+     * slots (capacity - live - retired) are kept >= reserved_slots under
+     * this lock; reserve grows the table for one more before counting it,
+     * an insert spends one of each, and a remove only adds a spare (or,
+     * retiring its slot, leaves the count as it was). The counters below
+     * were checked in reserve with this allocation included. */
     resident->reserved_bytes -= byte_len;
     resident->reserved_slots--;
-    /* Cannot fail: curdi_resident_reserve set a slot aside, reservations
-     * are only taken and spent under this lock, and the counters were
-     * checked there with this allocation included. */
-    status = curdi_handle_table_insert(&resident->table, device_ptr, byte_len,
-                                       &id);
-    if (status == CURD_OK) {
-        resident->bytes.current += byte_len;
-        resident->bytes.allocated += byte_len;
-        if (resident->bytes.current > resident->bytes.peak)
-            resident->bytes.peak = resident->bytes.current;
-        resident->buffers.current++;
-        resident->buffers.allocated++;
-        if (resident->buffers.current > resident->buffers.peak)
-            resident->buffers.peak = resident->buffers.current;
-    }
+    id = curdi_handle_table_insert_reserved(&resident->table, device_ptr,
+                                            byte_len);
+    resident->bytes.current += byte_len;
+    resident->bytes.allocated += byte_len;
+    if (resident->bytes.current > resident->bytes.peak)
+        resident->bytes.peak = resident->bytes.current;
+    resident->buffers.current++;
+    resident->buffers.allocated++;
+    if (resident->buffers.current > resident->buffers.peak)
+        resident->buffers.peak = resident->buffers.current;
     pthread_mutex_unlock(&resident->lock);
     return id;
 }

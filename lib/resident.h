@@ -92,7 +92,14 @@ void curdi_handle_table_fini(curdi_handle_table *table);
  * nothing changes on either. */
 curd_status curdi_handle_table_reserve(curdi_handle_table *table,
                                        uint32_t more);
-/* Inserts a live buffer and returns its id. Grows as reserve does. */
+/* Inserts a live buffer into a slot that curdi_handle_table_reserve set
+ * aside (the caller owns that reservation) and returns its id. Allocates
+ * nothing, so it cannot fail. */
+uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
+                                           uint64_t device_ptr,
+                                           size_t byte_len);
+/* Reserves one slot (as reserve does: it may grow the table and fail) and
+ * inserts into it. */
 curd_status curdi_handle_table_insert(curdi_handle_table *table,
                                       uint64_t device_ptr, size_t byte_len,
                                       uint64_t *out_id);
@@ -149,7 +156,9 @@ curd_status curdi_resident_reserve(struct curd_device *device, size_t byte_len,
                                    uint64_t total_bytes, uint64_t free_bytes);
 void curdi_resident_unreserve(struct curd_device *device, size_t byte_len);
 /* Spends a reservation on a live buffer at device_ptr; returns its id.
- * Cannot fail. */
+ * Cannot fail: reserve grew the table for this slot and checked the
+ * counters, so a block acquired after a successful reserve always gets a
+ * handle. */
 uint64_t curdi_resident_commit(struct curd_device *device, size_t byte_len,
                                uint64_t device_ptr);
 /* Removes a live, unmarked buffer and gives its device pointer back for the

@@ -299,6 +299,42 @@ static void test_reserve_lets_that_many_inserts_succeed_without_growing(void)
     curdi_handle_table_fini(&table);
 }
 
+/* What curdi_resident_commit relies on: slots reserved while the table
+ * could still grow are there to insert into once it cannot, even after a
+ * free retires a slot in between; the insert allocates nothing. */
+static void test_reserved_inserts_need_no_growth_even_across_retirement(void)
+{
+    curdi_handle_table table;
+    uint64_t ids[4];
+    table_init(&table, 6, 4);
+    g_assert_cmpint(curdi_handle_table_reserve(&table, 4), ==, CURD_OK);
+    g_assert_cmpuint(table.capacity, ==, 4);
+    curdi_handle_slot *slots = table.slots;
+    ids[0] = curdi_handle_table_insert_reserved(&table, 0x100, 1);
+    ids[1] = curdi_handle_table_insert_reserved(&table, 0x200, 2);
+    /* One free retires its slot (as after 2^24 - 1 buffers), one does not;
+     * together they leave exactly the two reserved slots spare. */
+    table.slots[curdi_handle_id_index(ids[0])].generation =
+        CURDI_HANDLE_MAX_GENERATION;
+    ids[0] = curdi_handle_id_make(6, CURDI_HANDLE_MAX_GENERATION,
+                                  curdi_handle_id_index(ids[0]));
+    curdi_handle_table_remove(&table, ids[0]);
+    curdi_handle_table_remove(&table, ids[1]);
+    g_assert_cmpuint(table.retired_count, ==, 1);
+    ids[2] = curdi_handle_table_insert_reserved(&table, 0x300, 3);
+    ids[3] = curdi_handle_table_insert_reserved(&table, 0x400, 4);
+    g_assert_cmpuint(table.capacity, ==, 4);
+    g_assert_true(table.slots == slots);
+    assert_live(&table, ids[2], 0x300, 3);
+    assert_live(&table, ids[3], 0x400, 4);
+    assert_stale(&table, ids[0]);
+    assert_stale(&table, ids[1]);
+    /* Only one more fits now: the reservation made room, not this call. */
+    g_assert_cmpint(curdi_handle_table_reserve(&table, 2), ==, CURD_E_BUDGET);
+    g_assert_cmpint(curdi_handle_table_reserve(&table, 1), ==, CURD_OK);
+    curdi_handle_table_fini(&table);
+}
+
 static void test_slot_retires_instead_of_wrapping_its_generation(void)
 {
     curdi_handle_table table;
@@ -560,6 +596,50 @@ static void test_reservations_count_against_the_budget_until_released(void)
     room_close(device);
 }
 
+/* A block acquired after a successful reserve always gets a live handle:
+ * other allocations and frees between the reserve and the commit (the pool
+ * call runs without the table lock) cannot take the reserved slot. */
+static void test_commit_names_a_live_buffer_whatever_ran_meanwhile(void)
+{
+    curd_device *device = room_open(0);
+    uint64_t ptr[2] = {0, 0};
+    size_t class_bytes = 0;
+    g_assert_cmpint(curdi_resident_reserve(device, 100, 1u << 30, 1u << 30),
+                    ==, CURD_OK);
+    g_assert_cmpint(curdi_resident_reserve(device, 200, 1u << 30, 1u << 30),
+                    ==, CURD_OK);
+    for (size_t i = 0; i < 2; i++)
+        g_assert_cmpint(curdi_pool_acquire(device->device_pool, 100 * (i + 1),
+                                           &ptr[i], &class_bytes),
+                        ==, CURD_OK);
+    /* Enough traffic to grow the table past its first 64 slots and shrink
+     * back. */
+    uint64_t others[200];
+    for (size_t i = 0; i < G_N_ELEMENTS(others); i++)
+        g_assert_cmpint(room_alloc(device, 8, 1u << 30, 1u << 30, &others[i]),
+                        ==, CURD_OK);
+    for (size_t i = 0; i < G_N_ELEMENTS(others); i++)
+        room_free(device, others[i]);
+    uint64_t ids[2];
+    for (size_t i = 0; i < 2; i++) {
+        ids[i] = curdi_resident_commit(device, 100 * (i + 1), ptr[i]);
+        g_assert_cmpuint(ids[i], !=, 0);
+    }
+    curd_stat_family bytes, buffers;
+    curdi_resident_stats(device, &bytes, &buffers);
+    g_assert_cmpuint(bytes.current, ==, 300);
+    g_assert_cmpuint(buffers.current, ==, 2);
+    for (size_t i = 0; i < 2; i++) {
+        uint64_t taken = 0;
+        g_assert_cmpint(curdi_resident_take(device, ids[i], &taken), ==,
+                        CURD_OK);
+        g_assert_cmpuint(taken, ==, ptr[i]);
+        g_assert_cmpint(curdi_pool_release(device->device_pool, taken), ==,
+                        CURD_OK);
+    }
+    room_close(device);
+}
+
 static void test_statistics_follow_allocations_frees_and_reset(void)
 {
     curd_device *device = room_open(0);
@@ -800,6 +880,8 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/resident/table/reserve-lets-that-many-inserts-succeed-without-growing",
         test_reserve_lets_that_many_inserts_succeed_without_growing);
+    g_test_add_func("/resident/table/reserved-inserts-need-no-growth-even-across-retirement",
+                    test_reserved_inserts_need_no_growth_even_across_retirement);
     g_test_add_func("/resident/table/slot-retires-instead-of-wrapping-its-generation",
                     test_slot_retires_instead_of_wrapping_its_generation);
     g_test_add_func("/resident/table/random-insert-remove-matches-a-model",
@@ -816,6 +898,8 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/resident/room/reservations-count-against-the-budget-until-released",
         test_reservations_count_against_the_budget_until_released);
+    g_test_add_func("/resident/room/commit-names-a-live-buffer-whatever-ran-meanwhile",
+                    test_commit_names_a_live_buffer_whatever_ran_meanwhile);
     g_test_add_func("/resident/room/statistics-follow-allocations-frees-and-reset",
                     test_statistics_follow_allocations_frees_and_reset);
     g_test_add_func("/resident/room/buffer-in-use-cannot-be-taken-until-its-use-ends",
