@@ -32,6 +32,16 @@ FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 FUZZ_SRCS_DEFAULT := lib/checked.c lib/status.c lib/driver.c
 FUZZ_SRCS_pool ?= lib/pool.c lib/checked.c lib/status.c lib/driver.c
 
+# fuzz-transfer-validate runs the public transfer calls on the stand-in
+# libcuda (tests/fake/fake-cuda.c), built here beside it and found through
+# CURD_LIBCUDA; the test build is not involved.
+FUZZ_FAKE_CUDA := $(FUZZ_DIR)/libcuda-fake.so.1
+$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c lib/cuda_abi.h | fuzz-toolchain
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $< -o $@ -lpthread
+$(FUZZ_DIR)/fuzz-transfer-validate: $(FUZZ_FAKE_CUDA)
+
 FUZZ_NAMES := $(patsubst fuzz/fuzz-%.c,%,$(sort $(wildcard fuzz/fuzz-*.c)))
 FUZZ_BINS := $(addprefix $(FUZZ_DIR)/fuzz-,$(FUZZ_NAMES))
 
@@ -57,7 +67,7 @@ $(FUZZ_DIR)/%.o: %.c | fuzz-toolchain
 define FUZZ_TARGET_RULES
 $(FUZZ_DIR)/fuzz-$(1): $(call fuzz_objs,$(1))
 	@echo "  FUZZLD  $$@"
-	$(Q)$(FUZZ_CC) $(FUZZ_LDFLAGS) $$^ -o $$@ $(LIBS)
+	$(Q)$(FUZZ_CC) $(FUZZ_LDFLAGS) $$(filter %.o,$$^) -o $$@ $(LIBS)
 
 .PHONY: fuzz-$(1) fuzz-smoke-$(1)
 fuzz-$(1): $(FUZZ_DIR)/fuzz-$(1)
