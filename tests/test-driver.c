@@ -22,17 +22,6 @@
 
 #define MISSING_PATH "/nonexistent/curd-test-dir/libcuda.so.1"
 
-static char *fake_driver_path(void)
-{
-    char *exe = g_file_read_link("/proc/self/exe", NULL);
-    g_assert_nonnull(exe);
-    char *dir = g_path_get_dirname(exe);
-    char *path = g_build_filename(dir, "libcuda-fake.so.1", NULL);
-    g_free(dir);
-    g_free(exe);
-    return path;
-}
-
 /* In the parent: runs this test in a subprocess and requires it to pass.
  * Returns FALSE in the parent (the caller returns), TRUE in the child. */
 static gboolean in_child(gboolean needs_fake)
@@ -40,7 +29,7 @@ static gboolean in_child(gboolean needs_fake)
     if (g_test_subprocess())
         return TRUE;
     if (needs_fake) {
-        char *path = fake_driver_path();
+        char *path = curd_test_fake_driver_path();
         gboolean present = g_file_test(path, G_FILE_TEST_EXISTS);
         if (!present) {
             char *reason = g_strdup_printf("the stand-in driver %s is not "
@@ -62,7 +51,7 @@ static gboolean in_child(gboolean needs_fake)
 /* In the child: point curd at the stand-in driver. */
 static void use_fake_driver(void)
 {
-    char *path = fake_driver_path();
+    char *path = curd_test_fake_driver_path();
     g_setenv("CURD_LIBCUDA", path, TRUE);
     g_free(path);
 }

@@ -789,15 +789,8 @@ int main(int argc, char **argv)
 #ifdef CURD_TEST_POOL_FAKE
     /* The stand-in driver beside this program, with a small memory so the
      * out-of-memory test fills it quickly; no skip is allowed here. */
-    char *exe = g_file_read_link("/proc/self/exe", NULL);
-    char *dir = exe != NULL ? g_path_get_dirname(exe) : g_strdup(".");
-    char *fake = g_build_filename(dir, "libcuda-fake.so.1", NULL);
-    g_setenv("CURD_LIBCUDA", fake, TRUE);
-    g_setenv("CURD_REQUIRE_GPU", "1", TRUE);
+    curd_test_require_fake_driver();
     g_setenv("FAKE_CUDA_MEMORY", "67108864", TRUE);
-    g_free(fake);
-    g_free(dir);
-    g_free(exe);
 #endif
     g_test_init(&argc, &argv, NULL);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {

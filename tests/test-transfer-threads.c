@@ -102,16 +102,10 @@ static gpointer worker_run(gpointer data)
  * the device test skips, or fails where CURD_REQUIRE_GPU asks for a GPU. */
 static void set_up_fake_driver(void)
 {
-    char *exe = g_file_read_link("/proc/self/exe", NULL);
-    char *dir = exe != NULL ? g_path_get_dirname(exe) : g_strdup(".");
-    char *fake = g_build_filename(dir, "libcuda-fake.so.1", NULL);
-    if (g_file_test(fake, G_FILE_TEST_EXISTS)) {
-        g_setenv("CURD_LIBCUDA", fake, TRUE);
-        g_setenv("CURD_REQUIRE_GPU", "1", TRUE);
-    }
+    char *fake = curd_test_fake_driver_path();
+    if (g_file_test(fake, G_FILE_TEST_EXISTS))
+        curd_test_require_fake_driver();
     g_free(fake);
-    g_free(dir);
-    g_free(exe);
 }
 
 static void test_transfers_from_many_threads_keep_every_byte(void)

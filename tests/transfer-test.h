@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "curd.h"
+#include "support/curd-test.h"
 
 static inline void transfer_test_same_bytes(const char *file, int line,
                                             const char *func,
@@ -182,14 +183,7 @@ static inline int transfer_test_main(int argc, char **argv, const char *area,
                                      size_t count)
 {
     if (TRANSFER_TEST_FAKE) {
-        char *exe = g_file_read_link("/proc/self/exe", NULL);
-        char *dir = exe != NULL ? g_path_get_dirname(exe) : g_strdup(".");
-        char *fake = g_build_filename(dir, "libcuda-fake.so.1", NULL);
-        g_setenv("CURD_LIBCUDA", fake, TRUE);
-        g_setenv("CURD_REQUIRE_GPU", "1", TRUE);
-        g_free(fake);
-        g_free(dir);
-        g_free(exe);
+        curd_test_require_fake_driver();
     }
     g_test_init(&argc, &argv, NULL);
     for (size_t i = 0; i < count; i++) {

@@ -71,6 +71,28 @@ curd_device *curd_test_gpu_open(void)
 }
 
 /* ------------------------------------------------------------------------
+ * The stand-in driver beside the program
+ * ---------------------------------------------------------------------- */
+char *curd_test_fake_driver_path(void)
+{
+    char *exe = g_file_read_link("/proc/self/exe", NULL);
+    g_assert_nonnull(exe);
+    char *dir = g_path_get_dirname(exe);
+    char *path = g_build_filename(dir, "libcuda-fake.so.1", NULL);
+    g_free(dir);
+    g_free(exe);
+    return path;
+}
+
+void curd_test_require_fake_driver(void)
+{
+    char *path = curd_test_fake_driver_path();
+    g_setenv("CURD_LIBCUDA", path, TRUE);
+    g_setenv("CURD_REQUIRE_GPU", "1", TRUE);
+    g_free(path);
+}
+
+/* ------------------------------------------------------------------------
  * Fault injection
  *
  * One wrapper per entry of CURDI_CUDA_ENTRY_LIST, generated from the same

@@ -22,6 +22,15 @@ curd_device *curd_test_gpu_open(void);
 /* Same with options. */
 curd_device *curd_test_gpu_open_with(const curd_device_options *options);
 
+/* The stand-in driver (tests/fake/) that make tests builds beside every
+ * test program as libcuda-fake.so.1: its path, which the caller frees
+ * with g_free. */
+char *curd_test_fake_driver_path(void);
+/* Points curd at that stand-in driver (CURD_LIBCUDA) and sets
+ * CURD_REQUIRE_GPU, so that a missing device fails a test instead of
+ * skipping it. Call before g_test_init. */
+void curd_test_require_fake_driver(void);
+
 /* Fault injection over the driver entry-point table (the test-only
  * interface of lib/driver.h, reached through the static library).
  *
