@@ -137,6 +137,21 @@ static inline curdi_upstream pm_upstream_table(pm_upstream *upstream)
     return table;
 }
 
+/* A pool named name over the upstream, with the given cache budget and
+ * live limit (0: none); curdi_pool_create's status. */
+static inline curd_status pm_pool_create(pm_upstream *upstream,
+                                         const char *name, uint64_t budget,
+                                         uint64_t limit, curdi_pool **out)
+{
+    curdi_upstream table = pm_upstream_table(upstream);
+    curdi_pool_config config = {
+        .name = name,
+        .cache_budget_bytes = budget,
+        .live_limit_bytes = limit,
+    };
+    return curdi_pool_create(&table, &config, out);
+}
+
 /* ------------------------------------------------------------------------
  * The model
  * ---------------------------------------------------------------------- */

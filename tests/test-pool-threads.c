@@ -209,14 +209,9 @@ static void run_workers(shared *s, worker *workers, unsigned count)
 static curdi_pool *pool_new(pm_upstream *upstream, uint64_t budget,
                             uint64_t limit)
 {
-    curdi_upstream table = pm_upstream_table(upstream);
-    curdi_pool_config config = {
-        .name = "threads",
-        .cache_budget_bytes = budget,
-        .live_limit_bytes = limit,
-    };
     curdi_pool *pool = NULL;
-    g_assert_cmpint(curdi_pool_create(&table, &config, &pool), ==, CURD_OK);
+    g_assert_cmpint(pm_pool_create(upstream, "threads", budget, limit, &pool), ==,
+                    CURD_OK);
     return pool;
 }
 

@@ -21,10 +21,9 @@ static void fixture_setup(fixture *f, gconstpointer data)
 {
     (void)data;
     pm_upstream_init(&f->upstream, UINT64_MAX);
-    curdi_upstream table = pm_upstream_table(&f->upstream);
-    curdi_pool_config config = {.name = "pinned",
-                                .cache_budget_bytes = 1u << 20};
-    g_assert_cmpint(curdi_pool_create(&table, &config, &f->pool), ==, CURD_OK);
+    g_assert_cmpint(pm_pool_create(&f->upstream, "pinned", 1u << 20, 0,
+                                   &f->pool),
+                    ==, CURD_OK);
 }
 
 static void fixture_teardown(fixture *f, gconstpointer data)
