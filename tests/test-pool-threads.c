@@ -215,6 +215,14 @@ static curdi_pool *pool_new(pm_upstream *upstream, uint64_t budget,
     return pool;
 }
 
+static void destroy_and_check_no_bytes_held(curdi_pool *pool,
+                                            pm_upstream *upstream)
+{
+    curdi_pool_destroy(pool);
+    g_assert_cmpuint(upstream->held_bytes, ==, 0);
+    pm_upstream_fini(upstream);
+}
+
 static void shared_init(shared *s, curdi_pool *pool)
 {
     memset(s, 0, sizeof *s);
@@ -307,9 +315,7 @@ static void test_concurrent_acquire_release_keep_every_statistic_exact(void)
     run_workers(&s, workers, THREADS);
     uint64_t main_releases = drain_handoff(&s);
     check_totals(pool, &upstream, workers, THREADS, main_releases, budget);
-    curdi_pool_destroy(pool);
-    g_assert_cmpuint(upstream.held_bytes, ==, 0);
-    pm_upstream_fini(&upstream);
+    destroy_and_check_no_bytes_held(pool, &upstream);
 }
 
 static void test_the_live_limit_is_never_overshot_under_contention(void)
@@ -338,9 +344,7 @@ static void test_the_live_limit_is_never_overshot_under_contention(void)
     curdi_pool_stats(pool, &stats);
     g_assert_cmpuint(stats.live_bytes.current, ==, 0);
     check_totals(pool, &upstream, workers, THREADS, 0, 4u << 20);
-    curdi_pool_destroy(pool);
-    g_assert_cmpuint(upstream.held_bytes, ==, 0);
-    pm_upstream_fini(&upstream);
+    destroy_and_check_no_bytes_held(pool, &upstream);
 }
 
 /* A thread that trims and reads statistics while the workers run. */
@@ -399,9 +403,7 @@ static void test_trim_and_stats_during_traffic_stay_consistent(void)
     g_test_message("%" PRIu64 " snapshots", o.snapshots);
     uint64_t main_releases = drain_handoff(&s);
     check_totals(pool, &upstream, workers, THREADS - 1, main_releases, budget);
-    curdi_pool_destroy(pool);
-    g_assert_cmpuint(upstream.held_bytes, ==, 0);
-    pm_upstream_fini(&upstream);
+    destroy_and_check_no_bytes_held(pool, &upstream);
 }
 
 static void test_out_of_memory_under_contention_keeps_counters_exact(void)
@@ -424,9 +426,7 @@ static void test_out_of_memory_under_contention_keeps_counters_exact(void)
     g_test_message("%" PRIu64 " acquires failed for lack of memory",
                    memory_failures);
     check_totals(pool, &upstream, workers, THREADS, main_releases, budget);
-    curdi_pool_destroy(pool);
-    g_assert_cmpuint(upstream.held_bytes, ==, 0);
-    pm_upstream_fini(&upstream);
+    destroy_and_check_no_bytes_held(pool, &upstream);
 }
 
 /* More threads alive than the pool has shards: threads share shards and
@@ -446,9 +446,7 @@ static void test_more_threads_than_shards_keep_every_statistic_exact(void)
     uint64_t main_releases = drain_handoff(&s);
     check_totals(pool, &upstream, workers, CROWD, main_releases, budget);
     g_free(workers);
-    curdi_pool_destroy(pool);
-    g_assert_cmpuint(upstream.held_bytes, ==, 0);
-    pm_upstream_fini(&upstream);
+    destroy_and_check_no_bytes_held(pool, &upstream);
 }
 
 typedef struct shard_holder {
@@ -517,9 +515,7 @@ static void test_exited_threads_give_their_shard_back(void)
         taken[holders[i].shard] = true;
     }
     pthread_barrier_destroy(&all_alive);
-    curdi_pool_destroy(pool);
-    g_assert_cmpuint(upstream.held_bytes, ==, 0);
-    pm_upstream_fini(&upstream);
+    destroy_and_check_no_bytes_held(pool, &upstream);
 }
 
 int main(int argc, char **argv)
