@@ -418,13 +418,6 @@ static void test_empty_batch_gives_empty_plan(void)
     curdi_copyplan_free(&plan);
 }
 
-static void assert_fix_sentence(void)
-{
-    const char *message = curd_last_error();
-    g_assert_nonnull(strstr(message, "Fix: "));
-    g_assert_cmpint(message[strlen(message) - 1], ==, '.');
-}
-
 static void test_item_whose_end_overflows_is_overflow_and_plan_untouched(void)
 {
     curdi_copy_item items[] = {
@@ -436,7 +429,7 @@ static void test_item_whose_end_overflows_is_overflow_and_plan_untouched(void)
     curdi_copy_plan before = plan;
     g_assert_cmpint(curdi_copyplan_build(items, 2, &plan), ==, CURD_E_OVERFLOW);
     g_assert_cmpmem(&plan, sizeof plan, &before, sizeof before);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "item 1"));
 }
 
@@ -452,7 +445,7 @@ static void test_staging_total_past_2_64_is_overflow(void)
     curdi_copy_plan before = plan;
     g_assert_cmpint(curdi_copyplan_build(items, 2, &plan), ==, CURD_E_OVERFLOW);
     g_assert_cmpmem(&plan, sizeof plan, &before, sizeof before);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
 
     /* One byte less in total fits exactly. */
     items[1].byte_len = (UINT64_C(1) << 63) - 1;
@@ -498,10 +491,10 @@ static void test_null_arguments_are_invalid_argument(void)
     curdi_copy_plan plan;
     g_assert_cmpint(curdi_copyplan_build(NULL, 1, &plan), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_cmpint(curdi_copyplan_build(&item, 1, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     /* Freeing NULL or an empty plan is harmless. */
     curdi_copyplan_free(NULL);
     memset(&plan, 0, sizeof plan);

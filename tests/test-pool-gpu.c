@@ -37,13 +37,6 @@
 /* ------------------------------------------------------------------------
  * Helpers
  * ---------------------------------------------------------------------- */
-static void assert_fix_sentence(void)
-{
-    const char *message = curd_last_error();
-    g_assert_nonnull(strstr(message, "Fix: "));
-    g_assert_cmpint(message[strlen(message) - 1], ==, '.');
-}
-
 static curd_stats stats_of(curd_device *device)
 {
     curd_stats stats;
@@ -252,7 +245,7 @@ static void body_stats_report_both_pools_and_their_budgets(void)
     stats.struct_size = sizeof stats - 1;
     g_assert_cmpint(curd_device_stats(device, &stats), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_cmpint(curd_device_stats(device, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
     stats.struct_size = sizeof stats;
@@ -314,7 +307,7 @@ static void body_the_live_limit_refuses_with_budget(void)
     curd_block none;
     g_assert_cmpint(curd_block_acquire(device, CURD_POOL_DEVICE, 1, &none), ==,
                     CURD_E_BUDGET);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "device_live_limit_bytes"));
     g_assert_cmpint(curd_block_acquire(device, CURD_POOL_PINNED, 1, &none), ==,
                     CURD_E_BUDGET);
@@ -347,10 +340,10 @@ static void body_bad_arguments_and_forged_blocks_change_nothing(void)
                     CURD_E_INVALID_ARGUMENT);
     g_assert_cmpint(curd_block_acquire(device, (curd_pool_kind)7, 1, &out), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_cmpint(curd_block_acquire(device, CURD_POOL_DEVICE, 0, &out), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_cmpint(curd_block_acquire(device, CURD_POOL_DEVICE, 1, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
     g_assert_cmpint(curd_block_acquire(device, CURD_POOL_DEVICE, SIZE_MAX,
@@ -365,7 +358,7 @@ static void body_bad_arguments_and_forged_blocks_change_nothing(void)
     forged.pool_kind = CURD_POOL_PINNED; /* a device block named pinned */
     g_assert_cmpint(curd_block_release(device, &forged), ==,
                     CURD_E_STALE_HANDLE);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     forged = block;
     forged.device_ptr += 256;
     g_assert_cmpint(curd_block_release(device, &forged), ==,
@@ -545,7 +538,7 @@ static void body_out_of_memory_trims_reclaims_and_names_the_numbers(void)
     curd_status status = fill(device, blocks, chunk);
     g_assert_cmpint(status, ==, CURD_E_OUT_OF_MEMORY);
     g_assert_cmpint(curd_last_driver_code(), ==, CURDI_CUDA_ERROR_OUT_OF_MEMORY);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     char *message = g_strdup(curd_last_error());
     g_test_message("%s", message);
     curd_stats stats = stats_of(device);
@@ -700,7 +693,7 @@ static unsigned sweep_run(const sweep_op *ops, unsigned fail_at, int cu_result,
                 if (predicted != 0)
                     g_assert_cmpuint(block.device_ptr, ==, predicted);
             } else {
-                assert_fix_sentence();
+                curd_test_assert_fix_sentence();
                 g_assert_cmpint(curd_last_driver_code(), ==, cu_result);
             }
         } else if (op->kind == 1 && model.live_count > 0) {

@@ -48,13 +48,6 @@ static void assert_stats_equal(const curd_pool_stats *a,
     g_assert_true(memcmp(&x, &y, sizeof x) == 0);
 }
 
-static void assert_fix_sentence(void)
-{
-    const char *message = curd_last_error();
-    g_assert_nonnull(strstr(message, "Fix: "));
-    g_assert_cmpint(message[strlen(message) - 1], ==, '.');
-}
-
 static uint64_t acquire_ok(curdi_pool *pool, size_t byte_len)
 {
     uint64_t address = 0;
@@ -275,7 +268,7 @@ static void test_acquire_of_zero_bytes_is_invalid_and_changes_nothing(void)
     size_t class_bytes = 77;
     g_assert_cmpint(curdi_pool_acquire(pool, 0, &address, &class_bytes), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_cmpuint(address, ==, 0x1234);
     g_assert_cmpuint(class_bytes, ==, 77);
     curd_pool_stats after = stats_of(pool);
@@ -306,7 +299,7 @@ static void test_acquire_past_the_largest_class_is_overflow(void)
         g_assert_cmpint(
             curdi_pool_acquire(pool, sizes[i], &address, &class_bytes), ==,
             CURD_E_OVERFLOW);
-        assert_fix_sentence();
+        curd_test_assert_fix_sentence();
     }
     curd_pool_stats after = stats_of(pool);
     assert_stats_equal(&before, &after);
@@ -324,7 +317,7 @@ static void test_release_twice_is_stale_and_changes_nothing(void)
     curd_pool_stats before = stats_of(pool);
     g_assert_cmpint(curdi_pool_release(pool, address), ==,
                     CURD_E_STALE_HANDLE);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     curd_pool_stats after = stats_of(pool);
     assert_stats_equal(&before, &after);
     /* The cached block is still handed out once, not twice. */
@@ -352,7 +345,7 @@ static void test_release_of_a_foreign_address_is_stale(void)
             continue;
         g_assert_cmpint(curdi_pool_release(pool, foreign[i]), ==,
                         CURD_E_STALE_HANDLE);
-        assert_fix_sentence();
+        curd_test_assert_fix_sentence();
     }
     g_assert_cmpint(curdi_pool_release(NULL, live), ==,
                     CURD_E_INVALID_ARGUMENT);
@@ -400,7 +393,7 @@ static void test_create_rejects_missing_arguments(void)
     no_free.free = NULL;
     g_assert_cmpint(curdi_pool_create(&no_free, &config, &pool), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_null(pool);
     /* NULL-safe teardown and queries. */
     curdi_pool_destroy(NULL);
@@ -458,7 +451,7 @@ static void test_acquire_past_the_live_limit_is_budget_and_changes_nothing(void)
     size_t class_bytes = 0;
     g_assert_cmpint(curdi_pool_acquire(pool, 2000, &address, &class_bytes), ==,
                     CURD_E_BUDGET);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "12288"));
     curd_pool_stats after = stats_of(pool);
     assert_stats_equal(&before, &after);
@@ -569,7 +562,7 @@ static void test_cumulative_counter_overflow_is_an_error_until_reset(void)
         release_ok(pool, address);
     }
     g_assert_cmpint(status, ==, CURD_E_OVERFLOW);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "curd_device_stats_reset"));
     g_assert_cmpint(rounds, >=, 1);
     /* Every sum still fits: the allocated counter is exact. */
@@ -612,7 +605,7 @@ static void test_trim_past_a_full_counter_is_overflow_until_reset(void)
     uint64_t freed = 1;
     g_assert_cmpint(curdi_pool_trim_checked(pool, 0, &freed), ==,
                     CURD_E_OVERFLOW);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "curd_device_stats_reset"));
     g_assert_cmpuint(freed, ==, 0);
     curd_pool_stats after = stats_of(pool);
@@ -818,7 +811,7 @@ static void test_out_of_memory_after_every_step_names_the_numbers(void)
     g_assert_cmpint(
         curdi_pool_acquire(pool, 100000, &address, &class_bytes), ==,
         CURD_E_OUT_OF_MEMORY);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     const char *message = curd_last_error();
     g_test_message("%s", message);
     size_t want_class = 0;

@@ -37,13 +37,6 @@ static void fixture_teardown(fixture *f, gconstpointer data)
     pm_upstream_fini(&f->upstream);
 }
 
-static void assert_fix_sentence(void)
-{
-    const char *message = curd_last_error();
-    g_assert_nonnull(strstr(message, "Fix: "));
-    g_assert_cmpint(message[strlen(message) - 1], ==, '.');
-}
-
 static curdi_staging acquire(fixture *f, size_t byte_len)
 {
     curdi_staging staging;
@@ -137,7 +130,7 @@ static void test_write_outside_the_area_fails_and_writes_nothing(fixture *f,
                                             cases[i].transfer, src,
                                             cases[i].src_len),
                         ==, cases[i].want);
-        assert_fix_sentence();
+        curd_test_assert_fix_sentence();
         g_assert_true(memcmp(staging.host, before, 1000) == 0);
     }
     g_assert_cmpint(curdi_staging_write(&staging, 0, 10, NULL, 5), ==,
@@ -187,7 +180,7 @@ static void test_parameter_words_are_little_endian(fixture *f, gconstpointer d)
                     ==, CURD_E_OVERFLOW);
     g_assert_cmpint(curdi_staging_write_u32le(&staging, 0, NULL, 1), ==,
                     CURD_E_INVALID_ARGUMENT);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     g_assert_true(memcmp(staging.host, before, 64) == 0);
     g_assert_cmpint(curdi_staging_release(&staging), ==, CURD_OK);
 }
@@ -243,7 +236,7 @@ static void test_read_past_the_area_or_the_capacity_fails_untouched(
                                            cases[i].len, dst,
                                            cases[i].capacity),
                         ==, cases[i].want);
-        assert_fix_sentence();
+        curd_test_assert_fix_sentence();
         g_assert_true(memcmp(dst, before, sizeof dst) == 0);
     }
     g_assert_cmpint(curdi_staging_read(&staging, 0, 1, NULL, 1), ==,
@@ -269,7 +262,7 @@ static void test_release_gives_the_block_back_for_the_next_transfer(
     curdi_staging forged = second;
     forged.pool = NULL;
     g_assert_cmpint(curdi_staging_release(&forged), ==, CURD_E_STALE_HANDLE);
-    assert_fix_sentence();
+    curd_test_assert_fix_sentence();
     /* A copy released after the original: the pool says stale. */
     curdi_staging copy = second;
     g_assert_cmpint(curdi_staging_release(&second), ==, CURD_OK);

@@ -34,6 +34,16 @@ void curd_test_poison(void *p, size_t n)
 }
 
 /* ------------------------------------------------------------------------
+ * Errors
+ * ---------------------------------------------------------------------- */
+void curd_test_assert_fix_sentence(void)
+{
+    const char *message = curd_last_error();
+    g_assert_nonnull(strstr(message, "Fix: "));
+    g_assert_cmpint(message[strlen(message) - 1], ==, '.');
+}
+
+/* ------------------------------------------------------------------------
  * GPU open or skip
  * ---------------------------------------------------------------------- */
 curd_device *curd_test_gpu_open_with(const curd_device_options *options)

@@ -16,6 +16,10 @@ void curd_test_fill_random(void *p, size_t n);
 /* Fills n bytes with a poison pattern that no correct output equals. */
 void curd_test_poison(void *p, size_t n);
 
+/* Asserts that curd_last_error() gives a fix ("Fix: ") and ends with a
+ * full stop. */
+void curd_test_assert_fix_sentence(void);
+
 /* Opens device 0, or calls g_test_skip() with the reason (no driver, no
  * device) and returns NULL; the test then returns at once. */
 curd_device *curd_test_gpu_open(void);
