@@ -418,18 +418,27 @@ static void test_empty_batch_gives_empty_plan(void)
     curdi_copyplan_free(&plan);
 }
 
+/* The build fails with CURD_E_OVERFLOW, leaves the poisoned plan as it
+ * was and says how to fix it. */
+static void assert_overflow_leaves_the_plan_untouched(
+    const curdi_copy_item *items, size_t count)
+{
+    curdi_copy_plan plan;
+    memset(&plan, 0xa5, sizeof plan);
+    curdi_copy_plan before = plan;
+    g_assert_cmpint(curdi_copyplan_build(items, count, &plan), ==,
+                    CURD_E_OVERFLOW);
+    g_assert_cmpmem(&plan, sizeof plan, &before, sizeof before);
+    curd_test_assert_fix_sentence();
+}
+
 static void test_item_whose_end_overflows_is_overflow_and_plan_untouched(void)
 {
     curdi_copy_item items[] = {
         { 1, 0, 10 },
         { 1, UINT64_MAX, 1 },
     };
-    curdi_copy_plan plan;
-    memset(&plan, 0xa5, sizeof plan);
-    curdi_copy_plan before = plan;
-    g_assert_cmpint(curdi_copyplan_build(items, 2, &plan), ==, CURD_E_OVERFLOW);
-    g_assert_cmpmem(&plan, sizeof plan, &before, sizeof before);
-    curd_test_assert_fix_sentence();
+    assert_overflow_leaves_the_plan_untouched(items, 2);
     g_assert_nonnull(strstr(curd_last_error(), "item 1"));
 }
 
@@ -440,14 +449,11 @@ static void test_staging_total_past_2_64_is_overflow(void)
         { 1, 0, UINT64_C(1) << 63 },
         { 2, 0, UINT64_C(1) << 63 },
     };
-    curdi_copy_plan plan;
-    memset(&plan, 0xa5, sizeof plan);
-    curdi_copy_plan before = plan;
-    g_assert_cmpint(curdi_copyplan_build(items, 2, &plan), ==, CURD_E_OVERFLOW);
-    g_assert_cmpmem(&plan, sizeof plan, &before, sizeof before);
-    curd_test_assert_fix_sentence();
+    assert_overflow_leaves_the_plan_untouched(items, 2);
 
     /* One byte less in total fits exactly. */
+    curdi_copy_plan plan;
+    memset(&plan, 0xa5, sizeof plan);
     items[1].byte_len = (UINT64_C(1) << 63) - 1;
     g_assert_cmpint(curdi_copyplan_build(items, 2, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.staging_bytes, ==, UINT64_MAX);
