@@ -624,10 +624,7 @@ static curdi_cu_result f_cuStreamSynchronize(curdi_cu_stream stream)
 
 static curdi_cu_result f_cuStreamQuery(curdi_cu_stream stream)
 {
-    ENTER_CONTEXT(device);
-    (void)device;
-    return unlock_with(valid_stream(stream) ? CURDI_CUDA_SUCCESS
-                                            : CURDI_CUDA_ERROR_INVALID_HANDLE);
+    return f_cuStreamSynchronize(stream);
 }
 
 static curdi_cu_result f_cuEventCreate(curdi_cu_event *event,
