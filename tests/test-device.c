@@ -215,18 +215,6 @@ static void run_case(gconstpointer data)
         fake_assert_nothing_new();
 }
 
-static curd_device_props info_of(curd_device *device)
-{
-    curd_device_props props;
-    curd_test_poison(&props, sizeof props);
-    props.struct_size = sizeof props;
-    curd_status status = curd_device_info(device, &props);
-    if (status != CURD_OK)
-        g_error("curd_device_info: %s: %s", curd_status_name(status),
-                curd_last_error());
-    return props;
-}
-
 /* ------------------------------------------------------------------------
  * Arguments and options (no driver needed)
  * ---------------------------------------------------------------------- */
@@ -378,7 +366,7 @@ static void body_info_fields_are_sane(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    curd_device_props p = info_of(device);
+    curd_device_props p = curd_test_device_info(device);
     g_test_message("device 0: %s, %s, cc %d.%d, %" G_GUINT64_FORMAT
                    " bytes total, %" G_GUINT64_FORMAT " free, budget %"
                    G_GUINT64_FORMAT ", caps 0x%x",
@@ -490,7 +478,7 @@ static void body_two_opens_of_one_ordinal_are_independent(void)
     g_assert_cmpint(atomic_load(&balance[BALANCE_CONTEXTS]), ==, 2);
     g_assert_cmpint(curd_device_close(first), ==, CURD_OK);
     /* The second still works after the first is gone. */
-    curd_device_props p = info_of(second);
+    curd_device_props p = curd_test_device_info(second);
     g_assert_cmpuint(p.total_memory_bytes, >, 0);
     g_assert_cmpint(curd_device_close(second), ==, CURD_OK);
 }
@@ -515,7 +503,7 @@ static void body_resident_limit_lowers_the_budget(void)
     curd_device *device = curd_test_gpu_open_with(&options);
     if (device == NULL)
         return;
-    curd_device_props p = info_of(device);
+    curd_device_props p = curd_test_device_info(device);
     g_assert_cmpuint(p.resident_budget_bytes, ==, options.resident_limit_bytes);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
@@ -681,7 +669,7 @@ static void sweep_open(int cu_result, curd_status expected)
             /* The failed call was one whose failure open may ignore (the
              * final pop): the device works and closes cleanly. */
             tolerated_runs++;
-            (void)info_of(device);
+            (void)curd_test_device_info(device);
             g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
             pop_leftover_contexts();
         } else {
@@ -772,7 +760,7 @@ static void body_fault_sweep_over_self_test_keeps_the_device_usable(void)
     /* Still usable. */
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);
-    (void)info_of(device);
+    (void)curd_test_device_info(device);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -848,7 +836,7 @@ static void body_fork_child_gets_unsupported(void)
     g_assert_true(WIFEXITED(wait_status));
     g_assert_cmpint(WEXITSTATUS(wait_status), ==, 0);
     /* The parent's device is unaffected. */
-    (void)info_of(device);
+    (void)curd_test_device_info(device);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 

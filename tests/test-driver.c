@@ -230,10 +230,7 @@ static void test_missing_optional_entries_clear_capabilities(void)
     g_assert_nonnull(driver->cuMemFreeAsync);
     g_assert_null(driver->cuMemHostUnregister);
     g_assert_nonnull(driver->cuMemHostRegister);
-    curd_device_props props;
-    memset(&props, 0, sizeof props);
-    props.struct_size = sizeof props;
-    g_assert_cmpint(curd_device_info(device, &props), ==, CURD_OK);
+    curd_device_props props = curd_test_device_info(device);
     g_assert_cmpuint(props.capabilities & CURD_CAP_STREAM_ORDERED_ALLOC, ==, 0);
     g_assert_cmpuint(props.capabilities & CURD_CAP_HOST_REGISTER, ==, 0);
     /* The fake says yes to both attributes. */
@@ -249,10 +246,7 @@ static void test_present_optional_entries_set_capabilities(void)
     use_fake_driver();
     curd_device *device = NULL;
     g_assert_cmpint(curd_device_open(0, NULL, &device), ==, CURD_OK);
-    curd_device_props props;
-    memset(&props, 0, sizeof props);
-    props.struct_size = sizeof props;
-    g_assert_cmpint(curd_device_info(device, &props), ==, CURD_OK);
+    curd_device_props props = curd_test_device_info(device);
     g_assert_cmpuint(props.capabilities, ==,
                      CURD_CAP_COOPERATIVE_LAUNCH | CURD_CAP_UNIFIED_ADDRESSING |
                          CURD_CAP_STREAM_ORDERED_ALLOC |

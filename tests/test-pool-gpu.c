@@ -51,23 +51,7 @@ static curd_stats stats_of(curd_device *device)
 
 static uint64_t free_memory(curd_device *device)
 {
-    curd_device_props props;
-    memset(&props, 0, sizeof props);
-    props.struct_size = sizeof props;
-    curd_status status = curd_device_info(device, &props);
-    if (status != CURD_OK)
-        g_error("curd_device_info: %s: %s", curd_status_name(status),
-                curd_last_error());
-    return props.free_memory_bytes;
-}
-
-static uint64_t total_memory(curd_device *device)
-{
-    curd_device_props props;
-    memset(&props, 0, sizeof props);
-    props.struct_size = sizeof props;
-    g_assert_cmpint(curd_device_info(device, &props), ==, CURD_OK);
-    return props.total_memory_bytes;
+    return curd_test_device_info(device).free_memory_bytes;
 }
 
 static curd_block acquire_ok(curd_device *device, curd_pool_kind kind,
@@ -260,8 +244,9 @@ static void body_stats_report_both_pools_and_their_budgets(void)
     g_assert_cmpuint(stats.device_pool.requested_bytes.current, ==, 1000);
     g_assert_cmpuint(stats.device_pool.cache_misses, ==, 1);
     g_assert_cmpuint(stats.pinned_pool.live_bytes.current, ==, 0);
+    uint64_t total = curd_test_device_info(device).total_memory_bytes;
     g_assert_cmpuint(stats.device_pool.cache_budget_bytes, ==,
-                     curdi_memory_default_device_cache(total_memory(device)));
+                     curdi_memory_default_device_cache(total));
     g_assert_cmpuint(stats.pinned_pool.cache_budget_bytes, ==,
                      CURDI_PINNED_CACHE_DEFAULT);
     g_assert_cmpuint(stats.device_pool.live_limit_bytes, ==, 0);

@@ -238,11 +238,8 @@ static void test_default_budget_refuses_more_than_nine_tenths_of_memory(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    curd_device_props props;
     curd_buffer buffer = {0};
-    memset(&props, 0, sizeof props);
-    props.struct_size = sizeof props;
-    g_assert_cmpint(curd_device_info(device, &props), ==, CURD_OK);
+    curd_device_props props = curd_test_device_info(device);
     transfer_test_snapshot before = transfer_test_take(device);
     uint64_t over = props.total_memory_bytes / 10u * 9u + (64u << 20);
     g_assert_cmpint(curd_buffer_alloc(device, (size_t)over, &buffer), ==,

@@ -80,6 +80,18 @@ curd_device *curd_test_gpu_open(void)
     return curd_test_gpu_open_with(NULL);
 }
 
+curd_device_props curd_test_device_info(curd_device *device)
+{
+    curd_device_props props;
+    curd_test_poison(&props, sizeof props);
+    props.struct_size = sizeof props;
+    curd_status status = curd_device_info(device, &props);
+    if (status != CURD_OK)
+        g_error("curd_device_info: %s: %s", curd_status_name(status),
+                curd_last_error());
+    return props;
+}
+
 /* ------------------------------------------------------------------------
  * The stand-in driver beside the program
  * ---------------------------------------------------------------------- */

@@ -26,6 +26,10 @@ curd_device *curd_test_gpu_open(void);
 /* Same with options. */
 curd_device *curd_test_gpu_open_with(const curd_device_options *options);
 
+/* curd_device_info into poisoned props; a failure ends the test with
+ * the status and the sentence. */
+curd_device_props curd_test_device_info(curd_device *device);
+
 /* The stand-in driver (tests/fake/) that make tests builds beside every
  * test program as libcuda-fake.so.1: its path, which the caller frees
  * with g_free. */
