@@ -21,7 +21,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <dlfcn.h>
 
 #include "checked.h"
 #include "curd.h"
@@ -159,18 +158,8 @@ static const char *const fake_kinds[] = {
 
 static gboolean fake_snapshot(long *out)
 {
-    if (!ON_FAKE)
-        return FALSE;
-    void *fake = dlopen(g_getenv("CURD_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return FALSE; /* not loaded: the test made no driver call */
-    long (*live)(const char *) =
-        (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
-    g_assert_nonnull(live);
-    for (size_t i = 0; i < FAKE_KIND_COUNT; i++)
-        out[i] = live(fake_kinds[i]);
-    dlclose(fake);
-    return TRUE;
+    /* FALSE where not loaded: the test made no driver call. */
+    return ON_FAKE && curd_test_fake_live(fake_kinds, FAKE_KIND_COUNT, out);
 }
 
 static long fake_at_begin[FAKE_KIND_COUNT];

@@ -10,7 +10,6 @@
  * was after every test.
  *
  * The out-of-memory test fills the device: run it alone on the GPU. */
-#include <dlfcn.h>
 #include <glib.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -120,20 +119,13 @@ static size_t random_size(size_t max_bytes)
  * ---------------------------------------------------------------------- */
 static gboolean fake_live(long *device_memory, long *host_memory)
 {
-    if (!ON_FAKE)
+    static const char *const kinds[] = {"device_memory", "host_memory"};
+    long counts[G_N_ELEMENTS(kinds)];
+    if (!ON_FAKE || !curd_test_fake_live(kinds, G_N_ELEMENTS(kinds), counts))
         return FALSE;
-    void *fake = dlopen(g_getenv("CURD_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return FALSE;
-    long (*live)(const char *) =
-        (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
-    gboolean ok = live != NULL;
-    if (ok) {
-        *device_memory = live("device_memory");
-        *host_memory = live("host_memory");
-    }
-    dlclose(fake);
-    return ok;
+    *device_memory = counts[0];
+    *host_memory = counts[1];
+    return TRUE;
 }
 
 typedef struct pool_case {

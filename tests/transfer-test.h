@@ -6,7 +6,6 @@
 #ifndef CURD_TRANSFER_TEST_H
 #define CURD_TRANSFER_TEST_H
 
-#include <dlfcn.h>
 #include <glib.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -140,26 +139,6 @@ typedef struct transfer_test_case {
     void (*run)(void);
 } transfer_test_case;
 
-/* The stand-in driver's count of live objects of a kind; -1 when it is not
- * the loaded driver. */
-static inline long transfer_test_fake_live(const char *what)
-{
-    const char *path = g_getenv("CURD_LIBCUDA");
-    void *fake;
-    long (*live)(const char *);
-    long count = -1;
-    if (path == NULL)
-        return -1;
-    fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return -1;
-    live = (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
-    if (live != NULL)
-        count = live(what);
-    dlclose(fake);
-    return count;
-}
-
 static inline void transfer_test_run_case(gconstpointer data)
 {
     static const char *const kinds[] = {
@@ -167,15 +146,17 @@ static inline void transfer_test_run_case(gconstpointer data)
         "event",         "module",      "context_retains",
     };
     const transfer_test_case *test_case = data;
+    long live[G_N_ELEMENTS(kinds)];
     test_case->run();
     if (!TRANSFER_TEST_FAKE || g_test_failed())
         return;
-    for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++) {
-        long live = transfer_test_fake_live(kinds[i]);
-        if (live != 0)
+    if (!curd_test_fake_live(kinds, G_N_ELEMENTS(kinds), live))
+        g_error("%s: the stand-in driver is not loaded after the test",
+                test_case->path);
+    for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++)
+        if (live[i] != 0)
             g_error("%s: the stand-in driver holds %ld %s after the test",
-                    test_case->path, live, kinds[i]);
-    }
+                    test_case->path, live[i], kinds[i]);
 }
 
 static inline int transfer_test_main(int argc, char **argv, const char *area,

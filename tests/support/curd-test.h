@@ -34,6 +34,12 @@ curd_device_props curd_test_device_info(curd_device *device);
  * test program as libcuda-fake.so.1: its path, which the caller frees
  * with g_free. */
 char *curd_test_fake_driver_path(void);
+/* The stand-in driver's counts of live objects, one for each of kinds
+ * ("device_memory", "stream", ...: fake_cuda_live in tests/fake/), into
+ * counts. FALSE, counting nothing, where CURD_LIBCUDA names no loaded
+ * library: the program has made no driver call yet. */
+gboolean curd_test_fake_live(const char *const *kinds, size_t count,
+                             long *counts);
 /* Points curd at that stand-in driver (CURD_LIBCUDA) and sets
  * CURD_REQUIRE_GPU, so that a missing device fails a test instead of
  * skipping it. Call before g_test_init. */
