@@ -104,9 +104,7 @@ static void fixture_reset(fixture *f)
 static void assert_buffer_is(fixture *f, curd_buffer buffer, size_t len,
                              const unsigned char *model)
 {
-    unsigned char *contents = transfer_test_contents(f->device, buffer, len);
-    assert_same_bytes(contents, model, len);
-    g_free(contents);
+    assert_buffer_holds(f->device, buffer, model, len);
 }
 
 /* Runs op with call number 1, 2, ... failing, until one run makes fewer

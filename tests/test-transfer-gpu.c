@@ -153,9 +153,7 @@ static void test_ranges_at_random_offsets_match_a_host_model(void)
             g_free(poison);
         }
     }
-    unsigned char *whole = transfer_test_contents(device, buffer, len);
-    assert_same_bytes(whole, model, len);
-    g_free(whole);
+    assert_buffer_holds(device, buffer, model, len);
     g_free(model);
     g_free(scratch);
     g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
@@ -292,10 +290,7 @@ static void batch_round(curd_device *device, size_t max_items, size_t max_size,
     g_assert_cmpuint(after.fences - before.fences, ==, moved > 0 ? 1 : 0);
     g_assert_cmpuint(after.d2h_bytes, ==, before.d2h_bytes);
     for (size_t b = 0; b < BATCH_BUFFERS; b++) {
-        unsigned char *contents = transfer_test_contents(device, buffers[b],
-                                                         sizes[b]);
-        assert_same_bytes(contents, models[b], sizes[b]);
-        g_free(contents);
+        assert_buffer_holds(device, buffers[b], models[b], sizes[b]);
     }
 
     /* Download: destinations back to back, poisoned first. */
@@ -417,9 +412,7 @@ static void test_overlapping_upload_items_apply_in_order(void)
     memcpy(model + 300, b, 600);
     memcpy(model + 400, c, 10);
     g_assert_cmpint(curd_upload_batch(device, items, 3), ==, CURD_OK);
-    unsigned char *contents = transfer_test_contents(device, buffer, 1000);
-    assert_same_bytes(contents, model, 1000);
-    g_free(contents);
+    assert_buffer_holds(device, buffer, model, 1000);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -453,18 +446,14 @@ static void test_fill_and_clear_use_device_memset_and_upload_nothing(void)
         g_assert_cmpuint(after.fences - before.fences, ==, count ? 1 : 0);
         g_assert_cmpuint(after.pinned_live_bytes, ==, before.pinned_live_bytes);
     }
-    unsigned char *contents = transfer_test_contents(device, buffer, len);
-    assert_same_bytes(contents, model, len);
-    g_free(contents);
+    assert_buffer_holds(device, buffer, model, len);
     transfer_test_snapshot before = transfer_test_take(device);
     g_assert_cmpint(curd_buffer_clear(device, buffer), ==, CURD_OK);
     transfer_test_snapshot after = transfer_test_take(device);
     g_assert_cmpuint(after.h2d_bytes, ==, before.h2d_bytes);
     g_assert_cmpuint(after.fill_bytes - before.fill_bytes, ==, len);
     memset(model, 0, len);
-    contents = transfer_test_contents(device, buffer, len);
-    assert_same_bytes(contents, model, len);
-    g_free(contents);
+    assert_buffer_holds(device, buffer, model, len);
     g_free(model);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
@@ -799,12 +788,8 @@ static void test_bad_input_is_a_typed_error_with_nothing_moved(void)
         assert_snapshot_equal(after, before);
         assert_same_bytes(src, src_copy, 2 * BAD_LEN);
         assert_same_bytes(dst, poison, 2 * BAD_LEN);
-        unsigned char *contents = transfer_test_contents(device, a, BAD_LEN);
-        assert_same_bytes(contents, a_bytes, BAD_LEN);
-        g_free(contents);
-        contents = transfer_test_contents(device, b, BAD_LEN);
-        assert_same_bytes(contents, b_bytes, BAD_LEN);
-        g_free(contents);
+        assert_buffer_holds(device, a, a_bytes, BAD_LEN);
+        assert_buffer_holds(device, b, b_bytes, BAD_LEN);
     }
     g_free(a_bytes);
     g_free(b_bytes);
@@ -932,9 +917,7 @@ static void test_fill_after_a_pending_async_upload_lands_last(void)
     g_assert_cmpint(curd_buffer_fill(device, buffer, 1000, 5000, 0x3C), ==,
                     CURD_OK);
     g_assert_cmpint(curd_device_sync_uploads(device), ==, CURD_OK);
-    unsigned char *contents = transfer_test_contents(device, buffer, len);
-    assert_same_bytes(contents, model, len);
-    g_free(contents);
+    assert_buffer_holds(device, buffer, model, len);
     g_free(src);
     g_free(model);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);

@@ -114,6 +114,25 @@ static inline unsigned char *transfer_test_contents(curd_device *device,
     return bytes;
 }
 
+static inline void transfer_test_buffer_holds(const char *file, int line,
+                                              const char *func,
+                                              const char *what,
+                                              curd_device *device,
+                                              curd_buffer buffer,
+                                              const void *expected, size_t len)
+{
+    unsigned char *contents = transfer_test_contents(device, buffer, len);
+    transfer_test_same_bytes(file, line, func, what, contents, expected, len);
+    g_free(contents);
+}
+
+/* Every byte of a buffer of len bytes, downloaded into poisoned memory,
+ * equals expected[0, len). */
+#define assert_buffer_holds(device, buffer, expected, len)                    \
+    transfer_test_buffer_holds(__FILE__, __LINE__, G_STRFUNC,                 \
+                               #buffer " vs " #expected, (device), (buffer),  \
+                               (expected), (len))
+
 /* ------------------------------------------------------------------------
  * Running the GPU tests, on a GPU or on the stand-in driver
  *
