@@ -36,18 +36,6 @@
 /* ------------------------------------------------------------------------
  * Helpers
  * ---------------------------------------------------------------------- */
-static curd_stats stats_of(curd_device *device)
-{
-    curd_stats stats;
-    memset(&stats, 0, sizeof stats);
-    stats.struct_size = sizeof stats;
-    curd_status status = curd_device_stats(device, &stats);
-    if (status != CURD_OK)
-        g_error("curd_device_stats: %s: %s", curd_status_name(status),
-                curd_last_error());
-    return stats;
-}
-
 static uint64_t free_memory(curd_device *device)
 {
     return curd_test_device_info(device).free_memory_bytes;
@@ -170,7 +158,7 @@ static void body_data_round_trips_through_device_and_pinned_blocks(void)
         release_ok(device, &dst);
         release_ok(device, &on_device);
     }
-    curd_stats stats = stats_of(device);
+    curd_stats stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.live_blocks.current, ==, 0);
     g_assert_cmpuint(stats.pinned_pool.live_blocks.current, ==, 0);
     g_assert_cmpuint(stats.device_pool.live_blocks.allocated, ==, 24);
@@ -201,7 +189,7 @@ static void body_a_cache_hit_makes_no_driver_call(void)
     }
     unsigned calls = curd_test_faults_end();
     g_assert_cmpuint(calls, ==, 0);
-    curd_stats stats = stats_of(device);
+    curd_stats stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.cache_hits, ==, 100);
     g_assert_cmpuint(stats.pinned_pool.cache_hits, ==, 100);
     g_assert_cmpuint(stats.device_pool.upstream_allocs, ==, 1);
@@ -230,7 +218,7 @@ static void body_stats_report_both_pools_and_their_budgets(void)
     g_assert_cmpint(curd_device_stats_reset(NULL), ==, CURD_E_INVALID_ARGUMENT);
 
     curd_block block = acquire_ok(device, CURD_POOL_DEVICE, 1000);
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.struct_size, ==, sizeof stats);
     g_assert_cmpuint(stats.device_pool.live_bytes.current, ==, 1024);
     g_assert_cmpuint(stats.device_pool.requested_bytes.current, ==, 1000);
@@ -244,7 +232,7 @@ static void body_stats_report_both_pools_and_their_budgets(void)
     g_assert_cmpuint(stats.device_pool.live_limit_bytes, ==, 0);
     release_ok(device, &block);
     g_assert_cmpint(curd_device_stats_reset(device), ==, CURD_OK);
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.cache_misses, ==, 0);
     g_assert_cmpuint(stats.device_pool.live_bytes.allocated, ==, 0);
     g_assert_cmpuint(stats.device_pool.cached_bytes.current, ==, 1024);
@@ -262,7 +250,7 @@ static void body_stats_report_both_pools_and_their_budgets(void)
     device = curd_test_gpu_open_with(&options);
     if (device == NULL)
         return;
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.cache_budget_bytes, ==, 12345678);
     g_assert_cmpuint(stats.pinned_pool.cache_budget_bytes, ==, 7654321);
     g_assert_cmpuint(stats.device_pool.live_limit_bytes, ==, 64 * MIB);
@@ -311,7 +299,7 @@ static void body_bad_arguments_and_forged_blocks_change_nothing(void)
     }
     curd_block block = acquire_ok(device, CURD_POOL_DEVICE, 4096);
     curd_block pinned = acquire_ok(device, CURD_POOL_PINNED, 4096);
-    curd_stats before = stats_of(device);
+    curd_stats before = curd_test_device_stats(device);
     curd_block out;
     g_assert_cmpint(curd_block_acquire(NULL, CURD_POOL_DEVICE, 1, &out), ==,
                     CURD_E_INVALID_ARGUMENT);
@@ -353,14 +341,15 @@ static void body_bad_arguments_and_forged_blocks_change_nothing(void)
                     CURD_E_STALE_HANDLE);
     g_assert_cmpint(curd_block_release(other, &pinned), ==,
                     CURD_E_STALE_HANDLE);
-    curd_stats after = stats_of(device);
+    curd_stats after = curd_test_device_stats(device);
     after.device_pool.upstream_ns = before.device_pool.upstream_ns;
     after.pinned_pool.upstream_ns = before.pinned_pool.upstream_ns;
     g_assert_true(memcmp(&before.device_pool, &after.device_pool,
                          sizeof before.device_pool) == 0);
     g_assert_true(memcmp(&before.pinned_pool, &after.pinned_pool,
                          sizeof before.pinned_pool) == 0);
-    g_assert_cmpuint(stats_of(other).device_pool.live_blocks.current, ==, 0);
+    curd_stats other_stats = curd_test_device_stats(other);
+    g_assert_cmpuint(other_stats.device_pool.live_blocks.current, ==, 0);
 
     release_ok(device, &block);
     g_assert_cmpint(curd_block_release(device, &block), ==,
@@ -391,15 +380,15 @@ static void body_trim_returns_cached_memory_to_the_device(void)
     for (int i = 0; i < 8; i++)
         release_ok(device, &blocks[i]);
     release_ok(device, &pinned);
-    curd_stats stats = stats_of(device);
+    curd_stats stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.cached_bytes.current, ==, 32 * MIB);
     uint64_t free_before = free_memory(device);
     g_assert_cmpint(curd_device_trim(device, 8 * MIB), ==, CURD_OK);
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.cached_bytes.current, ==, 8 * MIB);
     g_assert_cmpuint(stats.pinned_pool.cached_bytes.current, ==, 1 * MIB);
     g_assert_cmpint(curd_device_trim(device, 0), ==, CURD_OK);
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.cached_bytes.current, ==, 0);
     g_assert_cmpuint(stats.pinned_pool.cached_bytes.current, ==, 0);
     g_assert_cmpuint(stats.device_pool.upstream_frees, ==, 8);
@@ -518,7 +507,7 @@ static void body_out_of_memory_trims_reclaims_and_names_the_numbers(void)
     curd_test_assert_fix_sentence();
     char *message = g_strdup(curd_last_error());
     g_test_message("%s", message);
-    curd_stats stats = stats_of(device);
+    curd_stats stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.live_bytes.current, >=,
                      (uint64_t)blocks->len * chunk_class);
     char *requested = g_strdup_printf("%zu-byte request", chunk);
@@ -546,9 +535,9 @@ static void body_out_of_memory_trims_reclaims_and_names_the_numbers(void)
     for (guint i = filled / 2; i < filled; i++)
         release_ok(device, &g_array_index(blocks, curd_block, i));
     g_array_set_size(blocks, filled / 2);
-    curd_stats before = stats_of(device);
+    curd_stats before = curd_test_device_stats(device);
     curd_block big_block = acquire_ok(device, CURD_POOL_DEVICE, big);
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.device_pool.oom_retries, ==,
                      before.device_pool.oom_retries + 1);
     g_assert_cmpuint(stats.device_pool.oom_failures, ==,
@@ -569,10 +558,10 @@ static void body_out_of_memory_trims_reclaims_and_names_the_numbers(void)
                                .release_count = 2};
     g_assert_cmpint(curd_device_set_reclaim(device, reclaim_some, &reclaim),
                     ==, CURD_OK);
-    before = stats_of(device);
+    before = curd_test_device_stats(device);
     big_block = acquire_ok(device, CURD_POOL_DEVICE, big);
     g_array_append_val(blocks, big_block);
-    stats = stats_of(device);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(reclaim.calls, ==, 1);
     g_assert_cmpuint(reclaim.bytes_needed, ==, big_class);
     g_assert_cmpuint(stats.device_pool.oom_retries, ==,
@@ -592,13 +581,14 @@ static void body_out_of_memory_trims_reclaims_and_names_the_numbers(void)
         g_array_append_val(other_blocks, block);
     }
     release_all(other, other_blocks);
-    g_assert_cmpuint(stats_of(other).device_pool.cached_bytes.current, ==,
+    curd_stats other_stats = curd_test_device_stats(other);
+    g_assert_cmpuint(other_stats.device_pool.cached_bytes.current, ==,
                      3 * chunk_class);
-    before = stats_of(device);
+    before = curd_test_device_stats(device);
     status = fill(device, blocks, chunk);
     g_assert_cmpint(status, ==, CURD_E_OUT_OF_MEMORY);
-    stats = stats_of(device);
-    curd_stats other_stats = stats_of(other);
+    stats = curd_test_device_stats(device);
+    other_stats = curd_test_device_stats(other);
     g_assert_cmpuint(other_stats.device_pool.cached_bytes.current, ==, 0);
     g_assert_cmpuint(other_stats.device_pool.upstream_frees, ==, 3);
     g_assert_cmpuint(stats.device_pool.oom_retries, >=,
@@ -627,7 +617,7 @@ enum { SWEEP_OPS = 48 };
 
 static void sweep_check(curd_device *device, const pool_model *model, size_t at)
 {
-    curd_stats stats = stats_of(device);
+    curd_stats stats = curd_test_device_stats(device);
     char why[256];
     if (!pm_compare(model, &stats.device_pool, why, sizeof why))
         g_error("sweep step %zu: %s", at, why);

@@ -186,9 +186,7 @@ static void test_resident_bytes_and_statistics_follow_alloc_and_free(void)
     }
     g_assert_cmpint(curd_device_resident_bytes(device, &resident), ==, CURD_OK);
     g_assert_cmpuint(resident, ==, total);
-    memset(&stats, 0, sizeof stats);
-    stats.struct_size = sizeof stats;
-    g_assert_cmpint(curd_device_stats(device, &stats), ==, CURD_OK);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.resident_bytes.current, ==, total);
     g_assert_cmpuint(stats.resident_bytes.allocated, ==, total);
     g_assert_cmpuint(stats.resident_buffers.current, ==, 20);
@@ -196,7 +194,7 @@ static void test_resident_bytes_and_statistics_follow_alloc_and_free(void)
     g_assert_cmpuint(stats.device_pool.live_bytes.current, >=, total);
     for (size_t i = 0; i < 20; i++)
         g_assert_cmpint(curd_buffer_free(device, buffers[i]), ==, CURD_OK);
-    g_assert_cmpint(curd_device_stats(device, &stats), ==, CURD_OK);
+    stats = curd_test_device_stats(device);
     g_assert_cmpuint(stats.resident_bytes.current, ==, 0);
     g_assert_cmpuint(stats.resident_bytes.peak, ==, total);
     g_assert_cmpuint(stats.resident_bytes.freed, ==, total);

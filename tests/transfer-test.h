@@ -59,11 +59,8 @@ typedef struct transfer_test_snapshot {
 
 static inline transfer_test_snapshot transfer_test_take(curd_device *device)
 {
-    curd_stats stats;
+    curd_stats stats = curd_test_device_stats(device);
     transfer_test_snapshot snapshot;
-    memset(&stats, 0, sizeof stats);
-    stats.struct_size = sizeof stats;
-    g_assert_cmpint(curd_device_stats(device, &stats), ==, CURD_OK);
     snapshot.h2d_bytes = stats.h2d_bytes;
     snapshot.d2h_bytes = stats.d2h_bytes;
     snapshot.copy_ops = stats.copy_ops;

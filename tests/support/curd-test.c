@@ -93,6 +93,18 @@ curd_device_props curd_test_device_info(curd_device *device)
     return props;
 }
 
+curd_stats curd_test_device_stats(curd_device *device)
+{
+    curd_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    curd_status status = curd_device_stats(device, &stats);
+    if (status != CURD_OK)
+        g_error("curd_device_stats: %s: %s", curd_status_name(status),
+                curd_last_error());
+    return stats;
+}
+
 /* ------------------------------------------------------------------------
  * The stand-in driver beside the program
  * ---------------------------------------------------------------------- */

@@ -30,6 +30,10 @@ curd_device *curd_test_gpu_open_with(const curd_device_options *options);
  * the status and the sentence. */
 curd_device_props curd_test_device_info(curd_device *device);
 
+/* curd_device_stats; a failure ends the test with the status and the
+ * sentence. */
+curd_stats curd_test_device_stats(curd_device *device);
+
 /* The stand-in driver (tests/fake/) that make tests builds beside every
  * test program as libcuda-fake.so.1: its path, which the caller frees
  * with g_free. */
