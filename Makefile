@@ -9,6 +9,7 @@
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
 #   make check-tsan      the *thread* tests rebuilt in build-tsan/ with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
+#   make check-layers    proves that every include in lib/ points down lib/LAYERS
 #   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR honoured
 #
 # V=1 shows the commands. Objects and programs go under $(BUILD)/.
@@ -74,7 +75,7 @@ BENCH_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
                 $(wildcard tools/curd-bench.c) $(sort $(wildcard tools/bench-*.c)))
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \
-        check-tsan check-exports install uninstall clean
+        check-tsan check-exports check-layers install uninstall clean
 all: lib tools
 
 # ---------------------------------------------------------------------------
@@ -196,6 +197,7 @@ check:
 	    --step check-asan '$(call sanitizer_step,check-asan)' \
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
+	    --step check-layers 'scripts/check-layers.sh' \
 	    $(TEST_BINS)
 
 check-plain: tests
@@ -206,6 +208,9 @@ check-gpu: tests
 
 check-exports: $(SHARED)
 	$(Q)scripts/check-exports.sh $(SHARED)
+
+check-layers:
+	$(Q)scripts/check-layers.sh
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined

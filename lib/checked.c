@@ -180,7 +180,7 @@ size_t curdi_size_class_bytes(unsigned class_index)
 }
 
 /* floor(log2(value)) for value > 0. */
-static unsigned curdi_floor_log2(size_t value)
+static unsigned floor_log2(size_t value)
 {
     return (unsigned)(sizeof(unsigned long long) * CHAR_BIT) - 1u
            - (unsigned)__builtin_clzll((unsigned long long)value);
@@ -200,7 +200,7 @@ curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
         /* last = byte_len - 1 lies in [2^k, 2^(k+1)) with k >= 11; the class
          * is the first multiple of 2^(k-3) above it. */
         size_t last = byte_len - 1u;
-        unsigned k = curdi_floor_log2(last);
+        unsigned k = floor_log2(last);
         unsigned step_shift = k - CURDI_CLASS_STEPS_SHIFT;
         unsigned step = (unsigned)((last - ((size_t)1 << k)) >> step_shift);
         index = CURDI_CLASS_LINEAR_COUNT
@@ -227,7 +227,7 @@ curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
 
 /* floor(value * 9 / 10) without the 9x overflow: value = 10q + r gives
  * 9q + floor(9r / 10). */
-static uint64_t curdi_nine_tenths(uint64_t value)
+static uint64_t nine_tenths(uint64_t value)
 {
     return value / 10u * 9u + value % 10u * 9u / 10u;
 }
@@ -235,10 +235,10 @@ static uint64_t curdi_nine_tenths(uint64_t value)
 uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
                                uint64_t resident_bytes, uint64_t limit_bytes)
 {
-    uint64_t budget = curdi_nine_tenths(total_bytes);
+    uint64_t budget = nine_tenths(total_bytes);
     uint64_t free_cap;
     /* A sum past 2^64-1 is larger than any total budget, which then wins. */
-    if (curdi_u64_add(curdi_nine_tenths(free_bytes), resident_bytes, &free_cap)
+    if (curdi_u64_add(nine_tenths(free_bytes), resident_bytes, &free_cap)
         && free_cap < budget)
         budget = free_cap;
     if (limit_bytes != 0 && limit_bytes < budget)

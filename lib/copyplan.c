@@ -22,7 +22,7 @@
  * The sort
  * ---------------------------------------------------------------------- */
 
-static inline bool curdi_order_before(const curdi_order_entry *a,
+static inline bool order_before(const curdi_order_entry *a,
                                       const curdi_order_entry *b)
 {
     if (a->major != b->major)
@@ -46,7 +46,7 @@ void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
         for (size_t i = start + 1; i < end; i++) {
             curdi_order_entry entry = entries[i];
             size_t j = i;
-            for (; j > start && curdi_order_before(&entry, &entries[j - 1]); j--)
+            for (; j > start && order_before(&entry, &entries[j - 1]); j--)
                 entries[j] = entries[j - 1];
             entries[j] = entry;
         }
@@ -60,7 +60,7 @@ void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
             size_t right = count - middle < width ? count : middle + width;
             size_t i = left, j = middle, k = left;
             while (i < middle && j < right)
-                to[k++] = curdi_order_before(&from[j], &from[i]) ? from[j++]
+                to[k++] = order_before(&from[j], &from[i]) ? from[j++]
                                                                  : from[i++];
             while (i < middle)
                 to[k++] = from[i++];
@@ -80,7 +80,7 @@ void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
  * ---------------------------------------------------------------------- */
 
 /* count * element_bytes added to *total, checked. */
-static bool curdi_plan_size_add(size_t *total, size_t count,
+static bool plan_size_add(size_t *total, size_t count,
                                 size_t element_bytes)
 {
     size_t bytes;
@@ -88,7 +88,7 @@ static bool curdi_plan_size_add(size_t *total, size_t count,
            && curdi_size_add(*total, bytes, total);
 }
 
-static curd_status curdi_plan_alloc_failed(curd_status status, size_t bytes,
+static curd_status plan_alloc_failed(curd_status status, size_t bytes,
                                            size_t count)
 {
     if (status == CURD_E_OVERFLOW)
@@ -102,7 +102,7 @@ static curd_status curdi_plan_alloc_failed(curd_status status, size_t bytes,
                       bytes, count);
 }
 
-static curd_status curdi_staging_overflow(void)
+static curd_status staging_overflow(void)
 {
     return curdi_fail(CURD_E_OVERFLOW,
                       "the fused spans of a batch need more than 2^64-1 bytes"
@@ -111,14 +111,14 @@ static curd_status curdi_staging_overflow(void)
 
 /* Sorts members, the indices of the entry_count non-empty items, into
  * (buffer_key, offset, item index) order. */
-static curd_status curdi_plan_sort(const curdi_copy_item *items, size_t count,
+static curd_status plan_sort(const curdi_copy_item *items, size_t count,
                                    size_t entry_count, size_t *members)
 {
     /* 2 * entry_count <= 2 * count entries of 24 bytes: the per-item
      * arrays sized already hold more. */
     curdi_order_entry *entries = malloc(2u * entry_count * sizeof *entries);
     if (entries == NULL)
-        return curdi_plan_alloc_failed(CURD_E_OUT_OF_MEMORY,
+        return plan_alloc_failed(CURD_E_OUT_OF_MEMORY,
                                        2u * entry_count * sizeof *entries,
                                        count);
     for (size_t e = 0; e < entry_count; e++) {
@@ -160,15 +160,15 @@ curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
     /* One block: at most one span and one member per item, the per-item
      * offsets. Spans and offsets first keep every array aligned;
      * plan.spans is the block even when it holds no span. */
-    if (!curdi_plan_size_add(&block_bytes, count, sizeof *spans)
-        || !curdi_plan_size_add(&block_bytes, count,
+    if (!plan_size_add(&block_bytes, count, sizeof *spans)
+        || !plan_size_add(&block_bytes, count,
                                 sizeof *item_staging_offset)
-        || !curdi_plan_size_add(&block_bytes, count, sizeof *members))
-        return curdi_plan_alloc_failed(CURD_E_OVERFLOW, 0, count);
+        || !plan_size_add(&block_bytes, count, sizeof *members))
+        return plan_alloc_failed(CURD_E_OVERFLOW, 0, count);
     if (block_bytes != 0) {
         block = malloc(block_bytes);
         if (block == NULL)
-            return curdi_plan_alloc_failed(CURD_E_OUT_OF_MEMORY, block_bytes,
+            return plan_alloc_failed(CURD_E_OUT_OF_MEMORY, block_bytes,
                                            count);
         spans = (curdi_copy_span *)(void *)block;
         item_staging_offset = (uint64_t *)(void *)(spans + count);
@@ -204,7 +204,7 @@ curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
         members[entry_count++] = i;
     }
     if (!sorted) {
-        status = curdi_plan_sort(items, count, entry_count, members);
+        status = plan_sort(items, count, entry_count, members);
         if (status != CURD_OK)
             goto fail;
     }
@@ -232,7 +232,7 @@ curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
         span->first_member = first;
         span->member_count = e - first;
         if (!curdi_u64_add(staging_bytes, span->byte_len, &staging_bytes)) {
-            status = curdi_staging_overflow();
+            status = staging_overflow();
             goto fail;
         }
     }

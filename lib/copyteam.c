@@ -78,7 +78,7 @@ void curdi_copy_streaming(void *dst, const void *src, size_t byte_len)
 #endif
 }
 
-static void curdi_copy_piece_run(const curdi_copy_piece *piece, bool streaming)
+static void copy_piece_run(const curdi_copy_piece *piece, bool streaming)
 {
     /* The engine built each piece inside a staging slot and a caller range
      * that validation checked; pieces of one job do not share destination
@@ -89,7 +89,7 @@ static void curdi_copy_piece_run(const curdi_copy_piece *piece, bool streaming)
         memcpy(piece->dst, piece->src, piece->byte_len);
 }
 
-static void curdi_copy_pieces(curdi_copy_team *team,
+static void copy_pieces(curdi_copy_team *team,
                               const curdi_copy_piece *pieces, size_t count,
                               bool streaming)
 {
@@ -97,11 +97,11 @@ static void curdi_copy_pieces(curdi_copy_team *team,
         size_t index = atomic_fetch_add(&team->next_piece, 1u);
         if (index >= count)
             return;
-        curdi_copy_piece_run(&pieces[index], streaming);
+        copy_piece_run(&pieces[index], streaming);
     }
 }
 
-static void *curdi_copy_worker(void *argument)
+static void *copy_worker(void *argument)
 {
     curdi_copy_team *team = argument;
     uint64_t seen = 0;
@@ -119,7 +119,7 @@ static void *curdi_copy_worker(void *argument)
         count = team->piece_count;
         streaming = team->streaming;
         pthread_mutex_unlock(&team->lock);
-        curdi_copy_pieces(team, pieces, count, streaming);
+        copy_pieces(team, pieces, count, streaming);
         pthread_mutex_lock(&team->lock);
         if (--team->busy_workers == 0)
             pthread_cond_signal(&team->done);
@@ -162,7 +162,7 @@ curd_status curdi_copy_team_create(unsigned worker_count,
     sigfillset(&all_signals);
     pthread_sigmask(SIG_SETMASK, &all_signals, &previous);
     for (unsigned index = 0; index < worker_count; index++) {
-        if (pthread_create(&team->threads[index], NULL, curdi_copy_worker,
+        if (pthread_create(&team->threads[index], NULL, copy_worker,
                            team)
             != 0)
             break;
@@ -206,7 +206,7 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
         || total < CURDI_COPY_PARALLEL_MIN
         || pthread_mutex_trylock(&team->owner) != 0) {
         for (size_t index = 0; index < count; index++)
-            curdi_copy_piece_run(&pieces[index], streaming);
+            copy_piece_run(&pieces[index], streaming);
         return;
     }
     pthread_mutex_lock(&team->lock);
@@ -219,7 +219,7 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
     pthread_cond_broadcast(&team->start);
     pthread_mutex_unlock(&team->lock);
 
-    curdi_copy_pieces(team, pieces, count, streaming);
+    copy_pieces(team, pieces, count, streaming);
 
     /* Every worker must leave this job before the pieces (the caller's
      * memory) go out of scope and before the next job is published. */

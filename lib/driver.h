@@ -75,9 +75,12 @@ const char *curdi_driver_result_name(curdi_cu_result cu_result);
 /* The driver's description of a CUresult; NULL when it has none. */
 const char *curdi_driver_result_text(curdi_cu_result cu_result);
 
-/* Sets the calling thread's curd_last_driver_code() without a message
- * (status.c); for failures whose sentence curdi_fail() writes. */
-void curdi_status_note_driver_code(int cu_result);
+/* Records cu_result as the thread's last driver code and returns the status
+ * it maps to (CURD_E_OUT_OF_MEMORY, CURD_E_DEVICE_LOST, CURD_E_DRIVER, ...),
+ * with a sentence naming the call, the driver's error name and the fix
+ * (NULL: a default fix for the status). */
+curd_status curdi_fail_driver(int cu_result, const char *call,
+                              const char *fix);
 
 /* The sentence that explains the fork restriction, for curdi_fail(). */
 extern const char curdi_fork_message[];

@@ -1,5 +1,6 @@
 /* memory.c - the device's pools, their driver upstreams, the reclaim
- * callback, and the public block and statistics entry points.
+ * callback, and the public block, trim and reclaim entry points; their
+ * statistics, which lib/device.c composes into curd_device_stats.
  * memory.h says what the upstreams and budgets are. */
 #include "memory.h"
 
@@ -12,9 +13,8 @@
 #include <unistd.h>
 
 #include "checked.h"
-#include "device.h"
+#include "core.h"
 #include "driver.h"
-#include "resident.h"
 #include "status.h"
 
 /* ------------------------------------------------------------------------
@@ -299,18 +299,6 @@ curdi_pool *curdi_memory_pool(curd_device *device, curd_pool_kind kind)
 /* ------------------------------------------------------------------------
  * Blocks
  * ---------------------------------------------------------------------- */
-static curd_status check_device(curd_device *device, const char *call)
-{
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: device is NULL. Fix: pass the device that "
-                          "curd_device_open() returned.",
-                          call);
-    if (curdi_driver_forked())
-        return curdi_fail(CURD_E_UNSUPPORTED, "%s.", curdi_fork_message);
-    return CURD_OK;
-}
-
 curd_status curdi_block_acquire(curd_device *device, curd_pool_kind kind,
                                 size_t byte_len, curd_block *out_block)
 {
@@ -380,7 +368,7 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
                                         curd_pool_kind kind, size_t byte_len,
                                         curd_block *out_block)
 {
-    curd_status status = check_device(device, "curd_block_acquire");
+    curd_status status = curdi_device_check(device, "curd_block_acquire");
     if (status != CURD_OK)
         return status;
     return curdi_block_acquire(device, kind, byte_len, out_block);
@@ -389,7 +377,7 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
 CURD_API curd_status curd_block_release(curd_device *device,
                                         const curd_block *block)
 {
-    curd_status status = check_device(device, "curd_block_release");
+    curd_status status = curdi_device_check(device, "curd_block_release");
     if (status != CURD_OK)
         return status;
     return curdi_block_release(device, block);
@@ -398,57 +386,21 @@ CURD_API curd_status curd_block_release(curd_device *device,
 /* ------------------------------------------------------------------------
  * Statistics, trim, reclaim
  * ---------------------------------------------------------------------- */
-CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
+void curdi_memory_stats(curd_device *device, curd_stats *stats)
 {
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_stats: device is NULL. Fix: pass the "
-                          "device that curd_device_open() returned.");
-    curd_status status = curdi_result_struct_check(
-        stats, sizeof(curd_stats), "curd_device_stats", "stats", "curd_stats");
-    if (status != CURD_OK)
-        return status;
-    curd_stats result;
-    memset(&result, 0, sizeof result);
-    result.struct_size = stats->struct_size;
-    curdi_pool_stats(device->device_pool, &result.device_pool);
-    curdi_pool_stats(device->pinned_pool, &result.pinned_pool);
-    result.h2d_bytes = atomic_load(&device->h2d_bytes);
-    result.d2h_bytes = atomic_load(&device->d2h_bytes);
-    result.copy_ops = atomic_load(&device->copy_ops);
-    result.fences = atomic_load(&device->fences);
-    result.fill_ops = atomic_load(&device->fill_ops);
-    result.fill_bytes = atomic_load(&device->fill_bytes);
-    curdi_resident_stats(device, &result.resident_bytes,
-                         &result.resident_buffers);
-    result.accounting_repairs = atomic_load(&device->accounting_repairs);
-    /* A newer caller's extra fields are left as they were. */
-    memcpy(stats, &result, sizeof result);
-    return CURD_OK;
+    curdi_pool_stats(device->device_pool, &stats->device_pool);
+    curdi_pool_stats(device->pinned_pool, &stats->pinned_pool);
 }
 
-CURD_API curd_status curd_device_stats_reset(curd_device *device)
+void curdi_memory_stats_reset(curd_device *device)
 {
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_stats_reset: device is NULL. Fix: pass "
-                          "the device that curd_device_open() returned.");
     curdi_pool_stats_reset(device->device_pool);
     curdi_pool_stats_reset(device->pinned_pool);
-    curdi_resident_stats_reset(device);
-    atomic_store(&device->h2d_bytes, 0);
-    atomic_store(&device->d2h_bytes, 0);
-    atomic_store(&device->copy_ops, 0);
-    atomic_store(&device->fences, 0);
-    atomic_store(&device->fill_ops, 0);
-    atomic_store(&device->fill_bytes, 0);
-    atomic_store(&device->accounting_repairs, 0);
-    return CURD_OK;
 }
 
 CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
 {
-    curd_status status = check_device(device, "curd_device_trim");
+    curd_status status = curdi_device_check(device, "curd_device_trim");
     if (status != CURD_OK)
         return status;
     status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
@@ -460,10 +412,9 @@ CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
 CURD_API curd_status curd_device_set_reclaim(curd_device *device,
                                              curd_reclaim_fn fn, void *context)
 {
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_set_reclaim: device is NULL. Fix: pass "
-                          "the device that curd_device_open() returned.");
+    curd_status status = curdi_device_check(device, "curd_device_set_reclaim");
+    if (status != CURD_OK)
+        return status;
     pthread_mutex_lock(&device->reclaim_lock);
     device->reclaim_fn = fn;
     device->reclaim_context = fn != NULL ? context : NULL;

@@ -1,5 +1,6 @@
 /* memory.h - the device's two pools (device memory, pinned host memory),
- * its reclaim callback, and the curd_block_* / statistics entry points.
+ * its reclaim callback, and the curd_block_*, curd_device_trim and
+ * curd_device_set_reclaim entry points.
  *
  * Upstreams. The device pool allocates with cuMemAlloc and frees with
  * cuMemFree; the pinned pool allocates with cuMemHostAlloc(PORTABLE) and
@@ -47,6 +48,10 @@ curd_status curdi_memory_open(struct curd_device *device);
  * blocks back; skips driver calls when curdi_driver_usable() is false.
  * NULL-safe. */
 void curdi_memory_close(struct curd_device *device);
+
+/* The two pools' statistics, for curd_device_stats and its reset. */
+void curdi_memory_stats(struct curd_device *device, curd_stats *stats);
+void curdi_memory_stats_reset(struct curd_device *device);
 
 /* The default cache budget of a device pool for a device of total_bytes. */
 uint64_t curdi_memory_default_device_cache(uint64_t total_bytes);

@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "checked.h"
-#include "device.h"
+#include "core.h"
 #include "driver.h"
 #include "status.h"
 
@@ -69,7 +69,7 @@ uint16_t curdi_handle_tag_next(void)
 
 /* A seed for a table's first generations: not secret, only different per
  * table and per run, so handles cannot be guessed by counting. */
-static uint64_t curdi_handle_seed(uint16_t tag, const void *table)
+static uint64_t handle_seed(uint16_t tag, const void *table)
 {
     static _Atomic uint64_t tables;
     struct timespec now;
@@ -81,7 +81,7 @@ static uint64_t curdi_handle_seed(uint16_t tag, const void *table)
 }
 
 /* splitmix64: one step. */
-static uint64_t curdi_handle_random(curdi_handle_table *table)
+static uint64_t handle_random(curdi_handle_table *table)
 {
     uint64_t z = (table->random_state += 0x9E3779B97F4A7C15u);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
@@ -100,7 +100,7 @@ curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
                           CURDI_HANDLE_MAX_SLOTS, (unsigned)tag, max_slots);
     memset(table, 0, sizeof *table);
     table->tag = tag;
-    table->random_state = curdi_handle_seed(tag, table);
+    table->random_state = handle_seed(tag, table);
     table->max_slots = max_slots == 0 ? CURDI_HANDLE_MAX_SLOTS : max_slots;
     return CURD_OK;
 }
@@ -120,7 +120,7 @@ void curdi_handle_table_fini(curdi_handle_table *table)
 
 /* Slots that an insert can take without growing past capacity: the free
  * list plus the allocated but never used tail. */
-static uint32_t curdi_table_spare(const curdi_handle_table *table)
+static uint32_t table_spare(const curdi_handle_table *table)
 {
     uint32_t free_count = table->slot_count - table->live_count
                           - table->retired_count;
@@ -130,7 +130,7 @@ static uint32_t curdi_table_spare(const curdi_handle_table *table)
 curd_status curdi_handle_table_reserve(curdi_handle_table *table,
                                        uint32_t more)
 {
-    uint32_t spare = curdi_table_spare(table);
+    uint32_t spare = table_spare(table);
     uint64_t needed_capacity;
     uint64_t new_capacity;
     curdi_handle_slot *slots;
@@ -186,7 +186,7 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
         index = table->slot_count++;
         slot = &table->slots[index];
         /* In [1, 2^23]: at least 2^23 reuses before the slot retires. */
-        slot->generation = (uint32_t)(curdi_handle_random(table)
+        slot->generation = (uint32_t)(handle_random(table)
                                       & ((CURDI_HANDLE_MAX_GENERATION >> 1)))
                            + 1u;
     }
@@ -256,7 +256,7 @@ curd_status curdi_handle_table_find(const curdi_handle_table *table,
 }
 
 /* curdi_handle_table_lookup, inlined into the per-item loops here. */
-static inline curdi_handle_slot *curdi_table_live(
+static inline curdi_handle_slot *table_live(
     const curdi_handle_table *table, uint64_t id)
 {
     uint32_t index = curdi_handle_id_index(id);
@@ -277,7 +277,7 @@ static inline curdi_handle_slot *curdi_table_live(
 curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
                                              uint64_t id)
 {
-    return curdi_table_live(table, id);
+    return table_live(table, id);
 }
 
 void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id)
@@ -413,7 +413,7 @@ void curdi_resident_stats_reset(curd_device *device)
 
 /* "<what>" for one item, "<what> item <i>" in a batch. Formatted only for
  * an error message. */
-static const char *curdi_use_what(const char *what, size_t count, size_t index,
+static const char *use_what(const char *what, size_t count, size_t index,
                                   char *scratch, size_t scratch_len)
 {
     if (count == 1)
@@ -439,11 +439,11 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
         curdi_handle_slot *slot =
             index > 0 && ids[index] == ids[index - 1]
                 ? previous
-                : curdi_table_live(&resident->table, ids[index]);
+                : table_live(&resident->table, ids[index]);
         if (slot == NULL)
             status = curdi_handle_table_find(
                 &resident->table, ids[index],
-                curdi_use_what(what, count, index, scratch, sizeof scratch),
+                use_what(what, count, index, scratch, sizeof scratch),
                 &slot);
         if (status == CURD_OK && slot->use_count == UINT32_MAX)
             status = curdi_fail(CURD_E_BUSY,
@@ -451,7 +451,7 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
                                 " uses in flight already. Fix: complete"
                                 " asynchronous uploads with"
                                 " curd_device_sync_uploads().",
-                                curdi_use_what(what, count, index, scratch,
+                                use_what(what, count, index, scratch,
                                                sizeof scratch),
                                 ids[index], slot->use_count);
         if (status != CURD_OK)
@@ -649,21 +649,11 @@ curd_status curdi_resident_take(curd_device *device, uint64_t id,
  * Public entry points
  * ---------------------------------------------------------------------- */
 
-/* The checks every buffer entry makes before touching the table. The
- * table lookups themselves make no driver call, so they do not make the
- * context current. */
-static curd_status curdi_resident_check_device(curd_device *device,
-                                               const char *what)
-{
-    return curdi_device_check_room(device == NULL ? NULL : device->resident,
-                                   what);
-}
-
 /* Live free device memory as the budget sees it: what the driver reports
  * free plus what the device pool holds cached, since the pool hands cached
  * blocks back on demand (a freed buffer's memory goes to that cache, and
  * must count as free again for the next allocation). */
-static curd_status curdi_resident_free_bytes(curd_device *device,
+static curd_status resident_free_bytes(curd_device *device,
                                              uint64_t *out_free,
                                              uint64_t *out_total)
 {
@@ -695,7 +685,7 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
     size_t class_bytes = 0;
     curd_status status;
 
-    status = curdi_resident_check_device(device, "curd_buffer_alloc");
+    status = curdi_device_check(device, "curd_buffer_alloc");
     if (status != CURD_OK)
         return status;
     if (out_buffer == NULL)
@@ -710,7 +700,7 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    status = curdi_resident_free_bytes(device, &free_bytes, &total_bytes);
+    status = resident_free_bytes(device, &free_bytes, &total_bytes);
     if (status == CURD_OK)
         status = curdi_resident_reserve(device, byte_len, total_bytes,
                                         free_bytes);
@@ -732,7 +722,7 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
 {
     uint64_t device_ptr = 0;
-    curd_status status = curdi_resident_check_device(device, "curd_buffer_free");
+    curd_status status = curdi_device_check(device, "curd_buffer_free");
     if (status != CURD_OK)
         return status;
     /* The pool may free the block upstream (cuMemFree), which needs the
@@ -752,12 +742,12 @@ CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
 }
 
 /* Looks one buffer up without marking it. */
-static curd_status curdi_resident_peek(curd_device *device, curd_buffer buffer,
+static curd_status resident_peek(curd_device *device, curd_buffer buffer,
                                        const char *what, uint64_t *out_ptr,
                                        size_t *out_len)
 {
     curdi_handle_slot *slot;
-    curd_status status = curdi_resident_check_device(device, what);
+    curd_status status = curdi_device_check(device, what);
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&device->resident->lock);
@@ -781,7 +771,7 @@ CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_buffer_size: out_byte_len is NULL. Fix: pass"
                           " the address of a size_t.");
-    status = curdi_resident_peek(device, buffer, "curd_buffer_size",
+    status = resident_peek(device, buffer, "curd_buffer_size",
                                  &device_ptr, &byte_len);
     if (status == CURD_OK)
         *out_byte_len = byte_len;
@@ -799,7 +789,7 @@ CURD_API curd_status curd_buffer_device_ptr(curd_device *device,
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_buffer_device_ptr: out_device_ptr is NULL."
                           " Fix: pass the address of a uint64_t.");
-    status = curdi_resident_peek(device, buffer, "curd_buffer_device_ptr",
+    status = resident_peek(device, buffer, "curd_buffer_device_ptr",
                                  &device_ptr, &byte_len);
     if (status == CURD_OK)
         *out_device_ptr = device_ptr;
@@ -810,7 +800,7 @@ CURD_API curd_status curd_device_resident_bytes(curd_device *device,
                                                 uint64_t *out_bytes)
 {
     curd_status status =
-        curdi_resident_check_device(device, "curd_device_resident_bytes");
+        curdi_device_check(device, "curd_device_resident_bytes");
     if (status != CURD_OK)
         return status;
     if (out_bytes == NULL)

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device.h"
+#include "core.h"
 #include "driver.h"
 #include "status.h"
 
@@ -259,11 +259,9 @@ CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
                           "report_capacity is %zu. Fix: pass a buffer, or "
                           "NULL with capacity 0.",
                           report_capacity);
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_device_self_test: device is NULL. Fix: pass "
-                          "the device that curd_device_open() returned.");
-    curd_status status = curdi_device_enter(device);
+    curd_status status = curdi_device_check(device, "curd_device_self_test");
+    if (status == CURD_OK)
+        status = curdi_device_enter(device);
     if (status != CURD_OK) {
         write_report(report, report_capacity, curd_last_error());
         return status;

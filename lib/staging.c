@@ -7,22 +7,6 @@
 #include "checked.h"
 #include "status.h"
 
-void curdi_u32le_store(void *dst, uint32_t value)
-{
-    unsigned char *bytes = dst;
-    bytes[0] = (unsigned char)(value & 0xFFu);
-    bytes[1] = (unsigned char)((value >> 8) & 0xFFu);
-    bytes[2] = (unsigned char)((value >> 16) & 0xFFu);
-    bytes[3] = (unsigned char)((value >> 24) & 0xFFu);
-}
-
-uint32_t curdi_u32le_load(const void *src)
-{
-    const unsigned char *bytes = src;
-    return (uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 |
-           (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24;
-}
-
 curd_status curdi_staging_acquire(curdi_pool *pool, size_t byte_len,
                                   curdi_staging *out_staging)
 {
@@ -128,35 +112,6 @@ curd_status curdi_staging_write(const curdi_staging *staging, size_t offset,
     if (src_len != 0)
         memmove(staging->host + offset, src, src_len);
     memset(staging->host + offset + src_len, 0, transfer_len - src_len);
-    return CURD_OK;
-}
-
-curd_status curdi_staging_write_u32le(const curdi_staging *staging,
-                                      size_t offset, const uint32_t *words,
-                                      size_t word_count)
-{
-    curd_status status = check_area(staging, "curdi_staging_write_u32le");
-    if (status != CURD_OK)
-        return status;
-    if (words == NULL && word_count != 0)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curdi_staging_write_u32le: words is NULL for %zu "
-                          "words. Fix: pass the parameter words.",
-                          word_count);
-    size_t byte_len;
-    if (!curdi_size_mul(word_count, sizeof(uint32_t), &byte_len))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "curdi_staging_write_u32le: %zu words of 4 bytes "
-                          "pass SIZE_MAX bytes. Fix: pass a real word count.",
-                          word_count);
-    status = curdi_range_check(offset, byte_len, staging->byte_len,
-                               "staging parameter words");
-    if (status != CURD_OK)
-        return status;
-    /* Safe: the words' bytes lie within the block (checked above). */
-    for (size_t i = 0; i < word_count; i++)
-        curdi_u32le_store(staging->host + offset + i * sizeof(uint32_t),
-                          words[i]);
     return CURD_OK;
 }
 

@@ -5,8 +5,7 @@
  * (bounds-checked, the rest of the transfer length zeroed so that no stale
  * bytes of an earlier user of the block reach the device), the DMA runs
  * from the block, and results are copied out into caller memory of a
- * stated capacity. Kernel parameter words are written little-endian, the
- * byte order of every GPU curd drives, whatever the host's.
+ * stated capacity.
  *
  * A zero-byte transfer acquires nothing: curdi_staging_acquire of 0 bytes
  * gives an empty staging area (host NULL) without touching the pool, and
@@ -45,18 +44,10 @@ curd_status curdi_staging_release(curdi_staging *staging);
 curd_status curdi_staging_write(const curdi_staging *staging, size_t offset,
                                 size_t transfer_len, const void *src,
                                 size_t src_len);
-/* Stores word_count 32-bit words at offset, each little-endian. */
-curd_status curdi_staging_write_u32le(const curdi_staging *staging,
-                                      size_t offset, const uint32_t *words,
-                                      size_t word_count);
 /* Copies [offset, offset + byte_len) of the area into dst, which holds
  * dst_capacity bytes (CURD_E_RANGE when byte_len is larger). */
 curd_status curdi_staging_read(const curdi_staging *staging, size_t offset,
                                size_t byte_len, void *dst,
                                size_t dst_capacity);
-
-/* One little-endian 32-bit word at dst / from src (no alignment needed). */
-void curdi_u32le_store(void *dst, uint32_t value);
-uint32_t curdi_u32le_load(const void *src);
 
 #endif

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
-
 /* ------------------------------------------------------------------------
  * Version
  * ---------------------------------------------------------------------- */
@@ -206,61 +204,6 @@ curd_status curdi_fail(curd_status status, const char *format, ...)
     }
     curdi_trace("%s: %s", curd_status_name(status), last_error);
     return status;
-}
-
-static const char *default_fix(curd_status status)
-{
-    switch (status) {
-    case CURD_E_OUT_OF_MEMORY:
-        return "free buffers, trim the pools (curd_device_trim) or lower "
-               "their cache budgets, and try again";
-    case CURD_E_DEVICE_LOST:
-        return "the context is unusable after this fault: close the device "
-               "and open it again (the process may need to restart); run "
-               "the workload under compute-sanitizer to find the fault";
-    case CURD_E_NO_DEVICE:
-        return "use an ordinal below curd_device_count(), and check "
-               "CUDA_VISIBLE_DEVICES and nvidia-smi";
-    case CURD_E_NO_DRIVER:
-        return "install or upgrade the NVIDIA driver so that it matches "
-               "its kernel module";
-    case CURD_E_PROGRAM:
-        return "rebuild the module for this device's architecture, or ship "
-               "PTX so the driver can JIT it";
-    default:
-        return "check the arguments of this call; if they are valid, "
-               "report the driver error with the output of nvidia-smi";
-    }
-}
-
-curd_status curdi_fail_driver(int cu_result, const char *call, const char *fix)
-{
-    curdi_cu_result code = (curdi_cu_result)cu_result;
-    curdi_driver_note(code);
-    curd_status status = curdi_driver_status_of(code);
-    if (status == CURD_OK) /* a caller bug; never report success as failure */
-        status = CURD_E_DRIVER;
-    const char *name = curdi_driver_result_name(code);
-    const char *text = curdi_driver_result_text(code);
-    if ((fix == NULL || fix[0] == '\0') &&
-        code == CURDI_CUDA_ERROR_DEINITIALIZED)
-        fix = "the CUDA driver is shutting down (the process is exiting); "
-              "finish GPU work and close devices before exit";
-    else if (fix == NULL || fix[0] == '\0')
-        fix = default_fix(status);
-    else if (strncmp(fix, "Fix:", 4) == 0)
-        fix += fix[4] == ' ' ? 5 : 4;
-    size_t fix_len = strlen(fix);
-    bool ends_with_stop = fix_len > 0 && fix[fix_len - 1] == '.';
-    curd_status result = curdi_fail(
-        status, "%s failed with %s (%d)%s%s. Fix: %s%s",
-        call != NULL ? call : "A CUDA driver call", name, cu_result,
-        text != NULL ? ": " : "", text != NULL ? text : "", fix,
-        ends_with_stop ? "" : ".");
-    /* Set after curdi_fail: the result lookups above may not touch it, but
-     * keep the order obvious. */
-    last_driver_code = cu_result;
-    return result;
 }
 
 /* ------------------------------------------------------------------------

@@ -15,11 +15,10 @@
 curd_status curdi_fail(curd_status status, const char *format, ...)
     CURDI_PRINTF(2, 3);
 
-/* Records cu_result as the thread's last driver code and returns the status
- * it maps to (CURD_E_OUT_OF_MEMORY, CURD_E_DEVICE_LOST, CURD_E_DRIVER, ...),
- * with a sentence naming the call, the driver's error name and the fix. */
-curd_status curdi_fail_driver(int cu_result, const char *call,
-                              const char *fix);
+/* Sets the calling thread's curd_last_driver_code() without a message,
+ * for failures of driver calls (driver.c's curdi_fail_driver) and for
+ * sentences that curdi_fail() writes about one. */
+void curdi_status_note_driver_code(int cu_result);
 
 /* Test-only: the calling thread's next curdi_fail() with a sentence too
  * long for the buffer finds the allocation of its full copy failed, as

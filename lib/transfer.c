@@ -3,8 +3,9 @@
  * Read top to bottom: opening and closing the room, the counters, the
  * engine's driver side (lib/xfer.h runs plans through it), validation,
  * then the public synchronous transfers and batches, fills and
- * asynchronous uploads. Registrations and the room's shared state are in
- * lib/hostreg.c, the copy team in lib/copyteam.c.
+ * asynchronous uploads. Validation is lib/prepare.c's, registrations
+ * lib/hostreg.c's, the marks of asynchronous uploads lib/fence.c's, and
+ * the copy team lib/copyteam.c's.
  *
  * How a synchronous transfer or batch runs:
  *  1. Validate every argument and every item; resolve every handle and
@@ -24,17 +25,19 @@
 #include "transfer.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checked.h"
-#include "copyplan.h"
 #include "copyteam.h"
-#include "device.h"
+#include "core.h"
 #include "driver.h"
+#include "fence.h"
 #include "hostreg.h"
+#include "prepare.h"
 #include "resident.h"
 #include "staging.h"
 #include "status.h"
@@ -44,25 +47,42 @@
  * Opening and closing
  * ---------------------------------------------------------------------- */
 
+/* The room's state, behind curd_device.transfer: its counters (checked
+ * before the work, added after it succeeded) and the copy team that splits
+ * large host copies, started on the first transfer that needs it. */
+struct curdi_transfer_room {
+    _Atomic uint64_t h2d_bytes;
+    _Atomic uint64_t d2h_bytes;
+    _Atomic uint64_t copy_ops;
+    _Atomic uint64_t fences;
+    _Atomic uint64_t fill_ops;
+    _Atomic uint64_t fill_bytes;
+    pthread_mutex_t team_lock;
+    curdi_copy_team *team;
+    bool team_tried;
+};
+
 curd_status curdi_transfer_open(curd_device *device)
 {
-    curd_status status = curdi_hostreg_open(device);
-    if (status != CURD_OK)
-        return status;
-    atomic_store(&device->h2d_bytes, 0u);
-    atomic_store(&device->d2h_bytes, 0u);
-    atomic_store(&device->copy_ops, 0u);
-    atomic_store(&device->fences, 0u);
-    atomic_store(&device->fill_ops, 0u);
-    atomic_store(&device->fill_bytes, 0u);
-    atomic_store(&device->accounting_repairs, 0u);
+    struct curdi_transfer_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not allocate the device's transfer state."
+                          " Fix: free host memory.");
+    if (pthread_mutex_init(&room->team_lock, NULL) != 0) {
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not initialise the transfer state's lock."
+                          " Fix: free system resources.");
+    }
+    device->transfer = room;
     return CURD_OK;
 }
 
 void curdi_transfer_close(curd_device *device)
 {
     const curdi_driver *driver;
-    if (device == NULL || device->host_registry == NULL)
+    if (device == NULL || device->transfer == NULL)
         return;
     driver = curdi_driver_get();
     /* device.c has synchronised the context already; this keeps the
@@ -72,7 +92,49 @@ void curdi_transfer_close(curd_device *device)
         && device->upload_stream != NULL)
         (void)curdi_driver_note(
             driver->cuStreamSynchronize(device->upload_stream));
-    curdi_hostreg_close(device);
+    curdi_copy_team_destroy(device->transfer->team);
+    pthread_mutex_destroy(&device->transfer->team_lock);
+    free(device->transfer);
+    device->transfer = NULL;
+}
+
+void curdi_transfer_stats(curd_device *device, curd_stats *stats)
+{
+    struct curdi_transfer_room *room = device->transfer;
+    stats->h2d_bytes = atomic_load(&room->h2d_bytes);
+    stats->d2h_bytes = atomic_load(&room->d2h_bytes);
+    stats->copy_ops = atomic_load(&room->copy_ops);
+    stats->fences = atomic_load(&room->fences);
+    stats->fill_ops = atomic_load(&room->fill_ops);
+    stats->fill_bytes = atomic_load(&room->fill_bytes);
+}
+
+void curdi_transfer_stats_reset(curd_device *device)
+{
+    struct curdi_transfer_room *room = device->transfer;
+    atomic_store(&room->h2d_bytes, 0);
+    atomic_store(&room->d2h_bytes, 0);
+    atomic_store(&room->copy_ops, 0);
+    atomic_store(&room->fences, 0);
+    atomic_store(&room->fill_ops, 0);
+    atomic_store(&room->fill_bytes, 0);
+}
+
+/* The device's copy team, started on first use; NULL if it could not be
+ * (the engine then copies on the calling thread). */
+static curdi_copy_team *transfer_team(curd_device *device)
+{
+    struct curdi_transfer_room *room = device->transfer;
+    curdi_copy_team *team;
+    pthread_mutex_lock(&room->team_lock);
+    if (!room->team_tried) {
+        room->team_tried = true;
+        if (curdi_copy_team_create(0, &room->team) != CURD_OK)
+            room->team = NULL;
+    }
+    team = room->team;
+    pthread_mutex_unlock(&room->team_lock);
+    return team;
 }
 
 /* ------------------------------------------------------------------------
@@ -88,21 +150,22 @@ typedef struct curdi_counts {
     uint64_t fill_bytes;
 } curdi_counts;
 
-static curd_status curdi_counts_check(curd_device *device,
+static curd_status counts_check(curd_device *device,
                                       const curdi_counts *counts,
                                       const char *what)
 {
+    struct curdi_transfer_room *room = device->transfer;
     struct {
         _Atomic uint64_t *counter;
         uint64_t amount;
         const char *name;
     } checks[] = {
-        {&device->h2d_bytes, counts->h2d_bytes, "h2d_bytes"},
-        {&device->d2h_bytes, counts->d2h_bytes, "d2h_bytes"},
-        {&device->copy_ops, counts->copy_ops, "copy_ops"},
-        {&device->fences, counts->fences, "fences"},
-        {&device->fill_ops, counts->fill_ops, "fill_ops"},
-        {&device->fill_bytes, counts->fill_bytes, "fill_bytes"},
+        {&room->h2d_bytes, counts->h2d_bytes, "h2d_bytes"},
+        {&room->d2h_bytes, counts->d2h_bytes, "d2h_bytes"},
+        {&room->copy_ops, counts->copy_ops, "copy_ops"},
+        {&room->fences, counts->fences, "fences"},
+        {&room->fill_ops, counts->fill_ops, "fill_ops"},
+        {&room->fill_bytes, counts->fill_bytes, "fill_bytes"},
     };
     for (size_t index = 0; index < sizeof checks / sizeof checks[0]; index++) {
         uint64_t sum;
@@ -119,11 +182,12 @@ static curd_status curdi_counts_check(curd_device *device,
     return CURD_OK;
 }
 
-static void curdi_counts_add(curd_device *device, const curdi_counts *counts)
+static void counts_add(curd_device *device, const curdi_counts *counts)
 {
-    _Atomic uint64_t *counters[] = {&device->h2d_bytes, &device->d2h_bytes,
-                                    &device->copy_ops,  &device->fences,
-                                    &device->fill_ops,  &device->fill_bytes};
+    struct curdi_transfer_room *room = device->transfer;
+    _Atomic uint64_t *counters[] = {&room->h2d_bytes, &room->d2h_bytes,
+                                    &room->copy_ops,  &room->fences,
+                                    &room->fill_ops,  &room->fill_bytes};
     const uint64_t amounts[] = {counts->h2d_bytes, counts->d2h_bytes,
                                 counts->copy_ops,  counts->fences,
                                 counts->fill_ops,  counts->fill_bytes};
@@ -147,7 +211,7 @@ typedef struct curdi_gpu_ops {
     curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
 } curdi_gpu_ops;
 
-static curd_status curdi_gpu_copy(void *context, bool upload,
+static curd_status gpu_copy(void *context, bool upload,
                                   uint64_t device_ptr, unsigned char *host,
                                   uint64_t byte_len)
 {
@@ -170,7 +234,7 @@ static curd_status curdi_gpu_copy(void *context, bool upload,
     return CURD_OK;
 }
 
-static curd_status curdi_gpu_mark(void *context, unsigned slot)
+static curd_status gpu_mark(void *context, unsigned slot)
 {
     curdi_gpu_ops *gpu = context;
     curdi_cu_result cu_result = curdi_driver_note(
@@ -181,7 +245,7 @@ static curd_status curdi_gpu_mark(void *context, unsigned slot)
     return CURD_OK;
 }
 
-static curd_status curdi_gpu_wait(void *context, unsigned slot)
+static curd_status gpu_wait(void *context, unsigned slot)
 {
     curdi_gpu_ops *gpu = context;
     curdi_cu_result cu_result =
@@ -192,7 +256,7 @@ static curd_status curdi_gpu_wait(void *context, unsigned slot)
     return CURD_OK;
 }
 
-static curd_status curdi_gpu_finish(void *context)
+static curd_status gpu_finish(void *context)
 {
     curdi_gpu_ops *gpu = context;
     curdi_cu_result cu_result =
@@ -206,7 +270,7 @@ static curd_status curdi_gpu_finish(void *context)
 /* The stream a transfer runs on: the upload stream when one of its buffers
  * has asynchronous uploads pending (so the new work is ordered after
  * them), else a pooled non-blocking stream. */
-static curd_status curdi_stream_for(curd_device *device, bool after_uploads,
+static curd_status stream_for(curd_device *device, bool after_uploads,
                                     curdi_cu_stream *out, bool *out_pooled)
 {
     if (after_uploads) {
@@ -221,7 +285,7 @@ static curd_status curdi_stream_for(curd_device *device, bool after_uploads,
 /* After a failure: waits for whatever was enqueued on the stream before
  * its staging goes back to the pool. Not a fence of the transfer (nothing
  * is counted on failure). */
-static void curdi_stream_drain(const curdi_driver *driver,
+static void stream_drain(const curdi_driver *driver,
                                curdi_cu_stream stream)
 {
     if (stream != NULL && curdi_driver_usable())
@@ -232,7 +296,7 @@ static void curdi_stream_drain(const curdi_driver *driver,
  * entered, registrations marked, a plan, a stream (the upload stream when
  * after_uploads: a buffer has asynchronous uploads pending), staging, the
  * engine, the counters. */
-static curd_status curdi_transfer_run(curd_device *device, const char *what,
+static curd_status transfer_run(curd_device *device, const char *what,
                                       bool upload, curdi_xfer_item *items,
                                       size_t count, bool after_uploads)
 {
@@ -241,8 +305,8 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
     curdi_gpu_ops gpu;
     curdi_counts counts;
     curdi_xfer_result result;
-    curdi_xfer_ops ops = {curdi_gpu_copy, curdi_gpu_mark, curdi_gpu_wait,
-                          curdi_gpu_finish, &gpu};
+    curdi_xfer_ops ops = {gpu_copy, gpu_mark, gpu_wait,
+                          gpu_finish, &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
     uint64_t chunk_bytes = 0;
@@ -282,11 +346,11 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
      * boundary a span crosses. */
     counts.copy_ops = (uint64_t)plan.span_count + count + chunk_count;
     counts.fences = 1;
-    status = curdi_counts_check(device, &counts, what);
+    status = counts_check(device, &counts, what);
     if (status != CURD_OK)
         goto done;
 
-    status = curdi_stream_for(device, after_uploads, &gpu.stream,
+    status = stream_for(device, after_uploads, &gpu.stream,
                               &pooled_stream);
     if (status != CURD_OK)
         goto done;
@@ -301,7 +365,7 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
         slots[slots_taken] = staging[slots_taken].host;
     }
     if (event_count > 0) {
-        status = curdi_hostreg_events_acquire(device, gpu.events, event_count);
+        status = curdi_events_acquire(device, gpu.events, event_count);
         if (status != CURD_OK)
             goto done;
         events_taken = true;
@@ -310,15 +374,15 @@ static curd_status curdi_transfer_run(curd_device *device, const char *what,
     status = curdi_xfer_execute(
         &plan, items, upload, slots, slot_count, chunk_bytes, &ops,
         plan.stream_bytes >= CURDI_COPY_PARALLEL_MIN
-            ? curdi_hostreg_team(device)
+            ? transfer_team(device)
             : NULL,
         &result);
     if (status != CURD_OK)
-        curdi_stream_drain(driver, gpu.stream);
+        stream_drain(driver, gpu.stream);
 
 done:
     if (events_taken)
-        curdi_hostreg_events_release(device, gpu.events, event_count);
+        curdi_events_release(device, gpu.events, event_count);
     for (unsigned index = 0; index < slots_taken; index++)
         (void)curdi_staging_release(&staging[index]);
     if (pooled_stream && gpu.stream != NULL)
@@ -333,266 +397,10 @@ done:
             counts.d2h_bytes = result.dma_bytes;
         counts.copy_ops = result.dma_ops;
         counts.fences = result.fences;
-        curdi_counts_add(device, &counts);
+        counts_add(device, &counts);
     }
     curdi_device_leave(device);
     return status;
-}
-
-/* ------------------------------------------------------------------------
- * Validation shared by every transfer entry point
- * ---------------------------------------------------------------------- */
-
-/* The validated items of a call, their buffers marked in use. One item
- * lives inline so single transfers allocate nothing; a batch's three
- * arrays share one block. Built in three steps: curdi_prepare_begin,
- * curdi_prepare_item for each item, curdi_prepare_end; always released
- * with curdi_prepared_release. */
-typedef struct curdi_prepared {
-    const char *what; /* the public call, for messages */
-    bool upload;
-    bool batch;       /* items are named "<what> item <i>" */
-    size_t count;
-    uint64_t total_bytes;
-    curdi_xfer_item *items;
-    curdi_resident_use *uses;
-    uint64_t *ids;
-    /* Downloads: whether the destinations seen so far come in address
-     * order without overlapping, and where the last one ends. */
-    bool ascending;
-    uintptr_t previous_end;
-    bool after_uploads; /* a buffer has asynchronous uploads pending */
-    bool marked;
-    /* Whether the items so far continue one another: all non-empty, of
-     * one buffer, each starting where the one before ends on the device
-     * and in host memory; and where the last one ends on each side
-     * (wrapping: see curdi_transfer_chain). */
-    bool chain;
-    size_t chain_offset_end;
-    uintptr_t chain_host_end;
-    curdi_xfer_item one_item;
-    curdi_resident_use one_use;
-    uint64_t one_id;
-} curdi_prepared;
-
-static void curdi_prepared_release(curd_device *device,
-                                   curdi_prepared *prepared)
-{
-    if (prepared->marked)
-        curdi_resident_use_end(device, prepared->uses, prepared->count);
-    prepared->marked = false;
-    /* One block for all three arrays, starting with the items. */
-    if (prepared->items != &prepared->one_item)
-        free(prepared->items);
-    prepared->items = NULL;
-    prepared->uses = NULL;
-    prepared->ids = NULL;
-}
-
-/* "<what>" for a single transfer, "<what> item <i>" in a batch. Formatted
- * only on the way to an error message: a label per item would cost a
- * batch more than its bytes. */
-static const char *curdi_item_what(const curdi_prepared *prepared,
-                                   size_t index, char *scratch,
-                                   size_t scratch_len)
-{
-    if (!prepared->batch)
-        return prepared->what;
-    snprintf(scratch, scratch_len, "%s item %zu", prepared->what, index);
-    return scratch;
-}
-
-static curd_status curdi_prepare_begin(curdi_prepared *prepared,
-                                       const char *what, bool upload,
-                                       bool batch, size_t count)
-{
-    curd_status status;
-    memset(prepared, 0, sizeof *prepared);
-    prepared->what = what;
-    prepared->upload = upload;
-    prepared->batch = batch;
-    prepared->count = count;
-    prepared->ascending = true;
-    if (count == 1) {
-        prepared->items = &prepared->one_item;
-        prepared->uses = &prepared->one_use;
-        prepared->ids = &prepared->one_id;
-        return CURD_OK;
-    }
-    /* One block: every field of all three is 64-bit aligned. */
-    status = curdi_xfer_alloc(count,
-                              sizeof *prepared->items + sizeof *prepared->uses
-                                  + sizeof *prepared->ids,
-                              false, (void **)&prepared->items);
-    if (status != CURD_OK)
-        return status;
-    prepared->uses = (curdi_resident_use *)(void *)(prepared->items + count);
-    prepared->ids = (uint64_t *)(void *)(prepared->uses + count);
-    return CURD_OK;
-}
-
-/* The sentence for item `index`, which curdi_prepare_item found bad. Out
- * of line: the checks themselves run for every item of every batch. */
-static curd_status __attribute__((noinline, cold))
-curdi_prepare_item_fail(const curdi_prepared *prepared, size_t index,
-                        size_t byte_len, const unsigned char *host,
-                        size_t capacity)
-{
-    char scratch[160];
-    const char *what = curdi_item_what(prepared, index, scratch, sizeof scratch);
-    uintptr_t end;
-    if (byte_len != 0 && host == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: %s is NULL for %zu bytes; nothing was"
-                          " moved. Fix: pass caller memory of at least"
-                          " that many bytes.",
-                          what, prepared->upload ? "src" : "dst", byte_len);
-    if (byte_len > capacity)
-        return curdi_fail(CURD_E_RANGE,
-                          "%s: %zu bytes asked for, but dst_capacity is"
-                          " only %zu; nothing was moved. Fix: pass a"
-                          " destination of at least byte_len bytes, or"
-                          " ask for fewer.",
-                          what, byte_len, capacity);
-    if (__builtin_add_overflow((uintptr_t)host, byte_len, &end))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "%s: host address %p plus %zu bytes passes the"
-                          " end of the address space; nothing was"
-                          " moved. Fix: pass a valid host range.",
-                          what, (const void *)host, byte_len);
-    return curdi_fail(CURD_E_OVERFLOW,
-                      "%s: the batch's lengths add up past 2^64-1"
-                      " bytes. Fix: split the batch.",
-                      prepared->what);
-}
-
-/* Checks item `index`'s arguments (everything but its handle and range,
- * which need the resident table) and records it. */
-static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
-                                             size_t index, uint64_t buffer_id,
-                                             size_t offset, size_t byte_len,
-                                             unsigned char *host,
-                                             size_t capacity)
-{
-    curdi_xfer_item *item = &prepared->items[index];
-    uintptr_t end;
-    if ((byte_len != 0 && host == NULL) || byte_len > capacity
-        || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
-        || byte_len > UINT64_MAX - prepared->total_bytes)
-        return curdi_prepare_item_fail(prepared, index, byte_len, host,
-                                       capacity);
-    prepared->total_bytes += byte_len;
-    if (byte_len != 0) {
-        prepared->ascending = prepared->ascending
-                              && (uintptr_t)host >= prepared->previous_end;
-        prepared->previous_end = end;
-    }
-    prepared->chain = byte_len != 0
-                      && (index == 0
-                          || (prepared->chain && buffer_id == prepared->ids[0]
-                              && offset == prepared->chain_offset_end
-                              && (uintptr_t)host == prepared->chain_host_end));
-    prepared->chain_offset_end = offset + byte_len;
-    prepared->chain_host_end = end;
-    prepared->ids[index] = buffer_id;
-    item->buffer_key = buffer_id;
-    item->offset = offset;
-    item->byte_len = byte_len;
-    item->host = host;
-    item->registered_key = 0;
-    return CURD_OK;
-}
-
-/* Downloads into overlapping destinations would race (the copy team
- * writes them at once) and have no meaningful result: refused.
- * Destinations usually come in address order, each starting at or after
- * the end of the one before, which proves that none overlap without
- * sorting (curdi_prepare_item watched for it); otherwise sort, which also
- * finds the pair to name. */
-static curd_status curdi_check_destinations(const curdi_prepared *prepared)
-{
-    const curdi_xfer_item *items = prepared->items;
-    curdi_order_entry *spans = NULL;
-    size_t used = 0;
-    curd_status status = CURD_OK;
-    if (prepared->count < 2 || prepared->ascending)
-        return CURD_OK;
-    /* The entries and the sort's scratch: 2 * count entries of 24 bytes
-     * take less than the items' own block (88 bytes each). */
-    status = curdi_xfer_alloc(2u * prepared->count, sizeof *spans, false,
-                              (void **)&spans);
-    if (status != CURD_OK)
-        return status;
-    for (size_t index = 0; index < prepared->count; index++) {
-        if (items[index].byte_len == 0)
-            continue;
-        spans[used].major = (uint64_t)(uintptr_t)items[index].host;
-        spans[used].minor = 0;
-        spans[used].index = index;
-        used++;
-    }
-    curdi_order_sort(spans, spans + prepared->count, used);
-    for (size_t index = 1; index < used; index++) {
-        const curdi_xfer_item *before = &items[spans[index - 1].index];
-        /* host + byte_len was checked not to wrap by curdi_prepare_item. */
-        if ((uintptr_t)items[spans[index].index].host
-            < (uintptr_t)before->host + (uintptr_t)before->byte_len) {
-            status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                                "%s: the destinations of items %zu and %zu"
-                                " overlap in host memory; nothing was"
-                                " moved. Fix: give every item its own"
-                                " destination bytes.",
-                                prepared->what, spans[index - 1].index,
-                                spans[index].index);
-            break;
-        }
-    }
-    free(spans);
-    return status;
-}
-
-/* After every item's arguments: destinations, then handles (all marked
- * in use, or none), then ranges. On an error, curdi_prepared_release
- * (which the caller calls either way) ends whatever marks were taken. */
-static curd_status curdi_prepare_end(curd_device *device,
-                                     curdi_prepared *prepared)
-{
-    char scratch[160];
-    curd_status status;
-    if (!prepared->upload) {
-        status = curdi_check_destinations(prepared);
-        if (status != CURD_OK)
-            return status;
-    }
-    status = curdi_resident_use_begin(device, prepared->what, prepared->ids,
-                                      prepared->count, prepared->uses);
-    if (status != CURD_OK)
-        return status;
-    prepared->marked = true;
-
-    for (size_t index = 0; index < prepared->count; index++) {
-        curdi_xfer_item *item = &prepared->items[index];
-        const curdi_resident_use *use = &prepared->uses[index];
-        /* offset + byte_len <= byte_len of the buffer without overflow:
-         * exactly when curdi_range_check passes, which words the error
-         * otherwise. */
-        if (item->offset > use->byte_len
-            || item->byte_len > use->byte_len - item->offset) {
-            return curdi_range_check(
-                item->offset, item->byte_len, use->byte_len,
-                curdi_item_what(prepared, index, scratch, sizeof scratch));
-        }
-        item->device_base = use->device_ptr;
-        prepared->after_uploads = prepared->after_uploads || use->async_pending;
-    }
-    return CURD_OK;
-}
-
-curd_status curdi_transfer_check_device(curd_device *device,
-                                        const char *what)
-{
-    return curdi_device_check_room(
-        device == NULL ? NULL : device->host_registry, what);
 }
 
 /* A batch whose items continue one another (prepared->chain) asks for
@@ -635,7 +443,7 @@ static bool curdi_transfer_chain(curd_device *device,
         curdi_prepared_release(device, &one);
         return false;
     }
-    *out_status = curdi_transfer_run(device, one.what, one.upload, one.items,
+    *out_status = transfer_run(device, one.what, one.upload, one.items,
                                      1, one.after_uploads);
     curdi_prepared_release(device, &one);
     return true;
@@ -644,7 +452,7 @@ static bool curdi_transfer_chain(curd_device *device,
 /* A call whose items are recorded, from there to its end: the handles and
  * ranges, the run (unless nothing moves), the release. whole: the one
  * item's byte_len must equal the buffer's size. */
-static curd_status curdi_transfer_prepared(curd_device *device,
+static curd_status transfer_prepared(curd_device *device,
                                            curdi_prepared *prepared,
                                            bool whole)
 {
@@ -668,7 +476,7 @@ static curd_status curdi_transfer_prepared(curd_device *device,
                             prepared->what, (size_t)prepared->items[0].byte_len,
                             prepared->uses[0].byte_len);
     } else if (prepared->total_bytes > 0) {
-        status = curdi_transfer_run(device, prepared->what, prepared->upload,
+        status = transfer_run(device, prepared->what, prepared->upload,
                                     prepared->items, prepared->count,
                                     prepared->after_uploads);
     }
@@ -679,14 +487,14 @@ static curd_status curdi_transfer_prepared(curd_device *device,
 /* One single transfer from start to end. The library never writes through
  * an upload's source; the item type is shared with downloads, hence the
  * casts at the callers. Uploads have no capacity: SIZE_MAX. */
-static curd_status curdi_transfer_one(curd_device *device, const char *what,
+static curd_status transfer_one(curd_device *device, const char *what,
                                       bool upload, bool whole,
                                       uint64_t buffer_id, size_t offset,
                                       size_t byte_len, unsigned char *host,
                                       size_t capacity)
 {
     curdi_prepared prepared;
-    curd_status status = curdi_transfer_check_device(device, what);
+    curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
         status = curdi_prepare_begin(&prepared, what, upload, false, 1);
     if (status != CURD_OK)
@@ -697,7 +505,7 @@ static curd_status curdi_transfer_one(curd_device *device, const char *what,
         curdi_prepared_release(device, &prepared);
         return status;
     }
-    return curdi_transfer_prepared(device, &prepared, whole);
+    return transfer_prepared(device, &prepared, whole);
 }
 
 /* ------------------------------------------------------------------------
@@ -707,7 +515,7 @@ static curd_status curdi_transfer_one(curd_device *device, const char *what,
 CURD_API curd_status curd_buffer_upload(curd_device *device, curd_buffer buffer,
                                         const void *src, size_t byte_len)
 {
-    return curdi_transfer_one(device, "curd_buffer_upload", true, true,
+    return transfer_one(device, "curd_buffer_upload", true, true,
                               buffer.id, 0, byte_len, (unsigned char *)src,
                               SIZE_MAX);
 }
@@ -716,7 +524,7 @@ CURD_API curd_status curd_buffer_upload_at(curd_device *device,
                                            curd_buffer buffer, size_t offset,
                                            const void *src, size_t byte_len)
 {
-    return curdi_transfer_one(device, "curd_buffer_upload_at", true, false,
+    return transfer_one(device, "curd_buffer_upload_at", true, false,
                               buffer.id, offset, byte_len,
                               (unsigned char *)src, SIZE_MAX);
 }
@@ -725,7 +533,7 @@ CURD_API curd_status curd_buffer_download(curd_device *device,
                                           curd_buffer buffer, void *dst,
                                           size_t byte_len)
 {
-    return curdi_transfer_one(device, "curd_buffer_download", false, true,
+    return transfer_one(device, "curd_buffer_download", false, true,
                               buffer.id, 0, byte_len, dst, byte_len);
 }
 
@@ -734,17 +542,17 @@ CURD_API curd_status curd_buffer_download_range(curd_device *device,
                                                 size_t offset, size_t byte_len,
                                                 void *dst, size_t dst_capacity)
 {
-    return curdi_transfer_one(device, "curd_buffer_download_range", false,
+    return transfer_one(device, "curd_buffer_download_range", false,
                               false, buffer.id, offset, byte_len, dst,
                               dst_capacity);
 }
 
 /* The checks before a batch's items: a device, and items unless there are
  * none (a batch of nothing succeeds at once). */
-static curd_status curdi_batch_check(curd_device *device, const char *what,
+static curd_status batch_check(curd_device *device, const char *what,
                                      const void *items, size_t count)
 {
-    curd_status status = curdi_transfer_check_device(device, what);
+    curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK && count != 0 && items == NULL)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: items is NULL but count is %zu. Fix: pass an"
@@ -758,7 +566,7 @@ CURD_API curd_status curd_upload_batch(curd_device *device,
 {
     curdi_prepared prepared;
     curd_status status =
-        curdi_batch_check(device, "curd_upload_batch", items, count);
+        batch_check(device, "curd_upload_batch", items, count);
     if (status != CURD_OK || count == 0)
         return status;
     status = curdi_prepare_begin(&prepared, "curd_upload_batch", true, true,
@@ -772,7 +580,7 @@ CURD_API curd_status curd_upload_batch(curd_device *device,
         curdi_prepared_release(device, &prepared);
         return status;
     }
-    return curdi_transfer_prepared(device, &prepared, false);
+    return transfer_prepared(device, &prepared, false);
 }
 
 CURD_API curd_status curd_download_batch(curd_device *device,
@@ -781,7 +589,7 @@ CURD_API curd_status curd_download_batch(curd_device *device,
 {
     curdi_prepared prepared;
     curd_status status =
-        curdi_batch_check(device, "curd_download_batch", items, count);
+        batch_check(device, "curd_download_batch", items, count);
     if (status != CURD_OK || count == 0)
         return status;
     status = curdi_prepare_begin(&prepared, "curd_download_batch", false, true,
@@ -795,14 +603,14 @@ CURD_API curd_status curd_download_batch(curd_device *device,
         curdi_prepared_release(device, &prepared);
         return status;
     }
-    return curdi_transfer_prepared(device, &prepared, false);
+    return transfer_prepared(device, &prepared, false);
 }
 
 /* ------------------------------------------------------------------------
  * Public entry points: device-side fills
  * ---------------------------------------------------------------------- */
 
-static curd_status curdi_fill(curd_device *device, const char *what,
+static curd_status fill(curd_device *device, const char *what,
                               curd_buffer buffer, size_t offset,
                               size_t byte_len, bool whole, uint8_t value)
 {
@@ -812,7 +620,7 @@ static curd_status curdi_fill(curd_device *device, const char *what,
     curdi_cu_stream stream = NULL;
     curdi_cu_result cu_result;
     bool pooled = false;
-    curd_status status = curdi_transfer_check_device(device, what);
+    curd_status status = curdi_device_check(device, what);
     if (status != CURD_OK)
         return status;
     status = curdi_resident_use_begin(device, what, &buffer.id, 1, &use);
@@ -837,9 +645,9 @@ static curd_status curdi_fill(curd_device *device, const char *what,
     counts.fill_ops = 1;
     counts.fill_bytes = byte_len;
     counts.fences = 1;
-    status = curdi_counts_check(device, &counts, what);
+    status = counts_check(device, &counts, what);
     if (status == CURD_OK)
-        status = curdi_stream_for(device, use.async_pending, &stream, &pooled);
+        status = stream_for(device, use.async_pending, &stream, &pooled);
     if (status == CURD_OK) {
         /* offset + byte_len <= the buffer's size: checked above. */
         cu_result = curdi_driver_note(driver->cuMemsetD8Async(
@@ -854,13 +662,13 @@ static curd_status curdi_fill(curd_device *device, const char *what,
         if (cu_result != CURDI_CUDA_SUCCESS) {
             status = curdi_fail_driver((int)cu_result, "cuStreamSynchronize",
                                        CURDI_DRIVER_FIX);
-            curdi_stream_drain(driver, stream);
+            stream_drain(driver, stream);
         }
     }
     if (pooled && stream != NULL)
         curdi_stream_release(device, stream);
     if (status == CURD_OK)
-        curdi_counts_add(device, &counts);
+        counts_add(device, &counts);
     curdi_device_leave(device);
     curdi_resident_use_end(device, &use, 1);
     return status;
@@ -870,13 +678,13 @@ CURD_API curd_status curd_buffer_fill(curd_device *device, curd_buffer buffer,
                                       size_t offset, size_t byte_len,
                                       uint8_t value)
 {
-    return curdi_fill(device, "curd_buffer_fill", buffer, offset, byte_len,
+    return fill(device, "curd_buffer_fill", buffer, offset, byte_len,
                       false, value);
 }
 
 CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer)
 {
-    return curdi_fill(device, "curd_buffer_clear", buffer, 0, 0, true, 0);
+    return fill(device, "curd_buffer_clear", buffer, 0, 0, true, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -894,7 +702,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     curdi_counts counts;
     curdi_cu_result cu_result;
     uintptr_t range_key;
-    curd_status status = curdi_transfer_check_device(device, what);
+    curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
         status = curdi_prepare_begin(&prepared, what, true, false, 1);
     if (status != CURD_OK)
@@ -916,13 +724,13 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     memset(&counts, 0, sizeof counts);
     counts.h2d_bytes = byte_len;
     counts.copy_ops = 1;
-    status = curdi_counts_check(device, &counts, what);
+    status = counts_check(device, &counts, what);
     if (status != CURD_OK)
         goto fail;
 
     /* Room for the pending entry first, so nothing can fail after the
      * copy is enqueued. */
-    status = curdi_hostreg_async_reserve(device, pinned_src, byte_len, what,
+    status = curdi_fence_upload_reserve(device, pinned_src, byte_len, what,
                                          &range_key);
     if (status != CURD_OK)
         goto fail;
@@ -934,15 +742,15 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     if (cu_result != CURDI_CUDA_SUCCESS) {
         status = curdi_fail_driver((int)cu_result, "cuMemcpyHtoDAsync",
                                    CURDI_DRIVER_FIX);
-        curdi_hostreg_async_cancel(device, range_key);
+        curdi_fence_upload_cancel(device, range_key);
         goto fail;
     }
     /* The use becomes asynchronous before it is listed, so a concurrent
      * curd_device_sync_uploads that ends it finds it so. */
     curdi_resident_async_begin(device, buffer.id);
     prepared.marked = false; /* now ended by curd_device_sync_uploads */
-    curdi_hostreg_async_commit(device, buffer.id, range_key);
-    curdi_counts_add(device, &counts);
+    curdi_fence_upload_commit(device, buffer.id, range_key);
+    counts_add(device, &counts);
     curdi_device_leave(device);
     curdi_prepared_release(device, &prepared);
     return CURD_OK;
@@ -960,11 +768,11 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     curdi_counts counts;
     curdi_cu_result cu_result;
     uint64_t serial_limit;
-    curd_status status = curdi_transfer_check_device(device, what);
+    curd_status status = curdi_device_check(device, what);
     if (status != CURD_OK)
         return status;
     /* Nothing enqueued: nothing to wait for, no fence. */
-    if (!curdi_hostreg_async_pending(device, &serial_limit))
+    if (!curdi_fence_upload_pending(device, &serial_limit))
         return CURD_OK;
 
     status = curdi_device_enter(device);
@@ -973,7 +781,7 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.fences = 1;
-    status = curdi_counts_check(device, &counts, what);
+    status = counts_check(device, &counts, what);
     if (status == CURD_OK) {
         cu_result = curdi_driver_note(
             driver->cuStreamSynchronize(device->upload_stream));
@@ -985,8 +793,8 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
                 " nvidia-smi");
     }
     if (status == CURD_OK) {
-        curdi_hostreg_async_complete(device, serial_limit);
-        curdi_counts_add(device, &counts);
+        curdi_fence_upload_complete(device, serial_limit);
+        counts_add(device, &counts);
     }
     curdi_device_leave(device);
     return status;

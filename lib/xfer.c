@@ -50,7 +50,7 @@ void curdi_xfer_plan_free(curdi_xfer_plan *plan)
     memset(plan, 0, sizeof *plan);
 }
 
-static int curdi_index_compare(const void *left, const void *right)
+static int index_compare(const void *left, const void *right)
 {
     size_t a = *(const size_t *)left;
     size_t b = *(const size_t *)right;
@@ -59,7 +59,7 @@ static int curdi_index_compare(const void *left, const void *right)
 
 /* Decides how a span moves (see xfer.h); member_bytes is the sum of its
  * members' lengths. */
-static void curdi_span_decide(curdi_xfer_span *span,
+static void span_decide(curdi_xfer_span *span,
                               const curdi_xfer_item *items,
                               const size_t *members, uint64_t span_offset,
                               uint64_t member_bytes)
@@ -96,7 +96,7 @@ static void curdi_span_decide(curdi_xfer_span *span,
 }
 
 /* Fills the plan's arrays from the fused spans (lib/copyplan.c). */
-static curd_status curdi_plan_spans(curdi_xfer_plan *plan,
+static curd_status plan_spans(curdi_xfer_plan *plan,
                                     const curdi_xfer_item *items,
                                     const curdi_copy_plan *fused)
 {
@@ -126,8 +126,8 @@ static curd_status curdi_plan_spans(curdi_xfer_plan *plan,
             /* Members overlap (their union is the span): where uploads
              * overlap the later item wins, so they go in item order. */
             qsort(&plan->members[span->first_member], span->member_count,
-                  sizeof *plan->members, curdi_index_compare);
-        curdi_span_decide(span, items, plan->members, source->offset,
+                  sizeof *plan->members, index_compare);
+        span_decide(span, items, plan->members, source->offset,
                           member_bytes);
         if (span->mode == CURDI_SPAN_DIRECT_ITEMS)
             plan->dma_bytes += member_bytes;
@@ -213,7 +213,7 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
         memcpy(plan.members, fused.members, bytes);
     }
     plan.span_count = fused.span_count;
-    status = curdi_plan_spans(&plan, items, &fused);
+    status = plan_spans(&plan, items, &fused);
     curdi_copyplan_free(&fused);
     if (status != CURD_OK) {
         curdi_xfer_plan_free(&plan);
@@ -271,13 +271,13 @@ typedef struct curdi_item_cursor {
     size_t first;
 } curdi_item_cursor;
 
-static uint64_t curdi_item_stream_end(const curdi_engine *engine, size_t item)
+static uint64_t item_stream_end(const curdi_engine *engine, size_t item)
 {
     return engine->plan->item_stream_offset[item]
            + engine->items[item].byte_len;
 }
 
-static curd_status curdi_engine_copy(curdi_engine *engine,
+static curd_status engine_copy(curdi_engine *engine,
                                      uint64_t device_ptr, unsigned char *host,
                                      uint64_t byte_len)
 {
@@ -293,7 +293,7 @@ static curd_status curdi_engine_copy(curdi_engine *engine,
 
 /* Adds host copies of byte_len bytes, cut into team-sized pieces unless
  * `whole`. */
-static void curdi_engine_piece(curdi_engine *engine, unsigned char *dst,
+static void engine_piece(curdi_engine *engine, unsigned char *dst,
                                const unsigned char *src, uint64_t byte_len,
                                size_t *count, bool whole)
 {
@@ -314,7 +314,7 @@ static void curdi_engine_piece(curdi_engine *engine, unsigned char *dst,
 /* The stream bytes of chunk `chunk`: [*out_start, *out_end), the last
  * chunk cut at the stream's end. chunk is below the chunk count, so its
  * start lies below stream_bytes and neither sum can wrap. */
-static void curdi_engine_chunk_range(const curdi_engine *engine,
+static void engine_chunk_range(const curdi_engine *engine,
                                      uint64_t chunk, uint64_t *out_start,
                                      uint64_t *out_end)
 {
@@ -327,13 +327,13 @@ static void curdi_engine_chunk_range(const curdi_engine *engine,
 
 /* Host copies between chunk `chunk` (in slot `slot`) and the caller's
  * memory: into the slot for an upload, out of it for a download. */
-static void curdi_engine_host_copy(curdi_engine *engine,
+static void engine_host_copy(curdi_engine *engine,
                                    curdi_item_cursor *cursor, uint64_t chunk,
                                    unsigned slot)
 {
     const curdi_xfer_plan *plan = engine->plan;
     uint64_t chunk_start, chunk_end;
-    curdi_engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
+    engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
     unsigned char *base = engine->slots[slot];
     size_t count = 0;
 
@@ -349,7 +349,7 @@ static void curdi_engine_host_copy(curdi_engine *engine,
             for (size_t member = 0; member < span->member_count; member++) {
                 size_t item = plan->members[span->first_member + member];
                 uint64_t start = plan->item_stream_offset[item];
-                uint64_t end = curdi_item_stream_end(engine, item);
+                uint64_t end = item_stream_end(engine, item);
                 uint64_t from = start > chunk_start ? start : chunk_start;
                 uint64_t to = end < chunk_end ? end : chunk_end;
                 if (from >= to)
@@ -365,7 +365,7 @@ static void curdi_engine_host_copy(curdi_engine *engine,
     }
 
     while (cursor->first < plan->staged_item_count
-           && curdi_item_stream_end(engine,
+           && item_stream_end(engine,
                                     plan->staged_items[cursor->first])
                   <= chunk_start)
         cursor->first++;
@@ -373,7 +373,7 @@ static void curdi_engine_host_copy(curdi_engine *engine,
          index++) {
         size_t item = plan->staged_items[index];
         uint64_t start = plan->item_stream_offset[item];
-        uint64_t end = curdi_item_stream_end(engine, item);
+        uint64_t end = item_stream_end(engine, item);
         uint64_t from;
         uint64_t to;
         if (start >= chunk_end)
@@ -386,11 +386,11 @@ static void curdi_engine_host_copy(curdi_engine *engine,
          * stay whole so the scratch (sized for one piece per item plus the
          * cuts of one chunk) suffices. */
         if (engine->upload)
-            curdi_engine_piece(engine, base + (from - chunk_start),
+            engine_piece(engine, base + (from - chunk_start),
                                engine->items[item].host + (from - start),
                                to - from, &count, plan->overlapping);
         else
-            curdi_engine_piece(engine, engine->items[item].host + (from - start),
+            engine_piece(engine, engine->items[item].host + (from - start),
                                base + (from - chunk_start), to - from, &count,
                                plan->overlapping);
     }
@@ -400,13 +400,13 @@ static void curdi_engine_host_copy(curdi_engine *engine,
 }
 
 /* DMAs of chunk `chunk` between slot `slot` and the spans' device bytes. */
-static curd_status curdi_engine_chunk_dmas(curdi_engine *engine,
+static curd_status engine_chunk_dmas(curdi_engine *engine,
                                            size_t *span_cursor, uint64_t chunk,
                                            unsigned slot)
 {
     const curdi_xfer_plan *plan = engine->plan;
     uint64_t chunk_start, chunk_end;
-    curdi_engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
+    engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
     for (size_t index = *span_cursor; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
         uint64_t span_end;
@@ -427,7 +427,7 @@ static curd_status curdi_engine_chunk_dmas(curdi_engine *engine,
         to = span_end < chunk_end ? span_end : chunk_end;
         /* device_ptr + (from - stream_offset) stays inside the span, which
          * lies inside a buffer whose range was checked. */
-        status = curdi_engine_copy(engine,
+        status = engine_copy(engine,
                                    span->device_ptr
                                        + (from - span->stream_offset),
                                    engine->slots[slot] + (from - chunk_start),
@@ -438,14 +438,14 @@ static curd_status curdi_engine_chunk_dmas(curdi_engine *engine,
     return CURD_OK;
 }
 
-static curd_status curdi_engine_direct(curdi_engine *engine)
+static curd_status engine_direct(curdi_engine *engine)
 {
     const curdi_xfer_plan *plan = engine->plan;
     for (size_t index = 0; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
         curd_status status = CURD_OK;
         if (span->mode == CURDI_SPAN_DIRECT) {
-            status = curdi_engine_copy(engine, span->device_ptr, span->host,
+            status = engine_copy(engine, span->device_ptr, span->host,
                                        span->byte_len);
         } else if (span->mode == CURDI_SPAN_DIRECT_ITEMS) {
             /* In item order: where uploads overlap, the later one lands
@@ -454,7 +454,7 @@ static curd_status curdi_engine_direct(curdi_engine *engine)
                  member < span->member_count && status == CURD_OK; member++) {
                 const curdi_xfer_item *item =
                     &engine->items[plan->members[span->first_member + member]];
-                status = curdi_engine_copy(engine,
+                status = engine_copy(engine,
                                            item->device_base + item->offset,
                                            item->host, item->byte_len);
             }
@@ -465,7 +465,7 @@ static curd_status curdi_engine_direct(curdi_engine *engine)
     return CURD_OK;
 }
 
-static curd_status curdi_engine_staged(curdi_engine *engine)
+static curd_status engine_staged(curdi_engine *engine)
 {
     const curdi_xfer_plan *plan = engine->plan;
     const curdi_xfer_ops *ops = engine->ops;
@@ -485,8 +485,8 @@ static curd_status curdi_engine_staged(curdi_engine *engine)
                 if (status != CURD_OK)
                     return status;
             }
-            curdi_engine_host_copy(engine, &fill_cursor, chunk, slot);
-            status = curdi_engine_chunk_dmas(engine, &span_cursor, chunk, slot);
+            engine_host_copy(engine, &fill_cursor, chunk, slot);
+            status = engine_chunk_dmas(engine, &span_cursor, chunk, slot);
             if (status != CURD_OK)
                 return status;
             if (chunk + slot_count < chunk_count) {
@@ -508,7 +508,7 @@ static curd_status curdi_engine_staged(curdi_engine *engine)
         unsigned slot = (unsigned)(chunk % slot_count);
         while (issued < chunk_count && issued < chunk + slot_count) {
             unsigned issue_slot = (unsigned)(issued % slot_count);
-            status = curdi_engine_chunk_dmas(engine, &span_cursor, issued,
+            status = engine_chunk_dmas(engine, &span_cursor, issued,
                                              issue_slot);
             if (status != CURD_OK)
                 return status;
@@ -524,7 +524,7 @@ static curd_status curdi_engine_staged(curdi_engine *engine)
         status = ops->wait(ops->context, slot);
         if (status != CURD_OK)
             return status;
-        curdi_engine_host_copy(engine, &fill_cursor, chunk, slot);
+        engine_host_copy(engine, &fill_cursor, chunk, slot);
     }
     return CURD_OK;
 }
@@ -572,9 +572,9 @@ curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
         engine.piece_capacity = capacity;
     }
 
-    status = curdi_engine_direct(&engine);
+    status = engine_direct(&engine);
     if (status == CURD_OK && plan->stream_bytes > 0)
-        status = curdi_engine_staged(&engine);
+        status = engine_staged(&engine);
     if (status == CURD_OK && engine.result.dma_ops > 0) {
         status = ops->finish(ops->context);
         if (status == CURD_OK)
@@ -584,7 +584,7 @@ curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
         uint64_t chunk_count =
             (plan->stream_bytes + chunk_bytes - 1u) / chunk_bytes;
         curdi_item_cursor cursor = {0};
-        curdi_engine_host_copy(&engine, &cursor, chunk_count - 1u,
+        engine_host_copy(&engine, &cursor, chunk_count - 1u,
                                (unsigned)((chunk_count - 1u) % slot_count));
     }
     free(engine.pieces);

@@ -24,7 +24,7 @@
 
 #include "checked.h"
 #include "curd.h"
-#include "device.h"
+#include "core.h"
 #include "driver.h"
 #include "support/curd-test.h"
 
@@ -867,6 +867,114 @@ static void body_close_after_deinitialized_driver_is_quiet(void)
     g_assert_true(ends_with_fix(curd_last_error()));
 }
 
+/* ------------------------------------------------------------------------
+ * A closed or never-opened device
+ * ---------------------------------------------------------------------- */
+/* Every public call that takes a device, made with `device`; each must
+ * refuse it with CURD_E_INVALID_ARGUMENT and a Fix sentence, reading
+ * nothing of it (ASan and Valgrind run this test too). */
+static void assert_every_call_refuses(curd_device *device)
+{
+    unsigned char bytes[64] = {0};
+    curd_buffer buffer = {0x0001000100000001ull};
+    curd_block block;
+    curd_device_props props = {.struct_size = sizeof props};
+    curd_stats stats = {.struct_size = sizeof stats};
+    size_t size = 0;
+    uint64_t value = 0;
+    curd_upload upload = {buffer, 0, bytes, 1};
+    curd_download download = {buffer, 0, 1, bytes, sizeof bytes};
+    char report[64];
+    const struct {
+        const char *call;
+        curd_status status;
+    } calls[] = {
+        {"curd_device_info", curd_device_info(device, &props)},
+        {"curd_device_stats", curd_device_stats(device, &stats)},
+        {"curd_device_stats_reset", curd_device_stats_reset(device)},
+        {"curd_device_trim", curd_device_trim(device, 0)},
+        {"curd_device_set_reclaim", curd_device_set_reclaim(device, NULL, NULL)},
+        {"curd_device_resident_bytes",
+         curd_device_resident_bytes(device, &value)},
+        {"curd_device_self_test",
+         curd_device_self_test(device, report, sizeof report)},
+        {"curd_device_sync_uploads", curd_device_sync_uploads(device)},
+        {"curd_block_acquire",
+         curd_block_acquire(device, CURD_POOL_DEVICE, 64, &block)},
+        {"curd_block_release", curd_block_release(device, &block)},
+        {"curd_buffer_alloc", curd_buffer_alloc(device, 64, &buffer)},
+        {"curd_buffer_free", curd_buffer_free(device, buffer)},
+        {"curd_buffer_size", curd_buffer_size(device, buffer, &size)},
+        {"curd_buffer_device_ptr",
+         curd_buffer_device_ptr(device, buffer, &value)},
+        {"curd_buffer_upload", curd_buffer_upload(device, buffer, bytes, 1)},
+        {"curd_buffer_upload_at",
+         curd_buffer_upload_at(device, buffer, 0, bytes, 1)},
+        {"curd_buffer_upload_async",
+         curd_buffer_upload_async(device, buffer, 0, bytes, 1)},
+        {"curd_buffer_download",
+         curd_buffer_download(device, buffer, bytes, 1)},
+        {"curd_buffer_download_range",
+         curd_buffer_download_range(device, buffer, 0, 1, bytes, 1)},
+        {"curd_buffer_fill", curd_buffer_fill(device, buffer, 0, 1, 7)},
+        {"curd_buffer_clear", curd_buffer_clear(device, buffer)},
+        {"curd_upload_batch", curd_upload_batch(device, &upload, 1)},
+        {"curd_download_batch", curd_download_batch(device, &download, 1)},
+        {"curd_host_register",
+         curd_host_register(device, bytes, sizeof bytes)},
+        {"curd_host_unregister", curd_host_unregister(device, bytes)},
+        {"curd_device_close", curd_device_close(device)},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(calls); i++) {
+        if (calls[i].status != CURD_E_INVALID_ARGUMENT)
+            g_error("%s on a device that is not open returned %s, not "
+                    "CURD_E_INVALID_ARGUMENT",
+                    calls[i].call, curd_status_name(calls[i].status));
+    }
+    /* The sentence of the last call, which is as any other's. */
+    g_assert_nonnull(strstr(curd_last_error(), "not open"));
+    g_assert_true(ends_with_fix(curd_last_error()));
+}
+
+static void body_close_twice_is_invalid_not_a_crash(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(curd_last_error(), "curd_device_close"));
+    g_assert_true(ends_with_fix(curd_last_error()));
+}
+
+static void body_every_call_after_close_is_refused(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_buffer buffer;
+    g_assert_cmpint(curd_buffer_alloc(device, 4096, &buffer), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    assert_every_call_refuses(device);
+    /* A device opened after it works, whatever address it got. */
+    curd_device *again = curd_test_gpu_open();
+    g_assert_nonnull(again);
+    g_assert_cmpint(curd_buffer_alloc(again, 4096, &buffer), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(again), ==, CURD_OK);
+}
+
+static void body_a_never_opened_device_is_refused(void)
+{
+    /* Looks like a device to nobody: the registry says no before any
+     * field is read (the bytes are poison, so a read would misbehave). */
+    union {
+        unsigned char bytes[4096];
+        max_align_t align;
+    } fake;
+    memset(fake.bytes, 0xA5, sizeof fake.bytes);
+    assert_every_call_refuses((curd_device *)(void *)&fake);
+}
+
 static curd_device *exit_device;
 
 static void close_at_exit(void)
@@ -941,6 +1049,12 @@ static const device_case cases[] = {
      body_fault_sweep_over_self_test_keeps_the_device_usable, TRUE},
     {"/device/fork-child-gets-unsupported", body_fork_child_gets_unsupported,
      FALSE},
+    {"/device/close-twice-is-invalid-not-a-crash",
+     body_close_twice_is_invalid_not_a_crash, FALSE},
+    {"/device/every-call-after-close-is-refused",
+     body_every_call_after_close_is_refused, FALSE},
+    {"/device/a-never-opened-device-is-refused",
+     body_a_never_opened_device_is_refused, FALSE},
     /* These two leave the primary context retained in their subprocess on
      * purpose: no driver call is made once the driver is gone. */
     {"/device/close-after-the-driver-deinitialized-is-quiet",

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "checked.h"
-#include "device.h"
+#include "core.h"
 #include "driver.h"
 #include "memory.h"
 #include "pool-model.h"

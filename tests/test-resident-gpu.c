@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "core.h"
 #include "resident.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"

@@ -65,8 +65,6 @@ static void test_a_zero_byte_transfer_acquires_nothing(fixture *f,
     /* Empty writes and reads are fine and touch nothing. */
     g_assert_cmpint(curdi_staging_write(&staging, 0, 0, NULL, 0), ==, CURD_OK);
     g_assert_cmpint(curdi_staging_read(&staging, 0, 0, NULL, 0), ==, CURD_OK);
-    g_assert_cmpint(curdi_staging_write_u32le(&staging, 0, NULL, 0), ==,
-                    CURD_OK);
     g_assert_cmpint(curdi_staging_release(&staging), ==, CURD_OK);
     curdi_pool_stats(f->pool, &after);
     g_assert_cmpuint(after.cache_misses, ==, before.cache_misses);
@@ -142,46 +140,6 @@ static void test_write_outside_the_area_fails_and_writes_nothing(fixture *f,
     g_assert_cmpint(curdi_staging_write(&staging, 999, 1, src, 1), ==,
                     CURD_OK);
     g_assert_cmpuint(staging.host[999], ==, src[0]);
-    g_assert_cmpint(curdi_staging_release(&staging), ==, CURD_OK);
-}
-
-static void test_parameter_words_are_little_endian(fixture *f, gconstpointer d)
-{
-    (void)d;
-    curdi_staging staging = acquire(f, 64);
-    curd_test_poison(staging.host, 64);
-    guint8 before[64];
-    memcpy(before, staging.host, 64);
-    uint32_t words[] = {0x04030201u, 0xDDCCBBAAu, 0u, UINT32_MAX};
-    g_assert_cmpint(curdi_staging_write_u32le(&staging, 6, words, 4), ==,
-                    CURD_OK);
-    const guint8 want[16] = {0x01, 0x02, 0x03, 0x04, 0xAA, 0xBB, 0xCC, 0xDD,
-                             0,    0,    0,    0,    0xFF, 0xFF, 0xFF, 0xFF};
-    g_assert_true(memcmp(staging.host + 6, want, sizeof want) == 0);
-    g_assert_true(memcmp(staging.host, before, 6) == 0);
-    g_assert_true(memcmp(staging.host + 22, before + 22, 64 - 22) == 0);
-    g_assert_cmpuint(curdi_u32le_load(staging.host + 10), ==, 0xDDCCBBAAu);
-    for (int i = 0; i < 1000; i++) {
-        uint32_t value = g_test_rand_int();
-        guint8 bytes[4];
-        curdi_u32le_store(bytes, value);
-        g_assert_cmpuint(bytes[0] | (uint32_t)bytes[1] << 8 |
-                             (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24,
-                         ==, value);
-        g_assert_cmpuint(curdi_u32le_load(bytes), ==, value);
-    }
-    /* Past the end (61 + 4 > 64), and a word count whose bytes overflow:
-     * nothing written. */
-    memcpy(before, staging.host, 64);
-    g_assert_cmpint(curdi_staging_write_u32le(&staging, 61, words, 1), ==,
-                    CURD_E_RANGE);
-    g_assert_cmpint(curdi_staging_write_u32le(&staging, 0, words,
-                                              SIZE_MAX / 2),
-                    ==, CURD_E_OVERFLOW);
-    g_assert_cmpint(curdi_staging_write_u32le(&staging, 0, NULL, 1), ==,
-                    CURD_E_INVALID_ARGUMENT);
-    curd_test_assert_fix_sentence();
-    g_assert_true(memcmp(staging.host, before, 64) == 0);
     g_assert_cmpint(curdi_staging_release(&staging), ==, CURD_OK);
 }
 
@@ -288,8 +246,6 @@ int main(int argc, char **argv)
         test_write_copies_the_source_and_zeroes_the_padding);
     ADD("write-outside-the-area-fails-and-writes-nothing",
         test_write_outside_the_area_fails_and_writes_nothing);
-    ADD("parameter-words-are-little-endian",
-        test_parameter_words_are_little_endian);
     ADD("read-copies-a-range-into-caller-memory",
         test_read_copies_a_range_into_caller_memory);
     ADD("read-past-the-area-or-the-capacity-fails-and-touches-nothing",

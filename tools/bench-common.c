@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device.h"
+#include "core.h"
 
 /* ------------------------------------------------------------------------
  * Failures.

@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "core.h"
 #include "pool.h"
 
 #define POOL_BLOCK_BYTES (4 * BENCH_KIB)

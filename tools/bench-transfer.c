@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h"
+#include "core.h"
 
 #define FUSED_PIECE_BYTES (4 * BENCH_KIB)
 #define FUSED_PIECE_COUNT 64

@@ -1,0 +1,558 @@
+/* core.c - the device core (see core.h): the registry of open devices,
+ * entering a device, pooled streams and events, options checks, and the
+ * core's part of opening and closing a device.
+ *
+ * Read top to bottom: the registry, options, entering, streams and
+ * events, properties, then opening and closing the core. */
+#include "core.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "driver.h"
+#include "status.h"
+
+/* ------------------------------------------------------------------------
+ * The registry of open devices
+ * ---------------------------------------------------------------------- */
+/* A fixed array of slots, so an entry point can ask "is this pointer an
+ * open device?" with atomic loads and no lock, before it reads the device
+ * at all. registry_end is one past the highest slot ever used, so a
+ * process with one open device checks one slot. Registering and
+ * unregistering take registry_lock, which also keeps every registered
+ * device open while curdi_devices_for_ordinal runs its callback.
+ *
+ * The check cannot make a concurrent close safe: a thread that closes a
+ * device while another uses it has a race of its own (curd.h says so).
+ * It makes a sequential use after close, and a second close, a typed
+ * error instead of a read of freed memory. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(curd_device *) registry[CURDI_OPEN_DEVICES_MAX];
+static atomic_uint registry_end;
+
+static bool registered(const curd_device *device)
+{
+    unsigned end = atomic_load_explicit(&registry_end, memory_order_acquire);
+    for (unsigned slot = 0; slot < end; slot++)
+        if (atomic_load_explicit(&registry[slot], memory_order_acquire)
+            == device)
+            return true;
+    return false;
+}
+
+curd_status curdi_core_register(curd_device *device)
+{
+    pthread_mutex_lock(&registry_lock);
+    unsigned end = atomic_load_explicit(&registry_end, memory_order_relaxed);
+    unsigned slot = 0;
+    while (slot < end
+           && atomic_load_explicit(&registry[slot], memory_order_relaxed)
+                  != NULL)
+        slot++;
+    if (slot == CURDI_OPEN_DEVICES_MAX) {
+        pthread_mutex_unlock(&registry_lock);
+        return curdi_fail(CURD_E_BUDGET,
+                          "curd_device_open: %u devices are open already,"
+                          " the most one process may have open at once."
+                          " Fix: close devices you no longer use (one"
+                          " curd_device per GPU is enough for every"
+                          " thread).",
+                          CURDI_OPEN_DEVICES_MAX);
+    }
+    atomic_store_explicit(&registry[slot], device, memory_order_release);
+    if (slot == end)
+        atomic_store_explicit(&registry_end, end + 1u, memory_order_release);
+    pthread_mutex_unlock(&registry_lock);
+    return CURD_OK;
+}
+
+bool curdi_core_unregister(const curd_device *device)
+{
+    bool found = false;
+    pthread_mutex_lock(&registry_lock);
+    unsigned end = atomic_load_explicit(&registry_end, memory_order_relaxed);
+    for (unsigned slot = 0; slot < end && !found; slot++) {
+        if (atomic_load_explicit(&registry[slot], memory_order_relaxed)
+            == device) {
+            atomic_store_explicit(&registry[slot], NULL,
+                                  memory_order_release);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return found;
+}
+
+curd_status curdi_device_check(const curd_device *device, const char *what)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: device is NULL. Fix: pass a device from"
+                          " curd_device_open().",
+                          what);
+    if (!registered(device))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: device %p is not open (closed already, or"
+                          " never returned by curd_device_open); nothing was"
+                          " read from it. Fix: pass a device between its"
+                          " curd_device_open() and curd_device_close().",
+                          what, (const void *)device);
+    if (curdi_driver_forked())
+        return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s.", what,
+                          curdi_fork_message);
+    return CURD_OK;
+}
+
+void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
+                               void *context)
+{
+    if (fn == NULL)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    unsigned end = atomic_load_explicit(&registry_end, memory_order_relaxed);
+    for (unsigned slot = 0; slot < end; slot++) {
+        curd_device *device =
+            atomic_load_explicit(&registry[slot], memory_order_relaxed);
+        if (device != NULL && device->ordinal == ordinal)
+            fn(device, context);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Options
+ * ---------------------------------------------------------------------- */
+/* Past this many unknown bytes a struct_size is garbage, not a newer
+ * caller: refuse it rather than read that far. */
+#define CURDI_OPTIONS_MAX_TAIL 4096u
+
+curd_status curdi_options_check(const void *options, size_t known_size,
+                                size_t min_size, const char *what)
+{
+    if (options == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "The %s pointer is NULL. Fix: pass NULL where the "
+                          "call allows it for the defaults, or a struct set "
+                          "up by its _init function.",
+                          what);
+    size_t struct_size;
+    memcpy(&struct_size, options, sizeof struct_size);
+    if (struct_size < min_size)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s.struct_size is %zu, smaller than the %zu bytes "
+                          "of the oldest version of that struct. Fix: "
+                          "initialise it with its _init function (or set "
+                          "struct_size = sizeof(%s)).",
+                          what, struct_size, min_size, what);
+    if (struct_size > known_size &&
+        struct_size - known_size > CURDI_OPTIONS_MAX_TAIL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s.struct_size is %zu, implausibly larger than "
+                          "the %zu bytes this library knows. Fix: "
+                          "initialise it with its _init function.",
+                          what, struct_size, known_size);
+    const unsigned char *bytes = options;
+    for (size_t at = known_size; at < struct_size; at++)
+        if (bytes[at] != 0)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s sets byte %zu, in a field this version of "
+                              "curd (%s) does not know (it knows %zu bytes, "
+                              "struct_size is %zu). Fix: leave fields of "
+                              "newer versions zero, or link a newer libcurd.",
+                              what, at, curd_version_string(), known_size,
+                              struct_size);
+    return CURD_OK;
+}
+
+curd_status curdi_result_struct_check(const void *result, size_t min_size,
+                                      const char *call, const char *param,
+                                      const char *type)
+{
+    if (result == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s is NULL. Fix: pass a %s with struct_size "
+                          "set.",
+                          call, param, type);
+    size_t struct_size;
+    memcpy(&struct_size, result, sizeof struct_size);
+    if (struct_size < min_size)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s->struct_size is %zu, smaller than the %zu "
+                          "bytes of %s. Fix: set %s->struct_size = "
+                          "sizeof(%s).",
+                          call, param, struct_size, min_size, type, param,
+                          type);
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Entering a device
+ * ---------------------------------------------------------------------- */
+curd_status curdi_device_enter(curd_device *device)
+{
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "The device is NULL. Fix: pass the device that "
+                          "curd_device_open() returned.");
+    const curdi_driver *driver;
+    curd_status status = curdi_driver_ready(&driver);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_result rc = driver->cuCtxPushCurrent(device->context);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+    return CURD_OK;
+}
+
+void curdi_device_leave(curd_device *device)
+{
+    (void)device;
+    const curdi_driver *driver = curdi_driver_get();
+    if (driver == NULL || !curdi_driver_usable())
+        return;
+    curdi_cu_context popped = NULL;
+    curdi_cu_result rc = curdi_driver_note(driver->cuCtxPopCurrent(&popped));
+    if (rc != CURDI_CUDA_SUCCESS)
+        curdi_trace("cuCtxPopCurrent failed with %u on leaving device %d", rc,
+                    device != NULL ? device->ordinal : -1);
+}
+
+/* ------------------------------------------------------------------------
+ * Streams
+ * ---------------------------------------------------------------------- */
+curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
+{
+    pthread_mutex_lock(&device->pool_lock);
+    if (device->idle_stream_count > 0) {
+        *out = device->idle_streams[--device->idle_stream_count];
+        pthread_mutex_unlock(&device->pool_lock);
+        return CURD_OK;
+    }
+    pthread_mutex_unlock(&device->pool_lock);
+
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_stream stream = NULL;
+    curdi_cu_result rc =
+        driver->cuStreamCreate(&stream, CURDI_CU_STREAM_NON_BLOCKING);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+    *out = stream;
+    return CURD_OK;
+}
+
+static void stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
+{
+    if (!curdi_driver_usable())
+        return;
+    curdi_cu_result rc = curdi_driver_note(driver->cuStreamDestroy(stream));
+    if (rc != CURDI_CUDA_SUCCESS)
+        curdi_trace("cuStreamDestroy failed with %u", rc);
+}
+
+void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
+{
+    if (stream == NULL)
+        return;
+    pthread_mutex_lock(&device->pool_lock);
+    if (device->idle_stream_count == device->idle_stream_capacity) {
+        size_t capacity = device->idle_stream_capacity == 0
+                              ? 4
+                              : device->idle_stream_capacity * 2;
+        curdi_cu_stream *grown =
+            capacity > SIZE_MAX / sizeof *grown
+                ? NULL
+                : realloc(device->idle_streams, capacity * sizeof *grown);
+        if (grown == NULL) {
+            /* No room to cache it: destroy it instead (the caller holds the
+             * context, as for every stream call). */
+            pthread_mutex_unlock(&device->pool_lock);
+            stream_destroy(curdi_driver_get(), stream);
+            return;
+        }
+        device->idle_streams = grown;
+        device->idle_stream_capacity = capacity;
+    }
+    device->idle_streams[device->idle_stream_count++] = stream;
+    pthread_mutex_unlock(&device->pool_lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Events
+ * ---------------------------------------------------------------------- */
+bool curdi_array_reserve(void **array, size_t *capacity, size_t needed,
+                       size_t element_bytes)
+{
+    size_t new_capacity;
+    size_t bytes;
+    void *grown;
+    if (needed <= *capacity)
+        return true;
+    new_capacity = *capacity < 8u ? 8u : *capacity;
+    while (new_capacity < needed) {
+        if (!curdi_size_mul(new_capacity, 2u, &new_capacity))
+            return false;
+    }
+    if (!curdi_size_mul(new_capacity, element_bytes, &bytes))
+        return false;
+    grown = realloc(*array, bytes);
+    if (grown == NULL)
+        return false;
+    *array = grown;
+    *capacity = new_capacity;
+    return true;
+}
+
+curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
+                                 unsigned count)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    unsigned taken = 0;
+    pthread_mutex_lock(&device->pool_lock);
+    while (taken < count && device->idle_event_count > 0)
+        events[taken++] = device->idle_events[--device->idle_event_count];
+    pthread_mutex_unlock(&device->pool_lock);
+    for (; taken < count; taken++) {
+        curdi_cu_result cu_result = curdi_driver_note(
+            driver->cuEventCreate(&events[taken],
+                                  CURDI_CU_EVENT_DISABLE_TIMING));
+        if (cu_result != CURDI_CUDA_SUCCESS) {
+            curd_status status = curdi_fail_driver(
+                (int)cu_result, "cuEventCreate",
+                "check that the device is still usable (nvidia-smi)");
+            curdi_events_release(device, events, taken);
+            return status;
+        }
+    }
+    return CURD_OK;
+}
+
+static void event_destroy(const curdi_driver *driver, curdi_cu_event event)
+{
+    if (curdi_driver_usable())
+        (void)curdi_driver_note(driver->cuEventDestroy(event));
+}
+
+void curdi_events_release(curd_device *device, const curdi_cu_event *events,
+                          unsigned count)
+{
+    unsigned kept = 0;
+    pthread_mutex_lock(&device->pool_lock);
+    if (curdi_array_reserve((void **)&device->idle_events, &device->idle_event_capacity,
+                   device->idle_event_count + count, sizeof *events)) {
+        for (; kept < count; kept++)
+            device->idle_events[device->idle_event_count++] = events[kept];
+    }
+    pthread_mutex_unlock(&device->pool_lock);
+    /* No room to keep them: destroy them instead. */
+    for (unsigned index = kept; index < count; index++)
+        event_destroy(curdi_driver_get(), events[index]);
+}
+
+/* ------------------------------------------------------------------------
+ * Properties
+ * ---------------------------------------------------------------------- */
+typedef struct attribute_read {
+    curdi_cu_device_attribute attribute;
+    const char *name;
+    int *out;
+} attribute_read;
+
+static curd_status read_props(const curdi_driver *driver, curd_device *device)
+{
+    curd_device_props *props = &device->props;
+    memset(props, 0, sizeof *props);
+    props->struct_size = sizeof *props;
+    props->ordinal = device->ordinal;
+    props->driver_version = driver->driver_version;
+
+    curdi_cu_result rc = driver->cuDeviceGetName(
+        props->name, (int)sizeof props->name, device->cu_device);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDeviceGetName", NULL);
+    props->name[sizeof props->name - 1] = '\0';
+
+    rc = driver->cuDeviceGetPCIBusId(props->pci_bus_id,
+                                     (int)sizeof props->pci_bus_id,
+                                     device->cu_device);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDeviceGetPCIBusId", NULL);
+    props->pci_bus_id[sizeof props->pci_bus_id - 1] = '\0';
+
+    size_t total_bytes = 0;
+    rc = driver->cuDeviceTotalMem(&total_bytes, device->cu_device);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDeviceTotalMem", NULL);
+    props->total_memory_bytes = total_bytes;
+
+    int cooperative = 0, unified = 0, memory_pools = 0, host_register = 0;
+#define CURDI_ATTR_(attr, field)                                              \
+    { CURDI_CU_DEVICE_ATTRIBUTE_##attr, "CU_DEVICE_ATTRIBUTE_" #attr, field }
+    const attribute_read reads[] = {
+        CURDI_ATTR_(COMPUTE_CAPABILITY_MAJOR, &props->compute_capability_major),
+        CURDI_ATTR_(COMPUTE_CAPABILITY_MINOR, &props->compute_capability_minor),
+        CURDI_ATTR_(MULTIPROCESSOR_COUNT, &props->multiprocessor_count),
+        CURDI_ATTR_(MAX_THREADS_PER_BLOCK, &props->max_threads_per_block),
+        CURDI_ATTR_(MAX_BLOCK_DIM_X, &props->max_block_dim[0]),
+        CURDI_ATTR_(MAX_BLOCK_DIM_Y, &props->max_block_dim[1]),
+        CURDI_ATTR_(MAX_BLOCK_DIM_Z, &props->max_block_dim[2]),
+        CURDI_ATTR_(MAX_GRID_DIM_X, &props->max_grid_dim[0]),
+        CURDI_ATTR_(MAX_GRID_DIM_Y, &props->max_grid_dim[1]),
+        CURDI_ATTR_(MAX_GRID_DIM_Z, &props->max_grid_dim[2]),
+        CURDI_ATTR_(MAX_SHARED_MEMORY_PER_BLOCK,
+                    &props->shared_memory_per_block_bytes),
+        CURDI_ATTR_(ASYNC_ENGINE_COUNT, &props->async_engine_count),
+        CURDI_ATTR_(COOPERATIVE_LAUNCH, &cooperative),
+        CURDI_ATTR_(UNIFIED_ADDRESSING, &unified),
+        CURDI_ATTR_(MEMORY_POOLS_SUPPORTED, &memory_pools),
+        CURDI_ATTR_(HOST_REGISTER_SUPPORTED, &host_register),
+    };
+#undef CURDI_ATTR_
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
+        rc = driver->cuDeviceGetAttribute(reads[i].out, reads[i].attribute,
+                                          device->cu_device);
+        if (rc != CURDI_CUDA_SUCCESS) {
+            char call[96];
+            snprintf(call, sizeof call, "cuDeviceGetAttribute(%s)",
+                     reads[i].name);
+            return curdi_fail_driver((int)rc, call, NULL);
+        }
+    }
+
+    uint32_t caps = 0;
+    if (cooperative)
+        caps |= CURD_CAP_COOPERATIVE_LAUNCH;
+    if (unified)
+        caps |= CURD_CAP_UNIFIED_ADDRESSING;
+    /* Optional entries count only where the device can use them too. */
+    if (memory_pools && driver->cuMemAllocAsync != NULL &&
+        driver->cuMemFreeAsync != NULL)
+        caps |= CURD_CAP_STREAM_ORDERED_ALLOC;
+    if (host_register && driver->cuMemHostRegister != NULL &&
+        driver->cuMemHostUnregister != NULL)
+        caps |= CURD_CAP_HOST_REGISTER;
+    props->capabilities = caps;
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Opening and closing the core
+ * ---------------------------------------------------------------------- */
+static void pop_context(const curdi_driver *driver)
+{
+    if (!curdi_driver_usable())
+        return;
+    curdi_cu_context popped = NULL;
+    curdi_cu_result rc = curdi_driver_note(driver->cuCtxPopCurrent(&popped));
+    if (rc != CURDI_CUDA_SUCCESS)
+        curdi_trace("cuCtxPopCurrent failed with %u", rc);
+}
+
+static void release_context(const curdi_driver *driver, curd_device *device)
+{
+    if (!curdi_driver_usable())
+        return;
+    curdi_cu_result rc =
+        curdi_driver_note(driver->cuDevicePrimaryCtxRelease(device->cu_device));
+    if (rc != CURDI_CUDA_SUCCESS)
+        curdi_trace("cuDevicePrimaryCtxRelease(%d) failed with %u",
+                    device->ordinal, rc);
+}
+
+/* Destroys the pooled streams and events and the upload stream (context
+ * current). */
+static void destroy_streams_and_events(const curdi_driver *driver,
+                                       curd_device *device)
+{
+    for (size_t i = 0; i < device->idle_stream_count; i++)
+        stream_destroy(driver, device->idle_streams[i]);
+    device->idle_stream_count = 0;
+    for (size_t i = 0; i < device->idle_event_count; i++)
+        event_destroy(driver, device->idle_events[i]);
+    device->idle_event_count = 0;
+    if (device->upload_stream != NULL)
+        stream_destroy(driver, device->upload_stream);
+    device->upload_stream = NULL;
+}
+
+static void free_host_state(curd_device *device)
+{
+    pthread_mutex_destroy(&device->pool_lock);
+    free(device->idle_streams);
+    free(device->idle_events);
+    free(device);
+}
+
+curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
+                            const curd_device_options *options,
+                            curd_device **out_device)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curd_status status;
+    curd_device *device = calloc(1, sizeof *device);
+    if (device == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: %zu bytes of host memory for the "
+                          "device could not be allocated. Fix: free host "
+                          "memory and try again.",
+                          sizeof *device);
+    if (pthread_mutex_init(&device->pool_lock, NULL) != 0) {
+        free(device);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: the stream lock could not be "
+                          "created. Fix: free host resources and try again.");
+    }
+    device->ordinal = ordinal;
+    device->cu_device = cu_device;
+    device->options = *options;
+
+    curdi_cu_result rc =
+        driver->cuDevicePrimaryCtxRetain(&device->context, cu_device);
+    if (rc != CURDI_CUDA_SUCCESS) {
+        status = curdi_fail_driver((int)rc, "cuDevicePrimaryCtxRetain", NULL);
+        free_host_state(device);
+        return status;
+    }
+    rc = driver->cuCtxPushCurrent(device->context);
+    if (rc != CURDI_CUDA_SUCCESS) {
+        status = curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+        release_context(driver, device);
+        free_host_state(device);
+        return status;
+    }
+    status = read_props(driver, device);
+    if (status == CURD_OK) {
+        rc = driver->cuStreamCreate(&device->upload_stream,
+                                    CURDI_CU_STREAM_NON_BLOCKING);
+        if (rc != CURDI_CUDA_SUCCESS) {
+            device->upload_stream = NULL;
+            status = curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+        }
+    }
+    if (status != CURD_OK) {
+        curdi_core_close(device, true);
+        return status;
+    }
+    *out_device = device;
+    return CURD_OK;
+}
+
+void curdi_core_open_done(curd_device *device)
+{
+    (void)device;
+    pop_context(curdi_driver_get());
+}
+
+void curdi_core_close(curd_device *device, bool pushed)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    if (driver != NULL) {
+        destroy_streams_and_events(driver, device);
+        if (pushed)
+            pop_context(driver);
+        release_context(driver, device);
+    }
+    free_host_state(device);
+}

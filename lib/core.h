@@ -1,0 +1,153 @@
+/* core.h - the device core: what every room of a curd_device stands on.
+ *
+ * core.c owns the part of a curd_device that every room uses and none
+ * owns alone: the retained primary context and entering it, the static
+ * properties read at open, the pooled streams and events, the upload
+ * stream, and the registry of open devices that every public entry point
+ * checks its device against (a closed or never-opened pointer is refused
+ * there without being read).
+ *
+ * The rooms above (doc/ARCHITECTURE.md has the order) keep their state
+ * behind one pointer each in struct curd_device, set and cleared by their
+ * own curdi_<room>_open / _close, which lib/device.c calls in order. The
+ * core never calls up into them. */
+#ifndef CURD_LIB_CORE_H
+#define CURD_LIB_CORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "curd.h"
+#include "pool.h"
+
+struct curdi_resident_table;
+struct curdi_host_registry;
+struct curdi_fence_room;
+struct curdi_transfer_room;
+
+struct curd_device {
+    /* The core (core.c). Fixed after curdi_core_open but for the pools of
+     * idle streams and events, which pool_lock guards. */
+    int ordinal;
+    curdi_cu_device cu_device;
+    curdi_cu_context context;
+    curd_device_props props; /* static facts read at open */
+    curd_device_options options;
+    pthread_mutex_t pool_lock;
+    curdi_cu_stream *idle_streams; /* pooled non-blocking streams */
+    size_t idle_stream_count;
+    size_t idle_stream_capacity;
+    curdi_cu_event *idle_events; /* pooled events, timing disabled */
+    size_t idle_event_count;
+    size_t idle_event_capacity;
+    curdi_cu_stream upload_stream; /* for curd_buffer_upload_async */
+    /* Statistics-only counters any room found below zero and repaired
+     * (curd_stats.accounting_repairs). */
+    _Atomic uint64_t accounting_repairs;
+
+    /* The memory room (memory.c): the two pools every room above takes
+     * blocks from, and the application's reclaim callback. */
+    curdi_pool *device_pool;
+    curdi_pool *pinned_pool;
+    pthread_mutex_t reclaim_lock;
+    curd_reclaim_fn reclaim_fn;
+    void *reclaim_context;
+
+    /* One pointer per room above memory, each that room's own state. */
+    struct curdi_resident_table *resident;     /* resident.c */
+    struct curdi_host_registry *host_registry; /* hostreg.c */
+    struct curdi_fence_room *fence;            /* fence.c */
+    struct curdi_transfer_room *transfer;      /* transfer.c */
+};
+
+/* ------------------------------------------------------------------------
+ * Opening and closing the core (lib/device.c composes the rest).
+ * ---------------------------------------------------------------------- */
+
+/* Allocates a device for cu_device, retains its primary context, pushes
+ * it, reads the properties and creates the upload stream. On CURD_OK the
+ * context is current on this thread (curdi_core_open_done pops it); on a
+ * failure nothing is left. options is already validated. */
+curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
+                            const curd_device_options *options,
+                            curd_device **out_device);
+/* Pops the context curdi_core_open left current. */
+void curdi_core_open_done(curd_device *device);
+/* Destroys the pooled streams and events and the upload stream, pops the
+ * context if `pushed`, releases the primary context and frees the device.
+ * Driver calls are skipped when curdi_driver_usable() is false. */
+void curdi_core_close(curd_device *device, bool pushed);
+
+/* The registry of open devices. register fails (CURD_E_BUDGET) only when
+ * CURDI_OPEN_DEVICES_MAX devices are open at once; unregister returns
+ * false when device was not registered (closed, or never opened). */
+#define CURDI_OPEN_DEVICES_MAX 256u
+curd_status curdi_core_register(curd_device *device);
+bool curdi_core_unregister(const curd_device *device);
+
+/* ------------------------------------------------------------------------
+ * What every entry point uses.
+ * ---------------------------------------------------------------------- */
+
+/* The check every public entry point makes of its device before it reads
+ * it: NULL, or a pointer that is not an open device (closed already, or
+ * never opened), is CURD_E_INVALID_ARGUMENT with a sentence naming `what`;
+ * a child after fork is CURD_E_UNSUPPORTED. Reads the registry only, never
+ * *device, so a closed device's freed memory is not touched. Lock-free:
+ * a few atomic loads while few devices are open. */
+curd_status curdi_device_check(const curd_device *device, const char *what);
+
+/* Makes the context of a device that passed curdi_device_check current on
+ * this thread (CURD_E_INVALID_ARGUMENT for NULL; the driver's state is
+ * checked again, since a device stays open across the driver's teardown);
+ * pair with curdi_device_leave(). */
+curd_status curdi_device_enter(curd_device *device);
+void curdi_device_leave(curd_device *device);
+
+/* A pooled non-blocking stream (never the legacy null stream). Context
+ * current. */
+curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out);
+void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
+
+/* count events (timing disabled), from the idle pool or new. Context
+ * current. */
+curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
+                                 unsigned count);
+/* Keeps the events for later use (destroys them if it cannot). */
+void curdi_events_release(curd_device *device, const curdi_cu_event *events,
+                          unsigned count);
+
+/* Calls fn on every open device of the same ordinal (for the last rung of
+ * the out-of-memory ladder), with the registry locked so none of them is
+ * closed underneath it. */
+void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
+                               void *context);
+
+/* Validates an options struct whose first field is struct_size:
+ * struct_size at least min_size, and every byte past known_size zero. */
+curd_status curdi_options_check(const void *options, size_t known_size,
+                                size_t min_size, const char *what);
+/* Validates a struct the library fills in for call (param, of the named
+ * type), whose first field is struct_size: not NULL, and struct_size at
+ * least min_size (a newer caller's larger struct is fine: only the fields
+ * this version knows are written). */
+curd_status curdi_result_struct_check(const void *result, size_t min_size,
+                                      const char *call, const char *param,
+                                      const char *type);
+
+/* Grows the realloc'ed *array of *capacity elements to hold at least
+ * `needed` (doubling, from 8); false when it cannot, the array unchanged
+ * then. For the rooms' small growable lists. */
+bool curdi_array_reserve(void **array, size_t *capacity, size_t needed,
+                         size_t element_bytes);
+
+/* The "Fix: ..." of a failed driver call on a device that was usable. */
+#define CURDI_DRIVER_FIX                                                      \
+    "check that the device is still usable (nvidia-smi); after a sticky"     \
+    " error, close and reopen it"
+
+#endif

@@ -1,0 +1,135 @@
+/* fence.c - marks held until a fence (see fence.h). */
+#include "fence.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core.h"
+#include "hostreg.h"
+#include "resident.h"
+#include "status.h"
+
+/* An asynchronous upload not yet completed by a wait on its stream. */
+typedef struct curdi_upload_mark {
+    uint64_t buffer_id;
+    uintptr_t range_key; /* its source's registered range, or 0 */
+    uint64_t serial;     /* enqueue order */
+} curdi_upload_mark;
+
+struct curdi_fence_room {
+    pthread_mutex_t lock;
+    curdi_upload_mark *marks; /* in enqueue order */
+    size_t mark_count;
+    size_t mark_capacity;
+    /* Marks promised to uploads between reserve and commit or cancel: the
+     * room each reserve made stays theirs. */
+    size_t marks_reserved;
+    uint64_t next_serial;
+};
+
+curd_status curdi_fence_open(curd_device *device)
+{
+    struct curdi_fence_room *fence = calloc(1, sizeof *fence);
+    if (fence == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not allocate the device's fence state."
+                          " Fix: free host memory.");
+    if (pthread_mutex_init(&fence->lock, NULL) != 0) {
+        free(fence);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not initialise the fence state's lock."
+                          " Fix: free system resources.");
+    }
+    fence->next_serial = 1;
+    device->fence = fence;
+    return CURD_OK;
+}
+
+void curdi_fence_close(curd_device *device)
+{
+    if (device == NULL || device->fence == NULL)
+        return;
+    free(device->fence->marks);
+    pthread_mutex_destroy(&device->fence->lock);
+    free(device->fence);
+    device->fence = NULL;
+}
+
+curd_status curdi_fence_upload_reserve(curd_device *device, const void *src,
+                                       size_t byte_len, const char *what,
+                                       uintptr_t *out_range_key)
+{
+    struct curdi_fence_room *fence = device->fence;
+    /* Room for the mark first, so nothing can fail after the copy is
+     * enqueued. */
+    pthread_mutex_lock(&fence->lock);
+    /* mark_count + marks_reserved marks exist or are promised, each a
+     * byte of memory at least: the sum cannot wrap. */
+    if (!curdi_array_reserve((void **)&fence->marks, &fence->mark_capacity,
+                             fence->mark_count + fence->marks_reserved + 1u,
+                             sizeof *fence->marks)) {
+        pthread_mutex_unlock(&fence->lock);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: could not grow the list of pending uploads."
+                          " Fix: call curd_device_sync_uploads() or free"
+                          " host memory.",
+                          what);
+    }
+    fence->marks_reserved++;
+    pthread_mutex_unlock(&fence->lock);
+    *out_range_key = curdi_hostreg_use(device, src, byte_len);
+    return CURD_OK;
+}
+
+void curdi_fence_upload_cancel(curd_device *device, uintptr_t range_key)
+{
+    struct curdi_fence_room *fence = device->fence;
+    curdi_hostreg_unuse(device, range_key);
+    pthread_mutex_lock(&fence->lock);
+    fence->marks_reserved--;
+    pthread_mutex_unlock(&fence->lock);
+}
+
+void curdi_fence_upload_commit(curd_device *device, uint64_t buffer_id,
+                               uintptr_t range_key)
+{
+    struct curdi_fence_room *fence = device->fence;
+    pthread_mutex_lock(&fence->lock);
+    fence->marks_reserved--;
+    fence->marks[fence->mark_count++] =
+        (curdi_upload_mark){buffer_id, range_key, fence->next_serial++};
+    pthread_mutex_unlock(&fence->lock);
+}
+
+bool curdi_fence_upload_pending(curd_device *device,
+                                uint64_t *out_serial_limit)
+{
+    struct curdi_fence_room *fence = device->fence;
+    size_t pending;
+    pthread_mutex_lock(&fence->lock);
+    *out_serial_limit = fence->next_serial;
+    pending = fence->mark_count;
+    pthread_mutex_unlock(&fence->lock);
+    return pending != 0;
+}
+
+void curdi_fence_upload_complete(curd_device *device, uint64_t serial_limit)
+{
+    struct curdi_fence_room *fence = device->fence;
+    size_t kept = 0;
+    /* Everything enqueued before serial_limit is done. Marks are in serial
+     * order; a concurrent sync may have taken some. The rooms below take
+     * their own locks inside this one, never the other way round. */
+    pthread_mutex_lock(&fence->lock);
+    for (size_t index = 0; index < fence->mark_count; index++) {
+        curdi_upload_mark *mark = &fence->marks[index];
+        if (mark->serial < serial_limit) {
+            curdi_hostreg_unuse(device, mark->range_key);
+            curdi_resident_async_end(device, mark->buffer_id);
+        } else {
+            fence->marks[kept++] = *mark;
+        }
+    }
+    fence->mark_count = kept;
+    pthread_mutex_unlock(&fence->lock);
+}

@@ -1,0 +1,114 @@
+/* prepare.h - a transfer's validated items: the checks every transfer
+ * entry point makes before a byte moves, reachable by any room that
+ * records transfers (the public transfers in transfer.c today).
+ *
+ * A call's items are built in three steps: curdi_prepare_begin,
+ * curdi_prepare_item for each item (its arguments: NULL host memory,
+ * capacity, address-space wrap, the batch total), curdi_prepare_end
+ * (download destinations must not overlap; every handle resolved and
+ * marked in use, all or none; every range inside its buffer); then always
+ * curdi_prepared_release, which ends the marks. Any failure returns a
+ * typed status with its sentence before anything moved or was counted. */
+#ifndef CURD_LIB_PREPARE_H
+#define CURD_LIB_PREPARE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "curd.h"
+#include "resident.h"
+#include "xfer.h"
+
+struct curd_device;
+
+/* The validated items of a call, their buffers marked in use. One item
+ * lives inline so single transfers allocate nothing; a batch's three
+ * arrays share one block. See above for the steps. */
+typedef struct curdi_prepared {
+    const char *what; /* the public call, for messages */
+    bool upload;
+    bool batch;       /* items are named "<what> item <i>" */
+    size_t count;
+    uint64_t total_bytes;
+    curdi_xfer_item *items;
+    curdi_resident_use *uses;
+    uint64_t *ids;
+    /* Downloads: whether the destinations seen so far come in address
+     * order without overlapping, and where the last one ends. */
+    bool ascending;
+    uintptr_t previous_end;
+    bool after_uploads; /* a buffer has asynchronous uploads pending */
+    bool marked;
+    /* Whether the items so far continue one another: all non-empty, of
+     * one buffer, each starting where the one before ends on the device
+     * and in host memory; and where the last one ends on each side
+     * (wrapping: see curdi_transfer_chain). */
+    bool chain;
+    size_t chain_offset_end;
+    uintptr_t chain_host_end;
+    curdi_xfer_item one_item;
+    curdi_resident_use one_use;
+    uint64_t one_id;
+} curdi_prepared;
+
+/* count items (one lives inline: a single transfer allocates nothing).
+ * batch: messages name items "<what> item <i>". */
+curd_status curdi_prepare_begin(curdi_prepared *prepared, const char *what,
+                                bool upload, bool batch, size_t count);
+/* Ends the marks curdi_prepare_end took and frees the items. */
+void curdi_prepared_release(struct curd_device *device,
+                            curdi_prepared *prepared);
+/* Destinations, handles, ranges: see above. */
+curd_status curdi_prepare_end(struct curd_device *device,
+                              curdi_prepared *prepared);
+/* "<what>" for a single transfer, "<what> item <i>" in a batch, formatted
+ * into scratch only on the way to an error message. */
+const char *curdi_item_what(const curdi_prepared *prepared, size_t index,
+                            char *scratch, size_t scratch_len);
+/* The sentence for item `index`, which curdi_prepare_item found bad. Out
+ * of line and cold: the checks themselves run for every item of every
+ * batch. */
+curd_status curdi_prepare_item_fail(const curdi_prepared *prepared,
+                                    size_t index, size_t byte_len,
+                                    const unsigned char *host, size_t capacity)
+    __attribute__((noinline, cold));
+
+/* Checks item `index`'s arguments (everything but its handle and range,
+ * which need the resident table) and records it. */
+static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
+                                             size_t index, uint64_t buffer_id,
+                                             size_t offset, size_t byte_len,
+                                             unsigned char *host,
+                                             size_t capacity)
+{
+    curdi_xfer_item *item = &prepared->items[index];
+    uintptr_t end;
+    if ((byte_len != 0 && host == NULL) || byte_len > capacity
+        || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
+        || byte_len > UINT64_MAX - prepared->total_bytes)
+        return curdi_prepare_item_fail(prepared, index, byte_len, host,
+                                       capacity);
+    prepared->total_bytes += byte_len;
+    if (byte_len != 0) {
+        prepared->ascending = prepared->ascending
+                              && (uintptr_t)host >= prepared->previous_end;
+        prepared->previous_end = end;
+    }
+    prepared->chain = byte_len != 0
+                      && (index == 0
+                          || (prepared->chain && buffer_id == prepared->ids[0]
+                              && offset == prepared->chain_offset_end
+                              && (uintptr_t)host == prepared->chain_host_end));
+    prepared->chain_offset_end = offset + byte_len;
+    prepared->chain_host_end = end;
+    prepared->ids[index] = buffer_id;
+    item->buffer_key = buffer_id;
+    item->offset = offset;
+    item->byte_len = byte_len;
+    item->host = host;
+    item->registered_key = 0;
+    return CURD_OK;
+}
+
+#endif
