@@ -31,7 +31,7 @@
  * in the arena changed, uploads applied in item order, and fences grew by
  * one exactly when bytes moved.
  *
- * fuzz-srcs: lib/checked.c lib/copyplan.c lib/copyteam.c lib/device.c lib/driver.c lib/hostreg.c lib/memory.c lib/pool.c lib/resident.c lib/selftest.c lib/staging.c lib/status.c lib/transfer.c lib/xfer.c */
+ * Built from the whole library (FUZZ_SRCS_transfer-validate in fuzz.mk). */
 #include "fuzz.h"
 
 #include <limits.h>

@@ -31,6 +31,8 @@ FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
 FUZZ_SRCS_DEFAULT := lib/checked.c lib/status.c lib/driver.c
 FUZZ_SRCS_pool ?= lib/pool.c lib/checked.c lib/status.c lib/driver.c
+# The whole library, whatever rooms it has.
+FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS)
 
 # fuzz-transfer-validate runs the public transfer calls on the stand-in
 # libcuda (tests/fake/fake-cuda.c), built here beside it and found through
