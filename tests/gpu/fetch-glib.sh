@@ -6,7 +6,9 @@ set -eu
 top=$(git rev-parse --show-toplevel)
 cd "$top"
 [ -e .gpu-deps/usr/lib/x86_64-linux-gnu/libglib-2.0.so.0 ] && exit 0
-grep -qx '/.gpu-deps/' .git/info/exclude 2>/dev/null || echo '/.gpu-deps/' >>.git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.gpu-deps/' "$exclude" 2>/dev/null || echo '/.gpu-deps/' >>"$exclude"
 tmp=$(mktemp -d)
 (cd "$tmp" && apt-get download libglib2.0-0)
 dpkg -x "$tmp"/libglib2.0-0_*.deb .gpu-deps
