@@ -18,6 +18,7 @@
 #include "checked.h"
 #include "driver.h"
 #include "memory.h"
+#include "program.h"
 #include "resident.h"
 #include "status.h"
 #include "transfer.h"
@@ -430,11 +431,19 @@ static curd_status open_rooms(curd_device *device)
         curdi_memory_close(device);
         return status;
     }
+    status = curdi_program_open(device);
+    if (status != CURD_OK) {
+        curdi_transfer_close(device);
+        curdi_resident_close(device);
+        curdi_memory_close(device);
+        return status;
+    }
     return CURD_OK;
 }
 
 static void close_rooms(curd_device *device)
 {
+    curdi_program_close(device);
     curdi_transfer_close(device);
     curdi_resident_close(device);
     curdi_memory_close(device);

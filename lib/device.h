@@ -23,6 +23,7 @@
 
 struct curdi_resident_table;
 struct curdi_host_registry;
+struct curdi_program_room;
 
 struct curd_device {
     /* device.c */
@@ -47,6 +48,9 @@ struct curd_device {
 
     /* resident.c */
     struct curdi_resident_table *resident;
+
+    /* program.c */
+    struct curdi_program_room *program;
 
     /* hostreg.c */
     struct curdi_host_registry *host_registry;
