@@ -353,6 +353,9 @@ static curdi_cu_result f_cuDeviceGetAttribute(int *value,
     case CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
         *value = 49152;
         break;
+    case CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        *value = 227 * 1024; /* an H100's */
+        break;
     case CURDI_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
         *value = 4;
         break;
