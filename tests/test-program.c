@@ -613,6 +613,74 @@ static void test_idle_modules_past_the_bound_are_unloaded_oldest_first(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+typedef struct load_worker {
+    curd_device *device;
+    const char *file;
+    const char *entry;
+    curd_program *programs[16];
+    int failures;
+    char error[512];
+} load_worker;
+
+static gpointer load_loop(gpointer data)
+{
+    load_worker *worker = data;
+    const char *ptx = kernel_ptx(worker->file);
+    for (size_t i = 0; i < G_N_ELEMENTS(worker->programs); i++) {
+        curd_status status = load_image(worker->device, ptx, strlen(ptx),
+                                        worker->entry, &worker->programs[i]);
+        if (status != CURD_OK) {
+            worker->programs[i] = NULL;
+            worker->failures++;
+            snprintf(worker->error, sizeof worker->error, "%s: %s",
+                     curd_status_name(status), curd_last_error());
+        }
+        /* Free every other one at once, so frees race with loads. */
+        if (i % 2 == 1) {
+            (void)curd_program_free(worker->programs[i]);
+            worker->programs[i] = NULL;
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_loads_of_one_image_share_one_module(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    enum { THREADS = 4 };
+    static const char *const files[2] = {"add_one.ptx", "hand_fill.ptx"};
+    static const char *const entries[2] = {"curd_add_one", "curd_hand_fill"};
+    load_worker workers[THREADS];
+    GThread *threads[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&workers[i], 0, sizeof workers[i]);
+        workers[i].device = device;
+        workers[i].file = files[i % 2];
+        workers[i].entry = entries[i % 2];
+        threads[i] = g_thread_new("load", load_loop, &workers[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        g_thread_join(threads[i]);
+        if (workers[i].failures != 0)
+            g_error("worker %d: %d failures, last %s", i, workers[i].failures,
+                    workers[i].error);
+    }
+    /* Two images: two modules kept, whoever compiled first. */
+    curdi_program_counts counts = counts_of(device);
+    g_assert_cmpuint(counts.modules_loaded, ==, 2);
+    g_assert_cmpuint(counts.hits + counts.misses, ==,
+                     THREADS * G_N_ELEMENTS(workers[0].programs));
+    for (int i = 0; i < THREADS; i++)
+        for (size_t k = 0; k < G_N_ELEMENTS(workers[i].programs); k++)
+            g_assert_cmpint(curd_program_free(workers[i].programs[k]), ==,
+                            CURD_OK);
+    counts = counts_of(device);
+    g_assert_cmpuint(counts.modules_cached, ==, 2);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 /* ------------------------------------------------------------------------
  * Attributes and parameter layouts
  * ---------------------------------------------------------------------- */
@@ -1314,6 +1382,8 @@ static const struct {
      test_programs_share_a_module_and_free_in_any_order},
     {"/idle-modules-past-the-bound-are-unloaded-oldest-first",
      test_idle_modules_past_the_bound_are_unloaded_oldest_first},
+    {"/concurrent-loads-of-one-image-share-one-module",
+     test_concurrent_loads_of_one_image_share_one_module},
     {"/attributes-and-parameter-layout-are-read-at-load",
      test_attributes_and_parameter_layout_are_read_at_load},
     {"/close-frees-the-programs-the-device-still-has",
