@@ -162,10 +162,10 @@ endif
 # A stand-in libcuda (tests/fake/) for tests that need a driver but no GPU;
 # the test programs find it beside themselves.
 FAKE_CUDA := $(BUILD)/tests/libcuda-fake.so.1
-$(FAKE_CUDA): tests/fake/fake-cuda.c lib/cuda_abi.h
+$(FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared $(WARNINGS) $< -o $@ -lpthread
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
 tests: $(FAKE_CUDA)
 
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it
@@ -263,5 +263,7 @@ clean:
 # Fuzz targets (`make fuzz`, `make fuzz-smoke`); fuzz/fuzz.mk is the fuzz
 # harness's own.
 -include fuzz/fuzz.mk
+# The kernel harness (tests/kernels/): its PTX for the tests, `make kernels-ptx`.
+-include tests/kernels/kernels.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

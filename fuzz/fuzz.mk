@@ -38,10 +38,10 @@ FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS)
 # libcuda (tests/fake/fake-cuda.c), built here beside it and found through
 # CURD_LIBCUDA; the test build is not involved.
 FUZZ_FAKE_CUDA := $(FUZZ_DIR)/libcuda-fake.so.1
-$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c lib/cuda_abi.h | fuzz-toolchain
+$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h | fuzz-toolchain
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
-	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $< -o $@ -lpthread
+	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
 $(FUZZ_DIR)/fuzz-transfer-validate: $(FUZZ_FAKE_CUDA)
 
 FUZZ_NAMES := $(patsubst fuzz/fuzz-%.c,%,$(sort $(wildcard fuzz/fuzz-*.c)))

@@ -119,6 +119,10 @@ typedef struct curd_device_options {
      * already resident). A non-zero value can only lower the budget. */
     uint64_t resident_limit_bytes;
     uint32_t flags; /* none defined yet: must be 0 */
+    /* Loaded modules that no program uses, kept (least recently used
+     * unloaded first) so that loading their image again costs no JIT; 0
+     * picks the default, 64. */
+    uint32_t module_cache_count;
 } curd_device_options;
 
 CURD_API void curd_device_options_init(curd_device_options *options);
@@ -427,6 +431,80 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
  * or none when nothing is pending. If it fails, the uploads stay pending
  * (their buffers stay busy) until a later call succeeds. */
 CURD_API curd_status curd_device_sync_uploads(curd_device *device);
+
+/* ------------------------------------------------------------------------
+ * Programs
+ * A curd_program is one kernel (an entry) of a module image: PTX text, a
+ * cubin or a fatbin, told apart by content. Loading caches the module per
+ * device under an XXH3-128 hash of the image bytes, the device's compute
+ * capability and the JIT options (the image bytes themselves are compared
+ * on a hit, so a hash collision can never load the wrong module): a second
+ * load of the same image makes no JIT and no driver call at all. Modules
+ * are shared by the programs that use them; once none does, a module stays
+ * loaded among the device's idle modules (curd_device_options.
+ * module_cache_count of them, least recently used unloaded first).
+ *
+ * A program belongs to its device and may be used from many threads.
+ * curd_program_free() frees it; curd_device_close() frees every program
+ * the device still has, so a program must not be used or freed after its
+ * device is closed.
+ * ---------------------------------------------------------------------- */
+typedef struct curd_program curd_program;
+
+typedef enum curd_image_kind {
+    CURD_IMAGE_PTX = 1,    /* text: optional whitespace and comments, then
+                              ".version" */
+    CURD_IMAGE_CUBIN = 2,  /* ELF: 0x7f 'E' 'L' 'F' */
+    CURD_IMAGE_FATBIN = 3  /* 0xBA55ED50, little-endian */
+} curd_image_kind;
+
+#define CURD_PROGRAM_FLAGS_KNOWN 0u
+
+typedef struct curd_program_desc {
+    size_t struct_size;
+    const void *image;  /* PTX text, cubin or fatbin: told apart by content */
+    size_t image_bytes; /* for PTX, the text's length (a NUL inside ends it);
+                           curd copies what it needs */
+    const char *entry;  /* the kernel's name (extern "C" or mangled) */
+    uint32_t flags;     /* none yet: 0 */
+} curd_program_desc;
+
+CURD_API void curd_program_desc_init(curd_program_desc *desc);
+/* CURD_E_PROGRAM when the image is neither PTX, cubin nor fatbin (the
+ * sentence shows its first bytes), when the PTX does not compile (the
+ * sentence carries the driver's JIT log) or when the image has no such
+ * entry (the sentence names the entries it has). */
+CURD_API curd_status curd_program_load(curd_device *device,
+                                       const curd_program_desc *desc,
+                                       curd_program **out_program);
+/* NULL is a no-op. */
+CURD_API curd_status curd_program_free(curd_program *program);
+
+/* What the driver says about a program's kernel, read once at load. */
+typedef struct curd_program_props {
+    size_t struct_size;
+    int registers_per_thread;
+    size_t static_shared_bytes;
+    size_t local_bytes_per_thread;
+    int max_threads_per_block;
+    /* The most dynamic shared memory a launch may ask for: the device's
+     * opt-in limit less the static shared memory. */
+    size_t max_dynamic_shared_bytes;
+    /* The kernel's parameters (cuFuncGetParamInfo, CUDA 12.4 drivers);
+     * param_count_known is 0, and param_count 0, when the driver cannot
+     * tell. */
+    uint32_t param_count;
+    uint32_t param_count_known;
+    int image_kind;     /* curd_image_kind */
+    int binary_version; /* e.g. 90 for sm_90 */
+    int ptx_version;    /* e.g. 80 for PTX ISA 8.0 */
+} curd_program_props;
+
+/* props->struct_size must be set by the caller. No driver call. (The
+ * struct is _props, like curd_device_props, since a C function and a type
+ * cannot share the name curd_program_info.) */
+CURD_API curd_status curd_program_info(const curd_program *program,
+                                       curd_program_props *props);
 
 #ifdef __cplusplus
 }

@@ -103,7 +103,28 @@ curd_status curdi_device_check(const curd_device *device, const char *what)
     if (curdi_driver_forked())
         return curdi_fail(CURD_E_UNSUPPORTED, "%s: %s.", what,
                           curdi_fork_message);
+    if (atomic_load_explicit(&device->lost, memory_order_relaxed))
+        return curdi_fail(CURD_E_DEVICE_LOST,
+                          "%s: device %d's context was lost to an earlier"
+                          " fault (a kernel's illegal address or trap), and"
+                          " nothing can run on it any more. Fix: close the"
+                          " device and open it again.",
+                          what, device->ordinal);
     return CURD_OK;
+}
+
+static void mark_lost(curd_device *device, void *context)
+{
+    (void)context;
+    atomic_store(&device->lost, true);
+}
+
+void curdi_device_mark_lost(curd_device *device)
+{
+    /* The devices of one ordinal share the primary context: all of them
+     * lost it. */
+    curdi_devices_for_ordinal(device->ordinal, mark_lost, NULL);
+    mark_lost(device, NULL);
 }
 
 void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
@@ -305,28 +326,64 @@ bool curdi_array_reserve(void **array, size_t *capacity, size_t needed,
     return true;
 }
 
-curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
-                                 unsigned count)
+/* The idle list of events with timing (for curd_pending's timings) or
+ * without (the cheaper kind, for everything else). */
+typedef struct event_list {
+    curdi_cu_event **events;
+    size_t *count;
+    size_t *capacity;
+    unsigned flags;
+} event_list;
+
+static event_list events_of(curd_device *device, bool timed)
+{
+    if (timed)
+        return (event_list){&device->idle_timed_events,
+                            &device->idle_timed_event_count,
+                            &device->idle_timed_event_capacity,
+                            CURDI_CU_EVENT_DEFAULT};
+    return (event_list){&device->idle_events, &device->idle_event_count,
+                        &device->idle_event_capacity,
+                        CURDI_CU_EVENT_DISABLE_TIMING};
+}
+
+static void events_release(curd_device *device, bool timed,
+                           const curdi_cu_event *events, unsigned count);
+
+static curd_status events_acquire(curd_device *device, bool timed,
+                                  curdi_cu_event *events, unsigned count)
 {
     const curdi_driver *driver = curdi_driver_get();
+    event_list list = events_of(device, timed);
     unsigned taken = 0;
     pthread_mutex_lock(&device->pool_lock);
-    while (taken < count && device->idle_event_count > 0)
-        events[taken++] = device->idle_events[--device->idle_event_count];
+    while (taken < count && *list.count > 0)
+        events[taken++] = (*list.events)[--*list.count];
     pthread_mutex_unlock(&device->pool_lock);
     for (; taken < count; taken++) {
         curdi_cu_result cu_result = curdi_driver_note(
-            driver->cuEventCreate(&events[taken],
-                                  CURDI_CU_EVENT_DISABLE_TIMING));
+            driver->cuEventCreate(&events[taken], list.flags));
         if (cu_result != CURDI_CUDA_SUCCESS) {
             curd_status status = curdi_fail_driver(
                 (int)cu_result, "cuEventCreate",
                 "check that the device is still usable (nvidia-smi)");
-            curdi_events_release(device, events, taken);
+            events_release(device, timed, events, taken);
             return status;
         }
     }
     return CURD_OK;
+}
+
+curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
+                                 unsigned count)
+{
+    return events_acquire(device, false, events, count);
+}
+
+curd_status curdi_events_acquire_timed(curd_device *device,
+                                       curdi_cu_event *events, unsigned count)
+{
+    return events_acquire(device, true, events, count);
 }
 
 static void event_destroy(const curdi_driver *driver, curdi_cu_event event)
@@ -335,20 +392,33 @@ static void event_destroy(const curdi_driver *driver, curdi_cu_event event)
         (void)curdi_driver_note(driver->cuEventDestroy(event));
 }
 
-void curdi_events_release(curd_device *device, const curdi_cu_event *events,
-                          unsigned count)
+static void events_release(curd_device *device, bool timed,
+                           const curdi_cu_event *events, unsigned count)
 {
+    event_list list = events_of(device, timed);
     unsigned kept = 0;
     pthread_mutex_lock(&device->pool_lock);
-    if (curdi_array_reserve((void **)&device->idle_events, &device->idle_event_capacity,
-                   device->idle_event_count + count, sizeof *events)) {
+    if (curdi_array_reserve((void **)list.events, list.capacity,
+                            *list.count + count, sizeof *events)) {
         for (; kept < count; kept++)
-            device->idle_events[device->idle_event_count++] = events[kept];
+            (*list.events)[(*list.count)++] = events[kept];
     }
     pthread_mutex_unlock(&device->pool_lock);
     /* No room to keep them: destroy them instead. */
     for (unsigned index = kept; index < count; index++)
         event_destroy(curdi_driver_get(), events[index]);
+}
+
+void curdi_events_release(curd_device *device, const curdi_cu_event *events,
+                          unsigned count)
+{
+    events_release(device, false, events, count);
+}
+
+void curdi_events_release_timed(curd_device *device,
+                                const curdi_cu_event *events, unsigned count)
+{
+    events_release(device, true, events, count);
 }
 
 /* ------------------------------------------------------------------------
@@ -472,6 +542,9 @@ static void destroy_streams_and_events(const curdi_driver *driver,
     for (size_t i = 0; i < device->idle_event_count; i++)
         event_destroy(driver, device->idle_events[i]);
     device->idle_event_count = 0;
+    for (size_t i = 0; i < device->idle_timed_event_count; i++)
+        event_destroy(driver, device->idle_timed_events[i]);
+    device->idle_timed_event_count = 0;
     if (device->upload_stream != NULL)
         stream_destroy(driver, device->upload_stream);
     device->upload_stream = NULL;
@@ -482,6 +555,7 @@ static void free_host_state(curd_device *device)
     pthread_mutex_destroy(&device->pool_lock);
     free(device->idle_streams);
     free(device->idle_events);
+    free(device->idle_timed_events);
     free(device);
 }
 

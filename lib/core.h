@@ -28,6 +28,7 @@ struct curdi_resident_table;
 struct curdi_host_registry;
 struct curdi_fence_room;
 struct curdi_transfer_room;
+struct curdi_program_room;
 
 struct curd_device {
     /* The core (core.c). Fixed after curdi_core_open but for the pools of
@@ -44,10 +45,16 @@ struct curd_device {
     curdi_cu_event *idle_events; /* pooled events, timing disabled */
     size_t idle_event_count;
     size_t idle_event_capacity;
+    curdi_cu_event *idle_timed_events; /* pooled events with timing */
+    size_t idle_timed_event_count;
+    size_t idle_timed_event_capacity;
     curdi_cu_stream upload_stream; /* for curd_buffer_upload_async */
     /* Statistics-only counters any room found below zero and repaired
      * (curd_stats.accounting_repairs). */
     _Atomic uint64_t accounting_repairs;
+    /* A fault lost the context (curdi_device_mark_lost): every entry
+     * point but close refuses the device from then on. */
+    atomic_bool lost;
 
     /* The memory room (memory.c): the two pools every room above takes
      * blocks from, and the application's reclaim callback. */
@@ -62,6 +69,7 @@ struct curd_device {
     struct curdi_host_registry *host_registry; /* hostreg.c */
     struct curdi_fence_room *fence;            /* fence.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
+    struct curdi_program_room *program;        /* program.c */
 };
 
 /* ------------------------------------------------------------------------
@@ -96,7 +104,8 @@ bool curdi_core_unregister(const curd_device *device);
 /* The check every public entry point makes of its device before it reads
  * it: NULL, or a pointer that is not an open device (closed already, or
  * never opened), is CURD_E_INVALID_ARGUMENT with a sentence naming `what`;
- * a child after fork is CURD_E_UNSUPPORTED. Reads the registry only, never
+ * a child after fork is CURD_E_UNSUPPORTED; a device whose context a fault
+ * lost is CURD_E_DEVICE_LOST. Reads the registry only, never
  * *device, so a closed device's freed memory is not touched. Lock-free:
  * a few atomic loads while few devices are open. */
 curd_status curdi_device_check(const curd_device *device, const char *what);
@@ -120,6 +129,15 @@ curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
 /* Keeps the events for later use (destroys them if it cannot). */
 void curdi_events_release(curd_device *device, const curdi_cu_event *events,
                           unsigned count);
+/* The same for events that record time (cuEventElapsedTime). */
+curd_status curdi_events_acquire_timed(curd_device *device,
+                                       curdi_cu_event *events, unsigned count);
+void curdi_events_release_timed(curd_device *device,
+                                const curdi_cu_event *events, unsigned count);
+
+/* Marks the device, and every open device of its ordinal (they share the
+ * primary context), lost after a fault that lost the context. */
+void curdi_device_mark_lost(curd_device *device);
 
 /* Calls fn on every open device of the same ordinal (for the last rung of
  * the out-of-memory ladder), with the registry locked so none of them is

@@ -31,17 +31,69 @@ typedef struct CUevent_st *curdi_cu_event;
 typedef struct CUmod_st *curdi_cu_module;
 typedef struct CUfunc_st *curdi_cu_function;
 typedef struct CUmemPoolHandle_st *curdi_cu_mempool; /* CUmemoryPool */
+typedef struct CUgraph_st *curdi_cu_graph;
+typedef struct CUgraphNode_st *curdi_cu_graph_node;
+typedef struct CUgraphExec_st *curdi_cu_graph_exec;
+typedef struct CUkern_st *curdi_cu_kernel; /* CUkernel */
+typedef unsigned int curdi_cu_function_attribute; /* CUfunction_attribute */
+typedef unsigned int curdi_cu_stream_capture_mode; /* CUstreamCaptureMode */
 typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
 typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
 typedef unsigned int curdi_cu_mempool_attribute; /* CUmemPool_attribute */
 /* CUdriverProcAddressQueryResult */
 typedef unsigned int curdi_cu_proc_address_query_result;
 
+/* CUDA_KERNEL_NODE_PARAMS as cuda.h declares it since CUDA 12.0 (the _v2
+ * layout, which cuGraphKernelNodeGetParams_v2 and
+ * cuGraphExecKernelNodeSetParams_v2 take). Declared under curd's own tag,
+ * since a translation unit that includes cuda.h too (test-cuda-abi) cannot
+ * define cuda.h's; the entries take cuda.h's tag, incomplete here, and
+ * curd passes its struct through curdi_cu_kernel_node_params_abi().
+ * test-cuda-abi checks the size and every offset against cuda.h. */
+typedef struct curdi_cu_kernel_node_params {
+    curdi_cu_function func;
+    unsigned int grid_x, grid_y, grid_z;
+    unsigned int block_x, block_y, block_z;
+    unsigned int shared_bytes;
+    void **kernel_params;
+    void **extra;
+    curdi_cu_kernel kern;       /* used only when func is NULL */
+    curdi_cu_context context;   /* ignored when func is set */
+} curdi_cu_kernel_node_params;
+typedef struct CUDA_KERNEL_NODE_PARAMS_v2_st curdi_cu_kernel_node_params_abi_t;
+
+/* CUgraphExecUpdateResultInfo (cuGraphExecUpdate_v2, CUDA 12.0), under
+ * curd's own tag for the same reason. */
+typedef struct curdi_cu_graph_exec_update_result_info {
+    unsigned int result; /* CUgraphExecUpdateResult */
+    curdi_cu_graph_node error_node;
+    curdi_cu_graph_node error_from_node;
+} curdi_cu_graph_exec_update_result_info;
+typedef struct CUgraphExecUpdateResultInfo_st
+    curdi_cu_graph_exec_update_result_info_abi_t;
+
+/* The same memory seen as the type the entry point declares: the driver
+ * reads the bytes, whose layout test-cuda-abi proves equal. */
+static inline curdi_cu_kernel_node_params_abi_t *
+curdi_cu_kernel_node_params_abi(curdi_cu_kernel_node_params *params)
+{
+    return (curdi_cu_kernel_node_params_abi_t *)(void *)params;
+}
+static inline curdi_cu_graph_exec_update_result_info_abi_t *
+curdi_cu_graph_exec_update_result_info_abi(
+    curdi_cu_graph_exec_update_result_info *info)
+{
+    return (curdi_cu_graph_exec_update_result_info_abi_t *)(void *)info;
+}
+
 /* The first CUDA version whose driver curd supports, and the version it
  * asks cuGetProcAddress for: each entry then resolves to the ABI variant
  * that CUDA 12.0 headers declare (cuMemAlloc -> cuMemAlloc_v2, ...), which
  * is the signature declared below. */
 #define CURDI_CUDA_MIN_VERSION 12000
+/* Entries of tier OPTIONAL_12_4 first appeared in CUDA 12.4; they are
+ * asked for at that version, and a 12.0 driver simply lacks them. */
+#define CURDI_CUDA_12_4_VERSION 12040
 
 /* CUresult values: X(NAME without the CUDA_ prefix, value). */
 #define CURDI_CUDA_RESULT_LIST(X)                                             \
@@ -81,11 +133,15 @@ typedef unsigned int curdi_cu_proc_address_query_result;
     X(ERROR_INVALID_ADDRESS_SPACE, 717)                                       \
     X(ERROR_INVALID_PC, 718)                                                  \
     X(ERROR_LAUNCH_FAILED, 719)                                               \
+    X(ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720)                                \
     X(ERROR_NOT_PERMITTED, 800)                                               \
     X(ERROR_NOT_SUPPORTED, 801)                                               \
     X(ERROR_SYSTEM_NOT_READY, 802)                                            \
     X(ERROR_SYSTEM_DRIVER_MISMATCH, 803)                                      \
     X(ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804)                              \
+    X(ERROR_STREAM_CAPTURE_UNSUPPORTED, 900)                                  \
+    X(ERROR_STREAM_CAPTURE_INVALIDATED, 901)                                  \
+    X(ERROR_GRAPH_EXEC_UPDATE_FAILURE, 910)                                   \
     X(ERROR_UNKNOWN, 999)
 
 /* CUdevice_attribute values: X(NAME without the CU_DEVICE_ATTRIBUTE_
@@ -135,7 +191,23 @@ typedef unsigned int curdi_cu_proc_address_query_result;
     X(CU_GET_PROC_ADDRESS_SUCCESS, 0)                                         \
     X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                                \
     X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                          \
-    X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)
+    X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                                   \
+    X(CU_JIT_WALL_TIME, 2)                                                    \
+    X(CU_JIT_OPTIMIZATION_LEVEL, 7)                                           \
+    X(CU_JIT_GENERATE_DEBUG_INFO, 11)                                         \
+    X(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0)                             \
+    X(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, 1)                                 \
+    X(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, 2)                                  \
+    X(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, 3)                                  \
+    X(CU_FUNC_ATTRIBUTE_NUM_REGS, 4)                                          \
+    X(CU_FUNC_ATTRIBUTE_PTX_VERSION, 5)                                       \
+    X(CU_FUNC_ATTRIBUTE_BINARY_VERSION, 6)                                    \
+    X(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 8)                     \
+    X(CU_STREAM_CAPTURE_MODE_GLOBAL, 0)                                       \
+    X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1)                                 \
+    X(CU_STREAM_CAPTURE_MODE_RELAXED, 2)                                      \
+    X(CU_GRAPH_EXEC_UPDATE_SUCCESS, 0)                                        \
+    X(CU_GRAPH_EXEC_UPDATE_ERROR, 1)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -154,8 +226,9 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
  *   X(base name, dlsym fallback symbol, tier, (parameters), (arguments))
  * The base name is what cuGetProcAddress takes; the fallback is the
  * symbol that carries the same ABI when cuGetProcAddress cannot help. The
- * tier is REQUIRED (without it the driver counts as too old) or OPTIONAL
- * (its absence is a capability flag). Parameter lists match cuda.h as of
+ * tier is REQUIRED (without it the driver counts as too old), OPTIONAL
+ * (its absence is a capability flag) or OPTIONAL_12_4 (optional, and
+ * asked for at CUDA 12.4, where it first appeared). Parameter lists match cuda.h as of
  * CUDA_MIN_VERSION. Each entry gets a function-pointer type
  * curdi_pfn_<base name>. */
 #define CURDI_CUDA_ENTRY_LIST(X)                                              \
@@ -278,7 +351,71 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
     X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", OPTIONAL,               \
       (curdi_cu_mempool pool, curdi_cu_mempool_attribute attribute,           \
        void *value),                                                          \
-      (pool, attribute, value))
+      (pool, attribute, value))                                               \
+    X(cuFuncGetAttribute, "cuFuncGetAttribute", REQUIRED,                     \
+      (int *value, curdi_cu_function_attribute attribute,                     \
+       curdi_cu_function function),                                           \
+      (value, attribute, function))                                           \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", REQUIRED,                     \
+      (curdi_cu_function function, curdi_cu_function_attribute attribute,     \
+       int value),                                                            \
+      (function, attribute, value))                                           \
+    X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", REQUIRED,       \
+      (curdi_cu_function function, unsigned int grid_x, unsigned int grid_y,  \
+       unsigned int grid_z, unsigned int block_x, unsigned int block_y,       \
+       unsigned int block_z, unsigned int shared_bytes,                       \
+       curdi_cu_stream stream, void **params),                                \
+      (function, grid_x, grid_y, grid_z, block_x, block_y, block_z,           \
+       shared_bytes, stream, params))                                         \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                            \
+      "cuOccupancyMaxActiveBlocksPerMultiprocessor", REQUIRED,                \
+      (int *block_count, curdi_cu_function function, int block_size,          \
+       size_t dynamic_shared_bytes),                                          \
+      (block_count, function, block_size, dynamic_shared_bytes))              \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", REQUIRED,              \
+      (curdi_cu_stream stream, curdi_cu_stream_capture_mode mode),            \
+      (stream, mode))                                                         \
+    X(cuStreamEndCapture, "cuStreamEndCapture", REQUIRED,                     \
+      (curdi_cu_stream stream, curdi_cu_graph * graph), (stream, graph))      \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", REQUIRED,   \
+      (curdi_cu_graph_exec * graph_exec, curdi_cu_graph graph,                \
+       unsigned long long flags),                                             \
+      (graph_exec, graph, flags))                                             \
+    X(cuGraphLaunch, "cuGraphLaunch", REQUIRED,                               \
+      (curdi_cu_graph_exec graph_exec, curdi_cu_stream stream),               \
+      (graph_exec, stream))                                                   \
+    X(cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2",    \
+      REQUIRED,                                                               \
+      (curdi_cu_graph_exec graph_exec, curdi_cu_graph_node node,              \
+       const curdi_cu_kernel_node_params_abi_t *params),                      \
+      (graph_exec, node, params))                                             \
+    X(cuGraphExecUpdate, "cuGraphExecUpdate_v2", REQUIRED,                    \
+      (curdi_cu_graph_exec graph_exec, curdi_cu_graph graph,                  \
+       curdi_cu_graph_exec_update_result_info_abi_t *result_info),            \
+      (graph_exec, graph, result_info))                                       \
+    X(cuGraphGetNodes, "cuGraphGetNodes", REQUIRED,                           \
+      (curdi_cu_graph graph, curdi_cu_graph_node *nodes, size_t *node_count), \
+      (graph, nodes, node_count))                                             \
+    X(cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2", REQUIRED,  \
+      (curdi_cu_graph_node node, curdi_cu_kernel_node_params_abi_t *params),  \
+      (node, params))                                                         \
+    X(cuGraphDestroy, "cuGraphDestroy", REQUIRED, (curdi_cu_graph graph),     \
+      (graph))                                                                \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", REQUIRED,                     \
+      (curdi_cu_graph_exec graph_exec), (graph_exec))                         \
+    X(cuModuleGetFunctionCount, "cuModuleGetFunctionCount", OPTIONAL_12_4,    \
+      (unsigned int *count, curdi_cu_module module), (count, module))         \
+    X(cuModuleEnumerateFunctions, "cuModuleEnumerateFunctions",               \
+      OPTIONAL_12_4,                                                          \
+      (curdi_cu_function * functions, unsigned int function_count,            \
+       curdi_cu_module module),                                               \
+      (functions, function_count, module))                                    \
+    X(cuFuncGetName, "cuFuncGetName", OPTIONAL_12_4,                          \
+      (const char **name, curdi_cu_function function), (name, function))      \
+    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", OPTIONAL_12_4,                \
+      (curdi_cu_function function, size_t param_index, size_t *param_offset,  \
+       size_t *param_size),                                                   \
+      (function, param_index, param_offset, param_size))
 
 #define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
     typedef curdi_cu_result (*curdi_pfn_##name) params;

@@ -6,7 +6,8 @@
  * A device opens in this order, and closes in the reverse one:
  *   the core (primary context retained and pushed, properties read,
  *   upload stream), the memory room (pools), the resident room, host
- *   registrations, the fence room, the transfer room; then it is entered
+ *   registrations, the fence room, the transfer room, the program room
+ *   (the module cache); then it is entered
  *   in the registry of open devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
@@ -24,6 +25,7 @@
 #include "fence.h"
 #include "hostreg.h"
 #include "memory.h"
+#include "program.h"
 #include "resident.h"
 #include "status.h"
 #include "transfer.h"
@@ -90,6 +92,7 @@ static const room rooms[] = {
     {curdi_hostreg_open, curdi_hostreg_close},
     {curdi_fence_open, curdi_fence_close},
     {curdi_transfer_open, curdi_transfer_close},
+    {curdi_program_open, curdi_program_close},
 };
 #define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
 

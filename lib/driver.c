@@ -58,24 +58,24 @@ static void set_load_failure(curd_status status, curdi_cu_result cu_result,
     load_cu_result = cu_result;
 }
 
-/* Resolves one entry: cuGetProcAddress by base name for CUDA 12.0 first
- * (it returns the ABI variant of that version), then dlsym of the symbol
- * that carries the same ABI. */
+/* Resolves one entry: cuGetProcAddress by base name for CUDA 12.0 (or the
+ * later version its tier names) first (it returns the ABI variant of that
+ * version), then dlsym of the symbol that carries the same ABI. */
 static void *resolve(curdi_pfn_cuGetProcAddress_v2 get_v2,
                      curdi_pfn_cuGetProcAddress_v1 get_v1, const char *base,
-                     const char *symbol)
+                     const char *symbol, int cuda_version)
 {
     void *fn = NULL;
     if (get_v2 != NULL) {
         curdi_cu_proc_address_query_result found =
             CURDI_CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-        if (get_v2(base, &fn, CURDI_CUDA_MIN_VERSION,
+        if (get_v2(base, &fn, cuda_version,
                    CURDI_CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found) !=
                 CURDI_CUDA_SUCCESS ||
             found != CURDI_CU_GET_PROC_ADDRESS_SUCCESS)
             fn = NULL;
     } else if (get_v1 != NULL) {
-        if (get_v1(base, &fn, CURDI_CUDA_MIN_VERSION,
+        if (get_v1(base, &fn, cuda_version,
                    CURDI_CU_GET_PROC_ADDRESS_LEGACY_STREAM) !=
             CURDI_CUDA_SUCCESS)
             fn = NULL;
@@ -161,12 +161,17 @@ static void load_once_body(void)
     const char *missing = NULL;
 #define CURDI_RESOLVE_(name, symbol, tier, params, args)                      \
     loaded.name = CURDI_AS_FN(curdi_pfn_##name,                               \
-                              resolve(get_v2, get_v1, #name, symbol));        \
+                              resolve(get_v2, get_v1, #name, symbol,          \
+                                      CURDI_TIER_VERSION_##tier));            \
     if (loaded.name == NULL && CURDI_TIER_IS_REQUIRED_##tier &&               \
         missing == NULL)                                                      \
         missing = #name;
 #define CURDI_TIER_IS_REQUIRED_REQUIRED 1
 #define CURDI_TIER_IS_REQUIRED_OPTIONAL 0
+#define CURDI_TIER_IS_REQUIRED_OPTIONAL_12_4 0
+#define CURDI_TIER_VERSION_REQUIRED CURDI_CUDA_MIN_VERSION
+#define CURDI_TIER_VERSION_OPTIONAL CURDI_CUDA_MIN_VERSION
+#define CURDI_TIER_VERSION_OPTIONAL_12_4 CURDI_CUDA_12_4_VERSION
     CURDI_CUDA_ENTRY_LIST(CURDI_RESOLVE_)
 #undef CURDI_RESOLVE_
     if (missing != NULL) {

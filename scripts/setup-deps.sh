@@ -13,9 +13,9 @@ set -eu
 packages=""
 for what in "${@:-build}"; do
     case "$what" in
-    build) packages="$packages make gcc libc6-dev binutils" ;;
-    check) packages="$packages make gcc libc6-dev binutils pkg-config libglib2.0-dev valgrind clang libclang-rt-dev" ;;
-    package) packages="$packages build-essential debhelper dpkg-dev pkg-config libglib2.0-dev" ;;
+    build) packages="$packages make gcc libc6-dev binutils libxxhash-dev" ;;
+    check) packages="$packages make gcc libc6-dev binutils libxxhash-dev pkg-config libglib2.0-dev valgrind clang libclang-rt-dev" ;;
+    package) packages="$packages build-essential debhelper dpkg-dev libxxhash-dev pkg-config libglib2.0-dev" ;;
     *) echo "setup-deps.sh: unknown set '$what' (build, check, package)" >&2; exit 2 ;;
     esac
 done

@@ -13,6 +13,7 @@
  * only CUDA 13 remap among them, cuEventElapsedTime -> _v2, keeps the same
  * signature. */
 #include <glib.h>
+#include <stddef.h>
 #include <string.h>
 
 #ifdef CURD_HAVE_CUDA_H
@@ -39,10 +40,65 @@ static void test_typedefs_match(void)
     SAME_TYPE(curdi_cu_jit_option, CUjit_option);
     SAME_TYPE(curdi_cu_proc_address_query_result,
               CUdriverProcAddressQueryResult);
+    SAME_TYPE(curdi_cu_graph, CUgraph);
+    SAME_TYPE(curdi_cu_graph_node, CUgraphNode);
+    SAME_TYPE(curdi_cu_graph_exec, CUgraphExec);
+    SAME_TYPE(curdi_cu_kernel, CUkernel);
+    SAME_TYPE(curdi_cu_function_attribute, CUfunction_attribute);
+    SAME_TYPE(curdi_cu_stream_capture_mode, CUstreamCaptureMode);
+    SAME_TYPE(curdi_cu_kernel_node_params_abi_t, CUDA_KERNEL_NODE_PARAMS);
+    SAME_TYPE(curdi_cu_graph_exec_update_result_info_abi_t,
+              CUgraphExecUpdateResultInfo);
     /* Sizes too, for the record (compatibility already implies them). */
     g_assert_cmpuint(sizeof(curdi_cu_deviceptr), ==, sizeof(CUdeviceptr));
     g_assert_cmpuint(sizeof(curdi_cu_result), ==, sizeof(CUresult));
 #undef SAME_TYPE
+}
+
+/* curd's own copies of the two structs the graph entries take: the same
+ * size and every field at the same offset with the same size. */
+static void test_struct_layouts_match(void)
+{
+#define SAME_FIELD(ours, theirs, our_field, their_field)                      \
+    g_assert_cmpuint(offsetof(ours, our_field), ==,                           \
+                     offsetof(theirs, their_field));                          \
+    g_assert_cmpuint(sizeof(((ours *)0)->our_field), ==,                      \
+                     sizeof(((theirs *)0)->their_field))
+    g_assert_cmpuint(sizeof(curdi_cu_kernel_node_params), ==,
+                     sizeof(CUDA_KERNEL_NODE_PARAMS));
+    g_assert_cmpuint(_Alignof(curdi_cu_kernel_node_params), ==,
+                     _Alignof(CUDA_KERNEL_NODE_PARAMS));
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, func, func);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, grid_x,
+               gridDimX);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, grid_y,
+               gridDimY);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, grid_z,
+               gridDimZ);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, block_x,
+               blockDimX);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, block_y,
+               blockDimY);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, block_z,
+               blockDimZ);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS,
+               shared_bytes, sharedMemBytes);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS,
+               kernel_params, kernelParams);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, extra,
+               extra);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, kern, kern);
+    SAME_FIELD(curdi_cu_kernel_node_params, CUDA_KERNEL_NODE_PARAMS, context,
+               ctx);
+    g_assert_cmpuint(sizeof(curdi_cu_graph_exec_update_result_info), ==,
+                     sizeof(CUgraphExecUpdateResultInfo));
+    SAME_FIELD(curdi_cu_graph_exec_update_result_info,
+               CUgraphExecUpdateResultInfo, result, result);
+    SAME_FIELD(curdi_cu_graph_exec_update_result_info,
+               CUgraphExecUpdateResultInfo, error_node, errorNode);
+    SAME_FIELD(curdi_cu_graph_exec_update_result_info,
+               CUgraphExecUpdateResultInfo, error_from_node, errorFromNode);
+#undef SAME_FIELD
 }
 
 static void test_result_values_match(void)
@@ -124,6 +180,7 @@ static void test_fallback_symbols_match_versioned_names(void)
 static void test_minimum_version_is_below_the_headers(void)
 {
     g_assert_cmpint(CURDI_CUDA_MIN_VERSION, <=, CUDA_VERSION);
+    g_assert_cmpint(CURDI_CUDA_12_4_VERSION, <=, CUDA_VERSION);
 }
 
 #else /* !CURD_HAVE_CUDA_H */
@@ -143,6 +200,8 @@ int main(int argc, char **argv)
 #ifdef CURD_HAVE_CUDA_H
     g_test_add_func("/cuda-abi/typedefs-are-compatible-with-cuda-h",
                     test_typedefs_match);
+    g_test_add_func("/cuda-abi/struct-layouts-equal-cuda-h",
+                    test_struct_layouts_match);
     g_test_add_func("/cuda-abi/cuda-result-values-equal-cuda-h",
                     test_result_values_match);
     g_test_add_func("/cuda-abi/device-attribute-values-equal-cuda-h",
@@ -157,6 +216,8 @@ int main(int argc, char **argv)
                     test_minimum_version_is_below_the_headers);
 #else
     g_test_add_func("/cuda-abi/typedefs-are-compatible-with-cuda-h",
+                    skip_without_cuda_h);
+    g_test_add_func("/cuda-abi/struct-layouts-equal-cuda-h",
                     skip_without_cuda_h);
     g_test_add_func("/cuda-abi/cuda-result-values-equal-cuda-h",
                     skip_without_cuda_h);

@@ -2,15 +2,30 @@
  *
  * Built as $(BUILD)/tests/libcuda-fake.so.1 and loaded through
  * CURD_LIBCUDA. It is not a GPU: "device memory" is host memory, copies
- * are memcpy, streams and events complete at once, and the only kernel it
- * can run is curd's self-test kernel (curd_selftest_xor), emulated on the
- * host. What it does model faithfully is the bookkeeping a driver checks:
+ * are memcpy, streams and events complete at once, and the kernels it can
+ * run are curd's self-test kernel and the harness kernels of
+ * tests/kernels/, emulated on the host by name (fake-kernels.c). What it
+ * does model faithfully is the bookkeeping a driver checks:
  * a current context for every call that needs one, primary-context retain
  * counts, every allocation, stream, event and module by handle (an unknown
  * or freed handle is CUDA_ERROR_INVALID_VALUE / _HANDLE), and teardown at
  * exit (CUDA_ERROR_DEINITIALIZED from every call after its atexit handler
  * ran). The tests read its live counts through fake_cuda_live() to prove
  * that curd leaks nothing.
+ *
+ * Modules and launches (see fake.h): a module load tells PTX, cubin and
+ * fatbin apart by content (anything else is CUDA_ERROR_INVALID_IMAGE),
+ * parses the entries and their parameter layouts, and counts each PTX
+ * JIT ("jit_compilations"). A PTX holding the line "// fake: jit error"
+ * fails to compile (CUDA_ERROR_INVALID_PTX, with a log written into
+ * CU_JIT_ERROR_LOG_BUFFER). A kernel that touches memory outside every
+ * allocation (or traps) faults as on a GPU: the launch returns success,
+ * and every later call on that context returns the fault
+ * (CUDA_ERROR_ILLEGAL_ADDRESS, or CUDA_ERROR_LAUNCH_FAILED for a trap)
+ * until the primary context is released to zero retains, which destroys
+ * it with everything it held, and retained again. Launches on a capturing
+ * stream are recorded into a graph; cuGraphLaunch replays them, and
+ * cuGraphExecKernelNodeSetParams / cuGraphExecUpdate change them.
  *
  * Like the real driver it exports cuDriverGetVersion and cuGetProcAddress
  * (_v2 and v1) and nothing else by name, so the library finds every entry
@@ -30,6 +45,7 @@
 #include <string.h>
 
 #include "cuda_abi.h"
+#include "fake.h"
 
 #define FAKE_API __attribute__((visibility("default")))
 #define FAKE_MAX_DEVICES 4
@@ -45,12 +61,17 @@ typedef enum fake_kind {
     FAKE_STREAM,
     FAKE_EVENT,
     FAKE_MODULE,
+    FAKE_GRAPH,
+    FAKE_GRAPH_EXEC,
     FAKE_KIND_COUNT
 } fake_kind;
 
 static const char *const kind_names[FAKE_KIND_COUNT] = {
-    "device_memory", "host_memory", "registered", "stream", "event", "module",
+    "device_memory", "host_memory", "registered", "stream",
+    "event",         "module",      "graph",      "graph_exec",
 };
+
+typedef struct fake_graph fake_graph;
 
 /* Every live object, by kind: a singly linked list is plenty here. */
 typedef struct fake_object {
@@ -59,7 +80,9 @@ typedef struct fake_object {
     void *address; /* host memory backing, or the handle itself */
     size_t byte_len;
     int device;    /* owning device (memory, streams, events, modules) */
-    char *image;   /* modules: a copy of the PTX text */
+    fake_module_info module; /* modules: the entries */
+    fake_graph *graph; /* graphs and executable graphs: the nodes;
+                          streams: the graph being captured, or NULL */
 } fake_object;
 
 struct CUctx_st {
@@ -68,14 +91,36 @@ struct CUctx_st {
 };
 
 struct CUfunc_st {
-    char name[128];
     fake_object *module;
+    const fake_entry_info *entry;
+    int max_dynamic_shared; /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+};
+
+/* A recorded launch. Its handle (CUgraphNode) is its address; an
+ * executable graph keeps its own copies and the handles of the nodes it
+ * was made from, which identify them and are never read. */
+typedef struct fake_node {
+    struct CUfunc_st *function;
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+    bool cooperative;
+    unsigned char param_bytes[4096];
+    void *param_ptrs[FAKE_MAX_PARAMS];
+} fake_node;
+
+struct fake_graph {
+    size_t count;
+    fake_node **nodes;
+    fake_node **origin; /* executable graphs: the nodes they came from */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_object *objects;
 static struct CUctx_st contexts[FAKE_MAX_DEVICES];
 static size_t used_bytes[FAKE_MAX_DEVICES];
+/* A context's sticky fault (0: none), cleared when it is destroyed. */
+static curdi_cu_result sticky[FAKE_MAX_DEVICES];
+static long jit_compilations;
 static bool initialised;
 static bool deinitialised;
 
@@ -144,16 +189,40 @@ static fake_object *add(fake_kind kind, void *address, size_t byte_len,
     return o;
 }
 
+static void graph_free(fake_graph *graph)
+{
+    if (graph == NULL)
+        return;
+    for (size_t i = 0; i < graph->count; i++)
+        free(graph->nodes[i]);
+    free(graph->nodes);
+    free(graph->origin);
+    free(graph);
+}
+
 static void drop(fake_object *gone)
 {
     for (fake_object **link = &objects; *link != NULL; link = &(*link)->next) {
         if (*link == gone) {
             *link = gone->next;
-            free(gone->image);
+            fake_module_info_free(&gone->module);
+            graph_free(gone->graph);
             free(gone);
             return;
         }
     }
+}
+
+size_t fake_span(uint64_t address)
+{
+    for (fake_object *o = objects; o != NULL; o = o->next) {
+        if (o->kind != FAKE_DEVICE_MEMORY)
+            continue;
+        uint64_t start = (uint64_t)(uintptr_t)o->address;
+        if (address >= start && address - start < o->byte_len)
+            return o->byte_len - (size_t)(address - start);
+    }
+    return 0;
 }
 
 static void on_exit_teardown(void)
@@ -176,7 +245,9 @@ static void on_exit_teardown(void)
     ENTER_NO_CONTEXT();                                                       \
     if (stack_depth == 0 || stack[stack_depth - 1]->retain_count == 0)        \
         return unlock_with(CURDI_CUDA_ERROR_INVALID_CONTEXT);                 \
-    int device_var = stack[stack_depth - 1]->device
+    int device_var = stack[stack_depth - 1]->device;                          \
+    if (sticky[device_var] != 0)                                              \
+        return unlock_with(sticky[device_var])
 
 static curdi_cu_result unlock_with(curdi_cu_result result)
 {
@@ -282,6 +353,9 @@ static curdi_cu_result f_cuDeviceGetAttribute(int *value,
     case CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
         *value = 49152;
         break;
+    case CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+        *value = 227 * 1024; /* an H100's */
+        break;
     case CURDI_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
         *value = 4;
         break;
@@ -338,6 +412,34 @@ static curdi_cu_result f_cuDevicePrimaryCtxRetain(curdi_cu_context *context,
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
+static void forget_functions_of(const fake_object *module);
+
+/* The last release of a faulted context destroys it, and with it every
+ * object it held (a healthy one is kept, so that the tests' leak counts
+ * stay meaningful); the next retain makes a fresh one. */
+static void destroy_broken_context(int dev)
+{
+    fake_object **link = &objects;
+    while (*link != NULL) {
+        fake_object *o = *link;
+        if (o->device != dev) {
+            link = &o->next;
+            continue;
+        }
+        if (o->kind == FAKE_DEVICE_MEMORY || o->kind == FAKE_HOST_MEMORY ||
+            o->kind == FAKE_STREAM || o->kind == FAKE_EVENT)
+            free(o->address);
+        if (o->kind == FAKE_MODULE)
+            forget_functions_of(o);
+        *link = o->next;
+        fake_module_info_free(&o->module);
+        graph_free(o->graph);
+        free(o);
+    }
+    used_bytes[dev] = 0;
+    sticky[dev] = 0;
+}
+
 static curdi_cu_result f_cuDevicePrimaryCtxRelease(curdi_cu_device dev)
 {
     ENTER_NO_CONTEXT();
@@ -346,6 +448,8 @@ static curdi_cu_result f_cuDevicePrimaryCtxRelease(curdi_cu_device dev)
     if (contexts[dev].retain_count == 0)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_CONTEXT);
     contexts[dev].retain_count--;
+    if (contexts[dev].retain_count == 0 && sticky[dev] != 0)
+        destroy_broken_context(dev);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -493,12 +597,16 @@ static bool valid_stream(curdi_cu_stream stream)
     return stream != NULL && find(FAKE_STREAM, stream) != NULL;
 }
 
+static bool capturing(curdi_cu_stream stream);
+
 static curdi_cu_result copy(void *dst, const void *src, size_t byte_len,
                             uintptr_t device_side, size_t device_len,
                             curdi_cu_stream stream, bool need_stream)
 {
     if (need_stream && !valid_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (need_stream && capturing(stream))
+        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (byte_len != 0 && find_range(device_side, device_len) == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     if (byte_len != 0)
@@ -565,6 +673,8 @@ static curdi_cu_result f_cuMemsetD8Async(curdi_cu_deviceptr dst,
     (void)device;
     if (!valid_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (capturing(stream))
+        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (byte_len != 0 && find_range((uintptr_t)dst, byte_len) == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     if (byte_len != 0)
@@ -618,8 +728,11 @@ static curdi_cu_result f_cuStreamSynchronize(curdi_cu_stream stream)
 {
     ENTER_CONTEXT(device);
     (void)device;
-    return unlock_with(valid_stream(stream) ? CURDI_CUDA_SUCCESS
-                                            : CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (!valid_stream(stream))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    return unlock_with(capturing(stream)
+                           ? CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                           : CURDI_CUDA_SUCCESS);
 }
 
 static curdi_cu_result f_cuStreamQuery(curdi_cu_stream stream)
@@ -685,10 +798,80 @@ static curdi_cu_result f_cuEventElapsedTime(float *milliseconds,
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
-/* Functions are interned per module and name in a small fixed table, so
+/* ------------------------------------------------------------------------
+ * Modules and functions
+ * ---------------------------------------------------------------------- */
+/* Functions are interned per module and entry in a fixed table, so
  * handles stay valid for the module's life without tracking them. */
-#define FAKE_MAX_FUNCTIONS 64
+#define FAKE_MAX_FUNCTIONS 512
 static struct CUfunc_st functions[FAKE_MAX_FUNCTIONS];
+
+/* The default dynamic shared memory a function may use, and what it may
+ * opt in to (an H100's 227 KiB per block). */
+#define FAKE_SHARED_DEFAULT 49152
+#define FAKE_SHARED_OPTIN (227 * 1024)
+#define FAKE_JIT_ERROR_MARKER "// fake: jit error"
+
+static void forget_functions_of(const fake_object *module)
+{
+    for (int i = 0; i < FAKE_MAX_FUNCTIONS; i++)
+        if (functions[i].module == module)
+            memset(&functions[i], 0, sizeof functions[i]);
+}
+
+static struct CUfunc_st *intern_function(fake_object *module,
+                                         const fake_entry_info *entry)
+{
+    struct CUfunc_st *free_slot = NULL;
+    for (int i = 0; i < FAKE_MAX_FUNCTIONS; i++) {
+        if (functions[i].module == module && functions[i].entry == entry)
+            return &functions[i];
+        if (functions[i].module == NULL && free_slot == NULL)
+            free_slot = &functions[i];
+    }
+    if (free_slot != NULL) {
+        free_slot->module = module;
+        free_slot->entry = entry;
+        free_slot->max_dynamic_shared =
+            FAKE_SHARED_DEFAULT - (int)module->module.static_shared_bytes;
+    }
+    return free_slot;
+}
+
+/* A function of a live module, or NULL. */
+static struct CUfunc_st *live_function(curdi_cu_function function)
+{
+    if (function == NULL || function < &functions[0] ||
+        function >= &functions[FAKE_MAX_FUNCTIONS] ||
+        function->module == NULL || find(FAKE_MODULE, function->module) == NULL)
+        return NULL;
+    return function;
+}
+
+/* Writes the JIT error log the way the driver does: into the caller's
+ * buffer, truncated and terminated, with the size option set to what was
+ * written. */
+static void write_jit_log(unsigned int option_count,
+                          curdi_cu_jit_option *options, void **option_values,
+                          const char *log)
+{
+    char *buffer = NULL;
+    size_t capacity = 0;
+    int size_index = -1;
+    for (unsigned int i = 0; i < option_count; i++) {
+        if (options[i] == CURDI_CU_JIT_ERROR_LOG_BUFFER)
+            buffer = option_values[i];
+        if (options[i] == CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+            capacity = (size_t)(uintptr_t)option_values[i];
+            size_index = (int)i;
+        }
+    }
+    if (buffer == NULL || capacity == 0)
+        return;
+    snprintf(buffer, capacity, "%s", log);
+    size_t written = strlen(buffer) + 1;
+    option_values[size_index] = (void *)(uintptr_t)written;
+}
 
 static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
                                             const void *image,
@@ -700,19 +883,39 @@ static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
     if (module == NULL || image == NULL ||
         (option_count != 0 && (options == NULL || option_values == NULL)))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    /* PTX text only: it must name a target and hold an entry. */
-    const char *text = image;
-    if (strstr(text, ".target") == NULL || strstr(text, ".entry") == NULL)
-        return unlock_with(CURDI_CUDA_ERROR_INVALID_PTX);
-    char *copy_of_text = strdup(text);
-    fake_object *o = copy_of_text != NULL
-                         ? add(FAKE_MODULE, NULL, 0, device)
-                         : NULL;
-    if (o == NULL) {
-        free(copy_of_text);
-        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    fake_image_kind kind = fake_image_kind_of(image);
+    if (kind == FAKE_IMAGE_NONE)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
+    size_t text_len = 0;
+    const char *text = fake_image_text(image, kind, &text_len);
+    if (text == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
+    if (kind == FAKE_IMAGE_PTX) {
+        jit_compilations++;
+        if (strstr(text, FAKE_JIT_ERROR_MARKER) != NULL) {
+            write_jit_log(option_count, options, option_values,
+                          "ptxas application ptx input, line 1; error   : "
+                          "the image asked the fake driver to fail its JIT "
+                          "(" FAKE_JIT_ERROR_MARKER ")\n"
+                          "ptxas fatal   : Ptx assembly aborted due to errors");
+            return unlock_with(CURDI_CUDA_ERROR_INVALID_PTX);
+        }
+        if (strstr(text, ".target") == NULL) {
+            write_jit_log(option_count, options, option_values,
+                          "ptxas fatal   : no .target directive");
+            return unlock_with(CURDI_CUDA_ERROR_INVALID_PTX);
+        }
     }
-    o->image = copy_of_text;
+    fake_object *o = add(FAKE_MODULE, NULL, 0, device);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    if (!fake_module_parse(text, text_len, &o->module)) {
+        drop(o);
+        return unlock_with(kind == FAKE_IMAGE_PTX
+                               ? CURDI_CUDA_ERROR_INVALID_PTX
+                               : CURDI_CUDA_ERROR_INVALID_IMAGE);
+    }
+    o->module.kind = kind;
     o->address = o; /* the handle */
     *module = (curdi_cu_module)(void *)o;
     return unlock_with(CURDI_CUDA_SUCCESS);
@@ -725,10 +928,7 @@ static curdi_cu_result f_cuModuleUnload(curdi_cu_module module)
     fake_object *o = find(FAKE_MODULE, module);
     if (o == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    /* Functions of the module die with it. */
-    for (int i = 0; i < FAKE_MAX_FUNCTIONS; i++)
-        if (functions[i].module == o)
-            memset(&functions[i], 0, sizeof functions[i]);
+    forget_functions_of(o); /* functions of the module die with it */
     drop(o);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
@@ -744,20 +944,304 @@ static curdi_cu_result f_cuModuleGetFunction(curdi_cu_function *function,
     fake_object *o = find(FAKE_MODULE, module);
     if (o == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    char pattern[160];
-    snprintf(pattern, sizeof pattern, ".entry %s(", name);
-    if (strstr(o->image, pattern) == NULL)
-        return unlock_with(CURDI_CUDA_ERROR_NOT_FOUND);
-    for (int i = 0; i < FAKE_MAX_FUNCTIONS; i++) {
-        if (functions[i].module == NULL ||
-            (functions[i].module == o && strcmp(functions[i].name, name) == 0)) {
-            snprintf(functions[i].name, sizeof functions[i].name, "%s", name);
-            functions[i].module = o;
-            *function = &functions[i];
-            return unlock_with(CURDI_CUDA_SUCCESS);
-        }
+    for (uint32_t i = 0; i < o->module.entry_count; i++) {
+        if (strcmp(o->module.entries[i].name, name) != 0)
+            continue;
+        struct CUfunc_st *f = intern_function(o, &o->module.entries[i]);
+        if (f == NULL)
+            return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+        *function = f;
+        return unlock_with(CURDI_CUDA_SUCCESS);
     }
-    return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    return unlock_with(CURDI_CUDA_ERROR_NOT_FOUND);
+}
+
+static curdi_cu_result f_cuModuleGetFunctionCount(unsigned int *count,
+                                                  curdi_cu_module module)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (count == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *o = find(FAKE_MODULE, module);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    *count = o->module.entry_count;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuModuleEnumerateFunctions(
+    curdi_cu_function *out, unsigned int function_count,
+    curdi_cu_module module)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (out == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *o = find(FAKE_MODULE, module);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (function_count < o->module.entry_count)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    for (uint32_t i = 0; i < o->module.entry_count; i++) {
+        out[i] = intern_function(o, &o->module.entries[i]);
+        if (out[i] == NULL)
+            return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuFuncGetName(const char **name,
+                                       curdi_cu_function function)
+{
+    ENTER_NO_CONTEXT();
+    if (name == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    struct CUfunc_st *f = live_function(function);
+    if (f == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    *name = f->entry->name;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuFuncGetParamInfo(curdi_cu_function function,
+                                            size_t param_index,
+                                            size_t *param_offset,
+                                            size_t *param_size)
+{
+    ENTER_NO_CONTEXT();
+    struct CUfunc_st *f = live_function(function);
+    if (f == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (param_index >= f->entry->param_count)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (param_offset != NULL)
+        *param_offset = f->entry->params[param_index].offset;
+    if (param_size != NULL)
+        *param_size = f->entry->params[param_index].size;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuFuncGetAttribute(
+    int *value, curdi_cu_function_attribute attribute,
+    curdi_cu_function function)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (value == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    struct CUfunc_st *f = live_function(function);
+    if (f == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    const fake_module_info *info = &f->module->module;
+    switch (attribute) {
+    case CURDI_CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *value = 1024;
+        break;
+    case CURDI_CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+        *value = (int)info->static_shared_bytes;
+        break;
+    case CURDI_CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+    case CURDI_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+        *value = 0;
+        break;
+    case CURDI_CU_FUNC_ATTRIBUTE_NUM_REGS:
+        /* Plausible, and different between kernels. */
+        *value = 8 + 2 * (int)f->entry->param_count;
+        break;
+    case CURDI_CU_FUNC_ATTRIBUTE_PTX_VERSION:
+        *value = info->ptx_version != 0 ? info->ptx_version : 90;
+        break;
+    case CURDI_CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+        *value = 90;
+        break;
+    case CURDI_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        *value = f->max_dynamic_shared;
+        break;
+    default:
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuFuncSetAttribute(
+    curdi_cu_function function, curdi_cu_function_attribute attribute,
+    int value)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    struct CUfunc_st *f = live_function(function);
+    if (f == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (attribute != CURDI_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (value < 0 ||
+        value > FAKE_SHARED_OPTIN - (int)f->module->module.static_shared_bytes)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    f->max_dynamic_shared = value;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* Blocks per multiprocessor: limited by 2048 threads, 32 blocks and
+ * 228 KiB of shared memory (1 KiB reserved per block), as on an H100. */
+static int occupancy(const struct CUfunc_st *f, int block_size,
+                     size_t dynamic_shared)
+{
+    size_t shared = f->module->module.static_shared_bytes + dynamic_shared +
+                    1024;
+    int by_threads = 2048 / block_size;
+    int by_shared = (int)((size_t)228 * 1024 / shared);
+    int blocks = by_threads < 32 ? by_threads : 32;
+    return blocks < by_shared ? blocks : by_shared;
+}
+
+static curdi_cu_result f_cuOccupancyMaxActiveBlocksPerMultiprocessor(
+    int *block_count, curdi_cu_function function, int block_size,
+    size_t dynamic_shared_bytes)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (block_count == NULL || block_size <= 0 || block_size > 1024)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    struct CUfunc_st *f = live_function(function);
+    if (f == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (dynamic_shared_bytes > (size_t)f->max_dynamic_shared) {
+        *block_count = 0;
+        return unlock_with(CURDI_CUDA_SUCCESS);
+    }
+    *block_count = occupancy(f, block_size, dynamic_shared_bytes);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* ------------------------------------------------------------------------
+ * Launches and graphs
+ * ---------------------------------------------------------------------- */
+#define FAKE_MULTIPROCESSORS 4 /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+
+static fake_object *stream_object(curdi_cu_stream stream)
+{
+    return stream != NULL ? find(FAKE_STREAM, stream) : NULL;
+}
+
+/* Whether a stream is capturing: work the fake cannot record there (copies,
+ * memsets, synchronisation) is refused as the driver refuses what breaks
+ * a capture. */
+static bool capturing(curdi_cu_stream stream)
+{
+    fake_object *o = stream_object(stream);
+    return o != NULL && o->graph != NULL;
+}
+
+/* Checks a launch and fills a node with it (parameters copied). */
+static curdi_cu_result make_node(curdi_cu_function function,
+                                 const unsigned grid[3],
+                                 const unsigned block[3],
+                                 unsigned shared_bytes, bool cooperative,
+                                 void **params, fake_node *node)
+{
+    struct CUfunc_st *f = live_function(function);
+    if (f == NULL)
+        return CURDI_CUDA_ERROR_INVALID_HANDLE;
+    if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || block[0] == 0 ||
+        block[1] == 0 || block[2] == 0 || grid[1] > 65535 || grid[2] > 65535 ||
+        grid[0] > 2147483647u || block[2] > 64 ||
+        (uint64_t)block[0] * block[1] * block[2] > 1024)
+        return CURDI_CUDA_ERROR_INVALID_VALUE;
+    if (shared_bytes > (unsigned)f->max_dynamic_shared)
+        return CURDI_CUDA_ERROR_INVALID_VALUE;
+    const fake_entry_info *entry = f->entry;
+    if (entry->param_count != 0 && params == NULL)
+        return CURDI_CUDA_ERROR_INVALID_VALUE;
+    if (cooperative) {
+        int per_sm =
+            occupancy(f, (int)(block[0] * block[1] * block[2]), shared_bytes);
+        if ((uint64_t)grid[0] * grid[1] * grid[2] >
+            (uint64_t)per_sm * FAKE_MULTIPROCESSORS)
+            return CURDI_CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
+    memset(node, 0, sizeof *node);
+    node->function = f;
+    memcpy(node->grid, grid, sizeof node->grid);
+    memcpy(node->block, block, sizeof node->block);
+    node->shared_bytes = shared_bytes;
+    node->cooperative = cooperative;
+    for (uint32_t i = 0; i < entry->param_count; i++) {
+        const fake_param *param = &entry->params[i];
+        if (param->offset + param->size > sizeof node->param_bytes)
+            return CURDI_CUDA_ERROR_INVALID_VALUE;
+        memcpy(node->param_bytes + param->offset, params[i], param->size);
+        node->param_ptrs[i] = node->param_bytes + param->offset;
+    }
+    return CURDI_CUDA_SUCCESS;
+}
+
+/* Runs a node on the host; a fault becomes the context's sticky error and
+ * the launch itself succeeds, as on a GPU. */
+static curdi_cu_result run_node(int device, const fake_node *node)
+{
+    if (live_function(node->function) == NULL)
+        return CURDI_CUDA_ERROR_INVALID_HANDLE;
+    fake_launch launch = {
+        .entry = node->function->entry,
+        .shared_bytes = node->shared_bytes,
+        .cooperative = node->cooperative,
+        .params = (void **)(uintptr_t)node->param_ptrs,
+    };
+    memcpy(launch.grid, node->grid, sizeof launch.grid);
+    memcpy(launch.block, node->block, sizeof launch.block);
+    bool fault = false;
+    curdi_cu_result rc = fake_kernel_run(&launch, &fault);
+    if (fault) {
+        sticky[device] = rc;
+        return CURDI_CUDA_SUCCESS;
+    }
+    return rc;
+}
+
+static curdi_cu_result graph_append(fake_graph *graph, const fake_node *node)
+{
+    fake_node *copy = malloc(sizeof *copy);
+    fake_node **grown =
+        copy != NULL ? realloc(graph->nodes, (graph->count + 1) * sizeof *grown)
+                     : NULL;
+    if (grown == NULL) {
+        free(copy);
+        return CURDI_CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *copy = *node;
+    /* The copy's parameter pointers point into the copy. */
+    for (uint32_t i = 0; i < FAKE_MAX_PARAMS; i++)
+        if (node->param_ptrs[i] != NULL)
+            copy->param_ptrs[i] =
+                copy->param_bytes +
+                ((unsigned char *)node->param_ptrs[i] - node->param_bytes);
+    graph->nodes = grown;
+    graph->nodes[graph->count++] = copy;
+    return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result launch(curdi_cu_function function, unsigned grid_x,
+                              unsigned grid_y, unsigned grid_z,
+                              unsigned block_x, unsigned block_y,
+                              unsigned block_z, unsigned shared_bytes,
+                              curdi_cu_stream stream, void **params,
+                              bool cooperative)
+{
+    ENTER_CONTEXT(device);
+    fake_object *s = stream_object(stream);
+    if (s == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    const unsigned grid[3] = {grid_x, grid_y, grid_z};
+    const unsigned block[3] = {block_x, block_y, block_z};
+    static fake_node node; /* large; guarded by the lock */
+    curdi_cu_result rc = make_node(function, grid, block, shared_bytes,
+                                   cooperative, params, &node);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return unlock_with(rc);
+    if (s->graph != NULL)
+        return unlock_with(graph_append(s->graph, &node));
+    return unlock_with(run_node(device, &node));
 }
 
 static curdi_cu_result f_cuLaunchKernel(
@@ -766,36 +1250,277 @@ static curdi_cu_result f_cuLaunchKernel(
     unsigned int block_z, unsigned int shared_bytes, curdi_cu_stream stream,
     void **params, void **extra)
 {
+    if (extra != NULL)
+        return CURDI_CUDA_ERROR_NOT_SUPPORTED; /* the fake takes params only */
+    return launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                  shared_bytes, stream, params, false);
+}
+
+static curdi_cu_result f_cuLaunchCooperativeKernel(
+    curdi_cu_function function, unsigned int grid_x, unsigned int grid_y,
+    unsigned int grid_z, unsigned int block_x, unsigned int block_y,
+    unsigned int block_z, unsigned int shared_bytes, curdi_cu_stream stream,
+    void **params)
+{
+    return launch(function, grid_x, grid_y, grid_z, block_x, block_y, block_z,
+                  shared_bytes, stream, params, true);
+}
+
+static curdi_cu_result f_cuStreamBeginCapture(curdi_cu_stream stream,
+                                              curdi_cu_stream_capture_mode mode)
+{
     ENTER_CONTEXT(device);
     (void)device;
-    (void)shared_bytes;
-    (void)extra;
-    if (function == NULL || find(FAKE_MODULE, function->module) == NULL ||
-        !valid_stream(stream))
-        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    if (grid_x == 0 || grid_y == 0 || grid_z == 0 || block_x == 0 ||
-        block_y == 0 || block_z == 0 ||
-        (uint64_t)block_x * block_y * block_z > 1024)
+    if (mode > CURDI_CU_STREAM_CAPTURE_MODE_RELAXED)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    if (strcmp(function->name, "curd_selftest_xor") != 0)
-        return unlock_with(CURDI_CUDA_ERROR_NOT_SUPPORTED);
-    /* out[i] = in[i] ^ 0x5A for i < byte_len, one thread per byte. */
+    fake_object *s = stream_object(stream);
+    if (s == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (s->graph != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    s->graph = calloc(1, sizeof *s->graph);
+    if (s->graph == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuStreamEndCapture(curdi_cu_stream stream,
+                                            curdi_cu_graph *graph)
+{
+    ENTER_CONTEXT(device);
+    if (graph == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *s = stream_object(stream);
+    if (s == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (s->graph == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    fake_object *o = add(FAKE_GRAPH, NULL, 0, device);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    o->address = o;
+    o->graph = s->graph;
+    s->graph = NULL;
+    *graph = (curdi_cu_graph)(void *)o;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphInstantiateWithFlags(
+    curdi_cu_graph_exec *graph_exec, curdi_cu_graph graph,
+    unsigned long long flags)
+{
+    ENTER_CONTEXT(device);
+    if (graph_exec == NULL || flags != 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *g = find(FAKE_GRAPH, graph);
+    if (g == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    fake_graph *copy = calloc(1, sizeof *copy);
+    if (copy == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    copy->origin = calloc(g->graph->count + 1, sizeof *copy->origin);
+    bool ok = copy->origin != NULL;
+    for (size_t i = 0; ok && i < g->graph->count; i++) {
+        ok = graph_append(copy, g->graph->nodes[i]) == CURDI_CUDA_SUCCESS;
+        if (ok)
+            copy->origin[i] = g->graph->nodes[i];
+    }
+    fake_object *o = ok ? add(FAKE_GRAPH_EXEC, NULL, 0, device) : NULL;
+    if (o == NULL) {
+        graph_free(copy);
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    o->address = o;
+    o->graph = copy;
+    *graph_exec = (curdi_cu_graph_exec)(void *)o;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphLaunch(curdi_cu_graph_exec graph_exec,
+                                       curdi_cu_stream stream)
+{
+    ENTER_CONTEXT(device);
+    fake_object *e = find(FAKE_GRAPH_EXEC, graph_exec);
+    fake_object *s = stream_object(stream);
+    if (e == NULL || s == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (s->graph != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    for (size_t i = 0; i < e->graph->count && sticky[device] == 0; i++) {
+        curdi_cu_result rc = run_node(device, e->graph->nodes[i]);
+        if (rc != CURDI_CUDA_SUCCESS)
+            return unlock_with(rc);
+    }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* The node of an executable graph that was made from `node`, or NULL. */
+static fake_node *exec_node(fake_graph *exec, curdi_cu_graph_node node)
+{
+    for (size_t i = 0; i < exec->count; i++)
+        if ((void *)exec->origin[i] == (void *)node)
+            return exec->nodes[i];
+    return NULL;
+}
+
+static curdi_cu_result set_node_params(fake_node *target,
+                                       const curdi_cu_kernel_node_params *p)
+{
+    const unsigned grid[3] = {p->grid_x, p->grid_y, p->grid_z};
+    const unsigned block[3] = {p->block_x, p->block_y, p->block_z};
+    static fake_node node; /* large; guarded by the lock */
+    if (p->extra != NULL || p->func == NULL)
+        return CURDI_CUDA_ERROR_NOT_SUPPORTED;
+    curdi_cu_result rc = make_node(p->func, grid, block, p->shared_bytes,
+                                   target->cooperative, p->kernel_params,
+                                   &node);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return rc;
+    *target = node;
+    for (uint32_t i = 0; i < FAKE_MAX_PARAMS; i++)
+        if (node.param_ptrs[i] != NULL)
+            target->param_ptrs[i] =
+                target->param_bytes +
+                ((unsigned char *)node.param_ptrs[i] - node.param_bytes);
+    return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result f_cuGraphExecKernelNodeSetParams(
+    curdi_cu_graph_exec graph_exec, curdi_cu_graph_node node,
+    const curdi_cu_kernel_node_params_abi_t *params)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
     if (params == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    uint64_t in, out;
-    uint32_t byte_len;
-    memcpy(&in, params[0], sizeof in);
-    memcpy(&out, params[1], sizeof out);
-    memcpy(&byte_len, params[2], sizeof byte_len);
-    uint64_t threads = (uint64_t)grid_x * block_x;
-    uint64_t n = byte_len < threads ? byte_len : threads;
-    if (n != 0 && (find_range((uintptr_t)in, (size_t)n) == NULL ||
-                   find_range((uintptr_t)out, (size_t)n) == NULL))
-        return unlock_with(CURDI_CUDA_ERROR_ILLEGAL_ADDRESS);
-    const uint8_t *src = (const uint8_t *)(uintptr_t)in;
-    uint8_t *dst = (uint8_t *)(uintptr_t)out;
-    for (uint64_t i = 0; i < n; i++)
-        dst[i] = (uint8_t)(src[i] ^ 0x5A);
+    fake_object *e = find(FAKE_GRAPH_EXEC, graph_exec);
+    if (e == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    fake_node *target = exec_node(e->graph, node);
+    if (target == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    /* The driver reads the bytes as its own struct (cuda_abi.h). */
+    const curdi_cu_kernel_node_params *p =
+        (const curdi_cu_kernel_node_params *)(const void *)params;
+    return unlock_with(set_node_params(target, p));
+}
+
+static curdi_cu_result f_cuGraphExecUpdate(
+    curdi_cu_graph_exec graph_exec, curdi_cu_graph graph,
+    curdi_cu_graph_exec_update_result_info_abi_t *result_info)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    curdi_cu_graph_exec_update_result_info *info =
+        (curdi_cu_graph_exec_update_result_info *)(void *)result_info;
+    if (info == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *e = find(FAKE_GRAPH_EXEC, graph_exec);
+    fake_object *g = find(FAKE_GRAPH, graph);
+    if (e == NULL || g == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    memset(info, 0, sizeof *info);
+    if (e->graph->count != g->graph->count) {
+        info->result = CURDI_CU_GRAPH_EXEC_UPDATE_ERROR;
+        return unlock_with(CURDI_CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    }
+    for (size_t i = 0; i < e->graph->count; i++) {
+        if (e->graph->nodes[i]->cooperative != g->graph->nodes[i]->cooperative) {
+            info->result = CURDI_CU_GRAPH_EXEC_UPDATE_ERROR;
+            info->error_node = (curdi_cu_graph_node)(void *)g->graph->nodes[i];
+            return unlock_with(CURDI_CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+        }
+    }
+    /* Every node takes the new graph's launch; the copies keep their
+     * identity (the nodes of the graph they were made from). */
+    for (size_t i = 0; i < e->graph->count; i++) {
+        fake_node *target = e->graph->nodes[i];
+        const fake_node *source = g->graph->nodes[i];
+        *target = *source;
+        for (uint32_t k = 0; k < FAKE_MAX_PARAMS; k++)
+            if (source->param_ptrs[k] != NULL)
+                target->param_ptrs[k] =
+                    target->param_bytes +
+                    ((const unsigned char *)source->param_ptrs[k] -
+                     source->param_bytes);
+    }
+    info->result = CURDI_CU_GRAPH_EXEC_UPDATE_SUCCESS;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphGetNodes(curdi_cu_graph graph,
+                                         curdi_cu_graph_node *nodes,
+                                         size_t *node_count)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (node_count == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *g = find(FAKE_GRAPH, graph);
+    if (g == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (nodes != NULL) {
+        for (size_t i = 0; i < *node_count; i++)
+            nodes[i] = i < g->graph->count
+                           ? (curdi_cu_graph_node)(void *)g->graph->nodes[i]
+                           : NULL;
+        if (*node_count > g->graph->count)
+            *node_count = g->graph->count;
+    } else {
+        *node_count = g->graph->count;
+    }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphKernelNodeGetParams(
+    curdi_cu_graph_node node, curdi_cu_kernel_node_params_abi_t *params)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (params == NULL || node == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    /* A node is named by its address; it must be in a live graph. */
+    fake_node *found = NULL;
+    for (fake_object *o = objects; o != NULL && found == NULL; o = o->next)
+        if (o->kind == FAKE_GRAPH)
+            for (size_t i = 0; i < o->graph->count; i++)
+                if ((void *)o->graph->nodes[i] == (void *)node)
+                    found = o->graph->nodes[i];
+    if (found == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    curdi_cu_kernel_node_params *p = (curdi_cu_kernel_node_params *)(void *)params;
+    memset(p, 0, sizeof *p);
+    p->func = found->function;
+    p->grid_x = found->grid[0];
+    p->grid_y = found->grid[1];
+    p->grid_z = found->grid[2];
+    p->block_x = found->block[0];
+    p->block_y = found->block[1];
+    p->block_z = found->block[2];
+    p->shared_bytes = found->shared_bytes;
+    p->kernel_params = found->param_ptrs;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphDestroy(curdi_cu_graph graph)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *g = find(FAKE_GRAPH, graph);
+    if (g == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    drop(g);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphExecDestroy(curdi_cu_graph_exec graph_exec)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *e = find(FAKE_GRAPH_EXEC, graph_exec);
+    if (e == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    drop(e);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -950,8 +1675,12 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * For the tests: what is still alive.
  * ---------------------------------------------------------------------- */
 /* Live objects of a kind ("device_memory", "host_memory", "registered",
- * "stream", "event", "module"), or "context_retains": the primary-context
- * retain counts of every device, summed. -1 for an unknown name. */
+ * "stream", "event", "module", "graph", "graph_exec"), or
+ * "context_retains": the primary-context retain counts of every device,
+ * summed; "context_stack": this thread's pushed contexts;
+ * "jit_compilations": PTX images compiled since the library loaded (a
+ * running count, not a live one); "sticky_faults": contexts holding a
+ * sticky fault. -1 for an unknown name. */
 FAKE_API long fake_cuda_live(const char *what);
 FAKE_API long fake_cuda_live(const char *what)
 {
@@ -962,6 +1691,11 @@ FAKE_API long fake_cuda_live(const char *what)
             count += contexts[i].retain_count;
     } else if (strcmp(what, "context_stack") == 0) {
         count = stack_depth;
+    } else if (strcmp(what, "jit_compilations") == 0) {
+        count = jit_compilations;
+    } else if (strcmp(what, "sticky_faults") == 0) {
+        for (int i = 0; i < FAKE_MAX_DEVICES; i++)
+            count += sticky[i] != 0;
     } else {
         count = -1;
         for (int k = 0; k < FAKE_KIND_COUNT; k++) {

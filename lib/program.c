@@ -1,0 +1,1179 @@
+/* program.c - the program room: images told apart by content, the
+ * per-device module cache, functions with their attributes and parameter
+ * layouts, and the public curd_program_* entry points. program.h says how
+ * the room is shaped and what it promises about locks.
+ *
+ * Read top to bottom: images (kind, PTX length, entry names for messages),
+ * the room (hash table, idle list, counters), loading a module and a
+ * function (driver calls, outside the lock), then the entry points. */
+#include "program.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "core.h"
+#include "driver.h"
+#include "status.h"
+
+/* What the JIT options are, as hashed into the key: curd passes only an
+ * error log buffer, which does not change the code; bump this when an
+ * option that does (optimisation level, debug info, ...) is added. */
+#define CURDI_JIT_OPTIONS_ID 1u
+#define CURDI_JIT_LOG_BYTES 4096u
+#define CURDI_FATBIN_MAGIC 0xBA55ED50u
+/* More parameters than a kernel can have (the driver caps a parameter
+ * buffer at 32764 bytes); a bound on the cuFuncGetParamInfo loop. */
+#define CURDI_MAX_PARAMS 8192u
+#define CURDI_SHARED_DEFAULT_BYTES 49152u
+
+/* ------------------------------------------------------------------------
+ * Types
+ * ---------------------------------------------------------------------- */
+typedef struct curdi_function {
+    struct curdi_function *next;
+    char *entry;
+    curdi_cu_function function;
+    curdi_program_attrs attrs;
+    curdi_param_layout params;
+    uint32_t *param_storage; /* offsets then sizes */
+    /* The dynamic shared memory the function may use now (48 KiB until
+     * raised). */
+    _Atomic size_t dynamic_shared_limit;
+} curdi_function;
+
+typedef struct curdi_module {
+    struct curdi_module *hash_next;
+    struct curdi_module *idle_prev, *idle_next; /* while refs == 0 */
+    XXH128_hash_t key;
+    unsigned char *image; /* a copy (PTX: NUL-terminated) */
+    size_t image_bytes;
+    curd_image_kind kind;
+    curdi_cu_module module;
+    uint32_t refs; /* programs, and loads in progress, using it */
+    curdi_function *functions;
+} curdi_module;
+
+struct curd_program {
+    curd_device *device;
+    curdi_module *module;
+    curdi_function *function;
+    struct curd_program *prev, *next; /* the device's programs */
+};
+
+struct curdi_program_room {
+    pthread_mutex_t lock;
+    curdi_module **buckets;
+    size_t bucket_count; /* a power of two */
+    size_t module_count;
+    curdi_module *idle_head, *idle_tail; /* most recently used first */
+    size_t idle_count;
+    size_t idle_bound;
+    curd_program *programs;
+    /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, read on the
+     * first miss (0: not yet). */
+    _Atomic int shared_optin_bytes;
+    curdi_program_counts counts; /* under lock */
+};
+
+/* ------------------------------------------------------------------------
+ * Images
+ * ---------------------------------------------------------------------- */
+static size_t skip_space_and_comments(const unsigned char *text, size_t len,
+                                      size_t at)
+{
+    while (at < len && text[at] != '\0') {
+        unsigned char c = text[at];
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+            c == '\v') {
+            at++;
+        } else if (c == '/' && at + 1 < len && text[at + 1] == '/') {
+            while (at < len && text[at] != '\0' && text[at] != '\n')
+                at++;
+        } else if (c == '/' && at + 1 < len && text[at + 1] == '*') {
+            at += 2;
+            while (at + 1 < len && text[at] != '\0' &&
+                   !(text[at] == '*' && text[at + 1] == '/'))
+                at++;
+            at = at + 1 < len && text[at] == '*' ? at + 2 : len;
+        } else {
+            break;
+        }
+    }
+    return at;
+}
+
+int curdi_program_image_kind_of(const void *image, size_t image_bytes)
+{
+    const unsigned char *bytes = image;
+    if (image == NULL || image_bytes == 0)
+        return 0;
+    if (image_bytes >= 4 && bytes[0] == 0x7f && bytes[1] == 'E' &&
+        bytes[2] == 'L' && bytes[3] == 'F')
+        return CURD_IMAGE_CUBIN;
+    if (image_bytes >= 4 &&
+        ((uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 |
+         (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24) ==
+            CURDI_FATBIN_MAGIC)
+        return CURD_IMAGE_FATBIN;
+    size_t at = skip_space_and_comments(bytes, image_bytes, 0);
+    if (image_bytes - at >= 8 && memcmp(bytes + at, ".version", 8) == 0)
+        return CURD_IMAGE_PTX;
+    return 0;
+}
+
+/* The first bytes of an image, as hex and as text, for a sentence. */
+static void describe_first_bytes(const unsigned char *bytes, size_t len,
+                                 char *out, size_t capacity)
+{
+    size_t shown = len < 8 ? len : 8, at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < shown && at + 4 < capacity; i++)
+        at += (size_t)snprintf(out + at, capacity - at, "%s%02x",
+                               i == 0 ? "" : " ", bytes[i]);
+    if (at + 8 >= capacity)
+        return;
+    at += (size_t)snprintf(out + at, capacity - at, " (\"");
+    for (size_t i = 0; i < shown && at + 6 < capacity; i++) {
+        unsigned char c = bytes[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            out[at++] = (char)c;
+        else
+            at += (size_t)snprintf(out + at, capacity - at, "\\x%02x", c);
+    }
+    snprintf(out + at, capacity - at, "\")");
+}
+
+/* Appends the .entry names of PTX text to out, comma-separated. */
+static void ptx_entry_names(const char *text, char *out, size_t capacity)
+{
+    size_t at = strlen(out);
+    for (const char *p = strstr(text, ".entry"); p != NULL;
+         p = strstr(p, ".entry")) {
+        p += 6;
+        if (*p != ' ' && *p != '\t')
+            continue;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, " \t\r\n(");
+        if (n == 0 || at + n + 3 >= capacity)
+            continue;
+        at += (size_t)snprintf(out + at, capacity - at, "%s%.*s",
+                               at == 0 ? "" : ", ", (int)n, p);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * The room
+ * ---------------------------------------------------------------------- */
+static uint64_t now_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static XXH128_hash_t image_key(const curd_device *device,
+                               const unsigned char *image, size_t image_bytes)
+{
+    XXH3_state_t state;
+    /* The facts the compiled code depends on besides the image. */
+    const uint32_t facts[3] = {
+        (uint32_t)device->props.compute_capability_major,
+        (uint32_t)device->props.compute_capability_minor,
+        CURDI_JIT_OPTIONS_ID,
+    };
+    XXH3_128bits_reset(&state);
+    XXH3_128bits_update(&state, image, image_bytes);
+    XXH3_128bits_update(&state, facts, sizeof facts);
+    return XXH3_128bits_digest(&state);
+}
+
+static size_t bucket_of(const struct curdi_program_room *room,
+                        XXH128_hash_t key)
+{
+    return (size_t)key.low64 & (room->bucket_count - 1);
+}
+
+/* Lock held. */
+static curdi_module *cache_find(struct curdi_program_room *room,
+                                XXH128_hash_t key, const unsigned char *image,
+                                size_t image_bytes)
+{
+    for (curdi_module *m = room->buckets[bucket_of(room, key)]; m != NULL;
+         m = m->hash_next)
+        if (XXH128_isEqual(m->key, key) && m->image_bytes == image_bytes &&
+            memcmp(m->image, image, image_bytes) == 0)
+            return m;
+    return NULL;
+}
+
+/* Lock held. Doubles the table when it is full; a failed growth only
+ * makes chains longer. */
+static void cache_insert(struct curdi_program_room *room, curdi_module *m)
+{
+    if (room->module_count >= room->bucket_count) {
+        size_t count = room->bucket_count * 2;
+        curdi_module **grown = calloc(count, sizeof *grown);
+        if (grown != NULL) {
+            for (size_t b = 0; b < room->bucket_count; b++) {
+                curdi_module *next;
+                for (curdi_module *old = room->buckets[b]; old != NULL;
+                     old = next) {
+                    next = old->hash_next;
+                    size_t at = (size_t)old->key.low64 & (count - 1);
+                    old->hash_next = grown[at];
+                    grown[at] = old;
+                }
+            }
+            free(room->buckets);
+            room->buckets = grown;
+            room->bucket_count = count;
+        }
+    }
+    size_t at = bucket_of(room, m->key);
+    m->hash_next = room->buckets[at];
+    room->buckets[at] = m;
+    room->module_count++;
+    room->counts.modules_loaded = room->module_count;
+}
+
+/* Lock held. */
+static void cache_remove(struct curdi_program_room *room, curdi_module *m)
+{
+    for (curdi_module **link = &room->buckets[bucket_of(room, m->key)];
+         *link != NULL; link = &(*link)->hash_next) {
+        if (*link == m) {
+            *link = m->hash_next;
+            room->module_count--;
+            room->counts.modules_loaded = room->module_count;
+            return;
+        }
+    }
+}
+
+/* Lock held: the idle list, most recently used first. */
+static void idle_unlink(struct curdi_program_room *room, curdi_module *m)
+{
+    if (m->idle_prev != NULL)
+        m->idle_prev->idle_next = m->idle_next;
+    else
+        room->idle_head = m->idle_next;
+    if (m->idle_next != NULL)
+        m->idle_next->idle_prev = m->idle_prev;
+    else
+        room->idle_tail = m->idle_prev;
+    m->idle_prev = m->idle_next = NULL;
+    room->idle_count--;
+    room->counts.modules_cached = room->idle_count;
+}
+
+static void idle_push(struct curdi_program_room *room, curdi_module *m)
+{
+    m->idle_prev = NULL;
+    m->idle_next = room->idle_head;
+    if (room->idle_head != NULL)
+        room->idle_head->idle_prev = m;
+    else
+        room->idle_tail = m;
+    room->idle_head = m;
+    room->idle_count++;
+    room->counts.modules_cached = room->idle_count;
+}
+
+/* Lock held: takes a reference, out of the idle list if it was there. */
+static void module_pin(struct curdi_program_room *room, curdi_module *m)
+{
+    if (m->refs++ == 0)
+        idle_unlink(room, m);
+}
+
+/* Lock held: drops a reference; a module nobody uses joins the idle list,
+ * and the idle modules past the bound leave the cache into *evicted (the
+ * caller unloads them after unlocking). */
+static void module_unpin(struct curdi_program_room *room, curdi_module *m,
+                         curdi_module **evicted)
+{
+    if (--m->refs != 0)
+        return;
+    idle_push(room, m);
+    while (room->idle_count > room->idle_bound) {
+        curdi_module *oldest = room->idle_tail;
+        idle_unlink(room, oldest);
+        cache_remove(room, oldest);
+        room->counts.evictions++;
+        oldest->hash_next = *evicted;
+        *evicted = oldest;
+    }
+}
+
+static void function_free(curdi_function *f)
+{
+    free(f->entry);
+    free(f->param_storage);
+    free(f);
+}
+
+/* Unloads a module the cache no longer holds and frees it. Context
+ * current, or the driver unusable. */
+static curd_status module_destroy(curdi_module *m)
+{
+    curd_status status = CURD_OK;
+    if (m->module != NULL && curdi_driver_usable()) {
+        curdi_cu_result rc =
+            curdi_driver_note(curdi_driver_get()->cuModuleUnload(m->module));
+        if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
+            status = curdi_fail_driver((int)rc, "cuModuleUnload", NULL);
+    }
+    curdi_function *next;
+    for (curdi_function *f = m->functions; f != NULL; f = next) {
+        next = f->next;
+        function_free(f);
+    }
+    free(m->image);
+    free(m);
+    return status;
+}
+
+/* Unloads a list of evicted modules (linked by hash_next), entering the
+ * device; the first failure is returned, every module is freed. */
+static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
+{
+    if (evicted == NULL)
+        return CURD_OK;
+    bool entered = false;
+    curd_status status = CURD_OK;
+    if (curdi_driver_usable()) {
+        status = curdi_device_enter(device);
+        entered = status == CURD_OK;
+    }
+    curdi_module *next;
+    for (curdi_module *m = evicted; m != NULL; m = next) {
+        next = m->hash_next;
+        if (!entered)
+            m->module = NULL; /* cannot unload without the context */
+        curd_status unloaded = module_destroy(m);
+        if (status == CURD_OK)
+            status = unloaded;
+    }
+    if (entered)
+        curdi_device_leave(device);
+    return status;
+}
+
+curd_status curdi_program_open(curd_device *device)
+{
+    struct curdi_program_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: %zu bytes for the program room "
+                          "could not be allocated. Fix: free host memory and "
+                          "try again.",
+                          sizeof *room);
+    room->bucket_count = 64;
+    room->buckets = calloc(room->bucket_count, sizeof *room->buckets);
+    if (room->buckets == NULL || pthread_mutex_init(&room->lock, NULL) != 0) {
+        free(room->buckets);
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: the program room's table or "
+                          "lock could not be created. Fix: free host memory "
+                          "and try again.");
+    }
+    room->idle_bound = device->options.module_cache_count != 0
+                           ? device->options.module_cache_count
+                           : CURDI_MODULE_CACHE_DEFAULT;
+    device->program = room;
+    return CURD_OK;
+}
+
+void curdi_program_close(curd_device *device)
+{
+    if (device == NULL || device->program == NULL)
+        return;
+    struct curdi_program_room *room = device->program;
+    curd_program *next_program;
+    for (curd_program *p = room->programs; p != NULL; p = next_program) {
+        next_program = p->next;
+        free(p);
+    }
+    for (size_t b = 0; b < room->bucket_count; b++) {
+        curdi_module *next;
+        for (curdi_module *m = room->buckets[b]; m != NULL; m = next) {
+            next = m->hash_next;
+            curd_status status = module_destroy(m);
+            if (status != CURD_OK)
+                curdi_trace("closing device %d: %s", device->ordinal,
+                            curd_last_error());
+        }
+    }
+    pthread_mutex_destroy(&room->lock);
+    free(room->buckets);
+    free(room);
+    device->program = NULL;
+}
+
+void curdi_program_counts_read(curd_device *device,
+                               curdi_program_counts *counts)
+{
+    memset(counts, 0, sizeof *counts);
+    if (device == NULL || device->program == NULL)
+        return;
+    pthread_mutex_lock(&device->program->lock);
+    *counts = device->program->counts;
+    pthread_mutex_unlock(&device->program->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Loading (driver calls; context current, room lock not held)
+ * ---------------------------------------------------------------------- */
+/* cuModuleLoadDataEx with an error log; CURD_E_PROGRAM with the log when
+ * the image does not compile or load. */
+static curd_status jit_module(curdi_module *m, const char *entry,
+                              uint64_t *out_ns)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    char *log = calloc(1, CURDI_JIT_LOG_BYTES);
+    if (log == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_program_load: %u bytes for the JIT log could "
+                          "not be allocated. Fix: free host memory and try "
+                          "again.",
+                          CURDI_JIT_LOG_BYTES);
+    curdi_cu_jit_option options[2] = {
+        CURDI_CU_JIT_ERROR_LOG_BUFFER,
+        CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    };
+    void *values[2] = {log, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES};
+    uint64_t start = now_ns();
+    curdi_cu_result rc =
+        driver->cuModuleLoadDataEx(&m->module, m->image, 2, options, values);
+    *out_ns = now_ns() - start;
+    if (rc == CURDI_CUDA_SUCCESS) {
+        free(log);
+        return CURD_OK;
+    }
+    m->module = NULL;
+    log[CURDI_JIT_LOG_BYTES - 1] = '\0';
+    /* One line: the log's line breaks become "; " (a trailing one goes). */
+    size_t log_len = strlen(log);
+    while (log_len > 0 && (log[log_len - 1] == '\n' || log[log_len - 1] == '\r'))
+        log[--log_len] = '\0';
+    char *one_line = malloc(2 * log_len + 1);
+    if (one_line != NULL) {
+        size_t at = 0;
+        for (size_t i = 0; i < log_len; i++) {
+            if (log[i] == '\r')
+                continue;
+            if (log[i] == '\n') {
+                one_line[at++] = ';';
+                one_line[at++] = ' ';
+            } else {
+                one_line[at++] = log[i];
+            }
+        }
+        one_line[at] = '\0';
+        free(log);
+        log = one_line;
+    }
+    static const char *const kind_names[] = {"", "PTX", "cubin", "fatbin"};
+    char call[2 * CURDI_JIT_LOG_BYTES + 256];
+    snprintf(call, sizeof call,
+             "curd_program_load: cuModuleLoadDataEx (%s image of %zu bytes, "
+             "for entry %s%s%s)",
+             kind_names[m->kind], m->image_bytes, entry,
+             log[0] != '\0' ? "; JIT log: " : "", log);
+    free(log);
+    curdi_cu_result code = rc;
+    const char *fix = NULL;
+    if (curdi_driver_status_of(code) == CURD_E_PROGRAM)
+        fix = m->kind == CURD_IMAGE_PTX
+                  ? "correct the PTX at the place the JIT log names, or "
+                    "target a PTX ISA and sm version this driver knows"
+                  : "build the binary for this device's architecture "
+                    "(or include PTX in the fatbin so the driver can JIT it)";
+    return curdi_fail_driver((int)code, call, fix);
+}
+
+/* The names of the module's entries, for a missing-entry sentence. */
+static void entry_names(const curdi_module *m, char *out, size_t capacity)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    out[0] = '\0';
+    unsigned int count = 0;
+    if (driver->cuModuleGetFunctionCount != NULL &&
+        driver->cuModuleEnumerateFunctions != NULL &&
+        driver->cuFuncGetName != NULL &&
+        driver->cuModuleGetFunctionCount(&count, m->module) ==
+            CURDI_CUDA_SUCCESS) {
+        curdi_cu_function *functions =
+            count != 0 ? calloc(count, sizeof *functions) : NULL;
+        if (count == 0 ||
+            (functions != NULL &&
+             driver->cuModuleEnumerateFunctions(functions, count, m->module) ==
+                 CURDI_CUDA_SUCCESS)) {
+            size_t at = 0;
+            for (unsigned int i = 0; i < count; i++) {
+                const char *name = NULL;
+                if (driver->cuFuncGetName(&name, functions[i]) !=
+                        CURDI_CUDA_SUCCESS ||
+                    name == NULL || at + strlen(name) + 3 >= capacity)
+                    continue;
+                at += (size_t)snprintf(out + at, capacity - at, "%s%s",
+                                       at == 0 ? "" : ", ", name);
+            }
+            free(functions);
+            if (count == 0)
+                snprintf(out, capacity, "(none)");
+            return;
+        }
+        free(functions);
+    }
+    if (m->kind == CURD_IMAGE_PTX) {
+        ptx_entry_names((const char *)m->image, out, capacity);
+        if (out[0] == '\0')
+            snprintf(out, capacity, "(none)");
+    }
+}
+
+static curd_status get_attribute(const curdi_driver *driver,
+                                 curdi_cu_function function,
+                                 curdi_cu_function_attribute attribute,
+                                 const char *name, int *out)
+{
+    curdi_cu_result rc = driver->cuFuncGetAttribute(out, attribute, function);
+    if (rc == CURDI_CUDA_SUCCESS)
+        return CURD_OK;
+    char call[128];
+    snprintf(call, sizeof call, "curd_program_load: cuFuncGetAttribute(%s)",
+             name);
+    return curdi_fail_driver((int)rc, call, NULL);
+}
+
+/* The parameter layout through cuFuncGetParamInfo; unknown without it. */
+static curd_status read_params(const curdi_driver *driver, curdi_function *f)
+{
+    memset(&f->params, 0, sizeof f->params);
+    if (driver->cuFuncGetParamInfo == NULL)
+        return CURD_OK;
+    size_t capacity = 0;
+    uint32_t count = 0;
+    uint32_t *offsets = NULL, *sizes = NULL;
+    for (;;) {
+        size_t offset = 0, size = 0;
+        curdi_cu_result rc =
+            driver->cuFuncGetParamInfo(f->function, count, &offset, &size);
+        if (rc == CURDI_CUDA_ERROR_INVALID_VALUE)
+            break; /* past the last parameter */
+        if (rc != CURDI_CUDA_SUCCESS) {
+            free(offsets);
+            free(sizes);
+            return curdi_fail_driver((int)rc,
+                                     "curd_program_load: cuFuncGetParamInfo",
+                                     NULL);
+        }
+        if (count == CURDI_MAX_PARAMS || offset > UINT32_MAX ||
+            size > UINT32_MAX) {
+            free(offsets);
+            free(sizes);
+            return curdi_fail(CURD_E_PROGRAM,
+                              "curd_program_load: the driver describes more "
+                              "than %u parameters, or one past 4 GiB, for "
+                              "entry %s. Fix: check the image; no kernel can "
+                              "have such a parameter list.",
+                              CURDI_MAX_PARAMS, f->entry);
+        }
+        if (count == capacity) {
+            capacity = capacity == 0 ? 16 : capacity * 2;
+            uint32_t *grown_offsets = realloc(offsets, capacity * 4);
+            if (grown_offsets != NULL)
+                offsets = grown_offsets;
+            uint32_t *grown_sizes = realloc(sizes, capacity * 4);
+            if (grown_sizes != NULL)
+                sizes = grown_sizes;
+            if (grown_offsets == NULL || grown_sizes == NULL) {
+                free(offsets);
+                free(sizes);
+                return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                                  "curd_program_load: the parameter layout "
+                                  "of entry %s could not be stored. Fix: free "
+                                  "host memory and try again.",
+                                  f->entry);
+            }
+        }
+        offsets[count] = (uint32_t)offset;
+        sizes[count] = (uint32_t)size;
+        count++;
+    }
+    /* One block: offsets, then sizes. */
+    if (count != 0) {
+        f->param_storage = malloc((size_t)count * 8);
+        if (f->param_storage == NULL) {
+            free(offsets);
+            free(sizes);
+            return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                              "curd_program_load: the parameter layout of "
+                              "entry %s could not be stored. Fix: free host "
+                              "memory and try again.",
+                              f->entry);
+        }
+        memcpy(f->param_storage, offsets, (size_t)count * 4);
+        memcpy(f->param_storage + count, sizes, (size_t)count * 4);
+        f->params.offsets = f->param_storage;
+        f->params.sizes = f->param_storage + count;
+        f->params.total_bytes =
+            (size_t)offsets[count - 1] + (size_t)sizes[count - 1];
+    }
+    free(offsets);
+    free(sizes);
+    f->params.known = true;
+    f->params.count = count;
+    return CURD_OK;
+}
+
+/* The device's opt-in shared memory per block, read once. */
+static curd_status shared_optin(curd_device *device, int *out)
+{
+    struct curdi_program_room *room = device->program;
+    int value = atomic_load(&room->shared_optin_bytes);
+    if (value == 0) {
+        curdi_cu_result rc = curdi_driver_get()->cuDeviceGetAttribute(
+            &value, CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            device->cu_device);
+        if (rc != CURDI_CUDA_SUCCESS)
+            return curdi_fail_driver(
+                (int)rc,
+                "curd_program_load: cuDeviceGetAttribute("
+                "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)",
+                NULL);
+        atomic_store(&room->shared_optin_bytes, value);
+    }
+    *out = value;
+    return CURD_OK;
+}
+
+/* Finds the entry in a loaded module and reads what the room caches of
+ * it into a new function (not yet in the module's list). */
+static curd_status load_function(curd_device *device, const curdi_module *m,
+                                 const char *entry, curdi_function **out)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_function *f = calloc(1, sizeof *f);
+    char *name = strdup(entry);
+    if (f == NULL || name == NULL) {
+        free(f);
+        free(name);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_program_load: the function of entry %s could "
+                          "not be allocated. Fix: free host memory and try "
+                          "again.",
+                          entry);
+    }
+    f->entry = name;
+    curdi_cu_result rc =
+        driver->cuModuleGetFunction(&f->function, m->module, entry);
+    if (rc == CURDI_CUDA_ERROR_NOT_FOUND) {
+        char names[1024];
+        entry_names(m, names, sizeof names);
+        function_free(f);
+        curdi_status_note_driver_code((int)rc);
+        if (names[0] == '\0')
+            return curdi_fail(CURD_E_PROGRAM,
+                              "curd_program_load: the %s image has no entry "
+                              "named \"%s\", and this driver cannot list a "
+                              "binary's entries (that needs CUDA 12.4). Fix: "
+                              "pass the kernel's name as the image declares it "
+                              "(extern \"C\" kernels keep their name; C++ ones "
+                              "are mangled: cuobjdump -elf lists them).",
+                              m->kind == CURD_IMAGE_CUBIN ? "cubin" : "fatbin",
+                              entry);
+        return curdi_fail(CURD_E_PROGRAM,
+                          "curd_program_load: the image has no entry named "
+                          "\"%s\"; its entries are: %s. Fix: pass one of "
+                          "those names (C++ kernels have mangled names unless "
+                          "declared extern \"C\").",
+                          entry, names);
+    }
+    if (rc != CURDI_CUDA_SUCCESS) {
+        function_free(f);
+        return curdi_fail_driver((int)rc,
+                                 "curd_program_load: cuModuleGetFunction",
+                                 NULL);
+    }
+    int regs = 0, shared = 0, local = 0, constant = 0, threads = 0,
+        binary = 0, ptx = 0, optin = 0;
+    curd_status status = CURD_OK;
+#define CURDI_ATTR_(attr, out)                                                \
+    if (status == CURD_OK)                                                    \
+        status = get_attribute(driver, f->function, CURDI_CU_FUNC_##attr,     \
+                               "CU_FUNC_" #attr, out);
+    CURDI_ATTR_(ATTRIBUTE_NUM_REGS, &regs)
+    CURDI_ATTR_(ATTRIBUTE_SHARED_SIZE_BYTES, &shared)
+    CURDI_ATTR_(ATTRIBUTE_LOCAL_SIZE_BYTES, &local)
+    CURDI_ATTR_(ATTRIBUTE_CONST_SIZE_BYTES, &constant)
+    CURDI_ATTR_(ATTRIBUTE_MAX_THREADS_PER_BLOCK, &threads)
+    CURDI_ATTR_(ATTRIBUTE_BINARY_VERSION, &binary)
+    CURDI_ATTR_(ATTRIBUTE_PTX_VERSION, &ptx)
+#undef CURDI_ATTR_
+    if (status == CURD_OK)
+        status = shared_optin(device, &optin);
+    if (status == CURD_OK)
+        status = read_params(driver, f);
+    if (status != CURD_OK) {
+        function_free(f);
+        return status;
+    }
+    f->attrs.registers_per_thread = regs;
+    f->attrs.max_threads_per_block = threads;
+    f->attrs.static_shared_bytes = shared > 0 ? (size_t)shared : 0;
+    f->attrs.local_bytes_per_thread = local > 0 ? (size_t)local : 0;
+    f->attrs.const_bytes = constant > 0 ? (size_t)constant : 0;
+    f->attrs.max_dynamic_shared_bytes =
+        optin > shared ? (size_t)(optin - shared) : 0;
+    f->attrs.binary_version = binary;
+    f->attrs.ptx_version = ptx;
+    size_t default_limit = CURDI_SHARED_DEFAULT_BYTES > f->attrs.static_shared_bytes
+                               ? CURDI_SHARED_DEFAULT_BYTES -
+                                     f->attrs.static_shared_bytes
+                               : 0;
+    atomic_store(&f->dynamic_shared_limit, default_limit);
+    *out = f;
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Entry points
+ * ---------------------------------------------------------------------- */
+CURD_API void curd_program_desc_init(curd_program_desc *desc)
+{
+    if (desc == NULL)
+        return;
+    memset(desc, 0, sizeof *desc);
+    desc->struct_size = sizeof *desc;
+}
+
+/* The validated request of a load. */
+typedef struct load_request {
+    const unsigned char *image;
+    size_t image_bytes; /* for PTX, up to the first NUL */
+    curd_image_kind kind;
+    const char *entry;
+} load_request;
+
+static curd_status validate_load(curd_device *device,
+                                 const curd_program_desc *desc,
+                                 curd_program **out_program,
+                                 load_request *request)
+{
+    curd_status status = curdi_device_check(device, "curd_program_load");
+    if (status != CURD_OK)
+        return status;
+    if (out_program == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: out_program is NULL. Fix: pass "
+                          "the address of a curd_program pointer.");
+    status = curdi_options_check(desc, sizeof *desc, sizeof *desc,
+                                 "curd_program_desc");
+    if (status != CURD_OK)
+        return status;
+    if ((desc->flags & ~CURD_PROGRAM_FLAGS_KNOWN) != 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->flags is 0x%x, which sets "
+                          "flags this version of curd does not define "
+                          "(known: 0x%x). Fix: pass flags = 0.",
+                          desc->flags, CURD_PROGRAM_FLAGS_KNOWN);
+    if (desc->image == NULL || desc->image_bytes == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->image is %s and "
+                          "desc->image_bytes is %zu. Fix: pass the PTX text, "
+                          "cubin or fatbin and its length in bytes.",
+                          desc->image == NULL ? "NULL" : "set",
+                          desc->image_bytes);
+    if (desc->entry == NULL || desc->entry[0] == '\0')
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->entry is %s. Fix: pass the "
+                          "kernel's name.",
+                          desc->entry == NULL ? "NULL" : "empty");
+    int kind = curdi_program_image_kind_of(desc->image, desc->image_bytes);
+    if (kind == 0) {
+        char first[96];
+        describe_first_bytes(desc->image, desc->image_bytes, first,
+                             sizeof first);
+        return curdi_fail(CURD_E_PROGRAM,
+                          "curd_program_load: the %zu-byte image is neither "
+                          "PTX (text whose first directive is .version), a "
+                          "cubin (ELF: 7f 45 4c 46) nor a fatbin (50 ed 55 "
+                          "ba); it starts with %s. Fix: pass the bytes of a "
+                          ".ptx, .cubin or .fatbin file (nvcc -ptx, -cubin or "
+                          "-fatbin).",
+                          desc->image_bytes, first);
+    }
+    size_t image_bytes = desc->image_bytes;
+    if (kind == CURD_IMAGE_PTX) {
+        const void *nul = memchr(desc->image, '\0', image_bytes);
+        if (nul != NULL)
+            image_bytes = (size_t)((const unsigned char *)nul -
+                                   (const unsigned char *)desc->image);
+    } else if (kind == CURD_IMAGE_FATBIN) {
+        uint16_t header_bytes = 0;
+        uint64_t payload_bytes = 0;
+        if (image_bytes >= 16) {
+            memcpy(&header_bytes, (const unsigned char *)desc->image + 6, 2);
+            memcpy(&payload_bytes, (const unsigned char *)desc->image + 8, 8);
+        }
+        if (image_bytes < 16 || header_bytes < 16 ||
+            payload_bytes > image_bytes - header_bytes)
+            return curdi_fail(CURD_E_PROGRAM,
+                              "curd_program_load: the fatbin's header says "
+                              "%u header bytes and %" PRIu64 " payload bytes, "
+                              "more than the %zu bytes given. Fix: pass the "
+                              "whole fatbin and its size.",
+                              header_bytes, payload_bytes, image_bytes);
+    }
+    request->image = desc->image;
+    request->image_bytes = image_bytes;
+    request->kind = (curd_image_kind)kind;
+    request->entry = desc->entry;
+    return CURD_OK;
+}
+
+/* Lock held: the function of an entry already in the module, or NULL. */
+static curdi_function *cached_function(const curdi_module *m,
+                                       const char *entry)
+{
+    for (curdi_function *f = m->functions; f != NULL; f = f->next)
+        if (strcmp(f->entry, entry) == 0)
+            return f;
+    return NULL;
+}
+
+/* Lock held: links a new program. */
+static void program_link(struct curdi_program_room *room, curd_program *p)
+{
+    p->prev = NULL;
+    p->next = room->programs;
+    if (room->programs != NULL)
+        room->programs->prev = p;
+    room->programs = p;
+}
+
+/* A module copy of the request, not yet loaded. */
+static curdi_module *module_new(const load_request *request, XXH128_hash_t key)
+{
+    curdi_module *m = calloc(1, sizeof *m);
+    unsigned char *image = malloc(request->image_bytes + 1);
+    if (m == NULL || image == NULL) {
+        free(m);
+        free(image);
+        return NULL;
+    }
+    memcpy(image, request->image, request->image_bytes);
+    image[request->image_bytes] = '\0'; /* PTX must be NUL-terminated */
+    m->image = image;
+    m->image_bytes = request->image_bytes;
+    m->kind = request->kind;
+    m->key = key;
+    return m;
+}
+
+/* The slow path: the module or the function is not cached. Makes the
+ * driver calls with the context current and no lock held; on success the
+ * module is pinned for the program and *out_function is in its list. */
+static curd_status load_slow(curd_device *device, const load_request *request,
+                             XXH128_hash_t key, curdi_module *found,
+                             curdi_module **out_module,
+                             curdi_function **out_function)
+{
+    struct curdi_program_room *room = device->program;
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK) {
+        if (found != NULL) {
+            curdi_module *evicted = NULL;
+            pthread_mutex_lock(&room->lock);
+            module_unpin(room, found, &evicted);
+            pthread_mutex_unlock(&room->lock);
+            (void)destroy_evicted(device, evicted);
+        }
+        return status;
+    }
+    curdi_module *m = found;
+    curdi_module *evicted = NULL;
+    if (m == NULL) {
+        curdi_module *fresh = module_new(request, key);
+        if (fresh == NULL) {
+            curdi_device_leave(device);
+            return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                              "curd_program_load: %zu bytes for a copy of the "
+                              "image could not be allocated. Fix: free host "
+                              "memory and try again.",
+                              request->image_bytes + 1);
+        }
+        uint64_t jit_ns = 0;
+        status = jit_module(fresh, request->entry, &jit_ns);
+        if (status != CURD_OK) {
+            (void)module_destroy(fresh);
+            curdi_device_leave(device);
+            return status;
+        }
+        pthread_mutex_lock(&room->lock);
+        room->counts.jit_ns += jit_ns;
+        m = cache_find(room, key, fresh->image, fresh->image_bytes);
+        if (m != NULL) {
+            /* Another thread loaded it meanwhile: keep theirs. */
+            module_pin(room, m);
+            pthread_mutex_unlock(&room->lock);
+            (void)module_destroy(fresh);
+        } else {
+            m = fresh;
+            m->refs = 1;
+            cache_insert(room, m);
+            pthread_mutex_unlock(&room->lock);
+        }
+    }
+    curdi_function *f = NULL;
+    status = load_function(device, m, request->entry, &f);
+    pthread_mutex_lock(&room->lock);
+    if (status != CURD_OK) {
+        /* The module stays cached (idle), so that a load of another of
+         * its entries costs no JIT. */
+        module_unpin(room, m, &evicted);
+    } else {
+        curdi_function *theirs = cached_function(m, request->entry);
+        if (theirs != NULL) {
+            function_free(f);
+            f = theirs;
+        } else {
+            f->next = m->functions;
+            m->functions = f;
+        }
+    }
+    pthread_mutex_unlock(&room->lock);
+    if (evicted != NULL) {
+        /* Keep the load's sentence; an eviction failure is only traced. */
+        char sentence[1024];
+        int code = curd_last_driver_code();
+        snprintf(sentence, sizeof sentence, "%s", curd_last_error());
+        curdi_module *next;
+        for (curdi_module *e = evicted; e != NULL; e = next) {
+            next = e->hash_next;
+            if (module_destroy(e) != CURD_OK)
+                curdi_trace("curd_program_load: %s", curd_last_error());
+        }
+        if (status != CURD_OK) {
+            curdi_status_note_driver_code(code);
+            status = curdi_fail(status, "%s", sentence);
+        }
+    }
+    curdi_device_leave(device);
+    if (status != CURD_OK)
+        return status;
+    *out_module = m;
+    *out_function = f;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_program_load(curd_device *device,
+                                       const curd_program_desc *desc,
+                                       curd_program **out_program)
+{
+    load_request request = {0};
+    curd_status status = validate_load(device, desc, out_program, &request);
+    if (status != CURD_OK)
+        return status;
+    struct curdi_program_room *room = device->program;
+    XXH128_hash_t key = image_key(device, request.image, request.image_bytes);
+    curd_program *program = calloc(1, sizeof *program);
+    if (program == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_program_load: %zu bytes for the program could "
+                          "not be allocated. Fix: free host memory and try "
+                          "again.",
+                          sizeof *program);
+    program->device = device;
+
+    /* The fast path: module and function cached, no driver call. */
+    pthread_mutex_lock(&room->lock);
+    curdi_module *m =
+        cache_find(room, key, request.image, request.image_bytes);
+    if (m != NULL) {
+        room->counts.hits++;
+        module_pin(room, m);
+        curdi_function *f = cached_function(m, request.entry);
+        if (f != NULL) {
+            program->module = m;
+            program->function = f;
+            program_link(room, program);
+            pthread_mutex_unlock(&room->lock);
+            *out_program = program;
+            return CURD_OK;
+        }
+    } else {
+        room->counts.misses++;
+    }
+    pthread_mutex_unlock(&room->lock);
+
+    curdi_function *f = NULL;
+    curdi_module *loaded = NULL;
+    status = load_slow(device, &request, key, m, &loaded, &f);
+    if (status != CURD_OK) {
+        free(program);
+        return status;
+    }
+    program->module = loaded;
+    program->function = f;
+    pthread_mutex_lock(&room->lock);
+    program_link(room, program);
+    pthread_mutex_unlock(&room->lock);
+    *out_program = program;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_program_free(curd_program *program)
+{
+    if (program == NULL)
+        return CURD_OK;
+    curd_device *device = program->device;
+    struct curdi_program_room *room = device->program;
+    curdi_module *evicted = NULL;
+    pthread_mutex_lock(&room->lock);
+    if (program->prev != NULL)
+        program->prev->next = program->next;
+    else
+        room->programs = program->next;
+    if (program->next != NULL)
+        program->next->prev = program->prev;
+    module_unpin(room, program->module, &evicted);
+    pthread_mutex_unlock(&room->lock);
+    free(program);
+    if (curdi_driver_forked()) {
+        /* No driver call in a fork child: the modules go with the
+         * process. */
+        curdi_module *next;
+        for (curdi_module *e = evicted; e != NULL; e = next) {
+            next = e->hash_next;
+            e->module = NULL;
+            (void)module_destroy(e);
+        }
+        return CURD_OK;
+    }
+    return destroy_evicted(device, evicted);
+}
+
+CURD_API curd_status curd_program_info(const curd_program *program,
+                                       curd_program_props *props)
+{
+    curd_status status = curdi_program_check(program, NULL, "curd_program_info");
+    if (status != CURD_OK)
+        return status;
+    status = curdi_result_struct_check(props, sizeof *props,
+                                       "curd_program_info", "props",
+                                       "curd_program_props");
+    if (status != CURD_OK)
+        return status;
+    const curdi_function *f = program->function;
+    curd_program_props result;
+    memset(&result, 0, sizeof result);
+    result.struct_size = props->struct_size;
+    result.registers_per_thread = f->attrs.registers_per_thread;
+    result.static_shared_bytes = f->attrs.static_shared_bytes;
+    result.local_bytes_per_thread = f->attrs.local_bytes_per_thread;
+    result.max_threads_per_block = f->attrs.max_threads_per_block;
+    result.max_dynamic_shared_bytes = f->attrs.max_dynamic_shared_bytes;
+    result.param_count = f->params.count;
+    result.param_count_known = f->params.known ? 1u : 0u;
+    result.image_kind = (int)program->module->kind;
+    result.binary_version = f->attrs.binary_version;
+    result.ptx_version = f->attrs.ptx_version;
+    /* A newer caller's extra fields are left as they were. */
+    memcpy(props, &result, sizeof result);
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * For the dispatch room
+ * ---------------------------------------------------------------------- */
+curd_status curdi_program_check(const curd_program *program,
+                                const curd_device *device, const char *call)
+{
+    if (program == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: program is NULL. Fix: pass a program from "
+                          "curd_program_load().",
+                          call);
+    if (device != NULL && program->device != device)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the program was loaded on device %d (%p), not "
+                          "on the device given (%d, %p). Fix: load the image "
+                          "on each device that runs it.",
+                          call, program->device->ordinal,
+                          (const void *)program->device, device->ordinal,
+                          (const void *)device);
+    return CURD_OK;
+}
+
+curd_device *curdi_program_device(const curd_program *program)
+{
+    return program->device;
+}
+
+curdi_cu_function curdi_program_function(const curd_program *program)
+{
+    return program->function->function;
+}
+
+const char *curdi_program_entry(const curd_program *program)
+{
+    return program->function->entry;
+}
+
+curd_image_kind curdi_program_image_kind(const curd_program *program)
+{
+    return program->module->kind;
+}
+
+const curdi_program_attrs *curdi_program_attrs_of(const curd_program *program)
+{
+    return &program->function->attrs;
+}
+
+const curdi_param_layout *curdi_program_params(const curd_program *program)
+{
+    return &program->function->params;
+}
+
+curd_status curdi_program_reserve_dynamic_shared(const curd_program *program,
+                                                 size_t dynamic_shared_bytes)
+{
+    curdi_function *f = program->function;
+    if (dynamic_shared_bytes <= atomic_load(&f->dynamic_shared_limit))
+        return CURD_OK;
+    if (dynamic_shared_bytes > f->attrs.max_dynamic_shared_bytes)
+        return curdi_fail(CURD_E_RANGE,
+                          "Kernel %s asks for %zu bytes of dynamic shared "
+                          "memory; this device allows at most %zu for it (its "
+                          "opt-in limit less %zu bytes of static shared "
+                          "memory). Fix: use a smaller tile or block.",
+                          f->entry, dynamic_shared_bytes,
+                          f->attrs.max_dynamic_shared_bytes,
+                          f->attrs.static_shared_bytes);
+    /* Raised straight to the limit, so that threads raising it at once all
+     * set the same value and no later call needs to raise it again. */
+    size_t limit = f->attrs.max_dynamic_shared_bytes;
+    curdi_cu_result rc = curdi_driver_get()->cuFuncSetAttribute(
+        f->function, CURDI_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        limit > INT32_MAX ? INT32_MAX : (int)limit);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver(
+            (int)rc,
+            "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            NULL);
+    atomic_store(&f->dynamic_shared_limit, limit);
+    return CURD_OK;
+}

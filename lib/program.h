@@ -1,0 +1,108 @@
+/* program.h - the program room: module images, the per-device module cache,
+ * and what the dispatch room reads of a program.
+ *
+ * The room (struct curdi_program_room behind curd_device.program) holds,
+ * under one short mutex that is never held across a driver call:
+ *  - the loaded modules, in a hash table keyed by an XXH3-128 hash of the
+ *    image bytes, the device's compute capability and the JIT options; each
+ *    keeps a copy of its image, so a hit is confirmed byte by byte;
+ *  - per module, its functions by entry name, each with its attributes and
+ *    parameter layout read once, so a load that finds both makes no driver
+ *    call;
+ *  - the modules no program uses, least recently used last, unloaded past
+ *    curd_device_options.module_cache_count (default 64);
+ *  - every live program of the device, which curdi_program_close frees.
+ * A JIT runs outside the lock: two threads loading the same new image at
+ * once may both compile it, and the first to finish is kept.
+ *
+ * Programs are immutable once loaded (except the dynamic shared memory
+ * limit, below), so the accessors take no lock. */
+#ifndef CURD_LIB_PROGRAM_H
+#define CURD_LIB_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "curd.h"
+
+struct curd_device;
+
+#define CURDI_MODULE_CACHE_DEFAULT 64u
+
+/* A kernel's attributes, read at load (cuFuncGetAttribute), and the
+ * device's opt-in shared memory limit less the static shared memory. */
+typedef struct curdi_program_attrs {
+    int registers_per_thread;
+    int max_threads_per_block;
+    size_t static_shared_bytes;
+    size_t local_bytes_per_thread;
+    size_t const_bytes;
+    size_t max_dynamic_shared_bytes;
+    int binary_version;
+    int ptx_version;
+} curdi_program_attrs;
+
+/* A kernel's parameter list as the driver lays it out (cuFuncGetParamInfo;
+ * CUDA 12.4 drivers). known is false where the driver cannot tell; then
+ * count is 0 and the arrays NULL. */
+typedef struct curdi_param_layout {
+    bool known;
+    uint32_t count;
+    const uint32_t *offsets; /* count of them, ascending */
+    const uint32_t *sizes;
+    size_t total_bytes; /* offset + size of the last parameter */
+} curdi_param_layout;
+
+/* The room's counters; cumulative ones count from the device's open. */
+typedef struct curdi_program_counts {
+    uint64_t hits;           /* loads that found their module cached */
+    uint64_t misses;         /* loads that loaded their module */
+    uint64_t jit_ns;         /* time spent in cuModuleLoadDataEx */
+    uint64_t modules_loaded; /* modules loaded now, used or idle */
+    uint64_t modules_cached; /* of those, idle: no program uses them */
+    uint64_t evictions;      /* idle modules unloaded past the bound */
+} curdi_program_counts;
+
+/* Opens the device's room (no driver call) from device->options; called
+ * by curd_device_open. On failure nothing is left to close. */
+curd_status curdi_program_open(struct curd_device *device);
+/* Frees every program the device still has and unloads every module;
+ * called by curd_device_close with the device's context current (driver
+ * calls are skipped when curdi_driver_usable() is false). NULL-safe. */
+void curdi_program_close(struct curd_device *device);
+
+/* Validates a program argument of an entry point named `call`: not NULL
+ * and, when device is not NULL, loaded on that device
+ * (CURD_E_INVALID_ARGUMENT otherwise, with a Fix sentence). */
+curd_status curdi_program_check(const curd_program *program,
+                                const struct curd_device *device,
+                                const char *call);
+
+/* Accessors, valid while the program lives. */
+struct curd_device *curdi_program_device(const curd_program *program);
+curdi_cu_function curdi_program_function(const curd_program *program);
+const char *curdi_program_entry(const curd_program *program);
+curd_image_kind curdi_program_image_kind(const curd_program *program);
+const curdi_program_attrs *curdi_program_attrs_of(const curd_program *program);
+const curdi_param_layout *curdi_program_params(const curd_program *program);
+
+/* Makes sure the kernel may be launched with dynamic_shared_bytes of
+ * dynamic shared memory: above the 48 KiB every kernel may use, raises
+ * CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once, to the function's
+ * whole opt-in limit (it stays raised for every program of that
+ * function). Context current. CURD_E_RANGE past
+ * max_dynamic_shared_bytes, with the numbers. */
+curd_status curdi_program_reserve_dynamic_shared(const curd_program *program,
+                                                 size_t dynamic_shared_bytes);
+
+/* Reads the room's counters (zeroes for a NULL device). */
+void curdi_program_counts_read(struct curd_device *device,
+                               curdi_program_counts *counts);
+
+/* The kind of an image by its first bytes, within image_bytes; 0 for none
+ * (pure; the fuzzers and tests call it). */
+int curdi_program_image_kind_of(const void *image, size_t image_bytes);
+
+#endif
