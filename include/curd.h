@@ -506,6 +506,157 @@ typedef struct curd_program_props {
 CURD_API curd_status curd_program_info(const curd_program *program,
                                        curd_program_props *props);
 
+/* ------------------------------------------------------------------------
+ * Dispatch
+ * A launch runs one program's kernel over a grid. Its arguments are the
+ * kernel's parameters in the kernel's own order, each one of:
+ *  - CURD_ARG_HOST: borrowed caller memory. curd stages it into a pooled
+ *    device block for the launch: inputs are copied up, outputs that are
+ *    not inputs (and scratch) are zeroed on the device, outputs are read
+ *    back into the caller's memory (all of it, or [read_offset, +read_len)),
+ *    and the block's device pointer is passed;
+ *  - CURD_ARG_BUFFER: a resident buffer; its device pointer is passed.
+ *    Outputs that are not inputs are zeroed first; nothing is read back
+ *    unless `host` names where (then [read_offset, +read_len) of the
+ *    buffer, read_len 0 meaning the whole buffer, into host of byte_len);
+ *  - CURD_ARG_SCALAR: byte_len bytes at value passed by value (1, 2, 4 or
+ *    8 bytes, or a by-value struct of that size and `align`);
+ *  - CURD_ARG_NULL: a null pointer.
+ * A binding (HOST or BUFFER) may state the kernel's view of its length:
+ * elem_bytes per element (0: 1) and either static_elems, or length_arg,
+ * the index of an unsigned integer SCALAR argument whose value is the
+ * element count; the binding must hold that many elements (CURD_E_RANGE).
+ * When the driver can tell a kernel's parameter list (CUDA 12.4 drivers),
+ * the arguments must match it in count and in size.
+ *
+ * Everything is checked before anything is enqueued: the arguments, the
+ * launch shape against the device's and the kernel's limits, dynamic shared
+ * memory (above 48 KiB the kernel's attribute is raised for it),
+ * cooperative launches against co-residency (blocks per multiprocessor
+ * times multiprocessors), and the transient bytes against the device's
+ * memory. A failed dispatch leaves caller memory untouched, resident
+ * buffers as they were (a launch that ran may have written its outputs)
+ * and nothing allocated or counted.
+ *
+ * A kernel fault (illegal address, trap, ...) leaves the CUDA context
+ * unusable: the call returns CURD_E_DEVICE_LOST, and so does every later
+ * call on that device (and on the others open on that GPU) until it is
+ * closed; a device opened again afterwards works.
+ * ---------------------------------------------------------------------- */
+typedef enum curd_arg_kind {
+    CURD_ARG_NULL = 0,
+    CURD_ARG_HOST = 1,
+    CURD_ARG_BUFFER = 2,
+    CURD_ARG_SCALAR = 3
+} curd_arg_kind;
+
+typedef enum curd_arg_role {
+    CURD_ROLE_INPUT = 1,   /* read by the kernel */
+    CURD_ROLE_OUTPUT = 2,  /* written by the kernel; zeroed before it */
+    CURD_ROLE_INOUT = 3,   /* read and written */
+    CURD_ROLE_SCRATCH = 4  /* the kernel's workspace: zeroed, not read back */
+} curd_arg_role;
+
+typedef struct curd_arg {
+    uint32_t kind;          /* curd_arg_kind */
+    uint32_t role;          /* curd_arg_role, for HOST and BUFFER */
+    curd_buffer buffer;     /* BUFFER */
+    void *host;             /* HOST: caller memory; BUFFER: read-back
+                               destination, or NULL */
+    size_t byte_len;        /* HOST, BUFFER's host: bytes of host;
+                               SCALAR: bytes of value */
+    const void *value;      /* SCALAR */
+    uint32_t align;         /* SCALAR: 0 for its natural alignment */
+    uint32_t elem_bytes;    /* bindings: bytes per element; 0 means 1 */
+    uint64_t static_elems;  /* bindings: the kernel's length; 0: none */
+    int32_t length_arg;     /* bindings: index of the SCALAR holding the
+                               element count; -1: none */
+    uint32_t reserved;      /* 0 */
+    uint64_t read_offset;   /* outputs: the part read back ... */
+    uint64_t read_len;      /* ... 0: from read_offset to the end */
+} curd_arg;
+
+/* Convenience constructors (no call into the library). */
+static inline curd_arg curd_arg_host(curd_arg_role role, void *host,
+                                     size_t byte_len)
+{
+    curd_arg arg = {CURD_ARG_HOST, (uint32_t)role, {0}, host, byte_len, NULL,
+                    0, 0, 0, -1, 0, 0, 0};
+    return arg;
+}
+static inline curd_arg curd_arg_buffer(curd_arg_role role, curd_buffer buffer)
+{
+    curd_arg arg = {CURD_ARG_BUFFER, (uint32_t)role, buffer, NULL, 0, NULL,
+                    0, 0, 0, -1, 0, 0, 0};
+    return arg;
+}
+static inline curd_arg curd_arg_scalar(const void *value, size_t byte_len)
+{
+    curd_arg arg = {CURD_ARG_SCALAR, 0, {0}, NULL, byte_len, value,
+                    0, 0, 0, -1, 0, 0, 0};
+    return arg;
+}
+static inline curd_arg curd_arg_null(void)
+{
+    curd_arg arg = {CURD_ARG_NULL, 0, {0}, NULL, 0, NULL, 0, 0, 0, -1, 0, 0, 0};
+    return arg;
+}
+
+#define CURD_LAUNCH_COOPERATIVE (1u << 0) /* cuLaunchCooperativeKernel */
+#define CURD_LAUNCH_FLAGS_KNOWN CURD_LAUNCH_COOPERATIVE
+
+typedef struct curd_launch {
+    size_t struct_size;
+    /* The grid; all zero: grid[0] = ceil(elements / block[0]), 1, 1. */
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint64_t elements;
+    uint32_t dynamic_shared_bytes;
+    uint32_t flags;      /* CURD_LAUNCH_* */
+    /* Launches in a row on one stream, each seeing the last one's writes
+     * (fixpoint iterations); curd_launch_init sets 1; 0 is invalid. */
+    uint32_t iterations;
+} curd_launch;
+
+CURD_API void curd_launch_init(curd_launch *launch);
+
+/* The time a dispatch took, in nanoseconds. */
+typedef struct curd_timing {
+    size_t struct_size;
+    uint64_t wall_ns;    /* from the call's start to the results in place */
+    uint64_t device_ns;  /* the kernel launches, by device events */
+    uint64_t enqueue_ns; /* validating, staging and enqueueing */
+    uint64_t wait_ns;    /* blocked waiting for the device */
+} curd_timing;
+
+/* Runs the launch and waits: on CURD_OK every output is in place. */
+CURD_API curd_status curd_dispatch(curd_device *device,
+                                   const curd_program *program,
+                                   const curd_launch *launch,
+                                   const curd_arg *args, size_t nargs);
+
+/* A dispatch in flight. It belongs to one thread at a time. The caller's
+ * output memory must stay valid until curd_pending_wait (or _free)
+ * returns; the arguments array and input memory may be reused at once
+ * (inputs are staged before the call returns). */
+typedef struct curd_pending curd_pending;
+
+/* Enqueues the launch and returns at once. */
+CURD_API curd_status curd_dispatch_async(curd_device *device,
+                                         const curd_program *program,
+                                         const curd_launch *launch,
+                                         const curd_arg *args, size_t nargs,
+                                         curd_pending **out_pending);
+/* *out_ready is 1 when the work is complete (no wait), else 0. */
+CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready);
+/* Waits, writes the outputs into the caller's memory and fills timing
+ * (may be NULL). Once only: a second wait is CURD_E_INVALID_ARGUMENT. */
+CURD_API curd_status curd_pending_wait(curd_pending *pending,
+                                       curd_timing *timing);
+/* Waits if needed (outputs not yet written are not written) and frees
+ * everything the dispatch held. NULL is a no-op. */
+CURD_API curd_status curd_pending_free(curd_pending *pending);
+
 #ifdef __cplusplus
 }
 #endif

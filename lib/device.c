@@ -233,7 +233,9 @@ CURD_API curd_status curd_device_close(curd_device *device)
         else if (rc != CURDI_CUDA_ERROR_DEINITIALIZED)
             status = curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
     }
-    if (pushed && curdi_driver_usable()) {
+    /* A device whose context a fault lost has nothing left to wait for:
+     * that it fails again is no news at close. */
+    if (pushed && curdi_driver_usable() && !atomic_load(&device->lost)) {
         curdi_cu_result rc = curdi_driver_note(driver->cuCtxSynchronize());
         if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED &&
             status == CURD_OK)

@@ -885,6 +885,12 @@ static void assert_every_call_refuses(curd_device *device)
     curd_upload upload = {buffer, 0, bytes, 1};
     curd_download download = {buffer, 0, 1, bytes, sizeof bytes};
     char report[64];
+    curd_program_desc desc;
+    curd_program_desc_init(&desc);
+    curd_program *program = NULL;
+    curd_launch launch;
+    curd_launch_init(&launch);
+    curd_pending *pending = NULL;
     const struct {
         const char *call;
         curd_status status;
@@ -923,6 +929,10 @@ static void assert_every_call_refuses(curd_device *device)
         {"curd_host_register",
          curd_host_register(device, bytes, sizeof bytes)},
         {"curd_host_unregister", curd_host_unregister(device, bytes)},
+        {"curd_program_load", curd_program_load(device, &desc, &program)},
+        {"curd_dispatch", curd_dispatch(device, NULL, &launch, NULL, 0)},
+        {"curd_dispatch_async",
+         curd_dispatch_async(device, NULL, &launch, NULL, 0, &pending)},
         {"curd_device_close", curd_device_close(device)},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(calls); i++) {
