@@ -619,6 +619,32 @@ void curdi_core_open_done(curd_device *device)
     pop_context(curdi_driver_get());
 }
 
+static void count_device(curd_device *device, void *context)
+{
+    (void)device;
+    (*(unsigned *)context)++;
+}
+
+/* A context a fault broke stays broken when its last retain is released:
+ * the driver mends it only through cuDevicePrimaryCtxReset. The last
+ * closing device of a lost ordinal resets it, so that the next open works
+ * (every allocation in it is gone with the fault anyway). */
+static void reset_if_lost(const curdi_driver *driver, curd_device *device)
+{
+    unsigned still_open = 0;
+    if (!atomic_load(&device->lost) || driver->cuDevicePrimaryCtxReset == NULL
+        || !curdi_driver_usable())
+        return;
+    curdi_devices_for_ordinal(device->ordinal, count_device, &still_open);
+    if (still_open != 0)
+        return;
+    curdi_cu_result rc =
+        curdi_driver_note(driver->cuDevicePrimaryCtxReset(device->cu_device));
+    if (rc != CURDI_CUDA_SUCCESS)
+        curdi_trace("cuDevicePrimaryCtxReset(%d) failed with %u",
+                    device->ordinal, rc);
+}
+
 void curdi_core_close(curd_device *device, bool pushed)
 {
     const curdi_driver *driver = curdi_driver_get();
@@ -626,6 +652,7 @@ void curdi_core_close(curd_device *device, bool pushed)
         destroy_streams_and_events(driver, device);
         if (pushed)
             pop_context(driver);
+        reset_if_lost(driver, device);
         release_context(driver, device);
     }
     free_host_state(device);

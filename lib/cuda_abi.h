@@ -334,6 +334,8 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_result error, const char **name), (error, name))              \
     X(cuGetErrorString, "cuGetErrorString", REQUIRED,                         \
       (curdi_cu_result error, const char **text), (error, text))              \
+    X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset_v2", OPTIONAL,        \
+      (curdi_cu_device dev), (dev))                                           \
     X(cuMemHostRegister, "cuMemHostRegister_v2", OPTIONAL,                    \
       (void *host_ptr, size_t byte_len, unsigned int flags),                  \
       (host_ptr, byte_len, flags))                                            \

@@ -237,8 +237,12 @@ CURD_API curd_status curd_device_close(curd_device *device)
      * that it fails again is no news at close. */
     if (pushed && curdi_driver_usable() && !atomic_load(&device->lost)) {
         curdi_cu_result rc = curdi_driver_note(driver->cuCtxSynchronize());
-        if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED &&
-            status == CURD_OK)
+        if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST)
+            /* A fault nobody had seen yet: the context is lost, which close
+             * mends (core.c), and that is not this call's failure. */
+            curdi_device_mark_lost(device);
+        else if (rc != CURDI_CUDA_SUCCESS
+                 && rc != CURDI_CUDA_ERROR_DEINITIALIZED && status == CURD_OK)
             status = curdi_fail_driver(
                 (int)rc, "cuCtxSynchronize",
                 "the device's outstanding work failed before close; the "

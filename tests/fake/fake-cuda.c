@@ -447,9 +447,18 @@ static curdi_cu_result f_cuDevicePrimaryCtxRelease(curdi_cu_device dev)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_DEVICE);
     if (contexts[dev].retain_count == 0)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_CONTEXT);
+    /* Like the real driver, a context a fault broke stays broken when
+     * its last retain goes: only cuDevicePrimaryCtxReset mends it. */
     contexts[dev].retain_count--;
-    if (contexts[dev].retain_count == 0 && sticky[dev] != 0)
-        destroy_broken_context(dev);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuDevicePrimaryCtxReset(curdi_cu_device dev)
+{
+    ENTER_NO_CONTEXT();
+    if (!valid_device(dev))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_DEVICE);
+    destroy_broken_context(dev);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
