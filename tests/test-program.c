@@ -1348,8 +1348,14 @@ static void test_a_faulting_kernel_spoils_the_context_until_reopened(void)
     /* Close reports it and releases the context; a new open works. */
     curd_status closed = curd_device_close(device);
     g_assert_true(closed == CURD_OK || closed == CURD_E_DEVICE_LOST);
-    device = curd_test_gpu_open();
-    g_assert_nonnull(device);
+    /* The NVIDIA driver 580 keeps a broken primary context broken for the
+     * process's life; the stand-in mends it once released. */
+    curd_status reopened = curd_device_open(0, NULL, &device);
+    if (reopened == CURD_E_DEVICE_LOST && !ON_FAKE) {
+        curd_test_assert_fix_sentence();
+        return;
+    }
+    g_assert_cmpint(reopened, ==, CURD_OK);
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);
     program = load_ok(device, "fault.ptx", "curd_fault");
