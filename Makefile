@@ -258,6 +258,6 @@ clean:
 # Fuzz targets (`make fuzz`, `make fuzz-smoke`); fuzz/fuzz.mk is the fuzz
 # harness's own.
 -include fuzz/fuzz.mk
-include mk/bench.mk
+include mk/bench.mk mk/dist.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
