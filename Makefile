@@ -195,6 +195,7 @@ check:
 	    --step check-asan '$(call sanitizer_step,check-asan)' \
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
+	    --step check-manpages 'scripts/check-manpages.sh' \
 	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
 	    $(TEST_BINS)
 
@@ -258,6 +259,6 @@ clean:
 # Fuzz targets (`make fuzz`, `make fuzz-smoke`); fuzz/fuzz.mk is the fuzz
 # harness's own.
 -include fuzz/fuzz.mk
-include mk/bench.mk mk/dist.mk
+include mk/bench.mk mk/dist.mk mk/man.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
