@@ -196,6 +196,7 @@ check:
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
+	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
 	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
 	    $(TEST_BINS)
 
@@ -259,6 +260,6 @@ clean:
 # Fuzz targets (`make fuzz`, `make fuzz-smoke`); fuzz/fuzz.mk is the fuzz
 # harness's own.
 -include fuzz/fuzz.mk
-include mk/bench.mk mk/dist.mk mk/man.mk
+include mk/bench.mk mk/dist.mk mk/man.mk mk/examples.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
