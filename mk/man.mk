@@ -1,6 +1,6 @@
-# Section 3 manual pages (included by the Makefile): man/*.3, one per
-# function or family; scripts/install-man.sh adds a link for each other
-# name of a family. `make check` runs scripts/check-manpages.sh.
+# Manual pages (included by the Makefile): man/*.1 for the tools, man/*.3
+# one per function or family; scripts/install-man.sh adds a link for each
+# other name of a family. `make check` runs scripts/check-manpages.sh.
 MANDIR ?= $(PREFIX)/share/man
 
 .PHONY: install-man uninstall-man check-manpages

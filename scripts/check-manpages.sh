@@ -5,7 +5,8 @@
 #     that installs a link for it);
 #   - every .Xr reference to a curd page in section 3 names a documented
 #     function;
-#   - mandoc -Tlint finds no error or warning in man/*.3 and debian/*.1.
+#   - mandoc -Tlint finds no error or warning in man/*.3 and man/*.1 (the
+#     tools' pages).
 # usage: scripts/check-manpages.sh [HEADER]
 set -eu
 header=${1:-include/curd.h}
@@ -38,7 +39,7 @@ fi
 if ! command -v mandoc >/dev/null 2>&1; then
     echo "mandoc is missing (apt-get install mandoc)"
     fail=1
-elif ! mandoc -Tlint -W warning man/*.3 debian/*.1; then
+elif ! mandoc -Tlint -W warning man/*.3 man/*.1; then
     fail=1
 fi
 
