@@ -35,3 +35,12 @@ bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE
 	    --csv=$(BUILD)/bench-smoke.csv --json=$(BUILD)/bench-smoke.json >/dev/null
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/bench/curd-bench-internal --quick --samples=2 >/dev/null
 	@echo "curd-bench and curd-bench-internal ran every scenario on the stand-in driver"
+
+# PNG charts of curd-bench's CSV (curd-bench --csv=FILE), plus any peers'
+# rows (bench/peers/measure.py) given in BENCH_CSV too; gnuplot comes from
+# `scripts/setup-deps.sh plot`. The default input is a hand-made sample
+# that only shows what the charts look like.
+BENCH_CSV ?= bench/sample-hand-made.csv
+bench-plot:
+	$(Q)$(SETUP) plot
+	$(Q)scripts/bench-plot.sh $(BUILD)/bench-plot $(BENCH_CSV)
