@@ -8,36 +8,26 @@ static void write_variant(json_writer *json, const bench_variant *variant)
 {
     unsigned sample;
     json_object_begin(json);
-    json_key(json, "label");
-    json_string(json, variant->spec.label);
-    json_key(json, "role");
-    json_string(json, bench_role_name(variant->spec.role));
-    json_key(json, "ops_per_sample");
-    json_uint(json, variant->iterations * variant->spec.ops_per_iteration);
-    json_key(json, "median_ns");
-    json_double(json, variant->median_ns);
-    json_key(json, "min_ns");
-    json_double(json, variant->min_ns);
-    json_key(json, "max_ns");
-    json_double(json, variant->max_ns);
-    json_key(json, "p10_ns");
-    json_double(json, variant->p10_ns);
-    json_key(json, "p90_ns");
-    json_double(json, variant->p90_ns);
+    json_member_string(json, "label", variant->spec.label);
+    json_member_string(json, "role", bench_role_name(variant->spec.role));
+    json_member_uint(json, "ops_per_sample",
+                     variant->iterations * variant->spec.ops_per_iteration);
+    json_member_double(json, "median_ns", variant->median_ns);
+    json_member_double(json, "min_ns", variant->min_ns);
+    json_member_double(json, "max_ns", variant->max_ns);
+    json_member_double(json, "p10_ns", variant->p10_ns);
+    json_member_double(json, "p90_ns", variant->p90_ns);
     if (variant->spec.bytes_per_op != 0) {
-        json_key(json, "bytes_per_op");
-        json_uint(json, variant->spec.bytes_per_op);
-        json_key(json, "median_gb_per_s");
-        json_double(json, bench_gb_per_s(variant->spec.bytes_per_op,
-                                         variant->median_ns));
+        json_member_uint(json, "bytes_per_op", variant->spec.bytes_per_op);
+        json_member_double(
+            json, "median_gb_per_s",
+            bench_gb_per_s(variant->spec.bytes_per_op, variant->median_ns));
     }
     if (variant->spec.threads > 0) {
-        json_key(json, "threads");
-        json_uint(json, variant->spec.threads);
-        json_key(json, "median_ops_per_s");
-        json_double(json, variant->median_ns > 0.0
-                              ? 1e9 / variant->median_ns
-                              : 0.0);
+        json_member_uint(json, "threads", variant->spec.threads);
+        json_member_double(json, "median_ops_per_s",
+                           variant->median_ns > 0.0 ? 1e9 / variant->median_ns
+                                                    : 0.0);
     }
     json_key(json, "samples_ns");
     json_array_begin(json);
@@ -64,25 +54,17 @@ static void write_check(json_writer *json, const bench_scenario *scenario,
                         const bench_check *check)
 {
     json_object_begin(json);
-    json_key(json, "kind");
-    json_string(json, check_kind_name(check->kind));
-    json_key(json, "label");
-    json_string(json, check->label);
-    json_key(json, "a");
-    json_string(json, scenario->variants[check->a].spec.label);
+    json_member_string(json, "kind", check_kind_name(check->kind));
+    json_member_string(json, "label", check->label);
+    json_member_string(json, "a", scenario->variants[check->a].spec.label);
     if (check->b >= 0) {
-        json_key(json, "b");
-        json_string(json, scenario->variants[check->b].spec.label);
+        json_member_string(json, "b", scenario->variants[check->b].spec.label);
     }
-    json_key(json, "value");
-    json_double(json, check->value);
+    json_member_double(json, "value", check->value);
     if (check->has_target) {
-        json_key(json, "limit");
-        json_double(json, check->limit);
-        json_key(json, "target");
-        json_string(json, check->target);
-        json_key(json, "result");
-        json_string(json, bench_check_result(check));
+        json_member_double(json, "limit", check->limit);
+        json_member_string(json, "target", check->target);
+        json_member_string(json, "result", bench_check_result(check));
     } else {
         json_key(json, "result");
         json_null(json);
@@ -94,12 +76,9 @@ static void write_scenario(json_writer *json, const bench_scenario *scenario)
 {
     unsigned index;
     json_object_begin(json);
-    json_key(json, "name");
-    json_string(json, scenario->name);
-    json_key(json, "what");
-    json_string(json, scenario->what);
-    json_key(json, "samples");
-    json_uint(json, scenario->samples);
+    json_member_string(json, "name", scenario->name);
+    json_member_string(json, "what", scenario->what);
+    json_member_uint(json, "samples", scenario->samples);
     json_key(json, "variants");
     json_array_begin(json);
     for (index = 0; index < scenario->variant_count; index++)
@@ -125,14 +104,10 @@ static void write_device(json_writer *json, const bench_env *env)
              env->props.compute_capability_major,
              env->props.compute_capability_minor);
     json_object_begin(json);
-    json_key(json, "ordinal");
-    json_int(json, env->props.ordinal);
-    json_key(json, "name");
-    json_string(json, env->props.name);
-    json_key(json, "pci_bus_id");
-    json_string(json, env->props.pci_bus_id);
-    json_key(json, "compute_capability");
-    json_string(json, capability);
+    json_member_int(json, "ordinal", env->props.ordinal);
+    json_member_string(json, "name", env->props.name);
+    json_member_string(json, "pci_bus_id", env->props.pci_bus_id);
+    json_member_string(json, "compute_capability", capability);
     json_object_end(json);
 }
 
@@ -144,45 +119,31 @@ void bench_report_write_json(FILE *out, const bench_report_run *run)
 
     json_writer_init(&json, out);
     json_object_begin(&json);
-    json_key(&json, "tool");
-    json_string(&json, "curd-bench");
-    json_key(&json, "curd_version");
-    json_string(&json, curd_version_string());
-    json_key(&json, "driver_version");
-    json_int(&json, env->driver_version);
+    json_member_string(&json, "tool", "curd-bench");
+    json_member_string(&json, "curd_version", curd_version_string());
+    json_member_int(&json, "driver_version", env->driver_version);
     json_key(&json, "device");
     write_device(&json, env);
-    json_key(&json, "mode");
-    json_string(&json, env->quick ? "quick" : "default");
-    json_key(&json, "samples");
-    json_uint(&json, env->samples);
-    json_key(&json, "samples_large");
-    json_uint(&json, env->samples_large);
-    json_key(&json, "sample_target_ns");
-    json_uint(&json, env->sample_target_ns);
-    json_key(&json, "seed");
-    json_uint(&json, env->seed);
-    json_key(&json, "ok");
-    json_bool(&json, run->failure == NULL);
+    json_member_string(&json, "mode", env->quick ? "quick" : "default");
+    json_member_uint(&json, "samples", env->samples);
+    json_member_uint(&json, "samples_large", env->samples_large);
+    json_member_uint(&json, "sample_target_ns", env->sample_target_ns);
+    json_member_uint(&json, "seed", env->seed);
+    json_member_bool(&json, "ok", run->failure == NULL);
     json_key(&json, "error");
     if (run->failure != NULL)
         json_string(&json, run->failure);
     else
         json_null(&json);
-    json_key(&json, "passes");
-    json_uint(&json, run->passes);
-    json_key(&json, "misses");
-    json_uint(&json, run->misses);
-    json_key(&json, "wall_s");
-    json_double(&json, run->wall_s);
+    json_member_uint(&json, "passes", run->passes);
+    json_member_uint(&json, "misses", run->misses);
+    json_member_double(&json, "wall_s", run->wall_s);
     json_key(&json, "skipped");
     json_array_begin(&json);
     for (index = 0; index < run->skip_count; index++) {
         json_object_begin(&json);
-        json_key(&json, "name");
-        json_string(&json, run->skips[index].name);
-        json_key(&json, "reason");
-        json_string(&json, run->skips[index].reason);
+        json_member_string(&json, "name", run->skips[index].name);
+        json_member_string(&json, "reason", run->skips[index].reason);
         json_object_end(&json);
     }
     json_array_end(&json);

@@ -149,39 +149,30 @@ static void print_device_text(const device_result *r)
 static void print_device_json(json_writer *json, const device_result *r)
 {
     json_object_begin(json);
-    json_key(json, "ordinal");
-    json_int(json, r->ordinal);
-    json_key(json, "opened");
-    json_bool(json, r->open_status == CURD_OK);
+    json_member_int(json, "ordinal", r->ordinal);
+    json_member_bool(json, "opened", r->open_status == CURD_OK);
     if (r->open_status != CURD_OK || r->info_status != CURD_OK) {
-        json_key(json, "status");
-        json_string(json, curd_status_name(r->open_status != CURD_OK
-                                               ? r->open_status
-                                               : r->info_status));
-        json_key(json, "error");
-        json_string(json, r->open_error);
+        json_member_string(json, "status",
+                           curd_status_name(r->open_status != CURD_OK
+                                                ? r->open_status
+                                                : r->info_status));
+        json_member_string(json, "error", r->open_error);
     }
     if (r->open_status == CURD_OK && r->info_status == CURD_OK) {
         const curd_device_props *p = &r->props;
         char capability[16];
         snprintf(capability, sizeof capability, "%d.%d",
                  p->compute_capability_major, p->compute_capability_minor);
-        json_key(json, "name");
-        json_string(json, p->name);
-        json_key(json, "pci_bus_id");
-        json_string(json, p->pci_bus_id);
-        json_key(json, "compute_capability");
-        json_string(json, capability);
-        json_key(json, "total_memory_bytes");
-        json_uint(json, p->total_memory_bytes);
-        json_key(json, "free_memory_bytes");
-        json_uint(json, p->free_memory_bytes);
-        json_key(json, "resident_budget_bytes");
-        json_uint(json, p->resident_budget_bytes);
-        json_key(json, "multiprocessor_count");
-        json_int(json, p->multiprocessor_count);
-        json_key(json, "max_threads_per_block");
-        json_int(json, p->max_threads_per_block);
+        json_member_string(json, "name", p->name);
+        json_member_string(json, "pci_bus_id", p->pci_bus_id);
+        json_member_string(json, "compute_capability", capability);
+        json_member_uint(json, "total_memory_bytes", p->total_memory_bytes);
+        json_member_uint(json, "free_memory_bytes", p->free_memory_bytes);
+        json_member_uint(json, "resident_budget_bytes",
+                         p->resident_budget_bytes);
+        json_member_int(json, "multiprocessor_count", p->multiprocessor_count);
+        json_member_int(json, "max_threads_per_block",
+                        p->max_threads_per_block);
         json_key(json, "max_block_dim");
         json_array_begin(json);
         for (int i = 0; i < 3; i++)
@@ -192,10 +183,9 @@ static void print_device_json(json_writer *json, const device_result *r)
         for (int i = 0; i < 3; i++)
             json_int(json, p->max_grid_dim[i]);
         json_array_end(json);
-        json_key(json, "shared_memory_per_block_bytes");
-        json_int(json, p->shared_memory_per_block_bytes);
-        json_key(json, "async_engine_count");
-        json_int(json, p->async_engine_count);
+        json_member_int(json, "shared_memory_per_block_bytes",
+                        p->shared_memory_per_block_bytes);
+        json_member_int(json, "async_engine_count", p->async_engine_count);
         json_key(json, "capabilities");
         json_array_begin(json);
         for (size_t i = 0; i < CAPABILITY_COUNT; i++)
@@ -206,10 +196,8 @@ static void print_device_json(json_writer *json, const device_result *r)
     if (r->open_status == CURD_OK) {
         json_key(json, "self_test");
         json_object_begin(json);
-        json_key(json, "passed");
-        json_bool(json, r->self_test_status == CURD_OK);
-        json_key(json, "report");
-        json_string(json, r->self_test_report);
+        json_member_bool(json, "passed", r->self_test_status == CURD_OK);
+        json_member_string(json, "report", r->self_test_report);
         json_object_end(json);
     }
     json_object_end(json);
@@ -238,18 +226,14 @@ static int report_no_gpu(json_writer *json, curd_status status,
     bool no_device = status == CURD_E_NO_DEVICE;
     if (json != NULL) {
         json_object_begin(json);
-        json_key(json, "curd_version");
-        json_string(json, curd_version_string());
+        json_member_string(json, "curd_version", curd_version_string());
         if (driver_version != 0) {
-            json_key(json, "driver_version");
-            json_int(json, driver_version);
+            json_member_int(json, "driver_version", driver_version);
         }
-        json_key(json, "error");
-        json_string(json, no_device ? "no_device" : "no_driver");
-        json_key(json, "status");
-        json_string(json, curd_status_name(status));
-        json_key(json, "message");
-        json_string(json, message);
+        json_member_string(json, "error",
+                           no_device ? "no_device" : "no_driver");
+        json_member_string(json, "status", curd_status_name(status));
+        json_member_string(json, "message", message);
         json_object_end(json);
         putchar('\n');
     } else {
@@ -330,12 +314,9 @@ int main(int argc, char **argv)
 
     if (out != NULL) {
         json_object_begin(out);
-        json_key(out, "curd_version");
-        json_string(out, curd_version_string());
-        json_key(out, "driver_version");
-        json_int(out, driver_version);
-        json_key(out, "device_count");
-        json_int(out, count);
+        json_member_string(out, "curd_version", curd_version_string());
+        json_member_int(out, "driver_version", driver_version);
+        json_member_int(out, "device_count", count);
         json_key(out, "devices");
         json_array_begin(out);
     } else {
@@ -360,8 +341,7 @@ int main(int argc, char **argv)
 
     if (out != NULL) {
         json_array_end(out);
-        json_key(out, "passed");
-        json_bool(out, failed == 0);
+        json_member_bool(out, "passed", failed == 0);
         json_object_end(out);
         putchar('\n');
     } else {

@@ -140,3 +140,33 @@ void json_null(json_writer *writer)
     separate(writer);
     fputs("null", writer->out);
 }
+
+void json_member_string(json_writer *writer, const char *key, const char *text)
+{
+    json_key(writer, key);
+    json_string(writer, text);
+}
+
+void json_member_int(json_writer *writer, const char *key, long long value)
+{
+    json_key(writer, key);
+    json_int(writer, value);
+}
+
+void json_member_uint(json_writer *writer, const char *key, uint64_t value)
+{
+    json_key(writer, key);
+    json_uint(writer, value);
+}
+
+void json_member_double(json_writer *writer, const char *key, double value)
+{
+    json_key(writer, key);
+    json_double(writer, value);
+}
+
+void json_member_bool(json_writer *writer, const char *key, bool value)
+{
+    json_key(writer, key);
+    json_bool(writer, value);
+}

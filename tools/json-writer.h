@@ -39,4 +39,12 @@ void json_double(json_writer *writer, double value);
 void json_bool(json_writer *writer, bool value);
 void json_null(json_writer *writer);
 
+/* A key and its value, the usual pair inside an object. */
+void json_member_string(json_writer *writer, const char *key,
+                        const char *text);
+void json_member_int(json_writer *writer, const char *key, long long value);
+void json_member_uint(json_writer *writer, const char *key, uint64_t value);
+void json_member_double(json_writer *writer, const char *key, double value);
+void json_member_bool(json_writer *writer, const char *key, bool value);
+
 #endif
