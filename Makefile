@@ -9,7 +9,10 @@
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
 #   make check-tsan      the *thread* tests rebuilt in build-tsan/ with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
-#   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR honoured
+#   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR, MANDIR
+#                        honoured
+#   make dist, source-package, bench-internal, bench-plot, check-examples,
+#   check-manpages: see mk/*.mk
 #
 # V=1 shows the commands. Objects and programs go under $(BUILD)/.
 
