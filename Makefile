@@ -10,7 +10,10 @@
 #   make check-tsan      the *thread* tests rebuilt in build-tsan/ with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS
-#   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR honoured
+#   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR, MANDIR
+#                        honoured
+#   make dist, source-package, bench-internal, bench-plot, check-examples,
+#   check-manpages: see mk/*.mk
 #
 # V=1 shows the commands. Objects and programs go under $(BUILD)/.
 
@@ -65,14 +68,17 @@ TEST_BINS := $(call test_bins,$(BUILD))
 TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
                        $(sort $(wildcard tests/support/*.c)))
 
-# A tool is built once its source exists, so a tool still being written
-# never breaks the build.
-TOOL_NAMES := $(patsubst tools/%.c,%,$(wildcard tools/curd-info.c tools/curd-bench.c))
-TOOLS := $(addprefix $(BUILD)/tools/,$(TOOL_NAMES))
-# What `make install` installs: the same, less the in-tree RPATH.
-INSTALL_TOOLS := $(patsubst $(BUILD)/tools/curd-info,$(BUILD)/tools/install/curd-info,$(TOOLS))
-BENCH_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
-                $(wildcard tools/curd-bench.c) $(sort $(wildcard tools/bench-*.c)))
+# The tools use only the public header (no -Ilib) and link libcurd.so.1 like
+# any consumer, so a fixed libcurd1 reaches them. $(BUILD)/tools/ copies find
+# the libcurd.so.1 beside them in $(BUILD)/ through their RPATH; the copies in
+# $(BUILD)/tools/install/, which `make install` installs, have none.
+TOOL_CPPFLAGS = $(filter-out -Ilib,$(CPPFLAGS))
+TOOLS := $(BUILD)/tools/curd-info $(BUILD)/tools/curd-bench
+INSTALL_TOOLS := $(patsubst $(BUILD)/tools/%,$(BUILD)/tools/install/%,$(TOOLS))
+INFO_OBJS := $(addprefix $(BUILD)/tools/,curd-info.o json-writer.o)
+BENCH_HARNESS_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
+                        $(sort $(wildcard tools/bench-*.c)) tools/json-writer.c)
+BENCH_OBJS := $(BUILD)/tools/curd-bench.o $(BENCH_HARNESS_OBJS)
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \
         check-tsan check-exports check-layers install uninstall clean
@@ -105,28 +111,24 @@ $(STATIC): $(LIB_OBJS)
 
 tools: $(TOOLS) $(INSTALL_TOOLS)
 
-# curd-info links the shared library like any consumer; curd-bench links the
-# static one because it times the raw driver through the library's own
-# entry-point table. $(BUILD)/tools/curd-info finds the libcurd.so.1 beside
-# it in $(BUILD)/ through its RPATH; the copy in $(BUILD)/tools/install/,
-# which `make install` installs, has none.
-$(BUILD)/tools/curd-info: $(BUILD)/tools/curd-info.o $(SHARED)
+$(BUILD)/tools/curd-info $(BUILD)/tools/install/curd-info: $(INFO_OBJS)
+$(BUILD)/tools/curd-bench $(BUILD)/tools/install/curd-bench: $(BENCH_OBJS)
+# curd-bench loads the raw driver itself (dlopen) and times threads.
+$(BUILD)/tools/curd-bench $(BUILD)/tools/install/curd-bench: TOOL_LIBS := -ldl -lpthread -lm
+$(TOOLS): $(SHARED)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(BUILD) -lcurd -Wl,-rpath,'$$ORIGIN/..'
-
-$(BUILD)/tools/install/curd-info: $(BUILD)/tools/curd-info.o $(SHARED)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD) -lcurd \
+	    $(TOOL_LIBS) -Wl,-rpath,'$$ORIGIN/..'
+$(INSTALL_TOOLS): $(SHARED)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(BUILD) -lcurd
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(filter %.o,$^) -o $@ -L$(BUILD) -lcurd \
+	    $(TOOL_LIBS)
 
 $(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
-
-$(BUILD)/tools/curd-bench: $(BENCH_OBJS) $(STATIC)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(BENCH_OBJS) -o $@ $(STATIC) $(LIBS) -lm
+	$(Q)$(CC) $(TOOL_CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
 
 info:
 	$(Q)$(SETUP) build
@@ -198,6 +200,9 @@ check:
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-layers 'scripts/check-layers.sh' \
+	    --step check-manpages 'scripts/check-manpages.sh' \
+	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
+	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
 	    $(TEST_BINS)
 
 check-plain: tests
@@ -265,5 +270,6 @@ clean:
 -include fuzz/fuzz.mk
 # The kernel harness (tests/kernels/): its PTX for the tests, `make kernels-ptx`.
 -include tests/kernels/kernels.mk
+include mk/bench.mk mk/dist.mk mk/man.mk mk/examples.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

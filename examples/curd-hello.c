@@ -5,9 +5,12 @@
  *
  * Prints the library version and the number of CUDA devices. On a host with
  * a device it also keeps 1 MiB resident on device 0, uploads a pattern,
- * reads it back and compares. Exits 0 when all of that holds, including on
- * a host with no NVIDIA driver (the library then says so, it does not fail
- * to load).
+ * reads it back and compares.
+ *
+ * Exit status, as every curd example: 0 when all of that holds; 1 when
+ * something failed; 2 when there is no usable CUDA driver (the library
+ * loads anyway and says so: its CURD_E_NO_DRIVER sentence goes to standard
+ * error); 3 when the driver sees no device.
  */
 #include <curd.h>
 #include <stdio.h>
@@ -76,14 +79,14 @@ int main(void)
 
     status = curd_device_count(&count);
     if (status == CURD_E_NO_DRIVER) {
-        printf("no CUDA driver: %s\n", curd_last_error());
-        return 0;
+        fprintf(stderr, "no CUDA driver: %s\n", curd_last_error());
+        return 2;
     }
     if (status != CURD_OK)
         return fail("curd_device_count", status);
     printf("%d CUDA device(s)\n", count);
     if (count == 0)
-        return 0;
+        return 3;
 
     curd_device *device;
     status = curd_device_open(0, NULL, &device);

@@ -14,12 +14,17 @@
 
 #include "status.h"
 
-/* What to install, in one place: Debian ships the driver's CUDA library as
- * libcuda1 (non-free), Ubuntu as libnvidia-compute-<branch>. */
+/* What to install, in one place. Neither distribution's default apt
+ * sources carry the driver: Debian ships it in non-free (firmware in
+ * non-free-firmware) as nvidia-driver and libcuda1, Ubuntu in restricted
+ * and multiverse as nvidia-driver-<branch> and libnvidia-compute-<branch>. */
 #define CURDI_DRIVER_PACKAGE_HINT                                             \
-    "install the NVIDIA driver's CUDA library (Debian: apt-get install "       \
-    "libcuda1 from non-free; Ubuntu: libnvidia-compute-<driver branch>), "    \
-    "or set CURD_LIBCUDA to the full path of libcuda.so.1"
+    "install the NVIDIA driver's CUDA library (Debian: add the non-free and " \
+    "non-free-firmware areas to the apt sources, then apt-get install "       \
+    "nvidia-driver, or libcuda1 alone; Ubuntu: enable the restricted and "    \
+    "multiverse areas, then apt-get install nvidia-driver-<branch>, or "      \
+    "libnvidia-compute-<branch> alone), or set CURD_LIBCUDA to the full "     \
+    "path of libcuda.so.1"
 
 const char curdi_fork_message[] =
     "CUDA contexts do not survive fork; this process is a child of fork() "

@@ -34,10 +34,7 @@ if [ -s "$tmp/bad" ]; then
 fi
 sed -n 's/^[0-9a-f]* [A-Za-z] \(curd_[a-z0-9_]*\)@.*/\1/p' "$tmp/nm" | sort -u >"$tmp/exported"
 
-# A declaration may wrap after CURD_API; join lines until its '('.
-awk '/^CURD_API/ { decl = $0; while (decl !~ /\(/ && (getline line) > 0) decl = decl " " line;
-                   sub(/\(.*/, "", decl); n = split(decl, w, /[^A-Za-z0-9_]+/);
-                   while (n > 0 && w[n] == "") n--; print w[n] }' "$header" | sort -u >"$tmp/declared"
+"$(dirname "$0")/curd-api-names.sh" "$header" | sort -u >"$tmp/declared"
 
 missing=$(comm -23 "$tmp/declared" "$tmp/exported")
 undeclared=$(comm -13 "$tmp/declared" "$tmp/exported")

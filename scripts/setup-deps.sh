@@ -6,17 +6,23 @@
 # usage: scripts/setup-deps.sh build|check|package...
 #   build     the library and tools (make, make info)
 #   check     the whole test suite (make check): GLib, Valgrind, clang with
-#             libFuzzer and the sanitizer runtimes
+#             libFuzzer and the sanitizer runtimes, mandoc for the manual
+#             page check
 #   package   dpkg-buildpackage -us -uc -b
+#   release   make dist, the source package and its checks in .ci/run:
+#             git, lintian, mandoc
+#   plot      make bench-plot: gnuplot (without X)
 set -eu
 
 packages=""
 for what in "${@:-build}"; do
     case "$what" in
     build) packages="$packages make gcc libc6-dev binutils libxxhash-dev" ;;
-    check) packages="$packages make gcc libc6-dev binutils libxxhash-dev pkg-config libglib2.0-dev valgrind clang libclang-rt-dev" ;;
+    check) packages="$packages make gcc libc6-dev binutils libxxhash-dev pkg-config libglib2.0-dev valgrind clang libclang-rt-dev mandoc" ;;
     package) packages="$packages build-essential debhelper dpkg-dev libxxhash-dev pkg-config libglib2.0-dev" ;;
-    *) echo "setup-deps.sh: unknown set '$what' (build, check, package)" >&2; exit 2 ;;
+    release) packages="$packages git lintian mandoc" ;;
+    plot) packages="$packages gnuplot-nox" ;;
+    *) echo "setup-deps.sh: unknown set '$what' (build, check, package, release, plot)" >&2; exit 2 ;;
     esac
 done
 

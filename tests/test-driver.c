@@ -92,6 +92,11 @@ static void test_missing_libcuda_is_no_driver(void)
     g_assert_true(contains(sentence, MISSING_PATH));
     g_assert_true(contains(sentence, "libcuda1"));
     g_assert_true(contains(sentence, "libnvidia-compute"));
+    /* Neither default apt source has the driver: the sentence names the
+     * archive areas to enable, per distribution. */
+    g_assert_true(contains(sentence, "non-free"));
+    g_assert_true(contains(sentence, "restricted"));
+    g_assert_true(contains(sentence, "multiverse"));
     assert_sentence_ends_with_fix(sentence);
     char *first = g_strdup(sentence);
 

@@ -21,15 +21,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench-cuda.h"
 #include "curd.h"
-#include "driver.h"
 
 #define BENCH_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
 #define BENCH_KIB ((size_t)1024)
 #define BENCH_MIB ((size_t)1024 * 1024)
 
-#define BENCH_MAX_VARIANTS 16
+#define BENCH_MAX_VARIANTS 24
 #define BENCH_MAX_CHECKS 24
 #define BENCH_MAX_NOTES 8
 #define BENCH_MAX_SAMPLES 201
@@ -39,7 +39,11 @@
  * ---------------------------------------------------------------------- */
 typedef struct bench_env {
     curd_device *device;
-    const curdi_driver *driver;
+    /* The raw driver for the baselines, and the device's primary context
+     * (the one libcurd uses too), retained by the tool. */
+    const bench_cuda *cu;
+    bench_cu_device cu_device;
+    bench_cu_context context;
     curd_device_props props;
     int driver_version;
     bool quick;
@@ -63,15 +67,15 @@ int bench_fail(const char *format, ...) BENCH_PRINTF(1, 2);
 int bench_fail_curd(const char *call, curd_status status);
 /* The same, for a failed raw driver call: names the call and the CUresult
  * with its name. */
-int bench_fail_cu(const char *call, curdi_cu_result cu_result);
+int bench_fail_cu(const char *call, bench_cu_result cu_result);
 /* The recorded sentence, or NULL when nothing failed. */
 const char *bench_failure(void);
 
 /* Checks a raw driver call from code that returns int (0 or -1). */
 #define BENCH_CU(call)                                                        \
     do {                                                                      \
-        curdi_cu_result bench_cu_result_ = (call);                            \
-        if (bench_cu_result_ != CURDI_CUDA_SUCCESS)                           \
+        bench_cu_result bench_cu_result_ = (call);                            \
+        if (bench_cu_result_ != BENCH_CUDA_SUCCESS)                           \
             return bench_fail_cu(#call, bench_cu_result_);                    \
     } while (0)
 
@@ -119,6 +123,10 @@ typedef int (*bench_op_fn)(void *context, uint64_t iterations);
 
 typedef struct bench_variant_spec {
     const char *label;
+    /* The label without the size, for variants of a size sweep: the CSV
+     * names a sweep's points by it, so they join into one line of a
+     * chart. NULL: the label. */
+    const char *series;
     bench_role role;
     bench_op_fn op;
     void *context;
@@ -144,6 +152,8 @@ typedef struct bench_variant {
     double median_ns;
     double min_ns;
     double max_ns;
+    double p10_ns; /* 10th and 90th percentiles */
+    double p90_ns;
 } bench_variant;
 
 typedef enum bench_check_kind {
@@ -216,41 +226,68 @@ void bench_report_scenario(const bench_scenario *scenario);
 void bench_report_skip(const char *scenario_name, const char *reason);
 
 /* ------------------------------------------------------------------------
- * The report.
+ * The report (bench-report.c): a table on standard output, JSON and CSV.
  * ---------------------------------------------------------------------- */
 typedef struct bench_report_options {
     bool json_stdout;       /* JSON on stdout, no table */
     const char *json_path;  /* also write JSON here (NULL: no) */
+    bool csv_stdout;        /* CSV on stdout, no table */
+    const char *csv_path;   /* also write CSV here (NULL: no) */
 } bench_report_options;
 
 void bench_report_begin(const bench_env *env,
                         const bench_report_options *options);
-/* Prints the summary, writes the JSON; returns the number of MISSes, or
- * -1 if the JSON file could not be written. failure: NULL, or the
- * sentence of the failure that stopped the run. */
+/* Prints the summary, writes the JSON and the CSV; returns the number of
+ * MISSes, or -1 if a file could not be written (errno says why). failure:
+ * NULL, or the sentence of the failure that stopped the run. */
 int bench_report_end(const char *failure);
 
+/* The CSV's header line, without its newline; bench/peers writes the
+ * same columns. */
+#define BENCH_CSV_HEADER                                                      \
+    "scenario,variant,role,size_bytes,threads,median,p10,p90,unit,"          \
+    "ratio_vs_raw"
+
 /* ------------------------------------------------------------------------
- * Raw driver access: the device's context made current around raw calls.
+ * Progress (bench-progress.c): one line on standard error, rewritten in
+ * place, only when standard error is a terminal and the run has lasted a
+ * second; silent otherwise.
+ * ---------------------------------------------------------------------- */
+/* The run is about to take scenario_count scenarios. */
+void bench_progress_begin(unsigned scenario_count);
+/* Scenario number index (from 0) starts. */
+void bench_progress_scenario(unsigned index, const char *name);
+/* A scenario's samples: done of total rounds. */
+void bench_progress_samples(unsigned done, unsigned total);
+/* Clears the line, so that what is printed next starts a clean line; the
+ * next update draws it again. */
+void bench_progress_clear(void);
+
+/* ------------------------------------------------------------------------
+ * Raw driver access: the device's primary context made current around raw
+ * calls (pushed and popped: libcurd's own calls in between are unaffected).
  * ---------------------------------------------------------------------- */
 int bench_raw_enter(const bench_env *env);
 void bench_raw_leave(const bench_env *env);
-/* A pooled non-blocking stream of the device (the context entered around
- * the pool's calls, as it requires). */
-int bench_stream_acquire(const bench_env *env, curdi_cu_stream *out);
-void bench_stream_release(const bench_env *env, curdi_cu_stream stream);
+/* A non-blocking stream of the device's context, made and destroyed by
+ * the raw driver. */
+int bench_stream_acquire(const bench_env *env, bench_cu_stream *out);
+void bench_stream_release(const bench_env *env, bench_cu_stream stream);
 
 /* ------------------------------------------------------------------------
- * The scenarios (bench-pool.c, bench-transfer.c).
+ * Memory checks (bench-check-memory.c): that a block holds what is written
+ * to it, read back through raw copies independent of the path checked.
+ * Each enters the context itself.
  * ---------------------------------------------------------------------- */
-int bench_pool_device_hit(const bench_env *env);
-int bench_pool_pinned_hit(const bench_env *env);
-int bench_pool_threads(const bench_env *env);
-int bench_transfer_fused_reads(const bench_env *env);
-int bench_transfer_pageable_upload(const bench_env *env);
-int bench_transfer_pinned_upload(const bench_env *env);
-int bench_transfer_pageable_download(const bench_env *env);
-int bench_transfer_pinned_download(const bench_env *env);
-int bench_transfer_small_roundtrip(const bench_env *env);
+/* Random bytes in through cuMemcpyHtoD, out through cuMemcpyDtoH into
+ * poisoned memory; at most 4 KiB. */
+int bench_check_device_memory(const bench_env *env, uint64_t *seed,
+                              bench_cu_deviceptr device_ptr, size_t byte_len,
+                              const char *what);
+/* Random bytes written on the host, through a scratch device allocation
+ * and back into poisoned pageable memory; at most 4 KiB. */
+int bench_check_host_memory(const bench_env *env, uint64_t *seed,
+                            void *host_ptr, size_t byte_len,
+                            const char *what);
 
 #endif

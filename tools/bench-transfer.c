@@ -12,43 +12,28 @@
  * transfer/pageable-download-256M, transfer/pinned-download-256M likewise.
  * transfer/small-roundtrip      4 KiB up and 4 KiB down, one fence each.
  *
- * Raw copies run on one pooled non-blocking stream and end with one
+ * Raw copies run on one non-blocking stream and end with one
  * cuStreamSynchronize; raw pinned memory comes from cuMemHostAlloc. The raw
  * variants address the same resident buffer as curd (its device pointer),
  * so both sides move the same bytes between the same memory. */
-#include "bench-common.h"
+#include "bench-scenarios.h"
+#include "bench-transfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "core.h"
 
 #define FUSED_PIECE_BYTES (4 * BENCH_KIB)
 #define FUSED_PIECE_COUNT 64
 #define LARGE_BYTES (256 * BENCH_MIB)
 #define SMALL_BYTES (4 * BENCH_KIB)
 
-/* What one timed variant works on. */
-typedef struct copy_op {
-    const bench_env *env;
-    curd_buffer buffer;
-    curdi_cu_deviceptr device_ptr;
-    curdi_cu_stream stream;
-    void *host; /* source of an upload, destination of a download */
-    void *host_out; /* the download side of a round trip */
-    size_t byte_len;
-    const curd_download *items; /* fused reads */
-    size_t item_count;
-    size_t piece_bytes;
-} copy_op;
-
 /* ------------------------------------------------------------------------
  * curd operations
  * ---------------------------------------------------------------------- */
-static int op_curd_upload(void *opaque, uint64_t iterations)
+int bench_op_curd_upload(void *opaque, uint64_t iterations)
 {
-    copy_op *op = opaque;
+    bench_copy_op *op = opaque;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++)
         BENCH_CURD(curd_buffer_upload(op->env->device, op->buffer, op->host,
@@ -58,7 +43,7 @@ static int op_curd_upload(void *opaque, uint64_t iterations)
 
 static int op_curd_upload_async(void *opaque, uint64_t iterations)
 {
-    copy_op *op = opaque;
+    bench_copy_op *op = opaque;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         BENCH_CURD(curd_buffer_upload_async(op->env->device, op->buffer, 0,
@@ -68,9 +53,9 @@ static int op_curd_upload_async(void *opaque, uint64_t iterations)
     return 0;
 }
 
-static int op_curd_download(void *opaque, uint64_t iterations)
+int bench_op_curd_download(void *opaque, uint64_t iterations)
 {
-    copy_op *op = opaque;
+    bench_copy_op *op = opaque;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++)
         BENCH_CURD(curd_buffer_download(op->env->device, op->buffer, op->host,
@@ -80,7 +65,7 @@ static int op_curd_download(void *opaque, uint64_t iterations)
 
 static int op_curd_download_batch(void *opaque, uint64_t iterations)
 {
-    copy_op *op = opaque;
+    bench_copy_op *op = opaque;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++)
         BENCH_CURD(curd_download_batch(op->env->device, op->items,
@@ -90,7 +75,7 @@ static int op_curd_download_batch(void *opaque, uint64_t iterations)
 
 static int op_curd_roundtrip(void *opaque, uint64_t iterations)
 {
-    copy_op *op = opaque;
+    bench_copy_op *op = opaque;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         BENCH_CURD(curd_buffer_upload(op->env->device, op->buffer, op->host,
@@ -104,11 +89,11 @@ static int op_curd_roundtrip(void *opaque, uint64_t iterations)
 /* ------------------------------------------------------------------------
  * Raw driver operations: each enters the device's context for its batch.
  * ---------------------------------------------------------------------- */
-typedef int (*raw_loop_fn)(const copy_op *op, uint64_t iterations);
+typedef int (*raw_loop_fn)(const bench_copy_op *op, uint64_t iterations);
 
 static int run_raw(void *opaque, uint64_t iterations, raw_loop_fn loop)
 {
-    copy_op *op = opaque;
+    bench_copy_op *op = opaque;
     int result;
     if (bench_raw_enter(op->env) != 0)
         return -1;
@@ -117,18 +102,18 @@ static int run_raw(void *opaque, uint64_t iterations, raw_loop_fn loop)
     return result;
 }
 
-static int raw_htod_sync_loop(const copy_op *op, uint64_t iterations)
+static int raw_htod_sync_loop(const bench_copy_op *op, uint64_t iterations)
 {
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++)
-        BENCH_CU(op->env->driver->cuMemcpyHtoD(op->device_ptr, op->host,
+        BENCH_CU(op->env->cu->cuMemcpyHtoD(op->device_ptr, op->host,
                                                op->byte_len));
     return 0;
 }
 
-static int raw_htod_async_loop(const copy_op *op, uint64_t iterations)
+static int raw_htod_async_loop(const bench_copy_op *op, uint64_t iterations)
 {
-    const curdi_driver *driver = op->env->driver;
+    const bench_cuda *driver = op->env->cu;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         BENCH_CU(driver->cuMemcpyHtoDAsync(op->device_ptr, op->host,
@@ -138,18 +123,18 @@ static int raw_htod_async_loop(const copy_op *op, uint64_t iterations)
     return 0;
 }
 
-static int raw_dtoh_sync_loop(const copy_op *op, uint64_t iterations)
+static int raw_dtoh_sync_loop(const bench_copy_op *op, uint64_t iterations)
 {
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++)
-        BENCH_CU(op->env->driver->cuMemcpyDtoH(op->host, op->device_ptr,
+        BENCH_CU(op->env->cu->cuMemcpyDtoH(op->host, op->device_ptr,
                                                op->byte_len));
     return 0;
 }
 
-static int raw_dtoh_async_loop(const copy_op *op, uint64_t iterations)
+static int raw_dtoh_async_loop(const bench_copy_op *op, uint64_t iterations)
 {
-    const curdi_driver *driver = op->env->driver;
+    const bench_cuda *driver = op->env->cu;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         BENCH_CU(driver->cuMemcpyDtoHAsync(op->host, op->device_ptr,
@@ -160,9 +145,9 @@ static int raw_dtoh_async_loop(const copy_op *op, uint64_t iterations)
 }
 
 /* item_count copies of piece_bytes each, then one fence. */
-static int raw_dtoh_pieces_loop(const copy_op *op, uint64_t iterations)
+static int raw_dtoh_pieces_loop(const bench_copy_op *op, uint64_t iterations)
 {
-    const curdi_driver *driver = op->env->driver;
+    const bench_cuda *driver = op->env->cu;
     unsigned char *host = op->host;
     uint64_t iteration;
     size_t piece;
@@ -170,7 +155,7 @@ static int raw_dtoh_pieces_loop(const copy_op *op, uint64_t iterations)
         for (piece = 0; piece < op->item_count; piece++) {
             size_t offset = piece * op->piece_bytes;
             BENCH_CU(driver->cuMemcpyDtoHAsync(
-                host + offset, op->device_ptr + (curdi_cu_deviceptr)offset,
+                host + offset, op->device_ptr + (bench_cu_deviceptr)offset,
                 op->piece_bytes, op->stream));
         }
         BENCH_CU(driver->cuStreamSynchronize(op->stream));
@@ -178,9 +163,9 @@ static int raw_dtoh_pieces_loop(const copy_op *op, uint64_t iterations)
     return 0;
 }
 
-static int raw_roundtrip_loop(const copy_op *op, uint64_t iterations)
+static int raw_roundtrip_loop(const bench_copy_op *op, uint64_t iterations)
 {
-    const curdi_driver *driver = op->env->driver;
+    const bench_cuda *driver = op->env->cu;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         BENCH_CU(driver->cuMemcpyHtoDAsync(op->device_ptr, op->host,
@@ -193,9 +178,9 @@ static int raw_roundtrip_loop(const copy_op *op, uint64_t iterations)
     return 0;
 }
 
-static int raw_roundtrip_sync_loop(const copy_op *op, uint64_t iterations)
+static int raw_roundtrip_sync_loop(const bench_copy_op *op, uint64_t iterations)
 {
-    const curdi_driver *driver = op->env->driver;
+    const bench_cuda *driver = op->env->cu;
     uint64_t iteration;
     for (iteration = 0; iteration < iterations; iteration++) {
         BENCH_CU(driver->cuMemcpyHtoD(op->device_ptr, op->host, op->byte_len));
@@ -205,22 +190,22 @@ static int raw_roundtrip_sync_loop(const copy_op *op, uint64_t iterations)
     return 0;
 }
 
-static int op_raw_htod_sync(void *opaque, uint64_t iterations)
+int bench_op_raw_htod_sync(void *opaque, uint64_t iterations)
 {
     return run_raw(opaque, iterations, raw_htod_sync_loop);
 }
 
-static int op_raw_htod_async(void *opaque, uint64_t iterations)
+int bench_op_raw_htod_async(void *opaque, uint64_t iterations)
 {
     return run_raw(opaque, iterations, raw_htod_async_loop);
 }
 
-static int op_raw_dtoh_sync(void *opaque, uint64_t iterations)
+int bench_op_raw_dtoh_sync(void *opaque, uint64_t iterations)
 {
     return run_raw(opaque, iterations, raw_dtoh_sync_loop);
 }
 
-static int op_raw_dtoh_async(void *opaque, uint64_t iterations)
+int bench_op_raw_dtoh_async(void *opaque, uint64_t iterations)
 {
     return run_raw(opaque, iterations, raw_dtoh_async_loop);
 }
@@ -244,35 +229,19 @@ static int op_raw_roundtrip_sync(void *opaque, uint64_t iterations)
  * Set-up helpers and checks.
  * ---------------------------------------------------------------------- */
 
-/* The resources one scenario holds; transfer_free releases whatever is
- * set. */
-typedef struct transfer_state {
-    const bench_env *env;
-    size_t byte_len;
-    curd_buffer buffer;
-    curdi_cu_deviceptr device_ptr;
-    curdi_cu_stream stream;
-    bool have_stream;
-    unsigned char *reference; /* the random bytes (malloc) */
-    unsigned char *scratch;   /* read-back and poison (malloc) */
-    unsigned char *host;      /* the caller's memory (malloc) */
-    bool host_registered;
-    void *pinned; /* cuMemHostAlloc */
-    void *pinned_out; /* cuMemHostAlloc, round trips */
-    unsigned char *host_out; /* malloc, round trips */
-} transfer_state;
-
-static void transfer_free(transfer_state *state)
+void bench_transfer_free(bench_transfer_state *state)
 {
     const bench_env *env = state->env;
+    if (env == NULL)
+        return; /* never initialised (zeroed) */
     if (state->host_registered)
         curd_host_unregister(env->device, state->host);
     if (state->pinned != NULL || state->pinned_out != NULL) {
         if (bench_raw_enter(env) == 0) {
             if (state->pinned != NULL)
-                env->driver->cuMemFreeHost(state->pinned);
+                env->cu->cuMemFreeHost(state->pinned);
             if (state->pinned_out != NULL)
-                env->driver->cuMemFreeHost(state->pinned_out);
+                env->cu->cuMemFreeHost(state->pinned_out);
             bench_raw_leave(env);
         }
     }
@@ -287,9 +256,7 @@ static void transfer_free(transfer_state *state)
     memset(state, 0, sizeof *state);
 }
 
-/* The resident buffer, a stream, the random reference bytes and a scratch
- * buffer; the scenario adds the rest. */
-static int transfer_init(transfer_state *state, const bench_env *env,
+int bench_transfer_init(bench_transfer_state *state, const bench_env *env,
                          size_t byte_len, uint64_t seed_salt)
 {
     uint64_t seed = env->seed ^ seed_salt;
@@ -300,7 +267,7 @@ static int transfer_init(transfer_state *state, const bench_env *env,
     BENCH_CURD(curd_buffer_alloc(env->device, byte_len, &state->buffer));
     BENCH_CURD(curd_buffer_device_ptr(env->device, state->buffer,
                                       &device_ptr));
-    state->device_ptr = (curdi_cu_deviceptr)device_ptr;
+    state->device_ptr = (bench_cu_deviceptr)device_ptr;
     if (bench_stream_acquire(env, &state->stream) != 0)
         return -1;
     state->have_stream = true;
@@ -312,7 +279,7 @@ static int transfer_init(transfer_state *state, const bench_env *env,
     return 0;
 }
 
-static int transfer_add_host(transfer_state *state, bool registered)
+int bench_transfer_add_host(bench_transfer_state *state, bool registered)
 {
     state->host = bench_host_alloc(state->byte_len, "the caller's memory");
     if (state->host == NULL)
@@ -327,52 +294,52 @@ static int transfer_add_host(transfer_state *state, bool registered)
     return 0;
 }
 
-static int transfer_add_pinned(transfer_state *state, void **out,
+int bench_transfer_add_pinned(bench_transfer_state *state, void **out,
                                size_t byte_len)
 {
     const bench_env *env = state->env;
-    curdi_cu_result cu_result;
+    bench_cu_result cu_result;
     if (bench_raw_enter(env) != 0)
         return -1;
-    cu_result = env->driver->cuMemHostAlloc(out, byte_len,
-                                            CURDI_CU_MEMHOSTALLOC_PORTABLE);
+    cu_result = env->cu->cuMemHostAlloc(out, byte_len,
+                                            BENCH_CU_MEMHOSTALLOC_PORTABLE);
     bench_raw_leave(env);
-    if (cu_result != CURDI_CUDA_SUCCESS)
+    if (cu_result != BENCH_CUDA_SUCCESS)
         return bench_fail_cu("cuMemHostAlloc", cu_result);
     memset(*out, 0, byte_len);
     return 0;
 }
 
 /* Raw copies outside the timed region, for set-up and checks. */
-static int raw_copy_in(const bench_env *env, curdi_cu_deviceptr device_ptr,
+static int raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
                        const void *host, size_t byte_len)
 {
-    curdi_cu_result cu_result;
+    bench_cu_result cu_result;
     if (bench_raw_enter(env) != 0)
         return -1;
-    cu_result = env->driver->cuMemcpyHtoD(device_ptr, host, byte_len);
+    cu_result = env->cu->cuMemcpyHtoD(device_ptr, host, byte_len);
     bench_raw_leave(env);
-    if (cu_result != CURDI_CUDA_SUCCESS)
+    if (cu_result != BENCH_CUDA_SUCCESS)
         return bench_fail_cu("cuMemcpyHtoD (set-up)", cu_result);
     return 0;
 }
 
 static int raw_copy_out(const bench_env *env, void *host,
-                        curdi_cu_deviceptr device_ptr, size_t byte_len)
+                        bench_cu_deviceptr device_ptr, size_t byte_len)
 {
-    curdi_cu_result cu_result;
+    bench_cu_result cu_result;
     if (bench_raw_enter(env) != 0)
         return -1;
-    cu_result = env->driver->cuMemcpyDtoH(host, device_ptr, byte_len);
+    cu_result = env->cu->cuMemcpyDtoH(host, device_ptr, byte_len);
     bench_raw_leave(env);
-    if (cu_result != CURDI_CUDA_SUCCESS)
+    if (cu_result != BENCH_CUDA_SUCCESS)
         return bench_fail_cu("cuMemcpyDtoH (check)", cu_result);
     return 0;
 }
 
 /* Poisons the device buffer, runs one upload, reads the buffer back with a
  * raw copy into poisoned memory and compares every byte. */
-static int check_upload(transfer_state *state, bench_op_fn op, void *context,
+int bench_check_upload(bench_transfer_state *state, bench_op_fn op, void *context,
                         const char *what)
 {
     bench_poison(state->scratch, state->byte_len);
@@ -391,7 +358,7 @@ static int check_upload(transfer_state *state, bench_op_fn op, void *context,
 
 /* Poisons the destination, runs one download of the buffer (which holds
  * the reference bytes) and compares every byte. */
-static int check_download(transfer_state *state, bench_op_fn op,
+int bench_check_download(bench_transfer_state *state, bench_op_fn op,
                           void *context, void *destination, const char *what)
 {
     bench_poison(destination, state->byte_len);
@@ -401,14 +368,14 @@ static int check_download(transfer_state *state, bench_op_fn op,
                          state->byte_len);
 }
 
-static bool has_host_register(const bench_env *env)
+bool bench_has_host_register(const bench_env *env)
 {
     return (env->props.capabilities & CURD_CAP_HOST_REGISTER) != 0;
 }
 
-static copy_op make_op(const transfer_state *state, void *host)
+bench_copy_op bench_make_op(const bench_transfer_state *state, void *host)
 {
-    copy_op op;
+    bench_copy_op op;
     memset(&op, 0, sizeof op);
     op.env = state->env;
     op.buffer = state->buffer;
@@ -445,7 +412,7 @@ static void fill_items(curd_download *items, curd_buffer buffer,
 
 /* Runs one batch and notes how many DMA operations and fences it cost. */
 static int note_batch_cost(bench_scenario *scenario, const bench_env *env,
-                           copy_op *op, const char *what)
+                           bench_copy_op *op, const char *what)
 {
     curd_stats before, after;
     if (stats_read(env, &before) != 0)
@@ -465,22 +432,22 @@ static int note_batch_cost(bench_scenario *scenario, const bench_env *env,
 int bench_transfer_fused_reads(const bench_env *env)
 {
     const size_t total_bytes = FUSED_PIECE_BYTES * FUSED_PIECE_COUNT;
-    transfer_state state;
+    bench_transfer_state state;
     bench_scenario scenario;
     curd_download items_pageable[FUSED_PIECE_COUNT];
     curd_download items_registered[FUSED_PIECE_COUNT];
     unsigned char *registered = NULL;
-    bool with_registered = has_host_register(env);
+    bool with_registered = bench_has_host_register(env);
     bool registered_done = false;
-    copy_op curd_pageable, curd_registered, raw_pieces, raw_one;
+    bench_copy_op curd_pageable, curd_registered, raw_pieces, raw_one;
     int curd_p = -1, curd_r = -1, raw_64, raw_1;
     int result = -1;
 
-    if (transfer_init(&state, env, total_bytes, 0x3003u) != 0)
+    if (bench_transfer_init(&state, env, total_bytes, 0x3003u) != 0)
         goto done;
-    if (transfer_add_host(&state, false) != 0)
+    if (bench_transfer_add_host(&state, false) != 0)
         goto done;
-    if (transfer_add_pinned(&state, &state.pinned, total_bytes) != 0)
+    if (bench_transfer_add_pinned(&state, &state.pinned, total_bytes) != 0)
         goto done;
     if (raw_copy_in(env, state.device_ptr, state.reference, total_bytes) != 0)
         goto done;
@@ -500,28 +467,28 @@ int bench_transfer_fused_reads(const bench_env *env)
 
     fill_items(items_pageable, state.buffer, state.host);
     fill_items(items_registered, state.buffer, registered);
-    curd_pageable = make_op(&state, state.host);
+    curd_pageable = bench_make_op(&state, state.host);
     curd_pageable.items = items_pageable;
     curd_pageable.item_count = FUSED_PIECE_COUNT;
     curd_registered = curd_pageable;
     curd_registered.items = items_registered;
-    raw_pieces = make_op(&state, state.pinned);
+    raw_pieces = bench_make_op(&state, state.pinned);
     raw_pieces.item_count = FUSED_PIECE_COUNT;
     raw_pieces.piece_bytes = FUSED_PIECE_BYTES;
-    raw_one = make_op(&state, state.pinned);
+    raw_one = bench_make_op(&state, state.pinned);
 
-    if (check_download(&state, op_curd_download_batch, &curd_pageable,
+    if (bench_check_download(&state, op_curd_download_batch, &curd_pageable,
                        state.host, "curd_download_batch, 64 x 4 KiB") != 0)
         goto done;
     if (with_registered &&
-        check_download(&state, op_curd_download_batch, &curd_registered,
+        bench_check_download(&state, op_curd_download_batch, &curd_registered,
                        registered,
                        "curd_download_batch into registered memory") != 0)
         goto done;
-    if (check_download(&state, op_raw_dtoh_pieces, &raw_pieces, state.pinned,
+    if (bench_check_download(&state, op_raw_dtoh_pieces, &raw_pieces, state.pinned,
                        "64 x cuMemcpyDtoHAsync 4 KiB") != 0)
         goto done;
-    if (check_download(&state, op_raw_dtoh_async, &raw_one, state.pinned,
+    if (bench_check_download(&state, bench_op_raw_dtoh_async, &raw_one, state.pinned,
                        "cuMemcpyDtoHAsync 256 KiB") != 0)
         goto done;
 
@@ -543,7 +510,7 @@ int bench_transfer_fused_reads(const bench_env *env)
         .context = &raw_pieces, .bytes_per_op = total_bytes});
     raw_1 = bench_add_variant(&scenario, &(bench_variant_spec){
         .label = "1 x cuMemcpyDtoHAsync 256 KiB, pinned dst",
-        .role = BENCH_ROLE_RAW, .op = op_raw_dtoh_async, .context = &raw_one,
+        .role = BENCH_ROLE_RAW, .op = bench_op_raw_dtoh_async, .context = &raw_one,
         .bytes_per_op = total_bytes});
     if (curd_p < 0 || raw_64 < 0 || raw_1 < 0 || (with_registered && curd_r < 0))
         goto done;
@@ -574,7 +541,7 @@ done:
     if (registered_done)
         curd_host_unregister(env->device, registered);
     free(registered);
-    transfer_free(&state);
+    bench_transfer_free(&state);
     return result;
 }
 
@@ -584,26 +551,26 @@ done:
 static int large_transfer(const bench_env *env, const char *name,
                           bool upload, bool pinned_source)
 {
-    transfer_state state;
+    bench_transfer_state state;
     bench_scenario scenario;
-    copy_op curd_sync, curd_async, raw_same, raw_pinned;
+    bench_copy_op curd_sync, curd_async, raw_same, raw_pinned;
     int curd_main = -1, curd_second = -1, raw_same_index = -1,
         raw_pinned_index = -1;
     const char *direction = upload ? "upload" : "download";
     int result = -1;
 
-    if (pinned_source && !has_host_register(env)) {
+    if (pinned_source && !bench_has_host_register(env)) {
         bench_report_skip(name, "no cuMemHostRegister in this driver, so no "
                                 "registered caller memory to time");
         return 0;
     }
-    if (transfer_init(&state, env, LARGE_BYTES,
+    if (bench_transfer_init(&state, env, LARGE_BYTES,
                       (upload ? 0x4004u : 0x5005u) ^
                           (pinned_source ? 0x100u : 0u)) != 0)
         goto done;
-    if (transfer_add_host(&state, pinned_source) != 0)
+    if (bench_transfer_add_host(&state, pinned_source) != 0)
         goto done;
-    if (transfer_add_pinned(&state, &state.pinned, LARGE_BYTES) != 0)
+    if (bench_transfer_add_pinned(&state, &state.pinned, LARGE_BYTES) != 0)
         goto done;
     if (upload)
         memcpy(state.pinned, state.reference, LARGE_BYTES);
@@ -611,38 +578,38 @@ static int large_transfer(const bench_env *env, const char *name,
                          LARGE_BYTES) != 0)
         goto done;
 
-    curd_sync = make_op(&state, state.host);
-    curd_async = make_op(&state, state.host);
-    raw_same = make_op(&state, state.host);
-    raw_pinned = make_op(&state, state.pinned);
+    curd_sync = bench_make_op(&state, state.host);
+    curd_async = bench_make_op(&state, state.host);
+    raw_same = bench_make_op(&state, state.host);
+    raw_pinned = bench_make_op(&state, state.pinned);
 
     if (upload) {
-        if (check_upload(&state, op_curd_upload, &curd_sync,
+        if (bench_check_upload(&state, bench_op_curd_upload, &curd_sync,
                          "curd_buffer_upload 256 MiB") != 0)
             goto done;
         if (pinned_source &&
-            check_upload(&state, op_curd_upload_async, &curd_async,
+            bench_check_upload(&state, op_curd_upload_async, &curd_async,
                          "curd_buffer_upload_async 256 MiB") != 0)
             goto done;
-        if (check_upload(&state,
-                         pinned_source ? op_raw_htod_async : op_raw_htod_sync,
+        if (bench_check_upload(&state,
+                         pinned_source ? bench_op_raw_htod_async : bench_op_raw_htod_sync,
                          &raw_same, "raw upload from the caller's memory") !=
             0)
             goto done;
-        if (check_upload(&state, op_raw_htod_async, &raw_pinned,
+        if (bench_check_upload(&state, bench_op_raw_htod_async, &raw_pinned,
                          "cuMemcpyHtoDAsync from pinned memory") != 0)
             goto done;
     } else {
-        if (check_download(&state, op_curd_download, &curd_sync, state.host,
+        if (bench_check_download(&state, bench_op_curd_download, &curd_sync, state.host,
                            "curd_buffer_download 256 MiB") != 0)
             goto done;
-        if (check_download(&state,
-                           pinned_source ? op_raw_dtoh_async
-                                         : op_raw_dtoh_sync,
+        if (bench_check_download(&state,
+                           pinned_source ? bench_op_raw_dtoh_async
+                                         : bench_op_raw_dtoh_sync,
                            &raw_same, state.host,
                            "raw download into the caller's memory") != 0)
             goto done;
-        if (check_download(&state, op_raw_dtoh_async, &raw_pinned,
+        if (bench_check_download(&state, bench_op_raw_dtoh_async, &raw_pinned,
                            state.pinned,
                            "cuMemcpyDtoHAsync into pinned memory") != 0)
             goto done;
@@ -659,7 +626,7 @@ static int large_transfer(const bench_env *env, const char *name,
                  pinned_source ? "registered" : "malloc");
         curd_main = bench_add_variant(&scenario, &(bench_variant_spec){
             .label = labels[0], .role = BENCH_ROLE_CURD,
-            .op = upload ? op_curd_upload : op_curd_download,
+            .op = upload ? bench_op_curd_upload : bench_op_curd_download,
             .context = &curd_sync, .bytes_per_op = LARGE_BYTES});
         if (upload && pinned_source)
             curd_second = bench_add_variant(&scenario, &(bench_variant_spec){
@@ -674,16 +641,16 @@ static int large_transfer(const bench_env *env, const char *name,
                      upload ? "cuMemcpyHtoD" : "cuMemcpyDtoH");
         raw_same_index = bench_add_variant(&scenario, &(bench_variant_spec){
             .label = labels[1], .role = BENCH_ROLE_RAW,
-            .op = upload ? (pinned_source ? op_raw_htod_async
-                                          : op_raw_htod_sync)
-                         : (pinned_source ? op_raw_dtoh_async
-                                          : op_raw_dtoh_sync),
+            .op = upload ? (pinned_source ? bench_op_raw_htod_async
+                                          : bench_op_raw_htod_sync)
+                         : (pinned_source ? bench_op_raw_dtoh_async
+                                          : bench_op_raw_dtoh_sync),
             .context = &raw_same, .bytes_per_op = LARGE_BYTES});
         snprintf(labels[2], sizeof labels[2], "%s, cuMemHostAlloc memory",
                  upload ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync");
         raw_pinned_index = bench_add_variant(&scenario, &(bench_variant_spec){
             .label = labels[2], .role = BENCH_ROLE_RAW,
-            .op = upload ? op_raw_htod_async : op_raw_dtoh_async,
+            .op = upload ? bench_op_raw_htod_async : bench_op_raw_dtoh_async,
             .context = &raw_pinned, .bytes_per_op = LARGE_BYTES});
     }
     if (curd_main < 0 || raw_same_index < 0 || raw_pinned_index < 0 ||
@@ -710,7 +677,7 @@ static int large_transfer(const bench_env *env, const char *name,
     result = 0;
 
 done:
-    transfer_free(&state);
+    bench_transfer_free(&state);
     return result;
 }
 
@@ -741,7 +708,7 @@ int bench_transfer_pinned_download(const bench_env *env)
 
 /* Poisons the device buffer and the destination, draws fresh source bytes,
  * runs one round trip and compares. */
-static int check_roundtrip(transfer_state *state, copy_op *op,
+static int check_roundtrip(bench_transfer_state *state, bench_copy_op *op,
                            bench_op_fn run, uint64_t *seed, const char *what)
 {
     bench_poison(state->scratch, state->byte_len);
@@ -759,30 +726,30 @@ static int check_roundtrip(transfer_state *state, copy_op *op,
 
 int bench_transfer_small_roundtrip(const bench_env *env)
 {
-    transfer_state state;
+    bench_transfer_state state;
     bench_scenario scenario;
-    copy_op curd_op, raw_op, raw_sync_op;
+    bench_copy_op curd_op, raw_op, raw_sync_op;
     uint64_t seed = env->seed ^ 0x6006u;
     int curd_index, raw_index, raw_sync_index;
     int result = -1;
 
-    if (transfer_init(&state, env, SMALL_BYTES, 0x7007u) != 0)
+    if (bench_transfer_init(&state, env, SMALL_BYTES, 0x7007u) != 0)
         goto done;
-    if (transfer_add_host(&state, false) != 0)
+    if (bench_transfer_add_host(&state, false) != 0)
         goto done;
     state.host_out = bench_host_alloc(SMALL_BYTES, "the round-trip output");
     if (state.host_out == NULL)
         goto done;
     memset(state.host_out, 0, SMALL_BYTES);
-    if (transfer_add_pinned(&state, &state.pinned, SMALL_BYTES) != 0 ||
-        transfer_add_pinned(&state, &state.pinned_out, SMALL_BYTES) != 0)
+    if (bench_transfer_add_pinned(&state, &state.pinned, SMALL_BYTES) != 0 ||
+        bench_transfer_add_pinned(&state, &state.pinned_out, SMALL_BYTES) != 0)
         goto done;
 
-    curd_op = make_op(&state, state.host);
+    curd_op = bench_make_op(&state, state.host);
     curd_op.host_out = state.host_out;
-    raw_op = make_op(&state, state.pinned);
+    raw_op = bench_make_op(&state, state.pinned);
     raw_op.host_out = state.pinned_out;
-    raw_sync_op = make_op(&state, state.host);
+    raw_sync_op = bench_make_op(&state, state.host);
     raw_sync_op.host_out = state.host_out;
 
     if (check_roundtrip(&state, &curd_op, op_curd_roundtrip, &seed,
@@ -818,6 +785,6 @@ int bench_transfer_small_roundtrip(const bench_env *env)
     result = 0;
 
 done:
-    transfer_free(&state);
+    bench_transfer_free(&state);
     return result;
 }

@@ -1,12 +1,13 @@
 /* curd-info - what curd sees: the driver, each device, its resident budget,
  * and a self-test per device (upload, a tiny kernel, download, verify).
  *
- * usage: curd-info [--json]
+ * usage: curd-info [--json] [--help] [--version]
  *
  * Exit status: 0 every device passed; 1 a device failed to open or its
  * self-test failed; 2 no usable CUDA driver; 3 a driver but no device;
  * 64 a bad command line. curd-info uses only the public API of
  * libcurd.so.1. */
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "curd.h"
+#include "json-writer.h"
 
 enum {
     EXIT_ALL_PASSED = 0,
@@ -26,34 +28,6 @@ enum {
 /* ------------------------------------------------------------------------
  * Output helpers
  * ---------------------------------------------------------------------- */
-static void json_string(const char *text)
-{
-    putchar('"');
-    for (const unsigned char *c = (const unsigned char *)text; *c != '\0';
-         c++) {
-        switch (*c) {
-        case '"':
-            fputs("\\\"", stdout);
-            break;
-        case '\\':
-            fputs("\\\\", stdout);
-            break;
-        case '\n':
-            fputs("\\n", stdout);
-            break;
-        case '\t':
-            fputs("\\t", stdout);
-            break;
-        default:
-            if (*c < 0x20)
-                printf("\\u%04x", *c);
-            else
-                putchar(*c);
-        }
-    }
-    putchar('"');
-}
-
 static void human_bytes(uint64_t bytes, char *out, size_t capacity)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -172,54 +146,61 @@ static void print_device_text(const device_result *r)
            r->self_test_report);
 }
 
-static void print_device_json(const device_result *r)
+static void print_device_json(json_writer *json, const device_result *r)
 {
-    printf("{\"ordinal\":%d,\"opened\":%s", r->ordinal,
-           r->open_status == CURD_OK ? "true" : "false");
+    json_object_begin(json);
+    json_member_int(json, "ordinal", r->ordinal);
+    json_member_bool(json, "opened", r->open_status == CURD_OK);
     if (r->open_status != CURD_OK || r->info_status != CURD_OK) {
-        printf(",\"status\":");
-        json_string(curd_status_name(r->open_status != CURD_OK
-                                         ? r->open_status
-                                         : r->info_status));
-        printf(",\"error\":");
-        json_string(r->open_error);
+        json_member_string(json, "status",
+                           curd_status_name(r->open_status != CURD_OK
+                                                ? r->open_status
+                                                : r->info_status));
+        json_member_string(json, "error", r->open_error);
     }
     if (r->open_status == CURD_OK && r->info_status == CURD_OK) {
         const curd_device_props *p = &r->props;
-        printf(",\"name\":");
-        json_string(p->name);
-        printf(",\"pci_bus_id\":");
-        json_string(p->pci_bus_id);
-        printf(",\"compute_capability\":\"%d.%d\"",
-               p->compute_capability_major, p->compute_capability_minor);
-        printf(",\"total_memory_bytes\":%" PRIu64
-               ",\"free_memory_bytes\":%" PRIu64
-               ",\"resident_budget_bytes\":%" PRIu64,
-               p->total_memory_bytes, p->free_memory_bytes,
-               p->resident_budget_bytes);
-        printf(",\"multiprocessor_count\":%d,\"max_threads_per_block\":%d",
-               p->multiprocessor_count, p->max_threads_per_block);
-        printf(",\"max_block_dim\":[%d,%d,%d],\"max_grid_dim\":[%d,%d,%d]",
-               p->max_block_dim[0], p->max_block_dim[1], p->max_block_dim[2],
-               p->max_grid_dim[0], p->max_grid_dim[1], p->max_grid_dim[2]);
-        printf(",\"shared_memory_per_block_bytes\":%d,\"async_engine_count\":%d",
-               p->shared_memory_per_block_bytes, p->async_engine_count);
-        printf(",\"capabilities\":[");
-        int shown = 0;
+        char capability[16];
+        snprintf(capability, sizeof capability, "%d.%d",
+                 p->compute_capability_major, p->compute_capability_minor);
+        json_member_string(json, "name", p->name);
+        json_member_string(json, "pci_bus_id", p->pci_bus_id);
+        json_member_string(json, "compute_capability", capability);
+        json_member_uint(json, "total_memory_bytes", p->total_memory_bytes);
+        json_member_uint(json, "free_memory_bytes", p->free_memory_bytes);
+        json_member_uint(json, "resident_budget_bytes",
+                         p->resident_budget_bytes);
+        json_member_int(json, "multiprocessor_count", p->multiprocessor_count);
+        json_member_int(json, "max_threads_per_block",
+                        p->max_threads_per_block);
+        json_key(json, "max_block_dim");
+        json_array_begin(json);
+        for (int i = 0; i < 3; i++)
+            json_int(json, p->max_block_dim[i]);
+        json_array_end(json);
+        json_key(json, "max_grid_dim");
+        json_array_begin(json);
+        for (int i = 0; i < 3; i++)
+            json_int(json, p->max_grid_dim[i]);
+        json_array_end(json);
+        json_member_int(json, "shared_memory_per_block_bytes",
+                        p->shared_memory_per_block_bytes);
+        json_member_int(json, "async_engine_count", p->async_engine_count);
+        json_key(json, "capabilities");
+        json_array_begin(json);
         for (size_t i = 0; i < CAPABILITY_COUNT; i++)
-            if (p->capabilities & capability_names[i].bit) {
-                printf("%s", shown++ ? "," : "");
-                json_string(capability_names[i].name);
-            }
-        printf("]");
+            if (p->capabilities & capability_names[i].bit)
+                json_string(json, capability_names[i].name);
+        json_array_end(json);
     }
     if (r->open_status == CURD_OK) {
-        printf(",\"self_test\":{\"passed\":%s,\"report\":",
-               r->self_test_status == CURD_OK ? "true" : "false");
-        json_string(r->self_test_report);
-        printf("}");
+        json_key(json, "self_test");
+        json_object_begin(json);
+        json_member_bool(json, "passed", r->self_test_status == CURD_OK);
+        json_member_string(json, "report", r->self_test_report);
+        json_object_end(json);
     }
-    printf("}");
+    json_object_end(json);
 }
 
 /* ------------------------------------------------------------------------
@@ -227,85 +208,117 @@ static void print_device_json(const device_result *r)
  * ---------------------------------------------------------------------- */
 static void usage(FILE *to)
 {
-    fputs("usage: curd-info [--json]\n"
+    fputs("usage: curd-info [--json] [--help] [--version]\n"
           "Prints the CUDA driver version, each device's properties and "
           "resident\nbudget, and runs a self-test on each device.\n"
+          "  --json      the same report as one JSON object\n"
+          "  --version   print the versions and exit\n"
+          "  --help      this text\n"
           "Exit status: 0 all passed, 1 a device failed, 2 no CUDA driver, "
-          "3 no device.\n",
+          "3 no device,\n64 a bad command line.\n",
           to);
 }
 
 /* Driver-level failures: one line, a distinct exit status. */
-static int report_no_driver(bool json, curd_status status)
+static int report_no_gpu(json_writer *json, curd_status status,
+                         int driver_version, const char *message)
 {
-    int code = status == CURD_E_NO_DEVICE ? EXIT_NO_DEVICE : EXIT_NO_DRIVER;
-    const char *what =
-        status == CURD_E_NO_DEVICE ? "no CUDA device" : "no CUDA driver";
-    if (json) {
-        printf("{\"curd_version\":");
-        json_string(curd_version_string());
-        printf(",\"error\":");
-        json_string(status == CURD_E_NO_DEVICE ? "no_device" : "no_driver");
-        printf(",\"status\":");
-        json_string(curd_status_name(status));
-        printf(",\"message\":");
-        json_string(curd_last_error());
-        printf("}\n");
+    bool no_device = status == CURD_E_NO_DEVICE;
+    if (json != NULL) {
+        json_object_begin(json);
+        json_member_string(json, "curd_version", curd_version_string());
+        if (driver_version != 0) {
+            json_member_int(json, "driver_version", driver_version);
+        }
+        json_member_string(json, "error",
+                           no_device ? "no_device" : "no_driver");
+        json_member_string(json, "status", curd_status_name(status));
+        json_member_string(json, "message", message);
+        json_object_end(json);
+        putchar('\n');
     } else {
-        printf("curd-info: %s: %s\n", what, curd_last_error());
+        printf("curd-info: %s: %s\n",
+               no_device ? "no CUDA device" : "no CUDA driver", message);
     }
-    return code;
+    return no_device ? EXIT_NO_DEVICE : EXIT_NO_DRIVER;
+}
+
+/* -1 to go on, else the exit status (after --help, --version or a bad
+ * argument). */
+static int parse_options(int argc, char **argv, bool *json)
+{
+    enum { OPT_JSON = 256, OPT_VERSION, OPT_HELP };
+    static const struct option options[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    int option;
+    opterr = 0; /* the message below names the argument and the usage */
+    while ((option = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (option) {
+        case OPT_JSON:
+            *json = true;
+            break;
+        case OPT_VERSION:
+            printf("curd-info %d.%d.%d (libcurd %s)\n", CURD_VERSION_MAJOR,
+                   CURD_VERSION_MINOR, CURD_VERSION_PATCH,
+                   curd_version_string());
+            return EXIT_ALL_PASSED;
+        case 'h':
+        case OPT_HELP:
+            usage(stdout);
+            return EXIT_ALL_PASSED;
+        default:
+            fprintf(stderr, "curd-info: unknown argument '%s'\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "curd-info: unknown argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    return -1;
 }
 
 int main(int argc, char **argv)
 {
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else if (strcmp(argv[i], "--help") == 0 ||
-                   strcmp(argv[i], "-h") == 0) {
-            usage(stdout);
-            return EXIT_ALL_PASSED;
-        } else {
-            fprintf(stderr, "curd-info: unknown argument '%s'\n", argv[i]);
-            usage(stderr);
-            return EXIT_USAGE;
-        }
+    json_writer writer;
+    json_writer *out = NULL;
+    int exit_code = parse_options(argc, argv, &json);
+    if (exit_code >= 0)
+        return exit_code;
+    if (json) {
+        json_writer_init(&writer, stdout);
+        out = &writer;
     }
 
     int driver_version = 0;
     curd_status status = curd_driver_version(&driver_version);
     if (status != CURD_OK)
-        return report_no_driver(json, status);
+        return report_no_gpu(out, status, 0, curd_last_error());
     int count = 0;
     status = curd_device_count(&count);
     if (status != CURD_OK)
-        return report_no_driver(json, status);
+        return report_no_gpu(out, status, driver_version, curd_last_error());
+    if (count == 0)
+        return report_no_gpu(out, CURD_E_NO_DEVICE, driver_version,
+                             "the CUDA driver loaded but sees no device. "
+                             "Fix: check nvidia-smi and "
+                             "CUDA_VISIBLE_DEVICES.");
 
-    if (count == 0) {
-        const char *message =
-            "the CUDA driver loaded but sees no device. Fix: check "
-            "nvidia-smi and CUDA_VISIBLE_DEVICES.";
-        if (json) {
-            printf("{\"curd_version\":");
-            json_string(curd_version_string());
-            printf(",\"driver_version\":%d,\"error\":\"no_device\","
-                   "\"status\":\"CURD_E_NO_DEVICE\",\"message\":",
-                   driver_version);
-            json_string(message);
-            printf("}\n");
-        } else {
-            printf("curd-info: no CUDA device: %s\n", message);
-        }
-        return EXIT_NO_DEVICE;
-    }
-
-    if (json) {
-        printf("{\"curd_version\":");
-        json_string(curd_version_string());
-        printf(",\"driver_version\":%d,\"device_count\":%d,\"devices\":[",
-               driver_version, count);
+    if (out != NULL) {
+        json_object_begin(out);
+        json_member_string(out, "curd_version", curd_version_string());
+        json_member_int(out, "driver_version", driver_version);
+        json_member_int(out, "device_count", count);
+        json_key(out, "devices");
+        json_array_begin(out);
     } else {
         printf("curd %s, CUDA driver %d.%d (%d), %d device%s\n",
                curd_version_string(), driver_version / 1000,
@@ -319,20 +332,21 @@ int main(int argc, char **argv)
         probe_device(ordinal, &result);
         if (!device_passed(&result))
             failed++;
-        if (json) {
-            if (ordinal > 0)
-                putchar(',');
-            print_device_json(&result);
-        } else {
+        if (out != NULL)
+            print_device_json(out, &result);
+        else
             print_device_text(&result);
-        }
         fflush(stdout);
     }
 
-    if (json)
-        printf("],\"passed\":%s}\n", failed == 0 ? "true" : "false");
-    else
+    if (out != NULL) {
+        json_array_end(out);
+        json_member_bool(out, "passed", failed == 0);
+        json_object_end(out);
+        putchar('\n');
+    } else {
         printf("%d of %d device%s passed the self-test\n", count - failed,
                count, count == 1 ? "" : "s");
+    }
     return failed == 0 ? EXIT_ALL_PASSED : EXIT_DEVICE_FAILED;
 }

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Measure PyTorch and CuPy on curd-bench's scenarios, as CSV rows.
+
+What users would otherwise pick, timed the way curd-bench times curd and the
+raw driver (tools/README-bench.md): every path is checked byte for byte
+first, then warmed up, calibrated so that a sample lasts about 5 ms (one
+operation per sample for 16 MiB and more), and sampled; each operation
+includes the synchronisation that makes its work complete, so the host
+clock reads finished work. The rows have curd-bench --csv's columns, so
+
+    build/tools/curd-bench --csv=curd.csv
+    python3 bench/peers/measure.py --csv=peers.csv
+    make bench-plot BENCH_CSV="curd.csv peers.csv"
+
+draws both in the same charts. Scenarios (curd-bench's names):
+
+  transfer/small-roundtrip    4 KiB host to device and back
+  transfer/upload-sweep       host to device, pageable and pinned memory,
+  transfer/download-sweep     and back, at 4 KiB, 64 KiB, 1 MiB, 16 MiB,
+                              256 MiB (series "torch pageable", ...)
+  transfer/fused-reads        64 strided 4 KiB pieces of a device buffer,
+                              gathered on the device and copied out at once
+  dispatch/add-one-roundtrip  4 KiB in, add one on the device, 4 KiB out
+
+Without a GPU, or without torch and cupy, it says so and exits 0 with no
+rows: there is nothing to compare on such a machine, and that is not a
+failure of the script.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+
+SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
+LARGE_BYTES = 16 << 20
+SMALL_BYTES = 4 << 10
+PIECES, PIECE_BYTES = 64, 4 << 10
+HEADER = ("scenario,variant,role,size_bytes,threads,median,p10,p90,unit,"
+          "ratio_vs_raw")
+
+
+def quantile(sorted_values, q):
+    """Linear interpolation between the nearest ranks, as curd-bench."""
+    rank = q * (len(sorted_values) - 1)
+    below = int(rank)
+    if below + 1 >= len(sorted_values):
+        return sorted_values[-1]
+    fraction = rank - below
+    return (sorted_values[below]
+            + fraction * (sorted_values[below + 1] - sorted_values[below]))
+
+
+def measure(op, byte_len, quick):
+    """ns per operation: (median, p10, p90) over the samples of op(n),
+    which runs n operations back to back, each completed."""
+    target_ns = 2e6 if quick else 5e6
+    samples = (5 if quick else 21) if byte_len >= LARGE_BYTES else (
+        11 if quick else 41)
+    # Warm-up and calibration: double until one call lasts an eighth of a
+    # sample, then size a sample from the fastest rate seen.
+    iterations, best = 1, None
+    warm_until = time.perf_counter_ns() + (20e6 if quick else 50e6)
+    while True:
+        start = time.perf_counter_ns()
+        op(iterations)
+        elapsed = time.perf_counter_ns() - start
+        long_enough = elapsed >= target_ns / 8 or byte_len >= LARGE_BYTES
+        if long_enough:
+            per_op = elapsed / iterations
+            best = per_op if best is None else min(best, per_op)
+            if time.perf_counter_ns() >= warm_until:
+                break
+        else:
+            iterations *= 2
+    if byte_len >= LARGE_BYTES:
+        iterations = 1
+    else:
+        iterations = max(1, int(target_ns / max(best, 1.0)))
+    per_op = []
+    for _ in range(samples):
+        start = time.perf_counter_ns()
+        op(iterations)
+        per_op.append((time.perf_counter_ns() - start) / iterations)
+    per_op.sort()
+    return (statistics.median(per_op), quantile(per_op, 0.1),
+            quantile(per_op, 0.9))
+
+
+def csv_field(text):
+    if any(c in text for c in ',"\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+class Rows:
+    def __init__(self, out, quick):
+        self.out, self.quick = out, quick
+
+    def add(self, scenario, variant, role, byte_len, op):
+        median, p10, p90 = measure(op, byte_len, self.quick)
+        self.out.write("%s,%s,%s,%d,1,%.6g,%.6g,%.6g,ns,\n" % (
+            scenario, csv_field(variant), role, byte_len, median, p10, p90))
+        self.out.flush()
+        print("%-28s %-44s %12.1f ns" % (scenario, variant, median),
+              file=sys.stderr)
+
+
+def check(what, expected, actual):
+    if bytes(expected) != bytes(actual):
+        raise SystemExit("measure.py: %s came back wrong" % what)
+
+
+# ---------------------------------------------------------------------------
+# PyTorch
+# ---------------------------------------------------------------------------
+def torch_rows(rows, torch):
+    cuda = torch.device("cuda")
+    sync = torch.cuda.synchronize
+
+    def random_bytes(n, pinned=False):
+        host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
+        host.copy_(torch.randint(0, 256, (n,), dtype=torch.uint8))
+        return host
+
+    # 4 KiB up and back: .cpu() returns once the bytes are on the host.
+    host = random_bytes(SMALL_BYTES)
+    check("torch 4 KiB round trip", host.numpy(), host.to(cuda).cpu().numpy())
+
+    def roundtrip(n):
+        for _ in range(n):
+            host.to(cuda).cpu()
+    rows.add("transfer/small-roundtrip", "4 KiB tensor to GPU and back",
+             "torch", SMALL_BYTES, roundtrip)
+
+    for size in SIZES:
+        device = torch.empty(size, dtype=torch.uint8, device=cuda)
+        for pinned in (False, True):
+            host = random_bytes(size, pinned)
+            back = torch.empty(size, dtype=torch.uint8, pin_memory=pinned)
+            device.copy_(host, non_blocking=pinned)
+            back.copy_(device, non_blocking=pinned)
+            sync()
+            check("torch %d-byte copies" % size, host.numpy(), back.numpy())
+            series = "torch pinned" if pinned else "torch pageable"
+
+            def upload(n, host=host, pinned=pinned):
+                for _ in range(n):
+                    device.copy_(host, non_blocking=pinned)
+                    sync()
+
+            def download(n, back=back, pinned=pinned):
+                for _ in range(n):
+                    back.copy_(device, non_blocking=pinned)
+                    sync()
+            rows.add("transfer/upload-sweep", series, "torch", size, upload)
+            rows.add("transfer/download-sweep", series, "torch", size,
+                     download)
+        del device
+
+    # Every other 4 KiB piece of a 512 KiB buffer: index_select gathers
+    # them on the device, one copy brings the 256 KiB out.
+    source_host = random_bytes(2 * PIECES * PIECE_BYTES)
+    source = source_host.to(cuda).view(2 * PIECES, PIECE_BYTES)
+    index = torch.arange(0, 2 * PIECES, 2, device=cuda)
+    expected = source_host.view(2 * PIECES, PIECE_BYTES)[::2].reshape(-1)
+    check("torch gather", expected.numpy(),
+          source.index_select(0, index).reshape(-1).cpu().numpy())
+
+    def gather(n):
+        for _ in range(n):
+            source.index_select(0, index).cpu()
+    rows.add("transfer/fused-reads", "64 strided 4 KiB reads by gather + copy",
+             "torch", PIECES * PIECE_BYTES, gather)
+
+    values = torch.arange(SMALL_BYTES // 4, dtype=torch.float32)
+    check("torch add one", (values + 1).numpy().tobytes(),
+          (values.to(cuda) + 1).cpu().numpy().tobytes())
+
+    def add_one(n):
+        for _ in range(n):
+            (values.to(cuda) + 1).cpu()
+    rows.add("dispatch/add-one-roundtrip", "4 KiB in, add one, 4 KiB out",
+             "torch", SMALL_BYTES, add_one)
+
+
+# ---------------------------------------------------------------------------
+# CuPy
+# ---------------------------------------------------------------------------
+def cupy_rows(rows, cp, np):
+    import cupyx
+
+    stream = cp.cuda.get_current_stream()
+    generator = np.random.default_rng()
+
+    def host_bytes(n, pinned=False):
+        host = cupyx.empty_pinned((n,), dtype=np.uint8) if pinned else \
+            np.empty(n, dtype=np.uint8)
+        host[:] = generator.integers(0, 256, n, dtype=np.uint8)
+        return host
+
+    host = host_bytes(SMALL_BYTES)
+    check("cupy 4 KiB round trip", host, cp.asnumpy(cp.asarray(host)))
+
+    def roundtrip(n):
+        for _ in range(n):
+            cp.asnumpy(cp.asarray(host))
+    rows.add("transfer/small-roundtrip", "4 KiB array to GPU and back",
+             "cupy", SMALL_BYTES, roundtrip)
+
+    for size in SIZES:
+        device = cp.empty(size, dtype=cp.uint8)
+        for pinned in (False, True):
+            host = host_bytes(size, pinned)
+            back = host_bytes(size, pinned)
+            device.set(host, stream=stream)
+            device.get(stream=stream, out=back)
+            stream.synchronize()
+            check("cupy %d-byte copies" % size, host, back)
+            series = "cupy pinned" if pinned else "cupy pageable"
+
+            def upload(n, host=host):
+                for _ in range(n):
+                    device.set(host, stream=stream)
+                    stream.synchronize()
+
+            def download(n, back=back):
+                for _ in range(n):
+                    device.get(stream=stream, out=back)
+                    stream.synchronize()
+            rows.add("transfer/upload-sweep", series, "cupy", size, upload)
+            rows.add("transfer/download-sweep", series, "cupy", size,
+                     download)
+        del device
+
+    source_host = host_bytes(2 * PIECES * PIECE_BYTES)
+    source = cp.asarray(source_host).reshape(2 * PIECES, PIECE_BYTES)
+    index = cp.arange(0, 2 * PIECES, 2)
+    expected = source_host.reshape(2 * PIECES, PIECE_BYTES)[::2].reshape(-1)
+    check("cupy gather", expected, cp.asnumpy(source[index]).reshape(-1))
+
+    def gather(n):
+        for _ in range(n):
+            cp.asnumpy(source[index])
+    rows.add("transfer/fused-reads", "64 strided 4 KiB reads by gather + copy",
+             "cupy", PIECES * PIECE_BYTES, gather)
+
+    values = np.arange(SMALL_BYTES // 4, dtype=np.float32)
+    check("cupy add one", (values + 1).tobytes(),
+          cp.asnumpy(cp.asarray(values) + 1).tobytes())
+
+    def add_one(n):
+        for _ in range(n):
+            cp.asnumpy(cp.asarray(values) + 1)
+    rows.add("dispatch/add-one-roundtrip", "4 KiB in, add one, 4 KiB out",
+             "cupy", SMALL_BYTES, add_one)
+
+
+# ---------------------------------------------------------------------------
+def available_peers():
+    """(name, runner) for each library that imports and sees a GPU, and a
+    note for each that does not."""
+    peers, notes = [], []
+    try:
+        import torch
+        if torch.cuda.is_available():
+            peers.append(("torch", lambda rows: torch_rows(rows, torch)))
+        else:
+            notes.append("torch %s sees no CUDA GPU" % torch.__version__)
+    except ImportError:
+        notes.append("torch is not installed")
+    try:
+        import cupy
+        import numpy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            peers.append(("cupy", lambda rows: cupy_rows(rows, cupy, numpy)))
+        else:
+            notes.append("cupy %s sees no CUDA GPU" % cupy.__version__)
+    except ImportError:
+        notes.append("cupy (or numpy) is not installed")
+    except Exception as error:  # cupy raises its own error without a driver
+        notes.append("cupy cannot reach a GPU (%s)" % error)
+    return peers, notes
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--csv", metavar="PATH",
+                        help="write the rows to PATH (default: stdout)")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer, shorter samples")
+    parser.add_argument("--only", choices=["torch", "cupy"],
+                        help="measure one library")
+    args = parser.parse_args()
+
+    peers, notes = available_peers()
+    for note in notes:
+        print("measure.py: %s; skipping it" % note, file=sys.stderr)
+    peers = [p for p in peers if args.only in (None, p[0])]
+    if not peers:
+        print("measure.py: nothing to measure here (no GPU, or neither torch "
+              "nor cupy); no rows written", file=sys.stderr)
+        return 0
+
+    out = open(args.csv, "w") if args.csv else sys.stdout
+    try:
+        out.write(HEADER + "\n")
+        rows = Rows(out, args.quick)
+        for name, run in peers:
+            print("measure.py: measuring %s" % name, file=sys.stderr)
+            run(rows)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

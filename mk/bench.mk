@@ -1,0 +1,46 @@
+# Benchmarks that are not shipped (included by the Makefile).
+#
+#   make bench-internal   $(BUILD)/bench/curd-bench-internal: micro-benchmarks
+#                         of the library's internals (the pools alone),
+#                         linked with libcurd.a; never installed
+#   make bench-plot       PNG charts from curd-bench's CSV (BENCH_CSV=...)
+
+.PHONY: bench-internal bench-plot
+all: bench-internal
+bench-internal: $(BUILD)/bench/curd-bench-internal
+
+# bench/internal/ may include lib/ headers (it measures them); it shares
+# the tools' harness (tools/bench-*.c).
+BENCH_INTERNAL_OBJS := $(patsubst bench/internal/%.c,$(BUILD)/bench/%.o,\
+                         $(sort $(wildcard bench/internal/*.c)))
+
+$(BUILD)/bench/%.o: bench/internal/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) -Itools $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/bench/curd-bench-internal: $(BENCH_INTERNAL_OBJS) $(BENCH_HARNESS_OBJS) $(STATIC)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(BENCH_INTERNAL_OBJS) $(BENCH_HARNESS_OBJS) \
+	    -o $@ $(STATIC) $(LIBS) -lm
+
+# `make check` step: both benchmarks run every scenario once, briefly, on
+# the stand-in driver (tests/fake/), which proves that every path still
+# checks out byte for byte and that the CSV and JSON are written; the
+# timings mean nothing there.
+BENCH_SMOKE_ENV := CURD_LIBCUDA=$(abspath $(FAKE_CUDA)) FAKE_CUDA_MEMORY=2147483648
+.PHONY: bench-smoke
+bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE_CUDA)
+	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/tools/curd-bench --quick --samples=2 \
+	    --csv=$(BUILD)/bench-smoke.csv --json=$(BUILD)/bench-smoke.json >/dev/null
+	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/bench/curd-bench-internal --quick --samples=2 >/dev/null
+	@echo "curd-bench and curd-bench-internal ran every scenario on the stand-in driver"
+
+# PNG charts of curd-bench's CSV (curd-bench --csv=FILE), plus any peers'
+# rows (bench/peers/measure.py) given in BENCH_CSV too; gnuplot comes from
+# `scripts/setup-deps.sh plot`. The default input is a hand-made sample
+# that only shows what the charts look like.
+BENCH_CSV ?= bench/sample-hand-made.csv
+bench-plot:
+	$(Q)$(SETUP) plot
+	$(Q)scripts/bench-plot.sh $(BUILD)/bench-plot $(BENCH_CSV)

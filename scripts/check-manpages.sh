@@ -1,0 +1,49 @@
+#!/bin/sh
+# Checks the manual pages:
+#   - every function declared CURD_API in include/curd.h is named in the
+#     NAME section of a page in man/ (a page of its own, or a family page
+#     that installs a link for it);
+#   - every .Xr reference to a curd page in section 3 names a documented
+#     function;
+#   - mandoc -Tlint finds no error or warning in man/*.3 and man/*.1 (the
+#     tools' pages).
+# usage: scripts/check-manpages.sh [HEADER]
+set -eu
+header=${1:-include/curd.h}
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+scripts/curd-api-names.sh "$header" >"$tmp/declared"
+for page in man/*.3; do scripts/man-names.sh "$page"; done | LC_ALL=C sort -u >"$tmp/documented"
+missing=$(LC_ALL=C comm -23 "$tmp/declared" "$tmp/documented")
+if [ -n "$missing" ]; then
+    echo "declared CURD_API in $header but named in no man/*.3 page:"
+    echo "$missing" | sed 's/^/  /'
+    echo "  (write man/NAME.3, or add .Nm NAME to a family page's NAME section)"
+    fail=1
+fi
+
+sed -n 's/^\.Xr \(curd[A-Za-z0-9_]*\) 3.*/\1/p' man/*.3 | LC_ALL=C sort -u >"$tmp/referenced"
+dangling=$(LC_ALL=C comm -23 "$tmp/referenced" "$tmp/documented")
+if [ -n "$dangling" ]; then
+    echo "referenced with .Xr NAME 3 but documented nowhere:"
+    echo "$dangling" | sed 's/^/  /'
+    fail=1
+fi
+
+# Errors and warnings only: mandoc's style notes include "referenced manual
+# not found" for pages that are not installed yet, which the check above
+# covers.
+if ! command -v mandoc >/dev/null 2>&1; then
+    echo "mandoc is missing (apt-get install mandoc)"
+    fail=1
+elif ! mandoc -Tlint -W warning man/*.3 man/*.1; then
+    fail=1
+fi
+
+if [ "$fail" -eq 0 ]; then
+    echo "man/: $(ls man/*.3 | wc -l) pages document all $(wc -l <"$tmp/declared") functions of $header; mandoc -Tlint is clean"
+fi
+exit "$fail"

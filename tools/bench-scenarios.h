@@ -1,0 +1,21 @@
+/* bench-scenarios.h - curd-bench's scenarios (bench-pool.c,
+ * bench-transfer.c, bench-sweep.c); tools/README-bench.md says what each
+ * compares. */
+#ifndef CURD_BENCH_SCENARIOS_H
+#define CURD_BENCH_SCENARIOS_H
+
+#include "bench-common.h"
+
+int bench_pool_device_hit(const bench_env *env);
+int bench_pool_pinned_hit(const bench_env *env);
+int bench_pool_threads(const bench_env *env);
+int bench_transfer_fused_reads(const bench_env *env);
+int bench_transfer_pageable_upload(const bench_env *env);
+int bench_transfer_pinned_upload(const bench_env *env);
+int bench_transfer_pageable_download(const bench_env *env);
+int bench_transfer_pinned_download(const bench_env *env);
+int bench_transfer_small_roundtrip(const bench_env *env);
+int bench_transfer_upload_sweep(const bench_env *env);
+int bench_transfer_download_sweep(const bench_env *env);
+
+#endif
