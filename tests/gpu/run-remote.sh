@@ -47,7 +47,8 @@ if command -v compute-sanitizer >/dev/null; then
         api_errors=explicit
         case $t in test-pool-gpu | test-program | test-dispatch) api_errors=no ;; esac
         # The fault test faults on purpose; the sanitizers run the rest.
-        skip=(-s /dispatch/a-kernel-fault-loses-the-device-until-reopened)
+        skip=(-s /dispatch/a-kernel-fault-loses-the-device-until-reopened
+              -s /program/kernels/a-faulting-kernel-spoils-the-context-until-reopened)
         step "memcheck-$t" compute-sanitizer --tool memcheck --leak-check full --report-api-errors "$api_errors" \
             --error-exitcode 9 "$build/tests/$t" "${skip[@]}"
     done
