@@ -56,6 +56,27 @@ typedef struct shape {
     uint32_t iterations;
 } shape;
 
+/* Each of a block's or a grid's three axes between 1 and the device's
+ * limit; *out_product is their product. */
+static curd_status check_axes(const uint32_t dims[3], const int limits[3],
+                              const char *what, const char *name,
+                              uint64_t *out_product)
+{
+    uint64_t product = 1;
+    for (int axis = 0; axis < 3; axis++) {
+        if (dims[axis] == 0 || dims[axis] > (uint32_t)limits[axis])
+            return curdi_fail(CURD_E_RANGE,
+                              "%s: %s[%d] is %" PRIu32 ", but this device"
+                              " allows 1 to %d. Fix: pick a %s within the"
+                              " device's limits (curd_device_info).",
+                              what, name, axis, dims[axis], limits[axis],
+                              name);
+        product *= dims[axis];
+    }
+    *out_product = product;
+    return CURD_OK;
+}
+
 static curd_status check_shape(curd_device *device,
                                const curd_program *program,
                                const curd_launch *launch, const char *what,
@@ -81,18 +102,11 @@ static curd_status check_shape(curd_device *device,
                           " pass 1 for one launch (curd_launch_init sets"
                           " it), or the fixpoint's number of launches.",
                           what);
-    uint64_t threads = 1;
-    for (int axis = 0; axis < 3; axis++) {
-        if (given.block[axis] == 0
-            || given.block[axis] > (uint32_t)props->max_block_dim[axis])
-            return curdi_fail(CURD_E_RANGE,
-                              "%s: block[%d] is %" PRIu32 ", but this device"
-                              " allows 1 to %d. Fix: pick a block within the"
-                              " device's limits (curd_device_info).",
-                              what, axis, given.block[axis],
-                              props->max_block_dim[axis]);
-        threads *= given.block[axis];
-    }
+    uint64_t threads;
+    status = check_axes(given.block, props->max_block_dim, what, "block",
+                        &threads);
+    if (status != CURD_OK)
+        return status;
     uint64_t thread_limit = (uint64_t)props->max_threads_per_block;
     if (attrs->max_threads_per_block > 0
         && (uint64_t)attrs->max_threads_per_block < thread_limit)
@@ -126,18 +140,11 @@ static curd_status check_shape(curd_device *device,
         given.grid[1] = 1;
         given.grid[2] = 1;
     }
-    uint64_t blocks = 1;
-    for (int axis = 0; axis < 3; axis++) {
-        if (given.grid[axis] == 0
-            || given.grid[axis] > (uint32_t)props->max_grid_dim[axis])
-            return curdi_fail(CURD_E_RANGE,
-                              "%s: grid[%d] is %" PRIu32 ", but this device"
-                              " allows 1 to %d. Fix: pick a grid within the"
-                              " device's limits (curd_device_info).",
-                              what, axis, given.grid[axis],
-                              props->max_grid_dim[axis]);
-        blocks *= given.grid[axis];
-    }
+    uint64_t blocks;
+    status = check_axes(given.grid, props->max_grid_dim, what, "grid",
+                        &blocks);
+    if (status != CURD_OK)
+        return status;
     if (given.dynamic_shared_bytes > attrs->max_dynamic_shared_bytes)
         return curdi_fail(CURD_E_RANGE,
                           "%s: %" PRIu32 " bytes of dynamic shared memory,"
@@ -349,10 +356,9 @@ static curd_status read_range(const curd_arg *arg, size_t index,
     out->read_len = 0;
     if (!writes_output(arg) || arg->host == NULL)
         return CURD_OK;
-    uint64_t len = arg->read_len != 0 || arg->read_offset != 0
-                       ? arg->read_len
-                       : device_bytes;
-    if (arg->read_len == 0 && arg->read_offset <= device_bytes)
+    /* read_len 0: to the end (an offset past the end fails the check). */
+    uint64_t len = arg->read_len;
+    if (len == 0 && arg->read_offset <= device_bytes)
         len = device_bytes - arg->read_offset;
     char label[96];
     snprintf(label, sizeof label, "%s argument %zu's read-back", what, index);
@@ -419,6 +425,7 @@ struct curd_pending {
     bound *bounds;
     curdi_resident_use *uses; /* the resident buffers, marked in use */
     uint64_t *ids;
+    void **params;            /* the launch's parameter list */
     size_t use_count;
     curdi_cu_stream stream;
     curdi_cu_event events[2]; /* start, end (timing enabled) */
@@ -517,7 +524,7 @@ static curd_status pending_prepare(curd_device *device,
     if (pending == NULL
         || !curdi_size_mul(nargs + 1u,
                            sizeof(bound) + sizeof(curdi_resident_use)
-                               + sizeof(uint64_t),
+                               + sizeof(uint64_t) + sizeof(void *),
                            &bytes)
         || (pending->bounds = calloc(1, bytes)) == NULL) {
         free(pending);
@@ -526,11 +533,12 @@ static curd_status pending_prepare(curd_device *device,
                           " %zu arguments. Fix: free host memory.",
                           what, nargs);
     }
-    /* One block: bounds, then uses, then ids (all 8-byte aligned). */
+    /* One block: bounds, uses, ids, then params (all 8-byte aligned). */
     pending->device = device;
     pending->nargs = nargs;
     pending->uses = (curdi_resident_use *)(void *)(pending->bounds + nargs + 1u);
     pending->ids = (uint64_t *)(void *)(pending->uses + nargs + 1u);
+    pending->params = (void **)(void *)(pending->ids + nargs + 1u);
     for (size_t index = 0, next = 0; index < nargs; index++)
         if (args[index].kind == CURD_ARG_BUFFER)
             pending->ids[next++] = args[index].buffer.id;
@@ -632,8 +640,6 @@ static curd_status pending_enqueue(curd_pending *pending,
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_stream stream = pending->stream;
     curdi_cu_result rc;
-    void **params = NULL;
-    uint64_t *pointers = NULL;
     curd_status status = CURD_OK;
 
     rc = curdi_driver_note(driver->cuEventRecord(pending->events[0], stream));
@@ -664,26 +670,14 @@ static curd_status pending_enqueue(curd_pending *pending,
         if (status != CURD_OK)
             return status;
     }
-    if (pending->nargs != 0) {
-        params = calloc(pending->nargs, sizeof *params);
-        pointers = calloc(pending->nargs, sizeof *pointers);
-        if (params == NULL || pointers == NULL) {
-            free(params);
-            free(pointers);
-            return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                              "could not allocate the parameter list of a"
-                              " launch. Fix: free host memory.");
-        }
-    }
     /* The driver copies every parameter's bytes when the launch is
-     * enqueued, so pointing at the caller's scalars and at this call's
-     * pointer array is enough. */
-    for (size_t index = 0; index < pending->nargs; index++) {
-        pointers[index] = pending->bounds[index].device_ptr;
+     * enqueued, so pointing at the caller's scalars and at the bounds'
+     * device pointers is enough. */
+    void **params = pending->params;
+    for (size_t index = 0; index < pending->nargs; index++)
         params[index] = args[index].kind == CURD_ARG_SCALAR
                             ? (void *)(uintptr_t)args[index].value
-                            : &pointers[index];
-    }
+                            : &pending->bounds[index].device_ptr;
     curdi_cu_function function = curdi_program_function(program);
     for (uint32_t launch = 0; launch < run->iterations; launch++) {
         rc = run->cooperative
@@ -703,8 +697,6 @@ static curd_status pending_enqueue(curd_pending *pending,
             break;
         }
     }
-    free(params);
-    free(pointers);
     if (status != CURD_OK)
         return status;
     for (size_t index = 0; index < pending->nargs; index++) {
