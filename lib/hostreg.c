@@ -101,10 +101,14 @@ uintptr_t curdi_hostreg_use(curd_device *device, const void *host,
 {
     struct curdi_host_registry *registry = device->host_registry;
     curdi_host_range *range;
+    uintptr_t key;
+    /* The key is read under the lock: once it is dropped, another
+     * thread's registration may move the ranges array. */
     pthread_mutex_lock(&registry->lock);
     range = registry_use_range(registry, NULL, host, byte_len);
+    key = range != NULL ? range->start : 0;
     pthread_mutex_unlock(&registry->lock);
-    return range != NULL ? range->start : 0;
+    return key;
 }
 
 /* Undoes a use of the range starting at key (0: none), trying `hint`
