@@ -254,6 +254,11 @@ typedef struct curd_stats {
     curd_stat_family resident_buffers;
     /* Statistics-only counters found below zero and repaired to zero. */
     uint64_t accounting_repairs;
+    /* Batches (curd_batch_run, _run_async). */
+    uint64_t batch_runs;     /* runs completed */
+    uint64_t graph_replays;  /* of those, replays of a captured graph */
+    uint64_t graph_captures; /* graphs captured and instantiated */
+    uint64_t graph_updates;  /* kernel nodes changed in place */
 } curd_stats;
 
 /* stats->struct_size must be set by the caller. */
@@ -656,6 +661,99 @@ CURD_API curd_status curd_pending_wait(curd_pending *pending,
 /* Waits if needed (outputs not yet written are not written) and frees
  * everything the dispatch held. NULL is a no-op. */
 CURD_API curd_status curd_pending_free(curd_pending *pending);
+
+/* ------------------------------------------------------------------------
+ * Batches
+ * A batch records work on resident buffers: fills, clears, uploads,
+ * kernel launches and range downloads, each checked when it is recorded.
+ * A run enqueues all of it, in the order recorded, on one pooled stream
+ * with one fence (one end event): synchronously (curd_batch_run) or as a
+ * curd_pending (curd_batch_run_async). A batch is reusable: run it again
+ * and again; curd_batch_reset empties it.
+ *
+ * Borrowed memory: an upload's source is read, and a download's
+ * destination written, at each run: the source when the run call is made
+ * (it is staged before the call returns), the destination when the run
+ * completes (curd_batch_run returns, or curd_pending_wait). Both must stay
+ * valid until the batch is reset or freed. The batch keeps its pinned
+ * staging between runs.
+ *
+ * Launches take CURD_ARG_BUFFER, CURD_ARG_SCALAR and CURD_ARG_NULL
+ * arguments (scalars are copied when recorded); a buffer argument's host
+ * read-back is not used: record a download. Unlike curd_dispatch, a batch
+ * launch does not zero its outputs: the batch does exactly what was
+ * recorded (record a clear where a kernel needs zeroed memory).
+ *
+ * Buffers are checked when recorded and again at each run: a buffer freed
+ * since is CURD_E_STALE_HANDLE at the run, with nothing enqueued. A
+ * program launched by a batch cannot be freed (CURD_E_BUSY) until the
+ * batch is reset or freed. A batch belongs to one thread at a time; while
+ * a run is pending it cannot be changed, run or freed (CURD_E_BUSY).
+ *
+ * Graphs: a batch made with CURD_BATCH_GRAPH is captured as a CUDA graph
+ * on its first run and replayed by later runs. curd_batch_set_args and
+ * curd_batch_set_launch change a recorded launch (other scalar values,
+ * other buffers at least the kernel's length, another grid); the next run
+ * updates the executable graph in place instead of capturing again.
+ * Adding items after a run captures anew at the next run.
+ * ---------------------------------------------------------------------- */
+typedef struct curd_batch curd_batch;
+
+#define CURD_BATCH_GRAPH (1u << 0)
+#define CURD_BATCH_FLAGS_KNOWN CURD_BATCH_GRAPH
+
+typedef struct curd_batch_options {
+    size_t struct_size;
+    uint32_t flags; /* CURD_BATCH_* */
+} curd_batch_options;
+
+CURD_API void curd_batch_options_init(curd_batch_options *options);
+
+/* options NULL: the defaults (a streamed batch). */
+CURD_API curd_status curd_batch_new(curd_device *device,
+                                    const curd_batch_options *options,
+                                    curd_batch **out_batch);
+/* Frees the batch (its staging, its graph). NULL is a no-op. */
+CURD_API curd_status curd_batch_free(curd_batch *batch);
+/* Forgets every item; the batch keeps its options. */
+CURD_API curd_status curd_batch_reset(curd_batch *batch);
+
+/* Sets [offset, offset + byte_len) of buffer to value. */
+CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
+                                     size_t offset, size_t byte_len,
+                                     uint8_t value);
+/* Zeroes the whole buffer. */
+CURD_API curd_status curd_batch_clear(curd_batch *batch, curd_buffer buffer);
+/* Copies byte_len bytes at src into the buffer at offset, at each run. */
+CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
+                                       size_t offset, const void *src,
+                                       size_t byte_len);
+/* Records a launch (see "Dispatch" for the arguments). *out_item (may be
+ * NULL) names it for curd_batch_set_args / _set_launch. */
+CURD_API curd_status curd_batch_launch(curd_batch *batch,
+                                       const curd_program *program,
+                                       const curd_launch *launch,
+                                       const curd_arg *args, size_t nargs,
+                                       size_t *out_item);
+/* Copies [offset, offset + byte_len) of buffer into dst, at each run. */
+CURD_API curd_status curd_batch_download(curd_batch *batch,
+                                         curd_buffer buffer, size_t offset,
+                                         size_t byte_len, void *dst);
+
+/* Change a recorded launch: the same number and kinds of arguments, each
+ * scalar of its recorded size (set_args); the same cooperative flag and
+ * iterations (set_launch). Checked as when recorded. */
+CURD_API curd_status curd_batch_set_args(curd_batch *batch, size_t item,
+                                         const curd_arg *args, size_t nargs);
+CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
+                                           const curd_launch *launch);
+
+/* Runs every item and waits; timing may be NULL. */
+CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing);
+/* Enqueues every item and returns at once; curd_pending_wait writes the
+ * downloads. */
+CURD_API curd_status curd_batch_run_async(curd_batch *batch,
+                                          curd_pending **out_pending);
 
 #ifdef __cplusplus
 }

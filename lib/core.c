@@ -273,6 +273,13 @@ static void stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
         curdi_trace("cuStreamDestroy failed with %u", rc);
 }
 
+void curdi_stream_discard(curd_device *device, curdi_cu_stream stream)
+{
+    (void)device;
+    if (stream != NULL)
+        stream_destroy(curdi_driver_get(), stream);
+}
+
 void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
 {
     if (stream == NULL)

@@ -29,6 +29,7 @@ struct curdi_host_registry;
 struct curdi_fence_room;
 struct curdi_transfer_room;
 struct curdi_program_room;
+struct curdi_batch_room;
 
 struct curd_device {
     /* The core (core.c). Fixed after curdi_core_open but for the pools of
@@ -70,6 +71,7 @@ struct curd_device {
     struct curdi_fence_room *fence;            /* fence.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
     struct curdi_program_room *program;        /* program.c */
+    struct curdi_batch_room *batch;            /* batch.c */
 };
 
 /* ------------------------------------------------------------------------
@@ -121,6 +123,9 @@ void curdi_device_leave(curd_device *device);
  * current. */
 curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out);
 void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
+/* Destroys a stream left in a state the pool must not hand out again (a
+ * capture that could not be ended). Context current. */
+void curdi_stream_discard(curd_device *device, curdi_cu_stream stream);
 
 /* count events (timing disabled), from the idle pool or new. Context
  * current. */

@@ -37,6 +37,7 @@ typedef struct CUgraphExec_st *curdi_cu_graph_exec;
 typedef struct CUkern_st *curdi_cu_kernel; /* CUkernel */
 typedef unsigned int curdi_cu_function_attribute; /* CUfunction_attribute */
 typedef unsigned int curdi_cu_stream_capture_mode; /* CUstreamCaptureMode */
+typedef unsigned int curdi_cu_graph_node_type;    /* CUgraphNodeType */
 typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
 typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
 typedef unsigned int curdi_cu_mempool_attribute; /* CUmemPool_attribute */
@@ -207,6 +208,7 @@ curdi_cu_graph_exec_update_result_info_abi(
     X(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, 1)                                 \
     X(CU_STREAM_CAPTURE_MODE_RELAXED, 2)                                      \
     X(CU_GRAPH_EXEC_UPDATE_SUCCESS, 0)                                        \
+    X(CU_GRAPH_NODE_TYPE_KERNEL, 0)                                           \
     X(CU_GRAPH_EXEC_UPDATE_ERROR, 1)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
@@ -398,6 +400,9 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
     X(cuGraphGetNodes, "cuGraphGetNodes", REQUIRED,                           \
       (curdi_cu_graph graph, curdi_cu_graph_node *nodes, size_t *node_count), \
       (graph, nodes, node_count))                                             \
+    X(cuGraphNodeGetType, "cuGraphNodeGetType", REQUIRED,                     \
+      (curdi_cu_graph_node node, curdi_cu_graph_node_type * type),            \
+      (node, type))                                                           \
     X(cuGraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2", REQUIRED,  \
       (curdi_cu_graph_node node, curdi_cu_kernel_node_params_abi_t *params),  \
       (node, params))                                                         \

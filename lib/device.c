@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "checked.h"
 #include "core.h"
 #include "driver.h"
@@ -93,6 +94,7 @@ static const room rooms[] = {
     {curdi_fence_open, curdi_fence_close},
     {curdi_transfer_open, curdi_transfer_close},
     {curdi_program_open, curdi_program_close},
+    {curdi_batch_open, curdi_batch_close},
 };
 #define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
 
@@ -324,6 +326,12 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     curdi_resident_stats(device, &result.resident_bytes,
                          &result.resident_buffers);
     curdi_transfer_stats(device, &result);
+    curdi_batch_counts batches;
+    curdi_batch_counts_read(device, &batches);
+    result.batch_runs = batches.runs;
+    result.graph_replays = batches.graph_replays;
+    result.graph_captures = batches.graph_captures;
+    result.graph_updates = batches.graph_updates;
     result.accounting_repairs = atomic_load(&device->accounting_repairs);
     /* A newer caller's extra fields are left as they were. */
     memcpy(stats, &result, sizeof result);
@@ -338,6 +346,7 @@ CURD_API curd_status curd_device_stats_reset(curd_device *device)
     curdi_memory_stats_reset(device);
     curdi_resident_stats_reset(device);
     curdi_transfer_stats_reset(device);
+    curdi_batch_counts_reset(device);
     atomic_store(&device->accounting_repairs, 0);
     return CURD_OK;
 }

@@ -21,11 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checked.h"
 #include "core.h"
+#include "dispatch.h"
 #include "driver.h"
+#include "pending.h"
 #include "program.h"
 #include "resident.h"
 #include "staging.h"
@@ -46,15 +47,6 @@ CURD_API void curd_launch_init(curd_launch *launch)
     launch->block[2] = 1;
     launch->iterations = 1;
 }
-
-/* The grid and block a launch runs, once checked. */
-typedef struct shape {
-    unsigned grid[3];
-    unsigned block[3];
-    unsigned dynamic_shared_bytes;
-    bool cooperative;
-    uint32_t iterations;
-} shape;
 
 /* Each of a block's or a grid's three axes between 1 and the device's
  * limit; *out_product is their product. */
@@ -77,10 +69,11 @@ static curd_status check_axes(const uint32_t dims[3], const int limits[3],
     return CURD_OK;
 }
 
-static curd_status check_shape(curd_device *device,
-                               const curd_program *program,
-                               const curd_launch *launch, const char *what,
-                               shape *out)
+curd_status curdi_dispatch_check_shape(curd_device *device,
+                                       const curd_program *program,
+                                       const curd_launch *launch,
+                                       const char *what,
+                                       curdi_launch_shape *out)
 {
     curd_launch given;
     curd_status status = curdi_options_check(launch, sizeof given,
@@ -415,100 +408,163 @@ static curd_status check_params(const curd_program *program,
     return CURD_OK;
 }
 
-/* ------------------------------------------------------------------------
- * A dispatch in flight
- * ---------------------------------------------------------------------- */
-
-struct curd_pending {
-    curd_device *device;
-    size_t nargs;
-    bound *bounds;
-    curdi_resident_use *uses; /* the resident buffers, marked in use */
-    uint64_t *ids;
-    void **params;            /* the launch's parameter list */
-    size_t use_count;
-    curdi_cu_stream stream;
-    curdi_cu_event events[2]; /* start, end (timing enabled) */
-    bool events_taken;
-    bool enqueued;            /* the end event is recorded */
-    bool waited;
-    uint64_t start_ns;
-    uint64_t enqueue_ns;
-};
-
-static uint64_t now_ns(void)
+curd_status curdi_dispatch_check_args(const curd_program *program,
+                                      const curd_arg *args, size_t nargs,
+                                      const char *what)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
-/* Gives back everything the pending holds (its work complete or never
- * enqueued, or the context lost) and frees it. */
-static void pending_release(curd_pending *pending)
-{
-    curd_device *device = pending->device;
-    for (size_t index = 0; index < pending->nargs; index++) {
-        bound *b = &pending->bounds[index];
-        (void)curdi_staging_release(&b->staging);
-        if (b->block != 0)
-            (void)curdi_pool_release(device->device_pool, b->block);
-    }
-    if (pending->events_taken)
-        curdi_events_release_timed(device, pending->events, 2);
-    if (pending->stream != NULL)
-        curdi_stream_release(device, pending->stream);
-    if (pending->use_count != 0)
-        curdi_resident_use_end(device, pending->uses, pending->use_count);
-    free(pending->bounds);
-    free(pending);
-}
-
-/* A driver failure during a dispatch: its status, the device marked lost
- * when the context is. */
-static curd_status dispatch_fail_driver(curd_device *device,
-                                        curdi_cu_result rc, const char *call)
-{
-    curd_status status = curdi_fail_driver(
-        (int)rc, call,
-        curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
-            ? "the kernel faulted and the device's context is lost: close"
-              " the device and open it again; run the kernel under"
-              " compute-sanitizer to find the fault"
-            : CURDI_DRIVER_FIX);
-    if (status == CURD_E_DEVICE_LOST)
-        curdi_device_mark_lost(device);
-    return status;
-}
-
-/* Allocates the pending and resolves every argument: all checks before
- * anything is taken from a pool. */
-static curd_status pending_prepare(curd_device *device,
-                                   const curd_program *program,
-                                   const curd_arg *args, size_t nargs,
-                                   const char *what, curd_pending **out)
-{
-    curd_status status;
-    uint64_t transient = 0;
-    size_t buffers = 0;
     if (nargs != 0 && args == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: args is NULL but nargs is %zu. Fix: pass an"
                           " array of nargs arguments.",
                           what, nargs);
     for (size_t index = 0; index < nargs; index++) {
-        status = check_arg(args, nargs, index, what);
+        curd_status status = check_arg(args, nargs, index, what);
         if (status != CURD_OK)
             return status;
+    }
+    return check_params(program, args, nargs, what);
+}
+
+curd_status curdi_dispatch_check_binding(const curd_arg *args, size_t index,
+                                         size_t device_bytes,
+                                         const char *what)
+{
+    uint64_t needed;
+    curd_status status = kernel_bytes(args, index, what, &needed);
+    if (status == CURD_OK && needed > device_bytes)
+        status = curdi_fail(CURD_E_RANGE,
+                            "%s: argument %zu holds %zu bytes, but the"
+                            " kernel's length for it is %" PRIu64
+                            " bytes; nothing was enqueued. Fix: pass a"
+                            " %s of at least that size.",
+                            what, index, device_bytes, needed,
+                            args[index].kind == CURD_ARG_BUFFER
+                                ? "buffer"
+                                : "host range");
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Enqueueing
+ * ---------------------------------------------------------------------- */
+
+curd_status curdi_dispatch_enqueue_launch(curd_device *device,
+                                          const curd_program *program,
+                                          const curdi_launch_shape *shape,
+                                          void **params,
+                                          curdi_cu_stream stream)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    if (shape->dynamic_shared_bytes > 48u * 1024u) {
+        curd_status status = curdi_program_reserve_dynamic_shared(
+            program, shape->dynamic_shared_bytes);
+        if (status != CURD_OK)
+            return status;
+    }
+    curdi_cu_function function = curdi_program_function(program);
+    for (uint32_t launch = 0; launch < shape->iterations; launch++) {
+        curdi_cu_result rc =
+            shape->cooperative
+                ? driver->cuLaunchCooperativeKernel(
+                      function, shape->grid[0], shape->grid[1],
+                      shape->grid[2], shape->block[0], shape->block[1],
+                      shape->block[2], shape->dynamic_shared_bytes, stream,
+                      params)
+                : driver->cuLaunchKernel(
+                      function, shape->grid[0], shape->grid[1],
+                      shape->grid[2], shape->block[0], shape->block[1],
+                      shape->block[2], shape->dynamic_shared_bytes, stream,
+                      params, NULL);
+        if (curdi_driver_note(rc) != CURDI_CUDA_SUCCESS)
+            return curdi_pending_fail_driver(
+                device, rc,
+                shape->cooperative ? "cuLaunchCooperativeKernel"
+                                   : "cuLaunchKernel");
+    }
+    return CURD_OK;
+}
+
+curd_status curdi_dispatch_after_uploads(curd_device *device,
+                                         const curdi_resident_use *uses,
+                                         size_t count)
+{
+    for (size_t index = 0; index < count; index++) {
+        if (!uses[index].async_pending)
+            continue;
+        curdi_cu_result rc = curdi_driver_note(
+            curdi_driver_get()->cuStreamSynchronize(device->upload_stream));
+        if (rc != CURDI_CUDA_SUCCESS)
+            return curdi_pending_fail_driver(device, rc,
+                                             "cuStreamSynchronize");
+        return CURD_OK;
+    }
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * A dispatch in flight
+ * ---------------------------------------------------------------------- */
+
+/* A dispatch's curd_pending (lib/pending.h) and what it holds. */
+typedef struct dispatch_run {
+    curd_pending base;
+    size_t nargs;
+    bound *bounds;
+    curdi_resident_use *uses; /* the resident buffers, marked in use */
+    uint64_t *ids;
+    void **params;            /* the launch's parameter list */
+    size_t use_count;
+} dispatch_run;
+
+static void run_complete(curd_pending *pending, bool copy_out)
+{
+    dispatch_run *run = (dispatch_run *)(void *)pending;
+    for (size_t index = 0; copy_out && index < run->nargs; index++) {
+        bound *b = &run->bounds[index];
+        if (b->read_len != 0)
+            (void)curdi_staging_read(&b->staging, 0, b->read_len, b->host,
+                                     b->read_len);
+    }
+}
+
+static void run_release(curd_pending *pending)
+{
+    dispatch_run *run = (dispatch_run *)(void *)pending;
+    curd_device *device = pending->device;
+    for (size_t index = 0; index < run->nargs; index++) {
+        bound *b = &run->bounds[index];
+        (void)curdi_staging_release(&b->staging);
+        if (b->block != 0)
+            (void)curdi_pool_release(device->device_pool, b->block);
+    }
+    if (run->use_count != 0)
+        curdi_resident_use_end(device, run->uses, run->use_count);
+    free(run->bounds);
+    free(run);
+}
+
+static const curdi_pending_ops run_ops = {run_complete, run_release};
+
+/* Allocates the run and resolves every argument: all checks before
+ * anything is taken from a pool. */
+static curd_status run_prepare(curd_device *device,
+                               const curd_program *program,
+                               const curd_arg *args, size_t nargs,
+                               const char *what, dispatch_run **out)
+{
+    curd_status status;
+    uint64_t transient = 0;
+    size_t buffers = 0;
+    status = curdi_dispatch_check_args(program, args, nargs, what);
+    if (status != CURD_OK)
+        return status;
+    for (size_t index = 0; index < nargs; index++) {
         if (args[index].kind == CURD_ARG_BUFFER)
             buffers++;
         if (args[index].kind == CURD_ARG_HOST
             && !curdi_u64_add(transient, args[index].byte_len, &transient))
             transient = UINT64_MAX;
     }
-    status = check_params(program, args, nargs, what);
-    if (status != CURD_OK)
-        return status;
     if (transient > device->props.total_memory_bytes)
         return curdi_fail(CURD_E_BUDGET,
                           "%s: the borrowed arguments need %" PRIu64 " bytes"
@@ -519,81 +575,72 @@ static curd_status pending_prepare(curd_device *device,
                           what, transient, device->ordinal,
                           device->props.total_memory_bytes);
 
-    curd_pending *pending = calloc(1, sizeof *pending);
+    dispatch_run *run = calloc(1, sizeof *run);
     size_t bytes;
-    if (pending == NULL
+    if (run == NULL
         || !curdi_size_mul(nargs + 1u,
                            sizeof(bound) + sizeof(curdi_resident_use)
                                + sizeof(uint64_t) + sizeof(void *),
                            &bytes)
-        || (pending->bounds = calloc(1, bytes)) == NULL) {
-        free(pending);
+        || (run->bounds = calloc(1, bytes)) == NULL) {
+        free(run);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: could not allocate the state of a dispatch of"
                           " %zu arguments. Fix: free host memory.",
                           what, nargs);
     }
+    curdi_pending_init(&run->base, device, &run_ops);
     /* One block: bounds, uses, ids, then params (all 8-byte aligned). */
-    pending->device = device;
-    pending->nargs = nargs;
-    pending->uses = (curdi_resident_use *)(void *)(pending->bounds + nargs + 1u);
-    pending->ids = (uint64_t *)(void *)(pending->uses + nargs + 1u);
-    pending->params = (void **)(void *)(pending->ids + nargs + 1u);
+    run->nargs = nargs;
+    run->uses = (curdi_resident_use *)(void *)(run->bounds + nargs + 1u);
+    run->ids = (uint64_t *)(void *)(run->uses + nargs + 1u);
+    run->params = (void **)(void *)(run->ids + nargs + 1u);
     for (size_t index = 0, next = 0; index < nargs; index++)
         if (args[index].kind == CURD_ARG_BUFFER)
-            pending->ids[next++] = args[index].buffer.id;
+            run->ids[next++] = args[index].buffer.id;
     if (buffers != 0) {
-        status = curdi_resident_use_begin(device, what, pending->ids, buffers,
-                                          pending->uses);
+        status = curdi_resident_use_begin(device, what, run->ids, buffers,
+                                          run->uses);
         if (status != CURD_OK) {
-            pending_release(pending);
+            curdi_pending_release(&run->base);
             return status;
         }
-        pending->use_count = buffers;
+        run->use_count = buffers;
     }
     for (size_t index = 0, next = 0; index < nargs; index++) {
         const curd_arg *arg = &args[index];
-        bound *b = &pending->bounds[index];
-        uint64_t needed;
+        bound *b = &run->bounds[index];
         if (!is_binding(arg))
             continue;
         if (arg->kind == CURD_ARG_BUFFER) {
-            const curdi_resident_use *use = &pending->uses[next++];
+            const curdi_resident_use *use = &run->uses[next++];
             b->device_ptr = use->device_ptr;
             b->device_bytes = use->byte_len;
         } else {
             b->device_bytes = arg->byte_len;
         }
-        status = kernel_bytes(args, index, what, &needed);
-        if (status == CURD_OK && needed > b->device_bytes)
-            status = curdi_fail(CURD_E_RANGE,
-                                "%s: argument %zu holds %zu bytes, but the"
-                                " kernel's length for it is %" PRIu64
-                                " bytes; nothing was enqueued. Fix: pass a"
-                                " %s of at least that size.",
-                                what, index, b->device_bytes, needed,
-                                arg->kind == CURD_ARG_BUFFER ? "buffer"
-                                                             : "host range");
+        status = curdi_dispatch_check_binding(args, index, b->device_bytes,
+                                              what);
         if (status == CURD_OK)
             status = read_range(arg, index, b->device_bytes, what, b);
         if (status != CURD_OK) {
-            pending_release(pending);
+            curdi_pending_release(&run->base);
             return status;
         }
     }
-    *out = pending;
+    *out = run;
     return CURD_OK;
 }
 
 /* Takes the blocks, the stream and the events; stages the inputs. Context
  * current. */
-static curd_status pending_acquire(curd_pending *pending, const curd_arg *args)
+static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
 {
-    curd_device *device = pending->device;
+    curd_device *device = run->base.device;
     curd_status status;
-    for (size_t index = 0; index < pending->nargs; index++) {
+    for (size_t index = 0; index < run->nargs; index++) {
         const curd_arg *arg = &args[index];
-        bound *b = &pending->bounds[index];
+        bound *b = &run->bounds[index];
         if (arg->kind != CURD_ARG_HOST)
             continue;
         size_t class_bytes;
@@ -613,8 +660,8 @@ static curd_status pending_acquire(curd_pending *pending, const curd_arg *args)
         if (status != CURD_OK)
             return status;
     }
-    for (size_t index = 0; index < pending->nargs; index++) {
-        bound *b = &pending->bounds[index];
+    for (size_t index = 0; index < run->nargs; index++) {
+        bound *b = &run->bounds[index];
         if (args[index].kind == CURD_ARG_BUFFER && b->read_len != 0) {
             status = curdi_staging_acquire(device->pinned_pool, b->read_len,
                                            &b->staging);
@@ -622,32 +669,24 @@ static curd_status pending_acquire(curd_pending *pending, const curd_arg *args)
                 return status;
         }
     }
-    status = curdi_stream_acquire(device, &pending->stream);
-    if (status != CURD_OK)
-        return status;
-    status = curdi_events_acquire_timed(device, pending->events, 2);
-    if (status == CURD_OK)
-        pending->events_taken = true;
-    return status;
+    return curdi_pending_acquire(&run->base);
 }
 
-/* Enqueues the whole dispatch on the pending's stream. Context current. */
-static curd_status pending_enqueue(curd_pending *pending,
-                                   const curd_program *program,
-                                   const shape *run, const curd_arg *args)
+/* Enqueues the whole dispatch on the run's stream. Context current. */
+static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
+                               const curdi_launch_shape *shape,
+                               const curd_arg *args)
 {
-    curd_device *device = pending->device;
+    curd_device *device = run->base.device;
     const curdi_driver *driver = curdi_driver_get();
-    curdi_cu_stream stream = pending->stream;
+    curdi_cu_stream stream = run->base.stream;
     curdi_cu_result rc;
-    curd_status status = CURD_OK;
-
-    rc = curdi_driver_note(driver->cuEventRecord(pending->events[0], stream));
-    if (rc != CURDI_CUDA_SUCCESS)
-        return dispatch_fail_driver(device, rc, "cuEventRecord");
-    for (size_t index = 0; index < pending->nargs; index++) {
+    curd_status status = curdi_pending_begin(&run->base);
+    if (status != CURD_OK)
+        return status;
+    for (size_t index = 0; index < run->nargs; index++) {
         const curd_arg *arg = &args[index];
-        bound *b = &pending->bounds[index];
+        bound *b = &run->bounds[index];
         if (!is_binding(arg))
             continue;
         if (arg->kind == CURD_ARG_HOST && reads_input(arg)) {
@@ -655,74 +694,39 @@ static curd_status pending_enqueue(curd_pending *pending,
                 (curdi_cu_deviceptr)b->device_ptr, b->staging.host,
                 arg->byte_len, stream));
             if (rc != CURDI_CUDA_SUCCESS)
-                return dispatch_fail_driver(device, rc, "cuMemcpyHtoDAsync");
+                return curdi_pending_fail_driver(device, rc,
+                                                 "cuMemcpyHtoDAsync");
         } else if (!reads_input(arg) && b->device_bytes != 0) {
             rc = curdi_driver_note(driver->cuMemsetD8Async(
                 (curdi_cu_deviceptr)b->device_ptr, 0, b->device_bytes,
                 stream));
             if (rc != CURDI_CUDA_SUCCESS)
-                return dispatch_fail_driver(device, rc, "cuMemsetD8Async");
+                return curdi_pending_fail_driver(device, rc,
+                                                 "cuMemsetD8Async");
         }
-    }
-    if (run->dynamic_shared_bytes > 48u * 1024u) {
-        status = curdi_program_reserve_dynamic_shared(
-            program, run->dynamic_shared_bytes);
-        if (status != CURD_OK)
-            return status;
     }
     /* The driver copies every parameter's bytes when the launch is
      * enqueued, so pointing at the caller's scalars and at the bounds'
      * device pointers is enough. */
-    void **params = pending->params;
-    for (size_t index = 0; index < pending->nargs; index++)
-        params[index] = args[index].kind == CURD_ARG_SCALAR
-                            ? (void *)(uintptr_t)args[index].value
-                            : &pending->bounds[index].device_ptr;
-    curdi_cu_function function = curdi_program_function(program);
-    for (uint32_t launch = 0; launch < run->iterations; launch++) {
-        rc = run->cooperative
-                 ? driver->cuLaunchCooperativeKernel(
-                       function, run->grid[0], run->grid[1], run->grid[2],
-                       run->block[0], run->block[1], run->block[2],
-                       run->dynamic_shared_bytes, stream, params)
-                 : driver->cuLaunchKernel(
-                       function, run->grid[0], run->grid[1], run->grid[2],
-                       run->block[0], run->block[1], run->block[2],
-                       run->dynamic_shared_bytes, stream, params, NULL);
-        if (curdi_driver_note(rc) != CURDI_CUDA_SUCCESS) {
-            status = dispatch_fail_driver(device, rc,
-                                          run->cooperative
-                                              ? "cuLaunchCooperativeKernel"
-                                              : "cuLaunchKernel");
-            break;
-        }
-    }
+    for (size_t index = 0; index < run->nargs; index++)
+        run->params[index] = args[index].kind == CURD_ARG_SCALAR
+                                 ? (void *)(uintptr_t)args[index].value
+                                 : &run->bounds[index].device_ptr;
+    status = curdi_dispatch_enqueue_launch(device, program, shape,
+                                           run->params, stream);
     if (status != CURD_OK)
         return status;
-    for (size_t index = 0; index < pending->nargs; index++) {
-        bound *b = &pending->bounds[index];
+    for (size_t index = 0; index < run->nargs; index++) {
+        bound *b = &run->bounds[index];
         if (b->read_len == 0)
             continue;
         rc = curdi_driver_note(driver->cuMemcpyDtoHAsync(
             b->staging.host, (curdi_cu_deviceptr)(b->device_ptr + b->read_offset),
             b->read_len, stream));
         if (rc != CURDI_CUDA_SUCCESS)
-            return dispatch_fail_driver(device, rc, "cuMemcpyDtoHAsync");
+            return curdi_pending_fail_driver(device, rc, "cuMemcpyDtoHAsync");
     }
-    rc = curdi_driver_note(driver->cuEventRecord(pending->events[1], stream));
-    if (rc != CURDI_CUDA_SUCCESS)
-        return dispatch_fail_driver(device, rc, "cuEventRecord");
-    pending->enqueued = true;
-    return CURD_OK;
-}
-
-/* After a failure part way: whatever was enqueued finishes before the
- * blocks and staging go back to their pools. */
-static void pending_drain(curd_pending *pending)
-{
-    const curdi_driver *driver = curdi_driver_get();
-    if (pending->stream != NULL && curdi_driver_usable())
-        (void)curdi_driver_note(driver->cuStreamSynchronize(pending->stream));
+    return curdi_pending_end(&run->base);
 }
 
 CURD_API curd_status curd_dispatch_async(curd_device *device,
@@ -732,10 +736,8 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
                                          curd_pending **out_pending)
 {
     const char *what = "curd_dispatch_async";
-    uint64_t start_ns = now_ns();
-    curd_pending *pending = NULL;
-    shape run;
-    memset(&run, 0, sizeof run);
+    dispatch_run *run = NULL;
+    curdi_launch_shape shape;
     curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
         status = curdi_program_check(program, device, what);
@@ -745,153 +747,31 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
                             " of a curd_pending pointer.",
                             what);
     if (status == CURD_OK)
-        status = check_shape(device, program, launch, what, &run);
+        status = curdi_dispatch_check_shape(device, program, launch, what,
+                                            &shape);
     if (status == CURD_OK)
-        status = pending_prepare(device, program, args, nargs, what,
-                                 &pending);
+        status = run_prepare(device, program, args, nargs, what, &run);
     if (status != CURD_OK)
         return status;
-    pending->start_ns = start_ns;
     status = curdi_device_enter(device);
     if (status != CURD_OK) {
-        pending_release(pending);
+        curdi_pending_release(&run->base);
         return status;
     }
-    status = pending_acquire(pending, args);
+    status = curdi_dispatch_after_uploads(device, run->uses, run->use_count);
     if (status == CURD_OK)
-        status = pending_enqueue(pending, program, &run, args);
+        status = run_acquire(run, args);
+    if (status == CURD_OK)
+        status = run_enqueue(run, program, &shape, args);
     if (status != CURD_OK) {
-        pending_drain(pending);
+        curdi_pending_drain(&run->base);
         curdi_device_leave(device);
-        pending_release(pending);
+        curdi_pending_release(&run->base);
         return status;
     }
     curdi_device_leave(device);
-    pending->enqueue_ns = now_ns() - start_ns;
-    *out_pending = pending;
+    *out_pending = &run->base;
     return CURD_OK;
-}
-
-static curd_status check_pending(const curd_pending *pending, const char *what)
-{
-    if (pending == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: pending is NULL. Fix: pass the curd_pending"
-                          " that curd_dispatch_async returned.",
-                          what);
-    return curdi_device_check(pending->device, what);
-}
-
-CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
-{
-    const char *what = "curd_pending_ready";
-    curd_status status = check_pending(pending, what);
-    if (status != CURD_OK)
-        return status;
-    if (out_ready == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_ready is NULL. Fix: pass the address of an"
-                          " int.",
-                          what);
-    if (pending->waited) {
-        *out_ready = 1;
-        return CURD_OK;
-    }
-    status = curdi_device_enter(pending->device);
-    if (status != CURD_OK)
-        return status;
-    curdi_cu_result rc = curdi_driver_note(
-        curdi_driver_get()->cuEventQuery(pending->events[1]));
-    curdi_device_leave(pending->device);
-    if (rc == CURDI_CUDA_SUCCESS || rc == CURDI_CUDA_ERROR_NOT_READY) {
-        *out_ready = rc == CURDI_CUDA_SUCCESS;
-        return CURD_OK;
-    }
-    return dispatch_fail_driver(pending->device, rc, "cuEventQuery");
-}
-
-/* Waits for the end event; on success copies the read-backs out and fills
- * timing. The pending stays allocated. */
-static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
-                                  bool copy_out)
-{
-    curd_device *device = pending->device;
-    const curdi_driver *driver;
-    uint64_t wait_start = now_ns();
-    curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
-    driver = curdi_driver_get();
-    pending->waited = true;
-    curdi_cu_result rc =
-        curdi_driver_note(driver->cuEventSynchronize(pending->events[1]));
-    if (rc != CURDI_CUDA_SUCCESS) {
-        status = dispatch_fail_driver(device, rc, "cuEventSynchronize");
-        curdi_device_leave(device);
-        return status;
-    }
-    float device_ms = 0.0f;
-    if (timing != NULL) {
-        rc = curdi_driver_note(driver->cuEventElapsedTime(
-            &device_ms, pending->events[0], pending->events[1]));
-        if (rc != CURDI_CUDA_SUCCESS)
-            device_ms = 0.0f;
-    }
-    curdi_device_leave(device);
-    uint64_t waited_ns = now_ns() - wait_start;
-    for (size_t index = 0; copy_out && index < pending->nargs; index++) {
-        bound *b = &pending->bounds[index];
-        if (b->read_len != 0)
-            (void)curdi_staging_read(&b->staging, 0, b->read_len, b->host,
-                                     b->read_len);
-    }
-    if (timing != NULL) {
-        curd_timing result = {.struct_size = timing->struct_size};
-        result.enqueue_ns = pending->enqueue_ns;
-        result.wait_ns = waited_ns;
-        result.device_ns = (uint64_t)((double)device_ms * 1e6);
-        result.wall_ns = now_ns() - pending->start_ns;
-        memcpy(timing, &result, sizeof result);
-    }
-    return CURD_OK;
-}
-
-CURD_API curd_status curd_pending_wait(curd_pending *pending,
-                                       curd_timing *timing)
-{
-    const char *what = "curd_pending_wait";
-    curd_status status = check_pending(pending, what);
-    if (status == CURD_OK && timing != NULL)
-        status = curdi_result_struct_check(timing, sizeof *timing, what,
-                                           "timing", "curd_timing");
-    if (status != CURD_OK)
-        return status;
-    if (pending->waited)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: this dispatch was waited for already; its"
-                          " outputs are in place. Fix: wait once, then"
-                          " curd_pending_free().",
-                          what);
-    return pending_finish(pending, timing, true);
-}
-
-CURD_API curd_status curd_pending_free(curd_pending *pending)
-{
-    if (pending == NULL)
-        return CURD_OK;
-    curd_status status = check_pending(pending, "curd_pending_free");
-    /* On a lost device nothing is waited for: the work is gone with the
-     * context, and what the pending holds is host-side bookkeeping. */
-    if (status == CURD_E_DEVICE_LOST) {
-        pending_release(pending);
-        return CURD_OK;
-    }
-    if (status != CURD_OK)
-        return status;
-    if (!pending->waited)
-        status = pending_finish(pending, NULL, false);
-    pending_release(pending);
-    return status;
 }
 
 CURD_API curd_status curd_dispatch(curd_device *device,
@@ -904,7 +784,7 @@ CURD_API curd_status curd_dispatch(curd_device *device,
         curd_dispatch_async(device, program, launch, args, nargs, &pending);
     if (status != CURD_OK)
         return status;
-    status = pending_finish(pending, NULL, true);
-    pending_release(pending);
+    status = curdi_pending_finish(pending, true);
+    curdi_pending_release(pending);
     return status;
 }

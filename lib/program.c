@@ -66,6 +66,7 @@ struct curd_program {
     curdi_module *module;
     curdi_function *function;
     struct curd_program *prev, *next; /* the device's programs */
+    uint32_t batch_uses; /* batch launches recording it, under the lock */
 };
 
 struct curdi_program_room {
@@ -1043,6 +1044,15 @@ CURD_API curd_status curd_program_free(curd_program *program)
     struct curdi_program_room *room = device->program;
     curdi_module *evicted = NULL;
     pthread_mutex_lock(&room->lock);
+    if (program->batch_uses != 0) {
+        uint32_t uses = program->batch_uses;
+        pthread_mutex_unlock(&room->lock);
+        return curdi_fail(CURD_E_BUSY,
+                          "curd_program_free: %" PRIu32 " batch launches"
+                          " still run kernel %s; nothing was freed. Fix:"
+                          " reset or free those batches first.",
+                          uses, program->function->entry);
+    }
     if (program->prev != NULL)
         program->prev->next = program->next;
     else
@@ -1126,6 +1136,22 @@ curd_device *curdi_program_device(const curd_program *program)
 curdi_cu_function curdi_program_function(const curd_program *program)
 {
     return program->function->function;
+}
+
+void curdi_program_use(const curd_program *program)
+{
+    curd_program *p = (curd_program *)(uintptr_t)program;
+    pthread_mutex_lock(&p->device->program->lock);
+    p->batch_uses++;
+    pthread_mutex_unlock(&p->device->program->lock);
+}
+
+void curdi_program_unuse(const curd_program *program)
+{
+    curd_program *p = (curd_program *)(uintptr_t)program;
+    pthread_mutex_lock(&p->device->program->lock);
+    p->batch_uses--;
+    pthread_mutex_unlock(&p->device->program->lock);
 }
 
 const char *curdi_program_entry(const curd_program *program)

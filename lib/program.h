@@ -80,6 +80,11 @@ curd_status curdi_program_check(const curd_program *program,
                                 const struct curd_device *device,
                                 const char *call);
 
+/* A batch launch records the program (use) until it is forgotten
+ * (unuse); curd_program_free refuses a program in use (CURD_E_BUSY). */
+void curdi_program_use(const curd_program *program);
+void curdi_program_unuse(const curd_program *program);
+
 /* Accessors, valid while the program lives. */
 struct curd_device *curdi_program_device(const curd_program *program);
 curdi_cu_function curdi_program_function(const curd_program *program);

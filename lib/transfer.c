@@ -141,18 +141,9 @@ static curdi_copy_team *transfer_team(curd_device *device)
  * Counters: checked before the work, added after it succeeded.
  * ---------------------------------------------------------------------- */
 
-typedef struct curdi_counts {
-    uint64_t h2d_bytes;
-    uint64_t d2h_bytes;
-    uint64_t copy_ops;
-    uint64_t fences;
-    uint64_t fill_ops;
-    uint64_t fill_bytes;
-} curdi_counts;
-
-static curd_status counts_check(curd_device *device,
-                                      const curdi_counts *counts,
-                                      const char *what)
+curd_status curdi_transfer_counts_check(curd_device *device,
+                                        const curdi_transfer_counts *counts,
+                                        const char *what)
 {
     struct curdi_transfer_room *room = device->transfer;
     struct {
@@ -182,7 +173,8 @@ static curd_status counts_check(curd_device *device,
     return CURD_OK;
 }
 
-static void counts_add(curd_device *device, const curdi_counts *counts)
+void curdi_transfer_counts_add(curd_device *device,
+                               const curdi_transfer_counts *counts)
 {
     struct curdi_transfer_room *room = device->transfer;
     _Atomic uint64_t *counters[] = {&room->h2d_bytes, &room->d2h_bytes,
@@ -303,7 +295,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
     const curdi_driver *driver;
     curdi_xfer_plan plan;
     curdi_gpu_ops gpu;
-    curdi_counts counts;
+    curdi_transfer_counts counts;
     curdi_xfer_result result;
     curdi_xfer_ops ops = {gpu_copy, gpu_mark, gpu_wait,
                           gpu_finish, &gpu};
@@ -346,7 +338,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
      * boundary a span crosses. */
     counts.copy_ops = (uint64_t)plan.span_count + count + chunk_count;
     counts.fences = 1;
-    status = counts_check(device, &counts, what);
+    status = curdi_transfer_counts_check(device, &counts, what);
     if (status != CURD_OK)
         goto done;
 
@@ -397,7 +389,7 @@ done:
             counts.d2h_bytes = result.dma_bytes;
         counts.copy_ops = result.dma_ops;
         counts.fences = result.fences;
-        counts_add(device, &counts);
+        curdi_transfer_counts_add(device, &counts);
     }
     curdi_device_leave(device);
     return status;
@@ -616,7 +608,7 @@ static curd_status fill(curd_device *device, const char *what,
 {
     const curdi_driver *driver;
     curdi_resident_use use;
-    curdi_counts counts;
+    curdi_transfer_counts counts;
     curdi_cu_stream stream = NULL;
     curdi_cu_result cu_result;
     bool pooled = false;
@@ -645,7 +637,7 @@ static curd_status fill(curd_device *device, const char *what,
     counts.fill_ops = 1;
     counts.fill_bytes = byte_len;
     counts.fences = 1;
-    status = counts_check(device, &counts, what);
+    status = curdi_transfer_counts_check(device, &counts, what);
     if (status == CURD_OK)
         status = stream_for(device, use.async_pending, &stream, &pooled);
     if (status == CURD_OK) {
@@ -668,7 +660,7 @@ static curd_status fill(curd_device *device, const char *what,
     if (pooled && stream != NULL)
         curdi_stream_release(device, stream);
     if (status == CURD_OK)
-        counts_add(device, &counts);
+        curdi_transfer_counts_add(device, &counts);
     curdi_device_leave(device);
     curdi_resident_use_end(device, &use, 1);
     return status;
@@ -699,7 +691,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     const char *what = "curd_buffer_upload_async";
     const curdi_driver *driver;
     curdi_prepared prepared;
-    curdi_counts counts;
+    curdi_transfer_counts counts;
     curdi_cu_result cu_result;
     uintptr_t range_key;
     curd_status status = curdi_device_check(device, what);
@@ -724,7 +716,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     memset(&counts, 0, sizeof counts);
     counts.h2d_bytes = byte_len;
     counts.copy_ops = 1;
-    status = counts_check(device, &counts, what);
+    status = curdi_transfer_counts_check(device, &counts, what);
     if (status != CURD_OK)
         goto fail;
 
@@ -750,7 +742,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     curdi_resident_async_begin(device, buffer.id);
     prepared.marked = false; /* now ended by curd_device_sync_uploads */
     curdi_fence_upload_commit(device, buffer.id, range_key);
-    counts_add(device, &counts);
+    curdi_transfer_counts_add(device, &counts);
     curdi_device_leave(device);
     curdi_prepared_release(device, &prepared);
     return CURD_OK;
@@ -765,7 +757,7 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
 {
     const char *what = "curd_device_sync_uploads";
     const curdi_driver *driver;
-    curdi_counts counts;
+    curdi_transfer_counts counts;
     curdi_cu_result cu_result;
     uint64_t serial_limit;
     curd_status status = curdi_device_check(device, what);
@@ -781,7 +773,7 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.fences = 1;
-    status = counts_check(device, &counts, what);
+    status = curdi_transfer_counts_check(device, &counts, what);
     if (status == CURD_OK) {
         cu_result = curdi_driver_note(
             driver->cuStreamSynchronize(device->upload_stream));
@@ -794,7 +786,7 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     }
     if (status == CURD_OK) {
         curdi_fence_upload_complete(device, serial_limit);
-        counts_add(device, &counts);
+        curdi_transfer_counts_add(device, &counts);
     }
     curdi_device_leave(device);
     return status;

@@ -17,6 +17,8 @@
 #ifndef CURD_LIB_TRANSFER_H
 #define CURD_LIB_TRANSFER_H
 
+#include <stdint.h>
+
 #include "curd.h"
 
 struct curd_device;
@@ -31,5 +33,23 @@ void curdi_transfer_close(struct curd_device *device);
 /* The transfer counters, for curd_device_stats and its reset. */
 void curdi_transfer_stats(struct curd_device *device, curd_stats *stats);
 void curdi_transfer_stats_reset(struct curd_device *device);
+
+/* What one transfer, fill or batch run adds to the counters: checked
+ * before the work (CURD_E_OVERFLOW, naming the counter and the call, when
+ * one would pass 2^64 - 1), added after it succeeded. */
+typedef struct curdi_transfer_counts {
+    uint64_t h2d_bytes;
+    uint64_t d2h_bytes;
+    uint64_t copy_ops;
+    uint64_t fences;
+    uint64_t fill_ops;
+    uint64_t fill_bytes;
+} curdi_transfer_counts;
+
+curd_status curdi_transfer_counts_check(struct curd_device *device,
+                                        const curdi_transfer_counts *counts,
+                                        const char *what);
+void curdi_transfer_counts_add(struct curd_device *device,
+                               const curdi_transfer_counts *counts);
 
 #endif

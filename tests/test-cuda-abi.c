@@ -46,6 +46,7 @@ static void test_typedefs_match(void)
     SAME_TYPE(curdi_cu_kernel, CUkernel);
     SAME_TYPE(curdi_cu_function_attribute, CUfunction_attribute);
     SAME_TYPE(curdi_cu_stream_capture_mode, CUstreamCaptureMode);
+    SAME_TYPE(curdi_cu_graph_node_type, CUgraphNodeType);
     SAME_TYPE(curdi_cu_kernel_node_params_abi_t, CUDA_KERNEL_NODE_PARAMS);
     SAME_TYPE(curdi_cu_graph_exec_update_result_info_abi_t,
               CUgraphExecUpdateResultInfo);

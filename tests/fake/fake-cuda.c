@@ -23,9 +23,10 @@
  * and every later call on that context returns the fault
  * (CUDA_ERROR_ILLEGAL_ADDRESS, or CUDA_ERROR_LAUNCH_FAILED for a trap)
  * until the primary context is released to zero retains, which destroys
- * it with everything it held, and retained again. Launches on a capturing
- * stream are recorded into a graph; cuGraphLaunch replays them, and
- * cuGraphExecKernelNodeSetParams / cuGraphExecUpdate change them.
+ * it with everything it held, and retained again. Launches, async copies
+ * and memsets on a capturing stream are recorded into a graph, in order;
+ * cuGraphLaunch replays them, and cuGraphExecKernelNodeSetParams /
+ * cuGraphExecUpdate change them.
  *
  * Like the real driver it exports cuDriverGetVersion and cuGetProcAddress
  * (_v2 and v1) and nothing else by name, so the library finds every entry
@@ -99,7 +100,19 @@ struct CUfunc_st {
 /* A recorded launch. Its handle (CUgraphNode) is its address; an
  * executable graph keeps its own copies and the handles of the nodes it
  * was made from, which identify them and are never read. */
+/* A captured node: a kernel launch, a copy or a memset (the types
+ * cuGraphNodeGetType reports: CU_GRAPH_NODE_TYPE_KERNEL, _MEMCPY, _MEMSET). */
+enum { FAKE_NODE_KERNEL = 0, FAKE_NODE_COPY = 1, FAKE_NODE_MEMSET = 2 };
+
 typedef struct fake_node {
+    unsigned kind;
+    /* Copies and memsets: dst, src (copies), byte_len bytes; device_side
+     * is the device address, checked when the node runs. */
+    void *dst;
+    const void *src;
+    size_t byte_len;
+    uintptr_t device_side;
+    unsigned char value;
     struct CUfunc_st *function;
     unsigned grid[3], block[3];
     unsigned shared_bytes;
@@ -607,6 +620,8 @@ static bool valid_stream(curdi_cu_stream stream)
 }
 
 static bool capturing(curdi_cu_stream stream);
+static curdi_cu_result capture_node(curdi_cu_stream stream,
+                                    const struct fake_node *node);
 
 static curdi_cu_result copy(void *dst, const void *src, size_t byte_len,
                             uintptr_t device_side, size_t device_len,
@@ -614,10 +629,18 @@ static curdi_cu_result copy(void *dst, const void *src, size_t byte_len,
 {
     if (need_stream && !valid_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    if (need_stream && capturing(stream))
-        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (byte_len != 0 && find_range(device_side, device_len) == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (need_stream && capturing(stream)) {
+        static fake_node node; /* large; guarded by the lock */
+        memset(&node, 0, sizeof node);
+        node.kind = FAKE_NODE_COPY;
+        node.dst = dst;
+        node.src = src;
+        node.byte_len = byte_len;
+        node.device_side = device_side;
+        return unlock_with(capture_node(stream, &node));
+    }
     if (byte_len != 0)
         memmove(dst, src, byte_len);
     return unlock_with(CURDI_CUDA_SUCCESS);
@@ -682,10 +705,18 @@ static curdi_cu_result f_cuMemsetD8Async(curdi_cu_deviceptr dst,
     (void)device;
     if (!valid_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    if (capturing(stream))
-        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     if (byte_len != 0 && find_range((uintptr_t)dst, byte_len) == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (capturing(stream)) {
+        static fake_node node; /* large; guarded by the lock */
+        memset(&node, 0, sizeof node);
+        node.kind = FAKE_NODE_MEMSET;
+        node.dst = (void *)(uintptr_t)dst;
+        node.byte_len = byte_len;
+        node.device_side = (uintptr_t)dst;
+        node.value = value;
+        return unlock_with(capture_node(stream, &node));
+    }
     if (byte_len != 0)
         memset((void *)(uintptr_t)dst, value, byte_len);
     return unlock_with(CURDI_CUDA_SUCCESS);
@@ -1189,6 +1220,17 @@ static curdi_cu_result make_node(curdi_cu_function function,
  * the launch itself succeeds, as on a GPU. */
 static curdi_cu_result run_node(int device, const fake_node *node)
 {
+    if (node->kind != FAKE_NODE_KERNEL) {
+        /* The device memory may have been freed since the capture. */
+        if (node->byte_len != 0
+            && find_range(node->device_side, node->byte_len) == NULL)
+            return CURDI_CUDA_ERROR_INVALID_VALUE;
+        if (node->kind == FAKE_NODE_COPY)
+            memmove(node->dst, node->src, node->byte_len);
+        else
+            memset(node->dst, node->value, node->byte_len);
+        return CURDI_CUDA_SUCCESS;
+    }
     if (live_function(node->function) == NULL)
         return CURDI_CUDA_ERROR_INVALID_HANDLE;
     fake_launch launch = {
@@ -1228,6 +1270,12 @@ static curdi_cu_result graph_append(fake_graph *graph, const fake_node *node)
     graph->nodes = grown;
     graph->nodes[graph->count++] = copy;
     return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result capture_node(curdi_cu_stream stream,
+                                    const fake_node *node)
+{
+    return graph_append(stream_object(stream)->graph, node);
 }
 
 static curdi_cu_result launch(curdi_cu_function function, unsigned grid_x,
@@ -1406,7 +1454,7 @@ static curdi_cu_result f_cuGraphExecKernelNodeSetParams(
     if (e == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
     fake_node *target = exec_node(e->graph, node);
-    if (target == NULL)
+    if (target == NULL || target->kind != FAKE_NODE_KERNEL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     /* The driver reads the bytes as its own struct (cuda_abi.h). */
     const curdi_cu_kernel_node_params *p =
@@ -1434,7 +1482,8 @@ static curdi_cu_result f_cuGraphExecUpdate(
         return unlock_with(CURDI_CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
     }
     for (size_t i = 0; i < e->graph->count; i++) {
-        if (e->graph->nodes[i]->cooperative != g->graph->nodes[i]->cooperative) {
+        if (e->graph->nodes[i]->cooperative != g->graph->nodes[i]->cooperative
+            || e->graph->nodes[i]->kind != g->graph->nodes[i]->kind) {
             info->result = CURDI_CU_GRAPH_EXEC_UPDATE_ERROR;
             info->error_node = (curdi_cu_graph_node)(void *)g->graph->nodes[i];
             return unlock_with(CURDI_CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
@@ -1495,7 +1544,7 @@ static curdi_cu_result f_cuGraphKernelNodeGetParams(
             for (size_t i = 0; i < o->graph->count; i++)
                 if ((void *)o->graph->nodes[i] == (void *)node)
                     found = o->graph->nodes[i];
-    if (found == NULL)
+    if (found == NULL || found->kind != FAKE_NODE_KERNEL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     curdi_cu_kernel_node_params *p = (curdi_cu_kernel_node_params *)(void *)params;
     memset(p, 0, sizeof *p);
@@ -1509,6 +1558,23 @@ static curdi_cu_result f_cuGraphKernelNodeGetParams(
     p->shared_bytes = found->shared_bytes;
     p->kernel_params = found->param_ptrs;
     return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuGraphNodeGetType(curdi_cu_graph_node node,
+                                           curdi_cu_graph_node_type *type)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (type == NULL || node == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    for (fake_object *o = objects; o != NULL; o = o->next)
+        if (o->kind == FAKE_GRAPH)
+            for (size_t i = 0; i < o->graph->count; i++)
+                if ((void *)o->graph->nodes[i] == (void *)node) {
+                    *type = o->graph->nodes[i]->kind;
+                    return unlock_with(CURDI_CUDA_SUCCESS);
+                }
+    return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
 }
 
 static curdi_cu_result f_cuGraphDestroy(curdi_cu_graph graph)

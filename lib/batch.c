@@ -1,0 +1,1266 @@
+/* batch.c - batches: work on resident buffers recorded once, checked when
+ * recorded, run many times on one stream with one fence, or captured as a
+ * CUDA graph and replayed with launches updated in place.
+ *
+ * Read top to bottom: the room, a batch's state, recording, the run (the
+ * pending it hands out, enqueueing, the graph), then the public calls.
+ *
+ * What stays fixed between runs, and why a run is cheap:
+ *  - every buffer is resolved when recorded, so a launch's parameter list
+ *    (device pointers and scalar bytes) is built once, when recorded or
+ *    changed, never per run; a run only checks that each buffer is still
+ *    live (one resident lookup per distinct buffer) and marks it in use
+ *    until the fence;
+ *  - the pinned staging of the uploads and downloads is laid out when
+ *    recorded and kept by the batch, so a run copies the caller's upload
+ *    bytes in and enqueues one DMA per item;
+ *  - a graph batch's executable graph points at that staging and those
+ *    device pointers; a changed launch is one cuGraphExecKernelNodeSetParams
+ *    per kernel node, found once after the capture. */
+#include "batch.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "core.h"
+#include "dispatch.h"
+#include "driver.h"
+#include "pending.h"
+#include "program.h"
+#include "resident.h"
+#include "staging.h"
+#include "status.h"
+#include "transfer.h"
+
+/* ------------------------------------------------------------------------
+ * The room
+ * ---------------------------------------------------------------------- */
+
+struct curdi_batch_room {
+    pthread_mutex_t lock;     /* guards batches */
+    curd_batch *batches;      /* the device's live batches */
+    _Atomic uint64_t runs;
+    _Atomic uint64_t graph_replays;
+    _Atomic uint64_t graph_captures;
+    _Atomic uint64_t graph_updates;
+};
+
+/* ------------------------------------------------------------------------
+ * A batch's state
+ * ---------------------------------------------------------------------- */
+
+typedef enum item_kind {
+    ITEM_FILL = 1,
+    ITEM_UPLOAD = 2,
+    ITEM_LAUNCH = 3,
+    ITEM_DOWNLOAD = 4
+} item_kind;
+
+/* A buffer the batch names, once however many items name it. */
+typedef struct batch_buffer {
+    uint64_t id;
+    uint64_t device_ptr;
+    size_t byte_len;
+    uint32_t refs; /* items and launch arguments naming it; 0: a free entry */
+} batch_buffer;
+
+/* A recorded launch, its parameter list built. One allocation holds it
+ * and its arrays. */
+typedef struct batch_launch {
+    const curd_program *program;
+    curdi_launch_shape shape;
+    size_t nargs;
+    curd_arg *args;       /* as recorded; scalars' value points into values */
+    uint32_t *buffer_of;  /* BUFFER arguments: their entry in buffers */
+    uint64_t *ptrs;       /* what each pointer parameter passes */
+    void **params;        /* the parameter list: &ptrs[i] or a scalar */
+    unsigned char *values;
+    curdi_cu_graph_node *nodes; /* a captured graph's node per iteration */
+    bool dirty;           /* changed since the graph was captured */
+} batch_launch;
+
+typedef struct batch_item {
+    item_kind kind;
+    uint32_t buffer;        /* its entry in buffers (not launches) */
+    size_t offset;
+    size_t byte_len;
+    uint8_t value;          /* fills */
+    const void *src;        /* uploads */
+    void *dst;              /* downloads */
+    size_t staging_offset;  /* uploads and downloads */
+    batch_launch *launch;   /* launches */
+} batch_item;
+
+/* A run in flight: the batch's curd_pending (lib/pending.h). */
+typedef struct batch_run {
+    curd_pending base;
+    curd_batch *batch;
+    size_t use_count;       /* buffers marked in use until the fence */
+    bool replayed;          /* the run launched the graph */
+    bool took_up, took_down; /* the run took the batch's staging */
+    bool completed;         /* run_complete ran */
+} batch_run;
+
+struct curd_batch {
+    curd_device *device;
+    uint32_t flags;
+    batch_item *items;
+    size_t item_count, item_capacity;
+    batch_buffer *buffers;
+    size_t buffer_count, buffer_capacity;
+    uint64_t *use_ids;          /* a run's live buffer ids ... */
+    curdi_resident_use *uses;   /* ... and their uses (buffer_capacity) */
+    size_t upload_bytes;        /* staging laid out so far */
+    size_t download_bytes;
+    curdi_staging up, down;     /* kept between runs */
+    curdi_transfer_counts counts; /* what one run adds */
+    batch_run run;
+    bool running;               /* run is enqueued and not yet released */
+    /* CURD_BATCH_GRAPH */
+    curdi_cu_graph graph;
+    curdi_cu_graph_exec exec;
+    bool recapture;             /* items or staging changed since capture */
+    bool nodes_known;           /* every launch's nodes were found */
+    bool any_dirty;
+    curd_batch *prev, *next;    /* the room's list */
+};
+
+/* Staging offsets are 16-byte aligned, so the host copies run aligned. */
+#define STAGING_ALIGN 16u
+
+static void launch_free(batch_launch *launch)
+{
+    if (launch == NULL)
+        return;
+    curdi_program_unuse(launch->program);
+    free(launch);
+}
+
+static void graph_drop(curd_batch *batch)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    bool usable = driver != NULL && curdi_driver_usable();
+    if (batch->exec != NULL && usable)
+        (void)curdi_driver_note(driver->cuGraphExecDestroy(batch->exec));
+    if (batch->graph != NULL && usable)
+        (void)curdi_driver_note(driver->cuGraphDestroy(batch->graph));
+    batch->exec = NULL;
+    batch->graph = NULL;
+    batch->nodes_known = false;
+    batch->recapture = true;
+}
+
+/* Forgets every item; keeps the staging and the options. */
+static void batch_empty(curd_batch *batch)
+{
+    for (size_t index = 0; index < batch->item_count; index++)
+        launch_free(batch->items[index].launch);
+    batch->item_count = 0;
+    batch->buffer_count = 0;
+    batch->upload_bytes = 0;
+    batch->download_bytes = 0;
+    memset(&batch->counts, 0, sizeof batch->counts);
+    batch->any_dirty = false;
+    batch->recapture = true;
+}
+
+/* Frees the batch, its graph and staging; the caller holds the context
+ * (or the driver is unusable) and has unlinked it. */
+static void batch_destroy(curd_batch *batch)
+{
+    batch_empty(batch);
+    graph_drop(batch);
+    (void)curdi_staging_release(&batch->up);
+    (void)curdi_staging_release(&batch->down);
+    free(batch->items);
+    free(batch->buffers);
+    free(batch->use_ids);
+    free(batch->uses);
+    free(batch);
+}
+
+curd_status curdi_batch_open(curd_device *device)
+{
+    struct curdi_batch_room *room = calloc(1, sizeof *room);
+    if (room == NULL || pthread_mutex_init(&room->lock, NULL) != 0) {
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not allocate the device's batch state."
+                          " Fix: free host memory.");
+    }
+    device->batch = room;
+    return CURD_OK;
+}
+
+void curdi_batch_close(curd_device *device)
+{
+    if (device == NULL || device->batch == NULL)
+        return;
+    struct curdi_batch_room *room = device->batch;
+    curd_batch *next;
+    for (curd_batch *batch = room->batches; batch != NULL; batch = next) {
+        next = batch->next;
+        if (batch->running) {
+            curdi_pending_drain(&batch->run.base);
+            curdi_pending_release(&batch->run.base);
+        }
+        batch_destroy(batch);
+    }
+    pthread_mutex_destroy(&room->lock);
+    free(room);
+    device->batch = NULL;
+}
+
+void curdi_batch_counts_read(curd_device *device, curdi_batch_counts *counts)
+{
+    memset(counts, 0, sizeof *counts);
+    if (device == NULL || device->batch == NULL)
+        return;
+    counts->runs = atomic_load(&device->batch->runs);
+    counts->graph_replays = atomic_load(&device->batch->graph_replays);
+    counts->graph_captures = atomic_load(&device->batch->graph_captures);
+    counts->graph_updates = atomic_load(&device->batch->graph_updates);
+}
+
+void curdi_batch_counts_reset(curd_device *device)
+{
+    atomic_store(&device->batch->runs, 0);
+    atomic_store(&device->batch->graph_replays, 0);
+    atomic_store(&device->batch->graph_captures, 0);
+    atomic_store(&device->batch->graph_updates, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Recording
+ * ---------------------------------------------------------------------- */
+
+static curd_status fail_memory(const char *what)
+{
+    return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                      "%s: could not grow the batch. Fix: free host memory,"
+                      " or record fewer items.",
+                      what);
+}
+
+/* The checks every call that changes a batch starts with. */
+static curd_status check_batch(const curd_batch *batch, const char *what)
+{
+    if (batch == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: batch is NULL. Fix: pass the curd_batch that"
+                          " curd_batch_new made.",
+                          what);
+    curd_status status = curdi_device_check(batch->device, what);
+    if (status == CURD_OK && batch->running)
+        status = curdi_fail(CURD_E_BUSY,
+                            "%s: a run of this batch is still pending; the"
+                            " batch was not changed. Fix: curd_pending_wait"
+                            " or curd_pending_free it first.",
+                            what);
+    return status;
+}
+
+/* A live buffer of the batch's device: its device pointer and size. */
+static curd_status resolve_buffer(curd_batch *batch, curd_buffer buffer,
+                                  const char *what, curdi_resident_use *out)
+{
+    curd_status status = curdi_resident_use_begin(batch->device, what,
+                                                  &buffer.id, 1, out);
+    if (status == CURD_OK)
+        curdi_resident_use_end(batch->device, out, 1);
+    return status;
+}
+
+/* Room for one more buffer entry (and the run's arrays beside it). */
+static bool reserve_buffer_entry(curd_batch *batch)
+{
+    size_t needed = batch->buffer_count + 1u;
+    size_t capacity = batch->buffer_capacity;
+    if (needed <= capacity)
+        return true;
+    size_t ids_capacity = capacity, uses_capacity = capacity;
+    return curdi_array_reserve((void **)&batch->use_ids, &ids_capacity,
+                               needed, sizeof *batch->use_ids)
+           && curdi_array_reserve((void **)&batch->uses, &uses_capacity,
+                                  needed, sizeof *batch->uses)
+           && curdi_array_reserve((void **)&batch->buffers,
+                                  &batch->buffer_capacity, needed,
+                                  sizeof *batch->buffers);
+}
+
+/* The entry of a resolved buffer, shared by every item naming it; the
+ * caller reserved room for one more. */
+static uint32_t buffer_ref(curd_batch *batch, const curdi_resident_use *use)
+{
+    size_t free_entry = batch->buffer_count;
+    for (size_t index = 0; index < batch->buffer_count; index++) {
+        batch_buffer *entry = &batch->buffers[index];
+        if (entry->refs != 0 && entry->id == use->id) {
+            entry->refs++;
+            return (uint32_t)index;
+        }
+        if (entry->refs == 0 && free_entry == batch->buffer_count)
+            free_entry = index;
+    }
+    if (free_entry == batch->buffer_count)
+        batch->buffer_count++;
+    batch->buffers[free_entry] = (batch_buffer){
+        use->id, use->device_ptr, use->byte_len, 1u};
+    return (uint32_t)free_entry;
+}
+
+static void buffer_unref(curd_batch *batch, uint32_t index)
+{
+    batch->buffers[index].refs--;
+}
+
+/* Appends an item whose buffer entry is reserved; grows the staging
+ * layout and the run's counts. */
+static curd_status item_append(curd_batch *batch, batch_item item,
+                               const curdi_resident_use *use,
+                               const char *what)
+{
+    size_t *layout = item.kind == ITEM_UPLOAD     ? &batch->upload_bytes
+                     : item.kind == ITEM_DOWNLOAD ? &batch->download_bytes
+                                                  : NULL;
+    size_t end = 0;
+    if (layout != NULL
+        && (!curdi_size_add(*layout, item.byte_len, &end)
+            || !curdi_size_add(end, STAGING_ALIGN - 1u, &end)))
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: the batch's staging would pass 2^64 bytes."
+                          " Fix: split the batch.",
+                          what);
+    curdi_transfer_counts more = batch->counts;
+    bool fits = true;
+    if (item.kind == ITEM_FILL)
+        fits = curdi_u64_add(more.fill_ops, 1u, &more.fill_ops)
+               && curdi_u64_add(more.fill_bytes, item.byte_len,
+                                &more.fill_bytes);
+    else if (item.kind == ITEM_UPLOAD)
+        fits = curdi_u64_add(more.copy_ops, 1u, &more.copy_ops)
+               && curdi_u64_add(more.h2d_bytes, item.byte_len,
+                                &more.h2d_bytes);
+    else if (item.kind == ITEM_DOWNLOAD)
+        fits = curdi_u64_add(more.copy_ops, 1u, &more.copy_ops)
+               && curdi_u64_add(more.d2h_bytes, item.byte_len,
+                                &more.d2h_bytes);
+    if (!fits)
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: the batch's byte counts would pass 2^64."
+                          " Fix: split the batch.",
+                          what);
+    if (!curdi_array_reserve((void **)&batch->items, &batch->item_capacity,
+                             batch->item_count + 1u, sizeof *batch->items)
+        || (use != NULL && !reserve_buffer_entry(batch)))
+        return fail_memory(what);
+    /* Nothing fails from here on. */
+    if (layout != NULL) {
+        item.staging_offset = *layout;
+        *layout = end & ~(size_t)(STAGING_ALIGN - 1u);
+    }
+    if (use != NULL)
+        item.buffer = buffer_ref(batch, use);
+    batch->counts = more;
+    batch->items[batch->item_count++] = item;
+    batch->recapture = true;
+    return CURD_OK;
+}
+
+/* The common part of fill, clear, upload and download: the batch, the
+ * buffer and the range. */
+static curd_status record_range(curd_batch *batch, item_kind kind,
+                                curd_buffer buffer, size_t offset,
+                                size_t byte_len, const void *host,
+                                uint8_t value, const char *what)
+{
+    curdi_resident_use use;
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK && kind != ITEM_FILL && host == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: the host pointer is NULL. Fix: pass caller"
+                            " memory of byte_len bytes; it must stay valid"
+                            " until the batch is reset or freed.",
+                            what);
+    if (status == CURD_OK && byte_len == 0)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: byte_len is 0, so the item would do"
+                            " nothing. Fix: record only items that move or"
+                            " set bytes.",
+                            what);
+    if (status == CURD_OK)
+        status = resolve_buffer(batch, buffer, what, &use);
+    if (status == CURD_OK)
+        status = curdi_range_check(offset, byte_len, use.byte_len, what);
+    if (status != CURD_OK)
+        return status;
+    batch_item item = {.kind = kind, .offset = offset, .byte_len = byte_len,
+                       .value = value};
+    if (kind == ITEM_UPLOAD)
+        item.src = host;
+    else if (kind == ITEM_DOWNLOAD)
+        item.dst = (void *)(uintptr_t)host;
+    return item_append(batch, item, &use, what);
+}
+
+/* The checks of a launch's arguments that batches add to dispatch's: only
+ * resident buffers, scalars and nulls; each buffer live and long enough.
+ * uses receives each BUFFER argument's buffer. */
+static curd_status check_launch_args(curd_batch *batch,
+                                     const curd_program *program,
+                                     const curd_arg *args, size_t nargs,
+                                     curdi_resident_use *uses,
+                                     const char *what)
+{
+    curd_status status =
+        curdi_dispatch_check_args(program, args, nargs, what);
+    for (size_t index = 0; status == CURD_OK && index < nargs; index++) {
+        const curd_arg *arg = &args[index];
+        if (arg->kind == CURD_ARG_HOST)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s: argument %zu is borrowed host memory,"
+                              " which a batch cannot keep between runs."
+                              " Fix: allocate a resident buffer and record"
+                              " curd_batch_upload / curd_batch_download"
+                              " around the launch.",
+                              what, index);
+        if (arg->kind != CURD_ARG_BUFFER)
+            continue;
+        if (arg->host != NULL)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s: argument %zu asks for a read-back into"
+                              " host memory, which batch launches do not do."
+                              " Fix: leave host NULL and record a"
+                              " curd_batch_download after the launch.",
+                              what, index);
+        status = resolve_buffer(batch, arg->buffer, what, &uses[index]);
+        if (status == CURD_OK)
+            status = curdi_dispatch_check_binding(args, index,
+                                                  uses[index].byte_len, what);
+    }
+    return status;
+}
+
+/* Copies the arguments into the launch and points its parameter list at
+ * them: scalars into values (each at a 16-byte aligned offset), device
+ * pointers into ptrs. Buffer entries are taken by the caller. */
+static void launch_set_args(batch_launch *launch, const curd_arg *args,
+                            const curdi_resident_use *uses)
+{
+    size_t offset = 0;
+    for (size_t index = 0; index < launch->nargs; index++) {
+        curd_arg *arg = &launch->args[index];
+        *arg = args[index];
+        arg->host = NULL;
+        launch->ptrs[index] = 0;
+        launch->params[index] = &launch->ptrs[index];
+        if (arg->kind == CURD_ARG_SCALAR) {
+            memcpy(launch->values + offset, args[index].value,
+                   args[index].byte_len);
+            arg->value = launch->values + offset;
+            launch->params[index] = launch->values + offset;
+            offset += (args[index].byte_len + 15u) & ~(size_t)15u;
+        } else if (arg->kind == CURD_ARG_BUFFER) {
+            launch->ptrs[index] = uses[index].device_ptr;
+        }
+    }
+}
+
+/* Bytes of a launch's scalar values, each rounded up to 16. */
+static size_t scalar_bytes(const curd_arg *args, size_t nargs)
+{
+    size_t bytes = 0;
+    for (size_t index = 0; index < nargs; index++)
+        if (args[index].kind == CURD_ARG_SCALAR)
+            bytes += (args[index].byte_len + 15u) & ~(size_t)15u;
+    return bytes; /* each at most 4096 (checked): no overflow */
+}
+
+static batch_launch *launch_new(size_t nargs, size_t values_bytes,
+                                uint32_t iterations)
+{
+    /* One block: the struct, then arrays of 8-byte and then 4-byte
+     * elements, then the values. */
+    size_t per_arg = sizeof(curd_arg) + sizeof(uint64_t) + sizeof(void *)
+                     + sizeof(uint32_t);
+    size_t bytes;
+    if (!curdi_size_mul(nargs, per_arg, &bytes)
+        || !curdi_size_add(bytes, sizeof(batch_launch) + 16u, &bytes)
+        || !curdi_size_add(bytes, values_bytes, &bytes)
+        || !curdi_size_add(bytes,
+                           (size_t)iterations * sizeof(curdi_cu_graph_node),
+                           &bytes))
+        return NULL;
+    batch_launch *launch = calloc(1, bytes);
+    if (launch == NULL)
+        return NULL;
+    unsigned char *next = (unsigned char *)(launch + 1);
+    launch->nargs = nargs;
+    launch->args = (curd_arg *)(void *)next;
+    next += nargs * sizeof(curd_arg);
+    launch->ptrs = (uint64_t *)(void *)next;
+    next += nargs * sizeof(uint64_t);
+    launch->params = (void **)(void *)next;
+    next += nargs * sizeof(void *);
+    launch->nodes = (curdi_cu_graph_node *)(void *)next;
+    next += (size_t)iterations * sizeof(curdi_cu_graph_node);
+    launch->buffer_of = (uint32_t *)(void *)next;
+    next += nargs * sizeof(uint32_t);
+    next += (16u - (uintptr_t)next % 16u) % 16u;
+    launch->values = next;
+    return launch;
+}
+
+/* ------------------------------------------------------------------------
+ * A run
+ * ---------------------------------------------------------------------- */
+
+static void run_complete(curd_pending *pending, bool copy_out)
+{
+    batch_run *run = (batch_run *)(void *)pending;
+    curd_batch *batch = run->batch;
+    struct curdi_batch_room *room = batch->device->batch;
+    for (size_t index = 0; copy_out && index < batch->item_count; index++) {
+        const batch_item *item = &batch->items[index];
+        if (item->kind == ITEM_DOWNLOAD)
+            memcpy(item->dst, batch->down.host + item->staging_offset,
+                   item->byte_len);
+    }
+    run->completed = true;
+    curdi_transfer_counts_add(batch->device, &batch->counts);
+    atomic_fetch_add(&room->runs, 1u);
+    if (run->replayed)
+        atomic_fetch_add(&room->graph_replays, 1u);
+}
+
+/* The run is the batch's own: nothing to free but the marks to end and,
+ * after a failed run, the staging it took, so the pools are as they were
+ * before it (its work drained first). */
+static void run_release(curd_pending *pending)
+{
+    batch_run *run = (batch_run *)(void *)pending;
+    curd_batch *batch = run->batch;
+    if (!run->completed && (run->took_up || run->took_down)) {
+        bool entered = curdi_device_enter(batch->device) == CURD_OK;
+        if (entered)
+            curdi_pending_drain(pending);
+        if (run->took_up)
+            (void)curdi_staging_release(&batch->up);
+        if (run->took_down)
+            (void)curdi_staging_release(&batch->down);
+        if (entered)
+            curdi_device_leave(batch->device);
+        batch->recapture = true;
+    }
+    if (run->use_count != 0)
+        curdi_resident_use_end(batch->device, batch->uses, run->use_count);
+    run->use_count = 0;
+    batch->running = false;
+}
+
+static const curdi_pending_ops run_ops = {run_complete, run_release};
+
+/* Marks every buffer the batch names in use; CURD_E_STALE_HANDLE, naming
+ * the buffer, when one was freed since it was recorded. */
+static curd_status run_mark_buffers(curd_batch *batch, const char *what)
+{
+    size_t count = 0;
+    for (size_t index = 0; index < batch->buffer_count; index++)
+        if (batch->buffers[index].refs != 0)
+            batch->use_ids[count++] = batch->buffers[index].id;
+    if (count == 0)
+        return CURD_OK;
+    curd_status status = curdi_resident_use_begin(batch->device, what,
+                                                  batch->use_ids, count,
+                                                  batch->uses);
+    if (status == CURD_OK)
+        batch->run.use_count = count;
+    return status;
+}
+
+/* The pinned staging the layout needs, kept between runs; a graph that
+ * points at staging given back must be captured again. *taken says
+ * whether this run took it (a failed run gives it back). */
+static curd_status run_staging(curd_batch *batch, curdi_staging *staging,
+                               size_t bytes, bool *taken)
+{
+    if (staging->byte_len >= bytes)
+        return CURD_OK;
+    (void)curdi_staging_release(staging);
+    batch->recapture = true;
+    curd_status status =
+        curdi_staging_acquire(batch->device->pinned_pool, bytes, staging);
+    *taken = status == CURD_OK && staging->byte_len != 0;
+    return status;
+}
+
+/* Enqueues every item on stream (which may be capturing). Context
+ * current. */
+static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curd_device *device = batch->device;
+    for (size_t index = 0; index < batch->item_count; index++) {
+        const batch_item *item = &batch->items[index];
+        curdi_cu_result rc = CURDI_CUDA_SUCCESS;
+        const char *call = NULL;
+        curdi_cu_deviceptr at = 0;
+        if (item->kind != ITEM_LAUNCH)
+            at = (curdi_cu_deviceptr)(batch->buffers[item->buffer].device_ptr
+                                      + item->offset);
+        switch (item->kind) {
+        case ITEM_FILL:
+            call = "cuMemsetD8Async";
+            rc = driver->cuMemsetD8Async(at, item->value, item->byte_len,
+                                         stream);
+            break;
+        case ITEM_UPLOAD:
+            call = "cuMemcpyHtoDAsync";
+            rc = driver->cuMemcpyHtoDAsync(
+                at, batch->up.host + item->staging_offset, item->byte_len,
+                stream);
+            break;
+        case ITEM_DOWNLOAD:
+            call = "cuMemcpyDtoHAsync";
+            rc = driver->cuMemcpyDtoHAsync(
+                batch->down.host + item->staging_offset, at, item->byte_len,
+                stream);
+            break;
+        case ITEM_LAUNCH: {
+            const batch_launch *launch = item->launch;
+            curd_status status = curdi_dispatch_enqueue_launch(
+                device, launch->program, &launch->shape, launch->params,
+                stream);
+            if (status != CURD_OK)
+                return status;
+            break;
+        }
+        }
+        if (curdi_driver_note(rc) != CURDI_CUDA_SUCCESS)
+            return curdi_pending_fail_driver(device, rc, call);
+    }
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The graph
+ * ---------------------------------------------------------------------- */
+
+/* Whether a captured kernel node runs exactly this launch. */
+static bool node_is(curdi_cu_graph_node node, const batch_launch *launch)
+{
+    curdi_cu_kernel_node_params params;
+    memset(&params, 0, sizeof params);
+    if (curdi_driver_note(curdi_driver_get()->cuGraphKernelNodeGetParams(
+            node, curdi_cu_kernel_node_params_abi(&params)))
+        != CURDI_CUDA_SUCCESS)
+        return false;
+    const curdi_launch_shape *shape = &launch->shape;
+    if (params.func != curdi_program_function(launch->program)
+        || params.grid_x != shape->grid[0] || params.grid_y != shape->grid[1]
+        || params.grid_z != shape->grid[2]
+        || params.block_x != shape->block[0]
+        || params.block_y != shape->block[1]
+        || params.block_z != shape->block[2]
+        || params.shared_bytes != shape->dynamic_shared_bytes
+        || (launch->nargs != 0 && params.kernel_params == NULL))
+        return false;
+    for (size_t index = 0; index < launch->nargs; index++) {
+        const curd_arg *arg = &launch->args[index];
+        size_t bytes = arg->kind == CURD_ARG_SCALAR ? arg->byte_len
+                                                    : sizeof(uint64_t);
+        if (memcmp(params.kernel_params[index], launch->params[index], bytes)
+            != 0)
+            return false;
+    }
+    return true;
+}
+
+/* Finds each launch's kernel nodes in the captured graph. The driver
+ * lists a captured graph's nodes in the order they were added, which this
+ * checks node by node against the launches; when it cannot confirm the
+ * order, changed launches are captured again instead of updated. */
+static bool graph_find_nodes(curd_batch *batch)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    size_t count = 0;
+    if (curdi_driver_note(driver->cuGraphGetNodes(batch->graph, NULL, &count))
+        != CURDI_CUDA_SUCCESS)
+        return false;
+    curdi_cu_graph_node *nodes = calloc(count + 1u, sizeof *nodes);
+    if (nodes == NULL)
+        return false;
+    bool found = curdi_driver_note(driver->cuGraphGetNodes(
+                     batch->graph, nodes, &count))
+                 == CURDI_CUDA_SUCCESS;
+    size_t next = 0;
+    for (size_t index = 0; found && index < batch->item_count; index++) {
+        batch_launch *launch = batch->items[index].launch;
+        if (launch == NULL)
+            continue;
+        for (uint32_t iteration = 0;
+             found && iteration < launch->shape.iterations; iteration++) {
+            curdi_cu_graph_node_type type = 1u;
+            while (next < count
+                   && (curdi_driver_note(driver->cuGraphNodeGetType(
+                           nodes[next], &type))
+                           != CURDI_CUDA_SUCCESS
+                       || type != CURDI_CU_GRAPH_NODE_TYPE_KERNEL))
+                next++;
+            found = next < count && node_is(nodes[next], launch);
+            if (found)
+                launch->nodes[iteration] = nodes[next++];
+        }
+    }
+    free(nodes);
+    return found;
+}
+
+/* Captures the items into a graph and instantiates it. Context current;
+ * the old graph is gone. */
+static curd_status graph_capture(curd_batch *batch, curdi_cu_stream stream)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curd_device *device = batch->device;
+    graph_drop(batch);
+    curdi_cu_result rc = curdi_driver_note(driver->cuStreamBeginCapture(
+        stream, CURDI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_pending_fail_driver(device, rc, "cuStreamBeginCapture");
+    curd_status status = enqueue_items(batch, stream);
+    curdi_cu_graph graph = NULL;
+    rc = curdi_driver_note(driver->cuStreamEndCapture(stream, &graph));
+    if (rc != CURDI_CUDA_SUCCESS) {
+        /* A stream whose capture did not end cannot go back to the
+         * pool. */
+        curdi_stream_discard(device, stream);
+        batch->run.base.stream = NULL;
+        if (status == CURD_OK)
+            status = curdi_pending_fail_driver(device, rc,
+                                               "cuStreamEndCapture");
+    }
+    if (status != CURD_OK) {
+        if (graph != NULL)
+            (void)curdi_driver_note(driver->cuGraphDestroy(graph));
+        return status;
+    }
+    batch->graph = graph;
+    rc = curdi_driver_note(
+        driver->cuGraphInstantiateWithFlags(&batch->exec, graph, 0));
+    if (rc != CURDI_CUDA_SUCCESS) {
+        batch->exec = NULL;
+        graph_drop(batch);
+        return curdi_pending_fail_driver(device, rc,
+                                         "cuGraphInstantiateWithFlags");
+    }
+    batch->nodes_known = graph_find_nodes(batch);
+    batch->recapture = false;
+    for (size_t index = 0; index < batch->item_count; index++)
+        if (batch->items[index].launch != NULL)
+            batch->items[index].launch->dirty = false;
+    batch->any_dirty = false;
+    atomic_fetch_add(&device->batch->graph_captures, 1u);
+    return CURD_OK;
+}
+
+/* Brings the changed launches into the executable graph, node by node. A
+ * failure part way leaves the graph to be captured again. */
+static curd_status graph_update(curd_batch *batch)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    uint64_t updated = 0;
+    for (size_t index = 0; index < batch->item_count; index++) {
+        batch_launch *launch = batch->items[index].launch;
+        if (launch == NULL || !launch->dirty)
+            continue;
+        const curdi_launch_shape *shape = &launch->shape;
+        if (shape->dynamic_shared_bytes > 48u * 1024u) {
+            curd_status status = curdi_program_reserve_dynamic_shared(
+                launch->program, shape->dynamic_shared_bytes);
+            if (status != CURD_OK)
+                return status;
+        }
+        curdi_cu_kernel_node_params params = {
+            .func = curdi_program_function(launch->program),
+            .grid_x = shape->grid[0], .grid_y = shape->grid[1],
+            .grid_z = shape->grid[2], .block_x = shape->block[0],
+            .block_y = shape->block[1], .block_z = shape->block[2],
+            .shared_bytes = shape->dynamic_shared_bytes,
+            .kernel_params = launch->params};
+        for (uint32_t iteration = 0; iteration < shape->iterations;
+             iteration++) {
+            curdi_cu_result rc =
+                curdi_driver_note(driver->cuGraphExecKernelNodeSetParams(
+                    batch->exec, launch->nodes[iteration],
+                    curdi_cu_kernel_node_params_abi(&params)));
+            if (rc != CURDI_CUDA_SUCCESS) {
+                batch->recapture = true;
+                return curdi_pending_fail_driver(
+                    batch->device, rc, "cuGraphExecKernelNodeSetParams");
+            }
+            updated++;
+        }
+        launch->dirty = false;
+    }
+    batch->any_dirty = false;
+    atomic_fetch_add(&batch->device->batch->graph_updates, updated);
+    return CURD_OK;
+}
+
+/* Enqueues a graph batch: captured when new or changed in shape, updated
+ * in place when only launches changed, then launched. */
+static curd_status enqueue_graph(curd_batch *batch, curdi_cu_stream stream)
+{
+    curd_status status = CURD_OK;
+    if (batch->any_dirty && !batch->recapture && batch->nodes_known)
+        status = graph_update(batch);
+    if (status == CURD_OK
+        && (batch->exec == NULL || batch->recapture || batch->any_dirty))
+        status = graph_capture(batch, stream);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_pending_begin(&batch->run.base);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuGraphLaunch(batch->exec, stream));
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_pending_fail_driver(batch->device, rc, "cuGraphLaunch");
+    batch->run.replayed = true;
+    return CURD_OK;
+}
+
+/* Starts a run: everything checked and marked, the uploads staged, the
+ * work and the end event enqueued. On failure nothing stays marked,
+ * counted or enqueued. */
+static curd_status run_start(curd_batch *batch, const char *what)
+{
+    curd_status status = check_batch(batch, what);
+    if (status != CURD_OK)
+        return status;
+    curd_device *device = batch->device;
+    curdi_transfer_counts counts = batch->counts;
+    counts.fences = 1;
+    status = curdi_transfer_counts_check(device, &counts, what);
+    if (status != CURD_OK)
+        return status;
+    batch->counts.fences = 1;
+    curdi_pending_init(&batch->run.base, device, &run_ops);
+    batch->run.batch = batch;
+    batch->run.use_count = 0;
+    batch->run.replayed = false;
+    batch->run.took_up = batch->run.took_down = false;
+    batch->run.completed = false;
+    batch->running = true;
+    status = run_mark_buffers(batch, what);
+    if (status != CURD_OK) {
+        curdi_pending_release(&batch->run.base);
+        return status;
+    }
+    status = curdi_device_enter(device);
+    if (status != CURD_OK) {
+        curdi_pending_release(&batch->run.base);
+        return status;
+    }
+    status = curdi_dispatch_after_uploads(device, batch->uses,
+                                          batch->run.use_count);
+    if (status == CURD_OK)
+        status = run_staging(batch, &batch->up, batch->upload_bytes,
+                             &batch->run.took_up);
+    if (status == CURD_OK)
+        status = run_staging(batch, &batch->down, batch->download_bytes,
+                             &batch->run.took_down);
+    if (status == CURD_OK)
+        status = curdi_pending_acquire(&batch->run.base);
+    if (status == CURD_OK) {
+        for (size_t index = 0; index < batch->item_count; index++) {
+            const batch_item *item = &batch->items[index];
+            if (item->kind == ITEM_UPLOAD)
+                memcpy(batch->up.host + item->staging_offset, item->src,
+                       item->byte_len);
+        }
+        curdi_cu_stream stream = batch->run.base.stream;
+        if ((batch->flags & CURD_BATCH_GRAPH) != 0) {
+            status = enqueue_graph(batch, stream);
+        } else {
+            status = curdi_pending_begin(&batch->run.base);
+            if (status == CURD_OK)
+                status = enqueue_items(batch, stream);
+        }
+    }
+    if (status == CURD_OK)
+        status = curdi_pending_end(&batch->run.base);
+    if (status != CURD_OK) {
+        curdi_pending_drain(&batch->run.base);
+        curdi_device_leave(device);
+        curdi_pending_release(&batch->run.base);
+        return status;
+    }
+    curdi_device_leave(device);
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The public calls
+ * ---------------------------------------------------------------------- */
+
+CURD_API void curd_batch_options_init(curd_batch_options *options)
+{
+    if (options == NULL)
+        return;
+    memset(options, 0, sizeof *options);
+    options->struct_size = sizeof *options;
+}
+
+CURD_API curd_status curd_batch_new(curd_device *device,
+                                    const curd_batch_options *options,
+                                    curd_batch **out_batch)
+{
+    const char *what = "curd_batch_new";
+    curd_batch_options given;
+    curd_batch_options_init(&given);
+    curd_status status = curdi_device_check(device, what);
+    if (status == CURD_OK && out_batch == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: out_batch is NULL. Fix: pass the address of"
+                            " a curd_batch pointer.",
+                            what);
+    if (status == CURD_OK && options != NULL) {
+        status = curdi_options_check(options, sizeof given,
+                                     offsetof(curd_batch_options, flags)
+                                         + sizeof given.flags,
+                                     "curd_batch_options");
+        if (status == CURD_OK)
+            memcpy(&given, options,
+                   options->struct_size < sizeof given ? options->struct_size
+                                                       : sizeof given);
+    }
+    if (status == CURD_OK && (given.flags & ~CURD_BATCH_FLAGS_KNOWN) != 0)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: flags 0x%x set bits this version of curd"
+                            " does not define (known: 0x%x). Fix: pass"
+                            " CURD_BATCH_* flags only.",
+                            what, given.flags, CURD_BATCH_FLAGS_KNOWN);
+    if (status != CURD_OK)
+        return status;
+    curd_batch *batch = calloc(1, sizeof *batch);
+    if (batch == NULL)
+        return fail_memory(what);
+    batch->device = device;
+    batch->flags = given.flags;
+    batch->recapture = true;
+    struct curdi_batch_room *room = device->batch;
+    pthread_mutex_lock(&room->lock);
+    batch->next = room->batches;
+    if (room->batches != NULL)
+        room->batches->prev = batch;
+    room->batches = batch;
+    pthread_mutex_unlock(&room->lock);
+    *out_batch = batch;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_batch_free(curd_batch *batch)
+{
+    if (batch == NULL)
+        return CURD_OK;
+    const char *what = "curd_batch_free";
+    curd_status status = curdi_device_check(batch->device, what);
+    if (status != CURD_OK && status != CURD_E_DEVICE_LOST)
+        return status;
+    if (batch->running)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: a run of this batch is still pending; nothing"
+                          " was freed. Fix: curd_pending_wait or"
+                          " curd_pending_free it first.",
+                          what);
+    struct curdi_batch_room *room = batch->device->batch;
+    pthread_mutex_lock(&room->lock);
+    if (batch->prev != NULL)
+        batch->prev->next = batch->next;
+    else
+        room->batches = batch->next;
+    if (batch->next != NULL)
+        batch->next->prev = batch->prev;
+    pthread_mutex_unlock(&room->lock);
+    /* The graph's destruction needs the context; on a lost device the
+     * driver objects went with it. */
+    curd_device *device = batch->device;
+    bool entered = status == CURD_OK && curdi_device_enter(device) == CURD_OK;
+    if (!entered) {
+        batch->exec = NULL;
+        batch->graph = NULL;
+    }
+    batch_destroy(batch);
+    if (entered)
+        curdi_device_leave(device);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_batch_reset(curd_batch *batch)
+{
+    curd_status status = check_batch(batch, "curd_batch_reset");
+    if (status == CURD_OK)
+        batch_empty(batch);
+    return status;
+}
+
+CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
+                                     size_t offset, size_t byte_len,
+                                     uint8_t value)
+{
+    return record_range(batch, ITEM_FILL, buffer, offset, byte_len, NULL,
+                        value, "curd_batch_fill");
+}
+
+CURD_API curd_status curd_batch_clear(curd_batch *batch, curd_buffer buffer)
+{
+    const char *what = "curd_batch_clear";
+    curdi_resident_use use;
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK)
+        status = resolve_buffer(batch, buffer, what, &use);
+    if (status != CURD_OK)
+        return status;
+    return record_range(batch, ITEM_FILL, buffer, 0, use.byte_len, NULL, 0,
+                        what);
+}
+
+CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
+                                       size_t offset, const void *src,
+                                       size_t byte_len)
+{
+    return record_range(batch, ITEM_UPLOAD, buffer, offset, byte_len, src, 0,
+                        "curd_batch_upload");
+}
+
+CURD_API curd_status curd_batch_download(curd_batch *batch,
+                                         curd_buffer buffer, size_t offset,
+                                         size_t byte_len, void *dst)
+{
+    return record_range(batch, ITEM_DOWNLOAD, buffer, offset, byte_len, dst,
+                        0, "curd_batch_download");
+}
+
+/* Takes the entries of a launch's BUFFER arguments (room for nargs more
+ * entries is reserved by the caller). */
+static void launch_take_buffers(curd_batch *batch, batch_launch *launch,
+                                const curdi_resident_use *uses)
+{
+    for (size_t index = 0; index < launch->nargs; index++)
+        if (launch->args[index].kind == CURD_ARG_BUFFER)
+            launch->buffer_of[index] = buffer_ref(batch, &uses[index]);
+}
+
+static void launch_drop_buffers(curd_batch *batch, batch_launch *launch)
+{
+    for (size_t index = 0; index < launch->nargs; index++)
+        if (launch->args[index].kind == CURD_ARG_BUFFER)
+            buffer_unref(batch, launch->buffer_of[index]);
+}
+
+/* Room for n more buffer entries, all or none. */
+static bool reserve_buffer_entries(curd_batch *batch, size_t more)
+{
+    size_t saved = batch->buffer_count;
+    bool ok = true;
+    for (size_t index = 0; ok && index < more; index++) {
+        ok = reserve_buffer_entry(batch);
+        batch->buffer_count++;
+    }
+    batch->buffer_count = saved;
+    return ok;
+}
+
+CURD_API curd_status curd_batch_launch(curd_batch *batch,
+                                       const curd_program *program,
+                                       const curd_launch *launch,
+                                       const curd_arg *args, size_t nargs,
+                                       size_t *out_item)
+{
+    const char *what = "curd_batch_launch";
+    curdi_launch_shape shape;
+    curdi_resident_use *uses = NULL;
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK)
+        status = curdi_program_check(program, batch->device, what);
+    if (status == CURD_OK)
+        status = curdi_dispatch_check_shape(batch->device, program, launch,
+                                            what, &shape);
+    if (status == CURD_OK && nargs != 0
+        && (uses = calloc(nargs, sizeof *uses)) == NULL)
+        status = fail_memory(what);
+    if (status == CURD_OK)
+        status = check_launch_args(batch, program, args, nargs, uses, what);
+    batch_launch *recorded = NULL;
+    if (status == CURD_OK
+        && ((recorded = launch_new(nargs, scalar_bytes(args, nargs),
+                                   shape.iterations))
+                == NULL
+            || !reserve_buffer_entries(batch, nargs)
+            || !curdi_array_reserve((void **)&batch->items,
+                                    &batch->item_capacity,
+                                    batch->item_count + 1u,
+                                    sizeof *batch->items)))
+        status = fail_memory(what);
+    if (status != CURD_OK) {
+        free(recorded);
+        free(uses);
+        return status;
+    }
+    recorded->program = program;
+    recorded->shape = shape;
+    launch_set_args(recorded, args, uses);
+    launch_take_buffers(batch, recorded, uses);
+    free(uses);
+    curdi_program_use(program);
+    batch_item item = {.kind = ITEM_LAUNCH, .launch = recorded};
+    batch->items[batch->item_count] = item;
+    if (out_item != NULL)
+        *out_item = batch->item_count;
+    batch->item_count++;
+    batch->recapture = true;
+    return CURD_OK;
+}
+
+/* The launch item `item` names, for the set calls. */
+static curd_status launch_item(curd_batch *batch, size_t item,
+                               const char *what, batch_launch **out)
+{
+    if (item >= batch->item_count || batch->items[item].launch == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: item %zu is not a launch of this batch (it"
+                          " has %zu items). Fix: pass the index that"
+                          " curd_batch_launch returned in out_item.",
+                          what, item, batch->item_count);
+    *out = batch->items[item].launch;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_batch_set_args(curd_batch *batch, size_t item,
+                                         const curd_arg *args, size_t nargs)
+{
+    const char *what = "curd_batch_set_args";
+    batch_launch *recorded = NULL;
+    curdi_resident_use *uses = NULL;
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK)
+        status = launch_item(batch, item, what, &recorded);
+    if (status == CURD_OK && nargs != recorded->nargs)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: launch %zu was recorded with %zu arguments,"
+                            " not %zu. Fix: pass the same parameter list"
+                            " with other values.",
+                            what, item, recorded->nargs, nargs);
+    for (size_t index = 0; status == CURD_OK && index < nargs; index++) {
+        const curd_arg *old = &recorded->args[index];
+        if (args == NULL)
+            status = curdi_dispatch_check_args(recorded->program, args,
+                                               nargs, what);
+        else if (args[index].kind != old->kind
+                 || (old->kind == CURD_ARG_SCALAR
+                     && args[index].byte_len != old->byte_len))
+            status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                                "%s: argument %zu of launch %zu was recorded"
+                                " as kind %" PRIu32 " of %zu bytes; it is"
+                                " now kind %" PRIu32 " of %zu bytes. Fix:"
+                                " keep each argument's kind and size;"
+                                " record a new launch for another kernel"
+                                " signature.",
+                                what, index, item, old->kind, old->byte_len,
+                                args[index].kind, args[index].byte_len);
+    }
+    if (status == CURD_OK && nargs != 0
+        && (uses = calloc(nargs, sizeof *uses)) == NULL)
+        status = fail_memory(what);
+    if (status == CURD_OK)
+        status = check_launch_args(batch, recorded->program, args, nargs,
+                                   uses, what);
+    if (status == CURD_OK && !reserve_buffer_entries(batch, nargs))
+        status = fail_memory(what);
+    if (status != CURD_OK) {
+        free(uses);
+        return status;
+    }
+    /* An entry dropped to no references is free to be taken again, by
+     * the same buffer or another. */
+    launch_drop_buffers(batch, recorded);
+    launch_set_args(recorded, args, uses);
+    launch_take_buffers(batch, recorded, uses);
+    free(uses);
+    recorded->dirty = true;
+    batch->any_dirty = true;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
+                                           const curd_launch *launch)
+{
+    const char *what = "curd_batch_set_launch";
+    batch_launch *recorded = NULL;
+    curdi_launch_shape shape;
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK)
+        status = launch_item(batch, item, what, &recorded);
+    if (status == CURD_OK)
+        status = curdi_dispatch_check_shape(batch->device, recorded->program,
+                                            launch, what, &shape);
+    if (status == CURD_OK
+        && (shape.cooperative != recorded->shape.cooperative
+            || shape.iterations != recorded->shape.iterations))
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: launch %zu was recorded %s with %" PRIu32
+                            " iterations; the new launch is %s with %" PRIu32
+                            ". Fix: change only the grid, block and dynamic"
+                            " shared memory; record a new launch for the"
+                            " rest.",
+                            what, item,
+                            recorded->shape.cooperative ? "cooperative"
+                                                        : "plain",
+                            recorded->shape.iterations,
+                            shape.cooperative ? "cooperative" : "plain",
+                            shape.iterations);
+    if (status != CURD_OK)
+        return status;
+    recorded->shape = shape;
+    recorded->dirty = true;
+    batch->any_dirty = true;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_batch_run_async(curd_batch *batch,
+                                          curd_pending **out_pending)
+{
+    const char *what = "curd_batch_run_async";
+    if (out_pending == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_pending is NULL. Fix: pass the address of"
+                          " a curd_pending pointer.",
+                          what);
+    curd_status status = run_start(batch, what);
+    if (status == CURD_OK)
+        *out_pending = &batch->run.base;
+    return status;
+}
+
+CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
+{
+    const char *what = "curd_batch_run";
+    curd_status status = CURD_OK;
+    if (timing != NULL)
+        status = curdi_result_struct_check(timing, sizeof *timing, what,
+                                           "timing", "curd_timing");
+    if (status == CURD_OK)
+        status = run_start(batch, what);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_pending_finish(&batch->run.base, true);
+    if (status == CURD_OK && timing != NULL)
+        curdi_pending_timing(&batch->run.base, timing);
+    curdi_pending_release(&batch->run.base);
+    return status;
+}

@@ -1,0 +1,71 @@
+/* dispatch.h - what the dispatch room shares with the batch room above
+ * it: the checks of a launch and its arguments, and enqueueing a kernel
+ * launch (with its fixpoint iterations) on a stream.
+ *
+ * curd_dispatch and curd_dispatch_async (lib/dispatch.c) stage borrowed
+ * memory for one launch; a batch (lib/batch.c) records launches on
+ * resident buffers and runs them later. Both check a launch and its
+ * arguments by the same rules, here. */
+#ifndef CURD_LIB_DISPATCH_H
+#define CURD_LIB_DISPATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "curd.h"
+#include "resident.h"
+
+struct curd_device;
+
+/* The grid and block a launch runs, once checked. */
+typedef struct curdi_launch_shape {
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned dynamic_shared_bytes;
+    bool cooperative;
+    uint32_t iterations;
+} curdi_launch_shape;
+
+/* Checks a curd_launch against the device's and the kernel's limits
+ * (cooperative launches against co-residency: one driver query) and
+ * derives the grid from elements when it is all zero. */
+curd_status curdi_dispatch_check_shape(struct curd_device *device,
+                                       const curd_program *program,
+                                       const curd_launch *launch,
+                                       const char *what,
+                                       curdi_launch_shape *out);
+
+/* Checks every argument alone (kind, role, pointers, sizes, alignments,
+ * length arguments) and, when the driver tells the kernel's parameter
+ * list, the arguments against it. No device access. */
+curd_status curdi_dispatch_check_args(const curd_program *program,
+                                      const curd_arg *args, size_t nargs,
+                                      const char *what);
+
+/* Binding `index` holds device_bytes: CURD_E_RANGE when the kernel's
+ * length for it (elem_bytes times static_elems or its length argument)
+ * is more. */
+curd_status curdi_dispatch_check_binding(const curd_arg *args, size_t index,
+                                         size_t device_bytes,
+                                         const char *what);
+
+/* Enqueues shape->iterations launches of the program's kernel with the
+ * parameter list params on stream (raising the kernel's dynamic shared
+ * memory limit first when the shape needs more than 48 KiB). Context
+ * current; a failure that loses the context marks the device lost. */
+curd_status curdi_dispatch_enqueue_launch(struct curd_device *device,
+                                          const curd_program *program,
+                                          const curdi_launch_shape *shape,
+                                          void **params,
+                                          curdi_cu_stream stream);
+
+/* Work on buffers with asynchronous uploads pending runs after them:
+ * when any of the uses says so, waits for the upload stream. Context
+ * current. */
+curd_status curdi_dispatch_after_uploads(struct curd_device *device,
+                                         const curdi_resident_use *uses,
+                                         size_t count);
+
+#endif

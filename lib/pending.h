@@ -1,0 +1,79 @@
+/* pending.h - the pending room: work enqueued on one pooled stream and
+ * fenced by one timed event, as a public curd_pending.
+ *
+ * A dispatch (lib/dispatch.c) and a batch run (lib/batch.c) both end in
+ * the same way: a start event, their work, an end event on one stream;
+ * then the caller asks whether it is done, waits for it (the end event,
+ * never the stream), has outputs copied into its memory and reads the
+ * timing; or frees it. This room owns that shared part; each owner embeds
+ * a curd_pending first in its own struct and gives two operations: what to
+ * do once the work is complete (copy outputs, count), and how to give back
+ * what it holds.
+ *
+ * A pending belongs to one thread at a time (curd.h). */
+#ifndef CURD_LIB_PENDING_H
+#define CURD_LIB_PENDING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "curd.h"
+
+struct curd_device;
+
+typedef struct curdi_pending_ops {
+    /* The end event completed: write the outputs into the caller's memory
+     * when copy_out (a wait), count what ran. Cannot fail. */
+    void (*complete)(curd_pending *pending, bool copy_out);
+    /* Gives back what the owner holds (its work complete, never enqueued,
+     * or lost with the context) and frees the whole struct; the base's
+     * stream and events are back already. */
+    void (*release)(curd_pending *pending);
+} curdi_pending_ops;
+
+struct curd_pending {
+    const curdi_pending_ops *ops;
+    struct curd_device *device;
+    curdi_cu_stream stream;   /* pooled; NULL until acquired */
+    curdi_cu_event events[2]; /* start, end (timing enabled) */
+    bool events_taken;
+    bool waited;              /* waited for (or freed): complete ran */
+    uint64_t start_ns;        /* the public call began */
+    uint64_t enqueue_ns;      /* from start_ns to the end event's record */
+    uint64_t wait_ns;         /* blocked in the wait */
+    uint64_t device_ns;       /* start to end event, once waited */
+    uint64_t wall_ns;         /* from start_ns to the wait's end */
+};
+
+/* Monotonic nanoseconds. */
+uint64_t curdi_now_ns(void);
+
+/* Zeroes the base and names its owner's operations; start_ns is now. */
+void curdi_pending_init(curd_pending *pending, struct curd_device *device,
+                        const curdi_pending_ops *ops);
+/* Takes a pooled stream and the two timed events. Context current. */
+curd_status curdi_pending_acquire(curd_pending *pending);
+/* Records the start event (begin) and the end event (end, which also sets
+ * enqueue_ns) on the pending's stream. Context current. */
+curd_status curdi_pending_begin(curd_pending *pending);
+curd_status curdi_pending_end(curd_pending *pending);
+/* After a failure part way: whatever was enqueued finishes (a stream
+ * synchronisation; skipped when the driver is unusable). Context
+ * current. */
+void curdi_pending_drain(curd_pending *pending);
+/* Gives the stream and events back, then calls ops->release. */
+void curdi_pending_release(curd_pending *pending);
+/* Waits for the end event, reads the device time, and runs ops->complete
+ * (copy_out as given) on success. The pending stays allocated. */
+curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
+/* Fills a caller's timing (struct_size checked by the caller) from a
+ * finished pending. */
+void curdi_pending_timing(const curd_pending *pending, curd_timing *timing);
+
+/* A driver failure while enqueueing or waiting for kernels: its status
+ * with a Fix sentence; a lost context marks the device lost (core.h). */
+curd_status curdi_pending_fail_driver(struct curd_device *device,
+                                      curdi_cu_result rc, const char *call);
+
+#endif
