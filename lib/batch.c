@@ -102,7 +102,6 @@ typedef struct batch_run {
     size_t use_count;       /* buffers marked in use until the fence */
     bool replayed;          /* the run launched the graph */
     bool took_up, took_down; /* the run took the batch's staging */
-    bool completed;         /* run_complete ran */
 } batch_run;
 
 struct curd_batch {
@@ -530,7 +529,6 @@ static void run_complete(curd_pending *pending, bool copy_out)
             memcpy(item->dst, batch->down.host + item->staging_offset,
                    item->byte_len);
     }
-    run->completed = true;
     curdi_transfer_counts_add(batch->device, &batch->counts);
     atomic_fetch_add(&room->runs, 1u);
     if (run->replayed)
@@ -538,22 +536,17 @@ static void run_complete(curd_pending *pending, bool copy_out)
 }
 
 /* The run is the batch's own: nothing to free but the marks to end and,
- * after a failed run, the staging it took, so the pools are as they were
- * before it (its work drained first). */
+ * after a failed run (drained by the pending room), the staging it took,
+ * so the pools are as they were before it. */
 static void run_release(curd_pending *pending)
 {
     batch_run *run = (batch_run *)(void *)pending;
     curd_batch *batch = run->batch;
-    if (!run->completed && (run->took_up || run->took_down)) {
-        bool entered = curdi_device_enter(batch->device) == CURD_OK;
-        if (entered)
-            curdi_pending_drain(pending);
+    if (!pending->completed && (run->took_up || run->took_down)) {
         if (run->took_up)
             (void)curdi_staging_release(&batch->up);
         if (run->took_down)
             (void)curdi_staging_release(&batch->down);
-        if (entered)
-            curdi_device_leave(batch->device);
         batch->recapture = true;
     }
     if (run->use_count != 0)
@@ -854,7 +847,6 @@ static curd_status run_start(curd_batch *batch, const char *what)
     batch->run.use_count = 0;
     batch->run.replayed = false;
     batch->run.took_up = batch->run.took_down = false;
-    batch->run.completed = false;
     batch->running = true;
     status = run_mark_buffers(batch, what);
     if (status != CURD_OK) {

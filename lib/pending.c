@@ -85,13 +85,19 @@ void curdi_pending_drain(curd_pending *pending)
 void curdi_pending_release(curd_pending *pending)
 {
     curd_device *device = pending->device;
-    if (pending->events_taken)
-        curdi_events_release_timed(device, pending->events, 2);
-    if (pending->stream != NULL)
-        curdi_stream_release(device, pending->stream);
-    pending->events_taken = false;
-    pending->stream = NULL;
-    pending->ops->release(pending);
+    curdi_cu_stream stream = pending->stream;
+    curdi_cu_event events[2] = {pending->events[0], pending->events[1]};
+    bool events_taken = pending->events_taken;
+    if (!pending->completed && stream != NULL
+        && curdi_device_enter(device) == CURD_OK) {
+        curdi_pending_drain(pending);
+        curdi_device_leave(device);
+    }
+    pending->ops->release(pending); /* may free it */
+    if (events_taken)
+        curdi_events_release_timed(device, events, 2);
+    if (stream != NULL)
+        curdi_stream_release(device, stream);
 }
 
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
@@ -114,6 +120,7 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
     rc = curdi_driver_note(driver->cuEventElapsedTime(
         &device_ms, pending->events[0], pending->events[1]));
     curdi_device_leave(device);
+    pending->completed = true;
     pending->device_ns =
         rc == CURDI_CUDA_SUCCESS ? (uint64_t)((double)device_ms * 1e6) : 0;
     pending->wait_ns = curdi_now_ns() - wait_start;

@@ -26,9 +26,9 @@ typedef struct curdi_pending_ops {
     /* The end event completed: write the outputs into the caller's memory
      * when copy_out (a wait), count what ran. Cannot fail. */
     void (*complete)(curd_pending *pending, bool copy_out);
-    /* Gives back what the owner holds (its work complete, never enqueued,
-     * or lost with the context) and frees the whole struct; the base's
-     * stream and events are back already. */
+    /* Gives back what the owner holds (its work complete, drained, or
+     * lost with the context) and frees the struct if the owner allocated
+     * it for this work; the base's stream and events go back after. */
     void (*release)(curd_pending *pending);
 } curdi_pending_ops;
 
@@ -38,7 +38,8 @@ struct curd_pending {
     curdi_cu_stream stream;   /* pooled; NULL until acquired */
     curdi_cu_event events[2]; /* start, end (timing enabled) */
     bool events_taken;
-    bool waited;              /* waited for (or freed): complete ran */
+    bool waited;              /* a wait began */
+    bool completed;           /* the end event completed; complete ran */
     uint64_t start_ns;        /* the public call began */
     uint64_t enqueue_ns;      /* from start_ns to the end event's record */
     uint64_t wait_ns;         /* blocked in the wait */
@@ -62,7 +63,10 @@ curd_status curdi_pending_end(curd_pending *pending);
  * synchronisation; skipped when the driver is unusable). Context
  * current. */
 void curdi_pending_drain(curd_pending *pending);
-/* Gives the stream and events back, then calls ops->release. */
+/* Gives back everything: when the work did not complete (a failure part
+ * way, or a failed wait) it is drained first, so no block goes back to a
+ * pool while the device may still use it; then ops->release, then the
+ * stream and the events. */
 void curdi_pending_release(curd_pending *pending);
 /* Waits for the end event, reads the device time, and runs ops->complete
  * (copy_out as given) on success. The pending stays allocated. */
