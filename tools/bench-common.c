@@ -418,6 +418,28 @@ void bench_check_median_ns(bench_scenario *scenario, int index,
     check->pass = check->has_target && check->value < limit_ns;
 }
 
+void bench_check_extra_ns(bench_scenario *scenario, int index,
+                          int baseline_index, double limit_ns,
+                          const char *target)
+{
+    bench_check *check = new_check(scenario);
+    const bench_variant *a = &scenario->variants[index];
+    const bench_variant *b = &scenario->variants[baseline_index];
+    if (check == NULL)
+        return;
+    check->kind = BENCH_CHECK_EXTRA_NS;
+    snprintf(check->label, sizeof check->label, "%s - %s", a->spec.label,
+             b->spec.label);
+    check->a = index;
+    check->b = baseline_index;
+    check->limit = limit_ns;
+    snprintf(check->target, sizeof check->target, "%s",
+             target != NULL ? target : "");
+    check->value = a->median_ns - b->median_ns;
+    check->has_target = limit_ns > 0.0;
+    check->pass = check->has_target && check->value <= limit_ns;
+}
+
 void bench_check_speedup(bench_scenario *scenario, int parallel_index,
                          int baseline_index, double limit, const char *target)
 {

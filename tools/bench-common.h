@@ -163,7 +163,10 @@ typedef enum bench_check_kind {
     BENCH_CHECK_MEDIAN_NS = 1,
     /* median(b) / median(a) (a speedup: b is the baseline, a the parallel
      * run) must be >= limit. */
-    BENCH_CHECK_SPEEDUP = 2
+    BENCH_CHECK_SPEEDUP = 2,
+    /* median(a) - median(b) (what a costs more than b, per operation)
+     * must be <= limit nanoseconds. */
+    BENCH_CHECK_EXTRA_NS = 3
 } bench_check_kind;
 
 typedef struct bench_check {
@@ -216,6 +219,9 @@ void bench_check_median_ns(bench_scenario *scenario, int index,
 void bench_check_speedup(bench_scenario *scenario, int parallel_index,
                          int baseline_index, double limit,
                          const char *target);
+void bench_check_extra_ns(bench_scenario *scenario, int index,
+                          int baseline_index, double limit_ns,
+                          const char *target);
 void bench_note(bench_scenario *scenario, const char *format, ...)
     BENCH_PRINTF(2, 3);
 

@@ -22,11 +22,16 @@ typedef unsigned long long bench_cu_deviceptr; /* CUdeviceptr */
 typedef struct CUctx_st *bench_cu_context;
 typedef struct CUstream_st *bench_cu_stream;
 typedef struct CUmemPoolHandle_st *bench_cu_mempool;
+typedef struct CUmod_st *bench_cu_module;
+typedef struct CUfunc_st *bench_cu_function;
+typedef struct CUgraph_st *bench_cu_graph;
+typedef struct CUgraphExec_st *bench_cu_graph_exec;
 
 #define BENCH_CUDA_SUCCESS 0u
 #define BENCH_CU_STREAM_NON_BLOCKING 0x1u
 #define BENCH_CU_MEMHOSTALLOC_PORTABLE 0x01u
 #define BENCH_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4u
+#define BENCH_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1u
 
 /* X(base name, dlsym fallback symbol, required, return and parameters) */
 #define BENCH_CUDA_ENTRIES(X)                                                 \
@@ -60,7 +65,27 @@ typedef struct CUmemPoolHandle_st *bench_cu_mempool;
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 0,              \
       (bench_cu_mempool *, bench_cu_device))                                  \
     X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 0,                      \
-      (bench_cu_mempool, unsigned int, void *))
+      (bench_cu_mempool, unsigned int, void *))                              \
+    X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 1,                            \
+      (bench_cu_module *, const void *, unsigned int, unsigned int *,         \
+       void **))                                                              \
+    X(cuModuleUnload, "cuModuleUnload", 1, (bench_cu_module))                 \
+    X(cuModuleGetFunction, "cuModuleGetFunction", 1,                          \
+      (bench_cu_function *, bench_cu_module, const char *))                   \
+    X(cuLaunchKernel, "cuLaunchKernel", 1,                                    \
+      (bench_cu_function, unsigned int, unsigned int, unsigned int,           \
+       unsigned int, unsigned int, unsigned int, unsigned int,                \
+       bench_cu_stream, void **, void **))                                    \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 1,                     \
+      (bench_cu_stream, unsigned int))                                        \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 1,                            \
+      (bench_cu_stream, bench_cu_graph *))                                    \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 1,          \
+      (bench_cu_graph_exec *, bench_cu_graph, unsigned long long))            \
+    X(cuGraphLaunch, "cuGraphLaunch", 1,                                      \
+      (bench_cu_graph_exec, bench_cu_stream))                                 \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 1, (bench_cu_graph_exec))     \
+    X(cuGraphDestroy, "cuGraphDestroy", 1, (bench_cu_graph))
 
 #define BENCH_CUDA_MEMBER_(name, symbol, required, params)                    \
     bench_cu_result(*name) params;

@@ -46,6 +46,8 @@ static const char *check_kind_name(bench_check_kind kind)
         return "median_ns";
     case BENCH_CHECK_SPEEDUP:
         return "speedup";
+    case BENCH_CHECK_EXTRA_NS:
+        return "extra_ns";
     }
     return "?";
 }

@@ -124,6 +124,9 @@ static void format_check_value(char *out, size_t capacity,
     case BENCH_CHECK_SPEEDUP:
         snprintf(out, capacity, "%.2fx", check->value);
         break;
+    case BENCH_CHECK_EXTRA_NS:
+        snprintf(out, capacity, "%+.0f ns", check->value);
+        break;
     }
 }
 

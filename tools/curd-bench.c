@@ -48,6 +48,17 @@ static const bench_scenario_entry scenarios[] = {
     {"transfer/download-sweep",
      "downloads of 4 KiB to 256 MiB: raw and curd, pageable and page-locked",
      bench_transfer_download_sweep},
+    {"batch/eight-launches",
+     "8 dependent launches + 4 KiB read-back, streamed and as a graph, vs "
+     "raw streamed launches and a raw graph replay",
+     bench_batch_eight_launches},
+    {"batch/graph-update",
+     "graph replay after changing a launch's scalar or buffer vs replaying "
+     "unchanged",
+     bench_batch_graph_update},
+    {"batch/launch-cost",
+     "what each launch in a batch costs beyond cuLaunchKernel",
+     bench_batch_launch_cost},
 };
 
 int main(int argc, char **argv)

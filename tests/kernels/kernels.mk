@@ -59,3 +59,7 @@ KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-batch,\
                       $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake)
 $(KERNEL_TEST_BINS): $(KERNELS_HEADER)
 $(KERNEL_TEST_BINS): TEST_EXTRA_CFLAGS += -I$(BUILD)/tests/kernels
+
+# curd-bench's batch scenarios launch add_one from the same committed PTX.
+$(BUILD)/tools/bench-batch.o: $(KERNELS_HEADER)
+$(BUILD)/tools/bench-batch.o: TOOL_CPPFLAGS += -I$(BUILD)/tests/kernels
