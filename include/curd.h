@@ -254,12 +254,32 @@ typedef struct curd_stats {
     curd_stat_family resident_buffers;
     /* Statistics-only counters found below zero and repaired to zero. */
     uint64_t accounting_repairs;
+    /* Fields above are curd 1.0's; a caller built against it passes its
+     * smaller struct_size and gets just those. */
+    /* Programs: the module cache. A failed load counts nothing. */
+    uint64_t module_cache_hits;   /* loads that found their module loaded */
+    uint64_t module_cache_misses; /* loads that loaded (JIT-compiled) it */
+    uint64_t jit_ns;              /* time those misses spent loading it */
+    uint64_t modules_loaded;      /* level: modules loaded now */
+    uint64_t modules_cached;      /* level: of those, idle (no program) */
+    uint64_t module_evictions;    /* idle modules unloaded past the bound */
+    /* Dispatches, counted once their work is complete (curd_dispatch or
+     * curd_pending_wait returned CURD_OK, or curd_pending_free found it
+     * done). A failed dispatch counts nothing. */
+    uint64_t dispatches;
+    uint64_t launches;            /* kernel launches, each iteration one */
+    uint64_t dispatch_device_ns;  /* sums of their curd_timing fields */
+    uint64_t dispatch_enqueue_ns;
+    uint64_t dispatch_wait_ns;
 } curd_stats;
 
-/* stats->struct_size must be set by the caller. */
+/* stats->struct_size must be set by the caller: at least up to
+ * accounting_repairs (the 1.0 struct); only struct_size bytes are written
+ * (those of this version's fields that fit). */
 CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats);
-/* Resets the cumulative counters (allocated, freed, hits, ops, ...) and sets
- * each peak to its current level. Levels (current) are untouched. */
+/* Resets the cumulative counters (allocated, freed, hits, ops, dispatches,
+ * timing sums, ...) and sets each peak to its current level. Levels
+ * (current, modules_loaded, modules_cached) are untouched. */
 CURD_API curd_status curd_device_stats_reset(curd_device *device);
 /* Frees cached blocks upstream until each pool caches at most keep_bytes:
  * the device pool, then the pinned pool. CURD_E_OVERFLOW when a pool's

@@ -14,7 +14,9 @@
  *     no longer needed once this returns.
  *  4. Wait on the end event (not on the stream), copy the read-backs into
  *     the caller's memory, give everything back and end the marks.
- * A fault that loses the context marks the device lost (core.h). */
+ * A fault that loses the context marks the device lost (core.h). A
+ * dispatch is counted (curd_stats) once its work is complete, and with
+ * CURD_TRACE set it writes its stage times as one line. */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -23,6 +25,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "dispatch.h"
+
 #include "checked.h"
 #include "core.h"
 #include "driver.h"
@@ -30,6 +34,59 @@
 #include "resident.h"
 #include "staging.h"
 #include "status.h"
+
+/* ------------------------------------------------------------------------
+ * The room: the counters of completed dispatches
+ * ---------------------------------------------------------------------- */
+
+struct curdi_dispatch_room {
+    _Atomic uint64_t dispatches;
+    _Atomic uint64_t launches;
+    _Atomic uint64_t device_ns;
+    _Atomic uint64_t enqueue_ns;
+    _Atomic uint64_t wait_ns;
+};
+
+curd_status curdi_dispatch_open(curd_device *device)
+{
+    struct curdi_dispatch_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: %zu bytes for the dispatch room"
+                          " could not be allocated. Fix: free host memory"
+                          " and try again.",
+                          sizeof *room);
+    device->dispatch = room;
+    return CURD_OK;
+}
+
+void curdi_dispatch_close(curd_device *device)
+{
+    if (device == NULL)
+        return;
+    free(device->dispatch);
+    device->dispatch = NULL;
+}
+
+void curdi_dispatch_stats(curd_device *device, curd_stats *stats)
+{
+    struct curdi_dispatch_room *room = device->dispatch;
+    stats->dispatches = atomic_load(&room->dispatches);
+    stats->launches = atomic_load(&room->launches);
+    stats->dispatch_device_ns = atomic_load(&room->device_ns);
+    stats->dispatch_enqueue_ns = atomic_load(&room->enqueue_ns);
+    stats->dispatch_wait_ns = atomic_load(&room->wait_ns);
+}
+
+void curdi_dispatch_stats_reset(curd_device *device)
+{
+    struct curdi_dispatch_room *room = device->dispatch;
+    atomic_store(&room->dispatches, 0);
+    atomic_store(&room->launches, 0);
+    atomic_store(&room->device_ns, 0);
+    atomic_store(&room->enqueue_ns, 0);
+    atomic_store(&room->wait_ns, 0);
+}
 
 /* ------------------------------------------------------------------------
  * The launch shape
@@ -432,8 +489,15 @@ struct curd_pending {
     bool events_taken;
     bool enqueued;            /* the end event is recorded */
     bool waited;
+    uint32_t launches;        /* the launch's iterations */
     uint64_t start_ns;
     uint64_t enqueue_ns;
+    /* CURD_TRACE: what ran, and when validation and staging ended (ns
+     * since start_ns); set only when tracing. */
+    bool trace;
+    uint64_t prepared_ns;
+    uint64_t staged_ns;
+    char trace_label[160];
 };
 
 static uint64_t now_ns(void)
@@ -752,12 +816,24 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
     if (status != CURD_OK)
         return status;
     pending->start_ns = start_ns;
+    pending->launches = run.iterations;
+    pending->trace = curdi_trace_enabled();
+    if (pending->trace) {
+        pending->prepared_ns = now_ns() - start_ns;
+        snprintf(pending->trace_label, sizeof pending->trace_label,
+                 "%s grid %ux%ux%u block %ux%ux%u x%" PRIu32,
+                 curdi_program_entry(program), run.grid[0], run.grid[1],
+                 run.grid[2], run.block[0], run.block[1], run.block[2],
+                 run.iterations);
+    }
     status = curdi_device_enter(device);
     if (status != CURD_OK) {
         pending_release(pending);
         return status;
     }
     status = pending_acquire(pending, args);
+    if (status == CURD_OK && pending->trace)
+        pending->staged_ns = now_ns() - start_ns;
     if (status == CURD_OK)
         status = pending_enqueue(pending, program, &run, args);
     if (status != CURD_OK) {
@@ -810,8 +886,30 @@ CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
     return dispatch_fail_driver(pending->device, rc, "cuEventQuery");
 }
 
-/* Waits for the end event; on success copies the read-backs out and fills
- * timing. The pending stays allocated. */
+/* A completed dispatch: counted, and traced when CURD_TRACE is set. */
+static void pending_count(const curd_pending *pending, const curd_timing *done,
+                          uint64_t copy_out_ns)
+{
+    struct curdi_dispatch_room *room = pending->device->dispatch;
+    atomic_fetch_add(&room->dispatches, 1);
+    atomic_fetch_add(&room->launches, pending->launches);
+    atomic_fetch_add(&room->device_ns, done->device_ns);
+    atomic_fetch_add(&room->enqueue_ns, done->enqueue_ns);
+    atomic_fetch_add(&room->wait_ns, done->wait_ns);
+    if (!pending->trace)
+        return;
+    curdi_trace("dispatch %s: validate %" PRIu64 " ns, stage %" PRIu64
+                " ns, enqueue %" PRIu64 " ns, wait %" PRIu64
+                " ns, copy-out %" PRIu64 " ns, total %" PRIu64
+                " ns (device %" PRIu64 " ns)",
+                pending->trace_label, pending->prepared_ns,
+                pending->staged_ns - pending->prepared_ns,
+                pending->enqueue_ns - pending->staged_ns, done->wait_ns,
+                copy_out_ns, done->wall_ns, done->device_ns);
+}
+
+/* Waits for the end event; on success copies the read-backs out, counts
+ * the dispatch and fills timing. The pending stays allocated. */
 static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
                                   bool copy_out)
 {
@@ -830,27 +928,29 @@ static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
         curdi_device_leave(device);
         return status;
     }
+    /* Read for every dispatch: curd_stats sums it. */
     float device_ms = 0.0f;
-    if (timing != NULL) {
-        rc = curdi_driver_note(driver->cuEventElapsedTime(
-            &device_ms, pending->events[0], pending->events[1]));
-        if (rc != CURDI_CUDA_SUCCESS)
-            device_ms = 0.0f;
-    }
+    rc = curdi_driver_note(driver->cuEventElapsedTime(
+        &device_ms, pending->events[0], pending->events[1]));
+    if (rc != CURDI_CUDA_SUCCESS)
+        device_ms = 0.0f;
     curdi_device_leave(device);
-    uint64_t waited_ns = now_ns() - wait_start;
+    uint64_t copy_start = now_ns();
     for (size_t index = 0; copy_out && index < pending->nargs; index++) {
         bound *b = &pending->bounds[index];
         if (b->read_len != 0)
             (void)curdi_staging_read(&b->staging, 0, b->read_len, b->host,
                                      b->read_len);
     }
+    uint64_t end = now_ns();
+    curd_timing result = {.struct_size = sizeof result};
+    result.enqueue_ns = pending->enqueue_ns;
+    result.wait_ns = copy_start - wait_start;
+    result.device_ns = (uint64_t)((double)device_ms * 1e6);
+    result.wall_ns = end - pending->start_ns;
+    pending_count(pending, &result, end - copy_start);
     if (timing != NULL) {
-        curd_timing result = {.struct_size = timing->struct_size};
-        result.enqueue_ns = pending->enqueue_ns;
-        result.wait_ns = waited_ns;
-        result.device_ns = (uint64_t)((double)device_ms * 1e6);
-        result.wall_ns = now_ns() - pending->start_ns;
+        result.struct_size = timing->struct_size;
         memcpy(timing, &result, sizeof result);
     }
     return CURD_OK;

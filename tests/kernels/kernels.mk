@@ -53,9 +53,10 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 	  done; \
 	  echo "};"; } > $@.tmp && mv $@.tmp $@
 
-# The programs that use it: test-program, test-dispatch and their
-# stand-in-driver twins.
-KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch,\
+# The programs that use it (directly or through tests/dispatch-test.h) and
+# their stand-in-driver twins.
+KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-dispatch-telemetry \
+                      test-dispatch-faults,\
                       $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake)
 $(KERNEL_TEST_BINS): $(KERNELS_HEADER)
 $(KERNEL_TEST_BINS): TEST_EXTRA_CFLAGS += -I$(BUILD)/tests/kernels
