@@ -164,9 +164,11 @@ typedef struct curd_device_props {
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props);
 
-/* Checks the device end to end: uploads random bytes, runs a tiny kernel
- * JIT-compiled from embedded PTX (out[i] = in[i] ^ 0x5A), downloads the
- * result and verifies every byte. Writes a one-line report (NUL-terminated,
+/* Checks the device end to end: loads a tiny kernel from embedded PTX
+ * (out[i] = in[i] ^ 0x5A) as a program (JIT-compiled once, then found in
+ * the module cache), dispatches it on random bytes in borrowed memory and
+ * verifies every byte; it is counted in curd_stats like any load and
+ * dispatch. Writes a one-line report (NUL-terminated,
  * truncated to report_capacity; report may be NULL when the capacity is 0).
  * CURD_OK when every byte matched. */
 CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
