@@ -267,7 +267,8 @@ typedef struct curd_stats {
     uint64_t module_evictions;    /* idle modules unloaded past the bound */
     /* Dispatches, counted once their work is complete (curd_dispatch or
      * curd_pending_wait returned CURD_OK, or curd_pending_free found it
-     * done). A failed dispatch counts nothing. */
+     * done without a wait). A failed dispatch, or one whose wait failed,
+     * counts nothing. */
     uint64_t dispatches;
     uint64_t launches;            /* kernel launches, each iteration one */
     uint64_t dispatch_device_ns;  /* sums of their curd_timing fields */

@@ -489,6 +489,7 @@ struct curd_pending {
     bool events_taken;
     bool enqueued;            /* the end event is recorded */
     bool waited;
+    bool wait_failed;         /* a failed dispatch counts nothing */
     uint32_t launches;        /* the launch's iterations */
     uint64_t start_ns;
     uint64_t enqueue_ns;
@@ -540,6 +541,15 @@ static curd_status dispatch_fail_driver(curd_device *device,
               " the device and open it again; run the kernel under"
               " compute-sanitizer to find the fault"
             : CURDI_DRIVER_FIX);
+    if (status == CURD_E_DEVICE_LOST)
+        curdi_device_mark_lost(device);
+    return status;
+}
+
+/* A failure the context did not survive (entering it, or a pool's driver
+ * call, reported it) marks the device lost, as a failed enqueue does. */
+static curd_status lost_if(curd_device *device, curd_status status)
+{
     if (status == CURD_E_DEVICE_LOST)
         curdi_device_mark_lost(device);
     return status;
@@ -829,7 +839,7 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
     status = curdi_device_enter(device);
     if (status != CURD_OK) {
         pending_release(pending);
-        return status;
+        return lost_if(device, status);
     }
     status = pending_acquire(pending, args);
     if (status == CURD_OK && pending->trace)
@@ -840,7 +850,7 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
         pending_drain(pending);
         curdi_device_leave(device);
         pending_release(pending);
-        return status;
+        return lost_if(device, status);
     }
     curdi_device_leave(device);
     pending->enqueue_ns = now_ns() - start_ns;
@@ -917,13 +927,16 @@ static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
     const curdi_driver *driver;
     uint64_t wait_start = now_ns();
     curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
+    if (status != CURD_OK) {
+        pending->wait_failed = true;
+        return lost_if(device, status);
+    }
     driver = curdi_driver_get();
     pending->waited = true;
     curdi_cu_result rc =
         curdi_driver_note(driver->cuEventSynchronize(pending->events[1]));
     if (rc != CURDI_CUDA_SUCCESS) {
+        pending->wait_failed = true;
         status = dispatch_fail_driver(device, rc, "cuEventSynchronize");
         curdi_device_leave(device);
         return status;
@@ -948,7 +961,8 @@ static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
     result.wait_ns = copy_start - wait_start;
     result.device_ns = (uint64_t)((double)device_ms * 1e6);
     result.wall_ns = end - pending->start_ns;
-    pending_count(pending, &result, end - copy_start);
+    if (!pending->wait_failed)
+        pending_count(pending, &result, end - copy_start);
     if (timing != NULL) {
         result.struct_size = timing->struct_size;
         memcpy(timing, &result, sizeof result);

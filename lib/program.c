@@ -1046,6 +1046,9 @@ CURD_API curd_status curd_program_load(curd_device *device,
     status = load_slow(device, &request, key, m, &loaded, &f, &jit_ns);
     if (status != CURD_OK) {
         free(program);
+        /* A fault the context did not survive: later calls are refused. */
+        if (status == CURD_E_DEVICE_LOST)
+            curdi_device_mark_lost(device);
         return status;
     }
     program->module = loaded;
