@@ -557,9 +557,11 @@ CURD_API curd_status curd_program_info(const curd_program *program,
  * memory (above 48 KiB the kernel's attribute is raised for it),
  * cooperative launches against co-residency (blocks per multiprocessor
  * times multiprocessors), and the transient bytes against the device's
- * memory. A failed dispatch leaves caller memory untouched, resident
- * buffers as they were (a launch that ran may have written its outputs)
- * and nothing allocated or counted.
+ * memory. A refused dispatch touches nothing. One that fails later (a
+ * driver call failed) leaves caller memory untouched and nothing
+ * allocated or counted; resident buffers it binds as outputs, inout or
+ * scratch may hold zeros or what a launch that ran wrote, the others
+ * are as they were.
  *
  * A kernel fault (illegal address, trap, ...) leaves the CUDA context
  * unusable: the call returns CURD_E_DEVICE_LOST, and so does every later
