@@ -225,6 +225,16 @@ static curd_status check_shape(curd_device *device,
         status = curdi_device_enter(device);
         if (status != CURD_OK)
             return status;
+        /* The driver counts blocks against the kernel's dynamic shared
+         * memory limit as it is set now: above 48 KiB it must be raised
+         * first, or no block would seem to fit. */
+        if (given.dynamic_shared_bytes > 48u * 1024u)
+            status = curdi_program_reserve_dynamic_shared(
+                program, given.dynamic_shared_bytes);
+        if (status != CURD_OK) {
+            curdi_device_leave(device);
+            return status;
+        }
         const curdi_driver *driver = curdi_driver_get();
         curdi_cu_result rc = curdi_driver_note(
             driver->cuOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -286,10 +296,12 @@ static bool writes_output(const curd_arg *arg)
     return arg->role == CURD_ROLE_OUTPUT || arg->role == CURD_ROLE_INOUT;
 }
 
-/* An unsigned integer scalar's value, for a binding's length_arg. */
+/* An unsigned integer scalar's value, for a binding's length_arg. The
+ * scalar may not have been checked yet (it can come after the binding):
+ * a NULL value is not one. */
 static bool scalar_count(const curd_arg *arg, uint64_t *out)
 {
-    if (arg->kind != CURD_ARG_SCALAR)
+    if (arg->kind != CURD_ARG_SCALAR || arg->value == NULL)
         return false;
     switch (arg->byte_len) {
     case 1: *out = *(const uint8_t *)arg->value; return true;
