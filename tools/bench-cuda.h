@@ -22,6 +22,8 @@ typedef unsigned long long bench_cu_deviceptr; /* CUdeviceptr */
 typedef struct CUctx_st *bench_cu_context;
 typedef struct CUstream_st *bench_cu_stream;
 typedef struct CUmemPoolHandle_st *bench_cu_mempool;
+typedef struct CUmod_st *bench_cu_module;
+typedef struct CUfunc_st *bench_cu_function;
 
 #define BENCH_CUDA_SUCCESS 0u
 #define BENCH_CU_STREAM_NON_BLOCKING 0x1u
@@ -53,6 +55,16 @@ typedef struct CUmemPoolHandle_st *bench_cu_mempool;
     X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (bench_cu_stream))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 1, (bench_cu_stream))       \
     X(cuGetErrorName, "cuGetErrorName", 1, (bench_cu_result, const char **))  \
+    X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 1,                            \
+      (bench_cu_module *, const void *, unsigned int, unsigned int *,         \
+       void **))                                                              \
+    X(cuModuleUnload, "cuModuleUnload", 1, (bench_cu_module))                 \
+    X(cuModuleGetFunction, "cuModuleGetFunction", 1,                          \
+      (bench_cu_function *, bench_cu_module, const char *))                   \
+    X(cuLaunchKernel, "cuLaunchKernel", 1,                                    \
+      (bench_cu_function, unsigned int, unsigned int, unsigned int,           \
+       unsigned int, unsigned int, unsigned int, unsigned int,                \
+       bench_cu_stream, void **, void **))                                    \
     X(cuMemAllocAsync, "cuMemAllocAsync", 0,                                  \
       (bench_cu_deviceptr *, size_t, bench_cu_stream))                        \
     X(cuMemFreeAsync, "cuMemFreeAsync", 0,                                    \
