@@ -164,9 +164,11 @@ typedef struct curd_device_props {
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props);
 
-/* Checks the device end to end: uploads random bytes, runs a tiny kernel
- * JIT-compiled from embedded PTX (out[i] = in[i] ^ 0x5A), downloads the
- * result and verifies every byte. Writes a one-line report (NUL-terminated,
+/* Checks the device end to end: loads a tiny kernel from embedded PTX
+ * (out[i] = in[i] ^ 0x5A) as a program (JIT-compiled once, then found in
+ * the module cache), dispatches it on random bytes in borrowed memory and
+ * verifies every byte; it is counted in curd_stats like any load and
+ * dispatch. Writes a one-line report (NUL-terminated,
  * truncated to report_capacity; report may be NULL when the capacity is 0).
  * CURD_OK when every byte matched. */
 CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
@@ -254,17 +256,39 @@ typedef struct curd_stats {
     curd_stat_family resident_buffers;
     /* Statistics-only counters found below zero and repaired to zero. */
     uint64_t accounting_repairs;
-    /* Batches (curd_batch_run, _run_async). */
+    /* Fields above are curd 1.0's; a caller built against it passes its
+     * smaller struct_size and gets just those. */
+    /* Programs: the module cache. A failed load counts nothing. */
+    uint64_t module_cache_hits;   /* loads that found their module loaded */
+    uint64_t module_cache_misses; /* loads that loaded (JIT-compiled) it */
+    uint64_t jit_ns;              /* time those misses spent loading it */
+    uint64_t modules_loaded;      /* level: modules loaded now */
+    uint64_t modules_cached;      /* level: of those, idle (no program) */
+    uint64_t module_evictions;    /* idle modules unloaded past the bound */
+    /* Dispatches, counted once their work is complete (curd_dispatch or
+     * curd_pending_wait returned CURD_OK, or curd_pending_free found it
+     * done without a wait). A failed dispatch, or one whose wait failed,
+     * counts nothing. */
+    uint64_t dispatches;
+    uint64_t launches;            /* kernel launches of dispatches and
+                                     batch runs, each iteration one */
+    uint64_t dispatch_device_ns;  /* sums of their curd_timing fields */
+    uint64_t dispatch_enqueue_ns;
+    uint64_t dispatch_wait_ns;
+    /* Batches (curd_batch_run, _run_async), counted once complete. */
     uint64_t batch_runs;     /* runs completed */
     uint64_t graph_replays;  /* of those, replays of a captured graph */
     uint64_t graph_captures; /* graphs captured and instantiated */
     uint64_t graph_updates;  /* kernel nodes changed in place */
 } curd_stats;
 
-/* stats->struct_size must be set by the caller. */
+/* stats->struct_size must be set by the caller: at least up to
+ * accounting_repairs (the 1.0 struct); only struct_size bytes are written
+ * (those of this version's fields that fit). */
 CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats);
-/* Resets the cumulative counters (allocated, freed, hits, ops, ...) and sets
- * each peak to its current level. Levels (current) are untouched. */
+/* Resets the cumulative counters (allocated, freed, hits, ops, dispatches,
+ * timing sums, ...) and sets each peak to its current level. Levels
+ * (current, modules_loaded, modules_cached) are untouched. */
 CURD_API curd_status curd_device_stats_reset(curd_device *device);
 /* Frees cached blocks upstream until each pool caches at most keep_bytes:
  * the device pool, then the pinned pool. CURD_E_OVERFLOW when a pool's
@@ -539,9 +563,11 @@ CURD_API curd_status curd_program_info(const curd_program *program,
  * memory (above 48 KiB the kernel's attribute is raised for it),
  * cooperative launches against co-residency (blocks per multiprocessor
  * times multiprocessors), and the transient bytes against the device's
- * memory. A failed dispatch leaves caller memory untouched, resident
- * buffers as they were (a launch that ran may have written its outputs)
- * and nothing allocated or counted.
+ * memory. A refused dispatch touches nothing. One that fails later (a
+ * driver call failed) leaves caller memory untouched and nothing
+ * allocated or counted; resident buffers it binds as outputs, inout or
+ * scratch may hold zeros or what a launch that ran wrote, the others
+ * are as they were.
  *
  * A kernel fault (illegal address, trap, ...) leaves the CUDA context
  * unusable: the call returns CURD_E_DEVICE_LOST, and so does every later

@@ -117,6 +117,7 @@ struct curd_batch {
     size_t download_bytes;
     curdi_staging up, down;     /* kept between runs */
     curdi_transfer_counts counts; /* what one run adds */
+    uint64_t launches;          /* kernel launches one run enqueues */
     batch_run run;
     bool running;               /* run is enqueued and not yet released */
     /* CURD_BATCH_GRAPH */
@@ -163,6 +164,7 @@ static void batch_empty(curd_batch *batch)
     batch->upload_bytes = 0;
     batch->download_bytes = 0;
     memset(&batch->counts, 0, sizeof batch->counts);
+    batch->launches = 0;
     batch->any_dirty = false;
     batch->recapture = true;
 }
@@ -530,6 +532,7 @@ static void run_complete(curd_pending *pending, bool copy_out)
                    item->byte_len);
     }
     curdi_transfer_counts_add(batch->device, &batch->counts);
+    curdi_dispatch_count_launches(batch->device, batch->launches);
     atomic_fetch_add(&room->runs, 1u);
     if (run->replayed)
         atomic_fetch_add(&room->graph_replays, 1u);
@@ -1110,6 +1113,7 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
     launch_take_buffers(batch, recorded, uses);
     free(uses);
     curdi_program_use(program);
+    batch->launches += shape.iterations;
     batch_item item = {.kind = ITEM_LAUNCH, .launch = recorded};
     batch->items[batch->item_count] = item;
     if (out_item != NULL)

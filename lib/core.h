@@ -29,6 +29,7 @@ struct curdi_host_registry;
 struct curdi_fence_room;
 struct curdi_transfer_room;
 struct curdi_program_room;
+struct curdi_dispatch_room;
 struct curdi_batch_room;
 
 struct curd_device {
@@ -71,6 +72,7 @@ struct curd_device {
     struct curdi_fence_room *fence;            /* fence.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
     struct curdi_program_room *program;        /* program.c */
+    struct curdi_dispatch_room *dispatch;      /* dispatch.c */
     struct curdi_batch_room *batch;            /* batch.c */
 };
 

@@ -7,7 +7,7 @@
  *   the core (primary context retained and pushed, properties read,
  *   upload stream), the memory room (pools), the resident room, host
  *   registrations, the fence room, the transfer room, the program room
- *   (the module cache); then it is entered
+ *   (the module cache), the dispatch room (its counters); then it is entered
  *   in the registry of open devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
@@ -22,6 +22,7 @@
 #include "batch.h"
 #include "checked.h"
 #include "core.h"
+#include "dispatch.h"
 #include "driver.h"
 #include "fence.h"
 #include "hostreg.h"
@@ -94,6 +95,7 @@ static const room rooms[] = {
     {curdi_fence_open, curdi_fence_close},
     {curdi_transfer_open, curdi_transfer_close},
     {curdi_program_open, curdi_program_close},
+    {curdi_dispatch_open, curdi_dispatch_close},
     {curdi_batch_open, curdi_batch_close},
 };
 #define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
@@ -271,6 +273,10 @@ CURD_API curd_status curd_device_close(curd_device *device)
 /* ------------------------------------------------------------------------
  * Info and statistics
  * ---------------------------------------------------------------------- */
+/* The size of curd 1.0's curd_stats: a caller built against it passes
+ * this struct_size, and gets the fields it knows. */
+#define CURDI_STATS_SIZE_1_0 offsetof(curd_stats, module_cache_hits)
+
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props)
 {
@@ -314,8 +320,9 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     curd_status status = curdi_device_check(device, "curd_device_stats");
     if (status != CURD_OK)
         return status;
-    status = curdi_result_struct_check(
-        stats, sizeof(curd_stats), "curd_device_stats", "stats", "curd_stats");
+    status = curdi_result_struct_check(stats, CURDI_STATS_SIZE_1_0,
+                                       "curd_device_stats", "stats",
+                                       "curd_stats");
     if (status != CURD_OK)
         return status;
     curd_stats result;
@@ -333,8 +340,21 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     result.graph_captures = batches.graph_captures;
     result.graph_updates = batches.graph_updates;
     result.accounting_repairs = atomic_load(&device->accounting_repairs);
-    /* A newer caller's extra fields are left as they were. */
-    memcpy(stats, &result, sizeof result);
+    curdi_program_counts programs;
+    curdi_program_counts_read(device, &programs);
+    result.module_cache_hits = programs.hits;
+    result.module_cache_misses = programs.misses;
+    result.jit_ns = programs.jit_ns;
+    result.modules_loaded = programs.modules_loaded;
+    result.modules_cached = programs.modules_cached;
+    result.module_evictions = programs.evictions;
+    curdi_dispatch_stats(device, &result);
+    /* An older caller's struct gets the fields it has (the check above
+     * proved it has 1.0's); a newer caller's extra fields are left as
+     * they were. */
+    size_t copied = stats->struct_size < sizeof result ? stats->struct_size
+                                                       : sizeof result;
+    memcpy(stats, &result, copied);
     return CURD_OK;
 }
 
@@ -346,6 +366,8 @@ CURD_API curd_status curd_device_stats_reset(curd_device *device)
     curdi_memory_stats_reset(device);
     curdi_resident_stats_reset(device);
     curdi_transfer_stats_reset(device);
+    curdi_program_counts_reset(device);
+    curdi_dispatch_stats_reset(device);
     curdi_batch_counts_reset(device);
     atomic_store(&device->accounting_repairs, 0);
     return CURD_OK;

@@ -14,7 +14,11 @@
  *     no longer needed once this returns.
  *  4. Wait on the end event (not on the stream), copy the read-backs into
  *     the caller's memory, give everything back and end the marks.
- * A fault that loses the context marks the device lost (core.h). */
+ * A fault that loses the context marks the device lost (core.h). A
+ * dispatch is counted (curd_stats) once its work is complete, and with
+ * CURD_TRACE set it writes its stage times as one line. */
+#include "dispatch.h"
+
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -24,13 +28,79 @@
 
 #include "checked.h"
 #include "core.h"
-#include "dispatch.h"
 #include "driver.h"
 #include "pending.h"
 #include "program.h"
 #include "resident.h"
 #include "staging.h"
 #include "status.h"
+
+/* ------------------------------------------------------------------------
+ * The room: the counters of completed dispatches
+ * ---------------------------------------------------------------------- */
+
+struct curdi_dispatch_room {
+    _Atomic uint64_t dispatches;
+    _Atomic uint64_t launches;
+    _Atomic uint64_t device_ns;
+    _Atomic uint64_t enqueue_ns;
+    _Atomic uint64_t wait_ns;
+};
+
+curd_status curdi_dispatch_open(curd_device *device)
+{
+    struct curdi_dispatch_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: %zu bytes for the dispatch room"
+                          " could not be allocated. Fix: free host memory"
+                          " and try again.",
+                          sizeof *room);
+    device->dispatch = room;
+    return CURD_OK;
+}
+
+void curdi_dispatch_close(curd_device *device)
+{
+    if (device == NULL)
+        return;
+    free(device->dispatch);
+    device->dispatch = NULL;
+}
+
+void curdi_dispatch_stats(curd_device *device, curd_stats *stats)
+{
+    struct curdi_dispatch_room *room = device->dispatch;
+    stats->dispatches = atomic_load(&room->dispatches);
+    stats->launches = atomic_load(&room->launches);
+    stats->dispatch_device_ns = atomic_load(&room->device_ns);
+    stats->dispatch_enqueue_ns = atomic_load(&room->enqueue_ns);
+    stats->dispatch_wait_ns = atomic_load(&room->wait_ns);
+}
+
+void curdi_dispatch_stats_reset(curd_device *device)
+{
+    struct curdi_dispatch_room *room = device->dispatch;
+    atomic_store(&room->dispatches, 0);
+    atomic_store(&room->launches, 0);
+    atomic_store(&room->device_ns, 0);
+    atomic_store(&room->enqueue_ns, 0);
+    atomic_store(&room->wait_ns, 0);
+}
+
+void curdi_dispatch_count_launches(curd_device *device, uint64_t launches)
+{
+    atomic_fetch_add(&device->dispatch->launches, launches);
+}
+
+/* A failure the context did not survive (entering it, or a pool's driver
+ * call, reported it) marks the device lost, as a failed enqueue does. */
+static curd_status lost_if(curd_device *device, curd_status status)
+{
+    if (status == CURD_E_DEVICE_LOST)
+        curdi_device_mark_lost(device);
+    return status;
+}
 
 /* ------------------------------------------------------------------------
  * The launch shape
@@ -161,6 +231,16 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
         status = curdi_device_enter(device);
         if (status != CURD_OK)
             return status;
+        /* The driver counts blocks against the kernel's dynamic shared
+         * memory limit as it is set now: above 48 KiB it must be raised
+         * first, or no block would seem to fit. */
+        if (given.dynamic_shared_bytes > 48u * 1024u)
+            status = curdi_program_reserve_dynamic_shared(
+                program, given.dynamic_shared_bytes);
+        if (status != CURD_OK) {
+            curdi_device_leave(device);
+            return status;
+        }
         const curdi_driver *driver = curdi_driver_get();
         curdi_cu_result rc = curdi_driver_note(
             driver->cuOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -222,10 +302,12 @@ static bool writes_output(const curd_arg *arg)
     return arg->role == CURD_ROLE_OUTPUT || arg->role == CURD_ROLE_INOUT;
 }
 
-/* An unsigned integer scalar's value, for a binding's length_arg. */
+/* An unsigned integer scalar's value, for a binding's length_arg. The
+ * scalar may not have been checked yet (it can come after the binding):
+ * a NULL value is not one. */
 static bool scalar_count(const curd_arg *arg, uint64_t *out)
 {
-    if (arg->kind != CURD_ARG_SCALAR)
+    if (arg->kind != CURD_ARG_SCALAR || arg->value == NULL)
         return false;
     switch (arg->byte_len) {
     case 1: *out = *(const uint8_t *)arg->value; return true;
@@ -295,6 +377,14 @@ static curd_status check_arg(const curd_arg *args, size_t nargs, size_t index,
                           " nothing was enqueued. Fix: pass caller memory of"
                           " byte_len bytes.",
                           what, index, arg->byte_len);
+    uintptr_t host_end;
+    if (__builtin_add_overflow((uintptr_t)arg->host, arg->byte_len,
+                               &host_end))
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: argument %zu's host address %p plus %zu bytes"
+                          " passes the end of the address space; nothing was"
+                          " enqueued. Fix: pass a valid host range.",
+                          what, index, arg->host, arg->byte_len);
     if (arg->kind == CURD_ARG_HOST && arg->byte_len == 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: borrowed argument %zu has byte_len 0. Fix:"
@@ -514,17 +604,46 @@ typedef struct dispatch_run {
     uint64_t *ids;
     void **params;            /* the launch's parameter list */
     size_t use_count;
+    uint32_t launches;        /* the launch's iterations */
+    /* CURD_TRACE: what ran, and when validation and staging ended (ns
+     * since start_ns); set only when tracing. */
+    bool trace;
+    uint64_t prepared_ns;
+    uint64_t staged_ns;
+    char trace_label[160];
 } dispatch_run;
 
+/* The work completed: the read-backs into the caller's memory, then the
+ * dispatch counted (and traced when CURD_TRACE is set). A dispatch whose
+ * wait failed never gets here, so it counts nothing. */
 static void run_complete(curd_pending *pending, bool copy_out)
 {
     dispatch_run *run = (dispatch_run *)(void *)pending;
+    uint64_t copy_start = curdi_now_ns();
     for (size_t index = 0; copy_out && index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len != 0)
             (void)curdi_staging_read(&b->staging, 0, b->read_len, b->host,
                                      b->read_len);
     }
+    uint64_t end = curdi_now_ns();
+    struct curdi_dispatch_room *room = pending->device->dispatch;
+    atomic_fetch_add(&room->dispatches, 1);
+    atomic_fetch_add(&room->launches, run->launches);
+    atomic_fetch_add(&room->device_ns, pending->device_ns);
+    atomic_fetch_add(&room->enqueue_ns, pending->enqueue_ns);
+    atomic_fetch_add(&room->wait_ns, pending->wait_ns);
+    if (!run->trace)
+        return;
+    curdi_trace("dispatch %s: validate %" PRIu64 " ns, stage %" PRIu64
+                " ns, enqueue %" PRIu64 " ns, wait %" PRIu64
+                " ns, copy-out %" PRIu64 " ns, total %" PRIu64
+                " ns (device %" PRIu64 " ns)",
+                run->trace_label, run->prepared_ns,
+                run->staged_ns - run->prepared_ns,
+                pending->enqueue_ns - run->staged_ns, pending->wait_ns,
+                end - copy_start, end - pending->start_ns,
+                pending->device_ns);
 }
 
 static void run_release(curd_pending *pending)
@@ -753,21 +872,33 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
         status = run_prepare(device, program, args, nargs, what, &run);
     if (status != CURD_OK)
         return status;
+    run->launches = shape.iterations;
+    run->trace = curdi_trace_enabled();
+    if (run->trace) {
+        run->prepared_ns = curdi_now_ns() - run->base.start_ns;
+        snprintf(run->trace_label, sizeof run->trace_label,
+                 "%s grid %ux%ux%u block %ux%ux%u x%" PRIu32,
+                 curdi_program_entry(program), shape.grid[0], shape.grid[1],
+                 shape.grid[2], shape.block[0], shape.block[1],
+                 shape.block[2], shape.iterations);
+    }
     status = curdi_device_enter(device);
     if (status != CURD_OK) {
         curdi_pending_release(&run->base);
-        return status;
+        return lost_if(device, status);
     }
     status = curdi_dispatch_after_uploads(device, run->uses, run->use_count);
     if (status == CURD_OK)
         status = run_acquire(run, args);
+    if (status == CURD_OK && run->trace)
+        run->staged_ns = curdi_now_ns() - run->base.start_ns;
     if (status == CURD_OK)
         status = run_enqueue(run, program, &shape, args);
     if (status != CURD_OK) {
         curdi_pending_drain(&run->base);
         curdi_device_leave(device);
         curdi_pending_release(&run->base);
-        return status;
+        return lost_if(device, status);
     }
     curdi_device_leave(device);
     *out_pending = &run->base;

@@ -1,11 +1,16 @@
-/* dispatch.h - what the dispatch room shares with the batch room above
- * it: the checks of a launch and its arguments, and enqueueing a kernel
- * launch (with its fixpoint iterations) on a stream.
+/* dispatch.h - the dispatch room: launches of a program's kernel
+ * (curd_dispatch, curd_dispatch_async), what lib/device.c needs of it, and
+ * what it shares with the batch room above it: the checks of a launch and
+ * its arguments, and enqueueing a launch (with its fixpoint iterations).
  *
- * curd_dispatch and curd_dispatch_async (lib/dispatch.c) stage borrowed
- * memory for one launch; a batch (lib/batch.c) records launches on
- * resident buffers and runs them later. Both check a launch and its
- * arguments by the same rules, here. */
+ * curd_dispatch and curd_dispatch_async stage borrowed memory for one
+ * launch; a batch (lib/batch.c) records launches on resident buffers and
+ * runs them later. Both check a launch and its arguments by the same
+ * rules, here.
+ *
+ * The room's state (struct curdi_dispatch_room behind
+ * curd_device.dispatch) is its counters, atomics that a dispatch adds to
+ * once its work is complete, so dispatching threads share no lock. */
 #ifndef CURD_LIB_DISPATCH_H
 #define CURD_LIB_DISPATCH_H
 
@@ -18,6 +23,19 @@
 #include "resident.h"
 
 struct curd_device;
+
+/* Creates device->dispatch with its counters at zero; no driver call. On
+ * failure nothing is left. */
+curd_status curdi_dispatch_open(struct curd_device *device);
+/* Frees the state. NULL-safe. */
+void curdi_dispatch_close(struct curd_device *device);
+
+/* The dispatch counters, for curd_device_stats and its reset. */
+void curdi_dispatch_stats(struct curd_device *device, curd_stats *stats);
+void curdi_dispatch_stats_reset(struct curd_device *device);
+/* Counts launches a batch run completed (curd_stats.launches). */
+void curdi_dispatch_count_launches(struct curd_device *device,
+                                   uint64_t launches);
 
 /* The grid and block a launch runs, once checked. */
 typedef struct curdi_launch_shape {

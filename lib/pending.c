@@ -104,11 +104,18 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
 {
     curd_device *device = pending->device;
     uint64_t wait_start = curdi_now_ns();
-    curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
-    const curdi_driver *driver = curdi_driver_get();
+    /* Once only, even when this wait fails: a failed wait counts nothing,
+     * and freeing the pending then drains the work without completing
+     * it. */
     pending->waited = true;
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK) {
+        /* Entering reported a context the device did not survive. */
+        if (status == CURD_E_DEVICE_LOST)
+            curdi_device_mark_lost(device);
+        return status;
+    }
+    const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result rc =
         curdi_driver_note(driver->cuEventSynchronize(pending->events[1]));
     if (rc != CURDI_CUDA_SUCCESS) {

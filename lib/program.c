@@ -432,6 +432,17 @@ void curdi_program_counts_read(curd_device *device,
     pthread_mutex_unlock(&device->program->lock);
 }
 
+void curdi_program_counts_reset(curd_device *device)
+{
+    struct curdi_program_room *room = device->program;
+    pthread_mutex_lock(&room->lock);
+    room->counts.hits = 0;
+    room->counts.misses = 0;
+    room->counts.jit_ns = 0;
+    room->counts.evictions = 0;
+    pthread_mutex_unlock(&room->lock);
+}
+
 /* ------------------------------------------------------------------------
  * Loading (driver calls; context current, room lock not held)
  * ---------------------------------------------------------------------- */
@@ -886,11 +897,16 @@ static curdi_module *module_new(const load_request *request, XXH128_hash_t key)
 
 /* The slow path: the module or the function is not cached. Makes the
  * driver calls with the context current and no lock held; on success the
- * module is pinned for the program and *out_function is in its list. */
+ * module is pinned for the program, *out_function is in its list and
+ * *out_jit_ns is the time this load spent compiling (0 when found). A
+ * failure leaves the cache as it was, but for a module whose JIT worked
+ * and which lacks the entry: it stays, idle, so that a load of another
+ * of its entries costs no JIT. */
 static curd_status load_slow(curd_device *device, const load_request *request,
                              XXH128_hash_t key, curdi_module *found,
                              curdi_module **out_module,
-                             curdi_function **out_function)
+                             curdi_function **out_function,
+                             uint64_t *out_jit_ns)
 {
     struct curdi_program_room *room = device->program;
     curd_status status = curdi_device_enter(device);
@@ -906,6 +922,8 @@ static curd_status load_slow(curd_device *device, const load_request *request,
     }
     curdi_module *m = found;
     curdi_module *evicted = NULL;
+    bool inserted = false; /* m is the module this load compiled */
+    uint64_t jit_ns = 0;
     if (m == NULL) {
         curdi_module *fresh = module_new(request, key);
         if (fresh == NULL) {
@@ -916,7 +934,6 @@ static curd_status load_slow(curd_device *device, const load_request *request,
                               "memory and try again.",
                               request->image_bytes + 1);
         }
-        uint64_t jit_ns = 0;
         status = jit_module(fresh, request->entry, &jit_ns);
         if (status != CURD_OK) {
             (void)module_destroy(fresh);
@@ -924,7 +941,6 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             return status;
         }
         pthread_mutex_lock(&room->lock);
-        room->counts.jit_ns += jit_ns;
         m = cache_find(room, key, fresh->image, fresh->image_bytes);
         if (m != NULL) {
             /* Another thread loaded it meanwhile: keep theirs. */
@@ -935,15 +951,21 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             m = fresh;
             m->refs = 1;
             cache_insert(room, m);
+            inserted = true;
             pthread_mutex_unlock(&room->lock);
         }
     }
     curdi_function *f = NULL;
     status = load_function(device, m, request->entry, &f);
     pthread_mutex_lock(&room->lock);
-    if (status != CURD_OK) {
-        /* The module stays cached (idle), so that a load of another of
-         * its entries costs no JIT. */
+    if (status != CURD_OK && inserted && m->refs == 1
+        && status != CURD_E_PROGRAM) {
+        /* Not a missing entry: the module this load added goes again. */
+        m->refs = 0;
+        cache_remove(room, m);
+        m->hash_next = evicted;
+        evicted = m;
+    } else if (status != CURD_OK) {
         module_unpin(room, m, &evicted);
     } else {
         curdi_function *theirs = cached_function(m, request->entry);
@@ -977,6 +999,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         return status;
     *out_module = m;
     *out_function = f;
+    *out_jit_ns = jit_ns;
     return CURD_OK;
 }
 
@@ -1004,10 +1027,10 @@ CURD_API curd_status curd_program_load(curd_device *device,
     curdi_module *m =
         cache_find(room, key, request.image, request.image_bytes);
     if (m != NULL) {
-        room->counts.hits++;
         module_pin(room, m);
         curdi_function *f = cached_function(m, request.entry);
         if (f != NULL) {
+            room->counts.hits++;
             program->module = m;
             program->function = f;
             program_link(room, program);
@@ -1015,21 +1038,30 @@ CURD_API curd_status curd_program_load(curd_device *device,
             *out_program = program;
             return CURD_OK;
         }
-    } else {
-        room->counts.misses++;
     }
     pthread_mutex_unlock(&room->lock);
 
     curdi_function *f = NULL;
     curdi_module *loaded = NULL;
-    status = load_slow(device, &request, key, m, &loaded, &f);
+    uint64_t jit_ns = 0;
+    status = load_slow(device, &request, key, m, &loaded, &f, &jit_ns);
     if (status != CURD_OK) {
         free(program);
+        /* A fault the context did not survive: later calls are refused. */
+        if (status == CURD_E_DEVICE_LOST)
+            curdi_device_mark_lost(device);
         return status;
     }
     program->module = loaded;
     program->function = f;
     pthread_mutex_lock(&room->lock);
+    /* Counted once the load succeeded: a failed one counts nothing. */
+    if (m != NULL) {
+        room->counts.hits++;
+    } else {
+        room->counts.misses++;
+        room->counts.jit_ns += jit_ns;
+    }
     program_link(room, program);
     pthread_mutex_unlock(&room->lock);
     *out_program = program;

@@ -55,11 +55,12 @@ typedef struct curdi_param_layout {
     size_t total_bytes; /* offset + size of the last parameter */
 } curdi_param_layout;
 
-/* The room's counters; cumulative ones count from the device's open. */
+/* The room's counters; cumulative ones count from the device's open (or
+ * the last reset), and only loads that succeeded. */
 typedef struct curdi_program_counts {
     uint64_t hits;           /* loads that found their module cached */
     uint64_t misses;         /* loads that loaded their module */
-    uint64_t jit_ns;         /* time spent in cuModuleLoadDataEx */
+    uint64_t jit_ns;         /* the misses' time in cuModuleLoadDataEx */
     uint64_t modules_loaded; /* modules loaded now, used or idle */
     uint64_t modules_cached; /* of those, idle: no program uses them */
     uint64_t evictions;      /* idle modules unloaded past the bound */
@@ -105,6 +106,9 @@ curd_status curdi_program_reserve_dynamic_shared(const curd_program *program,
 /* Reads the room's counters (zeroes for a NULL device). */
 void curdi_program_counts_read(struct curd_device *device,
                                curdi_program_counts *counts);
+/* Zeroes the cumulative counters (hits, misses, jit_ns, evictions); the
+ * levels stay. */
+void curdi_program_counts_reset(struct curd_device *device);
 
 /* The kind of an image by its first bytes, within image_bytes; 0 for none
  * (pure; the fuzzers and tests call it). */

@@ -1,10 +1,12 @@
-/* selftest.c - curd_device_self_test: upload, a tiny JIT-compiled kernel,
- * download, and a check of every byte.
+/* selftest.c - curd_device_self_test: a tiny kernel from embedded PTX,
+ * loaded through the program room (the module cache) and run on random
+ * bytes through a borrowed dispatch (staging, upload, launch, read-back,
+ * one fence), every byte checked against the host's answer.
  *
- * It talks to the driver table directly, not through the pools or the
- * resident buffers, so that it tests the device and the driver rather
- * than the rest of curd, and so that curd-info can run it on any device
- * curd can open. */
+ * It uses the library's own public path, so it tests the device, the
+ * driver and the rooms every caller's kernels go through; curd-info runs
+ * it on any device curd can open. A second run finds the module cached
+ * and makes no JIT. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,6 @@
 #include <time.h>
 
 #include "core.h"
-#include "driver.h"
 #include "status.h"
 
 /* out[i] = in[i] ^ 0x5A for i < byte_len, one thread per byte. Written by
@@ -88,147 +89,50 @@ static void write_report(char *report, size_t capacity, const char *text)
     snprintf(report, capacity, "%s", text);
 }
 
-typedef struct selftest_state {
-    const curdi_driver *driver;
-    curd_device *device;
-    unsigned char *host_in;
-    unsigned char *host_out;
-    curdi_cu_deviceptr device_in;
-    curdi_cu_deviceptr device_out;
-    curdi_cu_stream stream;
-    curdi_cu_module module;
-    char jit_log[1024];
-} selftest_state;
-
-/* Frees whatever was made; work may still be queued on a failure path, so
- * the stream is drained first and destroyed rather than pooled. */
-static void selftest_cleanup(selftest_state *st, bool stream_clean)
-{
-    const curdi_driver *driver = st->driver;
-    if (st->stream != NULL && !stream_clean && curdi_driver_usable())
-        curdi_driver_note(driver->cuStreamSynchronize(st->stream));
-    if (st->module != NULL && curdi_driver_usable())
-        curdi_driver_note(driver->cuModuleUnload(st->module));
-    if (st->device_in != 0 && curdi_driver_usable())
-        curdi_driver_note(driver->cuMemFree(st->device_in));
-    if (st->device_out != 0 && curdi_driver_usable())
-        curdi_driver_note(driver->cuMemFree(st->device_out));
-    if (st->stream != NULL) {
-        if (stream_clean)
-            curdi_stream_release(st->device, st->stream);
-        else if (curdi_driver_usable())
-            curdi_driver_note(driver->cuStreamDestroy(st->stream));
-    }
-    free(st->host_in);
-    free(st->host_out);
-}
-
-static curd_status selftest_run(selftest_state *st, char *report,
+/* Loads the kernel, runs it over host_in into host_out and checks every
+ * byte. */
+static curd_status selftest_run(curd_device *device, unsigned char *host_in,
+                                unsigned char *host_out, char *report,
                                 size_t capacity)
 {
-    const curdi_driver *driver = st->driver;
     const size_t byte_len = SELFTEST_BYTES;
-    curdi_cu_result rc;
-
-    st->host_in = malloc(byte_len);
-    st->host_out = malloc(byte_len);
-    if (st->host_in == NULL || st->host_out == NULL)
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_self_test: 2 x %zu bytes of host "
-                          "memory could not be allocated. Fix: free host "
-                          "memory and try again.",
-                          byte_len);
-    fill_pseudo_random(st->host_in, byte_len);
-    memset(st->host_out, 0xA5, byte_len);
-
-    rc = driver->cuMemAlloc(&st->device_in, byte_len);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        st->device_in = 0;
-        return curdi_fail_driver((int)rc, "cuMemAlloc (self-test input)",
-                                 NULL);
-    }
-    rc = driver->cuMemAlloc(&st->device_out, byte_len);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        st->device_out = 0;
-        return curdi_fail_driver((int)rc, "cuMemAlloc (self-test output)",
-                                 NULL);
-    }
-    curd_status status = curdi_stream_acquire(st->device, &st->stream);
-    if (status != CURD_OK) {
-        st->stream = NULL;
+    curd_program_desc desc;
+    curd_program_desc_init(&desc);
+    desc.image = selftest_ptx;
+    desc.image_bytes = sizeof selftest_ptx - 1;
+    desc.entry = SELFTEST_KERNEL;
+    curd_program *program = NULL;
+    curd_status status = curd_program_load(device, &desc, &program);
+    if (status != CURD_OK)
         return status;
-    }
-
-    rc = driver->cuMemcpyHtoDAsync(st->device_in, st->host_in, byte_len,
-                                   st->stream);
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuMemcpyHtoDAsync (self-test)",
-                                 NULL);
-    /* Poison the output on the device, so a kernel that writes nothing
-     * cannot pass. 0xA5 differs from every in[i] ^ 0x5A where in[i] is not
-     * 0xFF; the check below compares with the host reference anyway. */
-    rc = driver->cuMemsetD8Async(st->device_out, 0xA5, byte_len, st->stream);
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuMemsetD8Async (self-test)",
-                                 NULL);
-
-    curdi_cu_jit_option options[2] = {
-        CURDI_CU_JIT_ERROR_LOG_BUFFER,
-        CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-    };
-    void *option_values[2] = {
-        st->jit_log,
-        (void *)(uintptr_t)sizeof st->jit_log,
-    };
-    rc = driver->cuModuleLoadDataEx(&st->module, selftest_ptx, 2, options,
-                                    option_values);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        st->module = NULL;
-        st->jit_log[sizeof st->jit_log - 1] = '\0';
-        char call[sizeof st->jit_log + 64];
-        snprintf(call, sizeof call, "cuModuleLoadDataEx (self-test PTX%s%s)",
-                 st->jit_log[0] != '\0' ? ", JIT log: " : "", st->jit_log);
-        return curdi_fail_driver(
-            (int)rc, call,
-            "the driver could not JIT-compile the self-test PTX (sm_50, "
-            "PTX ISA 7.0); check that the driver's JIT is enabled "
-            "(CUDA_DISABLE_PTX_JIT unset) and the driver is not older than "
-            "the device");
-    }
-    curdi_cu_function function = NULL;
-    rc = driver->cuModuleGetFunction(&function, st->module, SELFTEST_KERNEL);
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuModuleGetFunction(" SELFTEST_KERNEL
-                                          ")",
-                                 NULL);
-
     uint32_t kernel_len = (uint32_t)byte_len;
-    void *params[3] = {&st->device_in, &st->device_out, &kernel_len};
-    unsigned grid = (unsigned)((byte_len + SELFTEST_BLOCK - 1) / SELFTEST_BLOCK);
-    rc = driver->cuLaunchKernel(function, grid, 1, 1, SELFTEST_BLOCK, 1, 1, 0,
-                                st->stream, params, NULL);
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuLaunchKernel(" SELFTEST_KERNEL ")",
-                                 NULL);
-    rc = driver->cuMemcpyDtoHAsync(st->host_out, st->device_out, byte_len,
-                                   st->stream);
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuMemcpyDtoHAsync (self-test)",
-                                 NULL);
-    rc = driver->cuStreamSynchronize(st->stream);
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuStreamSynchronize (self-test)",
-                                 NULL);
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = byte_len;
+    launch.block[0] = SELFTEST_BLOCK;
+    curd_arg args[] = {
+        curd_arg_host(CURD_ROLE_INPUT, host_in, byte_len),
+        curd_arg_host(CURD_ROLE_OUTPUT, host_out, byte_len),
+        curd_arg_scalar(&kernel_len, sizeof kernel_len),
+    };
+    args[0].length_arg = 2;
+    args[1].length_arg = 2;
+    status = curd_dispatch(device, program, &launch, args, 3);
+    /* A cache hit's free makes no driver call (the module stays cached);
+     * the dispatch's sentence, if any, is the one to keep. */
+    (void)curd_program_free(program);
+    if (status != CURD_OK)
+        return status;
 
     size_t wrong = 0, first_wrong = 0;
     for (size_t i = 0; i < byte_len; i++) {
-        unsigned char expected = (unsigned char)(st->host_in[i] ^ SELFTEST_XOR);
-        if (st->host_out[i] != expected && wrong++ == 0)
+        unsigned char expected = (unsigned char)(host_in[i] ^ SELFTEST_XOR);
+        if (host_out[i] != expected && wrong++ == 0)
             first_wrong = i;
     }
     if (wrong != 0) {
         unsigned expected =
-            (unsigned)(st->host_in[first_wrong] ^ SELFTEST_XOR) & 0xFFu;
+            (unsigned)(host_in[first_wrong] ^ SELFTEST_XOR) & 0xFFu;
         return curdi_fail(CURD_E_DRIVER,
                           "curd_device_self_test on device %d (%s): %zu of "
                           "%zu bytes came back wrong; the first at byte %zu "
@@ -236,16 +140,16 @@ static curd_status selftest_run(selftest_state *st, char *report,
                           "device's health (nvidia-smi -q, Xid errors in the "
                           "kernel log) and run the self-test under "
                           "compute-sanitizer.",
-                          st->device->ordinal, st->device->props.name, wrong,
-                          byte_len, first_wrong, st->host_out[first_wrong],
+                          device->ordinal, device->props.name, wrong,
+                          byte_len, first_wrong, host_out[first_wrong],
                           expected);
     }
     char text[512];
     snprintf(text, sizeof text,
-             "self-test passed on device %d (%s): %zu random bytes uploaded, "
-             "XORed by kernel " SELFTEST_KERNEL " from PTX, downloaded and "
-             "verified",
-             st->device->ordinal, st->device->props.name, byte_len);
+             "self-test passed on device %d (%s): %zu random bytes through "
+             "kernel " SELFTEST_KERNEL " (embedded PTX, module cache, "
+             "borrowed dispatch), every byte verified",
+             device->ordinal, device->props.name, byte_len);
     write_report(report, capacity, text);
     return CURD_OK;
 }
@@ -260,30 +164,28 @@ CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
                           "NULL with capacity 0.",
                           report_capacity);
     curd_status status = curdi_device_check(device, "curd_device_self_test");
-    if (status == CURD_OK)
-        status = curdi_device_enter(device);
     if (status != CURD_OK) {
         write_report(report, report_capacity, curd_last_error());
         return status;
     }
-    selftest_state st;
-    memset(&st, 0, sizeof st);
-    st.driver = curdi_driver_get();
-    st.device = device;
-    status = selftest_run(&st, report, report_capacity);
-    if (status != CURD_OK) {
-        /* Keep the sentence: cleanup may fail quietly but must not
-         * replace it. */
-        char sentence[1024];
-        int code = curd_last_driver_code();
-        snprintf(sentence, sizeof sentence, "%s", curd_last_error());
-        selftest_cleanup(&st, false);
-        curdi_device_leave(device);
-        write_report(report, report_capacity, sentence);
-        curdi_status_note_driver_code(code);
-        return curdi_fail(status, "%s", sentence);
+    unsigned char *host_in = malloc(SELFTEST_BYTES);
+    unsigned char *host_out = malloc(SELFTEST_BYTES);
+    if (host_in == NULL || host_out == NULL)
+        status = curdi_fail(CURD_E_OUT_OF_MEMORY,
+                            "curd_device_self_test: 2 x %zu bytes of host "
+                            "memory could not be allocated. Fix: free host "
+                            "memory and try again.",
+                            SELFTEST_BYTES);
+    if (status == CURD_OK) {
+        fill_pseudo_random(host_in, SELFTEST_BYTES);
+        /* Poisoned: the read-back must replace every byte. */
+        memset(host_out, 0xA5, SELFTEST_BYTES);
+        status = selftest_run(device, host_in, host_out, report,
+                              report_capacity);
     }
-    selftest_cleanup(&st, true);
-    curdi_device_leave(device);
-    return CURD_OK;
+    if (status != CURD_OK)
+        write_report(report, report_capacity, curd_last_error());
+    free(host_in);
+    free(host_out);
+    return status;
 }

@@ -212,7 +212,7 @@ curd_status curdi_fail(curd_status status, const char *format, ...)
 /* -1: not read yet; 0: off; 1: on. CURD_TRACE is read once per process. */
 static atomic_int trace_state = -1;
 
-void curdi_trace(const char *format, ...)
+bool curdi_trace_enabled(void)
 {
     int state = atomic_load_explicit(&trace_state, memory_order_relaxed);
     if (state < 0) {
@@ -220,7 +220,12 @@ void curdi_trace(const char *format, ...)
         state = value != NULL && value[0] != '\0' && strcmp(value, "0") != 0;
         atomic_store_explicit(&trace_state, state, memory_order_relaxed);
     }
-    if (state == 0)
+    return state != 0;
+}
+
+void curdi_trace(const char *format, ...)
+{
+    if (!curdi_trace_enabled())
         return;
     char line[1200];
     va_list args;

@@ -8,6 +8,8 @@
 #ifndef CURD_LIB_STATUS_H
 #define CURD_LIB_STATUS_H
 
+#include <stdbool.h>
+
 #include "curd.h"
 
 #define CURDI_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -29,5 +31,8 @@ void curdi_status_refuse_next_copy_for_test(void);
 /* Writes a line to standard error when CURD_TRACE is set; nothing else in
  * the library prints. */
 void curdi_trace(const char *format, ...) CURDI_PRINTF(1, 2);
+/* Whether CURD_TRACE is set (not empty, not "0"), read once per process:
+ * for tracing that costs work (clock readings) before its line. */
+bool curdi_trace_enabled(void);
 
 #endif

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel-test.h"
+#include "dispatch-test.h"
 #include "transfer-test.h"
 
 #ifdef CURD_TEST_BATCH_FAKE
@@ -147,6 +147,8 @@ static void test_items_run_in_order_and_again(gconstpointer data)
     g_free(want);
     curd_stats after = curd_test_device_stats(device);
     g_assert_cmpuint(after.batch_runs - before.batch_runs, ==, 3);
+    g_assert_cmpuint(after.launches - before.launches, ==,
+                     3 * (iterations + 1u));
     g_assert_cmpuint(after.h2d_bytes - before.h2d_bytes, ==, 3 * 2 * bytes);
     g_assert_cmpuint(after.d2h_bytes - before.d2h_bytes, ==, 3 * 2 * bytes);
     g_assert_cmpuint(after.fences - before.fences, ==, 3);

@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel-test.h"
+#include "dispatch-test.h"
+#include "support/curd-test.h"
 
 #ifdef CURD_TEST_DISPATCH_FAKE
 #define PATH_ROOT "/dispatch-fake"
@@ -319,6 +320,52 @@ static void test_cooperative_launch_syncs_the_grid(void)
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
+static void test_cooperative_launch_with_dynamic_shared_above_48_kib(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_device_props props = curd_test_device_info(device);
+    curd_program *program = load(device, "coop_sum.ptx", "curd_coop_sum");
+    curd_program_props info = {.struct_size = sizeof info};
+    check_ok(curd_program_info(program, &info), "curd_program_info");
+    if (info.max_dynamic_shared_bytes <= 64u * 1024u) {
+        g_test_skip("this device allows no more than 64 KiB of dynamic "
+                    "shared memory per block");
+        check_ok(curd_device_close(device), "curd_device_close");
+        return;
+    }
+    /* One block per multiprocessor fits whatever the kernel's limit was
+     * before: the co-residency check must count against the raised one. */
+    uint32_t blocks = (uint32_t)props.multiprocessor_count, threads = 128;
+    uint32_t n = random_count(1000, 50000);
+    uint32_t *in = random_words(n);
+    uint64_t want = 0;
+    for (uint32_t i = 0; i < n; i++)
+        want += in[i];
+    uint64_t *out = g_new(uint64_t, (size_t)blocks * threads);
+    curd_test_poison(out, (size_t)blocks * threads * sizeof *out);
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.grid[0] = blocks;
+    launch.grid[1] = launch.grid[2] = 1;
+    launch.block[0] = threads;
+    launch.flags = CURD_LAUNCH_COOPERATIVE;
+    launch.dynamic_shared_bytes = 64u * 1024u;
+    curd_arg args[] = {
+        curd_arg_host(CURD_ROLE_INPUT, in, n * sizeof *in),
+        curd_arg_scalar(&n, sizeof n),
+        curd_arg_host(CURD_ROLE_SCRATCH, NULL, blocks * sizeof(uint64_t)),
+        curd_arg_host(CURD_ROLE_OUTPUT, out,
+                      (size_t)blocks * threads * sizeof *out)};
+    check_ok(curd_dispatch(device, program, &launch, args, 4), "curd_dispatch");
+    for (size_t i = 0; i < (size_t)blocks * threads; i++)
+        g_assert_cmpuint(out[i], ==, want);
+    g_free(in);
+    g_free(out);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
 /* ------------------------------------------------------------------------
  * Refusals
  * ---------------------------------------------------------------------- */
@@ -481,6 +528,8 @@ int main(int argc, char **argv)
                     test_dynamic_shared_memory_above_48_kib);
     g_test_add_func(PATH_ROOT "/cooperative-launch-syncs-the-grid",
                     test_cooperative_launch_syncs_the_grid);
+    g_test_add_func(PATH_ROOT "/cooperative-launch-with-dynamic-shared-above-48-kib",
+                    test_cooperative_launch_with_dynamic_shared_above_48_kib);
     g_test_add_func(PATH_ROOT "/bad-input-is-refused-and-touches-nothing",
                     test_bad_input_is_refused_and_touches_nothing);
     g_test_add_func(PATH_ROOT "/a-kernel-fault-loses-the-device-until-reopened",

@@ -102,6 +102,10 @@ void bench_poison(void *dst, size_t byte_len);
 int bench_compare(const char *what, const void *expected, const void *actual,
                   size_t byte_len);
 
+/* The PTX text of the harness kernel tests/kernels/<file>, compiled into
+ * the tool from the committed PTX (bench-kernels.c); NULL for none. */
+const char *bench_kernel_ptx(const char *file);
+
 /* Page-aligned host memory from malloc's family (pageable), or NULL after
  * bench_fail(). Free with free(). */
 void *bench_host_alloc(size_t byte_len, const char *what);

@@ -58,14 +58,6 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
     X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (bench_cu_stream))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 1, (bench_cu_stream))       \
     X(cuGetErrorName, "cuGetErrorName", 1, (bench_cu_result, const char **))  \
-    X(cuMemAllocAsync, "cuMemAllocAsync", 0,                                  \
-      (bench_cu_deviceptr *, size_t, bench_cu_stream))                        \
-    X(cuMemFreeAsync, "cuMemFreeAsync", 0,                                    \
-      (bench_cu_deviceptr, bench_cu_stream))                                  \
-    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 0,              \
-      (bench_cu_mempool *, bench_cu_device))                                  \
-    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 0,                      \
-      (bench_cu_mempool, unsigned int, void *))                              \
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 1,                            \
       (bench_cu_module *, const void *, unsigned int, unsigned int *,         \
        void **))                                                              \
@@ -76,6 +68,14 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
       (bench_cu_function, unsigned int, unsigned int, unsigned int,           \
        unsigned int, unsigned int, unsigned int, unsigned int,                \
        bench_cu_stream, void **, void **))                                    \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 0,                                  \
+      (bench_cu_deviceptr *, size_t, bench_cu_stream))                        \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 0,                                    \
+      (bench_cu_deviceptr, bench_cu_stream))                                  \
+    X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 0,              \
+      (bench_cu_mempool *, bench_cu_device))                                  \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 0,                      \
+      (bench_cu_mempool, unsigned int, void *))                               \
     X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", 1,                     \
       (bench_cu_stream, unsigned int))                                        \
     X(cuStreamEndCapture, "cuStreamEndCapture", 1,                            \

@@ -48,6 +48,17 @@ static const bench_scenario_entry scenarios[] = {
     {"transfer/download-sweep",
      "downloads of 4 KiB to 256 MiB: raw and curd, pageable and page-locked",
      bench_transfer_download_sweep},
+    {"dispatch/borrowed-small",
+     "4 KiB in, add_one, 4 KiB out, one fence: curd_dispatch vs "
+     "HtoDAsync+cuLaunchKernel+DtoHAsync+sync",
+     bench_dispatch_borrowed_small},
+    {"dispatch/empty-launch",
+     "an empty launch and its fence: curd_dispatch vs cuLaunchKernel+sync",
+     bench_dispatch_empty_launch},
+    {"program/load-cached",
+     "load+free of an image already loaded vs the driver's cached "
+     "cuModuleLoadDataEx",
+     bench_program_load_cached},
     {"batch/eight-launches",
      "8 dependent launches + 4 KiB read-back, streamed and as a graph, vs "
      "raw streamed launches and a raw graph replay",

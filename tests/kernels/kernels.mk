@@ -53,13 +53,15 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 	  done; \
 	  echo "};"; } > $@.tmp && mv $@.tmp $@
 
-# The programs that use it: test-program, test-dispatch, test-batch and
+# The programs that use it (directly or through tests/dispatch-test.h) and
 # their stand-in-driver twins.
-KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-batch,\
+KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-dispatch-telemetry \
+                      test-dispatch-faults test-batch,\
                       $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake)
 $(KERNEL_TEST_BINS): $(KERNELS_HEADER)
 $(KERNEL_TEST_BINS): TEST_EXTRA_CFLAGS += -I$(BUILD)/tests/kernels
 
-# curd-bench's batch scenarios launch add_one from the same committed PTX.
-$(BUILD)/tools/bench-batch.o: $(KERNELS_HEADER)
-$(BUILD)/tools/bench-batch.o: TOOL_CPPFLAGS += -I$(BUILD)/tests/kernels
+# curd-bench's dispatch and batch scenarios launch add_one from the same
+# committed PTX (tools/bench-kernels.c).
+$(BUILD)/tools/bench-kernels.o: $(KERNELS_HEADER)
+$(BUILD)/tools/bench-kernels.o: TOOL_CPPFLAGS += -I$(BUILD)/tests/kernels

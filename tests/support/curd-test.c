@@ -219,6 +219,20 @@ void curd_test_faults_begin(unsigned fail_at, int cu_result,
     live_table->cuGetErrorString = saved_table.cuGetErrorString;
 }
 
+void curd_test_pop_leftover_contexts(void)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_context current = NULL;
+    if (driver == NULL)
+        return;
+    while (driver->cuCtxGetCurrent(&current) == CURDI_CUDA_SUCCESS &&
+           current != NULL) {
+        curdi_cu_context popped = NULL;
+        g_assert_cmpuint(driver->cuCtxPopCurrent(&popped), ==,
+                         CURDI_CUDA_SUCCESS);
+    }
+}
+
 unsigned curd_test_faults_end(void)
 {
     g_assert_true(faults_active);

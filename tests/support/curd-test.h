@@ -63,5 +63,10 @@ void curd_test_faults_begin(unsigned fail_at, int cu_result,
 unsigned curd_test_faults_end(void);
 /* Whether the armed failure has fired since begin. */
 gboolean curd_test_faults_fired(void);
+/* Pops what an injected cuCtxPopCurrent failure left pushed on this
+ * thread (the library tolerates a failed pop; the context stays current),
+ * through the driver table as it is now (a test's wrapped table counts
+ * the pops). Between calls a test thread has no context current. */
+void curd_test_pop_leftover_contexts(void);
 
 #endif

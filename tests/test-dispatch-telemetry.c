@@ -1,0 +1,414 @@
+/* test-dispatch-telemetry.c - what curd_device_stats says about programs
+ * and dispatches, and what CURD_TRACE writes for each dispatch.
+ *
+ * Known loads and dispatches, then exact counts: module cache hits,
+ * misses, modules loaded and idle, evictions; dispatches and launches,
+ * and timing sums equal to the sums of the curd_timing each wait
+ * returned. A refused load or dispatch counts nothing; the reset zeroes
+ * what is cumulative and keeps the levels. A caller built against curd
+ * 1.0's smaller curd_stats gets its fields and nothing past them.
+ *
+ * Every test opens device 0 or skips with the reason.
+ * test-dispatch-telemetry-fake includes this file with
+ * CURD_TEST_DISPATCH_FAKE defined: the stand-in libcuda runs every test
+ * (its event timer reads 1 us per dispatch, which is checked too). */
+#include <glib.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatch-test.h"
+#include "support/curd-test.h"
+
+#ifdef CURD_TEST_DISPATCH_FAKE
+#define PATH_ROOT "/dispatch-telemetry-fake"
+#define ON_FAKE TRUE
+#else
+#define PATH_ROOT "/dispatch-telemetry"
+#define ON_FAKE FALSE
+#endif
+
+/* The stand-in's cuEventElapsedTime: 0.001 ms. */
+#define FAKE_DEVICE_NS 1000u
+
+/* curd_stats as curd 1.0 declared it: what an older caller passes. */
+typedef struct stats_1_0 {
+    size_t struct_size;
+    curd_pool_stats device_pool;
+    curd_pool_stats pinned_pool;
+    uint64_t h2d_bytes;
+    uint64_t d2h_bytes;
+    uint64_t copy_ops;
+    uint64_t fences;
+    uint64_t fill_ops;
+    uint64_t fill_bytes;
+    curd_stat_family resident_bytes;
+    curd_stat_family resident_buffers;
+    uint64_t accounting_repairs;
+} stats_1_0;
+G_STATIC_ASSERT(sizeof(stats_1_0) == offsetof(curd_stats, module_cache_hits));
+
+/* n random words through add_one, borrowed, iterations times; checked. */
+static void add_one_borrowed(curd_device *device, curd_program *program,
+                             uint32_t n, uint32_t iterations)
+{
+    uint32_t *data = random_words(n);
+    uint32_t *want = g_memdup2(data, n * sizeof *data);
+    for (uint32_t i = 0; i < n; i++)
+        want[i] += iterations;
+    curd_launch launch = launch_over(n, 256);
+    launch.iterations = iterations;
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    check_ok(curd_dispatch(device, program, &launch, args, 2), "curd_dispatch");
+    assert_words(data, want, n, "add_one");
+    g_free(data);
+    g_free(want);
+}
+
+/* The same through curd_dispatch_async and a wait that fills *timing:
+ * borrowed memory, or a resident buffer read back whole. */
+static void add_one_async(curd_device *device, curd_program *program,
+                          uint32_t n, uint32_t iterations, gboolean resident,
+                          curd_timing *timing)
+{
+    uint32_t *data = random_words(n);
+    uint32_t *want = g_memdup2(data, n * sizeof *data);
+    for (uint32_t i = 0; i < n; i++)
+        want[i] += iterations;
+    curd_buffer buffer = {0};
+    curd_launch launch = launch_over(n, 256);
+    launch.iterations = iterations;
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    if (resident) {
+        buffer = upload_new(device, data, n * sizeof *data);
+        curd_test_poison(data, n * sizeof *data);
+        args[0] = curd_arg_buffer(CURD_ROLE_INOUT, buffer);
+        args[0].host = data;
+        args[0].byte_len = n * sizeof *data;
+    }
+    curd_pending *pending = NULL;
+    check_ok(curd_dispatch_async(device, program, &launch, args, 2, &pending),
+             "curd_dispatch_async");
+    timing->struct_size = sizeof *timing;
+    check_ok(curd_pending_wait(pending, timing), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    assert_words(data, want, n, resident ? "add_one, resident" : "add_one");
+    if (resident)
+        check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    g_free(data);
+    g_free(want);
+}
+
+static curd_program *load_text(curd_device *device, const char *text,
+                               const char *entry, curd_status want)
+{
+    curd_program_desc desc;
+    curd_program_desc_init(&desc);
+    desc.image = text;
+    desc.image_bytes = strlen(text);
+    desc.entry = entry;
+    curd_program *program = NULL;
+    g_assert_cmpint(curd_program_load(device, &desc, &program), ==, want);
+    if (want != CURD_OK)
+        curd_test_assert_fix_sentence();
+    return program;
+}
+
+/* ------------------------------------------------------------------------
+ * The size of curd_stats
+ * ---------------------------------------------------------------------- */
+static void test_a_1_0_sized_stats_gets_its_fields_and_nothing_past(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    add_one_borrowed(device, program, random_count(100, 5000), 1);
+    curd_stats full = curd_test_device_stats(device);
+    g_assert_cmpuint(full.dispatches, ==, 1);
+    g_assert_cmpuint(full.h2d_bytes + full.device_pool.cache_misses, >, 0);
+
+    /* curd 1.0's struct, with poisoned bytes after it. */
+    struct {
+        stats_1_0 stats;
+        unsigned char after[64];
+    } old;
+    curd_test_poison(&old, sizeof old);
+    old.stats.struct_size = sizeof old.stats;
+    unsigned char poison[64];
+    memcpy(poison, old.after, sizeof poison);
+    g_assert_cmpint(curd_device_stats(device, (curd_stats *)(void *)&old), ==,
+                    CURD_OK);
+    g_assert_cmpuint(old.stats.struct_size, ==, sizeof old.stats);
+    g_assert_true(memcmp(old.after, poison, sizeof poison) == 0);
+    /* Nothing ran in between: the same values as the full read. */
+    g_assert_true(memcmp(&old.stats.device_pool, &full.device_pool,
+                         sizeof old.stats -
+                             offsetof(stats_1_0, device_pool)) == 0);
+
+    /* A newer caller's struct: its tail is left as it was. */
+    struct {
+        curd_stats stats;
+        unsigned char tail[64];
+    } newer;
+    curd_test_poison(&newer, sizeof newer);
+    memcpy(poison, newer.tail, sizeof poison);
+    newer.stats.struct_size = sizeof newer;
+    g_assert_cmpint(curd_device_stats(device, &newer.stats), ==, CURD_OK);
+    g_assert_cmpuint(newer.stats.struct_size, ==, sizeof newer);
+    g_assert_cmpuint(newer.stats.dispatches, ==, 1);
+    g_assert_cmpuint(newer.stats.module_cache_misses, ==, 1);
+    g_assert_true(memcmp(newer.tail, poison, sizeof poison) == 0);
+
+    /* Smaller than 1.0's: refused, nothing written. */
+    curd_test_poison(&old, sizeof old);
+    old.stats.struct_size = sizeof old.stats - 8;
+    stats_1_0 untouched = old.stats;
+    g_assert_cmpint(curd_device_stats(device, (curd_stats *)(void *)&old), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_true(memcmp(&old.stats, &untouched, sizeof untouched) == 0);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
+ * Programs
+ * ---------------------------------------------------------------------- */
+static void assert_module_counts(curd_device *device, uint64_t hits,
+                                 uint64_t misses, uint64_t loaded,
+                                 uint64_t cached, uint64_t evictions)
+{
+    curd_stats stats = curd_test_device_stats(device);
+    g_assert_cmpuint(stats.module_cache_hits, ==, hits);
+    g_assert_cmpuint(stats.module_cache_misses, ==, misses);
+    g_assert_cmpuint(stats.modules_loaded, ==, loaded);
+    g_assert_cmpuint(stats.modules_cached, ==, cached);
+    g_assert_cmpuint(stats.module_evictions, ==, evictions);
+}
+
+static void test_loads_count_hits_misses_modules_and_evictions(void)
+{
+    curd_device_options options;
+    curd_device_options_init(&options);
+    options.module_cache_count = 1;
+    curd_device *device = curd_test_gpu_open_with(&options);
+    if (device == NULL)
+        return;
+    assert_module_counts(device, 0, 0, 0, 0, 0);
+    g_assert_cmpuint(curd_test_device_stats(device).jit_ns, ==, 0);
+
+    curd_program *first = load(device, "add_one.ptx", "curd_add_one");
+    assert_module_counts(device, 0, 1, 1, 0, 0);
+    uint64_t jit_ns = curd_test_device_stats(device).jit_ns;
+    g_assert_cmpuint(jit_ns, >, 0);
+    curd_program *second = load(device, "add_one.ptx", "curd_add_one");
+    assert_module_counts(device, 1, 1, 1, 0, 0);
+    g_assert_cmpuint(curd_test_device_stats(device).jit_ns, ==, jit_ns);
+    check_ok(curd_program_free(first), "curd_program_free");
+    assert_module_counts(device, 1, 1, 1, 0, 0);
+    check_ok(curd_program_free(second), "curd_program_free");
+    assert_module_counts(device, 1, 1, 1, 1, 0);
+
+    /* A second module; once it is idle too, the bound (1) unloads the
+     * least recently used, add_one. */
+    curd_program *saxpy = load(device, "saxpy.ptx", "curd_saxpy");
+    assert_module_counts(device, 1, 2, 2, 1, 0);
+    check_ok(curd_program_free(saxpy), "curd_program_free");
+    assert_module_counts(device, 1, 2, 1, 1, 1);
+    g_assert_cmpuint(curd_test_device_stats(device).jit_ns, >, jit_ns);
+
+    /* Refused loads count nothing: no known kind, a PTX that does not
+     * compile (the stand-in's marker; ptxas refuses the instruction). */
+    uint64_t jit_before = curd_test_device_stats(device).jit_ns;
+    (void)load_text(device, "GIF89a", "k", CURD_E_PROGRAM);
+    (void)load_text(device,
+                    ".version 7.0\n.target sm_50\n.address_size 64\n"
+                    "// fake: jit error\n.visible .entry k()\n{\n"
+                    "    not_an_instruction;\n    ret;\n}\n",
+                    "k", CURD_E_PROGRAM);
+    assert_module_counts(device, 1, 2, 1, 1, 1);
+    g_assert_cmpuint(curd_test_device_stats(device).jit_ns, ==, jit_before);
+
+    /* The reset zeroes the cumulative counters; the levels stay. */
+    check_ok(curd_device_stats_reset(device), "curd_device_stats_reset");
+    assert_module_counts(device, 0, 0, 1, 1, 0);
+    g_assert_cmpuint(curd_test_device_stats(device).jit_ns, ==, 0);
+    /* saxpy is still cached: a hit, no JIT. */
+    saxpy = load(device, "saxpy.ptx", "curd_saxpy");
+    assert_module_counts(device, 1, 0, 1, 0, 0);
+    g_assert_cmpuint(curd_test_device_stats(device).jit_ns, ==, 0);
+    check_ok(curd_program_free(saxpy), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
+ * Dispatches
+ * ---------------------------------------------------------------------- */
+static void test_dispatches_count_launches_and_sum_their_timing(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    curd_stats stats = curd_test_device_stats(device);
+    g_assert_cmpuint(stats.dispatches + stats.launches, ==, 0);
+    g_assert_cmpuint(stats.dispatch_device_ns + stats.dispatch_enqueue_ns +
+                         stats.dispatch_wait_ns,
+                     ==, 0);
+
+    /* Two waited with timing: the sums are theirs exactly. */
+    uint32_t first_iterations = (uint32_t)g_test_rand_int_range(1, 5);
+    uint32_t second_iterations = (uint32_t)g_test_rand_int_range(1, 5);
+    curd_timing a, b;
+    add_one_async(device, program, random_count(100, 20000),
+                  first_iterations, FALSE, &a);
+    add_one_async(device, program, random_count(100, 20000),
+                  second_iterations, TRUE, &b);
+    stats = curd_test_device_stats(device);
+    g_assert_cmpuint(stats.dispatches, ==, 2);
+    g_assert_cmpuint(stats.launches, ==, first_iterations + second_iterations);
+    g_assert_cmpuint(stats.dispatch_device_ns, ==, a.device_ns + b.device_ns);
+    g_assert_cmpuint(stats.dispatch_enqueue_ns, ==,
+                     a.enqueue_ns + b.enqueue_ns);
+    g_assert_cmpuint(stats.dispatch_wait_ns, ==, a.wait_ns + b.wait_ns);
+    g_assert_cmpuint(stats.dispatch_enqueue_ns, >, 0);
+    if (ON_FAKE)
+        g_assert_cmpuint(stats.dispatch_device_ns, ==, 2 * FAKE_DEVICE_NS);
+
+    /* A synchronous one, and one freed without a wait: both complete. */
+    add_one_borrowed(device, program, random_count(100, 20000), 3);
+    uint32_t n = 1000;
+    uint32_t *data = random_words(n);
+    uint32_t *copy = g_memdup2(data, n * sizeof *data);
+    curd_launch launch = launch_over(n, 128);
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    curd_pending *pending = NULL;
+    check_ok(curd_dispatch_async(device, program, &launch, args, 2, &pending),
+             "curd_dispatch_async");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    /* Freed without a wait: its outputs were not written. */
+    assert_words(data, copy, n, "add_one freed unwaited");
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(after.dispatches, ==, 4);
+    g_assert_cmpuint(after.launches, ==,
+                     first_iterations + second_iterations + 3 + 1);
+    g_assert_cmpuint(after.dispatch_enqueue_ns, >, stats.dispatch_enqueue_ns);
+    g_assert_cmpuint(after.dispatch_wait_ns, >=, stats.dispatch_wait_ns);
+    if (ON_FAKE)
+        g_assert_cmpuint(after.dispatch_device_ns, ==, 4 * FAKE_DEVICE_NS);
+
+    /* Refused dispatches count nothing. */
+    launch.iterations = 0;
+    g_assert_cmpint(curd_dispatch(device, program, &launch, args, 2), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    launch.iterations = 1;
+    g_assert_cmpint(curd_dispatch(device, program, &launch, args, 1), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_stats refused = curd_test_device_stats(device);
+    g_assert_cmpuint(refused.dispatches, ==, after.dispatches);
+    g_assert_cmpuint(refused.launches, ==, after.launches);
+    g_assert_cmpuint(refused.dispatch_device_ns, ==, after.dispatch_device_ns);
+    g_assert_cmpuint(refused.dispatch_enqueue_ns, ==,
+                     after.dispatch_enqueue_ns);
+    g_assert_cmpuint(refused.dispatch_wait_ns, ==, after.dispatch_wait_ns);
+    assert_words(data, copy, n, "add_one refused");
+
+    /* The reset zeroes them all. */
+    check_ok(curd_device_stats_reset(device), "curd_device_stats_reset");
+    stats = curd_test_device_stats(device);
+    g_assert_cmpuint(stats.dispatches + stats.launches, ==, 0);
+    g_assert_cmpuint(stats.dispatch_device_ns + stats.dispatch_enqueue_ns +
+                         stats.dispatch_wait_ns,
+                     ==, 0);
+    g_free(data);
+    g_free(copy);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
+ * CURD_TRACE
+ * ---------------------------------------------------------------------- */
+/* The subprocess: CURD_TRACE is read once per process, at its first use,
+ * so setting it before any curd call turns tracing on for this process
+ * alone. Two dispatches that complete, one refused. */
+static void trace_two_dispatches(gboolean traced)
+{
+    if (traced)
+        g_assert_cmpint(setenv("CURD_TRACE", "1", 1), ==, 0);
+    else
+        g_assert_cmpint(unsetenv("CURD_TRACE"), ==, 0);
+    curd_device *device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    /* 1000 elements in blocks of 256: a grid of 4. */
+    add_one_borrowed(device, program, 1000, 2);
+    curd_timing timing;
+    add_one_async(device, program, 1000, 1, TRUE, &timing);
+    curd_launch launch = launch_over(1000, 256);
+    launch.iterations = 0;
+    g_assert_cmpint(curd_dispatch(device, program, &launch, NULL, 0), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+static void test_trace_writes_each_dispatch_s_stage_times(void)
+{
+    if (g_test_subprocess()) {
+        trace_two_dispatches(TRUE);
+        return;
+    }
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    check_ok(curd_device_close(device), "curd_device_close");
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    /* One line per completed dispatch, in order, with every stage. */
+    g_test_trap_assert_stderr(
+        "*curd: dispatch curd_add_one grid 4x1x1 block 256x1x1 x2: validate "
+        "* ns, stage * ns, enqueue * ns, wait * ns, copy-out * ns, total * ns "
+        "(device * ns)\n*curd: dispatch curd_add_one grid 4x1x1 block "
+        "256x1x1 x1: validate * ns, stage * ns, enqueue * ns, wait * ns, "
+        "copy-out * ns, total * ns (device * ns)\n*");
+    /* The refused one is traced as its failure, not as a dispatch. */
+    g_test_trap_assert_stderr_unmatched(
+        "*curd: dispatch *curd: dispatch *curd: dispatch *");
+    g_test_trap_assert_stderr("*curd: CURD_E_INVALID_ARGUMENT: *iterations*");
+}
+
+static void test_without_trace_a_dispatch_writes_nothing(void)
+{
+    if (g_test_subprocess()) {
+        trace_two_dispatches(FALSE);
+        return;
+    }
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    check_ok(curd_device_close(device), "curd_device_close");
+    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+    g_test_trap_assert_passed();
+    g_test_trap_assert_stderr_unmatched("*curd: *");
+}
+
+int main(int argc, char **argv)
+{
+#ifdef CURD_TEST_DISPATCH_FAKE
+    curd_test_require_fake_driver();
+#endif
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func(PATH_ROOT "/a-1-0-sized-stats-gets-its-fields-and-nothing-past",
+                    test_a_1_0_sized_stats_gets_its_fields_and_nothing_past);
+    g_test_add_func(PATH_ROOT "/loads-count-hits-misses-modules-and-evictions",
+                    test_loads_count_hits_misses_modules_and_evictions);
+    g_test_add_func(PATH_ROOT "/dispatches-count-launches-and-sum-their-timing",
+                    test_dispatches_count_launches_and_sum_their_timing);
+    g_test_add_func(PATH_ROOT "/trace-writes-each-dispatch-s-stage-times",
+                    test_trace_writes_each_dispatch_s_stage_times);
+    g_test_add_func(PATH_ROOT "/without-trace-a-dispatch-writes-nothing",
+                    test_without_trace_a_dispatch_writes_nothing);
+    return g_test_run();
+}
