@@ -23,8 +23,6 @@
 
 #include "status.h"
 
-#define CURDI_COPY_TEAM_MAX 6u
-
 struct curdi_copy_team {
     pthread_mutex_t lock;
     pthread_cond_t start;
@@ -32,6 +30,7 @@ struct curdi_copy_team {
     pthread_mutex_t owner; /* held by the caller whose job runs */
     pthread_t threads[CURDI_COPY_TEAM_MAX];
     unsigned worker_count;
+    size_t parallel_min;
     bool stopping;
     uint64_t serial; /* one per job; a worker runs each serial once */
     const curdi_copy_piece *pieces;
@@ -128,7 +127,7 @@ static void *copy_worker(void *argument)
     return NULL;
 }
 
-curd_status curdi_copy_team_create(unsigned worker_count,
+curd_status curdi_copy_team_create(unsigned worker_count, size_t parallel_min,
                                    curdi_copy_team **out_team)
 {
     curdi_copy_team *team;
@@ -138,6 +137,8 @@ curd_status curdi_copy_team_create(unsigned worker_count,
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         /* Leave one processor to the caller, who copies too. */
         worker_count = online > 1 ? (unsigned)(online - 1) : 0u;
+        if (worker_count > CURDI_COPY_TEAM_AUTO_MAX)
+            worker_count = CURDI_COPY_TEAM_AUTO_MAX;
     }
     if (worker_count > CURDI_COPY_TEAM_MAX)
         worker_count = CURDI_COPY_TEAM_MAX;
@@ -157,6 +158,7 @@ curd_status curdi_copy_team_create(unsigned worker_count,
                           "could not initialise a copy team's locks. Fix:"
                           " free system resources.");
     }
+    team->parallel_min = parallel_min;
     /* The workers take no signals: those belong to the application's own
      * threads. */
     sigfillset(&all_signals);
@@ -199,11 +201,11 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming)
 {
     size_t total = 0;
-    for (size_t index = 0; index < count && total < CURDI_COPY_PARALLEL_MIN;
-         index++)
+    for (size_t index = 0;
+         team != NULL && index < count && total < team->parallel_min; index++)
         total += pieces[index].byte_len;
     if (team == NULL || team->worker_count == 0 || count < 2
-        || total < CURDI_COPY_PARALLEL_MIN
+        || total < team->parallel_min
         || pthread_mutex_trylock(&team->owner) != 0) {
         for (size_t index = 0; index < count; index++)
             copy_piece_run(&pieces[index], streaming);

@@ -23,6 +23,7 @@
 #include "core.h"
 #include "driver.h"
 #include "fence.h"
+#include "gather.h"
 #include "hostreg.h"
 #include "memory.h"
 #include "program.h"
@@ -91,6 +92,7 @@ static const room rooms[] = {
     {curdi_resident_open, curdi_resident_close},
     {curdi_hostreg_open, curdi_hostreg_close},
     {curdi_fence_open, curdi_fence_close},
+    {curdi_gather_open, curdi_gather_close},
     {curdi_transfer_open, curdi_transfer_close},
     {curdi_program_open, curdi_program_close},
 };
