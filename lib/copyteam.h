@@ -33,13 +33,25 @@ typedef struct curdi_copy_piece {
 
 typedef struct curdi_copy_team curdi_copy_team;
 
-/* Starts up to worker_count threads (0: one per processor online but
- * the caller's, at most CURDI_COPY_TEAM_AUTO_MAX; never more than
- * CURDI_COPY_TEAM_MAX). Jobs of fewer than parallel_min bytes are copied
- * by their caller alone. Fewer threads may start if the system refuses; a
+/* How a team works (lib/tuning.h gives the transfer room's). */
+typedef struct curdi_copy_team_config {
+    /* Threads to start (0: one per processor online but the caller's, at
+     * most CURDI_COPY_TEAM_AUTO_MAX; never more than CURDI_COPY_TEAM_MAX). */
+    unsigned worker_count;
+    /* Jobs of fewer bytes are copied by their caller alone. */
+    size_t parallel_min;
+    /* How long an idle worker, and a caller waiting for the workers to
+     * finish, poll before they sleep on a condition variable: a job that
+     * comes (or ends) within it starts (or returns) without a wake-up's
+     * latency, at the price of a busy core for that long. 0: sleep at
+     * once. */
+    uint64_t spin_ns;
+} curdi_copy_team_config;
+
+/* Starts the team's threads. Fewer may start if the system refuses; a
  * team of none still works (the caller copies alone).
  * CURD_E_OUT_OF_MEMORY only when the team itself cannot be allocated. */
-curd_status curdi_copy_team_create(unsigned worker_count, size_t parallel_min,
+curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
                                    curdi_copy_team **out_team);
 /* Joins the workers. NULL-safe. */
 void curdi_copy_team_destroy(curdi_copy_team *team);

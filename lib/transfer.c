@@ -134,10 +134,11 @@ static curdi_copy_team *transfer_team(curd_device *device)
     pthread_mutex_lock(&room->team_lock);
     if (!room->team_tried) {
         room->team_tried = true;
-        if (curdi_copy_team_create((unsigned)room->tuning.copy_threads,
-                                   (size_t)room->tuning.copy_parallel_min,
-                                   &room->team)
-            != CURD_OK)
+        curdi_copy_team_config config = {
+            (unsigned)room->tuning.copy_threads,
+            (size_t)room->tuning.copy_parallel_min,
+            room->tuning.copy_spin_us * 1000u};
+        if (curdi_copy_team_create(&config, &room->team) != CURD_OK)
             room->team = NULL;
     }
     team = room->team;

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "copyteam.h"
 #include "status.h"
 
 void curdi_tuning_defaults(curdi_tuning *tuning)
@@ -57,6 +56,8 @@ static const knob knobs[] = {
      CURDI_CHUNK_BYTES_LIMIT, false},
     {"CURD_COPY_PARALLEL_MIN", KNOB_FIELD(copy_parallel_min), 0,
      (uint64_t)1 << 40, false},
+    {"CURD_COPY_SPIN_US", KNOB_FIELD(copy_spin_us), 0, CURDI_COPY_SPIN_US_MAX,
+     false},
     {"CURD_STREAMING_DOWNLOAD_MIN", KNOB_FIELD(streaming_download_min), 0,
      (uint64_t)1 << 40, true},
     {"CURD_STREAMING_UPLOAD_MIN", KNOB_FIELD(streaming_upload_min), 0,
@@ -122,7 +123,7 @@ static bool read_path(curdi_tuning *tuning)
 
 void curdi_tuning_from_env(curdi_tuning *tuning)
 {
-    bool any = false;
+    bool any;
     curdi_tuning_defaults(tuning);
     any = read_path(tuning);
     for (size_t index = 0; index < sizeof knobs / sizeof knobs[0]; index++) {
@@ -152,7 +153,8 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
         curdi_trace("transfer tuning: path %s, gather from %" PRIu64
                     " spans of at most %" PRIu64 " bytes, chunks %" PRIu64
                     "..%" PRIu64 " bytes, %" PRIu64 " slots, %" PRIu64
-                    " copy threads (0: auto), pieces of %" PRIu64
+                    " copy threads (0: auto) polling %" PRIu64
+                    " us, pieces of %" PRIu64
                     " bytes from %" PRIu64 ", streaming from %" PRIu64
                     " down / %" PRIu64 " up",
                     tuning->gather.path == CURDI_PATH_DMA ? "dma"
@@ -161,7 +163,7 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->gather.min_spans, tuning->gather.max_span_bytes,
                     tuning->chunk_min_bytes, tuning->chunk_max_bytes,
                     tuning->slots, tuning->copy_threads,
-                    tuning->copy_piece_bytes, tuning->copy_parallel_min,
+                    tuning->copy_spin_us, tuning->copy_piece_bytes, tuning->copy_parallel_min,
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min);
 }

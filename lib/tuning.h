@@ -13,6 +13,8 @@
 
 #include <stdint.h>
 
+#include "copyteam.h"
+
 /* How a transfer's staged bytes cross between their device ranges and
  * the one contiguous stream that crosses the bus (lib/xfer.h). */
 typedef enum curdi_transfer_path {
@@ -45,6 +47,9 @@ typedef struct curdi_tuning {
     uint64_t copy_threads;             /* CURD_COPY_THREADS */
     uint64_t copy_piece_bytes;         /* CURD_COPY_PIECE_BYTES */
     uint64_t copy_parallel_min;        /* CURD_COPY_PARALLEL_MIN */
+    /* Microseconds the copy threads poll before they sleep (lib/copyteam.h,
+     * spin_ns); 0: they sleep at once. */
+    uint64_t copy_spin_us;             /* CURD_COPY_SPIN_US */
     /* Host copies of a stream this long or longer use streaming stores
      * (curdi_copy_streaming); UINT64_MAX: never. */
     uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
@@ -61,7 +66,8 @@ typedef struct curdi_tuning {
 #define CURDI_STAGING_SLOTS_DEFAULT 3u
 /* Bounds the environment may set. */
 #define CURDI_STAGING_SLOTS_MAX 8u
-#define CURDI_COPY_THREADS_MAX 32u
+#define CURDI_COPY_THREADS_MAX CURDI_COPY_TEAM_MAX
+#define CURDI_COPY_SPIN_US_MAX 100000u
 #define CURDI_CHUNK_BYTES_LIMIT ((uint64_t)1 << 30)
 /* A download that stages at least this many bytes writes caller memory
  * with curdi_copy_streaming: measured on an H100 host, a 256 MiB download

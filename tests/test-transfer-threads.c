@@ -182,7 +182,10 @@ static void test_copy_team_shared_by_concurrent_callers(void)
     curdi_copy_team *team = NULL;
     team_caller callers[4];
     GThread *threads[4];
-    g_assert_cmpint(curdi_copy_team_create(3, CURDI_COPY_PARALLEL_MIN, &team), ==, CURD_OK);
+    /* The workers poll before they sleep: the hand-over without the lock
+     * is what ThreadSanitizer should see. */
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 500000};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     for (int i = 0; i < 4; i++) {
         callers[i] = (team_caller){team, g_malloc(2u << 20), g_malloc(2u << 20),
                                    2u << 20, 0};

@@ -833,7 +833,8 @@ static void test_copy_team_copies_every_piece(void)
     unsigned char *src = g_malloc(len);
     unsigned char *dst = g_malloc(len);
     curdi_copy_piece pieces[PIECES];
-    g_assert_cmpint(curdi_copy_team_create(3, CURDI_COPY_PARALLEL_MIN, &team), ==, CURD_OK);
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 0};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     g_assert_cmpuint(curdi_copy_team_workers(team), <=, 3);
     for (int round = 0; round < 5; round++) {
         size_t at = 0;
@@ -924,7 +925,9 @@ static void test_copy_team_serves_concurrent_callers(void)
     curdi_copy_team *team = NULL;
     team_caller callers[3];
     GThread *threads[3];
-    g_assert_cmpint(curdi_copy_team_create(2, CURDI_COPY_PARALLEL_MIN, &team), ==, CURD_OK);
+    /* Workers and callers poll a while before they sleep. */
+    curdi_copy_team_config config = {2, CURDI_COPY_PARALLEL_MIN, 200000};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     for (int i = 0; i < 3; i++) {
         callers[i].team = team;
         callers[i].len = 2u << 20;
@@ -947,7 +950,8 @@ static void test_copy_team_serves_concurrent_callers(void)
 static void test_large_pipelined_transfer_through_the_team(void)
 {
     curdi_copy_team *team = NULL;
-    g_assert_cmpint(curdi_copy_team_create(3, CURDI_COPY_PARALLEL_MIN, &team), ==, CURD_OK);
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 0};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     /* The larger download is written out with streaming stores. */
     for (int run = 0; run < 4; run++) {
         bool upload = run % 2 == 0;
