@@ -26,6 +26,7 @@ typedef struct CUmemPoolHandle_st *bench_cu_mempool;
 #define BENCH_CUDA_SUCCESS 0u
 #define BENCH_CU_STREAM_NON_BLOCKING 0x1u
 #define BENCH_CU_MEMHOSTALLOC_PORTABLE 0x01u
+#define BENCH_CU_MEMHOSTREGISTER_PORTABLE 0x01u
 #define BENCH_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4u
 
 /* X(base name, dlsym fallback symbol, required, return and parameters) */
@@ -53,6 +54,9 @@ typedef struct CUmemPoolHandle_st *bench_cu_mempool;
     X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (bench_cu_stream))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 1, (bench_cu_stream))       \
     X(cuGetErrorName, "cuGetErrorName", 1, (bench_cu_result, const char **))  \
+    X(cuMemHostRegister, "cuMemHostRegister_v2", 0,                           \
+      (void *, size_t, unsigned int))                                         \
+    X(cuMemHostUnregister, "cuMemHostUnregister", 0, (void *))                \
     X(cuMemAllocAsync, "cuMemAllocAsync", 0,                                  \
       (bench_cu_deviceptr *, size_t, bench_cu_stream))                        \
     X(cuMemFreeAsync, "cuMemFreeAsync", 0,                                    \
