@@ -3,8 +3,11 @@
  * A batch's validated items become fused spans (lib/copyplan.c); each span
  * is moved either directly (its host side is one registered range) or
  * through a staging stream that is cut into chunks and pipelined: the host
- * copy of one chunk overlaps the DMA of another. The engine reaches the
- * device only through a small table of operations (copy, mark, wait,
+ * copy of one chunk overlaps the DMA of another. Many small spans are
+ * gathered: on the device side too the stream is one contiguous staging
+ * area, which a kernel packs or unpacks (lib/gather.h), so each chunk is
+ * one DMA however many spans it holds. The engine reaches the device only
+ * through a small table of operations (copy, gathered, mark, wait,
  * finish), which lib/transfer.c fills with driver calls and
  * tests/test-transfer.c with a deferred-DMA stand-in. */
 #ifndef CURD_LIB_XFER_H
