@@ -182,7 +182,8 @@ endif
 # A stand-in libcuda (tests/fake/) for tests that need a driver but no GPU;
 # the test programs find it beside themselves.
 FAKE_CUDA := $(BUILD)/tests/libcuda-fake.so.1
-$(FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h
+$(FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h \
+              lib/gather.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm

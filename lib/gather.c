@@ -20,25 +20,6 @@ struct curdi_gather_room {
     curdi_gather_kernels kernels;
 };
 
-/* The kernels' parameter table, laid out as struct curd_gather_table in
- * lib/gather.cu (the PTX declares it as 4080 bytes, 8-aligned). */
-typedef struct gather_piece {
-    uint64_t device_ptr;
-    uint32_t stage_offset;
-    uint32_t byte_len;
-} gather_piece;
-
-typedef struct gather_table {
-    uint32_t count;
-    uint32_t range_start;
-    uint32_t range_end;
-    uint32_t reserved;
-    gather_piece piece[CURDI_GATHER_PIECES];
-} gather_table;
-
-_Static_assert(sizeof(gather_table) == 4080,
-               "gather_table must match lib/gather.cu");
-
 curd_status curdi_gather_open(curd_device *device)
 {
     struct curdi_gather_room *room = calloc(1, sizeof *room);
@@ -178,7 +159,7 @@ curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_function function = to_stage ? kernels->gather : kernels->scatter;
-    gather_table table;
+    curdi_gather_table table;
     void *params[2] = {&stage_ptr, &table};
     for (size_t first = 0; first < count; first += CURDI_GATHER_PIECES) {
         size_t batch = count - first < CURDI_GATHER_PIECES

@@ -35,48 +35,43 @@ struct curd_gather_table {
     curd_gather_piece piece[CURD_GATHER_PIECES];
 };
 
-// dst[0, n) = src[0, n) by the threads of one block.
+// dst[0, n) = src[0, n) by the threads of one block, Word by Word where
+// dst and src share their offset within a Word: the bytes up to dst's
+// next Word boundary, whole Words, then the tail.
+template <typename Word>
+__device__ static void copy_words(unsigned char *dst, const unsigned char *src,
+                                  unsigned int n)
+{
+    const unsigned int size = sizeof(Word);
+    unsigned int t = threadIdx.x;
+    unsigned int stride = blockDim.x;
+    unsigned int head = (unsigned int)(-(unsigned long long)dst & (size - 1u));
+    if (head > n)
+        head = n;
+    if (t < head)
+        dst[t] = src[t];
+    unsigned int words = (n - head) / size;
+    Word *d = (Word *)(dst + head);
+    const Word *s = (const Word *)(src + head);
+    for (unsigned int i = t; i < words; i += stride)
+        d[i] = s[i];
+    unsigned int done = head + words * size;
+    if (t < n - done)
+        dst[done + t] = src[done + t];
+}
+
+// 16-byte words where the two ranges allow it, else 4-byte, else bytes.
 __device__ static void copy_range(unsigned char *dst, const unsigned char *src,
                                   unsigned int n)
 {
-    unsigned int t = threadIdx.x;
-    unsigned int stride = blockDim.x;
     unsigned long long mismatch =
         (unsigned long long)dst ^ (unsigned long long)src;
-    if ((mismatch & 15u) == 0) {
-        // The same offset within 16 bytes: bytes up to dst's next 16-byte
-        // boundary, 16-byte words, then the tail.
-        unsigned int head = (unsigned int)(-(unsigned long long)dst & 15u);
-        if (head > n)
-            head = n;
-        if (t < head)
-            dst[t] = src[t];
-        unsigned int words = (n - head) / 16u;
-        uint4 *d = (uint4 *)(dst + head);
-        const uint4 *s = (const uint4 *)(src + head);
-        for (unsigned int i = t; i < words; i += stride)
-            d[i] = s[i];
-        unsigned int done = head + words * 16u;
-        if (t < n - done)
-            dst[done + t] = src[done + t];
-    } else if ((mismatch & 3u) == 0) {
-        unsigned int head = (unsigned int)(-(unsigned long long)dst & 3u);
-        if (head > n)
-            head = n;
-        if (t < head)
-            dst[t] = src[t];
-        unsigned int words = (n - head) / 4u;
-        unsigned int *d = (unsigned int *)(dst + head);
-        const unsigned int *s = (const unsigned int *)(src + head);
-        for (unsigned int i = t; i < words; i += stride)
-            d[i] = s[i];
-        unsigned int done = head + words * 4u;
-        if (t < n - done)
-            dst[done + t] = src[done + t];
-    } else {
-        for (unsigned int i = t; i < n; i += stride)
-            dst[i] = src[i];
-    }
+    if ((mismatch & 15u) == 0)
+        copy_words<uint4>(dst, src, n);
+    else if ((mismatch & 3u) == 0)
+        copy_words<unsigned int>(dst, src, n);
+    else
+        copy_words<unsigned char>(dst, src, n);
 }
 
 template <bool to_stage>

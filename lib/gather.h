@@ -38,6 +38,28 @@ extern const char curdi_gather_ptx[];
 #define CURDI_GATHER_TILE_BYTES 4096u
 #define CURDI_GATHER_BLOCK_THREADS 256u
 
+/* The kernels' parameter after the staging pointer, laid out as struct
+ * curd_gather_table in lib/gather.cu (the PTX declares 4080 bytes,
+ * 8-aligned): the pieces of one launch, in stage_offset order, back to
+ * back over [range_start, range_end) of the staging area. The stand-in
+ * driver (tests/fake/) reads it as the kernels do. */
+typedef struct curdi_gather_piece {
+    uint64_t device_ptr;
+    uint32_t stage_offset;
+    uint32_t byte_len;
+} curdi_gather_piece;
+
+typedef struct curdi_gather_table {
+    uint32_t count;
+    uint32_t range_start;
+    uint32_t range_end;
+    uint32_t reserved;
+    curdi_gather_piece piece[CURDI_GATHER_PIECES];
+} curdi_gather_table;
+
+_Static_assert(sizeof(curdi_gather_table) == 4080,
+               "curdi_gather_table must match lib/gather.cu");
+
 /* The two kernels of a device whose module is loaded. */
 typedef struct curdi_gather_kernels {
     curdi_cu_function gather;  /* device pieces -> staging */

@@ -269,28 +269,28 @@ static void scattered_round(curd_device *device, size_t count, size_t max_buffer
  * Both paths, forced
  * ---------------------------------------------------------------------- */
 
-static void test_random_scattered_batches_match_the_model_through_dmas(void)
+/* Rounds of batches that move at most 1 MiB (one staging chunk) on a
+ * device opened with CURD_TRANSFER_PATH=path. */
+static void small_scattered_rounds(const char *path, expect how)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", "dma");
+    curd_device *device = open_with("CURD_TRANSFER_PATH", path);
     if (device == NULL)
         return;
-    /* One staging chunk (at most 1 MiB moved): one DMA per span. */
     for (int round = 0; round < 30; round++)
         scattered_round(device, (size_t)g_test_rand_int_range(1, 60),
-                        64 * 1024, 20000, EXPECT_DMA_PER_SPAN);
+                        64 * 1024, 20000, how);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static void test_random_scattered_batches_match_the_model_through_dmas(void)
+{
+    small_scattered_rounds("dma", EXPECT_DMA_PER_SPAN);
 }
 
 static void test_random_scattered_batches_match_the_model_through_the_kernels(void)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", "gather");
-    if (device == NULL)
-        return;
-    /* One staging chunk: one DMA for every span, however many. */
-    for (int round = 0; round < 30; round++)
-        scattered_round(device, (size_t)g_test_rand_int_range(1, 60),
-                        64 * 1024, 20000, EXPECT_ONE_GATHER);
-    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    /* One DMA for every span of the chunk, however many. */
+    small_scattered_rounds("gather", EXPECT_ONE_GATHER);
 }
 
 static void test_large_gathered_batches_pipeline_across_chunks(void)

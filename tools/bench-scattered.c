@@ -293,9 +293,8 @@ static int scattered_run(const bench_env *env, const char *name, bool upload)
     /* index: [0..2] malloc memory (the planner, one DMA per piece, one
      * contiguous copy), [3..5] the same into registered memory, [6..8]
      * raw: the pieces, one pinned copy, one malloc copy. */
-    static char labels[2][6][96];
+    static char labels[2][9][96];
     int index[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
-    unsigned count = 0;
     int result = -1;
 
     if (s == NULL || scenario == NULL) {
@@ -308,57 +307,64 @@ static int scattered_run(const bench_env *env, const char *name, bool upload)
                         "64 scattered 4 KiB %s (8 KiB apart) %s one 256 KiB "
                         "of host memory, one batch", verb,
                         upload ? "from" : "into");
-    for (unsigned kind = 0; kind < KINDS; kind++) {
-        const char *memory = kind == MALLOC_MEMORY ? "malloc" : "registered";
-        if (kind == REGISTERED_MEMORY && !s->with_registered)
-            continue;
-        snprintf(labels[upload][count], sizeof labels[0][0],
-                 "%s 64 x 4 KiB scattered, %s", batch_call, memory);
-        index[count] = bench_add_variant(scenario, &(bench_variant_spec){
-            .label = labels[upload][count], .role = BENCH_ROLE_CURD,
-            .op = upload ? bench_op_curd_upload_batch
-                         : bench_op_curd_download_batch,
-            .context = &s->sides[0].ops[kind], .bytes_per_op = TOTAL_BYTES});
-        count++;
-        snprintf(labels[upload][count], sizeof labels[0][0],
-                 "same, one DMA per piece (CURD_TRANSFER_PATH=dma), %s",
-                 memory);
-        index[count] = bench_add_variant(scenario, &(bench_variant_spec){
-            .label = labels[upload][count], .role = BENCH_ROLE_CURD,
-            .op = upload ? bench_op_curd_upload_batch
-                         : bench_op_curd_download_batch,
-            .context = &s->sides[1].ops[kind], .bytes_per_op = TOTAL_BYTES});
-        count++;
-        snprintf(labels[upload][count], sizeof labels[0][0],
-                 "curd_buffer_%s 256 KiB contiguous, %s",
-                 upload ? "upload" : "download", memory);
-        index[count] = bench_add_variant(scenario, &(bench_variant_spec){
-            .label = labels[upload][count], .role = BENCH_ROLE_CURD,
-            .op = upload ? bench_op_curd_upload : bench_op_curd_download,
-            .context = &s->contiguous_ops[kind], .bytes_per_op = TOTAL_BYTES});
-        count++;
+    {
+        bench_op_fn batch = upload ? bench_op_curd_upload_batch
+                                   : bench_op_curd_download_batch;
+        bench_op_fn one = upload ? bench_op_curd_upload : bench_op_curd_download;
+        const char *direction = upload ? "HtoD" : "DtoH";
+        /* label: what (a format of one %s, given `word`), then memory. */
+        const struct {
+            bench_role role;
+            bench_op_fn op;
+            bench_copy_op *context;
+            const char *what;
+            const char *word;
+            const char *memory;
+        } variants[9] = {
+            {BENCH_ROLE_CURD, batch, &s->sides[0].ops[MALLOC_MEMORY],
+             "%s 64 x 4 KiB scattered", batch_call, "malloc"},
+            {BENCH_ROLE_CURD, batch, &s->sides[1].ops[MALLOC_MEMORY],
+             "same, one DMA per piece (CURD_TRANSFER_PATH=%s)", "dma",
+             "malloc"},
+            {BENCH_ROLE_CURD, one, &s->contiguous_ops[MALLOC_MEMORY],
+             "curd_buffer_%s 256 KiB contiguous",
+             upload ? "upload" : "download", "malloc"},
+            {BENCH_ROLE_CURD, batch, &s->sides[0].ops[REGISTERED_MEMORY],
+             "%s 64 x 4 KiB scattered", batch_call, "registered"},
+            {BENCH_ROLE_CURD, batch, &s->sides[1].ops[REGISTERED_MEMORY],
+             "same, one DMA per piece (CURD_TRANSFER_PATH=%s)", "dma",
+             "registered"},
+            {BENCH_ROLE_CURD, one, &s->contiguous_ops[REGISTERED_MEMORY],
+             "curd_buffer_%s 256 KiB contiguous",
+             upload ? "upload" : "download", "registered"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_pieces : bench_op_raw_dtoh_pieces,
+             &s->raw_pieces, "64 x cuMemcpy%sAsync 4 KiB scattered",
+             direction, "pinned"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_async : bench_op_raw_dtoh_async,
+             &s->raw_pinned, "1 x cuMemcpy%sAsync 256 KiB", direction,
+             "pinned"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_sync : bench_op_raw_dtoh_sync,
+             &s->raw_pageable, "1 x cuMemcpy%s 256 KiB", direction,
+             "malloc"},
+        };
+        for (unsigned i = 0; i < 9; i++) {
+            char what[64];
+            if (i >= 3 && i < 6 && !s->with_registered)
+                continue;
+            snprintf(what, sizeof what, variants[i].what, variants[i].word);
+            snprintf(labels[upload][i], sizeof labels[0][0], "%s, %s", what,
+                     variants[i].memory);
+            index[i] = bench_add_variant(scenario, &(bench_variant_spec){
+                .label = labels[upload][i], .role = variants[i].role,
+                .op = variants[i].op, .context = variants[i].context,
+                .bytes_per_op = TOTAL_BYTES});
+            if (index[i] < 0)
+                goto done;
+        }
     }
-    index[6] = bench_add_variant(scenario, &(bench_variant_spec){
-        .label = upload ? "64 x cuMemcpyHtoDAsync 4 KiB scattered, pinned"
-                        : "64 x cuMemcpyDtoHAsync 4 KiB scattered, pinned",
-        .role = BENCH_ROLE_RAW,
-        .op = upload ? bench_op_raw_htod_pieces : bench_op_raw_dtoh_pieces,
-        .context = &s->raw_pieces, .bytes_per_op = TOTAL_BYTES});
-    index[7] = bench_add_variant(scenario, &(bench_variant_spec){
-        .label = upload ? "1 x cuMemcpyHtoDAsync 256 KiB, pinned"
-                        : "1 x cuMemcpyDtoHAsync 256 KiB, pinned",
-        .role = BENCH_ROLE_RAW,
-        .op = upload ? bench_op_raw_htod_async : bench_op_raw_dtoh_async,
-        .context = &s->raw_pinned, .bytes_per_op = TOTAL_BYTES});
-    index[8] = bench_add_variant(scenario, &(bench_variant_spec){
-        .label = upload ? "1 x cuMemcpyHtoD 256 KiB, malloc"
-                        : "1 x cuMemcpyDtoH 256 KiB, malloc",
-        .role = BENCH_ROLE_RAW,
-        .op = upload ? bench_op_raw_htod_sync : bench_op_raw_dtoh_sync,
-        .context = &s->raw_pageable, .bytes_per_op = TOTAL_BYTES});
-    for (unsigned i = 0; i < 9; i++)
-        if (index[i] < 0 && (i < 3 || i >= 6 || s->with_registered))
-            goto done;
     if (bench_measure(scenario) != 0)
         goto done;
 

@@ -63,24 +63,32 @@ int bench_op_curd_download(void *opaque, uint64_t iterations)
     return 0;
 }
 
+static int curd_batch_loop(const bench_copy_op *op, uint64_t iterations,
+                           bool upload)
+{
+    uint64_t iteration;
+    for (iteration = 0; iteration < iterations; iteration++) {
+        curd_status status =
+            upload ? curd_upload_batch(op->env->device, op->upload_items,
+                                       op->item_count)
+                   : curd_download_batch(op->env->device, op->items,
+                                         op->item_count);
+        if (status != CURD_OK)
+            return bench_fail_curd(upload ? "curd_upload_batch"
+                                          : "curd_download_batch",
+                                   status);
+    }
+    return 0;
+}
+
 int bench_op_curd_download_batch(void *opaque, uint64_t iterations)
 {
-    bench_copy_op *op = opaque;
-    uint64_t iteration;
-    for (iteration = 0; iteration < iterations; iteration++)
-        BENCH_CURD(curd_download_batch(op->env->device, op->items,
-                                       op->item_count));
-    return 0;
+    return curd_batch_loop(opaque, iterations, false);
 }
 
 int bench_op_curd_upload_batch(void *opaque, uint64_t iterations)
 {
-    bench_copy_op *op = opaque;
-    uint64_t iteration;
-    for (iteration = 0; iteration < iterations; iteration++)
-        BENCH_CURD(curd_upload_batch(op->env->device, op->upload_items,
-                                     op->item_count));
-    return 0;
+    return curd_batch_loop(opaque, iterations, true);
 }
 
 static int op_curd_roundtrip(void *opaque, uint64_t iterations)

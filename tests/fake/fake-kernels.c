@@ -7,6 +7,7 @@
  * every access by the allocation it lands in (a GPU faults outside it),
  * and is 1-D like the kernels themselves. */
 #include "fake.h"
+#include "gather.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -504,24 +505,10 @@ static curdi_cu_result run_hand_fill(const fake_launch *launch,
 
 /* lib/gather.cu: curd_gather and curd_scatter, block by block and thread
  * by thread as the GPU runs them, so the grid the library sizes and the
- * kernel's tiling, search and alignment cases are what the tests check. */
-typedef struct gather_piece {
-    uint64_t device_ptr;
-    uint32_t stage_offset;
-    uint32_t byte_len;
-} gather_piece;
+ * kernel's tiling, search and alignment cases are what the tests check.
+ * The parameter table is lib/gather.h's. */
 
-typedef struct gather_table {
-    uint32_t count;
-    uint32_t range_start;
-    uint32_t range_end;
-    uint32_t reserved;
-    gather_piece piece[254];
-} gather_table;
-
-#define GATHER_TILE 4096u
-
-/* copy_range: what each of the block's threads copies. */
+/* copy_range and copy_words: what each of the block's threads copies. */
 static void gather_copy_range(uint8_t *dst, const uint8_t *src, uint32_t n,
                               uint32_t threads)
 {
@@ -546,17 +533,19 @@ static void gather_copy_range(uint8_t *dst, const uint8_t *src, uint32_t n,
 static curdi_cu_result run_gather_move(const fake_launch *launch, bool to_stage)
 {
     uint8_t *stage = arg_ptr(launch, 0);
-    gather_table table;
+    curdi_gather_table table;
     if (launch->entry->params[1].size != sizeof table)
         return CURDI_CUDA_ERROR_NOT_SUPPORTED;
     memcpy(&table, launch->params[1], sizeof table);
-    if (table.count == 0 || table.count > 254)
+    if (table.count == 0 || table.count > CURDI_GATHER_PIECES)
         return CURDI_CUDA_ERROR_INVALID_VALUE;
     for (uint64_t block = 0; block < launch->grid[0]; block++) {
-        uint64_t tile_start = table.range_start + block * GATHER_TILE;
+        uint64_t tile_start =
+            table.range_start + block * CURDI_GATHER_TILE_BYTES;
         if (tile_start >= table.range_end)
             continue;
-        uint64_t tile_end = min_u64(tile_start + GATHER_TILE, table.range_end);
+        uint64_t tile_end =
+            min_u64(tile_start + CURDI_GATHER_TILE_BYTES, table.range_end);
         uint32_t low = 0, high = table.count;
         while (high - low > 1) {
             uint32_t middle = (low + high) / 2u;
@@ -566,7 +555,7 @@ static curdi_cu_result run_gather_move(const fake_launch *launch, bool to_stage)
                 high = middle;
         }
         for (uint32_t i = low; i < table.count; i++) {
-            const gather_piece *piece = &table.piece[i];
+            const curdi_gather_piece *piece = &table.piece[i];
             uint64_t start = piece->stage_offset;
             uint64_t end = start + piece->byte_len;
             if (start >= tile_end)
