@@ -7,7 +7,9 @@
  * array of pieces taken one at a time through an atomic index; the caller
  * takes pieces too, then waits until every worker has left the job. One
  * caller at a time owns the team; another finds it busy and copies alone
- * rather than wait. */
+ * rather than wait. Both waits may poll for a while first (spin_ns): a
+ * pipelined transfer hands the team a job per chunk, and a sleeping
+ * thread's wake-up can cost as much as copying a chunk. */
 #include "copyteam.h"
 
 #include <pthread.h>
@@ -16,14 +18,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
 #include "status.h"
-
-#define CURDI_COPY_TEAM_MAX 6u
 
 struct curdi_copy_team {
     pthread_mutex_t lock;
@@ -32,14 +33,73 @@ struct curdi_copy_team {
     pthread_mutex_t owner; /* held by the caller whose job runs */
     pthread_t threads[CURDI_COPY_TEAM_MAX];
     unsigned worker_count;
+    size_t parallel_min;
+    uint64_t spin_ns;
     bool stopping;
-    uint64_t serial; /* one per job; a worker runs each serial once */
+    /* One per job; a worker runs each serial once. Written under lock
+     * (with the job's fields), read by polling workers without it. */
+    _Atomic uint64_t serial;
     const curdi_copy_piece *pieces;
     size_t piece_count;
     bool streaming;
     _Atomic size_t next_piece;
-    unsigned busy_workers; /* workers not yet done with the current job */
+    /* Workers not yet done with the current job: set under lock when the
+     * job is published, counted down without it; the worker that ends it
+     * signals `done` under lock. */
+    _Atomic unsigned busy_workers;
 };
+
+static uint64_t monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static void spin_pause(void)
+{
+#if defined(__SSE2__)
+    _mm_pause();
+#endif
+}
+
+/* Polls until *word differs from old, for at most spin_ns; true when it
+ * did. The clock is read every 64 polls. */
+static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
+                               uint64_t spin_ns)
+{
+    uint64_t deadline;
+    if (spin_ns == 0)
+        return false;
+    deadline = monotonic_ns() + spin_ns;
+    for (;;) {
+        for (unsigned poll = 0; poll < 64; poll++) {
+            if (atomic_load_explicit(word, memory_order_acquire) != old)
+                return true;
+            spin_pause();
+        }
+        if (monotonic_ns() >= deadline)
+            return false;
+    }
+}
+
+/* The same for the count of busy workers reaching 0. */
+static void spin_until_idle(const _Atomic unsigned *busy, uint64_t spin_ns)
+{
+    uint64_t deadline;
+    if (spin_ns == 0)
+        return;
+    deadline = monotonic_ns() + spin_ns;
+    for (;;) {
+        for (unsigned poll = 0; poll < 64; poll++) {
+            if (atomic_load_explicit(busy, memory_order_acquire) == 0)
+                return;
+            spin_pause();
+        }
+        if (monotonic_ns() >= deadline)
+            return;
+    }
+}
 
 void curdi_copy_streaming(void *dst, const void *src, size_t byte_len)
 {
@@ -105,39 +165,51 @@ static void *copy_worker(void *argument)
 {
     curdi_copy_team *team = argument;
     uint64_t seen = 0;
-    pthread_mutex_lock(&team->lock);
     for (;;) {
         const curdi_copy_piece *pieces;
         size_t count;
         bool streaming;
-        while (!team->stopping && team->serial == seen)
+        /* A job seen while polling is read under the lock all the same. */
+        (void)spin_until_changed(&team->serial, seen, team->spin_ns);
+        pthread_mutex_lock(&team->lock);
+        while (!team->stopping && atomic_load(&team->serial) == seen)
             pthread_cond_wait(&team->start, &team->lock);
-        if (team->stopping)
+        if (team->stopping) {
+            pthread_mutex_unlock(&team->lock);
             break;
-        seen = team->serial;
+        }
+        seen = atomic_load(&team->serial);
         pieces = team->pieces;
         count = team->piece_count;
         streaming = team->streaming;
         pthread_mutex_unlock(&team->lock);
         copy_pieces(team, pieces, count, streaming);
-        pthread_mutex_lock(&team->lock);
-        if (--team->busy_workers == 0)
+        if (atomic_fetch_sub_explicit(&team->busy_workers, 1u,
+                                      memory_order_acq_rel)
+            == 1u) {
+            /* Under the lock, so a caller between its check and its wait
+             * cannot miss it. */
+            pthread_mutex_lock(&team->lock);
             pthread_cond_signal(&team->done);
+            pthread_mutex_unlock(&team->lock);
+        }
     }
-    pthread_mutex_unlock(&team->lock);
     return NULL;
 }
 
-curd_status curdi_copy_team_create(unsigned worker_count,
+curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
                                    curdi_copy_team **out_team)
 {
     curdi_copy_team *team;
     sigset_t all_signals;
     sigset_t previous;
+    unsigned worker_count = config->worker_count;
     if (worker_count == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
         /* Leave one processor to the caller, who copies too. */
         worker_count = online > 1 ? (unsigned)(online - 1) : 0u;
+        if (worker_count > CURDI_COPY_TEAM_AUTO_MAX)
+            worker_count = CURDI_COPY_TEAM_AUTO_MAX;
     }
     if (worker_count > CURDI_COPY_TEAM_MAX)
         worker_count = CURDI_COPY_TEAM_MAX;
@@ -157,6 +229,8 @@ curd_status curdi_copy_team_create(unsigned worker_count,
                           "could not initialise a copy team's locks. Fix:"
                           " free system resources.");
     }
+    team->parallel_min = config->parallel_min;
+    team->spin_ns = config->spin_ns;
     /* The workers take no signals: those belong to the application's own
      * threads. */
     sigfillset(&all_signals);
@@ -199,11 +273,11 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming)
 {
     size_t total = 0;
-    for (size_t index = 0; index < count && total < CURDI_COPY_PARALLEL_MIN;
-         index++)
+    for (size_t index = 0;
+         team != NULL && index < count && total < team->parallel_min; index++)
         total += pieces[index].byte_len;
     if (team == NULL || team->worker_count == 0 || count < 2
-        || total < CURDI_COPY_PARALLEL_MIN
+        || total < team->parallel_min
         || pthread_mutex_trylock(&team->owner) != 0) {
         for (size_t index = 0; index < count; index++)
             copy_piece_run(&pieces[index], streaming);
@@ -214,8 +288,10 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
     team->piece_count = count;
     team->streaming = streaming;
     atomic_store(&team->next_piece, 0u);
-    team->busy_workers = team->worker_count;
-    team->serial++;
+    atomic_store(&team->busy_workers, team->worker_count);
+    /* Release: a worker that polls the serial then takes the lock and
+     * reads the job under it. */
+    atomic_fetch_add_explicit(&team->serial, 1u, memory_order_release);
     pthread_cond_broadcast(&team->start);
     pthread_mutex_unlock(&team->lock);
 
@@ -223,8 +299,9 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
 
     /* Every worker must leave this job before the pieces (the caller's
      * memory) go out of scope and before the next job is published. */
+    spin_until_idle(&team->busy_workers, team->spin_ns);
     pthread_mutex_lock(&team->lock);
-    while (team->busy_workers != 0)
+    while (atomic_load(&team->busy_workers) != 0)
         pthread_cond_wait(&team->done, &team->lock);
     team->pieces = NULL;
     team->piece_count = 0;

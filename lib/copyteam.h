@@ -13,10 +13,15 @@
 
 #include "curd.h"
 
-/* The engine splits host copies into pieces of this size for the team. */
+/* The engine splits host copies into pieces of this size for the team
+ * (the default; lib/tuning.h). */
 #define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
-/* Below this, waking the workers costs more than it saves. */
+/* Below this, waking the workers costs more than it saves (the default
+ * job size a team copies alone; lib/tuning.h). */
 #define CURDI_COPY_PARALLEL_MIN ((size_t)1024 * 1024)
+/* Workers a team may have, and how many it gets when not told. */
+#define CURDI_COPY_TEAM_MAX 32u
+#define CURDI_COPY_TEAM_AUTO_MAX 6u
 
 /* One host copy. The ranges of the pieces of one job must not overlap
  * each other's destinations (the team runs them in any order, at once). */
@@ -28,11 +33,25 @@ typedef struct curdi_copy_piece {
 
 typedef struct curdi_copy_team curdi_copy_team;
 
-/* Starts up to worker_count threads (0: a number from the processors
- * online, at most 6). Fewer may start if the system refuses; a team of
- * none still works (the caller copies alone). CURD_E_OUT_OF_MEMORY only
- * when the team itself cannot be allocated. */
-curd_status curdi_copy_team_create(unsigned worker_count,
+/* How a team works (lib/tuning.h gives the transfer room's). */
+typedef struct curdi_copy_team_config {
+    /* Threads to start (0: one per processor online but the caller's, at
+     * most CURDI_COPY_TEAM_AUTO_MAX; never more than CURDI_COPY_TEAM_MAX). */
+    unsigned worker_count;
+    /* Jobs of fewer bytes are copied by their caller alone. */
+    size_t parallel_min;
+    /* How long an idle worker, and a caller waiting for the workers to
+     * finish, poll before they sleep on a condition variable: a job that
+     * comes (or ends) within it starts (or returns) without a wake-up's
+     * latency, at the price of a busy core for that long. 0: sleep at
+     * once. */
+    uint64_t spin_ns;
+} curdi_copy_team_config;
+
+/* Starts the team's threads. Fewer may start if the system refuses; a
+ * team of none still works (the caller copies alone).
+ * CURD_E_OUT_OF_MEMORY only when the team itself cannot be allocated. */
+curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
                                    curdi_copy_team **out_team);
 /* Joins the workers. NULL-safe. */
 void curdi_copy_team_destroy(curdi_copy_team *team);

@@ -27,6 +27,7 @@
 struct curdi_resident_table;
 struct curdi_host_registry;
 struct curdi_fence_room;
+struct curdi_gather_room;
 struct curdi_transfer_room;
 struct curdi_program_room;
 struct curdi_dispatch_room;
@@ -70,6 +71,7 @@ struct curd_device {
     struct curdi_resident_table *resident;     /* resident.c */
     struct curdi_host_registry *host_registry; /* hostreg.c */
     struct curdi_fence_room *fence;            /* fence.c */
+    struct curdi_gather_room *gather;          /* gather.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
     struct curdi_program_room *program;        /* program.c */
     struct curdi_dispatch_room *dispatch;      /* dispatch.c */

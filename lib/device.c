@@ -25,6 +25,7 @@
 #include "dispatch.h"
 #include "driver.h"
 #include "fence.h"
+#include "gather.h"
 #include "hostreg.h"
 #include "memory.h"
 #include "program.h"
@@ -93,6 +94,7 @@ static const room rooms[] = {
     {curdi_resident_open, curdi_resident_close},
     {curdi_hostreg_open, curdi_hostreg_close},
     {curdi_fence_open, curdi_fence_close},
+    {curdi_gather_open, curdi_gather_close},
     {curdi_transfer_open, curdi_transfer_close},
     {curdi_program_open, curdi_program_close},
     {curdi_dispatch_open, curdi_dispatch_close},

@@ -36,11 +36,13 @@
 #include "core.h"
 #include "driver.h"
 #include "fence.h"
+#include "gather.h"
 #include "hostreg.h"
 #include "prepare.h"
 #include "resident.h"
 #include "staging.h"
 #include "status.h"
+#include "tuning.h"
 #include "xfer.h"
 
 /* ------------------------------------------------------------------------
@@ -48,9 +50,11 @@
  * ---------------------------------------------------------------------- */
 
 /* The room's state, behind curd_device.transfer: its counters (checked
- * before the work, added after it succeeded) and the copy team that splits
- * large host copies, started on the first transfer that needs it. */
+ * before the work, added after it succeeded), the engine's tuning (read
+ * from the environment at open, lib/tuning.h) and the copy team that
+ * splits large host copies, started on the first transfer that needs it. */
 struct curdi_transfer_room {
+    curdi_tuning tuning;
     _Atomic uint64_t h2d_bytes;
     _Atomic uint64_t d2h_bytes;
     _Atomic uint64_t copy_ops;
@@ -75,6 +79,7 @@ curd_status curdi_transfer_open(curd_device *device)
                           "could not initialise the transfer state's lock."
                           " Fix: free system resources.");
     }
+    curdi_tuning_from_env(&room->tuning);
     device->transfer = room;
     return CURD_OK;
 }
@@ -129,7 +134,11 @@ static curdi_copy_team *transfer_team(curd_device *device)
     pthread_mutex_lock(&room->team_lock);
     if (!room->team_tried) {
         room->team_tried = true;
-        if (curdi_copy_team_create(0, &room->team) != CURD_OK)
+        curdi_copy_team_config config = {
+            (unsigned)room->tuning.copy_threads,
+            (size_t)room->tuning.copy_parallel_min,
+            room->tuning.copy_spin_us * 1000u};
+        if (curdi_copy_team_create(&config, &room->team) != CURD_OK)
             room->team = NULL;
     }
     team = room->team;
@@ -201,6 +210,9 @@ typedef struct curdi_gpu_ops {
     const curdi_driver *driver;
     curdi_cu_stream stream;
     curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
+    /* Gathering plans: the kernels and the device staging area. */
+    curdi_gather_kernels kernels;
+    uint64_t stage_ptr;
 } curdi_gpu_ops;
 
 static curd_status gpu_copy(void *context, bool upload,
@@ -224,6 +236,29 @@ static curd_status gpu_copy(void *context, bool upload,
                                         : "cuMemcpyDtoHAsync",
                                  CURDI_DRIVER_FIX);
     return CURD_OK;
+}
+
+static curd_status gpu_gathered(void *context, bool upload,
+                                unsigned char *host, uint64_t byte_len,
+                                const curdi_xfer_piece *pieces, size_t count)
+{
+    curdi_gpu_ops *gpu = context;
+    curd_status status;
+    /* One stream: the kernel runs after the DMA up that fills the staging
+     * area, and before the DMA down that empties it; the next chunk's
+     * kernel or DMA waits for both. */
+    if (upload) {
+        status = gpu_copy(gpu, true, gpu->stage_ptr, host, byte_len);
+        if (status == CURD_OK)
+            status = curdi_gather_enqueue(&gpu->kernels, gpu->stream, false,
+                                          gpu->stage_ptr, pieces, count);
+        return status;
+    }
+    status = curdi_gather_enqueue(&gpu->kernels, gpu->stream, true,
+                                  gpu->stage_ptr, pieces, count);
+    if (status == CURD_OK)
+        status = gpu_copy(gpu, false, gpu->stage_ptr, host, byte_len);
+    return status;
 }
 
 static curd_status gpu_mark(void *context, unsigned slot)
@@ -284,34 +319,61 @@ static void stream_drain(const curdi_driver *driver,
         (void)curdi_driver_note(driver->cuStreamSynchronize(stream));
 }
 
+/* The items' plan, gathering where the tuning says so and the device can
+ * run the kernels (their module loads on the first plan that gathers;
+ * a driver that cannot JIT them leaves one DMA per span). Context
+ * current. */
+static curd_status transfer_plan(curd_device *device,
+                                 const curdi_xfer_item *items, size_t count,
+                                 curdi_xfer_plan *plan,
+                                 curdi_gather_kernels *kernels)
+{
+    const curdi_gather_policy *policy = &device->transfer->tuning.gather;
+    curd_status status;
+    if (policy->path == CURDI_PATH_DMA || curdi_gather_unavailable(device))
+        policy = NULL;
+    status = curdi_xfer_plan_build(items, count, policy, plan);
+    if (status != CURD_OK || !plan->gather)
+        return status;
+    status = curdi_gather_kernels_get(device, kernels);
+    if (status == CURD_OK)
+        return CURD_OK;
+    curdi_xfer_plan_free(plan);
+    if (status != CURD_E_PROGRAM)
+        return status;
+    return curdi_xfer_plan_build(items, count, NULL, plan);
+}
+
 /* Runs validated items whose buffers the caller holds marked: the device
  * entered, registrations marked, a plan, a stream (the upload stream when
  * after_uploads: a buffer has asynchronous uploads pending), staging, the
  * engine, the counters. */
 static curd_status transfer_run(curd_device *device, const char *what,
-                                      bool upload, curdi_xfer_item *items,
-                                      size_t count, bool after_uploads)
+                                bool upload, curdi_xfer_item *items,
+                                size_t count, bool after_uploads)
 {
+    const curdi_tuning *tuning = &device->transfer->tuning;
     const curdi_driver *driver;
     curdi_xfer_plan plan;
     curdi_gpu_ops gpu;
     curdi_transfer_counts counts;
     curdi_xfer_result result;
-    curdi_xfer_ops ops = {gpu_copy, gpu_mark, gpu_wait,
-                          gpu_finish, &gpu};
+    curdi_xfer_ops ops = {gpu_copy, gpu_gathered, gpu_mark,
+                          gpu_wait, gpu_finish, &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
-    uint64_t chunk_bytes = 0;
+    curdi_xfer_staging host_side;
     uint64_t chunk_count = 0;
-    unsigned slot_count = 0;
     unsigned slots_taken = 0;
     unsigned event_count = 0;
     bool pooled_stream = false;
     bool events_taken = false;
+    bool stage_taken = false;
     curd_status status;
 
     memset(&plan, 0, sizeof plan);
     memset(&gpu, 0, sizeof gpu);
+    memset(&host_side, 0, sizeof host_side);
 
     status = curdi_device_enter(device);
     if (status != CURD_OK)
@@ -320,14 +382,25 @@ static curd_status transfer_run(curd_device *device, const char *what,
     gpu.driver = driver;
     curdi_hostreg_use_items(device, items, count);
 
-    status = curdi_xfer_plan_build(items, count, &plan);
+    status = transfer_plan(device, items, count, &plan, &gpu.kernels);
     if (status != CURD_OK)
         goto done;
+    host_side.slots = slots;
+    host_side.piece_bytes = tuning->copy_piece_bytes;
     if (plan.stream_bytes > 0) {
-        chunk_bytes = curdi_xfer_chunk_bytes(plan.stream_bytes);
-        chunk_count = (plan.stream_bytes + chunk_bytes - 1u) / chunk_bytes;
-        slot_count = curdi_xfer_slot_count(chunk_count);
-        event_count = chunk_count > 1u ? slot_count : 0u;
+        host_side.chunk_bytes =
+            curdi_xfer_chunk_bytes(plan.stream_bytes, tuning->chunk_min_bytes,
+                                   tuning->chunk_max_bytes);
+        chunk_count = (plan.stream_bytes + host_side.chunk_bytes - 1u)
+                      / host_side.chunk_bytes;
+        /* Straight to registered memory there is nothing to stage. */
+        if (plan.gather_host == NULL)
+            host_side.slot_count =
+                curdi_xfer_slot_count(chunk_count, tuning->slots);
+        event_count = chunk_count > 1u ? host_side.slot_count : 0u;
+        host_side.streaming =
+            plan.stream_bytes >= (upload ? tuning->streaming_upload_min
+                                         : tuning->streaming_download_min);
     }
     memset(&counts, 0, sizeof counts);
     if (upload)
@@ -349,12 +422,24 @@ static curd_status transfer_run(curd_device *device, const char *what,
     /* The staging areas come through lib/staging.h like every staged
      * transfer's; the engine does its own copies into them, since they go
      * piece by piece and in parallel. */
-    for (; slots_taken < slot_count; slots_taken++) {
-        status = curdi_staging_acquire(device->pinned_pool, (size_t)chunk_bytes,
+    for (; slots_taken < host_side.slot_count; slots_taken++) {
+        status = curdi_staging_acquire(device->pinned_pool,
+                                       (size_t)host_side.chunk_bytes,
                                        &staging[slots_taken]);
         if (status != CURD_OK)
             goto done;
         slots[slots_taken] = staging[slots_taken].host;
+    }
+    if (plan.gather) {
+        /* One device staging area serves every chunk: the stream orders
+         * each chunk's kernel and DMA after the last chunk's. */
+        size_t class_bytes;
+        status = curdi_pool_acquire(device->device_pool,
+                                    (size_t)host_side.chunk_bytes,
+                                    &gpu.stage_ptr, &class_bytes);
+        if (status != CURD_OK)
+            goto done;
+        stage_taken = true;
     }
     if (event_count > 0) {
         status = curdi_events_acquire(device, gpu.events, event_count);
@@ -364,10 +449,9 @@ static curd_status transfer_run(curd_device *device, const char *what,
     }
 
     status = curdi_xfer_execute(
-        &plan, items, upload, slots, slot_count, chunk_bytes, &ops,
-        plan.stream_bytes >= CURDI_COPY_PARALLEL_MIN
-            ? transfer_team(device)
-            : NULL,
+        &plan, items, upload, &host_side, &ops,
+        plan.stream_bytes >= tuning->copy_parallel_min ? transfer_team(device)
+                                                       : NULL,
         &result);
     if (status != CURD_OK)
         stream_drain(driver, gpu.stream);
@@ -375,6 +459,8 @@ static curd_status transfer_run(curd_device *device, const char *what,
 done:
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
+    if (stage_taken)
+        (void)curdi_pool_release(device->device_pool, gpu.stage_ptr);
     for (unsigned index = 0; index < slots_taken; index++)
         (void)curdi_staging_release(&staging[index]);
     if (pooled_stream && gpu.stream != NULL)

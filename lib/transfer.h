@@ -6,8 +6,10 @@
  *    (into or out of pinned staging) between them. Pure.
  *  - lib/xfer.c: the plan and the engine. A batch's items become fused
  *    spans (lib/copyplan.c), each moved directly or through pipelined
- *    staging chunks; the engine reaches the device only through a small
- *    table of operations. Pure.
+ *    staging chunks, gathered on the device when many are small; the
+ *    engine reaches the device only through a small table of operations.
+ *    Pure, as is lib/tuning.c, its tunables from the environment.
+ *  - lib/gather.c: the gather and scatter kernels on a device.
  *  - lib/prepare.c: a call's validated items, their buffers marked in use.
  *  - lib/fence.c: the marks asynchronous uploads hold until a sync.
  *  - lib/transfer.c: the public entry points: the engine's driver side,

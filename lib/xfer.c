@@ -95,10 +95,99 @@ static void span_decide(curdi_xfer_span *span,
     }
 }
 
-/* Fills the plan's arrays from the fused spans (lib/copyplan.c). */
+bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
+                             size_t span_count, uint64_t span_bytes)
+{
+    if (policy == NULL || span_count == 0
+        || policy->path == CURDI_PATH_DMA)
+        return false;
+    if (policy->path == CURDI_PATH_GATHER)
+        return true;
+    return span_count >= policy->min_spans
+           && span_bytes / span_count <= policy->max_span_bytes;
+}
+
+/* Whether a span would move through the gathered stream: the staged ones,
+ * and direct ones small enough that one DMA each costs more than their
+ * share of a kernel (every direct one when gathering is forced). Spans
+ * moved item by item are large by definition and stay so. */
+static bool span_gatherable(const curdi_xfer_span *span,
+                            const curdi_gather_policy *policy)
+{
+    if (span->mode == CURDI_SPAN_STAGED)
+        return true;
+    return span->mode == CURDI_SPAN_DIRECT
+           && (policy->path == CURDI_PATH_GATHER
+               || span->byte_len <= policy->max_span_bytes);
+}
+
+/* Gathers the plan when the policy says so: its gatherable spans become
+ * staged ones, moved by the kernels. */
+static void plan_gather_decide(curdi_xfer_plan *plan,
+                               const curdi_gather_policy *policy)
+{
+    size_t candidates = 0;
+    uint64_t candidate_bytes = 0;
+    if (policy == NULL)
+        return;
+    for (size_t index = 0; index < plan->span_count; index++) {
+        if (!span_gatherable(&plan->spans[index], policy))
+            continue;
+        candidates++;
+        /* Each span lies in a checked buffer range; a wrap would only
+         * make the average look small, on a plan the stream layout then
+         * refuses as too long. */
+        candidate_bytes += plan->spans[index].byte_len;
+    }
+    if (!curdi_xfer_wants_gather(policy, candidates, candidate_bytes))
+        return;
+    for (size_t index = 0; index < plan->span_count; index++) {
+        curdi_xfer_span *span = &plan->spans[index];
+        if (!span_gatherable(span, policy))
+            continue;
+        span->mode = CURDI_SPAN_STAGED;
+        span->host = NULL;
+    }
+    plan->gather = true;
+}
+
+/* The host address of stream byte 0 when every staged item lies in one
+ * registered range where the stream's layout puts it (see xfer.h), else
+ * NULL. Every stream byte belongs to some item, so the run [result,
+ * result + stream_bytes) is the union of the items' host ranges, all
+ * inside that one range. */
+static unsigned char *plan_gather_host(const curdi_xfer_plan *plan,
+                                       const curdi_xfer_item *items)
+{
+    const curdi_xfer_item *first;
+    uintptr_t delta;
+    if (plan->staged_item_count == 0)
+        return NULL;
+    first = &items[plan->staged_items[0]];
+    /* host - stream offset, wrapping: the same for every item exactly
+     * when the stream maps onto the host by one shift. */
+    delta = (uintptr_t)first->host
+            - (uintptr_t)plan->item_stream_offset[plan->staged_items[0]];
+    if (first->registered_key == 0)
+        return NULL;
+    for (size_t index = 0; index < plan->staged_item_count; index++) {
+        size_t item = plan->staged_items[index];
+        if (items[item].registered_key != first->registered_key
+            || (uintptr_t)items[item].host
+                       - (uintptr_t)plan->item_stream_offset[item]
+                   != delta)
+            return NULL;
+    }
+    return (unsigned char *)delta;
+}
+
+/* Fills the plan's arrays from the fused spans (lib/copyplan.c): first
+ * each span's device side, member order and mode; then whether the plan
+ * gathers; then the stream that the staged spans make, back to back. */
 static curd_status plan_spans(curdi_xfer_plan *plan,
-                                    const curdi_xfer_item *items,
-                                    const curdi_copy_plan *fused)
+                              const curdi_xfer_item *items,
+                              const curdi_copy_plan *fused,
+                              const curdi_gather_policy *gather)
 {
     uint64_t stream = 0;
     for (size_t index = 0; index < plan->span_count; index++) {
@@ -106,12 +195,12 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
         const curdi_copy_span *source = &fused->spans[index];
         const size_t *members = &fused->members[source->first_member];
         const curdi_xfer_item *first = &items[members[0]];
-        uint64_t member_bytes = 0;
         curd_status status;
         span->first_member = source->first_member;
         span->member_count = source->member_count;
         span->byte_len = source->byte_len;
         span->stream_offset = 0;
+        span->member_bytes = 0;
         /* Members share the buffer, so its base: first's. */
         status = curdi_device_ptr_offset(first->device_base, source->offset,
                                          &span->device_ptr);
@@ -121,16 +210,23 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
          * against a buffer size; summing in u64 cannot wrap for real
          * batches, and a wrap would only pick staging over direct. */
         for (size_t member = 0; member < span->member_count; member++)
-            member_bytes += items[members[member]].byte_len;
-        if (member_bytes != span->byte_len && span->member_count > 1)
+            span->member_bytes += items[members[member]].byte_len;
+        if (span->member_bytes != span->byte_len && span->member_count > 1)
             /* Members overlap (their union is the span): where uploads
              * overlap the later item wins, so they go in item order. */
             qsort(&plan->members[span->first_member], span->member_count,
                   sizeof *plan->members, index_compare);
         span_decide(span, items, plan->members, source->offset,
-                          member_bytes);
+                    span->member_bytes);
+    }
+    plan_gather_decide(plan, gather);
+
+    for (size_t index = 0; index < plan->span_count; index++) {
+        curdi_xfer_span *span = &plan->spans[index];
+        const curdi_copy_span *source = &fused->spans[index];
+        const size_t *members = &fused->members[source->first_member];
         if (span->mode == CURDI_SPAN_DIRECT_ITEMS)
-            plan->dma_bytes += member_bytes;
+            plan->dma_bytes += span->member_bytes;
         else
             plan->dma_bytes += span->byte_len;
         if (span->mode != CURDI_SPAN_STAGED)
@@ -138,7 +234,8 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
         span->stream_offset = stream;
         /* stream <= fused->staging_bytes, which the planner checked. */
         stream += span->byte_len;
-        if (member_bytes != span->byte_len)
+        plan->staged_span_count++;
+        if (span->member_bytes != span->byte_len)
             plan->overlapping = true;
         /* In the fused order, so in (stream offset, item index) order. */
         for (size_t member = 0; member < span->member_count; member++) {
@@ -149,10 +246,15 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
         }
     }
     plan->stream_bytes = stream;
+    if (stream == 0)
+        plan->gather = false;
+    if (plan->gather)
+        plan->gather_host = plan_gather_host(plan, items);
     return CURD_OK;
 }
 
 curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
+                                  const curdi_gather_policy *gather,
                                   curdi_xfer_plan *out_plan)
 {
     curdi_xfer_plan plan;
@@ -213,7 +315,7 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
         memcpy(plan.members, fused.members, bytes);
     }
     plan.span_count = fused.span_count;
-    status = plan_spans(&plan, items, &fused);
+    status = plan_spans(&plan, items, &fused, gather);
     curdi_copyplan_free(&fused);
     if (status != CURD_OK) {
         curdi_xfer_plan_free(&plan);
@@ -223,26 +325,29 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
     return CURD_OK;
 }
 
-uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes)
+uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
+                                uint64_t max_bytes)
 {
-    const uint64_t min_chunk = (uint64_t)1 << 20;
-    const uint64_t max_chunk = (uint64_t)8 << 20;
-    const uint64_t granule = (uint64_t)64 << 10;
+    const uint64_t granule = 4096u;
     uint64_t chunk;
-    if (stream_bytes <= min_chunk)
+    if (stream_bytes <= min_bytes)
         return stream_bytes;
-    /* stream_bytes / 4 + granule cannot wrap. */
-    chunk = (stream_bytes / 4u + granule - 1u) / granule * granule;
-    if (chunk < min_chunk)
-        chunk = min_chunk;
-    if (chunk > max_chunk)
-        chunk = max_chunk;
+    /* A quarter, rounded up (so four chunks, not five, carry it); the sum
+     * cannot wrap. */
+    chunk = stream_bytes / 4u + (stream_bytes % 4u != 0);
+    chunk = (chunk + granule - 1u) / granule * granule;
+    if (chunk < min_bytes)
+        chunk = min_bytes;
+    if (chunk > max_bytes)
+        chunk = max_bytes;
     return chunk;
 }
 
-unsigned curdi_xfer_slot_count(uint64_t chunk_count)
+unsigned curdi_xfer_slot_count(uint64_t chunk_count, uint64_t max_slots)
 {
-    return chunk_count >= 3u ? 3u : (unsigned)chunk_count;
+    if (max_slots > CURDI_XFER_SLOTS_MAX)
+        max_slots = CURDI_XFER_SLOTS_MAX;
+    return (unsigned)(chunk_count < max_slots ? chunk_count : max_slots);
 }
 
 /* ------------------------------------------------------------------------
@@ -256,11 +361,14 @@ typedef struct curdi_engine {
     unsigned char *const *slots;
     unsigned slot_count;
     uint64_t chunk_bytes;
+    uint64_t piece_bytes;
+    bool streaming;
     const curdi_xfer_ops *ops;
     curdi_copy_team *team;
     curdi_xfer_result result;
     curdi_copy_piece *pieces; /* scratch for one chunk's host copies */
-    size_t piece_capacity;
+    /* Gathering plans: scratch for one chunk's device pieces. */
+    curdi_xfer_piece *chunk_pieces;
 } curdi_engine;
 
 /* A cursor over the staged items in stream order. With no overlaps the
@@ -298,9 +406,9 @@ static void engine_piece(curdi_engine *engine, unsigned char *dst,
                                size_t *count, bool whole)
 {
     while (byte_len > 0) {
-        uint64_t part = whole || byte_len <= CURDI_COPY_PIECE_BYTES
+        uint64_t part = whole || byte_len <= engine->piece_bytes
                             ? byte_len
-                            : CURDI_COPY_PIECE_BYTES;
+                            : engine->piece_bytes;
         curdi_copy_piece *piece = &engine->pieces[(*count)++];
         piece->dst = dst;
         piece->src = src;
@@ -395,24 +503,33 @@ static void engine_host_copy(curdi_engine *engine,
                                plan->overlapping);
     }
     curdi_copy_team_run(engine->team, engine->pieces, count,
-                        !engine->upload
-                            && plan->stream_bytes >= CURDI_XFER_STREAMING_MIN);
+                        engine->streaming);
 }
 
-/* DMAs of chunk `chunk` between slot `slot` and the spans' device bytes. */
-static curd_status engine_chunk_dmas(curdi_engine *engine,
-                                           size_t *span_cursor, uint64_t chunk,
-                                           unsigned slot)
+/* Moves chunk `chunk` between its host side (slot `slot`, or the
+ * registered memory of a plan that gathers straight there) and the
+ * spans' device bytes: one DMA per span piece, or, for a gathering plan,
+ * one gathered move of the whole chunk. */
+static curd_status engine_chunk_move(curdi_engine *engine,
+                                     size_t *span_cursor, uint64_t chunk,
+                                     unsigned slot)
 {
     const curdi_xfer_plan *plan = engine->plan;
     uint64_t chunk_start, chunk_end;
+    unsigned char *host;
+    size_t count = 0;
+    curd_status status;
     engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
+    /* gather_host + chunk_start lies inside the registered run of
+     * stream_bytes (xfer.h). */
+    host = plan->gather_host != NULL ? plan->gather_host + chunk_start
+                                     : engine->slots[slot];
     for (size_t index = *span_cursor; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
+        curdi_xfer_piece piece;
         uint64_t span_end;
         uint64_t from;
         uint64_t to;
-        curd_status status;
         if (span->mode != CURDI_SPAN_STAGED)
             continue;
         if (span->stream_offset >= chunk_end)
@@ -427,15 +544,30 @@ static curd_status engine_chunk_dmas(curdi_engine *engine,
         to = span_end < chunk_end ? span_end : chunk_end;
         /* device_ptr + (from - stream_offset) stays inside the span, which
          * lies inside a buffer whose range was checked. */
-        status = engine_copy(engine,
-                                   span->device_ptr
-                                       + (from - span->stream_offset),
-                                   engine->slots[slot] + (from - chunk_start),
-                                   to - from);
+        piece.device_ptr = span->device_ptr + (from - span->stream_offset);
+        piece.stage_offset = from - chunk_start;
+        piece.byte_len = to - from;
+        if (plan->gather) {
+            /* At most one piece per staged span in a chunk: the scratch
+             * holds staged_span_count of them. */
+            engine->chunk_pieces[count++] = piece;
+            continue;
+        }
+        status = engine_copy(engine, piece.device_ptr,
+                             host + piece.stage_offset, piece.byte_len);
         if (status != CURD_OK)
             return status;
     }
-    return CURD_OK;
+    if (!plan->gather)
+        return CURD_OK;
+    status = engine->ops->gathered(engine->ops->context, engine->upload, host,
+                                   chunk_end - chunk_start,
+                                   engine->chunk_pieces, count);
+    if (status == CURD_OK) {
+        engine->result.dma_ops++;
+        engine->result.dma_bytes += chunk_end - chunk_start;
+    }
+    return status;
 }
 
 static curd_status engine_direct(curdi_engine *engine)
@@ -476,6 +608,17 @@ static curd_status engine_staged(curdi_engine *engine)
     size_t span_cursor = 0;
     curd_status status;
 
+    if (plan->gather_host != NULL) {
+        /* No pinned staging and no host copies: the chunks go straight
+         * between the registered memory and the device staging, one after
+         * another on the device's queue. */
+        for (uint64_t chunk = 0; chunk < chunk_count; chunk++) {
+            status = engine_chunk_move(engine, &span_cursor, chunk, 0);
+            if (status != CURD_OK)
+                return status;
+        }
+        return CURD_OK;
+    }
     if (engine->upload) {
         for (uint64_t chunk = 0; chunk < chunk_count; chunk++) {
             unsigned slot = (unsigned)(chunk % slot_count);
@@ -486,7 +629,7 @@ static curd_status engine_staged(curdi_engine *engine)
                     return status;
             }
             engine_host_copy(engine, &fill_cursor, chunk, slot);
-            status = engine_chunk_dmas(engine, &span_cursor, chunk, slot);
+            status = engine_chunk_move(engine, &span_cursor, chunk, slot);
             if (status != CURD_OK)
                 return status;
             if (chunk + slot_count < chunk_count) {
@@ -508,7 +651,7 @@ static curd_status engine_staged(curdi_engine *engine)
         unsigned slot = (unsigned)(chunk % slot_count);
         while (issued < chunk_count && issued < chunk + slot_count) {
             unsigned issue_slot = (unsigned)(issued % slot_count);
-            status = engine_chunk_dmas(engine, &span_cursor, issued,
+            status = engine_chunk_move(engine, &span_cursor, issued,
                                              issue_slot);
             if (status != CURD_OK)
                 return status;
@@ -529,10 +672,48 @@ static curd_status engine_staged(curdi_engine *engine)
     return CURD_OK;
 }
 
+/* Checks that staging fits the plan and allocates the engine's scratch. */
+static curd_status engine_prepare(curdi_engine *engine)
+{
+    const curdi_xfer_plan *plan = engine->plan;
+    size_t capacity;
+    curd_status status;
+    if (plan->stream_bytes == 0)
+        return CURD_OK;
+    if (engine->chunk_bytes == 0
+        || (plan->gather_host == NULL
+            && (engine->slot_count == 0 || engine->piece_bytes == 0))
+        || (plan->gather && engine->ops->gathered == NULL))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "a staged transfer was started without staging"
+                          " slots, chunks or a gather operation. Fix: pass"
+                          " what the plan needs.");
+    if (plan->gather) {
+        status = curdi_xfer_alloc(plan->staged_span_count,
+                                  sizeof *engine->chunk_pieces, false,
+                                  (void **)&engine->chunk_pieces);
+        if (status != CURD_OK)
+            return status;
+    }
+    if (plan->gather_host != NULL)
+        return CURD_OK;
+    /* One piece per staged item, plus the cuts of one chunk. */
+    capacity = plan->staged_item_count + 1u;
+    if (!plan->overlapping
+        && !curdi_size_add(capacity,
+                           (size_t)(engine->chunk_bytes / engine->piece_bytes)
+                               + 1u,
+                           &capacity))
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "a transfer's copy pieces overflow. Fix: split"
+                          " the batch.");
+    return curdi_xfer_alloc(capacity, sizeof *engine->pieces, false,
+                            (void **)&engine->pieces);
+}
+
 curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
                                const curdi_xfer_item *items, bool upload,
-                               unsigned char *const *slots,
-                               unsigned slot_count, uint64_t chunk_bytes,
+                               const curdi_xfer_staging *staging,
                                const curdi_xfer_ops *ops,
                                curdi_copy_team *team,
                                curdi_xfer_result *out_result)
@@ -543,36 +724,17 @@ curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
     engine.plan = plan;
     engine.items = items;
     engine.upload = upload;
-    engine.slots = slots;
-    engine.slot_count = slot_count;
-    engine.chunk_bytes = chunk_bytes;
+    engine.slots = staging->slots;
+    engine.slot_count = staging->slot_count;
+    engine.chunk_bytes = staging->chunk_bytes;
+    engine.piece_bytes = staging->piece_bytes;
+    engine.streaming = staging->streaming;
     engine.ops = ops;
     engine.team = team;
 
-    if (plan->stream_bytes > 0) {
-        size_t capacity;
-        if (slot_count == 0 || chunk_bytes == 0)
-            return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                              "a staged transfer was started without staging"
-                              " slots. Fix: pass slots of chunk_bytes each.");
-        /* One piece per staged item, plus the cuts of one chunk. */
-        capacity = plan->staged_item_count + 1u;
-        if (!plan->overlapping
-            && !curdi_size_add(capacity,
-                               (size_t)(chunk_bytes / CURDI_COPY_PIECE_BYTES)
-                                   + 1u,
-                               &capacity))
-            return curdi_fail(CURD_E_OVERFLOW,
-                              "a transfer's copy pieces overflow. Fix: split"
-                              " the batch.");
-        status = curdi_xfer_alloc(capacity, sizeof *engine.pieces, false,
-                                  (void **)&engine.pieces);
-        if (status != CURD_OK)
-            return status;
-        engine.piece_capacity = capacity;
-    }
-
-    status = engine_direct(&engine);
+    status = engine_prepare(&engine);
+    if (status == CURD_OK)
+        status = engine_direct(&engine);
     if (status == CURD_OK && plan->stream_bytes > 0)
         status = engine_staged(&engine);
     if (status == CURD_OK && engine.result.dma_ops > 0) {
@@ -580,14 +742,16 @@ curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
         if (status == CURD_OK)
             engine.result.fences++;
     }
-    if (status == CURD_OK && !upload && plan->stream_bytes > 0) {
+    if (status == CURD_OK && !upload && plan->stream_bytes > 0
+        && plan->gather_host == NULL) {
         uint64_t chunk_count =
-            (plan->stream_bytes + chunk_bytes - 1u) / chunk_bytes;
+            (plan->stream_bytes + engine.chunk_bytes - 1u) / engine.chunk_bytes;
         curdi_item_cursor cursor = {0};
         engine_host_copy(&engine, &cursor, chunk_count - 1u,
-                               (unsigned)((chunk_count - 1u) % slot_count));
+                         (unsigned)((chunk_count - 1u) % engine.slot_count));
     }
     free(engine.pieces);
+    free(engine.chunk_pieces);
     if (status == CURD_OK && out_result != NULL)
         *out_result = engine.result;
     return status;

@@ -3,8 +3,11 @@
  * A batch's validated items become fused spans (lib/copyplan.c); each span
  * is moved either directly (its host side is one registered range) or
  * through a staging stream that is cut into chunks and pipelined: the host
- * copy of one chunk overlaps the DMA of another. The engine reaches the
- * device only through a small table of operations (copy, mark, wait,
+ * copy of one chunk overlaps the DMA of another. Many small spans are
+ * gathered: on the device side too the stream is one contiguous staging
+ * area, which a kernel packs or unpacks (lib/gather.h), so each chunk is
+ * one DMA however many spans it holds. The engine reaches the device only
+ * through a small table of operations (copy, gathered, mark, wait,
  * finish), which lib/transfer.c fills with driver calls and
  * tests/test-transfer.c with a deferred-DMA stand-in. */
 #ifndef CURD_LIB_XFER_H
@@ -16,6 +19,7 @@
 
 #include "copyteam.h"
 #include "curd.h"
+#include "tuning.h"
 
 /* malloc (or calloc when zeroed) of count elements, the product checked;
  * NULL for count 0. CURD_E_OVERFLOW or CURD_E_OUT_OF_MEMORY, with a
@@ -56,6 +60,7 @@ typedef struct curdi_xfer_span {
     uint64_t byte_len;
     uint64_t stream_offset; /* CURDI_SPAN_STAGED: where it starts */
     unsigned char *host;    /* CURDI_SPAN_DIRECT: host side's first byte */
+    uint64_t member_bytes;  /* its items' lengths summed */
     uint32_t mode;          /* curdi_span_mode */
     size_t first_member;    /* into plan.members */
     size_t member_count;
@@ -76,48 +81,82 @@ typedef struct curdi_xfer_plan {
     /* Items of staged spans, ordered by (stream offset, item index). */
     size_t *staged_items;
     size_t staged_item_count;
+    size_t staged_span_count;
     uint64_t stream_bytes; /* bytes through staging */
     uint64_t dma_bytes;    /* bytes that cross the bus (spans' total) */
     /* Two staged items share bytes: an upload then copies its items into
      * staging one after another in item order, so the later item wins. */
     bool overlapping;
+    /* The staged spans' device side is one contiguous device staging
+     * area, chunk by chunk: a kernel packs the spans into it before the
+     * chunk's one DMA down (gather), or places them from it after the
+     * chunk's one DMA up (scatter), instead of one DMA per span. Spans
+     * never share device bytes (overlapping items fuse into one span), so
+     * the kernel's writes never race; where uploads overlap, the host
+     * copies into the stream already let the later item win. */
+    bool gather;
+    /* When gathering and every staged item lies in one registered range
+     * laid out exactly as the stream (host - stream offset the same for
+     * all): the host address of stream byte 0. The chunks' DMAs then go
+     * straight between it and the device staging, with no pinned staging
+     * and no host copy. NULL otherwise. */
+    unsigned char *gather_host;
 } curdi_xfer_plan;
 
 /* Builds the plan of count validated items. A span is direct when its
  * host side is registered and either is one contiguous run (items adjacent
  * on both sides, in the same order) or its items average at least
- * CURDI_DIRECT_ITEM_MIN_BYTES. CURD_E_OUT_OF_MEMORY or CURD_E_OVERFLOW. */
+ * CURDI_DIRECT_ITEM_MIN_BYTES. With gather (NULL: never, as when the
+ * device cannot run the kernels), the staged stream is gathered when the
+ * policy says so (curdi_xfer_wants_gather); small direct spans then join
+ * the stream, since one DMA for all of them beats one each.
+ * CURD_E_OUT_OF_MEMORY or CURD_E_OVERFLOW. */
 #define CURDI_DIRECT_ITEM_MIN_BYTES ((uint64_t)256 * 1024)
 curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
+                                  const curdi_gather_policy *gather,
                                   curdi_xfer_plan *out_plan);
 void curdi_xfer_plan_free(curdi_xfer_plan *plan);
 
+/* The crossover (pure, for the planner and its tests): whether spans of
+ * span_bytes in total, span_count of them, are gathered under policy.
+ * CURDI_PATH_GATHER: whenever there is one; CURDI_PATH_DMA: never; auto:
+ * at least min_spans of them averaging at most max_span_bytes. */
+bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
+                             size_t span_count, uint64_t span_bytes);
+
 /* The chunk size the engine pipelines stream_bytes in: the whole stream
- * up to 1 MiB, else a quarter of it rounded up to 64 KiB, between 1 MiB
- * and 8 MiB. */
-uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes);
-/* A download that stages at least this many bytes writes caller memory
- * with curdi_copy_streaming (lib/copyteam.h): measured on an H100 host,
- * a 256 MiB download into malloc memory went from ~8 ms to ~5.2 ms (the
- * 6 copy threads' plain memcpy out of staging was the bottleneck, at
- * ~32 GB/s against the DMA's 55 GB/s). Smaller downloads keep memcpy,
- * which leaves the bytes in cache for the caller. Uploads keep memcpy
- * too: staging that a DMA reads next is better written through the
- * cache (streaming stores made the 256 MiB upload slower there). */
-#define CURDI_XFER_STREAMING_MIN ((uint64_t)16 << 20)
-/* Staging slots the engine cycles through for chunk_count chunks (1 to
- * CURDI_XFER_SLOTS_MAX). */
-#define CURDI_XFER_SLOTS_MAX 3u
-unsigned curdi_xfer_slot_count(uint64_t chunk_count);
+ * up to min_bytes, else a quarter of it rounded up to 4 KiB, kept between
+ * min_bytes and max_bytes. */
+uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
+                                uint64_t max_bytes);
+/* Staging slots the engine cycles through for chunk_count chunks: at most
+ * max_slots (itself at most CURDI_XFER_SLOTS_MAX). */
+#define CURDI_XFER_SLOTS_MAX CURDI_STAGING_SLOTS_MAX
+unsigned curdi_xfer_slot_count(uint64_t chunk_count, uint64_t max_slots);
 
 /* ------------------------------------------------------------------------
  * The engine (pure: reaches the device through ops).
  * ---------------------------------------------------------------------- */
 
+/* One piece of a chunk: device bytes and where they sit in the chunk. */
+typedef struct curdi_xfer_piece {
+    uint64_t device_ptr;
+    uint64_t stage_offset; /* from the chunk's first byte */
+    uint64_t byte_len;
+} curdi_xfer_piece;
+
 typedef struct curdi_xfer_ops {
     /* Enqueues one DMA: host -> device when upload, else device -> host. */
     curd_status (*copy)(void *context, bool upload, uint64_t device_ptr,
                         unsigned char *host, uint64_t byte_len);
+    /* Gathering plans only (may be NULL otherwise): moves one chunk,
+     * host[0, byte_len), through the device staging in one DMA. An upload
+     * DMAs the chunk up, then a kernel places the pieces; a download has
+     * the kernel pack the pieces first, then DMAs the chunk down. pieces
+     * come in stage_offset order, back to back from 0 to byte_len. */
+    curd_status (*gathered)(void *context, bool upload, unsigned char *host,
+                            uint64_t byte_len, const curdi_xfer_piece *pieces,
+                            size_t count);
     /* Marks the point after the DMAs enqueued so far that touch staging
      * slot `slot`, so a later wait(slot) returns once they are done. */
     curd_status (*mark)(void *context, unsigned slot);
@@ -128,20 +167,28 @@ typedef struct curdi_xfer_ops {
 } curdi_xfer_ops;
 
 typedef struct curdi_xfer_result {
-    uint64_t dma_ops;   /* copy calls made */
+    uint64_t dma_ops;   /* copy calls made, and one per gathered chunk */
     uint64_t dma_bytes; /* bytes they moved */
     uint64_t fences;    /* finish calls made: 1, or 0 when nothing moved */
 } curdi_xfer_result;
 
-/* Moves the plan's bytes. slots are slot_count staging areas of at least
- * chunk_bytes each (only needed when plan->stream_bytes > 0). On success
- * every byte has arrived and finish was called once; on failure the
- * caller must drain whatever was enqueued before reusing the slots.
- * team may be NULL. */
+/* The host side of a plan's stream. */
+typedef struct curdi_xfer_staging {
+    /* slot_count pinned areas of at least chunk_bytes each (none when
+     * stream_bytes is 0 or the plan gathers straight to gather_host). */
+    unsigned char *const *slots;
+    unsigned slot_count;
+    uint64_t chunk_bytes;
+    uint64_t piece_bytes;  /* host copies are cut into pieces this long */
+    bool streaming;        /* host copies use curdi_copy_streaming */
+} curdi_xfer_staging;
+
+/* Moves the plan's bytes. On success every byte has arrived and finish
+ * was called once; on failure the caller must drain whatever was
+ * enqueued before reusing the slots. team may be NULL. */
 curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
                                const curdi_xfer_item *items, bool upload,
-                               unsigned char *const *slots,
-                               unsigned slot_count, uint64_t chunk_bytes,
+                               const curdi_xfer_staging *staging,
                                const curdi_xfer_ops *ops,
                                curdi_copy_team *team,
                                curdi_xfer_result *out_result);

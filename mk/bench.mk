@@ -33,8 +33,10 @@ BENCH_SMOKE_ENV := CURD_LIBCUDA=$(abspath $(FAKE_CUDA)) FAKE_CUDA_MEMORY=2147483
 bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE_CUDA)
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/tools/curd-bench --quick --samples=2 \
 	    --csv=$(BUILD)/bench-smoke.csv --json=$(BUILD)/bench-smoke.json >/dev/null
+	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/tools/curd-bench --quick --samples=2 \
+	    --scenario=tune >/dev/null
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/bench/curd-bench-internal --quick --samples=2 >/dev/null
-	@echo "curd-bench and curd-bench-internal ran every scenario on the stand-in driver"
+	@echo "curd-bench (tune/ included) and curd-bench-internal ran every scenario on the stand-in driver"
 
 # PNG charts of curd-bench's CSV (curd-bench --csv=FILE), plus any peers'
 # rows (bench/peers/measure.py) given in BENCH_CSV too; gnuplot comes from

@@ -12,6 +12,10 @@
  *    are untouched outside the ranges named (and, for a batch that fits
  *    one staging chunk, untouched entirely: its bytes are copied out only
  *    after the fence).
+ * The batches run both ways the engine moves scattered ranges: a DMA per
+ * span, and the gather and scatter kernels (forced by CURD_TRANSFER_PATH
+ * when the fixture's device opens), whose module load is swept on a fresh
+ * device of its own.
  * Needs a GPU (or the stand-in driver); skips with the reason otherwise. */
 #include <glib.h>
 #include <stdbool.h>
@@ -36,11 +40,15 @@ typedef struct fixture {
     bool registered;       /* host[0, host_len/2) is registered */
 } fixture;
 
-static bool fixture_open(fixture *f, size_t a_len, size_t b_len,
-                         bool register_half)
+/* path: CURD_TRANSFER_PATH while the device opens (NULL: the default). */
+static bool fixture_open_on(fixture *f, size_t a_len, size_t b_len,
+                            bool register_half, const char *path)
 {
     memset(f, 0, sizeof *f);
+    if (path != NULL)
+        g_setenv("CURD_TRANSFER_PATH", path, TRUE);
     f->device = curd_test_gpu_open();
+    g_unsetenv("CURD_TRANSFER_PATH");
     if (f->device == NULL)
         return false;
     f->a_len = a_len;
@@ -74,6 +82,12 @@ static bool fixture_open(fixture *f, size_t a_len, size_t b_len,
         }
     }
     return true;
+}
+
+static bool fixture_open(fixture *f, size_t a_len, size_t b_len,
+                         bool register_half)
+{
+    return fixture_open_on(f, a_len, b_len, register_half, NULL);
 }
 
 static void fixture_close(fixture *f)
@@ -324,6 +338,150 @@ static void test_each_failing_call_of_a_pipelined_and_direct_download_batch(void
 }
 
 /* ------------------------------------------------------------------------
+ * Gathered batches: the kernels, the device staging, one DMA per chunk
+ * ---------------------------------------------------------------------- */
+
+/* Scattered pieces of a and b, two overlapping (the later wins) and one
+ * empty: five spans; sources and destinations apart in the caller's
+ * memory. */
+static const batch_layout scattered_layout = {
+    7, {0, 0, 1, 0, 1, 0, 1}, {0, 1500, 17, 3000, 2000, 1600, 0},
+    {1000, 300, 900, 96, 1000, 500, 0}, {0, 1100, 1500, 2500, 2700, 3800, 0}};
+
+/* Loads the kernels before a sweep (the fixture's own whole-buffer
+ * transfers, gathered too, have loaded them already), so that it fails
+ * the calls every gathered transfer makes; the load's own are swept
+ * below. */
+static void warm_the_kernels(fixture *f)
+{
+    download_context d = {scattered_layout, true};
+    fixture_reset(f);
+    g_assert_cmpint(download_op(f, &d), ==, CURD_OK);
+}
+
+static void test_each_failing_call_of_a_gathered_batch(void)
+{
+    fixture f;
+    batch_layout l = scattered_layout;
+    /* One chunk: a download's bytes reach the caller only after the
+     * fence. */
+    download_context d = {scattered_layout, true};
+    if (!fixture_open_on(&f, SMALL, SMALL, false, "gather"))
+        return;
+    warm_the_kernels(&f);
+    g_assert_cmpuint(sweep(&f, upload_op, upload_check, &l), >=, 4);
+    g_assert_cmpuint(sweep(&f, download_op, download_check, &d), >=, 4);
+    fixture_close(&f);
+}
+
+static void test_each_failing_call_of_a_pipelined_gathered_batch(void)
+{
+    fixture f;
+    /* Several chunks (slots, events, the copy team) through the kernels,
+     * a span cut at every chunk boundary. */
+    batch_layout l = {3, {0, 1, 0}, {5, 100, LARGE - 1000},
+                      {LARGE - 3000, 2000, 1000}, {0, LARGE, LARGE + 2000}};
+    download_context d = {l, false};
+    if (!fixture_open_on(&f, LARGE, SMALL, false, "gather"))
+        return;
+    warm_the_kernels(&f);
+    g_assert_cmpuint(sweep(&f, upload_op, upload_check, &l), >=, 6);
+    g_assert_cmpuint(sweep(&f, download_op, download_check, &d), >=, 6);
+    fixture_close(&f);
+}
+
+static void test_each_failing_call_of_a_gather_straight_to_registered_memory(void)
+{
+    fixture f;
+    /* Pieces of a read into the registered half, laid out as the stream:
+     * one DMA straight between it and the device staging. */
+    download_context d = {{3, {0, 0, 0}, {0, 2000, 3100},
+                           {1000, 1000, 900}, {0, 1000, 2000}},
+                          false};
+    if (!fixture_open_on(&f, SMALL, SMALL, true, "gather"))
+        return;
+    if (!f.registered) {
+        g_test_skip("the driver cannot register host memory");
+        fixture_close(&f);
+        return;
+    }
+    warm_the_kernels(&f);
+    g_assert_cmpuint(sweep(&f, download_op, download_check, &d), >=, 3);
+    g_assert_cmpuint(sweep(&f, upload_op, upload_check, &d.layout), >=, 3);
+    fixture_close(&f);
+}
+
+/* The module's load, each of its driver calls failing in turn on a device
+ * of its own: the batch fails whole (nothing counted, nothing moved), and
+ * the next one loads the kernels and succeeds. The planner's own choice
+ * gathers the scattered batch (five small spans) while the fixture's
+ * whole-buffer transfers, one span each, leave the module unloaded. */
+static void test_each_failing_call_of_the_kernels_first_load(void)
+{
+    static const char *const entries[] = {"cuModuleLoadDataEx",
+                                          "cuModuleGetFunction"};
+    for (size_t e = 0; e < G_N_ELEMENTS(entries); e++) {
+        for (unsigned fail_at = 1;; fail_at++) {
+            fixture f;
+            download_context d = {scattered_layout, true};
+            transfer_test_snapshot before;
+            curd_status status;
+            gboolean fired;
+            if (!fixture_open(&f, SMALL, SMALL, false))
+                return;
+            fixture_reset(&f);
+            before = transfer_test_take(f.device);
+            curd_test_faults_begin(fail_at, CU_ERROR_UNKNOWN, entries[e]);
+            status = download_op(&f, &d);
+            fired = curd_test_faults_fired();
+            (void)curd_test_faults_end();
+            download_check(&f, status, &before, &d);
+            if (fired) {
+                g_assert_cmpint(status, !=, CURD_OK);
+                g_assert_nonnull(strstr(curd_last_error(), "Fix: "));
+                fixture_reset(&f);
+                before = transfer_test_take(f.device);
+                download_check(&f, download_op(&f, &d), &before, &d);
+            }
+            fixture_close(&f);
+            if (!fired) {
+                g_assert_cmpint(status, ==, CURD_OK);
+                g_assert_cmpuint(fail_at, >, 1);
+                break;
+            }
+        }
+    }
+}
+
+/* A driver that cannot JIT the kernels' PTX: the batch the planner
+ * would gather still succeeds, one DMA per span, and the device never
+ * tries the load again. */
+static void test_a_driver_that_cannot_jit_the_kernels_leaves_dmas(void)
+{
+    enum { CU_ERROR_INVALID_PTX = 218 };
+    fixture f;
+    download_context d = {scattered_layout, true};
+    transfer_test_snapshot before, after;
+    if (!fixture_open(&f, SMALL, SMALL, false))
+        return;
+    for (int run = 0; run < 2; run++) {
+        fixture_reset(&f);
+        before = transfer_test_take(f.device);
+        /* The first load fails as a driver without a JIT fails it; the
+         * second run counts the loads it tries: none. */
+        curd_test_faults_begin(run == 0 ? 1 : 0, CU_ERROR_INVALID_PTX,
+                               "cuModuleLoadDataEx");
+        g_assert_cmpint(download_op(&f, &d), ==, CURD_OK);
+        g_assert_cmpuint(curd_test_faults_end(), ==, run == 0 ? 1 : 0);
+        after = transfer_test_take(f.device);
+        download_check(&f, CURD_OK, &before, &d);
+        /* Five spans (two of the pieces of a overlap), one DMA each. */
+        g_assert_cmpuint(after.copy_ops - before.copy_ops, ==, 5);
+    }
+    fixture_close(&f);
+}
+
+/* ------------------------------------------------------------------------
  * Fills, allocations, asynchronous uploads
  * ---------------------------------------------------------------------- */
 
@@ -453,6 +611,16 @@ static const transfer_test_case cases[] = {
      test_each_failing_call_of_a_small_download_batch},
     {"each-failing-call-of-a-pipelined-and-direct-download-batch",
      test_each_failing_call_of_a_pipelined_and_direct_download_batch},
+    {"each-failing-call-of-a-gathered-batch",
+     test_each_failing_call_of_a_gathered_batch},
+    {"each-failing-call-of-a-pipelined-gathered-batch",
+     test_each_failing_call_of_a_pipelined_gathered_batch},
+    {"each-failing-call-of-a-gather-straight-to-registered-memory",
+     test_each_failing_call_of_a_gather_straight_to_registered_memory},
+    {"each-failing-call-of-the-kernels-first-load",
+     test_each_failing_call_of_the_kernels_first_load},
+    {"a-driver-that-cannot-jit-the-kernels-leaves-dmas",
+     test_a_driver_that_cannot_jit_the_kernels_leaves_dmas},
     {"each-failing-call-of-a-fill",
      test_each_failing_call_of_a_fill},
     {"each-failing-call-of-a-buffer-allocation",

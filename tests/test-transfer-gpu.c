@@ -166,48 +166,6 @@ static void test_ranges_at_random_offsets_match_a_host_model(void)
 
 #define BATCH_BUFFERS 3
 
-typedef struct interval {
-    size_t start;
-    size_t end;
-} interval;
-
-static int interval_compare(const void *a, const void *b)
-{
-    const interval *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
-}
-
-/* Bytes of the union of the items' device ranges, per buffer, summed: what
- * a fused staged batch moves over the bus. */
-static uint64_t union_bytes(const curd_buffer *buffers, size_t buffer_count,
-                            const curd_buffer *item_buffers,
-                            const size_t *offsets, const size_t *lens,
-                            size_t count)
-{
-    uint64_t total = 0;
-    interval *spans = g_new(interval, count + 1);
-    for (size_t b = 0; b < buffer_count; b++) {
-        size_t used = 0;
-        for (size_t i = 0; i < count; i++)
-            if (item_buffers[i].id == buffers[b].id && lens[i] > 0)
-                spans[used++] = (interval){offsets[i], offsets[i] + lens[i]};
-        qsort(spans, used, sizeof *spans, interval_compare);
-        size_t start = 0, end = 0;
-        for (size_t i = 0; i < used; i++) {
-            if (i == 0 || spans[i].start > end) {
-                total += end - start;
-                start = spans[i].start;
-                end = spans[i].end;
-            } else if (spans[i].end > end) {
-                end = spans[i].end;
-            }
-        }
-        total += end - start;
-    }
-    g_free(spans);
-    return total;
-}
-
 /* Random items over the buffers: runs of adjacent, overlapping or
  * scattered ranges, some empty. */
 static void random_ranges(const size_t *sizes, size_t count, size_t max_len,
@@ -284,8 +242,8 @@ static void batch_round(curd_device *device, size_t max_items, size_t max_size,
     before = transfer_test_take(device);
     g_assert_cmpint(curd_upload_batch(device, ups, count), ==, CURD_OK);
     after = transfer_test_take(device);
-    uint64_t moved = union_bytes(buffers, BATCH_BUFFERS, item_buffers, offsets,
-                                 lens, count);
+    uint64_t moved = transfer_test_union(buffers, BATCH_BUFFERS, item_buffers,
+                                         offsets, lens, count, NULL);
     g_assert_cmpuint(after.h2d_bytes - before.h2d_bytes, ==, moved);
     g_assert_cmpuint(after.fences - before.fences, ==, moved > 0 ? 1 : 0);
     g_assert_cmpuint(after.d2h_bytes, ==, before.d2h_bytes);

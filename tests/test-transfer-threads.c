@@ -4,7 +4,9 @@
  * Runs on the stand-in libcuda built beside the program, so it needs no
  * GPU and TSan sees every lock of curd: the resident table, the transfer
  * room (registrations, pending uploads, events), the stream pool, the
- * pools, and the copy team splitting large copies between its threads.
+ * pools, the copy team splitting large copies between its threads (which
+ * poll between jobs here), and the gather kernels' module, which the
+ * threads' first scattered reads load at once.
  * Every byte is checked: each thread owns its buffers and host memory, and
  * a shared buffer is only read. */
 #include <glib.h>
@@ -55,6 +57,7 @@ static gpointer worker_run(gpointer data)
         WORKER_CALL(w, curd_host_register(w->device, w->src, w->len));
     for (unsigned round = 0; round < ROUNDS; round++) {
         curd_download reads[4];
+        curd_download scattered[8];
         size_t quarter = w->shared_len / 4;
         /* Whole round trip, through staging or straight from registered
          * memory, large enough on some threads for the copy team. */
@@ -74,6 +77,18 @@ static gpointer worker_run(gpointer data)
             worker_fail(w, "shared read compare", CURD_OK);
             return NULL;
         }
+        /* Scattered reads of it: eight small spans, gathered on the
+         * device. */
+        for (size_t i = 0; i < 8; i++)
+            scattered[i] = (curd_download){w->shared, i * 2000, 1000,
+                                           w->dst + i * 1000, 1000};
+        WORKER_CALL(w, curd_download_batch(w->device, scattered, 8));
+        for (size_t i = 0; i < 8; i++)
+            if (memcmp(w->dst + i * 1000, w->shared_bytes + i * 2000, 1000) !=
+                0) {
+                worker_fail(w, "scattered read compare", CURD_OK);
+                return NULL;
+            }
         /* An asynchronous upload, a fill ordered after it, a sync. */
         WORKER_CALL(w, curd_buffer_upload_async(w->device, buffer, 0, w->src,
                                                 w->len));
@@ -110,7 +125,11 @@ static void set_up_fake_driver(void)
 
 static void test_transfers_from_many_threads_keep_every_byte(void)
 {
-    curd_device *device = curd_test_gpu_open();
+    curd_device *device;
+    /* The copy threads poll 100 us before they sleep. */
+    g_setenv("CURD_COPY_SPIN_US", "100", TRUE);
+    device = curd_test_gpu_open();
+    g_unsetenv("CURD_COPY_SPIN_US");
     if (device == NULL)
         return;
     worker workers[THREADS];
@@ -182,7 +201,10 @@ static void test_copy_team_shared_by_concurrent_callers(void)
     curdi_copy_team *team = NULL;
     team_caller callers[4];
     GThread *threads[4];
-    g_assert_cmpint(curdi_copy_team_create(3, &team), ==, CURD_OK);
+    /* The workers poll before they sleep: the hand-over without the lock
+     * is what ThreadSanitizer should see. */
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 500000};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     for (int i = 0; i < 4; i++) {
         callers[i] = (team_caller){team, g_malloc(2u << 20), g_malloc(2u << 20),
                                    2u << 20, 0};

@@ -8,7 +8,10 @@
  * waiting for the DMA that reads it, or copied a download out of a slot
  * before its DMA ran, gives wrong bytes here, as it would on a GPU. Every
  * result is compared byte by byte with a reference model that applies the
- * items one after another. The GPU half is test-transfer-gpu.c. */
+ * items one after another. Gathered chunks are deferred the same way: the
+ * kernel that packs or places a chunk's pieces runs in queue order with
+ * the DMAs, on one device staging area. The GPU half is
+ * test-transfer-gpu.c and test-gather.c. */
 #include <glib.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +25,15 @@
  * A deferred-DMA device
  * ---------------------------------------------------------------------- */
 
+/* One queued operation: a DMA, or a gathered chunk's kernel (pieces set:
+ * upload places them from the staging area, a download packs them). */
 typedef struct fake_dma {
     bool upload;
     uint64_t device_ptr;
     unsigned char *host;
     uint64_t byte_len;
+    curdi_xfer_piece *pieces;
+    size_t piece_count;
 } fake_dma;
 
 typedef struct fake_device {
@@ -38,17 +45,32 @@ typedef struct fake_device {
     unsigned copies;
     unsigned calls;   /* every op, for fault injection */
     unsigned fail_at; /* 0: never */
-    uint64_t slot_poison_len;
-    unsigned char *const *slots;
-    unsigned slot_count;
+    unsigned gathers;  /* gathered chunks */
+    unsigned char *stage; /* the device staging area of gathered chunks */
+    uint64_t stage_len;
 } fake_device;
+
+static void fake_run_kernel(const fake_device *fake, const fake_dma *kernel)
+{
+    for (size_t i = 0; i < kernel->piece_count; i++) {
+        const curdi_xfer_piece *piece = &kernel->pieces[i];
+        void *device = (void *)(uintptr_t)piece->device_ptr;
+        unsigned char *staged = fake->stage + piece->stage_offset;
+        if (kernel->upload)
+            memcpy(device, staged, (size_t)piece->byte_len);
+        else
+            memcpy(staged, device, (size_t)piece->byte_len);
+    }
+}
 
 static void fake_run_until(fake_device *fake, size_t end)
 {
     for (; fake->ran < end; fake->ran++) {
         fake_dma *dma = &g_array_index(fake->queue, fake_dma, fake->ran);
         void *device = (void *)(uintptr_t)dma->device_ptr;
-        if (dma->upload)
+        if (dma->pieces != NULL)
+            fake_run_kernel(fake, dma);
+        else if (dma->upload)
             memcpy(device, dma->host, (size_t)dma->byte_len);
         else
             memcpy(dma->host, device, (size_t)dma->byte_len);
@@ -67,12 +89,47 @@ static curd_status fake_copy(void *context, bool upload, uint64_t device_ptr,
                              unsigned char *host, uint64_t byte_len)
 {
     fake_device *fake = context;
-    fake_dma dma = {upload, device_ptr, host, byte_len};
+    fake_dma dma = {upload, device_ptr, host, byte_len, NULL, 0};
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
     g_assert_cmpuint(byte_len, >, 0);
     g_array_append_val(fake->queue, dma);
     fake->copies++;
+    return CURD_OK;
+}
+
+/* A gathered chunk: the DMA and the kernel, in the order a GPU stream
+ * runs them, each a queued operation (and each a fault point). */
+static curd_status fake_gathered(void *context, bool upload,
+                                 unsigned char *host, uint64_t byte_len,
+                                 const curdi_xfer_piece *pieces, size_t count)
+{
+    fake_device *fake = context;
+    fake_dma kernel = {upload, 0, NULL, 0, NULL, count};
+    uint64_t at = 0;
+    g_assert_cmpuint(byte_len, >, 0);
+    g_assert_cmpuint(byte_len, <=, fake->stage_len);
+    g_assert_cmpuint(count, >, 0);
+    /* Back to back from 0 to byte_len, as the kernels expect. */
+    for (size_t i = 0; i < count; i++) {
+        g_assert_cmpuint(pieces[i].stage_offset, ==, at);
+        g_assert_cmpuint(pieces[i].byte_len, >, 0);
+        at += pieces[i].byte_len;
+    }
+    g_assert_cmpuint(at, ==, byte_len);
+    if (upload && fake_copy(fake, true, (uint64_t)(uintptr_t)fake->stage, host,
+                            byte_len)
+                      != CURD_OK)
+        return CURD_E_DRIVER;
+    if (fake_fault(fake) != CURD_OK)
+        return CURD_E_DRIVER;
+    kernel.pieces = g_memdup2(pieces, count * sizeof *pieces);
+    g_array_append_val(fake->queue, kernel);
+    if (!upload && fake_copy(fake, false, (uint64_t)(uintptr_t)fake->stage,
+                             host, byte_len)
+                       != CURD_OK)
+        return CURD_E_DRIVER;
+    fake->gathers++;
     return CURD_OK;
 }
 
@@ -117,7 +174,10 @@ static void fake_init(fake_device *fake)
 
 static void fake_fini(fake_device *fake)
 {
+    for (size_t i = 0; i < fake->queue->len; i++)
+        g_free(g_array_index(fake->queue, fake_dma, i).pieces);
     g_array_free(fake->queue, TRUE);
+    g_free(fake->stage);
 }
 
 /* ------------------------------------------------------------------------
@@ -258,30 +318,51 @@ static void scenario_check(const scenario *s, bool upload)
         assert_same_bytes(s->arena, s->arena_ref, ARENA_BYTES);
 }
 
+/* The chunk size the library picks by default for a stream. */
+static uint64_t default_chunk(uint64_t stream_bytes)
+{
+    return curdi_xfer_chunk_bytes(stream_bytes, CURDI_CHUNK_MIN_BYTES_DEFAULT,
+                                  CURDI_CHUNK_MAX_BYTES_DEFAULT);
+}
+
 /* Runs a plan through the deferred device with staging slots of
- * chunk_bytes. */
+ * chunk_bytes (none when it gathers straight to registered memory), host
+ * copies in pieces of the default size, streaming stores where the
+ * library would use them by default. */
 static curd_status run_plan(const curdi_xfer_plan *plan,
                             const curdi_xfer_item *items, bool upload,
                             uint64_t chunk_bytes, fake_device *fake,
                             curdi_copy_team *team, curdi_xfer_result *result)
 {
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
-    unsigned slot_count = 0;
-    curdi_xfer_ops ops = {fake_copy, fake_mark, fake_wait, fake_finish, fake};
+    curdi_xfer_staging staging = {slots, 0, chunk_bytes,
+                                  CURDI_COPY_PIECE_BYTES, false};
+    curdi_xfer_ops ops = {fake_copy, fake_gathered, fake_mark,
+                          fake_wait, fake_finish, fake};
     curd_status status;
     if (plan->stream_bytes > 0) {
         uint64_t chunks = (plan->stream_bytes + chunk_bytes - 1) / chunk_bytes;
-        slot_count = curdi_xfer_slot_count(chunks);
-        for (unsigned i = 0; i < slot_count; i++) {
+        if (plan->gather_host == NULL)
+            staging.slot_count =
+                curdi_xfer_slot_count(chunks, CURDI_STAGING_SLOTS_DEFAULT);
+        for (unsigned i = 0; i < staging.slot_count; i++) {
             slots[i] = g_malloc((size_t)chunk_bytes);
             curd_test_poison(slots[i], (size_t)chunk_bytes);
         }
+        staging.streaming =
+            !upload
+            && plan->stream_bytes >= CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     }
-    status = curdi_xfer_execute(plan, items, upload, slots, slot_count,
-                                chunk_bytes, &ops, team, result);
+    if (plan->gather) {
+        fake->stage_len = chunk_bytes;
+        fake->stage = g_malloc((size_t)chunk_bytes);
+        curd_test_poison(fake->stage, (size_t)chunk_bytes);
+    }
+    status = curdi_xfer_execute(plan, items, upload, &staging, &ops, team,
+                                result);
     /* What the caller does on failure: drain what was enqueued. */
     fake_run_until(fake, fake->queue->len);
-    for (unsigned i = 0; i < slot_count; i++)
+    for (unsigned i = 0; i < staging.slot_count; i++)
         g_free(slots[i]);
     return status;
 }
@@ -315,7 +396,7 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
         size_t piece = (i * 37u) % PIECES;
         items[i] = item_at(1, device, piece * PIECE, PIECE, dst + piece * PIECE, 0);
     }
-    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
     g_assert_cmpuint(plan.stream_bytes, ==, PIECES * PIECE);
@@ -323,7 +404,7 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
     g_assert_false(plan.overlapping);
     fake_init(&fake);
     g_assert_cmpint(run_plan(&plan, items, false,
-                             curdi_xfer_chunk_bytes(plan.stream_bytes), &fake,
+                             default_chunk(plan.stream_bytes), &fake,
                              NULL, &result),
                     ==, CURD_OK);
     g_assert_cmpuint(result.dma_ops, ==, 1);
@@ -350,7 +431,7 @@ static void test_registered_run_adjacent_on_both_sides_is_one_direct_dma(void)
     for (size_t i = 0; i < PIECES; i++)
         items[i] = item_at(1, device, i * PIECE, PIECE, dst + i * PIECE,
                            (uintptr_t)dst);
-    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT);
     g_assert_true(plan.spans[0].host == dst);
@@ -377,7 +458,7 @@ static void test_registered_items_in_another_order_are_staged_when_small(void)
     for (size_t i = 0; i < 3; i++)
         items[i] = item_at(1, device, i * 100, 100, dst + (2 - i) * 100,
                            (uintptr_t)dst);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 3, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
     curdi_xfer_plan_free(&plan);
@@ -398,7 +479,7 @@ static void test_large_registered_items_move_directly_one_dma_each(void)
     /* Swapped on the host: a fused span, not one run. */
     items[0] = item_at(1, device, 0, piece, src + piece, (uintptr_t)src);
     items[1] = item_at(1, device, piece, piece, src, (uintptr_t)src);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
@@ -422,7 +503,7 @@ static void test_zero_length_items_get_no_span_and_no_dma(void)
     items[0] = item_at(1, device, 0, 0, NULL, 0);
     items[1] = item_at(2, device, 16, 0, NULL, 0);
     items[2] = item_at(1, device, 5, 0, device, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 3, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 0);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
     g_assert_cmpuint(plan.dma_bytes, ==, 0);
@@ -446,7 +527,7 @@ static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
     memset(expected, 0, sizeof expected);
     memset(expected, 0xAA, 20);
     memset(expected + 20, 0x55, 40);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, &plan), ==, CURD_OK);
     g_assert_true(plan.overlapping);
     g_assert_cmpuint(plan.stream_bytes, ==, 60);
     g_assert_cmpuint(plan.dma_bytes, ==, 60);
@@ -462,26 +543,58 @@ static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
 static void test_chunk_size_policy(void)
 {
     const uint64_t mib = 1u << 20;
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(0), ==, 0);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(1), ==, 1);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(mib), ==, mib);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(mib + 1), ==, mib);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(16 * mib), ==, 4 * mib);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * mib), ==, 8 * mib);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(UINT64_MAX), ==, 8 * mib);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(10 * mib + 3) % (64 * 1024), ==, 0);
-    g_assert_cmpuint(curdi_xfer_slot_count(1), ==, 1);
-    g_assert_cmpuint(curdi_xfer_slot_count(2), ==, 2);
-    g_assert_cmpuint(curdi_xfer_slot_count(3), ==, 3);
-    g_assert_cmpuint(curdi_xfer_slot_count(1000), ==, 3);
+    g_assert_cmpuint(default_chunk(0), ==, 0);
+    g_assert_cmpuint(default_chunk(1), ==, 1);
+    g_assert_cmpuint(default_chunk(mib), ==, mib);
+    g_assert_cmpuint(default_chunk(mib + 1), ==, mib);
+    g_assert_cmpuint(default_chunk(16 * mib), ==, 4 * mib);
+    g_assert_cmpuint(default_chunk(256 * mib), ==, 8 * mib);
+    g_assert_cmpuint(default_chunk(UINT64_MAX), ==, 8 * mib);
+    g_assert_cmpuint(default_chunk(10 * mib + 3) % 4096, ==, 0);
+    /* A small minimum pipelines a few hundred KiB in quarters. */
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * 1024, 64 * 1024, 8 * mib), ==,
+                     64 * 1024);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * 1024 + 1, 64 * 1024, 8 * mib),
+                     ==, 68 * 1024);
+    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * mib, mib, 32 * mib), ==,
+                     32 * mib);
+    g_assert_cmpuint(curdi_xfer_slot_count(1, 3), ==, 1);
+    g_assert_cmpuint(curdi_xfer_slot_count(2, 3), ==, 2);
+    g_assert_cmpuint(curdi_xfer_slot_count(3, 3), ==, 3);
+    g_assert_cmpuint(curdi_xfer_slot_count(1000, 3), ==, 3);
+    g_assert_cmpuint(curdi_xfer_slot_count(1000, 8), ==, 8);
+    g_assert_cmpuint(curdi_xfer_slot_count(1000, 1000), ==,
+                     CURDI_XFER_SLOTS_MAX);
+}
+
+static void test_gather_crossover_policy(void)
+{
+    curdi_gather_policy policy = {CURDI_PATH_AUTO, 4, 1000};
+    g_assert_false(curdi_xfer_wants_gather(NULL, 100, 100));
+    g_assert_false(curdi_xfer_wants_gather(&policy, 0, 0));
+    g_assert_false(curdi_xfer_wants_gather(&policy, 3, 30));
+    g_assert_true(curdi_xfer_wants_gather(&policy, 4, 4000));
+    g_assert_false(curdi_xfer_wants_gather(&policy, 4, 4004));
+    policy.path = CURDI_PATH_DMA;
+    g_assert_false(curdi_xfer_wants_gather(&policy, 100, 100));
+    policy.path = CURDI_PATH_GATHER;
+    g_assert_true(curdi_xfer_wants_gather(&policy, 1, UINT64_MAX));
+    g_assert_false(curdi_xfer_wants_gather(&policy, 0, 0));
 }
 
 /* ------------------------------------------------------------------------
  * Tests: the engine against the reference
  * ---------------------------------------------------------------------- */
 
+/* The policies the engine is run under: DMAs only, the default crossover
+ * (spans of 4 KiB or more are never gathered here, so small and large
+ * ones both occur), and gathering forced. */
+static const curdi_gather_policy policy_auto = {CURDI_PATH_AUTO, 3, 4096};
+static const curdi_gather_policy policy_gather = {CURDI_PATH_GATHER, 1, 1};
+
 static void random_round_trips(bool upload, int rounds, size_t max_items,
-                               size_t max_buffer)
+                               size_t max_buffer,
+                               const curdi_gather_policy *policy)
 {
     for (int round = 0; round < rounds; round++) {
         scenario s;
@@ -492,7 +605,7 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
         uint64_t chunk;
         uint64_t expected_bytes = 0;
         scenario_make(&s, upload, count, max_buffer);
-        g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, &plan), ==,
+        g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy, &plan), ==,
                         CURD_OK);
         for (size_t i = 0; i < plan.span_count; i++)
             expected_bytes += plan.spans[i].mode == CURDI_SPAN_DIRECT_ITEMS
@@ -508,6 +621,13 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
         g_assert_cmpuint(result.dma_bytes, ==, plan.dma_bytes);
         g_assert_cmpuint(result.fences, ==, result.dma_ops > 0 ? 1 : 0);
         g_assert_cmpuint(fake.finishes, ==, result.fences);
+        if (policy == NULL || policy->path == CURDI_PATH_DMA)
+            g_assert_false(plan.gather);
+        if (policy != NULL && policy->path == CURDI_PATH_GATHER)
+            g_assert_true(plan.gather == (plan.stream_bytes > 0));
+        if (plan.gather)
+            g_assert_cmpuint(fake.gathers, ==,
+                             (plan.stream_bytes + chunk - 1) / chunk);
         if (plan.stream_bytes == 0)
             g_assert_cmpuint(expected_bytes, <=, plan.dma_bytes);
         fake_fini(&fake);
@@ -518,12 +638,117 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
 
 static void test_random_upload_batches_match_the_reference(void)
 {
-    random_round_trips(true, 300, 40, 8192);
+    random_round_trips(true, 300, 40, 8192, NULL);
 }
 
 static void test_random_download_batches_match_the_reference(void)
 {
-    random_round_trips(false, 300, 40, 8192);
+    random_round_trips(false, 300, 40, 8192, NULL);
+}
+
+static void test_random_gathered_batches_match_the_reference(void)
+{
+    for (int direction = 0; direction < 2; direction++) {
+        random_round_trips(direction == 0, 200, 40, 8192, &policy_gather);
+        random_round_trips(direction == 0, 200, 40, 8192, &policy_auto);
+    }
+}
+
+/* Scattered ranges of two buffers into one registered run laid out like
+ * the stream: gathered straight into it, one DMA per chunk, no pinned
+ * staging at all. */
+static void test_scattered_reads_into_one_registered_run_gather_straight_there(void)
+{
+    enum { PIECES = 64, PIECE = 4096, STRIDE = 8192 };
+    unsigned char *device[2] = {g_malloc(PIECES * STRIDE),
+                                g_malloc(PIECES * STRIDE)};
+    unsigned char *dst = g_malloc(2 * PIECES * PIECE);
+    unsigned char *expected = g_malloc(2 * PIECES * PIECE);
+    curdi_xfer_item items[2 * PIECES];
+    const curdi_gather_policy policy = {CURDI_PATH_AUTO, 4,
+                                        CURDI_GATHER_MAX_SPAN_BYTES_DEFAULT};
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    for (int b = 0; b < 2; b++)
+        curd_test_fill_random(device[b], PIECES * STRIDE);
+    curd_test_poison(dst, 2 * PIECES * PIECE);
+    for (size_t i = 0; i < 2 * PIECES; i++) {
+        size_t b = i / PIECES, piece = i % PIECES;
+        items[i] = item_at(1 + b, device[b], piece * STRIDE, PIECE,
+                           dst + i * PIECE, (uintptr_t)dst);
+        memcpy(expected + i * PIECE, device[b] + piece * STRIDE, PIECE);
+    }
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, &policy, &plan),
+                    ==, CURD_OK);
+    /* Each piece alone would be one direct DMA. */
+    g_assert_true(plan.gather);
+    g_assert_true(plan.gather_host == dst);
+    g_assert_cmpuint(plan.stream_bytes, ==, 2 * PIECES * PIECE);
+    fake_init(&fake);
+    g_assert_cmpint(run_plan(&plan, items, false, 64 * 1024, &fake, NULL,
+                             &result),
+                    ==, CURD_OK);
+    g_assert_cmpuint(result.dma_ops, ==, 8);
+    g_assert_cmpuint(fake.gathers, ==, 8);
+    g_assert_cmpuint(result.fences, ==, 1);
+    assert_same_bytes(dst, expected, 2 * PIECES * PIECE);
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+    /* Without the kernels: one direct DMA per piece. */
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, NULL, &plan), ==,
+                    CURD_OK);
+    g_assert_false(plan.gather);
+    g_assert_cmpuint(plan.stream_bytes, ==, 0);
+    g_assert_cmpuint(plan.span_count, ==, 2 * PIECES);
+    curdi_xfer_plan_free(&plan);
+    g_free(device[0]);
+    g_free(device[1]);
+    g_free(dst);
+    g_free(expected);
+}
+
+/* Under the default crossover: a few spans, or large ones, keep a DMA
+ * each; many small ones are gathered; spans moved item by item never. */
+static void test_the_planner_gathers_many_small_spans_only(void)
+{
+    enum { SPANS = 8 };
+    const curdi_gather_policy policy = {CURDI_PATH_AUTO, 4, 64 * 1024};
+    unsigned char *device = g_malloc(SPANS * 2 * 128 * 1024);
+    unsigned char *host = g_malloc(SPANS * 128 * 1024);
+    curdi_xfer_item items[SPANS];
+    curdi_xfer_plan plan;
+    struct {
+        size_t count;
+        uint64_t len;
+        bool gather;
+    } cases[] = {{3, 4096, false}, {4, 4096, true}, {SPANS, 64 * 1024, true},
+                 {SPANS, 64 * 1024 + 1, false}};
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+        for (size_t i = 0; i < cases[c].count; i++)
+            items[i] = item_at(1, device, i * 2 * 128 * 1024, cases[c].len,
+                               host + i * cases[c].len, 0);
+        g_assert_cmpint(curdi_xfer_plan_build(items, cases[c].count, &policy,
+                                              &plan),
+                        ==, CURD_OK);
+        g_assert_true(plan.gather == cases[c].gather);
+        g_assert_null(plan.gather_host);
+        g_assert_cmpuint(plan.staged_span_count, ==, cases[c].count);
+        curdi_xfer_plan_free(&plan);
+    }
+    /* Registered items of 256 KiB, swapped on the host: one DMA each
+     * even when gathering is forced. */
+    items[0] = item_at(1, device, 0, 256 * 1024, host + 256 * 1024,
+                       (uintptr_t)host);
+    items[1] = item_at(1, device, 256 * 1024, 256 * 1024, host,
+                       (uintptr_t)host);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &policy_gather, &plan), ==,
+                    CURD_OK);
+    g_assert_false(plan.gather);
+    g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
+    curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(host);
 }
 
 static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
@@ -544,7 +769,7 @@ static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
         curd_test_fill_random(host, len);
         memcpy(expected, upload ? host : device, len);
         item = item_at(9, device, 0, len, host, 0);
-        g_assert_cmpint(curdi_xfer_plan_build(&item, 1, &plan), ==, CURD_OK);
+        g_assert_cmpint(curdi_xfer_plan_build(&item, 1, NULL, &plan), ==, CURD_OK);
         fake_init(&fake);
         g_assert_cmpint(run_plan(&plan, &item, upload, 13, &fake, NULL, &result),
                         ==, CURD_OK);
@@ -561,8 +786,9 @@ static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
 
 static void test_every_failing_op_returns_its_error_and_frees_everything(void)
 {
-    for (int direction = 0; direction < 2; direction++) {
-        bool upload = direction == 0;
+    for (int run = 0; run < 4; run++) {
+        bool upload = run % 2 == 0;
+        const curdi_gather_policy *policy = run < 2 ? NULL : &policy_gather;
         for (unsigned fail_at = 1;; fail_at++) {
             scenario s;
             curdi_xfer_plan plan;
@@ -571,7 +797,7 @@ static void test_every_failing_op_returns_its_error_and_frees_everything(void)
             curd_status status;
             g_test_rand_int(); /* vary the scenarios a little */
             scenario_make(&s, upload, 12, 2048);
-            g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, &plan), ==,
+            g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy, &plan), ==,
                             CURD_OK);
             fake_init(&fake);
             fake.fail_at = fail_at;
@@ -607,7 +833,8 @@ static void test_copy_team_copies_every_piece(void)
     unsigned char *src = g_malloc(len);
     unsigned char *dst = g_malloc(len);
     curdi_copy_piece pieces[PIECES];
-    g_assert_cmpint(curdi_copy_team_create(3, &team), ==, CURD_OK);
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 0};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     g_assert_cmpuint(curdi_copy_team_workers(team), <=, 3);
     for (int round = 0; round < 5; round++) {
         size_t at = 0;
@@ -698,7 +925,9 @@ static void test_copy_team_serves_concurrent_callers(void)
     curdi_copy_team *team = NULL;
     team_caller callers[3];
     GThread *threads[3];
-    g_assert_cmpint(curdi_copy_team_create(2, &team), ==, CURD_OK);
+    /* Workers and callers poll a while before they sleep. */
+    curdi_copy_team_config config = {2, CURDI_COPY_PARALLEL_MIN, 200000};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     for (int i = 0; i < 3; i++) {
         callers[i].team = team;
         callers[i].len = 2u << 20;
@@ -721,12 +950,13 @@ static void test_copy_team_serves_concurrent_callers(void)
 static void test_large_pipelined_transfer_through_the_team(void)
 {
     curdi_copy_team *team = NULL;
-    g_assert_cmpint(curdi_copy_team_create(3, &team), ==, CURD_OK);
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 0};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
     /* The larger download is written out with streaming stores. */
     for (int run = 0; run < 4; run++) {
         bool upload = run % 2 == 0;
         size_t len = run < 2 ? (5u << 20) + 12345u
-                             : (size_t)CURDI_XFER_STREAMING_MIN + 4097u;
+                             : (size_t)CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT + 4097u;
         unsigned char *device = g_malloc(len);
         unsigned char *host = g_malloc(len);
         unsigned char *expected = g_malloc(len);
@@ -741,10 +971,10 @@ static void test_large_pipelined_transfer_through_the_team(void)
         items[1] = item_at(1, device, 1000, len - 2000, host + 1000, 0);
         items[2] = item_at(1, device, len - 1000, 1000, host + len - 1000, 0);
         memcpy(expected, upload ? host : device, len);
-        g_assert_cmpint(curdi_xfer_plan_build(items, 3, &plan), ==, CURD_OK);
+        g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, &plan), ==, CURD_OK);
         fake_init(&fake);
         g_assert_cmpint(run_plan(&plan, items, upload,
-                                 curdi_xfer_chunk_bytes(plan.stream_bytes),
+                                 default_chunk(plan.stream_bytes),
                                  &fake, team, &result),
                         ==, CURD_OK);
         g_assert_cmpuint(result.dma_bytes, ==, len);
@@ -779,6 +1009,15 @@ int main(int argc, char **argv)
         "/transfer/plan/overlapping-uploads-are-flagged-and-the-later-item-wins",
         test_overlapping_uploads_are_flagged_and_the_later_item_wins);
     g_test_add_func("/transfer/plan/chunk-size-policy", test_chunk_size_policy);
+    g_test_add_func("/transfer/plan/gather-crossover-policy",
+                    test_gather_crossover_policy);
+    g_test_add_func("/transfer/plan/the-planner-gathers-many-small-spans-only",
+                    test_the_planner_gathers_many_small_spans_only);
+    g_test_add_func(
+        "/transfer/engine/scattered-reads-into-one-registered-run-gather-straight-there",
+        test_scattered_reads_into_one_registered_run_gather_straight_there);
+    g_test_add_func("/transfer/engine/random-gathered-batches-match-the-reference",
+                    test_random_gathered_batches_match_the_reference);
     g_test_add_func("/transfer/engine/random-upload-batches-match-the-reference",
                     test_random_upload_batches_match_the_reference);
     g_test_add_func("/transfer/engine/random-download-batches-match-the-reference",

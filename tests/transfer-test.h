@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "curd.h"
@@ -129,6 +130,60 @@ static inline void transfer_test_buffer_holds(const char *file, int line,
     transfer_test_buffer_holds(__FILE__, __LINE__, G_STRFUNC,                 \
                                #buffer " vs " #expected, (device), (buffer),  \
                                (expected), (len))
+
+/* ------------------------------------------------------------------------
+ * What a batch moves
+ * ---------------------------------------------------------------------- */
+
+typedef struct transfer_test_interval {
+    size_t start;
+    size_t end;
+} transfer_test_interval;
+
+static inline int transfer_test_interval_compare(const void *a, const void *b)
+{
+    const transfer_test_interval *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+}
+
+/* Bytes of the union of the items' device ranges, per buffer, summed: what
+ * a fused staged batch moves over the bus. *out_spans (when not NULL): how
+ * many runs that union makes, the spans the planner fuses the items into. */
+static inline uint64_t transfer_test_union(const curd_buffer *buffers,
+                                           size_t buffer_count,
+                                           const curd_buffer *item_buffers,
+                                           const size_t *offsets,
+                                           const size_t *lens, size_t count,
+                                           size_t *out_spans)
+{
+    uint64_t total = 0;
+    size_t runs = 0;
+    transfer_test_interval *spans = g_new(transfer_test_interval, count + 1);
+    for (size_t b = 0; b < buffer_count; b++) {
+        size_t used = 0;
+        for (size_t i = 0; i < count; i++)
+            if (item_buffers[i].id == buffers[b].id && lens[i] > 0)
+                spans[used++] =
+                    (transfer_test_interval){offsets[i], offsets[i] + lens[i]};
+        qsort(spans, used, sizeof *spans, transfer_test_interval_compare);
+        size_t start = 0, end = 0;
+        for (size_t i = 0; i < used; i++) {
+            if (i == 0 || spans[i].start > end) {
+                total += end - start;
+                runs++;
+                start = spans[i].start;
+                end = spans[i].end;
+            } else if (spans[i].end > end) {
+                end = spans[i].end;
+            }
+        }
+        total += end - start;
+    }
+    g_free(spans);
+    if (out_spans != NULL)
+        *out_spans = runs;
+    return total;
+}
 
 /* ------------------------------------------------------------------------
  * Running the GPU tests, on a GPU or on the stand-in driver

@@ -29,8 +29,8 @@
 #define BENCH_KIB ((size_t)1024)
 #define BENCH_MIB ((size_t)1024 * 1024)
 
-#define BENCH_MAX_VARIANTS 24
-#define BENCH_MAX_CHECKS 24
+#define BENCH_MAX_VARIANTS 40
+#define BENCH_MAX_CHECKS 40
 #define BENCH_MAX_NOTES 8
 #define BENCH_MAX_SAMPLES 201
 
@@ -283,6 +283,30 @@ void bench_raw_leave(const bench_env *env);
  * the raw driver. */
 int bench_stream_acquire(const bench_env *env, bench_cu_stream *out);
 void bench_stream_release(const bench_env *env, bench_cu_stream stream);
+
+/* ------------------------------------------------------------------------
+ * Devices opened under the library's tuning variables (bench-tuned.c):
+ * libcurd reads CURD_TRANSFER_PATH, CURD_COPY_THREADS, ... (man curd)
+ * when a device opens, so a scenario compares settings side by side by
+ * opening one more curd_device of the same ordinal per setting (they
+ * share the primary context, and the raw driver's view of it).
+ * ---------------------------------------------------------------------- */
+typedef struct bench_tuned {
+    bench_env env; /* the run's, with a device of its own */
+    bool open;
+} bench_tuned;
+
+/* Opens env's device again with settings ("NAME=VALUE" strings, NULL
+ * ended; NULL: none) set in the environment while it opens; the run's own
+ * values of those variables are put back after. 0, or -1 after
+ * bench_fail(). */
+int bench_tuned_open(bench_tuned *tuned, const bench_env *env,
+                     const char *const *settings);
+/* Closes it (nothing when not open). */
+void bench_tuned_close(bench_tuned *tuned);
+/* The CURD_ variables of this process's environment but CURD_LIBCUDA,
+ * "NAME=VALUE" separated by spaces, into out; "" when there are none. */
+void bench_tuning_environment(char *out, size_t capacity);
 
 /* ------------------------------------------------------------------------
  * Memory checks (bench-check-memory.c): that a block holds what is written

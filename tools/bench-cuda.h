@@ -30,6 +30,7 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
 #define BENCH_CUDA_SUCCESS 0u
 #define BENCH_CU_STREAM_NON_BLOCKING 0x1u
 #define BENCH_CU_MEMHOSTALLOC_PORTABLE 0x01u
+#define BENCH_CU_MEMHOSTREGISTER_PORTABLE 0x01u
 #define BENCH_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4u
 #define BENCH_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1u
 
@@ -58,6 +59,9 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
     X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (bench_cu_stream))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 1, (bench_cu_stream))       \
     X(cuGetErrorName, "cuGetErrorName", 1, (bench_cu_result, const char **))  \
+    X(cuMemHostRegister, "cuMemHostRegister_v2", 0,                           \
+      (void *, size_t, unsigned int))                                         \
+    X(cuMemHostUnregister, "cuMemHostUnregister", 0, (void *))                \
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 1,                            \
       (bench_cu_module *, const void *, unsigned int, unsigned int *,         \
        void **))                                                              \

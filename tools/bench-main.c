@@ -35,7 +35,8 @@ static void usage(const bench_program *program, FILE *out)
             "usage: %s [options]\n"
             "  --list              list the scenarios and exit\n"
             "  --scenario=NAME     run only NAME (repeatable); a group name\n"
-            "                      such as 'pool' or 'transfer' runs the group\n"
+            "                      such as 'pool' or 'transfer' runs the group;\n"
+            "                      scenarios listed 'on request' run only so\n"
             "  --quick             fewer, shorter samples (a few seconds)\n"
             "  --samples=N         samples per variant (256 MiB ones too)\n"
             "  --device=N          device ordinal (default 0)\n"
@@ -216,7 +217,7 @@ static int parse_options(const bench_program *program, int argc, char **argv,
     }
     if (!any_selected)
         for (index = 0; index < program->scenario_count; index++)
-            selected[index] = true;
+            selected[index] = !program->scenarios[index].on_request;
     return -1;
 }
 
@@ -355,8 +356,10 @@ int bench_main(const bench_program *program, int argc, char **argv)
     exit_code = 0;
     if (options.list) {
         for (index = 0; index < program->scenario_count; index++)
-            printf("%-32s %s\n", program->scenarios[index].name,
-                   program->scenarios[index].summary);
+            printf("%-32s %s%s\n", program->scenarios[index].name,
+                   program->scenarios[index].summary,
+                   program->scenarios[index].on_request ? " (on request)"
+                                                        : "");
         goto done;
     }
 

@@ -10,6 +10,9 @@ typedef struct bench_scenario_entry {
     const char *name;    /* "group/name" */
     const char *summary; /* one line for --list */
     int (*run)(const bench_env *env);
+    /* Left out of a run that names no --scenario: it runs only when one
+     * names it or its group (the tune/ sweeps). */
+    bool on_request;
 } bench_scenario_entry;
 
 typedef struct bench_program {

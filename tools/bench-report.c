@@ -202,6 +202,13 @@ void bench_report_begin(const bench_env *env,
     fprintf(report.text,
             "every path is checked byte for byte with random data before it "
             "is timed; ratios are curd/raw of median time per op\n");
+    {
+        char tuning[512];
+        bench_tuning_environment(tuning, sizeof tuning);
+        if (tuning[0] != '\0')
+            fprintf(report.text, "libcurd tuning from the environment: %s\n",
+                    tuning);
+    }
     fflush(report.text);
 }
 

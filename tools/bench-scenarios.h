@@ -1,5 +1,6 @@
 /* bench-scenarios.h - curd-bench's scenarios (bench-pool.c,
- * bench-transfer.c, bench-sweep.c, bench-dispatch.c, bench-batch.c);
+ * bench-transfer.c, bench-sweep.c, bench-scattered.c, bench-tune.c,
+ * bench-dispatch.c, bench-batch.c);
  * tools/README-bench.md says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
@@ -17,6 +18,13 @@ int bench_transfer_pinned_download(const bench_env *env);
 int bench_transfer_small_roundtrip(const bench_env *env);
 int bench_transfer_upload_sweep(const bench_env *env);
 int bench_transfer_download_sweep(const bench_env *env);
+int bench_transfer_scattered_reads(const bench_env *env);
+int bench_transfer_scattered_writes(const bench_env *env);
+int bench_tune_pageable_upload(const bench_env *env);
+int bench_tune_pageable_download(const bench_env *env);
+int bench_tune_small_download(const bench_env *env);
+int bench_tune_gather_reads(const bench_env *env);
+int bench_tune_gather_writes(const bench_env *env);
 int bench_dispatch_borrowed_small(const bench_env *env);
 int bench_dispatch_empty_launch(const bench_env *env);
 int bench_program_load_cached(const bench_env *env);

@@ -63,14 +63,32 @@ int bench_op_curd_download(void *opaque, uint64_t iterations)
     return 0;
 }
 
-static int op_curd_download_batch(void *opaque, uint64_t iterations)
+static int curd_batch_loop(const bench_copy_op *op, uint64_t iterations,
+                           bool upload)
 {
-    bench_copy_op *op = opaque;
     uint64_t iteration;
-    for (iteration = 0; iteration < iterations; iteration++)
-        BENCH_CURD(curd_download_batch(op->env->device, op->items,
-                                       op->item_count));
+    for (iteration = 0; iteration < iterations; iteration++) {
+        curd_status status =
+            upload ? curd_upload_batch(op->env->device, op->upload_items,
+                                       op->item_count)
+                   : curd_download_batch(op->env->device, op->items,
+                                         op->item_count);
+        if (status != CURD_OK)
+            return bench_fail_curd(upload ? "curd_upload_batch"
+                                          : "curd_download_batch",
+                                   status);
+    }
     return 0;
+}
+
+int bench_op_curd_download_batch(void *opaque, uint64_t iterations)
+{
+    return curd_batch_loop(opaque, iterations, false);
+}
+
+int bench_op_curd_upload_batch(void *opaque, uint64_t iterations)
+{
+    return curd_batch_loop(opaque, iterations, true);
 }
 
 static int op_curd_roundtrip(void *opaque, uint64_t iterations)
@@ -145,22 +163,39 @@ static int raw_dtoh_async_loop(const bench_copy_op *op, uint64_t iterations)
 }
 
 /* item_count copies of piece_bytes each, then one fence. */
-static int raw_dtoh_pieces_loop(const bench_copy_op *op, uint64_t iterations)
+static int raw_pieces_loop(const bench_copy_op *op, uint64_t iterations,
+                           bool upload)
 {
     const bench_cuda *driver = op->env->cu;
     unsigned char *host = op->host;
+    size_t stride = op->stride != 0 ? op->stride : op->piece_bytes;
     uint64_t iteration;
     size_t piece;
     for (iteration = 0; iteration < iterations; iteration++) {
         for (piece = 0; piece < op->item_count; piece++) {
-            size_t offset = piece * op->piece_bytes;
-            BENCH_CU(driver->cuMemcpyDtoHAsync(
-                host + offset, op->device_ptr + (bench_cu_deviceptr)offset,
-                op->piece_bytes, op->stream));
+            unsigned char *at = host + piece * op->piece_bytes;
+            bench_cu_deviceptr device =
+                op->device_ptr + (bench_cu_deviceptr)(piece * stride);
+            if (upload)
+                BENCH_CU(driver->cuMemcpyHtoDAsync(device, at, op->piece_bytes,
+                                                   op->stream));
+            else
+                BENCH_CU(driver->cuMemcpyDtoHAsync(at, device, op->piece_bytes,
+                                                   op->stream));
         }
         BENCH_CU(driver->cuStreamSynchronize(op->stream));
     }
     return 0;
+}
+
+static int raw_dtoh_pieces_loop(const bench_copy_op *op, uint64_t iterations)
+{
+    return raw_pieces_loop(op, iterations, false);
+}
+
+static int raw_htod_pieces_loop(const bench_copy_op *op, uint64_t iterations)
+{
+    return raw_pieces_loop(op, iterations, true);
 }
 
 static int raw_roundtrip_loop(const bench_copy_op *op, uint64_t iterations)
@@ -210,9 +245,14 @@ int bench_op_raw_dtoh_async(void *opaque, uint64_t iterations)
     return run_raw(opaque, iterations, raw_dtoh_async_loop);
 }
 
-static int op_raw_dtoh_pieces(void *opaque, uint64_t iterations)
+int bench_op_raw_dtoh_pieces(void *opaque, uint64_t iterations)
 {
     return run_raw(opaque, iterations, raw_dtoh_pieces_loop);
+}
+
+int bench_op_raw_htod_pieces(void *opaque, uint64_t iterations)
+{
+    return run_raw(opaque, iterations, raw_htod_pieces_loop);
 }
 
 static int op_raw_roundtrip(void *opaque, uint64_t iterations)
@@ -310,8 +350,7 @@ int bench_transfer_add_pinned(bench_transfer_state *state, void **out,
     return 0;
 }
 
-/* Raw copies outside the timed region, for set-up and checks. */
-static int raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
+int bench_raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
                        const void *host, size_t byte_len)
 {
     bench_cu_result cu_result;
@@ -324,7 +363,7 @@ static int raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
     return 0;
 }
 
-static int raw_copy_out(const bench_env *env, void *host,
+int bench_raw_copy_out(const bench_env *env, void *host,
                         bench_cu_deviceptr device_ptr, size_t byte_len)
 {
     bench_cu_result cu_result;
@@ -337,35 +376,45 @@ static int raw_copy_out(const bench_env *env, void *host,
     return 0;
 }
 
-/* Poisons the device buffer, runs one upload, reads the buffer back with a
- * raw copy into poisoned memory and compares every byte. */
+int bench_check_read_into(bench_op_fn op, void *context, void *destination,
+                          const void *expected, size_t byte_len,
+                          const char *what)
+{
+    bench_poison(destination, byte_len);
+    if (op(context, 1) != 0)
+        return -1;
+    return bench_compare(what, expected, destination, byte_len);
+}
+
+int bench_check_write_to(const bench_env *env, bench_op_fn op, void *context,
+                         bench_cu_deviceptr device_ptr, unsigned char *scratch,
+                         const void *expected, size_t byte_len,
+                         const char *what)
+{
+    bench_poison(scratch, byte_len);
+    if (bench_raw_copy_in(env, device_ptr, scratch, byte_len) != 0)
+        return -1;
+    if (op(context, 1) != 0)
+        return -1;
+    bench_poison(scratch, byte_len);
+    if (bench_raw_copy_out(env, scratch, device_ptr, byte_len) != 0)
+        return -1;
+    return bench_compare(what, expected, scratch, byte_len);
+}
+
 int bench_check_upload(bench_transfer_state *state, bench_op_fn op, void *context,
                         const char *what)
 {
-    bench_poison(state->scratch, state->byte_len);
-    if (raw_copy_in(state->env, state->device_ptr, state->scratch,
-                    state->byte_len) != 0)
-        return -1;
-    if (op(context, 1) != 0)
-        return -1;
-    bench_poison(state->scratch, state->byte_len);
-    if (raw_copy_out(state->env, state->scratch, state->device_ptr,
-                     state->byte_len) != 0)
-        return -1;
-    return bench_compare(what, state->reference, state->scratch,
-                         state->byte_len);
+    return bench_check_write_to(state->env, op, context, state->device_ptr,
+                                state->scratch, state->reference,
+                                state->byte_len, what);
 }
 
-/* Poisons the destination, runs one download of the buffer (which holds
- * the reference bytes) and compares every byte. */
 int bench_check_download(bench_transfer_state *state, bench_op_fn op,
                           void *context, void *destination, const char *what)
 {
-    bench_poison(destination, state->byte_len);
-    if (op(context, 1) != 0)
-        return -1;
-    return bench_compare(what, state->reference, destination,
-                         state->byte_len);
+    return bench_check_read_into(op, context, destination, state->reference,
+                                 state->byte_len, what);
 }
 
 bool bench_has_host_register(const bench_env *env)
@@ -410,22 +459,24 @@ static void fill_items(curd_download *items, curd_buffer buffer,
     }
 }
 
-/* Runs one batch and notes how many DMA operations and fences it cost. */
-static int note_batch_cost(bench_scenario *scenario, const bench_env *env,
-                           bench_copy_op *op, const char *what)
+int bench_note_batch_cost(bench_scenario *scenario, bench_copy_op *op,
+                          bool upload, const char *what)
 {
     curd_stats before, after;
-    if (stats_read(env, &before) != 0)
+    if (stats_read(op->env, &before) != 0)
         return -1;
-    if (op_curd_download_batch(op, 1) != 0)
+    if ((upload ? bench_op_curd_upload_batch : bench_op_curd_download_batch)(
+            op, 1) != 0)
         return -1;
-    if (stats_read(env, &after) != 0)
+    if (stats_read(op->env, &after) != 0)
         return -1;
-    bench_note(scenario,
-               "one batch (%s): %llu DMA ops, %llu fences, %llu bytes D2H",
+    bench_note(scenario, "one batch (%s): %llu DMA ops, %llu fences, %llu "
+                         "bytes %s",
                what, (unsigned long long)(after.copy_ops - before.copy_ops),
                (unsigned long long)(after.fences - before.fences),
-               (unsigned long long)(after.d2h_bytes - before.d2h_bytes));
+               (unsigned long long)(upload ? after.h2d_bytes - before.h2d_bytes
+                                           : after.d2h_bytes - before.d2h_bytes),
+               upload ? "H2D" : "D2H");
     return 0;
 }
 
@@ -449,7 +500,7 @@ int bench_transfer_fused_reads(const bench_env *env)
         goto done;
     if (bench_transfer_add_pinned(&state, &state.pinned, total_bytes) != 0)
         goto done;
-    if (raw_copy_in(env, state.device_ptr, state.reference, total_bytes) != 0)
+    if (bench_raw_copy_in(env, state.device_ptr, state.reference, total_bytes) != 0)
         goto done;
     if (with_registered) {
         registered = bench_host_alloc(total_bytes, "the registered reads");
@@ -477,15 +528,15 @@ int bench_transfer_fused_reads(const bench_env *env)
     raw_pieces.piece_bytes = FUSED_PIECE_BYTES;
     raw_one = bench_make_op(&state, state.pinned);
 
-    if (bench_check_download(&state, op_curd_download_batch, &curd_pageable,
+    if (bench_check_download(&state, bench_op_curd_download_batch, &curd_pageable,
                        state.host, "curd_download_batch, 64 x 4 KiB") != 0)
         goto done;
     if (with_registered &&
-        bench_check_download(&state, op_curd_download_batch, &curd_registered,
+        bench_check_download(&state, bench_op_curd_download_batch, &curd_registered,
                        registered,
                        "curd_download_batch into registered memory") != 0)
         goto done;
-    if (bench_check_download(&state, op_raw_dtoh_pieces, &raw_pieces, state.pinned,
+    if (bench_check_download(&state, bench_op_raw_dtoh_pieces, &raw_pieces, state.pinned,
                        "64 x cuMemcpyDtoHAsync 4 KiB") != 0)
         goto done;
     if (bench_check_download(&state, bench_op_raw_dtoh_async, &raw_one, state.pinned,
@@ -497,16 +548,16 @@ int bench_transfer_fused_reads(const bench_env *env)
                         "buffer, one fence");
     curd_p = bench_add_variant(&scenario, &(bench_variant_spec){
         .label = "curd_download_batch 64 x 4 KiB, malloc dst",
-        .role = BENCH_ROLE_CURD, .op = op_curd_download_batch,
+        .role = BENCH_ROLE_CURD, .op = bench_op_curd_download_batch,
         .context = &curd_pageable, .bytes_per_op = total_bytes});
     if (with_registered)
         curd_r = bench_add_variant(&scenario, &(bench_variant_spec){
             .label = "curd_download_batch 64 x 4 KiB, registered dst",
-            .role = BENCH_ROLE_CURD, .op = op_curd_download_batch,
+            .role = BENCH_ROLE_CURD, .op = bench_op_curd_download_batch,
             .context = &curd_registered, .bytes_per_op = total_bytes});
     raw_64 = bench_add_variant(&scenario, &(bench_variant_spec){
         .label = "64 x cuMemcpyDtoHAsync 4 KiB, pinned dst",
-        .role = BENCH_ROLE_RAW, .op = op_raw_dtoh_pieces,
+        .role = BENCH_ROLE_RAW, .op = bench_op_raw_dtoh_pieces,
         .context = &raw_pieces, .bytes_per_op = total_bytes});
     raw_1 = bench_add_variant(&scenario, &(bench_variant_spec){
         .label = "1 x cuMemcpyDtoHAsync 256 KiB, pinned dst",
@@ -524,11 +575,11 @@ int bench_transfer_fused_reads(const bench_env *env)
         bench_check_ratio(&scenario, curd_r, raw_64, 1.0 / 8.0,
                           ">= 8x faster");
     }
-    if (note_batch_cost(&scenario, env, &curd_pageable, "malloc dst") != 0)
+    if (bench_note_batch_cost(&scenario, &curd_pageable, false, "malloc dst") !=
+        0)
         goto done;
-    if (curd_r >= 0 &&
-        note_batch_cost(&scenario, env, &curd_registered, "registered dst") !=
-            0)
+    if (curd_r >= 0 && bench_note_batch_cost(&scenario, &curd_registered, false,
+                                             "registered dst") != 0)
         goto done;
     bench_report_scenario(&scenario);
     if (!with_registered)
@@ -574,7 +625,7 @@ static int large_transfer(const bench_env *env, const char *name,
         goto done;
     if (upload)
         memcpy(state.pinned, state.reference, LARGE_BYTES);
-    else if (raw_copy_in(env, state.device_ptr, state.reference,
+    else if (bench_raw_copy_in(env, state.device_ptr, state.reference,
                          LARGE_BYTES) != 0)
         goto done;
 
@@ -712,7 +763,7 @@ static int check_roundtrip(bench_transfer_state *state, bench_copy_op *op,
                            bench_op_fn run, uint64_t *seed, const char *what)
 {
     bench_poison(state->scratch, state->byte_len);
-    if (raw_copy_in(state->env, state->device_ptr, state->scratch,
+    if (bench_raw_copy_in(state->env, state->device_ptr, state->scratch,
                     state->byte_len) != 0)
         return -1;
     bench_fill_random(seed, state->reference, state->byte_len);

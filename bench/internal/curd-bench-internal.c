@@ -11,14 +11,14 @@
 static const bench_scenario_entry scenarios[] = {
     {"pool/device-hit",
      "4 KiB device-pool cache hit: the pool alone vs curd_block_acquire",
-     bench_internal_device_hit},
+     bench_internal_device_hit, false},
     {"pool/pinned-hit",
      "4 KiB pinned-pool cache hit: the pool alone vs curd_block_acquire",
-     bench_internal_pinned_hit},
+     bench_internal_pinned_hit, false},
     {"pool/threads",
      "the pool alone at 1, 2, 4, 8 threads, shared vs a private pool per "
      "thread (the machine's ceiling)",
-     bench_internal_threads},
+     bench_internal_threads, false},
 };
 
 int main(int argc, char **argv)

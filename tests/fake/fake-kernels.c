@@ -7,6 +7,7 @@
  * every access by the allocation it lands in (a GPU faults outside it),
  * and is 1-D like the kernels themselves. */
 #include "fake.h"
+#include "gather.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -502,11 +503,100 @@ static curdi_cu_result run_hand_fill(const fake_launch *launch,
     return CURDI_CUDA_SUCCESS;
 }
 
+/* lib/gather.cu: curd_gather and curd_scatter, block by block and thread
+ * by thread as the GPU runs them, so the grid the library sizes and the
+ * kernel's tiling, search and alignment cases are what the tests check.
+ * The parameter table is lib/gather.h's. */
+
+/* copy_range and copy_words: what each of the block's threads copies. */
+static void gather_copy_range(uint8_t *dst, const uint8_t *src, uint32_t n,
+                              uint32_t threads)
+{
+    uint64_t mismatch = (uint64_t)(uintptr_t)dst ^ (uint64_t)(uintptr_t)src;
+    uint32_t unit = (mismatch & 15u) == 0 ? 16u : (mismatch & 3u) == 0 ? 4u : 1u;
+    uint32_t head = unit == 1u ? 0u
+                               : (uint32_t)(-(uint64_t)(uintptr_t)dst & (unit - 1u));
+    if (head > n)
+        head = n;
+    uint32_t words = (n - head) / unit;
+    uint32_t done = head + words * unit;
+    for (uint32_t t = 0; t < threads; t++) {
+        if (t < head)
+            dst[t] = src[t];
+        for (uint64_t i = t; i < words; i += threads)
+            memcpy(dst + head + i * unit, src + head + i * unit, unit);
+        if (t < n - done)
+            dst[done + t] = src[done + t];
+    }
+}
+
+static curdi_cu_result run_gather_move(const fake_launch *launch, bool to_stage)
+{
+    uint8_t *stage = arg_ptr(launch, 0);
+    curdi_gather_table table;
+    if (launch->entry->params[1].size != sizeof table)
+        return CURDI_CUDA_ERROR_NOT_SUPPORTED;
+    memcpy(&table, launch->params[1], sizeof table);
+    if (table.count == 0 || table.count > CURDI_GATHER_PIECES)
+        return CURDI_CUDA_ERROR_INVALID_VALUE;
+    for (uint64_t block = 0; block < launch->grid[0]; block++) {
+        uint64_t tile_start =
+            table.range_start + block * CURDI_GATHER_TILE_BYTES;
+        if (tile_start >= table.range_end)
+            continue;
+        uint64_t tile_end =
+            min_u64(tile_start + CURDI_GATHER_TILE_BYTES, table.range_end);
+        uint32_t low = 0, high = table.count;
+        while (high - low > 1) {
+            uint32_t middle = (low + high) / 2u;
+            if (table.piece[middle].stage_offset <= tile_start)
+                low = middle;
+            else
+                high = middle;
+        }
+        for (uint32_t i = low; i < table.count; i++) {
+            const curdi_gather_piece *piece = &table.piece[i];
+            uint64_t start = piece->stage_offset;
+            uint64_t end = start + piece->byte_len;
+            if (start >= tile_end)
+                break;
+            uint64_t from = start > tile_start ? start : tile_start;
+            uint64_t to = end < tile_end ? end : tile_end;
+            if (from >= to)
+                continue;
+            uint8_t *device = (uint8_t *)(uintptr_t)piece->device_ptr + (from - start);
+            if (!in_memory(device, to - from) || !in_memory(stage + from, to - from))
+                return FAULT;
+            if (to_stage)
+                gather_copy_range(stage + from, device, (uint32_t)(to - from),
+                                  launch->block[0]);
+            else
+                gather_copy_range(device, stage + from, (uint32_t)(to - from),
+                                  launch->block[0]);
+        }
+    }
+    return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result run_gather(const fake_launch *launch, uint64_t threads)
+{
+    (void)threads;
+    return run_gather_move(launch, true);
+}
+
+static curdi_cu_result run_scatter(const fake_launch *launch, uint64_t threads)
+{
+    (void)threads;
+    return run_gather_move(launch, false);
+}
+
 static const struct {
     const char *name;
     uint32_t param_count;
     kernel_fn run;
 } kernels[] = {
+    {"curd_gather", 2, run_gather},
+    {"curd_scatter", 2, run_scatter},
     {"curd_selftest_xor", 3, run_selftest_xor},
     {"curd_add_one", 2, run_add_one},
     {"curd_saxpy", 4, run_saxpy},

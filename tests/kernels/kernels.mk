@@ -4,14 +4,20 @@
 # top-level Makefile.
 #
 #   make kernels-ptx   regenerates tests/kernels/*.ptx from the .cu files
-#                      with the CUDA toolkit's nvcc (NVCC=...). The normal
-#                      build never needs nvcc: it uses the committed PTX.
+#                      with the CUDA toolkit's nvcc (NVCC=...), and the
+#                      library's own kernels (lib/*.cu -> lib/*.ptx, the
+#                      transfer engine's gather and scatter) the same way.
+#                      The normal build never needs nvcc: it uses the
+#                      committed PTX.
 #
 # The PTX targets compute_75 (the lowest CUDA 13's nvcc accepts) and is
 # labelled PTX ISA 8.0 (CUDA 12.0) instead of the ISA of the nvcc that
 # wrote it, so that any CUDA 12 or newer driver can JIT it: these kernels
 # use nothing newer, and `make kernels-ptx` proves it by assembling the
 # relabelled PTX with ptxas for sm_75 and sm_90 when ptxas is present.
+# nvcc 13 also writes `.pragma "used_bytes_mask N";` hints before some
+# loads, which need PTX ISA 8.3; they only tell ptxas which bytes of a load
+# are used, so they are dropped.
 #
 # The test programs that launch the harness kernels include
 # $(BUILD)/tests/kernels/curd-kernels.h, generated here from every
@@ -19,7 +25,7 @@
 
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 PTXAS ?= $(CUDA_HOME)/bin/ptxas
-KERNEL_CU := $(sort $(wildcard tests/kernels/*.cu))
+KERNEL_CU := $(sort $(wildcard tests/kernels/*.cu lib/*.cu))
 KERNEL_PTX := $(sort $(wildcard tests/kernels/*.ptx))
 KERNELS_HEADER := $(BUILD)/tests/kernels/curd-kernels.h
 KERNEL_PTX_ISA := 8.0
@@ -31,13 +37,14 @@ kernels-ptx:
 	$(Q)for cu in $(KERNEL_CU); do \
 	    ptx=$${cu%.cu}.ptx; echo "  NVCC    $$ptx"; \
 	    $(NVCC) -ptx -arch=compute_75 $$cu -o $$ptx.tmp || exit 1; \
-	    sed 's/^\.version [0-9.]*$$/.version $(KERNEL_PTX_ISA)/' $$ptx.tmp > $$ptx && rm -f $$ptx.tmp || exit 1; \
+	    sed -e 's/^\.version [0-9.]*$$/.version $(KERNEL_PTX_ISA)/' \
+	        -e '/^[[:space:]]*\.pragma "used_bytes_mask [0-9]*";$$/d' $$ptx.tmp > $$ptx && rm -f $$ptx.tmp || exit 1; \
 	    if grep -q '^\.extern \.func' $$ptx; then echo "$$ptx calls an unresolved function" >&2; exit 1; fi; \
 	done
 	$(Q)if command -v $(PTXAS) >/dev/null 2>&1; then \
-	    for ptx in tests/kernels/*.ptx; do for arch in sm_75 sm_90; do \
+	    for ptx in tests/kernels/*.ptx lib/*.ptx; do for arch in sm_75 sm_90; do \
 	        $(PTXAS) -arch=$$arch $$ptx -o /dev/null || exit 1; done; done; \
-	    echo "  PTXAS   every tests/kernels/*.ptx assembles for sm_75 and sm_90"; fi
+	    echo "  PTXAS   every tests/kernels/*.ptx and lib/*.ptx assembles for sm_75 and sm_90"; fi
 
 # Each PTX file becomes one C string, line by line.
 $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk

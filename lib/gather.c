@@ -1,0 +1,199 @@
+/* gather.c - the transfer engine's kernels on a device (see gather.h). */
+#include "gather.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "driver.h"
+#include "status.h"
+
+/* The room's state, behind curd_device.gather. lock guards the fields
+ * below it and is never held across a driver call. */
+struct curdi_gather_room {
+    pthread_mutex_t lock;
+    bool loaded;
+    bool unavailable; /* the driver could not JIT the PTX */
+    curdi_cu_module module;
+    curdi_gather_kernels kernels;
+};
+
+curd_status curdi_gather_open(curd_device *device)
+{
+    struct curdi_gather_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not allocate the device's gather state."
+                          " Fix: free host memory.");
+    if (pthread_mutex_init(&room->lock, NULL) != 0) {
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not initialise the gather state's lock."
+                          " Fix: free system resources.");
+    }
+    device->gather = room;
+    return CURD_OK;
+}
+
+void curdi_gather_close(curd_device *device)
+{
+    struct curdi_gather_room *room;
+    if (device == NULL || device->gather == NULL)
+        return;
+    room = device->gather;
+    /* Errors have nowhere to go at close. */
+    if (room->loaded && curdi_driver_usable())
+        (void)curdi_driver_note(
+            curdi_driver_get()->cuModuleUnload(room->module));
+    pthread_mutex_destroy(&room->lock);
+    free(room);
+    device->gather = NULL;
+}
+
+bool curdi_gather_unavailable(curd_device *device)
+{
+    struct curdi_gather_room *room = device->gather;
+    bool unavailable;
+    pthread_mutex_lock(&room->lock);
+    unavailable = room->unavailable;
+    pthread_mutex_unlock(&room->lock);
+    return unavailable;
+}
+
+/* Loads the module and finds both kernels; on failure nothing is left
+ * loaded. */
+static curd_status load_kernels(struct curdi_gather_room *room,
+                                curdi_cu_module *out_module,
+                                curdi_gather_kernels *out_kernels)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    char jit_log[1024] = "";
+    curdi_cu_jit_option options[2] = {
+        CURDI_CU_JIT_ERROR_LOG_BUFFER,
+        CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    };
+    void *option_values[2] = {jit_log, (void *)(uintptr_t)sizeof jit_log};
+    curdi_cu_module module = NULL;
+    curdi_cu_result cu_result = curdi_driver_note(driver->cuModuleLoadDataEx(
+        &module, curdi_gather_ptx, 2, options, option_values));
+    if (cu_result != CURDI_CUDA_SUCCESS) {
+        char call[sizeof jit_log + 96];
+        jit_log[sizeof jit_log - 1] = '\0';
+        if (curdi_driver_status_of(cu_result) == CURD_E_PROGRAM) {
+            pthread_mutex_lock(&room->lock);
+            room->unavailable = true;
+            pthread_mutex_unlock(&room->lock);
+            curdi_trace("the driver cannot JIT the transfer kernels; this"
+                        " device moves scattered ranges one DMA each");
+        }
+        snprintf(call, sizeof call,
+                 "cuModuleLoadDataEx (the transfer kernels' PTX%s%s)",
+                 jit_log[0] != '\0' ? ", JIT log: " : "", jit_log);
+        return curdi_fail_driver((int)cu_result, call, CURDI_DRIVER_FIX);
+    }
+    cu_result = curdi_driver_note(
+        driver->cuModuleGetFunction(&out_kernels->gather, module, "curd_gather"));
+    if (cu_result == CURDI_CUDA_SUCCESS)
+        cu_result = curdi_driver_note(driver->cuModuleGetFunction(
+            &out_kernels->scatter, module, "curd_scatter"));
+    if (cu_result != CURDI_CUDA_SUCCESS) {
+        curd_status status = curdi_fail_driver(
+            (int)cu_result, "cuModuleGetFunction (curd_gather, curd_scatter)",
+            CURDI_DRIVER_FIX);
+        (void)curdi_driver_note(driver->cuModuleUnload(module));
+        return status;
+    }
+    *out_module = module;
+    return CURD_OK;
+}
+
+curd_status curdi_gather_kernels_get(curd_device *device,
+                                     curdi_gather_kernels *out)
+{
+    struct curdi_gather_room *room = device->gather;
+    curdi_cu_module module = NULL;
+    curdi_gather_kernels kernels;
+    curd_status status;
+
+    pthread_mutex_lock(&room->lock);
+    if (room->loaded) {
+        *out = room->kernels;
+        pthread_mutex_unlock(&room->lock);
+        return CURD_OK;
+    }
+    if (room->unavailable) {
+        pthread_mutex_unlock(&room->lock);
+        return curdi_fail(CURD_E_PROGRAM,
+                          "the driver could not JIT the transfer kernels on"
+                          " device %d before. Fix: scattered ranges move one"
+                          " DMA each; update the driver to use them.",
+                          device->ordinal);
+    }
+    pthread_mutex_unlock(&room->lock);
+
+    /* Outside the lock: two threads may both load; the first to finish is
+     * kept and the other module unloaded. */
+    status = load_kernels(room, &module, &kernels);
+    if (status != CURD_OK)
+        return status;
+    pthread_mutex_lock(&room->lock);
+    if (!room->loaded) {
+        room->module = module;
+        room->kernels = kernels;
+        room->loaded = true;
+        module = NULL;
+    }
+    *out = room->kernels;
+    pthread_mutex_unlock(&room->lock);
+    if (module != NULL)
+        (void)curdi_driver_note(curdi_driver_get()->cuModuleUnload(module));
+    return CURD_OK;
+}
+
+curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
+                                 curdi_cu_stream stream, bool to_stage,
+                                 uint64_t stage_ptr,
+                                 const curdi_xfer_piece *pieces, size_t count)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_function function = to_stage ? kernels->gather : kernels->scatter;
+    curdi_gather_table table;
+    void *params[2] = {&stage_ptr, &table};
+    for (size_t first = 0; first < count; first += CURDI_GATHER_PIECES) {
+        size_t batch = count - first < CURDI_GATHER_PIECES
+                           ? count - first
+                           : CURDI_GATHER_PIECES;
+        const curdi_xfer_piece *last = &pieces[first + batch - 1];
+        unsigned grid;
+        curdi_cu_result cu_result;
+        memset(&table, 0, sizeof table);
+        table.count = (uint32_t)batch;
+        /* Every offset and length lies within one chunk, below 4 GiB
+         * (gather.h). */
+        table.range_start = (uint32_t)pieces[first].stage_offset;
+        table.range_end = (uint32_t)(last->stage_offset + last->byte_len);
+        for (size_t index = 0; index < batch; index++) {
+            table.piece[index].device_ptr = pieces[first + index].device_ptr;
+            table.piece[index].stage_offset =
+                (uint32_t)pieces[first + index].stage_offset;
+            table.piece[index].byte_len =
+                (uint32_t)pieces[first + index].byte_len;
+        }
+        grid = (unsigned)(((uint64_t)table.range_end - table.range_start
+                           + CURDI_GATHER_TILE_BYTES - 1u)
+                          / CURDI_GATHER_TILE_BYTES);
+        /* The driver copies the parameters at the call, so the table can
+         * be refilled for the next launch at once. */
+        cu_result = curdi_driver_note(driver->cuLaunchKernel(
+            function, grid, 1, 1, CURDI_GATHER_BLOCK_THREADS, 1, 1, 0, stream,
+            params, NULL));
+        if (cu_result != CURDI_CUDA_SUCCESS)
+            return curdi_fail_driver((int)cu_result,
+                                     to_stage ? "cuLaunchKernel (curd_gather)"
+                                              : "cuLaunchKernel (curd_scatter)",
+                                     CURDI_DRIVER_FIX);
+    }
+    return CURD_OK;
+}

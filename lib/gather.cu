@@ -1,0 +1,126 @@
+// gather.cu - the transfer engine's two kernels (lib/gather.c launches
+// them; lib/xfer.h says when). curd_gather packs scattered ranges of
+// device memory into one contiguous staging area, so that one DMA can
+// carry them to the host; curd_scatter places them back from it after
+// one DMA up. `make kernels-ptx` turns this file into lib/gather.ptx,
+// which the library embeds; the build itself never needs nvcc.
+//
+// One launch moves up to CURD_GATHER_PIECES pieces, passed by value in
+// the kernel's parameters (no table to upload first). The pieces lie back
+// to back in the staging area, in stage_offset order, between range_start
+// and range_end. Block b handles the 4 KiB tile starting at
+// range_start + b * 4096 of the staging area: it finds the first piece
+// that reaches into the tile by binary search (every thread of the block
+// reads the same parameter words), then copies each piece's part of the
+// tile, 16 bytes per thread where source and destination share their
+// alignment. Pieces never share device bytes (lib/xfer.h), so no two
+// blocks write the same byte.
+
+#define CURD_GATHER_PIECES 254
+#define CURD_GATHER_TILE 4096u
+
+struct curd_gather_piece {
+    unsigned long long device_ptr; // the piece's first byte on the device
+    unsigned int stage_offset;     // where it sits in the staging area
+    unsigned int byte_len;
+};
+
+// 16 + 254 * 16 = 4080 bytes: with the staging pointer, 4088 of the 4096
+// bytes of parameters every CUDA 12 driver takes.
+struct curd_gather_table {
+    unsigned int count;       // pieces used, 1 to CURD_GATHER_PIECES
+    unsigned int range_start; // the staging bytes this launch covers
+    unsigned int range_end;
+    unsigned int reserved;
+    curd_gather_piece piece[CURD_GATHER_PIECES];
+};
+
+// dst[0, n) = src[0, n) by the threads of one block, Word by Word where
+// dst and src share their offset within a Word: the bytes up to dst's
+// next Word boundary, whole Words, then the tail.
+template <typename Word>
+__device__ static void copy_words(unsigned char *dst, const unsigned char *src,
+                                  unsigned int n)
+{
+    const unsigned int size = sizeof(Word);
+    unsigned int t = threadIdx.x;
+    unsigned int stride = blockDim.x;
+    unsigned int head = (unsigned int)(-(unsigned long long)dst & (size - 1u));
+    if (head > n)
+        head = n;
+    if (t < head)
+        dst[t] = src[t];
+    unsigned int words = (n - head) / size;
+    Word *d = (Word *)(dst + head);
+    const Word *s = (const Word *)(src + head);
+    for (unsigned int i = t; i < words; i += stride)
+        d[i] = s[i];
+    unsigned int done = head + words * size;
+    if (t < n - done)
+        dst[done + t] = src[done + t];
+}
+
+// 16-byte words where the two ranges allow it, else 4-byte, else bytes.
+__device__ static void copy_range(unsigned char *dst, const unsigned char *src,
+                                  unsigned int n)
+{
+    unsigned long long mismatch =
+        (unsigned long long)dst ^ (unsigned long long)src;
+    if ((mismatch & 15u) == 0)
+        copy_words<uint4>(dst, src, n);
+    else if ((mismatch & 3u) == 0)
+        copy_words<unsigned int>(dst, src, n);
+    else
+        copy_words<unsigned char>(dst, src, n);
+}
+
+template <bool to_stage>
+__device__ static void move_tile(unsigned char *stage,
+                                 const curd_gather_table &table)
+{
+    unsigned int tile_start = table.range_start + blockIdx.x * CURD_GATHER_TILE;
+    if (tile_start >= table.range_end)
+        return;
+    unsigned int tile_end = table.range_end - tile_start > CURD_GATHER_TILE
+                                ? tile_start + CURD_GATHER_TILE
+                                : table.range_end;
+    // The last piece that starts at or before the tile.
+    unsigned int low = 0, high = table.count;
+    while (high - low > 1) {
+        unsigned int middle = (low + high) / 2u;
+        if (table.piece[middle].stage_offset <= tile_start)
+            low = middle;
+        else
+            high = middle;
+    }
+    for (unsigned int i = low; i < table.count; i++) {
+        unsigned long long device_ptr = table.piece[i].device_ptr;
+        unsigned int start = table.piece[i].stage_offset;
+        unsigned int end = start + table.piece[i].byte_len;
+        if (start >= tile_end)
+            break;
+        unsigned int from = start > tile_start ? start : tile_start;
+        unsigned int to = end < tile_end ? end : tile_end;
+        if (from >= to)
+            continue;
+        unsigned char *device = (unsigned char *)device_ptr + (from - start);
+        if (to_stage)
+            copy_range(stage + from, device, to - from);
+        else
+            copy_range(device, stage + from, to - from);
+    }
+}
+
+// __grid_constant__: the table is read in place from the parameter space,
+// not copied per thread.
+extern "C" __global__ void curd_gather(unsigned char *stage,
+                                       const __grid_constant__ curd_gather_table table)
+{
+    move_tile<true>(stage, table);
+}
+
+extern "C" __global__ void curd_scatter(unsigned char *stage,
+                                        const __grid_constant__ curd_gather_table table)
+{
+    move_tile<false>(stage, table);
+}

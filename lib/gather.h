@@ -1,0 +1,97 @@
+/* gather.h - the gather room: the transfer engine's two kernels on a
+ * device (lib/gather.cu), loaded on first use, and their launches.
+ *
+ * curd_gather packs pieces of device memory, scattered over one or more
+ * resident buffers, into one contiguous device staging area; curd_scatter
+ * places them back from it. With them a chunk of many small spans crosses
+ * the bus in one DMA (lib/xfer.h says when the planner chooses it).
+ *
+ * The kernels come from the PTX committed beside their CUDA C
+ * (lib/gather.ptx, embedded as curdi_gather_ptx by the build). The room
+ * loads that module with the driver directly, once per device, on the
+ * first transfer that gathers; it does not go through the program room,
+ * which sits above transfer in lib/LAYERS and whose module cache, bound
+ * and counters belong to the application's programs. A driver that cannot
+ * JIT the PTX (an image error: CURD_E_PROGRAM) is remembered: transfers
+ * on that device then use one DMA per span, as before. Any other failure
+ * of the load fails the transfer that asked, and the next one tries
+ * again. The room's lock is never held across a driver call. */
+#ifndef CURD_LIB_GATHER_H
+#define CURD_LIB_GATHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "curd.h"
+#include "xfer.h"
+
+struct curd_device;
+
+/* The PTX of lib/gather.cu (generated from lib/gather.ptx). */
+extern const char curdi_gather_ptx[];
+
+/* Must match lib/gather.cu: pieces per launch, bytes per block (one tile
+ * of the staging area), threads per block. */
+#define CURDI_GATHER_PIECES 254u
+#define CURDI_GATHER_TILE_BYTES 4096u
+#define CURDI_GATHER_BLOCK_THREADS 256u
+
+/* The kernels' parameter after the staging pointer, laid out as struct
+ * curd_gather_table in lib/gather.cu (the PTX declares 4080 bytes,
+ * 8-aligned): the pieces of one launch, in stage_offset order, back to
+ * back over [range_start, range_end) of the staging area. The stand-in
+ * driver (tests/fake/) reads it as the kernels do. */
+typedef struct curdi_gather_piece {
+    uint64_t device_ptr;
+    uint32_t stage_offset;
+    uint32_t byte_len;
+} curdi_gather_piece;
+
+typedef struct curdi_gather_table {
+    uint32_t count;
+    uint32_t range_start;
+    uint32_t range_end;
+    uint32_t reserved;
+    curdi_gather_piece piece[CURDI_GATHER_PIECES];
+} curdi_gather_table;
+
+_Static_assert(sizeof(curdi_gather_table) == 4080,
+               "curdi_gather_table must match lib/gather.cu");
+
+/* The two kernels of a device whose module is loaded. */
+typedef struct curdi_gather_kernels {
+    curdi_cu_function gather;  /* device pieces -> staging */
+    curdi_cu_function scatter; /* staging -> device pieces */
+} curdi_gather_kernels;
+
+/* Creates device->gather (no driver call; the module loads on first
+ * use). On failure nothing is left. */
+curd_status curdi_gather_open(struct curd_device *device);
+/* Unloads the module, if loaded (driver calls skipped when
+ * curdi_driver_usable() is false), and frees the state. NULL-safe. */
+void curdi_gather_close(struct curd_device *device);
+
+/* Whether the device is known not to run the kernels (its driver could
+ * not JIT them): the planner then never gathers. */
+bool curdi_gather_unavailable(struct curd_device *device);
+
+/* The kernels, loading the module on the first call (context current).
+ * CURD_E_PROGRAM when the driver cannot JIT the PTX (remembered: from
+ * then on curdi_gather_unavailable is true); another status, with its
+ * sentence, for a failed driver call. */
+curd_status curdi_gather_kernels_get(struct curd_device *device,
+                                     curdi_gather_kernels *out);
+
+/* Enqueues on stream the launches that move count pieces between their
+ * device bytes and stage_ptr + stage_offset: into the staging area
+ * (to_stage, curd_gather) or out of it (curd_scatter). The pieces come in
+ * stage_offset order, back to back, all below 4 GiB (a chunk is at most
+ * CURDI_CHUNK_BYTES_LIMIT). One launch per CURDI_GATHER_PIECES pieces. */
+curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
+                                 curdi_cu_stream stream, bool to_stage,
+                                 uint64_t stage_ptr,
+                                 const curdi_xfer_piece *pieces, size_t count);
+
+#endif

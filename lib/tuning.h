@@ -1,0 +1,88 @@
+/* tuning.h - the transfer engine's tunables and the environment variables
+ * that override them (pure: getenv and parsing, no driver).
+ *
+ * The defaults are what was measured best on the GPU machine (an H100 on
+ * PCIe gen5, 16 host cores; doc/PERFORMANCE.md). Each can be overridden by
+ * an environment variable, read once when a device is opened, so one
+ * process can compare settings side by side by opening one device per
+ * setting (curd-bench's tune/ scenarios do). A value that does not parse
+ * or lies outside its range is ignored, with a CURD_TRACE line. man/curd.3
+ * lists the variables. */
+#ifndef CURD_LIB_TUNING_H
+#define CURD_LIB_TUNING_H
+
+#include <stdint.h>
+
+#include "copyteam.h"
+
+/* How a transfer's staged bytes cross between their device ranges and
+ * the one contiguous stream that crosses the bus (lib/xfer.h). */
+typedef enum curdi_transfer_path {
+    /* Gather/scatter when the plan has enough small spans (below). */
+    CURDI_PATH_AUTO = 0,
+    /* One DMA per span, never a kernel. */
+    CURDI_PATH_DMA = 1,
+    /* Every span that is not moved item by item goes through the device
+     * staging and a kernel: the tests' switch. */
+    CURDI_PATH_GATHER = 2
+} curdi_transfer_path;
+
+/* The planner's choice between a DMA per span and gather/scatter. */
+typedef struct curdi_gather_policy {
+    curdi_transfer_path path;          /* CURD_TRANSFER_PATH */
+    uint64_t min_spans;                /* CURD_GATHER_MIN_SPANS */
+    uint64_t max_span_bytes;           /* CURD_GATHER_MAX_SPAN_BYTES */
+} curdi_gather_policy;
+
+typedef struct curdi_tuning {
+    curdi_gather_policy gather;
+    /* Staging chunks (lib/xfer.h, curdi_xfer_chunk_bytes): a stream up to
+     * chunk_min_bytes is one chunk; longer ones are cut into quarters
+     * kept between the two. */
+    uint64_t chunk_min_bytes;          /* CURD_CHUNK_MIN_BYTES */
+    uint64_t chunk_max_bytes;          /* CURD_CHUNK_MAX_BYTES */
+    uint64_t slots;                    /* CURD_STAGING_SLOTS */
+    /* Copy threads (lib/copyteam.h); 0: one per processor online but the
+     * caller's, at most CURDI_COPY_TEAM_AUTO_MAX. */
+    uint64_t copy_threads;             /* CURD_COPY_THREADS */
+    uint64_t copy_piece_bytes;         /* CURD_COPY_PIECE_BYTES */
+    uint64_t copy_parallel_min;        /* CURD_COPY_PARALLEL_MIN */
+    /* Microseconds the copy threads poll before they sleep (lib/copyteam.h,
+     * spin_ns); 0: they sleep at once. */
+    uint64_t copy_spin_us;             /* CURD_COPY_SPIN_US */
+    /* Host copies of a stream this long or longer use streaming stores
+     * (curdi_copy_streaming); UINT64_MAX: never. */
+    uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
+    uint64_t streaming_upload_min;     /* CURD_STREAMING_UPLOAD_MIN */
+} curdi_tuning;
+
+/* Defaults. The gather crossover: below the DMA count, a DMA per span
+ * costs less than a kernel launch; above the span size, the bus time of
+ * a span hides its DMA's set-up. */
+#define CURDI_GATHER_MIN_SPANS_DEFAULT 4u
+#define CURDI_GATHER_MAX_SPAN_BYTES_DEFAULT ((uint64_t)256 * 1024)
+#define CURDI_CHUNK_MIN_BYTES_DEFAULT ((uint64_t)1 << 20)
+#define CURDI_CHUNK_MAX_BYTES_DEFAULT ((uint64_t)8 << 20)
+#define CURDI_STAGING_SLOTS_DEFAULT 3u
+/* Bounds the environment may set. */
+#define CURDI_STAGING_SLOTS_MAX 8u
+#define CURDI_COPY_THREADS_MAX CURDI_COPY_TEAM_MAX
+#define CURDI_COPY_SPIN_US_MAX 100000u
+#define CURDI_CHUNK_BYTES_LIMIT ((uint64_t)1 << 30)
+/* A download that stages at least this many bytes writes caller memory
+ * with curdi_copy_streaming: measured on an H100 host, a 256 MiB download
+ * into malloc memory went from ~8 ms to ~5.2 ms (the 6 copy threads'
+ * plain memcpy out of staging was the bottleneck, at ~32 GB/s against
+ * the DMA's 55 GB/s). Smaller downloads keep memcpy, which leaves the
+ * bytes in cache for the caller. Uploads keep memcpy by default: staging
+ * that a DMA reads next is better written through the cache (streaming
+ * stores made the 256 MiB upload slower there). */
+#define CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT ((uint64_t)16 << 20)
+
+/* The defaults above. */
+void curdi_tuning_defaults(curdi_tuning *tuning);
+/* The defaults, then every variable that is set and valid; traces what it
+ * ignored and, when anything was set, the result. */
+void curdi_tuning_from_env(curdi_tuning *tuning);
+
+#endif
