@@ -29,6 +29,7 @@ struct curdi_host_registry;
 struct curdi_fence_room;
 struct curdi_transfer_room;
 struct curdi_program_room;
+struct curdi_session_room;
 
 struct curd_device {
     /* The core (core.c). Fixed after curdi_core_open but for the pools of
@@ -70,6 +71,7 @@ struct curd_device {
     struct curdi_fence_room *fence;            /* fence.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
     struct curdi_program_room *program;        /* program.c */
+    struct curdi_session_room *session;        /* session.c */
 };
 
 /* ------------------------------------------------------------------------

@@ -7,7 +7,7 @@
  *   the core (primary context retained and pushed, properties read,
  *   upload stream), the memory room (pools), the resident room, host
  *   registrations, the fence room, the transfer room, the program room
- *   (the module cache); then it is entered
+ *   (the module cache), the session room; then it is entered
  *   in the registry of open devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
@@ -27,6 +27,7 @@
 #include "memory.h"
 #include "program.h"
 #include "resident.h"
+#include "session.h"
 #include "status.h"
 #include "transfer.h"
 
@@ -93,6 +94,7 @@ static const room rooms[] = {
     {curdi_fence_open, curdi_fence_close},
     {curdi_transfer_open, curdi_transfer_close},
     {curdi_program_open, curdi_program_close},
+    {curdi_session_open, curdi_session_close},
 };
 #define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
 
