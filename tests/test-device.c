@@ -624,20 +624,6 @@ static void body_devices_for_ordinal_visits_each_open_device(void)
 /* ------------------------------------------------------------------------
  * Fault sweeps
  * ---------------------------------------------------------------------- */
-/* Pops what an injected cuCtxPopCurrent failure left pushed on this
- * thread, through the balance-counting table. */
-static void pop_leftover_contexts(void)
-{
-    const curdi_driver *driver = curdi_driver_get();
-    curdi_cu_context current = NULL;
-    while (driver->cuCtxGetCurrent(&current) == CURDI_CUDA_SUCCESS &&
-           current != NULL) {
-        curdi_cu_context popped = NULL;
-        g_assert_cmpuint(driver->cuCtxPopCurrent(&popped), ==,
-                         CURDI_CUDA_SUCCESS);
-    }
-}
-
 static void sweep_open(int cu_result, curd_status expected)
 {
     unsigned failed_runs = 0, tolerated_runs = 0, at;
@@ -660,7 +646,7 @@ static void sweep_open(int cu_result, curd_status expected)
             tolerated_runs++;
             (void)curd_test_device_info(device);
             g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-            pop_leftover_contexts();
+            curd_test_pop_leftover_contexts();
         } else {
             failed_runs++;
             if (status != expected)
@@ -736,7 +722,7 @@ static void body_fault_sweep_over_self_test_keeps_the_device_usable(void)
             /* The failed call was a cleanup call (free, unload, pop): the
              * driver object it would have destroyed stays; counted as a
              * leak of the injection, not of curd. */
-            pop_leftover_contexts();
+            curd_test_pop_leftover_contexts();
             for (int i = 0; i < BALANCE_COUNT; i++)
                 if (i != BALANCE_CONTEXTS && i != BALANCE_STREAMS)
                     atomic_store(&balance[i], 0);

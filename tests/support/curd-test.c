@@ -233,3 +233,16 @@ gboolean curd_test_faults_fired(void)
 {
     return atomic_load(&fault_fired);
 }
+
+void curd_test_pop_leftover_contexts(void)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_context current = NULL;
+    while (driver != NULL
+           && driver->cuCtxGetCurrent(&current) == CURDI_CUDA_SUCCESS
+           && current != NULL) {
+        curdi_cu_context popped = NULL;
+        g_assert_cmpuint(driver->cuCtxPopCurrent(&popped), ==,
+                         CURDI_CUDA_SUCCESS);
+    }
+}

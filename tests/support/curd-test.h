@@ -63,5 +63,9 @@ void curd_test_faults_begin(unsigned fail_at, int cu_result,
 unsigned curd_test_faults_end(void);
 /* Whether the armed failure has fired since begin. */
 gboolean curd_test_faults_fired(void);
+/* Pops what an injected cuCtxPopCurrent failure left pushed on this
+ * thread (through whatever table is installed), so that a sweep of many
+ * runs does not fill the driver's context stack. */
+void curd_test_pop_leftover_contexts(void);
 
 #endif
