@@ -678,8 +678,10 @@ CURD_API curd_status curd_pending_free(curd_pending *pending);
  *    well (against a host copy the session keeps of each cached set, in
  *    host memory, counted against no device budget). The same call with
  *    the same bytes is a hit: no allocation, no host-to-device byte. A hit
- *    still reads every payload byte twice on the host (the hash, then the
- *    comparison).
+ *    still compares every payload byte with that copy (some 25 us per MiB
+ *    on one core): the lookup first tries the set last handed out with the
+ *    same domain and payload lengths, and hashes the bytes only when that
+ *    one differs.
  *
  * The buffers are ordinary curd_buffer handles of the session's device:
  * every transfer and dispatch call takes them. The handle given to

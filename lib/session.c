@@ -249,6 +249,9 @@ typedef struct static_set {
     curd_static_set public_set; /* the caller's pointer is its address */
     session_link live_link;     /* key: that address; every live set */
     session_link cache_link;    /* key: key.low64; retained sets only */
+    session_link hint_link;     /* key: the shape key (key_shape) */
+    bool hinted;                /* in the hints: the last handed out of
+                                   its shape */
     XXH128_hash_t key;
     uint64_t total_bytes;
     uint64_t last_use; /* the session's use clock at its last hand-out */
@@ -275,6 +278,7 @@ struct curd_session {
     size_t class_capacity;
     session_map sets;  /* every live set */
     session_map cache; /* the retained ones */
+    session_map hints; /* per shape, the retained set last handed out */
     /* The device's facts that its code depends on, hashed into every key:
      * compute capability major and minor, CURD_CAP_* capabilities. */
     uint64_t device_facts[3];
@@ -371,6 +375,7 @@ static drained session_drain(curd_session *session)
     map_clear(&session->buffers);
     map_clear(&session->sets);
     map_clear(&session->cache);
+    map_clear(&session->hints);
     session->class_count = 0;
     session->stats.idle_bytes = session->stats.idle_buffers = 0;
     session->stats.lent_bytes = session->stats.lent_buffers = 0;
@@ -422,6 +427,7 @@ static void session_destroy(curd_session *session)
     map_fini(&session->buffers);
     map_fini(&session->sets);
     map_fini(&session->cache);
+    map_fini(&session->hints);
     free(session->classes);
     pthread_mutex_destroy(&session->lock);
     free(session);
@@ -764,7 +770,8 @@ typedef struct static_request {
     const curd_static_payload *payloads;
     size_t count;
     uint64_t total_bytes;
-    size_t set_bytes; /* the set's one allocation */
+    size_t set_bytes;   /* the set's one allocation */
+    uint64_t shape_key; /* key_shape's, once the lookup has run */
 } static_request;
 
 static curd_status static_check(curd_session *session, const char *domain,
@@ -838,38 +845,47 @@ static curd_status static_check(curd_session *session, const char *domain,
     return CURD_OK;
 }
 
-/* The key: the domain, what the device's code depends on, the payloads'
- * lengths (so the bytes' split is part of it), then the bytes. */
-static XXH128_hash_t static_key(const curd_session *session,
-                                const static_request *request)
+/* The key, in two steps over one XXH3 state: first what the device's
+ * code depends on, the domain and the payloads' lengths (so the bytes'
+ * split is part of it), whose digest is the request's shape key; then the
+ * bytes, whose digest is the key. A hit through the shape's hint never
+ * needs the second step: equal bytes have equal keys. */
+static uint64_t key_shape(const curd_session *session,
+                          const static_request *request, XXH3_state_t *state)
 {
-    XXH3_state_t state;
     const uint64_t facts[6] = {
         KEY_LAYOUT_VERSION,     session->device_facts[0],
         session->device_facts[1], session->device_facts[2],
         (uint64_t)request->domain_len, (uint64_t)request->count,
     };
     pthread_once(&key_secret_once, key_secret_draw);
-    (void)XXH3_128bits_reset_withSecret(&state, key_secret,
+    (void)XXH3_128bits_reset_withSecret(state, key_secret,
                                         sizeof key_secret);
-    (void)XXH3_128bits_update(&state, facts, sizeof facts);
-    (void)XXH3_128bits_update(&state, request->domain, request->domain_len);
+    (void)XXH3_128bits_update(state, facts, sizeof facts);
+    (void)XXH3_128bits_update(state, request->domain, request->domain_len);
     for (size_t index = 0; index < request->count; index++) {
         uint64_t byte_len = request->payloads[index].byte_len;
-        (void)XXH3_128bits_update(&state, &byte_len, sizeof byte_len);
+        (void)XXH3_128bits_update(state, &byte_len, sizeof byte_len);
     }
-    for (size_t index = 0; index < request->count; index++)
-        (void)XXH3_128bits_update(&state, request->payloads[index].data,
-                                  request->payloads[index].byte_len);
-    return XXH3_128bits_digest(&state);
+    /* A digest leaves the state as it was, ready for the bytes. */
+    return XXH3_128bits_digest(state).low64;
 }
 
-/* Everything but the bytes: cheap, and under the lock. */
-static bool set_shape_matches(const static_set *set, XXH128_hash_t key,
-                              const static_request *request)
+static XXH128_hash_t key_finish(const static_request *request,
+                                XXH3_state_t *state)
 {
-    if (!XXH128_isEqual(set->key, key)
-        || set->public_set.count != request->count
+    for (size_t index = 0; index < request->count; index++)
+        (void)XXH3_128bits_update(state, request->payloads[index].data,
+                                  request->payloads[index].byte_len);
+    return XXH3_128bits_digest(state);
+}
+
+/* The domain's length and the payloads' count and lengths: cheap, and
+ * under the lock. */
+static bool set_same_shape(const static_set *set,
+                           const static_request *request)
+{
+    if (set->public_set.count != request->count
         || set->domain_len != request->domain_len
         || set->total_bytes != request->total_bytes)
         return false;
@@ -906,14 +922,14 @@ static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
                                        : map_find(&session->cache, key.low64);
     for (; link != NULL; link = map_next(link)) {
         static_set *set = CONTAINER_OF(link, static_set, cache_link);
-        if (set_shape_matches(set, key, request))
+        if (XXH128_isEqual(set->key, key) && set_same_shape(set, request))
             return set;
     }
     return NULL;
 }
 
 /* Lock held: a retained set with these exact bytes, compared under the
- * lock (the slow path after a collision, and a miss's second look). */
+ * lock (after a collision, and a miss's second look). */
 static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
                                      const static_request *request)
 {
@@ -924,8 +940,46 @@ static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
     return NULL;
 }
 
-/* Lock held: one more hand-out of a set. */
-static curd_status set_hold(curd_session *session, static_set *set)
+/* Lock held: the retained set last handed out with the request's shape
+ * (its hint), or NULL. */
+static static_set *hint_find(curd_session *session, uint64_t shape_key,
+                             const static_request *request)
+{
+    for (session_link *link = map_find(&session->hints, shape_key);
+         link != NULL; link = map_next(link)) {
+        static_set *set = CONTAINER_OF(link, static_set, hint_link);
+        if (set_same_shape(set, request)
+            && memcmp(set->domain, request->domain, request->domain_len)
+                   == 0)
+            return set;
+    }
+    return NULL;
+}
+
+static void hint_drop(curd_session *session, static_set *set)
+{
+    if (set->hinted) {
+        map_remove(&session->hints, &set->hint_link);
+        set->hinted = false;
+    }
+}
+
+/* Lock held: a retained set handed out becomes its shape's hint. */
+static void hint_take(curd_session *session, static_set *set,
+                      const static_request *request)
+{
+    if (set->hinted || !set->public_set.retained)
+        return;
+    static_set *previous = hint_find(session, set->hint_link.key, request);
+    if (previous != NULL)
+        hint_drop(session, previous);
+    map_insert(&session->hints, &set->hint_link);
+    set->hinted = true;
+}
+
+/* Lock held: one more hold of a set, before its bytes are known to match
+ * (the caller drops it on a mismatch). */
+static curd_status set_hold(static_set *set)
 {
     if (set->holds == UINT32_MAX)
         return curdi_fail(CURD_E_BUDGET,
@@ -934,44 +988,91 @@ static curd_status set_hold(curd_session *session, static_set *set)
                           " curd_session_release_static() once you are done"
                           " with it.");
     set->holds++;
-    set->last_use = ++session->use_clock;
     return CURD_OK;
 }
 
-/* A hit, or NULL. The first candidate's bytes are compared outside the
- * lock while it is held, so threads hitting at once compare at once; a
- * candidate whose bytes differ (a 128-bit collision) sends the lookup to
- * the slow path. */
-static curd_status cache_lookup(curd_session *session, curd_device **device,
-                                XXH128_hash_t key,
-                                const static_request *request,
-                                static_set **out_hit)
+/* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
+static void set_handed_out(curd_session *session, static_set *set,
+                           const static_request *request, bool hit)
 {
-    const char *what = "curd_session_upload_static";
-    *out_hit = NULL;
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, device);
-    static_set *set = status == CURD_OK
-                          ? cache_candidate(session, key, request, NULL)
-                          : NULL;
-    if (set != NULL)
-        status = set_hold(session, set);
+    set->last_use = ++session->use_clock;
+    hint_take(session, set, request);
+    if (hit)
+        session->stats.static_hits++;
+}
+
+/* Holds `set` (found under the lock, NULL for none), compares its bytes
+ * outside the lock, so that threads hitting at once compare at once, and
+ * counts a hit; drops the hold on a mismatch. Called without the lock,
+ * which it takes. */
+static curd_status hold_if_same(curd_session *session, static_set *set,
+                                const static_request *request, bool *out_same)
+{
+    *out_same = false;
+    curd_status status = set_hold(set);
     pthread_mutex_unlock(&session->lock);
-    if (status != CURD_OK || set == NULL)
+    if (status != CURD_OK)
         return status;
     bool same = set_bytes_match(set, request);
     pthread_mutex_lock(&session->lock);
-    if (!same) {
+    if (same)
+        set_handed_out(session, set, request, true);
+    else
         set->holds--;
+    pthread_mutex_unlock(&session->lock);
+    *out_same = same;
+    return CURD_OK;
+}
+
+/* The hit path: the shape's hint first (no hash of the bytes: a pipeline
+ * uploads the set it uploaded last time), then the key, every candidate's
+ * bytes compared. *out_hit NULL: a miss, *out_key then set. */
+static curd_status cache_lookup(curd_session *session, curd_device **device,
+                                static_request *request,
+                                XXH128_hash_t *out_key, static_set **out_hit)
+{
+    const char *what = "curd_session_upload_static";
+    XXH3_state_t state;
+    bool same = false;
+    *out_hit = NULL;
+    uint64_t shape_key = key_shape(session, request, &state);
+    request->shape_key = shape_key;
+    pthread_mutex_lock(&session->lock);
+    curd_status status = session_device(session, what, device);
+    static_set *set =
+        status == CURD_OK ? hint_find(session, shape_key, request) : NULL;
+    if (set == NULL)
+        pthread_mutex_unlock(&session->lock);
+    else
+        status = hold_if_same(session, set, request, &same);
+    if (status != CURD_OK || same) {
+        *out_hit = same ? set : NULL;
+        return status;
+    }
+    XXH128_hash_t key = key_finish(request, &state);
+    *out_key = key;
+    pthread_mutex_lock(&session->lock);
+    status = session_device(session, what, device);
+    set = status == CURD_OK ? cache_candidate(session, key, request, NULL)
+                            : NULL;
+    if (set == NULL) {
+        pthread_mutex_unlock(&session->lock);
+        return status;
+    }
+    status = hold_if_same(session, set, request, &same);
+    if (status == CURD_OK && !same) {
+        /* A 128-bit collision, or a thread's miss inserted meanwhile:
+         * every candidate, compared under the lock. */
+        pthread_mutex_lock(&session->lock);
         set = cache_find_locked(session, key, request);
         if (set != NULL)
-            status = set_hold(session, set);
+            status = set_hold(set);
+        same = set != NULL && status == CURD_OK;
+        if (same)
+            set_handed_out(session, set, request, true);
+        pthread_mutex_unlock(&session->lock);
     }
-    if (status == CURD_OK && set != NULL) {
-        session->stats.static_hits++;
-        *out_hit = set;
-    }
-    pthread_mutex_unlock(&session->lock);
+    *out_hit = same ? set : NULL;
     return status;
 }
 
@@ -1004,6 +1105,7 @@ static static_set *set_new(const static_request *request, XXH128_hash_t key)
     set->bytes = bytes;
     set->live_link.key = (uint64_t)(uintptr_t)&set->public_set;
     set->cache_link.key = key.low64;
+    set->hint_link.key = request->shape_key;
     return set;
 }
 
@@ -1066,7 +1168,7 @@ static void pick_victim(session_link *link, void *context)
 /* Lock held: a new set into the session, retained when it fits the
  * static budget once unheld sets are evicted, largest first. */
 static void set_insert(curd_session *session, static_set *set,
-                       static_set **to_free)
+                       const static_request *request, static_set **to_free)
 {
     curd_session_stats *stats = &session->stats;
     uint64_t held = 0;
@@ -1080,6 +1182,7 @@ static void set_insert(curd_session *session, static_set *set,
         map_each(&session->cache, pick_victim, &victim);
         map_remove(&session->cache, &victim->cache_link);
         map_remove(&session->sets, &victim->live_link);
+        hint_drop(session, victim);
         stats->cached_bytes -= victim->total_bytes;
         stats->cached_sets--;
         stats->static_evictions++;
@@ -1088,7 +1191,7 @@ static void set_insert(curd_session *session, static_set *set,
     }
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
-    set->last_use = ++session->use_clock;
+    set_handed_out(session, set, request, false);
     map_insert(&session->sets, &set->live_link);
     if (retain) {
         map_insert(&session->cache, &set->cache_link);
@@ -1137,15 +1240,16 @@ static curd_status static_miss(curd_session *session, curd_device *device,
     static_set *theirs =
         status == CURD_OK ? cache_find_locked(session, key, request) : NULL;
     if (theirs != NULL)
-        status = set_hold(session, theirs);
+        status = set_hold(theirs);
     if (status == CURD_OK && theirs != NULL) {
         /* Another thread cached the same set while this one uploaded. */
+        set_handed_out(session, theirs, request, false);
         session->stats.static_misses++;
         set->next_free = to_free;
         to_free = set;
         *out_set = &theirs->public_set;
     } else if (status == CURD_OK) {
-        set_insert(session, set, &to_free);
+        set_insert(session, set, request, &to_free);
         *out_set = &set->public_set;
     } else {
         /* The device was closed meanwhile (freeing the buffers) or the
@@ -1170,9 +1274,8 @@ CURD_API curd_status curd_session_upload_static(
         static_check(session, domain, payloads, count, out_set, &request);
     if (status != CURD_OK)
         return status;
-    /* Outside every lock: the facts hashed are the session's own copy. */
-    XXH128_hash_t key = static_key(session, &request);
-    status = cache_lookup(session, &device, key, &request, &hit);
+    XXH128_hash_t key = {0, 0};
+    status = cache_lookup(session, &device, &request, &key, &hit);
     if (status != CURD_OK)
         return status;
     if (hit != NULL) {
@@ -1354,7 +1457,7 @@ CURD_API curd_status curd_session_new(curd_device *device,
                           " again.");
     bool made = pthread_mutex_init(&session->lock, NULL) == 0;
     if (made && (!map_init(&session->buffers) || !map_init(&session->sets)
-                 || !map_init(&session->cache))) {
+                 || !map_init(&session->cache) || !map_init(&session->hints))) {
         pthread_mutex_destroy(&session->lock);
         made = false;
     }
@@ -1367,6 +1470,7 @@ CURD_API curd_status curd_session_new(curd_device *device,
         map_fini(&session->buffers);
         map_fini(&session->sets);
         map_fini(&session->cache);
+        map_fini(&session->hints);
         free(session);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_session_new: the session's tables or lock"

@@ -14,10 +14,15 @@
  *    stack (the last released is the next reused; eviction takes the
  *    largest size's last released first);
  *  - its static sets: every live one by its address (so a set pointer is
- *    checked before it is read), and the retained ones by the low 64 bits
- *    of their XXH3-128 key. Each set is one allocation: the public
- *    struct, its buffer handles, its payload lengths, the domain tag and a
- *    host copy of the bytes, which a hit is compared against.
+ *    checked before it is read), the retained ones by the low 64 bits of
+ *    their XXH3-128 key, and per shape (the domain, the payloads' count
+ *    and lengths) the retained set last handed out: its hint. A lookup
+ *    compares the request's bytes with the hint first and hashes them
+ *    only when the hint differs, since a pipeline uploads what it uploaded
+ *    last time, and comparing reads half what hashing and comparing read.
+ *    Each set is one allocation: the public struct, its buffer handles,
+ *    its payload lengths, the domain tag and a host copy of the bytes,
+ *    which a hit is compared against.
  * Where two locks nest, the room's comes first, then the session's, then
  * the resident table's (curdi_resident_retag, _take and _probe run under
  * the session's lock: they make no driver call).

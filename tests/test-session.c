@@ -515,6 +515,43 @@ static void test_one_changed_byte_misses(void)
     tables_free(&t);
 }
 
+static void test_sets_of_one_shape_taking_turns_all_hit(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    tables versions[3];
+    const curd_static_set *cached[3];
+    for (size_t v = 0; v < 3; v++) {
+        versions[v] = tables_random(3, three_tables);
+        cached[v] = upload_ok(session, "tables", &versions[v]);
+        g_assert_cmpint(curd_session_release_static(session, cached[v]), ==,
+                        CURD_OK);
+    }
+    /* Each upload finds its own set, whichever of the shape came last. */
+    transfer_test_snapshot before = transfer_test_take(device);
+    for (int round = 0; round < 12; round++) {
+        size_t v = (size_t)g_test_rand_int_range(0, 3);
+        tables copy = tables_copy(&versions[v]);
+        const curd_static_set *set = upload_ok(session, "tables", &copy);
+        g_assert_true(set == cached[v]);
+        assert_set_holds(device, set, &versions[v]);
+        g_assert_cmpint(curd_session_release_static(session, set), ==,
+                        CURD_OK);
+        tables_free(&copy);
+    }
+    g_assert_cmpuint(transfer_test_take(device).h2d_bytes, ==,
+                     before.h2d_bytes);
+    curd_session_stats stats = session_stats(session);
+    g_assert_cmpuint(stats.static_hits, ==, 12);
+    g_assert_cmpuint(stats.static_misses, ==, 3);
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    for (size_t v = 0; v < 3; v++)
+        tables_free(&versions[v]);
+}
+
 static void test_domain_and_the_split_of_the_bytes_are_part_of_the_key(void)
 {
     curd_device *device = curd_test_gpu_open();
@@ -1057,6 +1094,8 @@ static const transfer_test_case cases[] = {
     {"cold-then-warm-upload-moves-the-payload-bytes-then-none",
      test_cold_then_warm_upload_moves_the_payload_bytes_then_none},
     {"one-changed-byte-misses", test_one_changed_byte_misses},
+    {"sets-of-one-shape-taking-turns-all-hit",
+     test_sets_of_one_shape_taking_turns_all_hit},
     {"domain-and-the-split-of-the-bytes-are-part-of-the-key",
      test_domain_and_the_split_of_the_bytes_are_part_of_the_key},
     {"set-larger-than-the-budget-is-not-retained-and-freed-at-release",

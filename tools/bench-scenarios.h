@@ -1,6 +1,6 @@
 /* bench-scenarios.h - curd-bench's scenarios (bench-pool.c,
- * bench-transfer.c, bench-sweep.c); tools/README-bench.md says what each
- * compares. */
+ * bench-transfer.c, bench-sweep.c, bench-session.c); tools/README-bench.md
+ * says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
 
@@ -17,5 +17,7 @@ int bench_transfer_pinned_download(const bench_env *env);
 int bench_transfer_small_roundtrip(const bench_env *env);
 int bench_transfer_upload_sweep(const bench_env *env);
 int bench_transfer_download_sweep(const bench_env *env);
+int bench_session_reuse(const bench_env *env);
+int bench_session_static_hit(const bench_env *env);
 
 #endif

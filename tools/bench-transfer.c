@@ -310,9 +310,8 @@ int bench_transfer_add_pinned(bench_transfer_state *state, void **out,
     return 0;
 }
 
-/* Raw copies outside the timed region, for set-up and checks. */
-static int raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
-                       const void *host, size_t byte_len)
+int bench_raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
+                      const void *host, size_t byte_len)
 {
     bench_cu_result cu_result;
     if (bench_raw_enter(env) != 0)
@@ -324,8 +323,8 @@ static int raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
     return 0;
 }
 
-static int raw_copy_out(const bench_env *env, void *host,
-                        bench_cu_deviceptr device_ptr, size_t byte_len)
+int bench_raw_copy_out(const bench_env *env, void *host,
+                       bench_cu_deviceptr device_ptr, size_t byte_len)
 {
     bench_cu_result cu_result;
     if (bench_raw_enter(env) != 0)
@@ -343,13 +342,13 @@ int bench_check_upload(bench_transfer_state *state, bench_op_fn op, void *contex
                         const char *what)
 {
     bench_poison(state->scratch, state->byte_len);
-    if (raw_copy_in(state->env, state->device_ptr, state->scratch,
+    if (bench_raw_copy_in(state->env, state->device_ptr, state->scratch,
                     state->byte_len) != 0)
         return -1;
     if (op(context, 1) != 0)
         return -1;
     bench_poison(state->scratch, state->byte_len);
-    if (raw_copy_out(state->env, state->scratch, state->device_ptr,
+    if (bench_raw_copy_out(state->env, state->scratch, state->device_ptr,
                      state->byte_len) != 0)
         return -1;
     return bench_compare(what, state->reference, state->scratch,
@@ -449,7 +448,7 @@ int bench_transfer_fused_reads(const bench_env *env)
         goto done;
     if (bench_transfer_add_pinned(&state, &state.pinned, total_bytes) != 0)
         goto done;
-    if (raw_copy_in(env, state.device_ptr, state.reference, total_bytes) != 0)
+    if (bench_raw_copy_in(env, state.device_ptr, state.reference, total_bytes) != 0)
         goto done;
     if (with_registered) {
         registered = bench_host_alloc(total_bytes, "the registered reads");
@@ -574,7 +573,7 @@ static int large_transfer(const bench_env *env, const char *name,
         goto done;
     if (upload)
         memcpy(state.pinned, state.reference, LARGE_BYTES);
-    else if (raw_copy_in(env, state.device_ptr, state.reference,
+    else if (bench_raw_copy_in(env, state.device_ptr, state.reference,
                          LARGE_BYTES) != 0)
         goto done;
 
@@ -712,7 +711,7 @@ static int check_roundtrip(bench_transfer_state *state, bench_copy_op *op,
                            bench_op_fn run, uint64_t *seed, const char *what)
 {
     bench_poison(state->scratch, state->byte_len);
-    if (raw_copy_in(state->env, state->device_ptr, state->scratch,
+    if (bench_raw_copy_in(state->env, state->device_ptr, state->scratch,
                     state->byte_len) != 0)
         return -1;
     bench_fill_random(seed, state->reference, state->byte_len);

@@ -73,6 +73,14 @@ int bench_check_upload(bench_transfer_state *state, bench_op_fn op,
 int bench_check_download(bench_transfer_state *state, bench_op_fn op,
                          void *context, void *destination, const char *what);
 
+/* Raw synchronous copies (cuMemcpyHtoD, cuMemcpyDtoH) with the context
+ * pushed, for set-up and checks outside the timed region: a path
+ * independent of curd's. */
+int bench_raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
+                      const void *host, size_t byte_len);
+int bench_raw_copy_out(const bench_env *env, void *host,
+                       bench_cu_deviceptr device_ptr, size_t byte_len);
+
 /* Whether the device can page-lock caller memory (curd_host_register). */
 bool bench_has_host_register(const bench_env *env);
 

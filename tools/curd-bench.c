@@ -48,6 +48,14 @@ static const bench_scenario_entry scenarios[] = {
     {"transfer/download-sweep",
      "downloads of 4 KiB to 256 MiB: raw and curd, pageable and page-locked",
      bench_transfer_download_sweep},
+    {"session/reuse",
+     "4 KiB session alloc+release of a size held idle vs "
+     "curd_buffer_alloc+free",
+     bench_session_reuse},
+    {"session/static-hit",
+     "1 MiB static set hit (no upload) vs uploading the tables, and vs a "
+     "session that caches nothing",
+     bench_session_static_hit},
 };
 
 int main(int argc, char **argv)
