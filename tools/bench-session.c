@@ -59,6 +59,35 @@ static void counters_at_sampling_start(void *opaque)
         memset(&counters->at_start, 0, sizeof counters->at_start);
 }
 
+/* Arms the counters for bench_measure. */
+static void watch_session(bench_scenario *scenario,
+                          session_counters *counters, curd_session *session)
+{
+    counters->session = session;
+    scenario->sampling_start = counters_at_sampling_start;
+    scenario->sampling_context = counters;
+}
+
+/* The note of the hits and misses (of reuse, or of static sets) over the
+ * timed samples; 0, or -1 after bench_fail(). */
+static int note_session_hits(bench_scenario *scenario,
+                             const session_counters *counters, bool reuse,
+                             const char *what)
+{
+    curd_session_stats now;
+    if (session_stats(counters->session, &now) != 0)
+        return -1;
+    const curd_session_stats *start = &counters->at_start;
+    uint64_t hits = reuse ? now.reuse_hits - start->reuse_hits
+                          : now.static_hits - start->static_hits;
+    uint64_t misses = reuse ? now.reuse_misses - start->reuse_misses
+                            : now.static_misses - start->static_misses;
+    bench_note(scenario, "%s over the timed samples: %llu hits, %llu misses%s",
+               what, (unsigned long long)hits, (unsigned long long)misses,
+               misses != 0 ? " (WARNING: not all hits)" : "");
+    return 0;
+}
+
 /* ------------------------------------------------------------------------
  * session/reuse
  * ---------------------------------------------------------------------- */
@@ -151,24 +180,13 @@ int bench_session_reuse(const bench_env *env)
         .op = op_buffer_alloc_free, .context = &loop});
     if (reuse < 0 || plain < 0)
         goto done;
-    counters.session = session;
-    scenario.sampling_start = counters_at_sampling_start;
-    scenario.sampling_context = &counters;
+    watch_session(&scenario, &counters, session);
     if (bench_measure(&scenario) != 0)
         goto done;
     bench_check_ratio(&scenario, reuse, plain, 0.5, "<= 1/2");
     bench_check_median_ns(&scenario, reuse, 100.0, "< 100 ns");
-    curd_session_stats now;
-    if (session_stats(session, &now) != 0)
+    if (note_session_hits(&scenario, &counters, true, "session reuse") != 0)
         goto done;
-    uint64_t misses = now.reuse_misses - counters.at_start.reuse_misses;
-    bench_note(&scenario,
-               "session counters over the timed samples: %llu reuse hits,"
-               " %llu misses%s",
-               (unsigned long long)(now.reuse_hits
-                                    - counters.at_start.reuse_hits),
-               (unsigned long long)misses,
-               misses != 0 ? " (WARNING: not all hits)" : "");
     bench_report_scenario(&scenario);
     result = 0;
 
@@ -343,26 +361,18 @@ int bench_session_static_hit(const bench_env *env)
         .bytes_per_op = SET_BYTES});
     if (hit_index < 0 || plain_index < 0 || miss_index < 0)
         goto done;
-    counters.session = cached;
-    scenario.sampling_start = counters_at_sampling_start;
-    scenario.sampling_context = &counters;
+    watch_session(&scenario, &counters, cached);
     if (bench_measure(&scenario) != 0)
         goto done;
     bench_check_ratio(&scenario, hit_index, plain_index, 0.1,
                       ">= 10x faster");
     bench_check_ratio(&scenario, hit_index, miss_index, 0.0, NULL);
-    curd_session_stats now;
-    if (session_stats(cached, &now) != 0)
+    if (note_session_hits(&scenario, &counters, false,
+                          "the cached session's static uploads")
+        != 0)
         goto done;
-    uint64_t misses = now.static_misses - counters.at_start.static_misses;
-    bench_note(&scenario,
-               "cached session over the timed samples: %llu hits, %llu"
-               " misses%s; a hit moved 0 host-to-device bytes (checked"
-               " before timing)",
-               (unsigned long long)(now.static_hits
-                                    - counters.at_start.static_hits),
-               (unsigned long long)misses,
-               misses != 0 ? " (WARNING: not all hits)" : "");
+    bench_note(&scenario, "a hit moved 0 host-to-device bytes and gave the"
+                          " cold upload's set (checked before timing)");
     bench_report_scenario(&scenario);
     result = 0;
 
