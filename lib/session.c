@@ -403,23 +403,44 @@ static void free_set(curd_device *device, const char *what, static_set *set)
     free(set);
 }
 
-/* Frees what session_drain took out: the device buffers too when device
- * is not NULL (a closing device frees them itself). */
-static void free_drained(curd_device *device, const char *what, drained out)
+/* Frees records taken out under the lock (linked by `below`), and with
+ * device not NULL their device memory: the buffer of a record whose
+ * handle is still set, or the block of one taken from the resident table
+ * already (freed at release). A closing device (NULL here) frees its
+ * buffers itself. A pool that fails to take a block back has lost track
+ * of it, which is no failure of the call that freed it: traced. */
+static void free_records(curd_device *device, const char *what,
+                         buffer_record *records)
 {
-    buffer_record *next_record;
-    for (buffer_record *record = out.records; record != NULL;
-         record = next_record) {
-        next_record = record->below;
-        if (device != NULL)
+    buffer_record *next;
+    for (buffer_record *record = records; record != NULL; record = next) {
+        next = record->below;
+        if (device != NULL && record->link.key != 0)
             free_buffer(device, what, record->link.key);
+        else if (device != NULL && record->device_ptr != 0
+                 && curdi_pool_release(device->device_pool,
+                                       record->device_ptr)
+                        != CURD_OK)
+            curdi_trace("%s: %s", what, curd_last_error());
         free(record);
     }
-    static_set *next_set;
-    for (static_set *set = out.sets; set != NULL; set = next_set) {
-        next_set = set->next_free;
+}
+
+/* Frees sets taken out under the lock (linked by `next_free`). */
+static void free_sets(curd_device *device, const char *what, static_set *sets)
+{
+    static_set *next;
+    for (static_set *set = sets; set != NULL; set = next) {
+        next = set->next_free;
         free_set(device, what, set);
     }
+}
+
+/* Frees what session_drain took out. */
+static void free_drained(curd_device *device, const char *what, drained out)
+{
+    free_records(device, what, out.records);
+    free_sets(device, what, out.sets);
 }
 
 static void session_destroy(curd_session *session)
@@ -542,27 +563,6 @@ static void record_forget(curd_session *session, buffer_record *record,
     record->link.key = 0; /* nothing left on the device */
     record->below = *to_free;
     *to_free = record;
-}
-
-/* Frees what a release took out under the lock: the records, the
- * buffers of those whose handle is still set (evicted), the blocks of
- * those taken already (freed at once). A pool that fails to take a block
- * back has lost track of it, which is no failure of the release: traced. */
-static void free_records(curd_device *device, const char *what,
-                         buffer_record *records)
-{
-    buffer_record *next;
-    for (buffer_record *record = records; record != NULL; record = next) {
-        next = record->below;
-        if (record->link.key != 0)
-            free_buffer(device, what, record->link.key);
-        else if (record->device_ptr != 0
-                 && curdi_pool_release(device->device_pool,
-                                       record->device_ptr)
-                        != CURD_OK)
-            curdi_trace("%s: %s", what, curd_last_error());
-        free(record);
-    }
 }
 
 static curd_status alloc_miss(curd_session *session, curd_device *device,
@@ -1202,15 +1202,6 @@ static void set_insert(curd_session *session, static_set *set,
         stats->unretained_sets++;
     }
     stats->static_misses++;
-}
-
-static void free_sets(curd_device *device, const char *what, static_set *sets)
-{
-    static_set *next;
-    for (static_set *set = sets; set != NULL; set = next) {
-        next = set->next_free;
-        free_set(device, what, set);
-    }
 }
 
 /* The miss: a new set made and uploaded outside the lock, then kept, or
