@@ -34,9 +34,6 @@
  * Built from the whole library (FUZZ_SRCS_transfer-validate in fuzz.mk). */
 #include "fuzz.h"
 
-#include <limits.h>
-#include <unistd.h>
-
 #define MAX_BUFFERS 6
 #define MAX_ITEMS 16
 #define MAX_BUFFER_LEN 1024u
@@ -92,29 +89,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* The stand-in beside this binary, unless the caller names one. */
-    if (getenv("CURD_LIBCUDA") == NULL) {
-        char path[PATH_MAX];
-        ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (got > 0) {
-            path[got] = '\0';
-            char *slash = strrchr(path, '/');
-            if (slash != NULL) {
-                strcpy(slash + 1, "libcuda-fake.so.1");
-                setenv("CURD_LIBCUDA", path, 1);
-            }
-        }
-    }
     trace = getenv("FUZZ_TRANSFER_TRACE") != NULL;
     setenv("FAKE_CUDA_DEVICES", "2", 0);
-    setenv("FAKE_CUDA_MEMORY", "67108864", 0);
-    curd_status status = curd_device_open(0, NULL, &device);
-    if (status != CURD_OK) {
-        fprintf(stderr, "fuzz-transfer-validate: cannot open the stand-in"
-                        " device: %s: %s\n",
-                curd_status_name(status), curd_last_error());
-        abort();
-    }
+    device = fuzz_open_fake_device("fuzz-transfer-validate");
     /* A second device's live buffers: stale here, whatever their bits. */
     curd_device *other = NULL;
     if (curd_device_open(1, NULL, &other) == CURD_OK) {

@@ -8,12 +8,14 @@
 #ifndef CURD_FUZZ_H
 #define CURD_FUZZ_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "curd.h"
 
@@ -87,6 +89,36 @@ static inline void fuzz_check_fix_sentence(void)
     FUZZ_CHECK(fix != NULL);
     FUZZ_CHECK(strlen(fix) > 6);
     FUZZ_CHECK(message[length - 1] == '.');
+}
+
+/* For the harnesses that run the public calls on the stand-in libcuda
+ * (tests/fake/fake-cuda.c), which fuzz.mk builds beside them: points
+ * CURD_LIBCUDA at it unless the caller names one, gives it 64 MiB per
+ * device unless FAKE_CUDA_MEMORY says otherwise, and opens device 0;
+ * aborts, naming the harness, when it cannot. */
+static inline curd_device *fuzz_open_fake_device(const char *harness)
+{
+    if (getenv("CURD_LIBCUDA") == NULL) {
+        char path[PATH_MAX];
+        ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
+        if (got > 0) {
+            path[got] = '\0';
+            char *slash = strrchr(path, '/');
+            if (slash != NULL) {
+                strcpy(slash + 1, "libcuda-fake.so.1");
+                setenv("CURD_LIBCUDA", path, 1);
+            }
+        }
+    }
+    setenv("FAKE_CUDA_MEMORY", "67108864", 0);
+    curd_device *device = NULL;
+    curd_status status = curd_device_open(0, NULL, &device);
+    if (status != CURD_OK) {
+        fprintf(stderr, "%s: cannot open the stand-in device: %s: %s\n",
+                harness, curd_status_name(status), curd_last_error());
+        abort();
+    }
+    return device;
 }
 
 #endif

@@ -34,17 +34,17 @@ FUZZ_SRCS_pool ?= lib/pool.c lib/checked.c lib/status.c lib/driver.c
 # The whole library, whatever rooms it has.
 FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS)
 FUZZ_SRCS_launch ?= $(LIB_SRCS)
+FUZZ_SRCS_session ?= $(LIB_SRCS)
 
-# fuzz-transfer-validate and fuzz-launch run the public transfer and
-# dispatch calls on the stand-in libcuda (tests/fake/fake-cuda.c), built
-# here beside them and found through CURD_LIBCUDA; the test build is not
-# involved.
+# fuzz-transfer-validate, fuzz-launch and fuzz-session run public calls on
+# the stand-in libcuda (tests/fake/fake-cuda.c), built here beside them and
+# found through CURD_LIBCUDA; the test build is not involved.
 FUZZ_FAKE_CUDA := $(FUZZ_DIR)/libcuda-fake.so.1
 $(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h | fuzz-toolchain
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
-$(FUZZ_DIR)/fuzz-transfer-validate $(FUZZ_DIR)/fuzz-launch: $(FUZZ_FAKE_CUDA)
+$(FUZZ_DIR)/fuzz-transfer-validate $(FUZZ_DIR)/fuzz-launch $(FUZZ_DIR)/fuzz-session: $(FUZZ_FAKE_CUDA)
 
 FUZZ_NAMES := $(patsubst fuzz/fuzz-%.c,%,$(sort $(wildcard fuzz/fuzz-*.c)))
 FUZZ_BINS := $(addprefix $(FUZZ_DIR)/fuzz-,$(FUZZ_NAMES))

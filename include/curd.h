@@ -781,6 +781,177 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing);
 CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                                           curd_pending **out_pending);
 
+/* ------------------------------------------------------------------------
+ * Sessions
+ * A curd_session keeps two things off the hot path of a pipeline that runs
+ * the same passes again and again, each within a budget of device bytes:
+ *  - Buffers by exact size. curd_session_alloc hands out an idle buffer of
+ *    exactly the size asked for when the session holds one (no lock of the
+ *    device's, no budget check, no driver call), else a new resident
+ *    buffer. curd_session_release takes a buffer back: it waits idle,
+ *    evicting the largest idle buffers first to stay within
+ *    idle_budget_bytes, or is freed at once when it is larger than that
+ *    whole budget. Exact sizes, because kernels are written against
+ *    declared lengths.
+ *  - Immutable uploads by content. curd_session_upload_static uploads a
+ *    set of payloads into resident buffers, one per payload, and remembers
+ *    the set under a key derived from the domain tag, the device's compute
+ *    capability and capabilities, and the exact bytes: an XXH3-128 hash
+ *    keyed with a secret drawn once per process (getrandom), so crafted
+ *    collisions are impractical, and the bytes are compared on a hit as
+ *    well (against a host copy the session keeps of each cached set, in
+ *    host memory, counted against no device budget). The same call with
+ *    the same bytes is a hit: no allocation, no host-to-device byte. A hit
+ *    still compares every payload byte with that copy (some 25 us per MiB
+ *    on one core): the lookup first tries the set last handed out with the
+ *    same domain and payload lengths, and hashes the bytes only when that
+ *    one differs.
+ *
+ * The buffers are ordinary curd_buffer handles of the session's device:
+ * every transfer and dispatch call takes them. The handle given to
+ * curd_session_release is stale from that moment (CURD_E_STALE_HANDLE in
+ * every call, curd_buffer_free included): the memory waits idle under a
+ * handle only the session knows, and curd_session_alloc hands it out
+ * again under a new one. So a use after release, or a second release, is
+ * a typed error, never a write into another user's buffer. A buffer the
+ * session lent may also be freed with curd_buffer_free; the session then
+ * forgets it when it is released (CURD_E_STALE_HANDLE) or when the session
+ * is freed.
+ *
+ * A set stays valid, and its buffers allocated, until it is released:
+ * call curd_session_release_static once for each curd_session_upload_static
+ * that succeeded. A set that fits the static budget is retained: it stays
+ * cached after its last release, until evicted (largest first, then least
+ * recently used, only while nobody holds it) to make room for another. A
+ * set larger than the budget, or than the room that sets still held leave
+ * in it, comes back with retained 0 and is freed at its last release. Set
+ * buffers must not be written: a kernel that writes one changes what every
+ * later hit gets.
+ *
+ * Idle buffers and cached sets are resident buffers: they count in the
+ * device's resident bytes and budget. curd_session_free frees everything
+ * the session allocated, lent buffers and held sets included, so the
+ * device's resident bytes return to what they were before the session.
+ *
+ * A session may be shared by threads: one short lock, never held across a
+ * driver call that can wait for the GPU (allocation and upload of a missed
+ * set run outside it; two threads missing the same set at once both upload
+ * it, and the second uses the first's). curd_device_close detaches the
+ * device's sessions: it frees their buffers and sets with everything else,
+ * and every later call on such a session but curd_session_free is
+ * CURD_E_INVALID_ARGUMENT; curd_session_free then frees what is left of it
+ * (host memory). A freed session must not be used again (a second
+ * curd_session_free is CURD_E_INVALID_ARGUMENT), and a set not after its
+ * last release or its session's end.
+ * ---------------------------------------------------------------------- */
+typedef struct curd_session curd_session;
+
+/* Reuse off: idle_budget_bytes is 0, and every release frees its buffer. */
+#define CURD_SESSION_NO_REUSE (1u << 0)
+/* Static cache off: static_budget_bytes is 0, every upload misses and
+ * comes back not retained. */
+#define CURD_SESSION_NO_STATIC_CACHE (1u << 1)
+#define CURD_SESSION_FLAGS_KNOWN                                              \
+    (CURD_SESSION_NO_REUSE | CURD_SESSION_NO_STATIC_CACHE)
+
+typedef struct curd_session_options {
+    size_t struct_size;
+    /* Bytes of idle buffers kept for reuse; 0 picks the default, the
+     * device's total memory / 32. A zero budget is asked for with
+     * CURD_SESSION_NO_REUSE (then this must be 0). */
+    uint64_t idle_budget_bytes;
+    /* Bytes of retained static sets; 0 picks the same default. A zero
+     * budget: CURD_SESSION_NO_STATIC_CACHE (then this must be 0). */
+    uint64_t static_budget_bytes;
+    uint32_t flags; /* CURD_SESSION_* */
+} curd_session_options;
+
+CURD_API void curd_session_options_init(curd_session_options *options);
+/* options may be NULL for the defaults. */
+CURD_API curd_status curd_session_new(curd_device *device,
+                                      const curd_session_options *options,
+                                      curd_session **out_session);
+/* Frees every idle buffer, every buffer still lent, every static set (held
+ * or not) and the session. CURD_E_BUSY, with nothing freed, while one of
+ * those buffers has asynchronous uploads pending or a transfer or dispatch
+ * in flight. NULL is a no-op. */
+CURD_API curd_status curd_session_free(curd_session *session);
+
+/* byte_len 0 is CURD_E_INVALID_ARGUMENT. A miss allocates as
+ * curd_buffer_alloc does (and fails as it does). */
+CURD_API curd_status curd_session_alloc(curd_session *session, size_t byte_len,
+                                        curd_buffer *out_buffer);
+/* CURD_E_STALE_HANDLE for a handle released already, freed, or forged;
+ * CURD_E_INVALID_ARGUMENT for a live buffer this session did not lend
+ * (curd_buffer_alloc's, another session's, a static set's); CURD_E_BUSY,
+ * with nothing done, while it has asynchronous uploads pending or a
+ * transfer or dispatch in flight. */
+CURD_API curd_status curd_session_release(curd_session *session,
+                                          curd_buffer buffer);
+
+/* One immutable payload of a static set. */
+typedef struct curd_static_payload {
+    const void *data;
+    size_t byte_len; /* at least 1 */
+} curd_static_payload;
+
+/* A set as the session hands it out: read it, never write it. */
+typedef struct curd_static_set {
+    size_t struct_size;         /* sizeof the struct the library filled */
+    size_t count;               /* payloads, and buffers */
+    const curd_buffer *buffers; /* buffers[i] holds payloads[i], exactly
+                                   its byte_len */
+    uint32_t retained;          /* 1: cached past its last release */
+    uint32_t reserved;
+} curd_static_set;
+
+/* domain: a NUL-terminated tag naming what the payloads are (say
+ * "solver/tables-v3"); sets of different domains never match. count at
+ * least 1; every payload's data non-NULL and byte_len at least 1. On a
+ * miss the buffers are allocated and uploaded in one batch (one fence);
+ * an allocation or upload that fails part way frees what it made: nothing
+ * half-uploaded is ever cached or handed out. */
+CURD_API curd_status curd_session_upload_static(
+    curd_session *session, const char *domain,
+    const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set);
+/* Ends one hold of the set: a set not retained is freed at its last
+ * release; a retained one stays cached. CURD_E_INVALID_ARGUMENT for a set
+ * that is not live in this session, or released more often than handed
+ * out; CURD_E_BUSY, with nothing done, when the release would free
+ * buffers that work in flight still uses. */
+CURD_API curd_status curd_session_release_static(curd_session *session,
+                                                 const curd_static_set *set);
+
+typedef struct curd_session_stats {
+    size_t struct_size;
+    uint64_t idle_bytes;       /* released buffers waiting for reuse */
+    uint64_t idle_buffers;
+    /* Buffers the session handed out and has not seen come back (one freed
+     * with curd_buffer_free counts until the session learns of it). */
+    uint64_t lent_bytes;
+    uint64_t lent_buffers;
+    uint64_t cached_bytes;     /* retained static sets */
+    uint64_t cached_sets;
+    uint64_t unretained_bytes; /* sets not retained, until their release */
+    uint64_t unretained_sets;
+    uint64_t reuse_hits;       /* allocations served by an idle buffer */
+    uint64_t reuse_misses;     /* allocations that allocated */
+    uint64_t static_hits;      /* uploads served by a cached set */
+    uint64_t static_misses;    /* uploads that allocated and uploaded */
+    uint64_t idle_evictions;   /* idle buffers freed to make room */
+    uint64_t static_evictions; /* cached sets freed to make room */
+    uint64_t release_frees;    /* released buffers freed at once: larger
+                                  than the whole idle budget */
+    uint64_t idle_budget_bytes;   /* the budgets in force */
+    uint64_t static_budget_bytes;
+} curd_session_stats;
+
+/* stats->struct_size must be set by the caller. (_get, since a C function
+ * and a type cannot share the name curd_session_stats.) */
+CURD_API curd_status curd_session_stats_get(curd_session *session,
+                                            curd_session_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif

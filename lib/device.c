@@ -6,9 +6,10 @@
  * A device opens in this order, and closes in the reverse one:
  *   the core (primary context retained and pushed, properties read,
  *   upload stream), the memory room (pools), the resident room, host
- *   registrations, the fence room, the transfer room, the program room
- *   (the module cache), the dispatch room (its counters); then it is entered
- *   in the registry of open devices, which every entry point checks.
+ *   registrations, the fence room, the gather room, the transfer room,
+ *   the program room (the module cache), the dispatch room (its
+ *   counters), the batch room and the session room; then it is entered in
+ *   the registry of open devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
  * open in turn to prove it). */
@@ -30,6 +31,7 @@
 #include "memory.h"
 #include "program.h"
 #include "resident.h"
+#include "session.h"
 #include "status.h"
 #include "transfer.h"
 
@@ -99,6 +101,7 @@ static const room rooms[] = {
     {curdi_program_open, curdi_program_close},
     {curdi_dispatch_open, curdi_dispatch_close},
     {curdi_batch_open, curdi_batch_close},
+    {curdi_session_open, curdi_session_close},
 };
 #define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
 

@@ -510,8 +510,9 @@ void curdi_resident_async_end(curd_device *device, uint64_t id)
     pthread_mutex_unlock(&resident->lock);
 }
 
-curd_status curdi_resident_reserve(curd_device *device, size_t byte_len,
-                                   uint64_t total_bytes, uint64_t free_bytes)
+curd_status curdi_resident_reserve(curd_device *device, const char *what,
+                                   size_t byte_len, uint64_t total_bytes,
+                                   uint64_t free_bytes)
 {
     struct curdi_resident_table *resident = device->resident;
     uint64_t committed;
@@ -530,13 +531,14 @@ curd_status curdi_resident_reserve(curd_device *device, size_t byte_len,
         pthread_mutex_unlock(&resident->lock);
         return curdi_fail(
             CURD_E_BUDGET,
-            "curd_buffer_alloc: %zu bytes would bring resident memory to %s%"
+            "%s: %zu bytes would bring resident memory to %s%"
             PRIu64 " bytes, over the resident budget of %" PRIu64
             " bytes (%" PRIu64 " resident or being allocated; device total %"
             PRIu64 ", free %" PRIu64 " including the pool's cache; limit %"
             PRIu64 ", 0 meaning none). Fix: free buffers you no longer"
             " need, or raise resident_limit_bytes if you set it.",
-            byte_len, wanted_overflows ? "more than " : "", wanted, budget,
+            what, byte_len, wanted_overflows ? "more than " : "", wanted,
+            budget,
             committed, total_bytes, free_bytes,
             device->options.resident_limit_bytes);
     }
@@ -547,9 +549,10 @@ curd_status curdi_resident_reserve(curd_device *device, size_t byte_len,
                           (uint64_t)resident->reserved_slots + 1u, &check)) {
         pthread_mutex_unlock(&resident->lock);
         return curdi_fail(CURD_E_OVERFLOW,
-                          "curd_buffer_alloc: the cumulative resident"
-                          " statistics would pass 2^64-1. Fix: call"
-                          " curd_device_stats_reset().");
+                          "%s: the cumulative resident statistics would"
+                          " pass 2^64-1. Fix: call"
+                          " curd_device_stats_reset().",
+                          what);
     }
     status = curdi_handle_table_reserve(&resident->table,
                                         resident->reserved_slots + 1u);
@@ -598,8 +601,39 @@ uint64_t curdi_resident_commit(curd_device *device, size_t byte_len,
     return id;
 }
 
-curd_status curdi_resident_take(curd_device *device, uint64_t id,
-                                uint64_t *out_device_ptr)
+/* Lock held: the live slot of id for a call that removes it or gives it a
+ * new handle. CURD_E_STALE_HANDLE, or CURD_E_BUSY while uses are in
+ * flight, with `what` naming the call. */
+static curd_status slot_unused(struct curdi_resident_table *resident,
+                               const char *what, uint64_t id,
+                               curdi_handle_slot **out_slot)
+{
+    curdi_handle_slot *slot;
+    curd_status status =
+        curdi_handle_table_find(&resident->table, id, what, &slot);
+    if (status != CURD_OK)
+        return status;
+    if (slot->async_count != 0)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: curd_buffer 0x%016" PRIx64 " has %" PRIu32
+                          " asynchronous upload(s) not yet completed;"
+                          " nothing was done. Fix: call"
+                          " curd_device_sync_uploads() first.",
+                          what, id, slot->async_count);
+    if (slot->use_count != 0)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: curd_buffer 0x%016" PRIx64 " is in use by %"
+                          PRIu32 " transfer(s) or dispatch(es) running on"
+                          " other threads or pending; nothing was done."
+                          " Fix: try again once they have returned or"
+                          " completed.",
+                          what, id, slot->use_count);
+    *out_slot = slot;
+    return CURD_OK;
+}
+
+curd_status curdi_resident_take(curd_device *device, const char *what,
+                                uint64_t id, uint64_t *out_device_ptr)
 {
     struct curdi_resident_table *resident = device->resident;
     curdi_handle_slot *slot;
@@ -607,23 +641,7 @@ curd_status curdi_resident_take(curd_device *device, uint64_t id,
     curd_status status;
 
     pthread_mutex_lock(&resident->lock);
-    status = curdi_handle_table_find(&resident->table, id, "curd_buffer_free",
-                                     &slot);
-    if (status == CURD_OK && slot->async_count != 0)
-        status = curdi_fail(CURD_E_BUSY,
-                            "curd_buffer_free: curd_buffer 0x%016" PRIx64
-                            " has %" PRIu32 " asynchronous upload(s) not yet"
-                            " completed; nothing was freed. Fix: call"
-                            " curd_device_sync_uploads() first, then free"
-                            " it.",
-                            id, slot->async_count);
-    else if (status == CURD_OK && slot->use_count != 0)
-        status = curdi_fail(CURD_E_BUSY,
-                            "curd_buffer_free: curd_buffer 0x%016" PRIx64
-                            " is in use by %" PRIu32 " transfer(s) running on"
-                            " other threads; nothing was freed. Fix: free it"
-                            " after those calls return.",
-                            id, slot->use_count);
+    status = slot_unused(resident, what, id, &slot);
     if (status != CURD_OK) {
         pthread_mutex_unlock(&resident->lock);
         return status;
@@ -643,6 +661,59 @@ curd_status curdi_resident_take(curd_device *device, uint64_t id,
         atomic_fetch_add(&device->accounting_repairs, 1u);
     pthread_mutex_unlock(&resident->lock);
     return CURD_OK;
+}
+
+curd_status curdi_resident_free(curd_device *device, const char *what,
+                                uint64_t id)
+{
+    uint64_t device_ptr = 0;
+    curd_status status = curdi_resident_take(device, what, id, &device_ptr);
+    /* The pool call runs without the table lock (it may free upstream,
+     * entering the device itself). The block is one this table received
+     * from the pool, so a failure means the pool lost track of it: report
+     * it; the handle is gone either way. */
+    if (status == CURD_OK)
+        status = curdi_pool_release(device->device_pool, device_ptr);
+    return status;
+}
+
+curd_status curdi_resident_retag(curd_device *device, const char *what,
+                                 uint64_t id, uint64_t *out_id)
+{
+    struct curdi_resident_table *resident = device->resident;
+    curdi_handle_slot *slot;
+    curd_status status;
+
+    pthread_mutex_lock(&resident->lock);
+    status = slot_unused(resident, what, id, &slot);
+    /* One spare slot beyond those promised to allocations in flight, so
+     * the insert below cannot fail; the remove gives one back, and the
+     * insert takes that very slot unless the remove retired it. */
+    if (status == CURD_OK)
+        status = curdi_handle_table_reserve(&resident->table,
+                                            resident->reserved_slots + 1u);
+    if (status == CURD_OK) {
+        uint64_t device_ptr = slot->device_ptr;
+        size_t byte_len = slot->byte_len;
+        curdi_handle_table_remove(&resident->table, id);
+        *out_id = curdi_handle_table_insert_reserved(&resident->table,
+                                                     device_ptr, byte_len);
+    }
+    pthread_mutex_unlock(&resident->lock);
+    return status;
+}
+
+curdi_resident_state curdi_resident_probe(curd_device *device, uint64_t id)
+{
+    struct curdi_resident_table *resident = device->resident;
+    curdi_resident_state state;
+    pthread_mutex_lock(&resident->lock);
+    const curdi_handle_slot *slot = table_live(&resident->table, id);
+    state = slot == NULL             ? CURDI_RESIDENT_STALE
+            : slot->use_count != 0 ? CURDI_RESIDENT_IN_USE
+                                   : CURDI_RESIDENT_UNUSED;
+    pthread_mutex_unlock(&resident->lock);
+    return state;
 }
 
 /* ------------------------------------------------------------------------
@@ -676,16 +747,39 @@ static curd_status resident_free_bytes(curd_device *device,
     return CURD_OK;
 }
 
-CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
-                                       curd_buffer *out_buffer)
+curd_status curdi_resident_alloc(curd_device *device, const char *what,
+                                 size_t byte_len, uint64_t *out_id)
 {
     uint64_t free_bytes = 0;
     uint64_t total_bytes = 0;
     uint64_t device_ptr = 0;
     size_t class_bytes = 0;
-    curd_status status;
+    curd_status status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    status = resident_free_bytes(device, &free_bytes, &total_bytes);
+    if (status == CURD_OK)
+        status = curdi_resident_reserve(device, what, byte_len, total_bytes,
+                                        free_bytes);
+    if (status == CURD_OK) {
+        /* Without the table lock: the pool may run its out-of-memory
+         * ladder, whose reclaim callback may call curd_buffer_free. */
+        status = curdi_pool_acquire(device->device_pool, byte_len, &device_ptr,
+                                    &class_bytes);
+        if (status == CURD_OK)
+            *out_id = curdi_resident_commit(device, byte_len, device_ptr);
+        else
+            curdi_resident_unreserve(device, byte_len);
+    }
+    curdi_device_leave(device);
+    return status;
+}
 
-    status = curdi_device_check(device, "curd_buffer_alloc");
+CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
+                                       curd_buffer *out_buffer)
+{
+    uint64_t id = 0;
+    curd_status status = curdi_device_check(device, "curd_buffer_alloc");
     if (status != CURD_OK)
         return status;
     if (out_buffer == NULL)
@@ -697,46 +791,23 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_buffer_alloc: a buffer of 0 bytes was asked"
                           " for. Fix: allocate at least one byte.");
-    status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
-    status = resident_free_bytes(device, &free_bytes, &total_bytes);
+    status = curdi_resident_alloc(device, "curd_buffer_alloc", byte_len, &id);
     if (status == CURD_OK)
-        status = curdi_resident_reserve(device, byte_len, total_bytes,
-                                        free_bytes);
-    if (status == CURD_OK) {
-        /* Without the table lock: the pool may run its out-of-memory
-         * ladder, whose reclaim callback may call curd_buffer_free. */
-        status = curdi_pool_acquire(device->device_pool, byte_len, &device_ptr,
-                                    &class_bytes);
-        if (status == CURD_OK)
-            out_buffer->id = curdi_resident_commit(device, byte_len,
-                                                   device_ptr);
-        else
-            curdi_resident_unreserve(device, byte_len);
-    }
-    curdi_device_leave(device);
+        out_buffer->id = id;
     return status;
 }
 
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
 {
-    uint64_t device_ptr = 0;
     curd_status status = curdi_device_check(device, "curd_buffer_free");
     if (status != CURD_OK)
         return status;
-    /* The pool may free the block upstream (cuMemFree), which needs the
-     * context current. */
+    /* Entered for the driver's state check (fork, teardown) and so that a
+     * pool freeing upstream finds the context current already. */
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    status = curdi_resident_take(device, buffer.id, &device_ptr);
-    /* The pool call runs without the table lock (it may free upstream).
-     * The block is one this table received from the pool, so a failure
-     * means the pool lost track of it: report it; the handle is gone
-     * either way. */
-    if (status == CURD_OK)
-        status = curdi_pool_release(device->device_pool, device_ptr);
+    status = curdi_resident_free(device, "curd_buffer_free", buffer.id);
     curdi_device_leave(device);
     return status;
 }

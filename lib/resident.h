@@ -152,7 +152,8 @@ void curdi_resident_stats_reset(struct curd_device *device);
  * allocated, and options.resident_limit_bytes; CURD_E_BUDGET with the
  * numbers over it. On CURD_OK the bytes and a table slot are set aside
  * until commit or unreserve. */
-curd_status curdi_resident_reserve(struct curd_device *device, size_t byte_len,
+curd_status curdi_resident_reserve(struct curd_device *device,
+                                   const char *what, size_t byte_len,
                                    uint64_t total_bytes, uint64_t free_bytes);
 void curdi_resident_unreserve(struct curd_device *device, size_t byte_len);
 /* Spends a reservation on a live buffer at device_ptr; returns its id.
@@ -163,9 +164,42 @@ uint64_t curdi_resident_commit(struct curd_device *device, size_t byte_len,
                                uint64_t device_ptr);
 /* Removes a live, unmarked buffer and gives its device pointer back for the
  * caller to release to the pool. CURD_E_STALE_HANDLE, or CURD_E_BUSY while
- * uses are in flight; nothing changes on either. */
-curd_status curdi_resident_take(struct curd_device *device, uint64_t id,
-                                uint64_t *out_device_ptr);
+ * uses are in flight; nothing changes on either. `what` names the call in
+ * the sentences. */
+curd_status curdi_resident_take(struct curd_device *device, const char *what,
+                                uint64_t id, uint64_t *out_device_ptr);
+
+/* For the rooms above that own buffers of their own (sessions). `what`
+ * names the public call in every sentence.
+ *
+ * alloc: curd_buffer_alloc once its arguments are checked (enters the
+ * device; the budget, the pool, the handle). free: take, then the block
+ * back to the device pool (whose upstream free enters the device itself);
+ * no driver call unless the pool frees upstream. */
+curd_status curdi_resident_alloc(struct curd_device *device, const char *what,
+                                 size_t byte_len, uint64_t *out_id);
+curd_status curdi_resident_free(struct curd_device *device, const char *what,
+                                uint64_t id);
+/* Gives a live, unmarked buffer a new handle for the same memory: id and
+ * every copy of it are stale from then on, as after a free, while the
+ * bytes, the budget and the statistics stay as they were. A session takes
+ * a released buffer back this way, so the caller's handle cannot reach it
+ * while it waits idle. CURD_E_STALE_HANDLE or CURD_E_BUSY as take, or
+ * CURD_E_OUT_OF_MEMORY when the table cannot grow by the slot a retired
+ * one needs; nothing changes on any. No driver call. */
+curd_status curdi_resident_retag(struct curd_device *device, const char *what,
+                                 uint64_t id, uint64_t *out_id);
+
+typedef enum curdi_resident_state {
+    CURDI_RESIDENT_STALE = 0,  /* freed, forged, another device's */
+    CURDI_RESIDENT_UNUSED = 1, /* live, nothing in flight */
+    CURDI_RESIDENT_IN_USE = 2  /* live, transfers, uploads or dispatches
+                                  in flight: cannot be freed now */
+} curdi_resident_state;
+
+/* What id names now, without a sentence (the caller words its own). */
+curdi_resident_state curdi_resident_probe(struct curd_device *device,
+                                          uint64_t id);
 
 /* One resolved use of a buffer: what transfer.c needs to move bytes. */
 typedef struct curdi_resident_use {

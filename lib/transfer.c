@@ -639,16 +639,14 @@ static curd_status batch_check(curd_device *device, const char *what,
     return status;
 }
 
-CURD_API curd_status curd_upload_batch(curd_device *device,
-                                       const curd_upload *items, size_t count)
+curd_status curdi_transfer_upload_batch(curd_device *device, const char *what,
+                                        const curd_upload *items, size_t count)
 {
     curdi_prepared prepared;
-    curd_status status =
-        batch_check(device, "curd_upload_batch", items, count);
+    curd_status status = batch_check(device, what, items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_prepare_begin(&prepared, "curd_upload_batch", true, true,
-                                 count);
+    status = curdi_prepare_begin(&prepared, what, true, true, count);
     for (size_t index = 0; index < count && status == CURD_OK; index++)
         status = curdi_prepare_item(&prepared, index, items[index].buffer.id,
                                     items[index].offset, items[index].byte_len,
@@ -659,6 +657,13 @@ CURD_API curd_status curd_upload_batch(curd_device *device,
         return status;
     }
     return transfer_prepared(device, &prepared, false);
+}
+
+CURD_API curd_status curd_upload_batch(curd_device *device,
+                                       const curd_upload *items, size_t count)
+{
+    return curdi_transfer_upload_batch(device, "curd_upload_batch", items,
+                                       count);
 }
 
 CURD_API curd_status curd_download_batch(curd_device *device,

@@ -32,6 +32,13 @@ curd_status curdi_transfer_open(struct curd_device *device);
  * false), joins the copy threads and frees the state. NULL-safe. */
 void curdi_transfer_close(struct curd_device *device);
 
+/* curd_upload_batch for the rooms above (sessions), with `what` naming
+ * their public call in every sentence. */
+curd_status curdi_transfer_upload_batch(struct curd_device *device,
+                                        const char *what,
+                                        const curd_upload *items,
+                                        size_t count);
+
 /* The transfer counters, for curd_device_stats and its reset. */
 void curdi_transfer_stats(struct curd_device *device, curd_stats *stats);
 void curdi_transfer_stats_reset(struct curd_device *device);

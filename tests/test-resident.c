@@ -490,7 +490,7 @@ static curd_status room_alloc(curd_device *device, size_t byte_len,
     uint64_t ptr = 0;
     size_t class_bytes = 0;
     curd_status status =
-        curdi_resident_reserve(device, byte_len, total, free_bytes);
+        curdi_resident_reserve(device, "test", byte_len, total, free_bytes);
     if (status != CURD_OK)
         return status;
     status = curdi_pool_acquire(device->device_pool, byte_len, &ptr,
@@ -506,7 +506,7 @@ static curd_status room_alloc(curd_device *device, size_t byte_len,
 static void room_free(curd_device *device, uint64_t id)
 {
     uint64_t ptr = 0;
-    g_assert_cmpint(curdi_resident_take(device, id, &ptr), ==, CURD_OK);
+    g_assert_cmpint(curdi_resident_take(device, "test", id, &ptr), ==, CURD_OK);
     g_assert_cmpint(curdi_pool_release(device->device_pool, ptr), ==, CURD_OK);
 }
 
@@ -571,7 +571,7 @@ static void test_a_size_that_overflows_the_budget_sum_is_refused(void)
     uint64_t a = 0, b = 0;
     g_assert_cmpint(room_alloc(device, 100, UINT64_MAX, UINT64_MAX, &a), ==,
                     CURD_OK);
-    g_assert_cmpint(curdi_resident_reserve(device, SIZE_MAX, UINT64_MAX,
+    g_assert_cmpint(curdi_resident_reserve(device, "test", SIZE_MAX, UINT64_MAX,
                                            UINT64_MAX),
                     ==, CURD_E_BUDGET);
     g_assert_nonnull(strstr(curd_last_error(), "more than"));
@@ -582,18 +582,22 @@ static void test_a_size_that_overflows_the_budget_sum_is_refused(void)
 static void test_reservations_count_against_the_budget_until_released(void)
 {
     curd_device *device = room_open(1000);
-    g_assert_cmpint(curdi_resident_reserve(device, 600, 1u << 20, 1u << 20),
+    g_assert_cmpint(curdi_resident_reserve(device, "test",
+                                           600, 1u << 20, 1u << 20),
                     ==, CURD_OK);
     /* A second concurrent allocation sees the first one's bytes. */
-    g_assert_cmpint(curdi_resident_reserve(device, 401, 1u << 20, 1u << 20),
+    g_assert_cmpint(curdi_resident_reserve(device, "test",
+                                           401, 1u << 20, 1u << 20),
                     ==, CURD_E_BUDGET);
-    g_assert_cmpint(curdi_resident_reserve(device, 400, 1u << 20, 1u << 20),
+    g_assert_cmpint(curdi_resident_reserve(device, "test",
+                                           400, 1u << 20, 1u << 20),
                     ==, CURD_OK);
     /* Reservations are not resident bytes. */
     g_assert_cmpuint(curdi_resident_bytes(device), ==, 0);
     curdi_resident_unreserve(device, 600);
     curdi_resident_unreserve(device, 400);
-    g_assert_cmpint(curdi_resident_reserve(device, 1000, 1u << 20, 1u << 20),
+    g_assert_cmpint(curdi_resident_reserve(device, "test",
+                                           1000, 1u << 20, 1u << 20),
                     ==, CURD_OK);
     curdi_resident_unreserve(device, 1000);
     room_close(device);
@@ -607,9 +611,11 @@ static void test_commit_names_a_live_buffer_whatever_ran_meanwhile(void)
     curd_device *device = room_open(0);
     uint64_t ptr[2] = {0, 0};
     size_t class_bytes = 0;
-    g_assert_cmpint(curdi_resident_reserve(device, 100, 1u << 30, 1u << 30),
+    g_assert_cmpint(curdi_resident_reserve(device, "test",
+                                           100, 1u << 30, 1u << 30),
                     ==, CURD_OK);
-    g_assert_cmpint(curdi_resident_reserve(device, 200, 1u << 30, 1u << 30),
+    g_assert_cmpint(curdi_resident_reserve(device, "test",
+                                           200, 1u << 30, 1u << 30),
                     ==, CURD_OK);
     for (size_t i = 0; i < 2; i++)
         g_assert_cmpint(curdi_pool_acquire(device->device_pool, 100 * (i + 1),
@@ -634,7 +640,7 @@ static void test_commit_names_a_live_buffer_whatever_ran_meanwhile(void)
     g_assert_cmpuint(buffers.current, ==, 2);
     for (size_t i = 0; i < 2; i++) {
         uint64_t taken = 0;
-        g_assert_cmpint(curdi_resident_take(device, ids[i], &taken), ==,
+        g_assert_cmpint(curdi_resident_take(device, "test", ids[i], &taken), ==,
                         CURD_OK);
         g_assert_cmpuint(taken, ==, ptr[i]);
         g_assert_cmpint(curdi_pool_release(device->device_pool, taken), ==,
@@ -690,7 +696,8 @@ static void test_buffer_in_use_cannot_be_taken_until_its_use_ends(void)
     g_assert_cmpuint(use.id, ==, id);
     g_assert_cmpuint(use.byte_len, ==, 64);
     g_assert_false(use.async_pending);
-    g_assert_cmpint(curdi_resident_take(device, id, &ptr), ==, CURD_E_BUSY);
+    g_assert_cmpint(curdi_resident_take(device, "test",
+                                        id, &ptr), ==, CURD_E_BUSY);
     g_assert_nonnull(strstr(curd_last_error(), "other threads"));
     g_assert_cmpuint(curdi_resident_bytes(device), ==, 64);
     curdi_resident_use_end(device, &use, 1);
@@ -709,14 +716,16 @@ static void test_async_marked_buffer_is_busy_until_its_uploads_complete(void)
     g_assert_cmpint(curdi_resident_use_begin(device, "test", &id, 1, &use), ==,
                     CURD_OK);
     curdi_resident_async_begin(device, id);
-    g_assert_cmpint(curdi_resident_take(device, id, &ptr), ==, CURD_E_BUSY);
+    g_assert_cmpint(curdi_resident_take(device, "test",
+                                        id, &ptr), ==, CURD_E_BUSY);
     g_assert_nonnull(strstr(curd_last_error(), "curd_device_sync_uploads"));
     /* Later uses see the pending upload, to order after it. */
     g_assert_cmpint(curdi_resident_use_begin(device, "test", &id, 1, &again),
                     ==, CURD_OK);
     g_assert_true(again.async_pending);
     curdi_resident_use_end(device, &again, 1);
-    g_assert_cmpint(curdi_resident_take(device, id, &ptr), ==, CURD_E_BUSY);
+    g_assert_cmpint(curdi_resident_take(device, "test",
+                                        id, &ptr), ==, CURD_E_BUSY);
     curdi_resident_async_end(device, id);
     room_free(device, id);
     room_close(device);
@@ -743,7 +752,8 @@ static void test_use_begin_marks_all_items_or_none(void)
     g_assert_nonnull(strstr(curd_last_error(), "batch item 4"));
     /* None left marked: each can be taken. */
     for (size_t i = 0; i < 3; i++) {
-        g_assert_cmpint(curdi_resident_take(device, ids[i], &ptr), ==, CURD_OK);
+        g_assert_cmpint(curdi_resident_take(device, "test",
+                                            ids[i], &ptr), ==, CURD_OK);
         g_assert_cmpint(curdi_pool_release(device->device_pool, ptr), ==,
                         CURD_OK);
     }
@@ -763,7 +773,8 @@ static void test_a_buffer_named_twice_needs_both_uses_ended(void)
     g_assert_cmpint(curdi_resident_use_begin(device, "batch", batch, 2, uses),
                     ==, CURD_OK);
     curdi_resident_use_end(device, &uses[0], 1);
-    g_assert_cmpint(curdi_resident_take(device, id, &ptr), ==, CURD_E_BUSY);
+    g_assert_cmpint(curdi_resident_take(device, "test",
+                                        id, &ptr), ==, CURD_E_BUSY);
     curdi_resident_use_end(device, &uses[1], 1);
     room_free(device, id);
     room_close(device);
@@ -780,9 +791,9 @@ static void test_taking_a_stale_handle_changes_nothing(void)
                     CURD_OK);
     room_free(device, id);
     curdi_resident_stats(device, &before, NULL);
-    g_assert_cmpint(curdi_resident_take(device, id, &ptr), ==,
+    g_assert_cmpint(curdi_resident_take(device, "test", id, &ptr), ==,
                     CURD_E_STALE_HANDLE);
-    g_assert_cmpint(curdi_resident_take(device, 0, &ptr), ==,
+    g_assert_cmpint(curdi_resident_take(device, "test", 0, &ptr), ==,
                     CURD_E_STALE_HANDLE);
     curdi_resident_stats(device, &after, NULL);
     g_assert_cmpmem(&before, sizeof before, &after, sizeof after);

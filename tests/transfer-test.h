@@ -100,6 +100,21 @@ static inline transfer_test_snapshot transfer_test_take(curd_device *device)
         g_assert_cmpuint(a_.pinned_live_bytes, ==, b_.pinned_live_bytes);     \
     } while (0)
 
+/* The levels alone: resident bytes and buffers now, both pools' live
+ * bytes. What work that allocates and frees again (a rollback, a
+ * session's end) must bring back, though it moved the cumulative
+ * counters. */
+#define assert_snapshot_levels_equal(a, b)                                    \
+    do {                                                                      \
+        transfer_test_snapshot a_ = (a), b_ = (b);                            \
+        g_assert_cmpuint(a_.resident_bytes.current, ==,                       \
+                         b_.resident_bytes.current);                          \
+        g_assert_cmpuint(a_.resident_buffers.current, ==,                     \
+                         b_.resident_buffers.current);                        \
+        g_assert_cmpuint(a_.device_live_bytes, ==, b_.device_live_bytes);     \
+        g_assert_cmpuint(a_.pinned_live_bytes, ==, b_.pinned_live_bytes);     \
+    } while (0)
+
 /* A buffer's whole contents, downloaded (the caller frees with g_free). */
 static inline unsigned char *transfer_test_contents(curd_device *device,
                                                     curd_buffer buffer,

@@ -1,7 +1,7 @@
 /* bench-scenarios.h - curd-bench's scenarios (bench-pool.c,
  * bench-transfer.c, bench-sweep.c, bench-scattered.c, bench-tune.c,
- * bench-dispatch.c, bench-batch.c);
- * tools/README-bench.md says what each compares. */
+ * bench-dispatch.c, bench-batch.c, bench-session.c); tools/README-bench.md
+ * says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
 
@@ -31,5 +31,7 @@ int bench_program_load_cached(const bench_env *env);
 int bench_batch_eight_launches(const bench_env *env);
 int bench_batch_graph_update(const bench_env *env);
 int bench_batch_launch_cost(const bench_env *env);
+int bench_session_reuse(const bench_env *env);
+int bench_session_static_hit(const bench_env *env);
 
 #endif

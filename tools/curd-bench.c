@@ -91,6 +91,14 @@ static const bench_scenario_entry scenarios[] = {
     {"batch/launch-cost",
      "what each launch in a batch costs beyond cuLaunchKernel",
      bench_batch_launch_cost, false},
+    {"session/reuse",
+     "4 KiB session alloc+release of a size held idle vs "
+     "curd_buffer_alloc+free",
+     bench_session_reuse, false},
+    {"session/static-hit",
+     "1 MiB static set hit (no upload) vs uploading the tables, and vs a "
+     "session that caches nothing",
+     bench_session_static_hit, false},
 };
 
 int main(int argc, char **argv)

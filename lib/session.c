@@ -1,0 +1,1594 @@
+/* session.c - sessions: exact-size buffer reuse and the content-addressed
+ * cache of static uploads. include/curd.h says what a session promises,
+ * session.h how the room is shaped and in what order its locks nest.
+ *
+ * Read top to bottom: the small hash map every index here is made of, the
+ * per-process key secret, sessions and the room, buffers (alloc, release,
+ * eviction), static sets (key, match, upload, release, eviction), then
+ * new, free and statistics. */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "checked.h"
+#include "core.h"
+#include "pool.h"
+#include "resident.h"
+#include "status.h"
+#include "transfer.h"
+
+/* ------------------------------------------------------------------------
+ * An intrusive hash map: a link lives inside the object it indexes, so
+ * inserting allocates nothing but, now and then, a larger bucket array.
+ * Keys are buffer handles (entropy in the low bits), addresses (low bits
+ * zero) and hashes; the Fibonacci multiply spreads any of them over the
+ * top bits that pick a bucket.
+ * ---------------------------------------------------------------------- */
+typedef struct session_link {
+    struct session_link *next;
+    uint64_t key;
+} session_link;
+
+typedef struct session_map {
+    session_link **buckets;
+    unsigned bucket_bits;
+    size_t count;
+} session_map;
+
+#define MAP_FIRST_BITS 4u
+#define MAP_MAX_BITS 40u
+
+static size_t map_bucket(unsigned bucket_bits, uint64_t key)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15u) >> (64u - bucket_bits));
+}
+
+static bool map_init(session_map *map)
+{
+    map->bucket_bits = MAP_FIRST_BITS;
+    map->count = 0;
+    map->buckets = calloc((size_t)1 << MAP_FIRST_BITS, sizeof *map->buckets);
+    return map->buckets != NULL;
+}
+
+static void map_fini(session_map *map)
+{
+    free(map->buckets);
+    map->buckets = NULL;
+    map->count = 0;
+}
+
+static session_link *map_find_from(session_link *link, uint64_t key)
+{
+    while (link != NULL && link->key != key)
+        link = link->next;
+    return link;
+}
+
+/* The first link with key, or NULL; map_next gives the next with the same
+ * key. */
+static session_link *map_find(const session_map *map, uint64_t key)
+{
+    return map_find_from(map->buckets[map_bucket(map->bucket_bits, key)],
+                         key);
+}
+
+static session_link *map_next(const session_link *link)
+{
+    return map_find_from(link->next, link->key);
+}
+
+/* Doubles the buckets once the map holds as many entries; a growth that
+ * fails only makes the chains longer, so inserting cannot fail. */
+static void map_insert(session_map *map, session_link *link)
+{
+    size_t bucket_count = (size_t)1 << map->bucket_bits;
+    if (map->count >= bucket_count && map->bucket_bits < MAP_MAX_BITS) {
+        unsigned bits = map->bucket_bits + 1u;
+        session_link **grown = calloc(bucket_count * 2u, sizeof *grown);
+        if (grown != NULL) {
+            for (size_t b = 0; b < bucket_count; b++) {
+                session_link *next;
+                for (session_link *at = map->buckets[b]; at != NULL;
+                     at = next) {
+                    size_t to = map_bucket(bits, at->key);
+                    next = at->next;
+                    at->next = grown[to];
+                    grown[to] = at;
+                }
+            }
+            free(map->buckets);
+            map->buckets = grown;
+            map->bucket_bits = bits;
+        }
+    }
+    size_t at = map_bucket(map->bucket_bits, link->key);
+    link->next = map->buckets[at];
+    map->buckets[at] = link;
+    map->count++;
+}
+
+static void map_remove(session_map *map, session_link *link)
+{
+    for (session_link **at = &map->buckets[map_bucket(map->bucket_bits,
+                                                      link->key)];
+         *at != NULL; at = &(*at)->next) {
+        if (*at == link) {
+            *at = link->next;
+            map->count--;
+            return;
+        }
+    }
+}
+
+/* Calls fn on every link; fn may not touch the map. */
+static void map_each(const session_map *map,
+                     void (*fn)(session_link *link, void *context),
+                     void *context)
+{
+    size_t bucket_count = (size_t)1 << map->bucket_bits;
+    for (size_t b = 0; b < bucket_count; b++) {
+        session_link *next;
+        for (session_link *at = map->buckets[b]; at != NULL; at = next) {
+            next = at->next;
+            fn(at, context);
+        }
+    }
+}
+
+/* Empties the map without touching what its links belong to. */
+static void map_clear(session_map *map)
+{
+    memset(map->buckets, 0,
+           ((size_t)1 << map->bucket_bits) * sizeof *map->buckets);
+    map->count = 0;
+}
+
+#define CONTAINER_OF(pointer, type, member)                                  \
+    ((type *)(void *)((char *)(pointer) - offsetof(type, member)))
+
+/* ------------------------------------------------------------------------
+ * The key's secret, drawn once per process: XXH3 keyed with it makes a
+ * collision something an attacker cannot compute without the secret. The
+ * bytes are compared on every hit anyway, so even a collision could only
+ * cost a comparison, never hand out the wrong set.
+ * ---------------------------------------------------------------------- */
+#define KEY_SECRET_BYTES 192u /* XXH3's own default secret size */
+_Static_assert(KEY_SECRET_BYTES >= XXH3_SECRET_SIZE_MIN,
+               "XXH3 needs a longer secret");
+/* What the key covers besides the bytes, as hashed; bump it when the key's
+ * layout changes. */
+#define KEY_LAYOUT_VERSION 1u
+
+static unsigned char key_secret[KEY_SECRET_BYTES];
+static pthread_once_t key_secret_once = PTHREAD_ONCE_INIT;
+
+static size_t read_random(unsigned char *out, size_t byte_len)
+{
+    size_t got = 0;
+    while (got < byte_len) {
+        ssize_t n = getrandom(out + got, byte_len - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            break;
+    }
+    if (got < byte_len) {
+        /* A kernel without getrandom, or a filter refusing it. */
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        while (fd >= 0 && got < byte_len) {
+            ssize_t n = read(fd, out + got, byte_len - got);
+            if (n > 0)
+                got += (size_t)n;
+            else if (!(n < 0 && errno == EINTR))
+                break;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    return got;
+}
+
+static void key_secret_draw(void)
+{
+    size_t got = read_random(key_secret, sizeof key_secret);
+    if (got == sizeof key_secret)
+        return;
+    /* No randomness to be had: the clock and this process's addresses,
+     * stirred (splitmix64). Weaker, still different per process and run;
+     * a collision costs at most a comparison (above). */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t state = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 32)
+                     ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&now;
+    for (size_t at = got; at < sizeof key_secret; at++) {
+        uint64_t z = (state += 0x9E3779B97F4A7C15u);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+        key_secret[at] = (unsigned char)(z ^ (z >> 31));
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Sessions, the room and the registry of live sessions
+ * ---------------------------------------------------------------------- */
+typedef struct buffer_record {
+    session_link link; /* key: the buffer's handle now */
+    size_t byte_len;
+    /* Freed at once by a release: its block, for the pool once the
+     * session's lock is dropped (the handle is gone already). */
+    uint64_t device_ptr;
+    bool idle;
+    struct buffer_record *below; /* idle: the next of its size; drained:
+                                    the next to free */
+} buffer_record;
+
+/* The idle buffers of one size, the last released on top. */
+typedef struct idle_class {
+    size_t byte_len;
+    size_t count;
+    buffer_record *top;
+} idle_class;
+
+typedef struct static_set {
+    curd_static_set public_set; /* the caller's pointer is its address */
+    session_link live_link;     /* key: that address; every live set */
+    session_link cache_link;    /* key: key.low64; retained sets only */
+    session_link hint_link;     /* key: the shape key (key_shape) */
+    bool hinted;                /* in the hints: the last handed out of
+                                   its shape */
+    XXH128_hash_t key;
+    uint64_t total_bytes;
+    uint64_t last_use; /* the session's use clock at its last hand-out */
+    uint32_t holds;    /* hand-outs not yet released */
+    size_t domain_len;
+    const char *domain;         /* these four point into the allocation */
+    const size_t *byte_lens;
+    const unsigned char *bytes; /* the payloads back to back */
+    struct static_set *next_free;
+    curd_buffer buffers[];      /* public_set.count of them */
+} static_set;
+
+struct curd_session {
+    pthread_mutex_t lock;
+    /* NULL once curd_device_close detached the session; written under the
+     * room's and the session's locks, read under either or alone by
+     * curd_session_free to find the room. */
+    _Atomic(curd_device *) device;
+    struct curd_session *prev, *next; /* the device's sessions (room lock) */
+    session_link registry_link;       /* key: the session's address */
+    session_map buffers; /* every buffer record, lent or idle */
+    idle_class *classes; /* sorted by byte_len, none empty */
+    size_t class_count;
+    size_t class_capacity;
+    session_map sets;  /* every live set */
+    session_map cache; /* the retained ones */
+    session_map hints; /* per shape, the retained set last handed out */
+    /* The device's facts that its code depends on, hashed into every key:
+     * compute capability major and minor, CURD_CAP_* capabilities. */
+    uint64_t device_facts[3];
+    uint64_t use_clock;
+    curd_session_stats stats; /* levels, counters and budgets */
+};
+
+struct curdi_session_room {
+    pthread_mutex_t lock;
+    curd_session *sessions;
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static session_map registry; /* buckets made on the first session */
+
+curd_status curdi_session_open(curd_device *device)
+{
+    struct curdi_session_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: the session room could not be"
+                          " allocated. Fix: free host memory and try"
+                          " again.");
+    if (pthread_mutex_init(&room->lock, NULL) != 0) {
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: the session room's lock could"
+                          " not be created. Fix: free system resources and"
+                          " try again.");
+    }
+    device->session = room;
+    return CURD_OK;
+}
+
+/* Lock held: the session's device, checked as every entry point checks
+ * its device (open, not lost, not in a fork child). */
+static curd_status session_device(curd_session *session, const char *what,
+                                  curd_device **out_device)
+{
+    curd_device *device =
+        atomic_load_explicit(&session->device, memory_order_relaxed);
+    if (device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the session's device was closed, which freed"
+                          " the session's buffers and sets. Fix: free the"
+                          " session with curd_session_free() and make a new"
+                          " one on an open device.",
+                          what);
+    curd_status status = curdi_device_check(device, what);
+    if (status == CURD_OK)
+        *out_device = device;
+    return status;
+}
+
+static curd_status null_session(const char *what)
+{
+    return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                      "%s: session is NULL. Fix: pass a session from"
+                      " curd_session_new().",
+                      what);
+}
+
+/* What a session holds, taken out of its indexes (lock held), to be freed
+ * after the lock is dropped: records linked by `below`, sets by
+ * `next_free`. */
+typedef struct drained {
+    buffer_record *records;
+    static_set *sets;
+} drained;
+
+static void drain_record(session_link *link, void *context)
+{
+    drained *out = context;
+    buffer_record *record = CONTAINER_OF(link, buffer_record, link);
+    record->below = out->records;
+    out->records = record;
+}
+
+static void drain_set(session_link *link, void *context)
+{
+    drained *out = context;
+    static_set *set = CONTAINER_OF(link, static_set, live_link);
+    set->next_free = out->sets;
+    out->sets = set;
+}
+
+/* Lock held: empties the session; its levels drop to zero, its
+ * cumulative counters stay. */
+static drained session_drain(curd_session *session)
+{
+    drained out = {NULL, NULL};
+    map_each(&session->buffers, drain_record, &out);
+    map_each(&session->sets, drain_set, &out);
+    map_clear(&session->buffers);
+    map_clear(&session->sets);
+    map_clear(&session->cache);
+    map_clear(&session->hints);
+    session->class_count = 0;
+    session->stats.idle_bytes = session->stats.idle_buffers = 0;
+    session->stats.lent_bytes = session->stats.lent_buffers = 0;
+    session->stats.cached_bytes = session->stats.cached_sets = 0;
+    session->stats.unretained_bytes = session->stats.unretained_sets = 0;
+    return out;
+}
+
+/* Frees one buffer the session made, outside the session's lock. A
+ * failure can only come from a buffer freed or still used behind the
+ * session's back (a caller's mistake): the device frees it at close. */
+static void free_buffer(curd_device *device, const char *what, uint64_t id)
+{
+    if (curdi_resident_probe(device, id) == CURDI_RESIDENT_STALE)
+        return; /* freed with curd_buffer_free: nothing left to do */
+    if (curdi_resident_free(device, what, id) != CURD_OK)
+        curdi_trace("%s: %s", what, curd_last_error());
+}
+
+static void free_set(curd_device *device, const char *what, static_set *set)
+{
+    if (device != NULL)
+        for (size_t index = 0; index < set->public_set.count; index++)
+            free_buffer(device, what, set->buffers[index].id);
+    free(set);
+}
+
+/* Frees records taken out under the lock (linked by `below`), and with
+ * device not NULL their device memory: the buffer of a record whose
+ * handle is still set, or the block of one taken from the resident table
+ * already (freed at release). A closing device (NULL here) frees its
+ * buffers itself. A pool that fails to take a block back has lost track
+ * of it, which is no failure of the call that freed it: traced. */
+static void free_records(curd_device *device, const char *what,
+                         buffer_record *records)
+{
+    buffer_record *next;
+    for (buffer_record *record = records; record != NULL; record = next) {
+        next = record->below;
+        if (device != NULL && record->link.key != 0)
+            free_buffer(device, what, record->link.key);
+        else if (device != NULL && record->device_ptr != 0
+                 && curdi_pool_release(device->device_pool,
+                                       record->device_ptr)
+                        != CURD_OK)
+            curdi_trace("%s: %s", what, curd_last_error());
+        free(record);
+    }
+}
+
+/* Frees sets taken out under the lock (linked by `next_free`). */
+static void free_sets(curd_device *device, const char *what, static_set *sets)
+{
+    static_set *next;
+    for (static_set *set = sets; set != NULL; set = next) {
+        next = set->next_free;
+        free_set(device, what, set);
+    }
+}
+
+/* Frees what session_drain took out. */
+static void free_drained(curd_device *device, const char *what, drained out)
+{
+    free_records(device, what, out.records);
+    free_sets(device, what, out.sets);
+}
+
+static void session_destroy(curd_session *session)
+{
+    map_fini(&session->buffers);
+    map_fini(&session->sets);
+    map_fini(&session->cache);
+    map_fini(&session->hints);
+    free(session->classes);
+    pthread_mutex_destroy(&session->lock);
+    free(session);
+}
+
+void curdi_session_close(curd_device *device)
+{
+    if (device == NULL || device->session == NULL)
+        return;
+    struct curdi_session_room *room = device->session;
+    pthread_mutex_lock(&room->lock);
+    for (curd_session *session = room->sessions; session != NULL;
+         session = session->next) {
+        pthread_mutex_lock(&session->lock);
+        drained out = session_drain(session);
+        atomic_store_explicit(&session->device, NULL, memory_order_relaxed);
+        pthread_mutex_unlock(&session->lock);
+        free_drained(NULL, "curd_device_close", out);
+    }
+    room->sessions = NULL;
+    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_destroy(&room->lock);
+    free(room);
+    device->session = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Buffers
+ * ---------------------------------------------------------------------- */
+
+/* Lock held: the index of the first class of at least byte_len bytes. */
+static size_t class_lower_bound(const curd_session *session, size_t byte_len)
+{
+    size_t low = 0, high = session->class_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2u;
+        if (session->classes[middle].byte_len < byte_len)
+            low = middle + 1u;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+static idle_class *class_find(curd_session *session, size_t byte_len)
+{
+    size_t at = class_lower_bound(session, byte_len);
+    if (at < session->class_count && session->classes[at].byte_len == byte_len)
+        return &session->classes[at];
+    return NULL;
+}
+
+/* Lock held: the record on top of a class, out of it (and the class out
+ * of the array once empty). */
+static buffer_record *idle_pop(curd_session *session, idle_class *class)
+{
+    buffer_record *record = class->top;
+    class->top = record->below;
+    record->below = NULL;
+    record->idle = false;
+    if (--class->count == 0) {
+        size_t at = (size_t)(class - session->classes);
+        memmove(class, class + 1,
+                (session->class_count - at - 1u) * sizeof *class);
+        session->class_count--;
+    }
+    session->stats.idle_bytes -= record->byte_len;
+    session->stats.idle_buffers--;
+    return record;
+}
+
+/* Lock held; the array has room for one more class
+ * (curdi_array_reserve). */
+static void idle_push(curd_session *session, buffer_record *record)
+{
+    size_t at = class_lower_bound(session, record->byte_len);
+    idle_class *class = &session->classes[at];
+    if (at == session->class_count || class->byte_len != record->byte_len) {
+        memmove(class + 1, class, (session->class_count - at) * sizeof *class);
+        session->class_count++;
+        class->byte_len = record->byte_len;
+        class->count = 0;
+        class->top = NULL;
+    }
+    record->below = class->top;
+    record->idle = true;
+    class->top = record;
+    class->count++;
+    session->stats.idle_bytes += record->byte_len;
+    session->stats.idle_buffers++;
+}
+
+static void lent_add(curd_session *session, const buffer_record *record)
+{
+    session->stats.lent_bytes += record->byte_len;
+    session->stats.lent_buffers++;
+}
+
+static void lent_sub(curd_session *session, const buffer_record *record)
+{
+    session->stats.lent_bytes -= record->byte_len;
+    session->stats.lent_buffers--;
+}
+
+/* Lock held: a lent record the caller turns out to have freed with
+ * curd_buffer_free; the session lets go of it (freed after unlocking). */
+static void record_forget(curd_session *session, buffer_record *record,
+                          buffer_record **to_free)
+{
+    map_remove(&session->buffers, &record->link);
+    lent_sub(session, record);
+    record->link.key = 0; /* nothing left on the device */
+    record->below = *to_free;
+    *to_free = record;
+}
+
+static curd_status alloc_miss(curd_session *session, curd_device *device,
+                              size_t byte_len, curd_buffer *out_buffer)
+{
+    const char *what = "curd_session_alloc";
+    buffer_record *record = calloc(1, sizeof *record);
+    uint64_t id = 0;
+    if (record == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: the session's record of a buffer could not be"
+                          " allocated. Fix: free host memory and try"
+                          " again.",
+                          what);
+    /* Outside the session's lock: this enters the device and may run the
+     * out-of-memory ladder. */
+    curd_status status = curdi_resident_alloc(device, what, byte_len, &id);
+    if (status != CURD_OK) {
+        free(record);
+        return status;
+    }
+    record->link.key = id;
+    record->byte_len = byte_len;
+    pthread_mutex_lock(&session->lock);
+    map_insert(&session->buffers, &record->link);
+    lent_add(session, record);
+    session->stats.reuse_misses++;
+    pthread_mutex_unlock(&session->lock);
+    out_buffer->id = id;
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_session_alloc(curd_session *session, size_t byte_len,
+                                        curd_buffer *out_buffer)
+{
+    const char *what = "curd_session_alloc";
+    curd_device *device = NULL;
+    if (session == NULL)
+        return null_session(what);
+    if (out_buffer == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_buffer is NULL. Fix: pass the address of"
+                          " a curd_buffer to receive the handle.",
+                          what);
+    if (byte_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: a buffer of 0 bytes was asked for. Fix:"
+                          " allocate at least one byte.",
+                          what);
+    pthread_mutex_lock(&session->lock);
+    curd_status status = session_device(session, what, &device);
+    idle_class *class =
+        status == CURD_OK ? class_find(session, byte_len) : NULL;
+    if (class != NULL) {
+        /* The hot path: the session's lock and nothing else. */
+        buffer_record *record = idle_pop(session, class);
+        lent_add(session, record);
+        session->stats.reuse_hits++;
+        out_buffer->id = record->link.key;
+        pthread_mutex_unlock(&session->lock);
+        return CURD_OK;
+    }
+    pthread_mutex_unlock(&session->lock);
+    if (status != CURD_OK)
+        return status;
+    return alloc_miss(session, device, byte_len, out_buffer);
+}
+
+/* Why a handle that names no lent buffer of this session is refused. */
+static curd_status release_refusal(curd_device *device, const char *what,
+                                   uint64_t id)
+{
+    if (curdi_resident_probe(device, id) == CURDI_RESIDENT_STALE)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " is stale:"
+                          " released already (a released handle is stale at"
+                          " once), freed, or never issued. Fix: release each"
+                          " buffer from curd_session_alloc() once, and use"
+                          " the handle of each curd_session_alloc() only"
+                          " until you release it.",
+                          what, id);
+    return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                      "%s: curd_buffer 0x%016" PRIx64 " is live but was not"
+                      " lent by this session (a curd_buffer_alloc() buffer,"
+                      " another session's, or a static set's). Fix: free it"
+                      " with curd_buffer_free(), release it to the session"
+                      " that lent it, or release its set with"
+                      " curd_session_release_static().",
+                      what, id);
+}
+
+/* Lock held: a buffer too large for the whole idle budget, freed at once
+ * (taken here, given back to the pool after unlocking). */
+static curd_status release_free(curd_session *session, curd_device *device,
+                                buffer_record *record, buffer_record **to_free)
+{
+    uint64_t device_ptr = 0;
+    curd_status status = curdi_resident_take(device, "curd_session_release",
+                                             record->link.key, &device_ptr);
+    if (status == CURD_E_STALE_HANDLE) {
+        record_forget(session, record, to_free);
+        return status;
+    }
+    if (status != CURD_OK)
+        return status;
+    /* The handle is gone; the block goes back to the pool once the lock
+     * is dropped (the pool may free it upstream). */
+    map_remove(&session->buffers, &record->link);
+    lent_sub(session, record);
+    session->stats.release_frees++;
+    record->link.key = 0;
+    record->device_ptr = device_ptr;
+    record->below = *to_free;
+    *to_free = record;
+    return CURD_OK;
+}
+
+/* Lock held: the largest idle buffers out, until byte_len more bytes fit
+ * in the idle budget; their handles are only the session's, so nothing
+ * can be using them. */
+static void evict_idle(curd_session *session, size_t byte_len,
+                       buffer_record **to_free)
+{
+    while (session->class_count > 0
+           && session->stats.idle_bytes + byte_len
+                  > session->stats.idle_budget_bytes) {
+        buffer_record *victim = idle_pop(
+            session, &session->classes[session->class_count - 1u]);
+        map_remove(&session->buffers, &victim->link);
+        session->stats.idle_evictions++;
+        victim->below = *to_free;
+        *to_free = victim;
+    }
+}
+
+/* Lock held: a buffer that fits the idle budget waits idle under a new
+ * handle, the largest idle buffers evicted first to make room. */
+static curd_status release_keep(curd_session *session, curd_device *device,
+                                buffer_record *record, buffer_record **to_free)
+{
+    uint64_t new_id = 0;
+    /* Room for the class it may need, before anything changes. */
+    if (!curdi_array_reserve((void **)&session->classes,
+                             &session->class_capacity,
+                             session->class_count + 1u,
+                             sizeof *session->classes))
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_session_release: the session's list of idle"
+                          " sizes could not grow; nothing was released."
+                          " Fix: free host memory, or free the buffer with"
+                          " curd_buffer_free().");
+    curd_status status = curdi_resident_retag(device, "curd_session_release",
+                                              record->link.key, &new_id);
+    if (status == CURD_E_STALE_HANDLE)
+        record_forget(session, record, to_free);
+    if (status != CURD_OK)
+        return status;
+    map_remove(&session->buffers, &record->link);
+    record->link.key = new_id;
+    map_insert(&session->buffers, &record->link);
+    lent_sub(session, record);
+    evict_idle(session, record->byte_len, to_free);
+    idle_push(session, record);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_session_release(curd_session *session,
+                                          curd_buffer buffer)
+{
+    const char *what = "curd_session_release";
+    curd_device *device = NULL;
+    buffer_record *to_free = NULL;
+    if (session == NULL)
+        return null_session(what);
+    pthread_mutex_lock(&session->lock);
+    curd_status status = session_device(session, what, &device);
+    if (status == CURD_OK) {
+        session_link *link = buffer.id != 0
+                                 ? map_find(&session->buffers, buffer.id)
+                                 : NULL;
+        buffer_record *record =
+            link != NULL ? CONTAINER_OF(link, buffer_record, link) : NULL;
+        /* An idle record's handle is the session's own: one passed in was
+         * guessed, and is refused like any handle not lent. */
+        if (record == NULL || record->idle)
+            status = release_refusal(device, what, buffer.id);
+        else if (record->byte_len > session->stats.idle_budget_bytes)
+            status = release_free(session, device, record, &to_free);
+        else
+            status = release_keep(session, device, record, &to_free);
+    }
+    pthread_mutex_unlock(&session->lock);
+    free_records(device, what, to_free);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Static sets
+ * ---------------------------------------------------------------------- */
+
+/* A validated upload request. */
+typedef struct static_request {
+    const char *domain;
+    size_t domain_len;
+    const curd_static_payload *payloads;
+    size_t count;
+    uint64_t total_bytes;
+    size_t set_bytes;   /* the set's one allocation */
+    uint64_t shape_key; /* key_shape's, once the lookup has run */
+} static_request;
+
+static curd_status static_check(curd_session *session, const char *domain,
+                                const curd_static_payload *payloads,
+                                size_t count, const curd_static_set **out_set,
+                                static_request *request)
+{
+    const char *what = "curd_session_upload_static";
+    if (session == NULL)
+        return null_session(what);
+    if (out_set == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_set is NULL. Fix: pass the address of a"
+                          " const curd_static_set pointer.",
+                          what);
+    if (domain == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: domain is NULL. Fix: pass a tag naming what"
+                          " the payloads are, such as"
+                          " \"solver/tables-v1\".",
+                          what);
+    if (count == 0 || payloads == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s. Fix: pass an array of count payloads,"
+                          " count at least 1.",
+                          what,
+                          count == 0 ? "count is 0: a set holds at least one"
+                                       " payload"
+                                     : "payloads is NULL");
+    uint64_t total = 0;
+    for (size_t index = 0; index < count; index++) {
+        const curd_static_payload *payload = &payloads[index];
+        if (payload->data == NULL || payload->byte_len == 0)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s: payload %zu has data %s and byte_len %zu;"
+                              " nothing was uploaded. Fix: give every"
+                              " payload its bytes and their length, at least"
+                              " 1.",
+                              what, index,
+                              payload->data == NULL ? "NULL" : "set",
+                              payload->byte_len);
+        if (!curdi_u64_add(total, payload->byte_len, &total))
+            return curdi_fail(CURD_E_OVERFLOW,
+                              "%s: the payloads' lengths add up past 2^64-1"
+                              " at payload %zu. Fix: pass each payload's"
+                              " real length.",
+                              what, index);
+    }
+    size_t domain_len = strlen(domain);
+    /* One allocation: the set, its handles and lengths, the domain, the
+     * bytes. */
+    size_t set_bytes = sizeof(static_set), part;
+    bool fits = (uint64_t)(size_t)total == total
+                && curdi_size_mul(count, sizeof(curd_buffer) + sizeof(size_t),
+                                  &part)
+                && curdi_size_add(set_bytes, part, &set_bytes)
+                && curdi_size_add(set_bytes, domain_len, &set_bytes)
+                && curdi_size_add(set_bytes, (size_t)total, &set_bytes);
+    if (!fits)
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: %zu payloads of %" PRIu64 " bytes in all"
+                          " cannot be held in this address space. Fix: pass"
+                          " each payload's real length.",
+                          what, count, total);
+    request->domain = domain;
+    request->domain_len = domain_len;
+    request->payloads = payloads;
+    request->count = count;
+    request->total_bytes = total;
+    request->set_bytes = set_bytes;
+    return CURD_OK;
+}
+
+/* The key, in two steps over one XXH3 state: first what the device's
+ * code depends on, the domain and the payloads' lengths (so the bytes'
+ * split is part of it), whose digest is the request's shape key; then the
+ * bytes, whose digest is the key. A hit through the shape's hint never
+ * needs the second step: equal bytes have equal keys. */
+static uint64_t key_shape(const curd_session *session,
+                          const static_request *request, XXH3_state_t *state)
+{
+    const uint64_t facts[6] = {
+        KEY_LAYOUT_VERSION,     session->device_facts[0],
+        session->device_facts[1], session->device_facts[2],
+        (uint64_t)request->domain_len, (uint64_t)request->count,
+    };
+    pthread_once(&key_secret_once, key_secret_draw);
+    (void)XXH3_128bits_reset_withSecret(state, key_secret,
+                                        sizeof key_secret);
+    (void)XXH3_128bits_update(state, facts, sizeof facts);
+    (void)XXH3_128bits_update(state, request->domain, request->domain_len);
+    for (size_t index = 0; index < request->count; index++) {
+        uint64_t byte_len = request->payloads[index].byte_len;
+        (void)XXH3_128bits_update(state, &byte_len, sizeof byte_len);
+    }
+    /* A digest leaves the state as it was, ready for the bytes. */
+    return XXH3_128bits_digest(state).low64;
+}
+
+static XXH128_hash_t key_finish(const static_request *request,
+                                XXH3_state_t *state)
+{
+    for (size_t index = 0; index < request->count; index++)
+        (void)XXH3_128bits_update(state, request->payloads[index].data,
+                                  request->payloads[index].byte_len);
+    return XXH3_128bits_digest(state);
+}
+
+/* The domain's length and the payloads' count and lengths: cheap, and
+ * under the lock. */
+static bool set_same_shape(const static_set *set,
+                           const static_request *request)
+{
+    if (set->public_set.count != request->count
+        || set->domain_len != request->domain_len
+        || set->total_bytes != request->total_bytes)
+        return false;
+    for (size_t index = 0; index < request->count; index++)
+        if (set->byte_lens[index] != request->payloads[index].byte_len)
+            return false;
+    return true;
+}
+
+/* The domain and the bytes, against the set's host copy. The set is held
+ * (or the lock is), so its copy cannot go away underneath. */
+static bool set_bytes_match(const static_set *set,
+                            const static_request *request)
+{
+    const unsigned char *copy = set->bytes;
+    if (memcmp(set->domain, request->domain, request->domain_len) != 0)
+        return false;
+    for (size_t index = 0; index < request->count; index++) {
+        size_t byte_len = request->payloads[index].byte_len;
+        if (memcmp(copy, request->payloads[index].data, byte_len) != 0)
+            return false;
+        copy += byte_len;
+    }
+    return true;
+}
+
+/* Lock held: the first retained set of this shape and key after `after`
+ * (NULL: from the start). */
+static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
+                                   const static_request *request,
+                                   const static_set *after)
+{
+    session_link *link = after != NULL ? map_next(&after->cache_link)
+                                       : map_find(&session->cache, key.low64);
+    for (; link != NULL; link = map_next(link)) {
+        static_set *set = CONTAINER_OF(link, static_set, cache_link);
+        if (XXH128_isEqual(set->key, key) && set_same_shape(set, request))
+            return set;
+    }
+    return NULL;
+}
+
+/* Lock held: a retained set with these exact bytes, compared under the
+ * lock (after a collision, and a miss's second look). */
+static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
+                                     const static_request *request)
+{
+    for (static_set *set = cache_candidate(session, key, request, NULL);
+         set != NULL; set = cache_candidate(session, key, request, set))
+        if (set_bytes_match(set, request))
+            return set;
+    return NULL;
+}
+
+/* Lock held: the retained set last handed out with the request's shape
+ * (its hint), or NULL. */
+static static_set *hint_find(curd_session *session, uint64_t shape_key,
+                             const static_request *request)
+{
+    for (session_link *link = map_find(&session->hints, shape_key);
+         link != NULL; link = map_next(link)) {
+        static_set *set = CONTAINER_OF(link, static_set, hint_link);
+        if (set_same_shape(set, request)
+            && memcmp(set->domain, request->domain, request->domain_len)
+                   == 0)
+            return set;
+    }
+    return NULL;
+}
+
+static void hint_drop(curd_session *session, static_set *set)
+{
+    if (set->hinted) {
+        map_remove(&session->hints, &set->hint_link);
+        set->hinted = false;
+    }
+}
+
+/* Lock held: a retained set handed out becomes its shape's hint. */
+static void hint_take(curd_session *session, static_set *set,
+                      const static_request *request)
+{
+    if (set->hinted || !set->public_set.retained)
+        return;
+    static_set *previous = hint_find(session, set->hint_link.key, request);
+    if (previous != NULL)
+        hint_drop(session, previous);
+    map_insert(&session->hints, &set->hint_link);
+    set->hinted = true;
+}
+
+/* Lock held: one more hold of a set, before its bytes are known to match
+ * (the caller drops it on a mismatch). */
+static curd_status set_hold(static_set *set)
+{
+    if (set->holds == UINT32_MAX)
+        return curdi_fail(CURD_E_BUDGET,
+                          "curd_session_upload_static: the set is held"
+                          " 2^32-1 times already. Fix: release each set with"
+                          " curd_session_release_static() once you are done"
+                          " with it.");
+    set->holds++;
+    return CURD_OK;
+}
+
+/* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
+static void set_handed_out(curd_session *session, static_set *set,
+                           const static_request *request, bool hit)
+{
+    set->last_use = ++session->use_clock;
+    hint_take(session, set, request);
+    if (hit)
+        session->stats.static_hits++;
+}
+
+/* Holds `set` (found under the lock, NULL for none), compares its bytes
+ * outside the lock, so that threads hitting at once compare at once, and
+ * counts a hit; drops the hold on a mismatch. Called without the lock,
+ * which it takes. */
+static curd_status hold_if_same(curd_session *session, static_set *set,
+                                const static_request *request, bool *out_same)
+{
+    *out_same = false;
+    curd_status status = set_hold(set);
+    pthread_mutex_unlock(&session->lock);
+    if (status != CURD_OK)
+        return status;
+    bool same = set_bytes_match(set, request);
+    pthread_mutex_lock(&session->lock);
+    if (same)
+        set_handed_out(session, set, request, true);
+    else
+        set->holds--;
+    pthread_mutex_unlock(&session->lock);
+    *out_same = same;
+    return CURD_OK;
+}
+
+/* The hit path: the shape's hint first (no hash of the bytes: a pipeline
+ * uploads the set it uploaded last time), then the key, every candidate's
+ * bytes compared. *out_hit NULL: a miss, *out_key then set. */
+static curd_status cache_lookup(curd_session *session, curd_device **device,
+                                static_request *request,
+                                XXH128_hash_t *out_key, static_set **out_hit)
+{
+    const char *what = "curd_session_upload_static";
+    XXH3_state_t state;
+    bool same = false;
+    *out_hit = NULL;
+    uint64_t shape_key = key_shape(session, request, &state);
+    request->shape_key = shape_key;
+    pthread_mutex_lock(&session->lock);
+    curd_status status = session_device(session, what, device);
+    static_set *set =
+        status == CURD_OK ? hint_find(session, shape_key, request) : NULL;
+    if (set == NULL)
+        pthread_mutex_unlock(&session->lock);
+    else
+        status = hold_if_same(session, set, request, &same);
+    if (status != CURD_OK || same) {
+        *out_hit = same ? set : NULL;
+        return status;
+    }
+    XXH128_hash_t key = key_finish(request, &state);
+    *out_key = key;
+    pthread_mutex_lock(&session->lock);
+    status = session_device(session, what, device);
+    set = status == CURD_OK ? cache_candidate(session, key, request, NULL)
+                            : NULL;
+    if (set == NULL) {
+        pthread_mutex_unlock(&session->lock);
+        return status;
+    }
+    status = hold_if_same(session, set, request, &same);
+    if (status == CURD_OK && !same) {
+        /* A 128-bit collision, or a thread's miss inserted meanwhile:
+         * every candidate, compared under the lock. */
+        pthread_mutex_lock(&session->lock);
+        set = cache_find_locked(session, key, request);
+        if (set != NULL)
+            status = set_hold(set);
+        same = set != NULL && status == CURD_OK;
+        if (same)
+            set_handed_out(session, set, request, true);
+        pthread_mutex_unlock(&session->lock);
+    }
+    *out_hit = same ? set : NULL;
+    return status;
+}
+
+/* A new set holding the request's bytes, its buffers not yet made. */
+static static_set *set_new(const static_request *request, XXH128_hash_t key)
+{
+    static_set *set = malloc(request->set_bytes);
+    if (set == NULL)
+        return NULL;
+    memset(set, 0, sizeof *set);
+    size_t *byte_lens = (size_t *)(void *)(set->buffers + request->count);
+    char *domain = (char *)(byte_lens + request->count);
+    unsigned char *bytes = (unsigned char *)domain + request->domain_len;
+    memcpy(domain, request->domain, request->domain_len);
+    unsigned char *at = bytes;
+    for (size_t index = 0; index < request->count; index++) {
+        byte_lens[index] = request->payloads[index].byte_len;
+        memcpy(at, request->payloads[index].data, byte_lens[index]);
+        at += byte_lens[index];
+        set->buffers[index].id = 0;
+    }
+    set->public_set.struct_size = sizeof set->public_set;
+    set->public_set.count = request->count;
+    set->public_set.buffers = set->buffers;
+    set->key = key;
+    set->total_bytes = request->total_bytes;
+    set->domain_len = request->domain_len;
+    set->domain = domain;
+    set->byte_lens = byte_lens;
+    set->bytes = bytes;
+    set->live_link.key = (uint64_t)(uintptr_t)&set->public_set;
+    set->cache_link.key = key.low64;
+    set->hint_link.key = request->shape_key;
+    return set;
+}
+
+/* Allocates the set's buffers and uploads the caller's payloads into them
+ * in one batch; on a failure frees every buffer it made. */
+static curd_status set_upload(curd_device *device, static_set *set,
+                              const static_request *request)
+{
+    const char *what = "curd_session_upload_static";
+    size_t made = 0;
+    curd_status status = CURD_OK;
+    curd_upload *items = calloc(request->count, sizeof *items);
+    if (items == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: the upload list of %zu payloads could not be"
+                          " allocated. Fix: free host memory and try again.",
+                          what, request->count);
+    for (; made < request->count && status == CURD_OK; made++) {
+        status = curdi_resident_alloc(device, what, set->byte_lens[made],
+                                      &set->buffers[made].id);
+        items[made] = (curd_upload){set->buffers[made], 0,
+                                    request->payloads[made].data,
+                                    set->byte_lens[made]};
+    }
+    if (status == CURD_OK)
+        status = curdi_transfer_upload_batch(device, what, items,
+                                             request->count);
+    free(items);
+    /* Nothing half-made stays: the buffers made so far go, unseen by the
+     * caller. */
+    if (status != CURD_OK)
+        for (size_t index = 0; index < made; index++)
+            if (set->buffers[index].id != 0)
+                free_buffer(device, what, set->buffers[index].id);
+    return status;
+}
+
+/* Lock held: the cached bytes of sets somebody holds (never evicted). */
+static void add_held_bytes(session_link *link, void *context)
+{
+    const static_set *set = CONTAINER_OF(link, static_set, cache_link);
+    if (set->holds != 0)
+        *(uint64_t *)context += set->total_bytes;
+}
+
+/* Lock held: the retained set nobody holds that goes first: the largest,
+ * then the least recently handed out. */
+static void pick_victim(session_link *link, void *context)
+{
+    static_set **victim = context;
+    static_set *set = CONTAINER_OF(link, static_set, cache_link);
+    if (set->holds != 0)
+        return;
+    if (*victim == NULL || set->total_bytes > (*victim)->total_bytes
+        || (set->total_bytes == (*victim)->total_bytes
+            && set->last_use < (*victim)->last_use))
+        *victim = set;
+}
+
+/* Lock held: a new set into the session, retained when it fits the
+ * static budget once unheld sets are evicted, largest first. */
+static void set_insert(curd_session *session, static_set *set,
+                       const static_request *request, static_set **to_free)
+{
+    curd_session_stats *stats = &session->stats;
+    uint64_t held = 0;
+    map_each(&session->cache, add_held_bytes, &held);
+    bool retain = set->total_bytes <= stats->static_budget_bytes
+                  && held + set->total_bytes <= stats->static_budget_bytes;
+    while (retain
+           && stats->cached_bytes + set->total_bytes
+                  > stats->static_budget_bytes) {
+        static_set *victim = NULL;
+        map_each(&session->cache, pick_victim, &victim);
+        map_remove(&session->cache, &victim->cache_link);
+        map_remove(&session->sets, &victim->live_link);
+        hint_drop(session, victim);
+        stats->cached_bytes -= victim->total_bytes;
+        stats->cached_sets--;
+        stats->static_evictions++;
+        victim->next_free = *to_free;
+        *to_free = victim;
+    }
+    set->public_set.retained = retain ? 1u : 0u;
+    set->holds = 1;
+    set_handed_out(session, set, request, false);
+    map_insert(&session->sets, &set->live_link);
+    if (retain) {
+        map_insert(&session->cache, &set->cache_link);
+        stats->cached_bytes += set->total_bytes;
+        stats->cached_sets++;
+    } else {
+        stats->unretained_bytes += set->total_bytes;
+        stats->unretained_sets++;
+    }
+    stats->static_misses++;
+}
+
+/* The miss: a new set made and uploaded outside the lock, then kept, or
+ * dropped for one another thread made meanwhile. */
+static curd_status static_miss(curd_session *session, curd_device *device,
+                               XXH128_hash_t key,
+                               const static_request *request,
+                               const curd_static_set **out_set)
+{
+    const char *what = "curd_session_upload_static";
+    static_set *to_free = NULL;
+    static_set *set = set_new(request, key);
+    if (set == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: %zu bytes for the set and its host copy could"
+                          " not be allocated. Fix: free host memory, or pass"
+                          " smaller sets.",
+                          what, request->set_bytes);
+    curd_status status = set_upload(device, set, request);
+    if (status != CURD_OK) {
+        free(set);
+        return status;
+    }
+    pthread_mutex_lock(&session->lock);
+    curd_device *now = NULL;
+    status = session_device(session, what, &now);
+    static_set *theirs =
+        status == CURD_OK ? cache_find_locked(session, key, request) : NULL;
+    if (theirs != NULL)
+        status = set_hold(theirs);
+    if (status == CURD_OK && theirs != NULL) {
+        /* Another thread cached the same set while this one uploaded. */
+        set_handed_out(session, theirs, request, false);
+        session->stats.static_misses++;
+        set->next_free = to_free;
+        to_free = set;
+        *out_set = &theirs->public_set;
+    } else if (status == CURD_OK) {
+        set_insert(session, set, request, &to_free);
+        *out_set = &set->public_set;
+    } else {
+        /* The device was closed meanwhile (freeing the buffers) or the
+         * hit cannot be counted: this upload's set goes. */
+        set->next_free = to_free;
+        to_free = set;
+    }
+    pthread_mutex_unlock(&session->lock);
+    free_sets(now, what, to_free);
+    return status;
+}
+
+CURD_API curd_status curd_session_upload_static(
+    curd_session *session, const char *domain,
+    const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set)
+{
+    static_request request = {0};
+    curd_device *device = NULL;
+    static_set *hit = NULL;
+    curd_status status =
+        static_check(session, domain, payloads, count, out_set, &request);
+    if (status != CURD_OK)
+        return status;
+    XXH128_hash_t key = {0, 0};
+    status = cache_lookup(session, &device, &request, &key, &hit);
+    if (status != CURD_OK)
+        return status;
+    if (hit != NULL) {
+        *out_set = &hit->public_set;
+        return CURD_OK;
+    }
+    return static_miss(session, device, key, &request, out_set);
+}
+
+/* Lock held: the live set at this address, or NULL; the address is
+ * compared before anything is read through it. */
+static static_set *live_set(curd_session *session, const curd_static_set *set)
+{
+    session_link *link =
+        map_find(&session->sets, (uint64_t)(uintptr_t)set);
+    return link != NULL ? CONTAINER_OF(link, static_set, live_link) : NULL;
+}
+
+/* Lock held: whether a transfer or dispatch still uses one of the set's
+ * buffers (its last release must not free them then). */
+static bool set_in_use(curd_device *device, const static_set *set)
+{
+    for (size_t index = 0; index < set->public_set.count; index++)
+        if (curdi_resident_probe(device, set->buffers[index].id)
+            == CURDI_RESIDENT_IN_USE)
+            return true;
+    return false;
+}
+
+CURD_API curd_status curd_session_release_static(curd_session *session,
+                                                 const curd_static_set *set)
+{
+    const char *what = "curd_session_release_static";
+    curd_device *device = NULL;
+    static_set *to_free = NULL;
+    if (session == NULL)
+        return null_session(what);
+    if (set == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: set is NULL. Fix: pass a set from"
+                          " curd_session_upload_static().",
+                          what);
+    pthread_mutex_lock(&session->lock);
+    curd_status status = session_device(session, what, &device);
+    static_set *live = status == CURD_OK ? live_set(session, set) : NULL;
+    if (status == CURD_OK && (live == NULL || live->holds == 0))
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: set %p %s. Fix: release each set once for"
+                            " each curd_session_upload_static() that handed"
+                            " it out, to the session that did.",
+                            what, (const void *)set,
+                            live == NULL
+                                ? "is not a live set of this session (its"
+                                  " last release freed it, or another"
+                                  " session made it)"
+                                : "is cached but nobody holds it: it was"
+                                  " released more often than handed out");
+    else if (status == CURD_OK && !live->public_set.retained
+             && live->holds == 1 && set_in_use(device, live))
+        status = curdi_fail(CURD_E_BUSY,
+                            "%s: a buffer of set %p is still in use by a"
+                            " transfer or dispatch in flight; nothing was"
+                            " done. Fix: release the set once that work is"
+                            " complete (curd_pending_wait(),"
+                            " curd_device_sync_uploads()).",
+                            what, (const void *)set);
+    else if (status == CURD_OK && --live->holds == 0
+             && !live->public_set.retained) {
+        map_remove(&session->sets, &live->live_link);
+        session->stats.unretained_bytes -= live->total_bytes;
+        session->stats.unretained_sets--;
+        to_free = live;
+    }
+    pthread_mutex_unlock(&session->lock);
+    if (to_free != NULL)
+        free_set(device, what, to_free);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
+ * New, free, statistics
+ * ---------------------------------------------------------------------- */
+CURD_API void curd_session_options_init(curd_session_options *options)
+{
+    if (options == NULL)
+        return;
+    memset(options, 0, sizeof *options);
+    options->struct_size = sizeof *options;
+}
+
+/* The budget in force: the caller's, none under its flag, or the
+ * default. */
+static curd_status session_budget(const curd_device *device, uint64_t asked,
+                                  bool off, const char *field,
+                                  const char *flag, uint64_t *out_budget)
+{
+    if (off && asked != 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_session_new: options.%s is %" PRIu64 " and"
+                          " options.flags has %s, which asks for a zero"
+                          " budget. Fix: set one or the other.",
+                          field, asked, flag);
+    *out_budget = off ? 0 : asked != 0 ? asked
+                                       : device->props.total_memory_bytes / 32u;
+    return CURD_OK;
+}
+
+static curd_status session_options(curd_device *device,
+                                   const curd_session_options *options,
+                                   curd_session_stats *stats)
+{
+    curd_session_options effective;
+    curd_session_options_init(&effective);
+    if (options != NULL) {
+        curd_status status =
+            curdi_options_check(options, sizeof effective, sizeof effective,
+                                "curd_session_options");
+        if (status != CURD_OK)
+            return status;
+        /* Only the fields both sides know (the check proved the rest
+         * zero). */
+        memcpy(&effective, options, sizeof effective);
+        if ((effective.flags & ~CURD_SESSION_FLAGS_KNOWN) != 0)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "curd_session_new: options.flags is 0x%x,"
+                              " which sets flags this version of curd does"
+                              " not define (known: 0x%x). Fix: pass only"
+                              " CURD_SESSION_* flags.",
+                              effective.flags, CURD_SESSION_FLAGS_KNOWN);
+    }
+    curd_status status = session_budget(
+        device, effective.idle_budget_bytes,
+        (effective.flags & CURD_SESSION_NO_REUSE) != 0, "idle_budget_bytes",
+        "CURD_SESSION_NO_REUSE", &stats->idle_budget_bytes);
+    if (status == CURD_OK)
+        status = session_budget(
+            device, effective.static_budget_bytes,
+            (effective.flags & CURD_SESSION_NO_STATIC_CACHE) != 0,
+            "static_budget_bytes", "CURD_SESSION_NO_STATIC_CACHE",
+            &stats->static_budget_bytes);
+    return status;
+}
+
+/* Enters a session in the registry of live ones (buckets made on the
+ * first). */
+static bool registry_add(curd_session *session)
+{
+    bool added = true;
+    pthread_mutex_lock(&registry_lock);
+    if (registry.buckets == NULL)
+        added = map_init(&registry);
+    if (added)
+        map_insert(&registry, &session->registry_link);
+    pthread_mutex_unlock(&registry_lock);
+    return added;
+}
+
+CURD_API curd_status curd_session_new(curd_device *device,
+                                      const curd_session_options *options,
+                                      curd_session **out_session)
+{
+    curd_session_stats stats;
+    curd_status status = curdi_device_check(device, "curd_session_new");
+    if (status != CURD_OK)
+        return status;
+    if (out_session == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_session_new: out_session is NULL. Fix: pass"
+                          " the address of a curd_session pointer.");
+    memset(&stats, 0, sizeof stats);
+    status = session_options(device, options, &stats);
+    if (status != CURD_OK)
+        return status;
+    curd_session *session = calloc(1, sizeof *session);
+    if (session == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_session_new: the session could not be"
+                          " allocated. Fix: free host memory and try"
+                          " again.");
+    bool made = pthread_mutex_init(&session->lock, NULL) == 0;
+    if (made && (!map_init(&session->buffers) || !map_init(&session->sets)
+                 || !map_init(&session->cache) || !map_init(&session->hints))) {
+        pthread_mutex_destroy(&session->lock);
+        made = false;
+    }
+    session->registry_link.key = (uint64_t)(uintptr_t)session;
+    if (made && !registry_add(session)) {
+        pthread_mutex_destroy(&session->lock);
+        made = false;
+    }
+    if (!made) {
+        map_fini(&session->buffers);
+        map_fini(&session->sets);
+        map_fini(&session->cache);
+        map_fini(&session->hints);
+        free(session);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_session_new: the session's tables or lock"
+                          " could not be created. Fix: free host memory and"
+                          " try again.");
+    }
+    stats.struct_size = sizeof stats;
+    session->stats = stats;
+    session->device_facts[0] =
+        (uint64_t)(uint32_t)device->props.compute_capability_major;
+    session->device_facts[1] =
+        (uint64_t)(uint32_t)device->props.compute_capability_minor;
+    session->device_facts[2] = device->props.capabilities;
+    atomic_init(&session->device, device);
+    struct curdi_session_room *room = device->session;
+    pthread_mutex_lock(&room->lock);
+    session->next = room->sessions;
+    if (room->sessions != NULL)
+        room->sessions->prev = session;
+    room->sessions = session;
+    pthread_mutex_unlock(&room->lock);
+    *out_session = session;
+    return CURD_OK;
+}
+
+/* Lock held: whether work in flight uses a buffer the session would free
+ * (a lent one, or a set's; idle ones have handles only it knows). */
+typedef struct busy_probe {
+    curd_device *device;
+    bool busy;
+} busy_probe;
+
+static void probe_record(session_link *link, void *context)
+{
+    busy_probe *probe = context;
+    const buffer_record *record = CONTAINER_OF(link, buffer_record, link);
+    if (!record->idle
+        && curdi_resident_probe(probe->device, record->link.key)
+               == CURDI_RESIDENT_IN_USE)
+        probe->busy = true;
+}
+
+static void probe_set(session_link *link, void *context)
+{
+    busy_probe *probe = context;
+    if (set_in_use(probe->device, CONTAINER_OF(link, static_set, live_link)))
+        probe->busy = true;
+}
+
+CURD_API curd_status curd_session_free(curd_session *session)
+{
+    const char *what = "curd_session_free";
+    if (session == NULL)
+        return CURD_OK;
+    /* The registry, not the session, says whether it is live: a second
+     * free must not read what the first one freed. */
+    pthread_mutex_lock(&registry_lock);
+    bool live = registry.buckets != NULL
+                && map_find(&registry, (uint64_t)(uintptr_t)session) != NULL;
+    pthread_mutex_unlock(&registry_lock);
+    if (!live)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: session %p is not live (freed already, or"
+                          " never returned by curd_session_new()); nothing"
+                          " was done. Fix: free each session once.",
+                          what, (const void *)session);
+    curd_device *device =
+        atomic_load_explicit(&session->device, memory_order_relaxed);
+    drained out = {NULL, NULL};
+    if (device != NULL) {
+        /* The room's lock first, then the session's (session.h). */
+        struct curdi_session_room *room = device->session;
+        pthread_mutex_lock(&room->lock);
+        pthread_mutex_lock(&session->lock);
+        busy_probe probe = {device, false};
+        map_each(&session->buffers, probe_record, &probe);
+        map_each(&session->sets, probe_set, &probe);
+        if (probe.busy) {
+            pthread_mutex_unlock(&session->lock);
+            pthread_mutex_unlock(&room->lock);
+            return curdi_fail(CURD_E_BUSY,
+                              "%s: a buffer of the session (lent, or a"
+                              " static set's) is still in use by a transfer"
+                              " or dispatch in flight; nothing was freed."
+                              " Fix: free the session once that work is"
+                              " complete (curd_pending_wait(),"
+                              " curd_device_sync_uploads()).",
+                              what);
+        }
+        if (session->prev != NULL)
+            session->prev->next = session->next;
+        else
+            room->sessions = session->next;
+        if (session->next != NULL)
+            session->next->prev = session->prev;
+        out = session_drain(session);
+        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&room->lock);
+    }
+    pthread_mutex_lock(&registry_lock);
+    map_remove(&registry, &session->registry_link);
+    pthread_mutex_unlock(&registry_lock);
+    free_drained(device, what, out);
+    session_destroy(session);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_session_stats_get(curd_session *session,
+                                            curd_session_stats *stats)
+{
+    const char *what = "curd_session_stats_get";
+    curd_device *device = NULL;
+    if (session == NULL)
+        return null_session(what);
+    curd_status status =
+        curdi_result_struct_check(stats, sizeof *stats, what, "stats",
+                                  "curd_session_stats");
+    if (status != CURD_OK)
+        return status;
+    pthread_mutex_lock(&session->lock);
+    status = session_device(session, what, &device);
+    curd_session_stats result = session->stats;
+    pthread_mutex_unlock(&session->lock);
+    if (status != CURD_OK)
+        return status;
+    result.struct_size = stats->struct_size;
+    /* A newer caller's extra fields are left as they were. */
+    memcpy(stats, &result, sizeof result);
+    return CURD_OK;
+}

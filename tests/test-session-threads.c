@@ -1,0 +1,7 @@
+/* test-session-threads.c - test-session.c's eight threads sharing one
+ * session, alone, on the stand-in libcuda, for ThreadSanitizer (make
+ * check-tsan runs tests/test-*thread*): the session's lock, and under it
+ * the resident table's, the pools' and the transfer room's. */
+#define TRANSFER_TEST_ON_FAKE 1
+#define SESSION_TEST_THREADS_ONLY 1
+#include "test-session.c"
