@@ -45,18 +45,13 @@
  * run (the input is dropped).
  *
  * Built from the whole library (FUZZ_SRCS_launch in fuzz.mk). */
-#include "fuzz.h"
-
-#include <limits.h>
-#include <unistd.h>
+#include "fuzz-stand-in.h"
 
 #define MAX_ARGS 12
 #define MAX_BUFFERS 3
-#define MAX_BUFFER_LEN 1024u
 #define ARENA_SPAN 4096u
-#define ARENA_LEN (ARENA_SPAN + MAX_BUFFER_LEN)
+#define ARENA_LEN (ARENA_SPAN + FUZZ_MAX_BUFFER_LEN)
 #define VALUE_POOL 64u
-#define STALE_RING 8u
 #define NO_ARG SIZE_MAX
 #define SHARED_DEFAULT (48u * 1024u)
 /* The stand-in's device (tests/fake/fake-cuda.c). */
@@ -129,19 +124,8 @@ typedef struct shape {
     uint64_t block[3];
 } shape;
 
-static curd_device *device;
 static curd_device_props props;
 static bool trace; /* FUZZ_LAUNCH_TRACE=1: one line per call on stderr */
-static uint64_t foreign_ids[2];
-static uint64_t stale_ring[STALE_RING];
-static unsigned stale_next;
-
-static uint64_t live_ids[MAX_BUFFERS];
-static size_t live_lens[MAX_BUFFERS];
-static uint64_t live_ptrs[MAX_BUFFERS];
-static unsigned char *live_bytes[MAX_BUFFERS]; /* the stand-in's memory */
-static unsigned char model[MAX_BUFFERS][MAX_BUFFER_LEN];
-static size_t live_count;
 
 static unsigned char arena[ARENA_LEN];
 static unsigned char arena_before[ARENA_LEN];
@@ -167,29 +151,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* The stand-in beside this binary, unless the caller names one. */
-    if (getenv("CURD_LIBCUDA") == NULL) {
-        char path[PATH_MAX];
-        ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (got > 0) {
-            path[got] = '\0';
-            char *slash = strrchr(path, '/');
-            if (slash != NULL) {
-                strcpy(slash + 1, "libcuda-fake.so.1");
-                setenv("CURD_LIBCUDA", path, 1);
-            }
-        }
-    }
     trace = getenv("FUZZ_LAUNCH_TRACE") != NULL;
-    setenv("FAKE_CUDA_DEVICES", "2", 0);
-    setenv("FAKE_CUDA_MEMORY", "67108864", 0);
-    curd_status status = curd_device_open(0, NULL, &device);
-    if (status != CURD_OK) {
-        fprintf(stderr, "fuzz-launch: cannot open the stand-in device: %s:"
-                        " %s\n",
-                curd_status_name(status), curd_last_error());
-        abort();
-    }
+    fuzz_stand_in_open("fuzz-launch");
     props.struct_size = sizeof props;
     FUZZ_CHECK(curd_device_info(device, &props) == CURD_OK);
     kernels[KERNEL_ADD_ONE].program = load_program(add_one_ptx,
@@ -203,48 +166,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         FUZZ_CHECK(kernels[k].props.param_count_known == 1
                    && kernels[k].props.param_count == kernels[k].count);
     }
-    /* A second device's live buffers: stale here, whatever their bits. */
-    curd_device *other = NULL;
-    if (curd_device_open(1, NULL, &other) == CURD_OK) {
-        for (unsigned i = 0; i < 2; i++) {
-            curd_buffer buffer;
-            if (curd_buffer_alloc(other, 64u << i, &buffer) == CURD_OK)
-                foreign_ids[i] = buffer.id;
-        }
-        /* other stays open: its buffers must stay live. */
-    }
     return 0;
 }
 
 /* ------------------------------------------------------------------------
  * Decoding
  * ---------------------------------------------------------------------- */
-
-static size_t decode_buffer_len(fuzz_input *in)
-{
-    static const size_t common[] = {4, 12, 72, 76, 256, 1024, 8, 100};
-    uint8_t shape = fuzz_u8(in);
-    if ((shape & 1u) == 0)
-        return common[(shape >> 1) % 8u];
-    return 1u + (size_t)(fuzz_u64(in) % MAX_BUFFER_LEN);
-}
-
-static uint64_t decode_id(fuzz_input *in, uint64_t freed_now)
-{
-    uint8_t pick = fuzz_u8(in);
-    switch (pick % 12u) {
-    case 8:
-        return freed_now;
-    case 9:
-        return stale_ring[(pick >> 4) % STALE_RING];
-    case 10:
-        return (pick & 0x10u) ? foreign_ids[(pick >> 5) & 1u] : 0;
-    case 11:
-        return fuzz_u64(in);
-    default:
-        return live_ids[(size_t)(pick >> 4) % live_count];
-    }
-}
 
 /* A grid or block axis: mostly small, sometimes at or past a limit. */
 static uint32_t decode_axis(fuzz_input *in, int limit, bool block)
@@ -353,7 +280,7 @@ static size_t decode_len(fuzz_input *in, size_t usual)
     case 2:
         return SIZE_MAX - (shape >> 3);
     case 3:
-        return 1u + (size_t)fuzz_u64(in) % MAX_BUFFER_LEN;
+        return 1u + (size_t)fuzz_u64(in) % FUZZ_MAX_BUFFER_LEN;
     default:
         return usual + (size_t)(shape >> 6);
     }
@@ -417,7 +344,8 @@ static void decode_arg(fuzz_input *in, const param *slot, size_t nargs,
     arg->role = (role & 15u) < 13u ? 1u + (role & 3u) : (role >> 4) % 8u;
     uint8_t fields = fuzz_u8(in);
     if (arg->kind == CURD_ARG_BUFFER) {
-        arg->buffer.id = decode_id(in, freed_now);
+        size_t live;
+        arg->buffer.id = fuzz_decode_id(in, freed_now, &live);
         if ((fields & 1u) != 0) {
             size_t len = decode_len(in, 76);
             arg->host = decode_host(in, &len);
@@ -466,14 +394,6 @@ static void decode_arg(fuzz_input *in, const param *slot, size_t nargs,
 /* ------------------------------------------------------------------------
  * The reference
  * ---------------------------------------------------------------------- */
-
-static size_t live_index(uint64_t id)
-{
-    for (size_t b = 0; b < live_count; b++)
-        if (live_ids[b] == id && id != 0)
-            return b;
-    return SIZE_MAX;
-}
 
 static bool is_binding(const curd_arg *arg)
 {
@@ -625,7 +545,7 @@ static verdict check_arg(const curd_arg *args, size_t nargs, size_t i)
 static uint64_t binding_bytes(const curd_arg *arg)
 {
     return arg->kind == CURD_ARG_HOST ? arg->byte_len
-                                      : live_lens[live_index(arg->buffer.id)];
+                                      : live_lens[fuzz_live_index(arg->buffer.id)];
 }
 
 /* A binding's read-back: [offset, offset + len) of its bytes into host. */
@@ -679,7 +599,7 @@ static verdict reference(const kernel *k, const curd_launch *launch,
         return refuse(CURD_E_BUDGET, NO_ARG);
     for (size_t i = 0; i < nargs; i++)
         if (args[i].kind == CURD_ARG_BUFFER
-            && live_index(args[i].buffer.id) == SIZE_MAX)
+            && fuzz_live_index(args[i].buffer.id) == SIZE_MAX)
             return refuse(CURD_E_STALE_HANDLE, NO_ARG);
     for (size_t i = 0; i < nargs; i++) {
         const curd_arg *arg = &args[i];
@@ -718,7 +638,7 @@ typedef struct region {
 
 static unsigned char borrowed_bytes[MAX_ARGS][ARENA_LEN];
 static bool borrowed_known[MAX_ARGS][ARENA_LEN];
-static bool buffer_known[MAX_BUFFERS][MAX_BUFFER_LEN];
+static bool buffer_known[MAX_BUFFERS][FUZZ_MAX_BUFFER_LEN];
 static bool arena_known[ARENA_LEN];
 
 static region region_of(const curd_arg *args, size_t i)
@@ -729,7 +649,7 @@ static region region_of(const curd_arg *args, size_t i)
         r.known = borrowed_known[i];
         r.len = args[i].byte_len;
     } else if (args[i].kind == CURD_ARG_BUFFER) {
-        size_t b = live_index(args[i].buffer.id);
+        size_t b = fuzz_live_index(args[i].buffer.id);
         r.bytes = model[b];
         r.known = buffer_known[b];
         r.len = live_lens[b];
@@ -738,16 +658,22 @@ static region region_of(const curd_arg *args, size_t i)
     return r;
 }
 
-/* The bytes a kernel's pointer parameter i reaches per launch; whether
- * every such access stays inside the memory bound to it. */
+/* The words add_one touches per launch: its count, one per thread. */
+static uint64_t add_one_words(const curd_arg *args, const shape *run)
+{
+    uint64_t threads = run->grid[0] * run->block[0];
+    uint64_t n = 0;
+    memcpy(&n, args[1].value, 4);
+    return n < threads ? n : threads;
+}
+
+/* Whether every access the kernel makes through its pointer parameters
+ * stays inside the memory bound to them. */
 static bool kernel_is_safe(enum kernel_kind kind, const curd_arg *args,
                            const shape *run)
 {
-    uint64_t threads = run->grid[0] * run->block[0];
     if (kind == KERNEL_ADD_ONE) {
-        uint64_t n = 0;
-        memcpy(&n, args[1].value, 4);
-        n = n < threads ? n : threads;
+        uint64_t n = add_one_words(args, run);
         return n == 0 || (is_binding(&args[0])
                           && n * 4u <= binding_bytes(&args[0]));
     }
@@ -767,11 +693,8 @@ static void write_bytes(region r, size_t at, const void *src, size_t len,
 static void run_kernel(enum kernel_kind kind, const curd_arg *args,
                        const shape *run)
 {
-    uint64_t threads = run->grid[0] * run->block[0];
     if (kind == KERNEL_ADD_ONE) {
-        uint64_t n = 0;
-        memcpy(&n, args[1].value, 4);
-        n = n < threads ? n : threads;
+        uint64_t n = add_one_words(args, run);
         region data = region_of(args, 0);
         for (uint64_t i = 0; i < n; i++) {
             uint32_t word;
@@ -863,20 +786,6 @@ static void check_arena(void)
         }
 }
 
-/* Whether message names "argument <index>" (not a longer number). */
-static bool names_arg(const char *message, size_t index)
-{
-    char want[40];
-    snprintf(want, sizeof want, "argument %zu", index);
-    for (const char *at = strstr(message, want); at != NULL;
-         at = strstr(at + 1, want)) {
-        char next = at[strlen(want)];
-        if (next < '0' || next > '9')
-            return true;
-    }
-    return false;
-}
-
 static curd_status run_call(const kernel *k, const curd_launch *launch,
                             const curd_arg *args, size_t nargs, bool async)
 {
@@ -893,44 +802,6 @@ static curd_status run_call(const kernel *k, const curd_launch *launch,
     return status;
 }
 
-static void release_buffers(void)
-{
-    for (size_t b = 0; b < live_count; b++) {
-        FUZZ_CHECK(curd_buffer_free(device, (curd_buffer){live_ids[b]})
-                   == CURD_OK);
-        stale_ring[stale_next++ % STALE_RING] = live_ids[b];
-    }
-    live_count = 0;
-}
-
-static void make_buffers(fuzz_input *in, uint8_t header, uint64_t *freed_now)
-{
-    size_t buffers = 1u + (size_t)(header & 3u) % MAX_BUFFERS;
-    for (size_t b = 0; b < buffers; b++) {
-        curd_buffer buffer;
-        size_t len = decode_buffer_len(in);
-        FUZZ_CHECK(curd_buffer_alloc(device, len, &buffer) == CURD_OK);
-        FUZZ_CHECK(curd_buffer_device_ptr(device, buffer, &live_ptrs[b])
-                   == CURD_OK);
-        live_ids[b] = buffer.id;
-        live_lens[b] = len;
-        live_bytes[b] = (unsigned char *)(uintptr_t)live_ptrs[b];
-        for (size_t at = 0; at < len; at++)
-            model[b][at] = (uint8_t)(at * 131u + b * 29u + header + 1u);
-        memset(buffer_known[b], 1, sizeof buffer_known[b]);
-        memcpy(live_bytes[b], model[b], len);
-        live_count++;
-    }
-    /* One freed in this input: its id is stale from here on. */
-    if ((header & 4u) && live_count > 1) {
-        *freed_now = live_ids[live_count - 1];
-        FUZZ_CHECK(curd_buffer_free(device, (curd_buffer){*freed_now})
-                   == CURD_OK);
-        stale_ring[stale_next++ % STALE_RING] = *freed_now;
-        live_count--;
-    }
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = {data, size};
@@ -938,8 +809,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum kernel_kind kind = (header & 0x80u) ? KERNEL_SCALARS : KERNEL_ADD_ONE;
     const kernel *k = &kernels[kind];
     bool async = (header & 0x40u) != 0;
-    uint64_t freed_now = 0;
-    make_buffers(&in, header, &freed_now);
+    static const size_t common[8] = {4, 12, 72, 76, 256, 1024, 8, 100};
+    uint64_t freed_now = fuzz_buffers_make(
+        &in, 1u + (size_t)(header & 3u) % MAX_BUFFERS, (header & 4u) != 0,
+        common, header);
+    for (size_t b = 0; b < live_count; b++)
+        memset(buffer_known[b], 1, sizeof buffer_known[b]);
     for (size_t at = 0; at < ARENA_LEN; at++)
         arena[at] = (uint8_t)(at * 7u + 0x5au);
 
@@ -990,7 +865,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool one_d = run.grid[1] == 1 && run.grid[2] == 1 && run.block[1] == 1
                  && run.block[2] == 1;
     if (want.status == CURD_OK && one_d && !kernel_is_safe(kind, args, &run)) {
-        release_buffers();
+        fuzz_buffers_release();
         return 0;
     }
 
@@ -1023,7 +898,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (got != CURD_OK) {
         fuzz_check_fix_sentence();
-        if (want.arg != NO_ARG && !names_arg(curd_last_error(), want.arg)) {
+        if (want.arg != NO_ARG && !fuzz_names(curd_last_error(), "argument", want.arg)) {
             fprintf(stderr, "expected argument %zu in: %s\n", want.arg,
                     curd_last_error());
             FUZZ_CHECK(false);
@@ -1036,7 +911,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t i = 0; i < nargs; i++)
                 if (args[i].kind == CURD_ARG_BUFFER
                     && args[i].role != CURD_ROLE_INPUT)
-                    written[live_index(args[i].buffer.id)] = true;
+                    written[fuzz_live_index(args[i].buffer.id)] = true;
         check_arena();
         check_buffers(written);
         FUZZ_CHECK(after.dispatches == before.dispatches);
@@ -1046,7 +921,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    == before.device_pool.live_bytes.current);
         FUZZ_CHECK(after.pinned_pool.live_bytes.current
                    == before.pinned_pool.live_bytes.current);
-        release_buffers();
+        fuzz_buffers_release();
         return 0;
     }
     check_arena();
@@ -1055,6 +930,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(after.launches == before.launches + given.launch.iterations);
     FUZZ_CHECK(after.device_pool.live_bytes.current
                == before.device_pool.live_bytes.current);
-    release_buffers();
+    fuzz_buffers_release();
     return 0;
 }

@@ -32,17 +32,15 @@
  * one exactly when bytes moved.
  *
  * Built from the whole library (FUZZ_SRCS_transfer-validate in fuzz.mk). */
-#include "fuzz.h"
+#include "fuzz-stand-in.h"
 
-#define MAX_BUFFERS 6
 #define MAX_ITEMS 16
-#define MAX_BUFFER_LEN 1024u
+#define MAX_BUFFER_LEN FUZZ_MAX_BUFFER_LEN
 /* Host addresses of items the reference may accept start below
  * ARENA_SPAN; an accepted item moves at most MAX_BUFFER_LEN bytes, so
  * ARENA_LEN bounds every byte a correct library writes or reads. */
 #define ARENA_SPAN 4096u
 #define ARENA_LEN (ARENA_SPAN + MAX_BUFFER_LEN)
-#define STALE_RING 8u
 #define NO_ITEM SIZE_MAX
 
 enum call_kind {
@@ -69,17 +67,7 @@ typedef struct verdict {
     bool pair;   /* overlapping destinations: the message names two */
 } verdict;
 
-static curd_device *device;
 static bool trace; /* FUZZ_TRANSFER_TRACE=1: one line per call on stderr */
-static uint64_t foreign_ids[2]; /* live buffers of a second device, or 0 */
-static uint64_t stale_ring[STALE_RING];
-static unsigned stale_next;
-
-static uint64_t live_ids[MAX_BUFFERS];
-static size_t live_lens[MAX_BUFFERS];
-static unsigned char *live_bytes[MAX_BUFFERS]; /* the stand-in's memory */
-static unsigned char model[MAX_BUFFERS][MAX_BUFFER_LEN];
-static size_t live_count;
 
 static unsigned char arena[ARENA_LEN];
 static unsigned char arena_before[ARENA_LEN];
@@ -90,52 +78,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     trace = getenv("FUZZ_TRANSFER_TRACE") != NULL;
-    setenv("FAKE_CUDA_DEVICES", "2", 0);
-    device = fuzz_open_fake_device("fuzz-transfer-validate");
-    /* A second device's live buffers: stale here, whatever their bits. */
-    curd_device *other = NULL;
-    if (curd_device_open(1, NULL, &other) == CURD_OK) {
-        for (unsigned i = 0; i < 2; i++) {
-            curd_buffer buffer;
-            if (curd_buffer_alloc(other, 64u << i, &buffer) == CURD_OK)
-                foreign_ids[i] = buffer.id;
-        }
-        /* other stays open: its buffers must stay live. */
-    }
+    fuzz_stand_in_open("fuzz-transfer-validate");
     return 0;
 }
 
 /* ------------------------------------------------------------------------
  * Decoding
  * ---------------------------------------------------------------------- */
-
-static size_t decode_buffer_len(fuzz_input *in)
-{
-    static const size_t common[] = { 1, 2, 7, 64, 255, 256, 513, 1024 };
-    uint8_t shape = fuzz_u8(in);
-    if ((shape & 1u) == 0)
-        return common[(shape >> 1) % 8u];
-    return 1u + (size_t)(fuzz_u64(in) % MAX_BUFFER_LEN);
-}
-
-static uint64_t decode_id(fuzz_input *in, uint64_t freed_now, size_t *buffer)
-{
-    uint8_t pick = fuzz_u8(in);
-    *buffer = SIZE_MAX;
-    switch (pick % 10u) {
-    case 6:
-        return freed_now;
-    case 7:
-        return stale_ring[(pick >> 4) % STALE_RING];
-    case 8:
-        return (pick & 0x10u) ? foreign_ids[(pick >> 5) & 1u] : 0;
-    case 9:
-        return fuzz_u64(in);
-    default:
-        *buffer = (size_t)(pick >> 4) % live_count;
-        return live_ids[*buffer];
-    }
-}
 
 /* An offset or a length near the buffer's (or any) size. */
 static size_t decode_size(fuzz_input *in, size_t buffer_len, size_t below)
@@ -166,7 +115,7 @@ static size_t decode_items(fuzz_input *in, item *items, size_t count,
     for (size_t i = 0; i < count; i++) {
         size_t buffer;
         item *it = &items[i];
-        it->id = decode_id(in, freed_now, &buffer);
+        it->id = fuzz_decode_id(in, freed_now, &buffer);
         size_t len = buffer == SIZE_MAX ? MAX_BUFFER_LEN : live_lens[buffer];
         it->offset = decode_size(in, len, len / 2u);
         it->byte_len = decode_size(
@@ -244,14 +193,6 @@ static size_t decode_items(fuzz_input *in, item *items, size_t count,
 /* ------------------------------------------------------------------------
  * The reference
  * ---------------------------------------------------------------------- */
-
-static size_t live_index(uint64_t id)
-{
-    for (size_t b = 0; b < live_count; b++)
-        if (live_ids[b] == id && id != 0)
-            return b;
-    return SIZE_MAX;
-}
 
 /* Marks items' destination bytes on the owner map; the last entry stands
  * for every byte past the arena (two items reaching it share it). Returns
@@ -331,14 +272,14 @@ static verdict reference(enum call_kind kind, const item *items, size_t count,
         return v;
     }
     for (size_t i = 0; i < count; i++) {
-        if (live_index(items[i].id) == SIZE_MAX) {
+        if (fuzz_live_index(items[i].id) == SIZE_MAX) {
             v.status = CURD_E_STALE_HANDLE;
             v.item = count > 1 ? i : NO_ITEM;
             return v;
         }
     }
     for (size_t i = 0; i < count; i++) {
-        size_t len = live_lens[live_index(items[i].id)];
+        size_t len = live_lens[fuzz_live_index(items[i].id)];
         fuzz_u128 end = (fuzz_u128)items[i].offset + items[i].byte_len;
         if (end > (fuzz_u128)UINT64_MAX || end > len) {
             v.status = end > (fuzz_u128)UINT64_MAX ? CURD_E_OVERFLOW
@@ -348,23 +289,9 @@ static verdict reference(enum call_kind kind, const item *items, size_t count,
         }
     }
     if ((kind == CALL_DOWNLOAD_WHOLE || kind == CALL_UPLOAD_WHOLE)
-        && items[0].byte_len != live_lens[live_index(items[0].id)])
+        && items[0].byte_len != live_lens[fuzz_live_index(items[0].id)])
         v.status = CURD_E_RANGE;
     return v;
-}
-
-/* Whether message names "item <index>" (not a longer number). */
-static bool names_item(const char *message, size_t index)
-{
-    char want[40];
-    snprintf(want, sizeof want, "item %zu", index);
-    for (const char *at = strstr(message, want); at != NULL;
-         at = strstr(at + 1, want)) {
-        char next = at[strlen(want)];
-        if (next < '0' || next > '9')
-            return true;
-    }
-    return false;
 }
 
 /* ------------------------------------------------------------------------
@@ -451,7 +378,7 @@ static void check_call(enum call_kind kind, item *items, size_t count,
                        && sscanf(at, "items %zu and %zu", &a, &b) == 2);
             FUZZ_CHECK(pair_overlaps(items, count, a, b));
         } else if (want.item != NO_ITEM) {
-            if (!names_item(message, want.item)) {
+            if (!fuzz_names(message, "item", want.item)) {
                 fprintf(stderr, "expected item %zu in: %s\n", want.item,
                         message);
                 FUZZ_CHECK(false);
@@ -476,7 +403,7 @@ static void check_call(enum call_kind kind, item *items, size_t count,
             const item *it = &items[i];
             if (it->byte_len == 0)
                 continue;
-            size_t b = live_index(it->id);
+            size_t b = fuzz_live_index(it->id);
             total += it->byte_len;
             if (upload)
                 memcpy(&model[b][it->offset], it->host, it->byte_len);
@@ -495,50 +422,19 @@ static void check_call(enum call_kind kind, item *items, size_t count,
                        : after.h2d_bytes - before.h2d_bytes) == 0);
 }
 
-static void release_buffers(void)
-{
-    for (size_t b = 0; b < live_count; b++) {
-        FUZZ_CHECK(curd_buffer_free(device, (curd_buffer){ live_ids[b] })
-                   == CURD_OK);
-        stale_ring[stale_next++ % STALE_RING] = live_ids[b];
-    }
-    live_count = 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = { data, size };
     item items[MAX_ITEMS];
     memset(items, 0, sizeof items);
     uint8_t header = fuzz_u8(&in);
-    size_t buffers = 1u + (size_t)(header & 7u) % MAX_BUFFERS;
-    uint64_t freed_now = 0;
+    static const size_t common[8] = {1, 2, 7, 64, 255, 256, 513, 1024};
 
-    /* The buffers, filled with a pattern straight through the stand-in. */
-    for (size_t b = 0; b < buffers; b++) {
-        curd_buffer buffer;
-        uint64_t pointer = 0;
-        size_t len = decode_buffer_len(&in);
-        FUZZ_CHECK(curd_buffer_alloc(device, len, &buffer) == CURD_OK);
-        FUZZ_CHECK(curd_buffer_device_ptr(device, buffer, &pointer)
-                   == CURD_OK);
-        live_ids[live_count] = buffer.id;
-        live_lens[live_count] = len;
-        live_bytes[live_count] = (unsigned char *)(uintptr_t)pointer;
-        for (size_t at = 0; at < len; at++)
-            model[live_count][at] =
-                (uint8_t)(at * 131u + b * 29u + (size_t)header + 1u);
-        memcpy(live_bytes[live_count], model[live_count], len);
-        live_count++;
-    }
-    /* One freed in this input: its id is stale from here on. */
-    if ((header & 8u) && live_count > 1) {
-        freed_now = live_ids[live_count - 1];
-        FUZZ_CHECK(curd_buffer_free(device, (curd_buffer){ freed_now })
-                   == CURD_OK);
-        stale_ring[stale_next++ % STALE_RING] = freed_now;
-        live_count--;
-    }
+    /* The buffers, filled with a pattern straight through the stand-in;
+     * one freed in this input: its id is stale from here on. */
+    uint64_t freed_now = fuzz_buffers_make(
+        &in, 1u + (size_t)(header & 7u) % FUZZ_MAX_BUFFERS,
+        (header & 8u) != 0, common, header);
     for (size_t at = 0; at < ARENA_LEN; at++)
         arena[at] = (uint8_t)(at * 7u + 0x5au);
 
@@ -552,6 +448,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     decode_items(&in, items, count, freed_now, upload);
 
     check_call(kind, items, count, items_null);
-    release_buffers();
+    fuzz_buffers_release();
     return 0;
 }

@@ -100,4 +100,24 @@ static inline void assert_words(const uint32_t *got, const uint32_t *want,
                     what, i, count, got[i], want[i]);
 }
 
+/* add_one over n fresh random words of borrowed memory, in blocks of
+ * block, iterations times: every word must come back plus iterations. */
+static inline void add_one_borrowed(curd_device *device,
+                                    const curd_program *program, uint32_t n,
+                                    uint32_t block, uint32_t iterations)
+{
+    uint32_t *data = random_words(n);
+    uint32_t *want = g_memdup2(data, n * sizeof *data);
+    for (uint32_t i = 0; i < n; i++)
+        want[i] += iterations;
+    curd_launch launch = launch_over(n, block);
+    launch.iterations = iterations;
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    check_ok(curd_dispatch(device, program, &launch, args, 2), "curd_dispatch");
+    assert_words(data, want, n, "add_one, borrowed");
+    g_free(data);
+    g_free(want);
+}
+
 #endif

@@ -48,26 +48,9 @@ typedef struct stats_1_0 {
 } stats_1_0;
 G_STATIC_ASSERT(sizeof(stats_1_0) == offsetof(curd_stats, module_cache_hits));
 
-/* n random words through add_one, borrowed, iterations times; checked. */
-static void add_one_borrowed(curd_device *device, curd_program *program,
-                             uint32_t n, uint32_t iterations)
-{
-    uint32_t *data = random_words(n);
-    uint32_t *want = g_memdup2(data, n * sizeof *data);
-    for (uint32_t i = 0; i < n; i++)
-        want[i] += iterations;
-    curd_launch launch = launch_over(n, 256);
-    launch.iterations = iterations;
-    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
-                       curd_arg_scalar(&n, sizeof n)};
-    check_ok(curd_dispatch(device, program, &launch, args, 2), "curd_dispatch");
-    assert_words(data, want, n, "add_one");
-    g_free(data);
-    g_free(want);
-}
-
-/* The same through curd_dispatch_async and a wait that fills *timing:
- * borrowed memory, or a resident buffer read back whole. */
+/* add_one_borrowed (dispatch-test.h) through curd_dispatch_async and a
+ * wait that fills *timing: borrowed memory, or a resident buffer read
+ * back whole. */
 static void add_one_async(curd_device *device, curd_program *program,
                           uint32_t n, uint32_t iterations, gboolean resident,
                           curd_timing *timing)
@@ -125,7 +108,7 @@ static void test_a_1_0_sized_stats_gets_its_fields_and_nothing_past(void)
     if (device == NULL)
         return;
     curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    add_one_borrowed(device, program, random_count(100, 5000), 1);
+    add_one_borrowed(device, program, random_count(100, 5000), 256, 1);
     curd_stats full = curd_test_device_stats(device);
     g_assert_cmpuint(full.dispatches, ==, 1);
     g_assert_cmpuint(full.h2d_bytes + full.device_pool.cache_misses, >, 0);
@@ -278,7 +261,7 @@ static void test_dispatches_count_launches_and_sum_their_timing(void)
         g_assert_cmpuint(stats.dispatch_device_ns, ==, 2 * FAKE_DEVICE_NS);
 
     /* A synchronous one, and one freed without a wait: both complete. */
-    add_one_borrowed(device, program, random_count(100, 20000), 3);
+    add_one_borrowed(device, program, random_count(100, 20000), 256, 3);
     uint32_t n = 1000;
     uint32_t *data = random_words(n);
     uint32_t *copy = g_memdup2(data, n * sizeof *data);
@@ -344,7 +327,7 @@ static void trace_two_dispatches(gboolean traced)
     g_assert_nonnull(device);
     curd_program *program = load(device, "add_one.ptx", "curd_add_one");
     /* 1000 elements in blocks of 256: a grid of 4. */
-    add_one_borrowed(device, program, 1000, 2);
+    add_one_borrowed(device, program, 1000, 256, 2);
     curd_timing timing;
     add_one_async(device, program, 1000, 1, TRUE, &timing);
     curd_launch launch = launch_over(1000, 256);
@@ -354,18 +337,27 @@ static void trace_two_dispatches(gboolean traced)
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
-static void test_trace_writes_each_dispatch_s_stage_times(void)
+/* Runs trace_two_dispatches in a subprocess (when there is a device)
+ * with tracing on or off; FALSE when skipped. */
+static gboolean trap_two_dispatches(gboolean traced)
 {
     if (g_test_subprocess()) {
-        trace_two_dispatches(TRUE);
-        return;
+        trace_two_dispatches(traced);
+        return FALSE;
     }
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
-        return;
+        return FALSE;
     check_ok(curd_device_close(device), "curd_device_close");
     g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
     g_test_trap_assert_passed();
+    return TRUE;
+}
+
+static void test_trace_writes_each_dispatch_s_stage_times(void)
+{
+    if (!trap_two_dispatches(TRUE))
+        return;
     /* One line per completed dispatch, in order, with every stage. */
     g_test_trap_assert_stderr(
         "*curd: dispatch curd_add_one grid 4x1x1 block 256x1x1 x2: validate "
@@ -381,17 +373,8 @@ static void test_trace_writes_each_dispatch_s_stage_times(void)
 
 static void test_without_trace_a_dispatch_writes_nothing(void)
 {
-    if (g_test_subprocess()) {
-        trace_two_dispatches(FALSE);
-        return;
-    }
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
-        return;
-    check_ok(curd_device_close(device), "curd_device_close");
-    g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
-    g_test_trap_assert_passed();
-    g_test_trap_assert_stderr_unmatched("*curd: *");
+    if (trap_two_dispatches(FALSE))
+        g_test_trap_assert_stderr_unmatched("*curd: *");
 }
 
 int main(int argc, char **argv)

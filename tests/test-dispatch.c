@@ -228,20 +228,8 @@ static void test_fixpoint_iterations_each_see_the_last(void)
     if (device == NULL)
         return;
     curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t n = random_count(100, 20000);
-    uint32_t iterations = (uint32_t)g_test_rand_int_range(2, 9);
-    uint32_t *data = random_words(n);
-    uint32_t *want = g_memdup2(data, n * sizeof *data);
-    for (uint32_t i = 0; i < n; i++)
-        want[i] += iterations;
-    curd_launch launch = launch_over(n, 64);
-    launch.iterations = iterations;
-    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
-                       curd_arg_scalar(&n, sizeof n)};
-    check_ok(curd_dispatch(device, program, &launch, args, 2), "curd_dispatch");
-    assert_words(data, want, n, "add_one iterated");
-    g_free(data);
-    g_free(want);
+    add_one_borrowed(device, program, random_count(100, 20000), 64,
+                     (uint32_t)g_test_rand_int_range(2, 9));
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
@@ -278,13 +266,14 @@ static void test_dynamic_shared_memory_above_48_kib(void)
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
-static void test_cooperative_launch_syncs_the_grid(void)
+/* coop_sum over random words on one block per multiprocessor, with
+ * dynamic_shared_bytes; every thread's total checked. Then a grid that
+ * cannot be co-resident, refused with the numbers. */
+static void coop_sum_on_every_multiprocessor(curd_device *device,
+                                             curd_program *program,
+                                             uint32_t dynamic_shared_bytes)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
-        return;
     curd_device_props props = curd_test_device_info(device);
-    curd_program *program = load(device, "coop_sum.ptx", "curd_coop_sum");
     uint32_t blocks = (uint32_t)props.multiprocessor_count;
     uint32_t threads = 128;
     uint32_t n = random_count(10000, 200000);
@@ -300,6 +289,7 @@ static void test_cooperative_launch_syncs_the_grid(void)
     launch.grid[1] = launch.grid[2] = 1;
     launch.block[0] = threads;
     launch.flags = CURD_LAUNCH_COOPERATIVE;
+    launch.dynamic_shared_bytes = dynamic_shared_bytes;
     curd_arg args[] = {
         curd_arg_host(CURD_ROLE_INPUT, in, n * sizeof *in),
         curd_arg_scalar(&n, sizeof n),
@@ -309,7 +299,6 @@ static void test_cooperative_launch_syncs_the_grid(void)
     check_ok(curd_dispatch(device, program, &launch, args, 4), "curd_dispatch");
     for (size_t i = 0; i < (size_t)blocks * threads; i++)
         g_assert_cmpuint(out[i], ==, want);
-    /* A grid that cannot be co-resident is refused with the numbers. */
     launch.grid[0] = 1u << 20;
     g_assert_cmpint(curd_dispatch(device, program, &launch, args, 4), ==,
                     CURD_E_RANGE);
@@ -317,6 +306,15 @@ static void test_cooperative_launch_syncs_the_grid(void)
     curd_test_assert_fix_sentence();
     g_free(in);
     g_free(out);
+}
+
+static void test_cooperative_launch_syncs_the_grid(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "coop_sum.ptx", "curd_coop_sum");
+    coop_sum_on_every_multiprocessor(device, program, 0);
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
@@ -325,7 +323,6 @@ static void test_cooperative_launch_with_dynamic_shared_above_48_kib(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    curd_device_props props = curd_test_device_info(device);
     curd_program *program = load(device, "coop_sum.ptx", "curd_coop_sum");
     curd_program_props info = {.struct_size = sizeof info};
     check_ok(curd_program_info(program, &info), "curd_program_info");
@@ -337,32 +334,7 @@ static void test_cooperative_launch_with_dynamic_shared_above_48_kib(void)
     }
     /* One block per multiprocessor fits whatever the kernel's limit was
      * before: the co-residency check must count against the raised one. */
-    uint32_t blocks = (uint32_t)props.multiprocessor_count, threads = 128;
-    uint32_t n = random_count(1000, 50000);
-    uint32_t *in = random_words(n);
-    uint64_t want = 0;
-    for (uint32_t i = 0; i < n; i++)
-        want += in[i];
-    uint64_t *out = g_new(uint64_t, (size_t)blocks * threads);
-    curd_test_poison(out, (size_t)blocks * threads * sizeof *out);
-    curd_launch launch;
-    curd_launch_init(&launch);
-    launch.grid[0] = blocks;
-    launch.grid[1] = launch.grid[2] = 1;
-    launch.block[0] = threads;
-    launch.flags = CURD_LAUNCH_COOPERATIVE;
-    launch.dynamic_shared_bytes = 64u * 1024u;
-    curd_arg args[] = {
-        curd_arg_host(CURD_ROLE_INPUT, in, n * sizeof *in),
-        curd_arg_scalar(&n, sizeof n),
-        curd_arg_host(CURD_ROLE_SCRATCH, NULL, blocks * sizeof(uint64_t)),
-        curd_arg_host(CURD_ROLE_OUTPUT, out,
-                      (size_t)blocks * threads * sizeof *out)};
-    check_ok(curd_dispatch(device, program, &launch, args, 4), "curd_dispatch");
-    for (size_t i = 0; i < (size_t)blocks * threads; i++)
-        g_assert_cmpuint(out[i], ==, want);
-    g_free(in);
-    g_free(out);
+    coop_sum_on_every_multiprocessor(device, program, 64u * 1024u);
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
@@ -491,18 +463,7 @@ static void test_a_kernel_fault_loses_the_device_until_reopened(void)
 #endif
     check_ok(status, "curd_device_open after the fault");
     curd_program *add_one = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t n = 1000;
-    uint32_t *data = random_words(n);
-    uint32_t *want = g_memdup2(data, n * sizeof *data);
-    for (uint32_t i = 0; i < n; i++)
-        want[i]++;
-    curd_launch over = launch_over(n, 128);
-    curd_arg more[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
-                       curd_arg_scalar(&n, sizeof n)};
-    check_ok(curd_dispatch(device, add_one, &over, more, 2), "curd_dispatch");
-    assert_words(data, want, n, "add_one after reopening");
-    g_free(data);
-    g_free(want);
+    add_one_borrowed(device, add_one, 1000, 128, 1);
     check_ok(curd_device_close(device), "curd_device_close");
 }
 

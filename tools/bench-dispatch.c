@@ -253,27 +253,41 @@ static int check_add_one(dispatch_state *state, uint64_t *seed)
 /* ------------------------------------------------------------------------
  * The scenarios
  * ---------------------------------------------------------------------- */
+/* Measures curd's way and the raw driver's way of the same work (index 0
+ * and 1 of the scenario's variants); 0, or -1 after bench_fail(). */
+enum { CURD_VARIANT, RAW_VARIANT };
+static int measure_pair(bench_scenario *scenario, dispatch_state *state,
+                        const char *curd_label, bench_op_fn curd_op,
+                        const char *raw_label, bench_op_fn raw_op)
+{
+    if (bench_add_variant(scenario, &(bench_variant_spec){
+            .label = curd_label, .role = BENCH_ROLE_CURD, .op = curd_op,
+            .context = state}) != CURD_VARIANT ||
+        bench_add_variant(scenario, &(bench_variant_spec){
+            .label = raw_label, .role = BENCH_ROLE_RAW, .op = raw_op,
+            .context = state}) != RAW_VARIANT)
+        return -1;
+    return bench_measure(scenario);
+}
+
 int bench_dispatch_borrowed_small(const bench_env *env)
 {
     dispatch_state state;
     bench_scenario scenario;
     uint64_t seed = env->seed ^ 0xd15au;
-    int curd_index, raw_index, result = -1;
+    int result = -1;
     if (dispatch_init(&state, env, WORDS) != 0 ||
         check_add_one(&state, &seed) != 0)
         goto done;
     bench_scenario_init(&scenario, env, "dispatch/borrowed-small",
                         env->samples,
                         "4 KiB of words in, add_one, 4 KiB out, one fence");
-    curd_index = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_dispatch, malloc memory", .role = BENCH_ROLE_CURD,
-        .op = op_curd_dispatch, .context = &state});
-    raw_index = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "HtoDAsync+cuLaunchKernel+DtoHAsync+sync, pinned",
-        .role = BENCH_ROLE_RAW, .op = op_raw_dispatch, .context = &state});
-    if (curd_index < 0 || raw_index < 0 || bench_measure(&scenario) != 0)
+    if (measure_pair(&scenario, &state, "curd_dispatch, malloc memory",
+                     op_curd_dispatch,
+                     "HtoDAsync+cuLaunchKernel+DtoHAsync+sync, pinned",
+                     op_raw_dispatch) != 0)
         goto done;
-    bench_check_ratio(&scenario, curd_index, raw_index, 1.15,
+    bench_check_ratio(&scenario, CURD_VARIANT, RAW_VARIANT, 1.15,
                       "within 1.15x of raw");
     bench_report_scenario(&scenario);
     result = 0;
@@ -286,7 +300,7 @@ int bench_dispatch_empty_launch(const bench_env *env)
 {
     dispatch_state state;
     bench_scenario scenario;
-    int curd_index, raw_index, result = -1;
+    int result = -1;
     if (dispatch_init(&state, env, 0) != 0 || op_curd_dispatch(&state, 1) != 0
         || op_raw_dispatch(&state, 1) != 0)
         goto done;
@@ -294,15 +308,11 @@ int bench_dispatch_empty_launch(const bench_env *env)
                         env->samples,
                         "a launch of one thread that does nothing, and its "
                         "fence");
-    curd_index = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_dispatch", .role = BENCH_ROLE_CURD,
-        .op = op_curd_dispatch, .context = &state});
-    raw_index = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "cuLaunchKernel+cuStreamSynchronize",
-        .role = BENCH_ROLE_RAW, .op = op_raw_dispatch, .context = &state});
-    if (curd_index < 0 || raw_index < 0 || bench_measure(&scenario) != 0)
+    if (measure_pair(&scenario, &state, "curd_dispatch", op_curd_dispatch,
+                     "cuLaunchKernel+cuStreamSynchronize",
+                     op_raw_dispatch) != 0)
         goto done;
-    bench_check_ratio(&scenario, curd_index, raw_index, 0.0, NULL);
+    bench_check_ratio(&scenario, CURD_VARIANT, RAW_VARIANT, 0.0, NULL);
     bench_report_scenario(&scenario);
     result = 0;
 done:
@@ -316,7 +326,7 @@ int bench_program_load_cached(const bench_env *env)
     bench_scenario scenario;
     curd_stats before = {.struct_size = sizeof before};
     curd_stats after = {.struct_size = sizeof after};
-    int curd_index, raw_index, result = -1;
+    int result = -1;
     if (dispatch_init(&state, env, 0) != 0)
         goto done;
     /* A load of the loaded image is a hit: no JIT, no driver call. */
@@ -339,16 +349,13 @@ int bench_program_load_cached(const bench_env *env)
     bench_scenario_init(&scenario, env, "program/load-cached", env->samples,
                         "a program load of an image already loaded, and "
                         "its free");
-    curd_index = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_program_load+free, cache hit", .role = BENCH_ROLE_CURD,
-        .op = op_curd_load_cached, .context = &state});
-    raw_index = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "cuModuleLoadDataEx+GetFunction+Unload, driver's cache",
-        .role = BENCH_ROLE_RAW, .op = op_raw_load, .context = &state});
-    if (curd_index < 0 || raw_index < 0 || bench_measure(&scenario) != 0)
+    if (measure_pair(&scenario, &state, "curd_program_load+free, cache hit",
+                     op_curd_load_cached,
+                     "cuModuleLoadDataEx+GetFunction+Unload, driver's cache",
+                     op_raw_load) != 0)
         goto done;
-    bench_check_median_ns(&scenario, curd_index, 1000.0, "< 1 us");
-    bench_check_ratio(&scenario, curd_index, raw_index, 0.0, NULL);
+    bench_check_median_ns(&scenario, CURD_VARIANT, 1000.0, "< 1 us");
+    bench_check_ratio(&scenario, CURD_VARIANT, RAW_VARIANT, 0.0, NULL);
     bench_report_scenario(&scenario);
     result = 0;
 done:

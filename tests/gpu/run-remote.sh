@@ -37,7 +37,8 @@ step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
 grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
 
 if command -v compute-sanitizer >/dev/null; then
-    for t in test-transfer-gpu test-resident-gpu test-pool-gpu test-program test-dispatch; do
+    for t in test-transfer-gpu test-resident-gpu test-pool-gpu test-program test-dispatch \
+             test-dispatch-telemetry; do
         [ -x "$build/tests/$t" ] || continue
         # The pool test runs the device out of memory on purpose: the driver's
         # out-of-memory answers it provokes are not errors there.
@@ -45,7 +46,7 @@ if command -v compute-sanitizer >/dev/null; then
         # cuFuncGetParamInfo for one past the last, which answers
         # CUDA_ERROR_INVALID_VALUE by design.
         api_errors=explicit
-        case $t in test-pool-gpu | test-program | test-dispatch) api_errors=no ;; esac
+        case $t in test-pool-gpu | test-program | test-dispatch*) api_errors=no ;; esac
         # The fault test faults on purpose; the sanitizers run the rest.
         skip=(-s /dispatch/a-kernel-fault-loses-the-device-until-reopened
               -s /program/kernels/a-faulting-kernel-spoils-the-context-until-reopened)
