@@ -464,10 +464,13 @@ static curd_status transfer_run(curd_device *device, const char *what,
         events_taken = true;
     }
 
+    /* Straight to registered memory there is no host copy to share. */
     status = curdi_xfer_execute(
         &plan, items, upload, &host_side, &ops,
-        plan.stream_bytes >= tuning->copy_parallel_min ? transfer_team(device)
-                                                       : NULL,
+        plan.gather_host == NULL
+                && plan.stream_bytes >= tuning->copy_parallel_min
+            ? transfer_team(device)
+            : NULL,
         &result);
     if (status != CURD_OK)
         stream_drain(driver, gpu.stream);
