@@ -31,16 +31,17 @@ FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
 FUZZ_SRCS_DEFAULT := lib/checked.c lib/status.c lib/driver.c
 FUZZ_SRCS_pool ?= lib/pool.c lib/checked.c lib/status.c lib/driver.c
-# The whole library, whatever rooms it has.
-FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS)
-FUZZ_SRCS_launch ?= $(LIB_SRCS)
-FUZZ_SRCS_session ?= $(LIB_SRCS)
+# The whole library, whatever rooms it has, and the generated PTX string.
+FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS) $(GATHER_PTX_C)
+FUZZ_SRCS_launch ?= $(LIB_SRCS) $(GATHER_PTX_C)
+FUZZ_SRCS_session ?= $(LIB_SRCS) $(GATHER_PTX_C)
 
 # fuzz-transfer-validate, fuzz-launch and fuzz-session run public calls on
 # the stand-in libcuda (tests/fake/fake-cuda.c), built here beside them and
 # found through CURD_LIBCUDA; the test build is not involved.
 FUZZ_FAKE_CUDA := $(FUZZ_DIR)/libcuda-fake.so.1
-$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h | fuzz-toolchain
+$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h \
+                   lib/gather.h | fuzz-toolchain
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm

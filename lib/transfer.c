@@ -319,27 +319,48 @@ static void stream_drain(const curdi_driver *driver,
         (void)curdi_driver_note(driver->cuStreamSynchronize(stream));
 }
 
-/* The items' plan, gathering where the tuning says so and the device can
- * run the kernels (their module loads on the first plan that gathers;
- * a driver that cannot JIT them leaves one DMA per span). Context
- * current. */
+/* The chunk size a plan's stream is moved in, under the device's tuning. */
+static uint64_t transfer_chunk_bytes(const curd_device *device,
+                                     const curdi_xfer_plan *plan)
+{
+    const curdi_tuning *tuning = &device->transfer->tuning;
+    return curdi_xfer_chunk_bytes(plan->stream_bytes, tuning->chunk_min_bytes,
+                                  tuning->chunk_max_bytes);
+}
+
+/* The items' plan, gathering where the tuning says so and the device can:
+ * the kernels run there (their module loads on the first plan that
+ * gathers) and the device pool gives the staging area (*out_stage_ptr,
+ * which the caller releases; 0 when the plan does not gather). A driver
+ * that cannot JIT the kernels, or a device pool out of memory or budget,
+ * leaves one DMA per span. Context current. */
 static curd_status transfer_plan(curd_device *device,
                                  const curdi_xfer_item *items, size_t count,
                                  curdi_xfer_plan *plan,
-                                 curdi_gather_kernels *kernels)
+                                 curdi_gather_kernels *kernels,
+                                 uint64_t *out_stage_ptr)
 {
     const curdi_gather_policy *policy = &device->transfer->tuning.gather;
+    size_t class_bytes;
     curd_status status;
+    *out_stage_ptr = 0;
     if (policy->path == CURDI_PATH_DMA || curdi_gather_unavailable(device))
         policy = NULL;
     status = curdi_xfer_plan_build(items, count, policy, plan);
     if (status != CURD_OK || !plan->gather)
         return status;
     status = curdi_gather_kernels_get(device, kernels);
+    /* One device staging area serves every chunk: the stream orders each
+     * chunk's kernel and DMA after the last chunk's. */
+    if (status == CURD_OK)
+        status = curdi_pool_acquire(device->device_pool,
+                                    (size_t)transfer_chunk_bytes(device, plan),
+                                    out_stage_ptr, &class_bytes);
     if (status == CURD_OK)
         return CURD_OK;
     curdi_xfer_plan_free(plan);
-    if (status != CURD_E_PROGRAM)
+    if (status != CURD_E_PROGRAM && status != CURD_E_OUT_OF_MEMORY
+        && status != CURD_E_BUDGET)
         return status;
     return curdi_xfer_plan_build(items, count, NULL, plan);
 }
@@ -368,7 +389,6 @@ static curd_status transfer_run(curd_device *device, const char *what,
     unsigned event_count = 0;
     bool pooled_stream = false;
     bool events_taken = false;
-    bool stage_taken = false;
     curd_status status;
 
     memset(&plan, 0, sizeof plan);
@@ -382,15 +402,14 @@ static curd_status transfer_run(curd_device *device, const char *what,
     gpu.driver = driver;
     curdi_hostreg_use_items(device, items, count);
 
-    status = transfer_plan(device, items, count, &plan, &gpu.kernels);
+    status = transfer_plan(device, items, count, &plan, &gpu.kernels,
+                           &gpu.stage_ptr);
     if (status != CURD_OK)
         goto done;
     host_side.slots = slots;
     host_side.piece_bytes = tuning->copy_piece_bytes;
     if (plan.stream_bytes > 0) {
-        host_side.chunk_bytes =
-            curdi_xfer_chunk_bytes(plan.stream_bytes, tuning->chunk_min_bytes,
-                                   tuning->chunk_max_bytes);
+        host_side.chunk_bytes = transfer_chunk_bytes(device, &plan);
         chunk_count = (plan.stream_bytes + host_side.chunk_bytes - 1u)
                       / host_side.chunk_bytes;
         /* Straight to registered memory there is nothing to stage. */
@@ -430,17 +449,6 @@ static curd_status transfer_run(curd_device *device, const char *what,
             goto done;
         slots[slots_taken] = staging[slots_taken].host;
     }
-    if (plan.gather) {
-        /* One device staging area serves every chunk: the stream orders
-         * each chunk's kernel and DMA after the last chunk's. */
-        size_t class_bytes;
-        status = curdi_pool_acquire(device->device_pool,
-                                    (size_t)host_side.chunk_bytes,
-                                    &gpu.stage_ptr, &class_bytes);
-        if (status != CURD_OK)
-            goto done;
-        stage_taken = true;
-    }
     if (event_count > 0) {
         status = curdi_events_acquire(device, gpu.events, event_count);
         if (status != CURD_OK)
@@ -448,10 +456,13 @@ static curd_status transfer_run(curd_device *device, const char *what,
         events_taken = true;
     }
 
+    /* Straight to registered memory there is no host copy to share. */
     status = curdi_xfer_execute(
         &plan, items, upload, &host_side, &ops,
-        plan.stream_bytes >= tuning->copy_parallel_min ? transfer_team(device)
-                                                       : NULL,
+        plan.gather_host == NULL
+                && plan.stream_bytes >= tuning->copy_parallel_min
+            ? transfer_team(device)
+            : NULL,
         &result);
     if (status != CURD_OK)
         stream_drain(driver, gpu.stream);
@@ -459,7 +470,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
 done:
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
-    if (stage_taken)
+    if (gpu.stage_ptr != 0)
         (void)curdi_pool_release(device->device_pool, gpu.stage_ptr);
     for (unsigned index = 0; index < slots_taken; index++)
         (void)curdi_staging_release(&staging[index]);

@@ -474,6 +474,52 @@ static void test_scattered_pieces_move_straight_to_registered_memory(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* Gathering needs a block of the device pool as staging; where the pool
+ * has no room for it (its live limit), the batch still moves, one DMA per
+ * span. */
+static void test_a_device_pool_without_room_for_the_staging_leaves_dmas(void)
+{
+    enum { PIECES = 96, PIECE = 12 * 1024, STRIDE = 16 * 1024 };
+    curd_device_options options;
+    curd_device *device;
+    curd_device_options_init(&options);
+    /* The 1.5 MiB buffer and a 1 MiB staging chunk do not fit in 2 MiB. */
+    options.device_live_limit_bytes = 2u << 20;
+    g_setenv("CURD_TRANSFER_PATH", "gather", TRUE);
+    device = curd_test_gpu_open_with(&options);
+    g_unsetenv("CURD_TRANSFER_PATH");
+    if (device == NULL)
+        return;
+    curd_buffer buffer = alloc_ok(device, PIECES * STRIDE);
+    unsigned char *model = g_malloc(PIECES * STRIDE);
+    unsigned char *dst = g_malloc(PIECES * PIECE);
+    unsigned char *expected = g_malloc(PIECES * PIECE);
+    curd_download items[PIECES];
+    transfer_test_snapshot before, after;
+    curd_test_fill_random(model, PIECES * STRIDE);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, PIECES * STRIDE),
+                    ==, CURD_OK);
+    curd_test_poison(dst, PIECES * PIECE);
+    for (size_t i = 0; i < PIECES; i++) {
+        items[i] = (curd_download){buffer, i * STRIDE, PIECE, dst + i * PIECE,
+                                   PIECE};
+        memcpy(expected + i * PIECE, model + i * STRIDE, PIECE);
+    }
+    before = transfer_test_take(device);
+    g_assert_cmpint(curd_download_batch(device, items, PIECES), ==, CURD_OK);
+    after = transfer_test_take(device);
+    assert_same_bytes(dst, expected, PIECES * PIECE);
+    /* A DMA per span (and one more where a span crosses into the second
+     * staging chunk), not one per chunk. */
+    g_assert_cmpuint(after.copy_ops - before.copy_ops, >=, PIECES);
+    g_assert_cmpuint(after.device_live_bytes, ==, before.device_live_bytes);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(model);
+    g_free(dst);
+    g_free(expected);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 /* ------------------------------------------------------------------------
  * The planner's choice and the tunables
  * ---------------------------------------------------------------------- */
@@ -600,6 +646,8 @@ static const transfer_test_case cases[] = {
      test_overlapping_gathered_uploads_keep_the_later_item},
     {"scattered-pieces-move-straight-to-registered-memory",
      test_scattered_pieces_move_straight_to_registered_memory},
+    {"a-device-pool-without-room-for-the-staging-leaves-dmas",
+     test_a_device_pool_without_room_for_the_staging_leaves_dmas},
     {"the-planner-gathers-many-small-ranges-and-dmas-few",
      test_the_planner_gathers_many_small_ranges_and_dmas_few},
     {"the-engine-tunables-come-from-the-environment",

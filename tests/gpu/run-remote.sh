@@ -37,8 +37,8 @@ step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
 grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
 
 if command -v compute-sanitizer >/dev/null; then
-    for t in test-transfer-gpu test-resident-gpu test-pool-gpu test-program test-dispatch \
-             test-dispatch-telemetry; do
+    for t in test-transfer-gpu test-gather test-resident-gpu test-pool-gpu test-program \
+             test-dispatch test-dispatch-telemetry; do
         [ -x "$build/tests/$t" ] || continue
         # The pool test runs the device out of memory on purpose: the driver's
         # out-of-memory answers it provokes are not errors there.
@@ -53,7 +53,8 @@ if command -v compute-sanitizer >/dev/null; then
         step "memcheck-$t" compute-sanitizer --tool memcheck --leak-check full --report-api-errors "$api_errors" \
             --error-exitcode 9 "$build/tests/$t" "${skip[@]}"
     done
-    for t in test-program test-dispatch; do
+    # test-gather: the transfer engine's own gather and scatter kernels.
+    for t in test-program test-dispatch test-gather; do
         for tool in racecheck initcheck synccheck; do
             step "$tool-$t" compute-sanitizer --tool "$tool" --error-exitcode 9 \
                 "$build/tests/$t" "${skip[@]}"
