@@ -37,7 +37,8 @@ step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
 grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
 
 if command -v compute-sanitizer >/dev/null; then
-    for t in test-transfer-gpu test-resident-gpu test-pool-gpu test-program test-dispatch; do
+    for t in test-transfer-gpu test-resident-gpu test-pool-gpu test-program test-dispatch \
+             test-session; do
         [ -x "$build/tests/$t" ] || continue
         # The pool test runs the device out of memory on purpose: the driver's
         # out-of-memory answers it provokes are not errors there.
