@@ -23,6 +23,9 @@
  *    Each set is one allocation: the public struct, its buffer handles,
  *    its payload lengths, the domain tag and a host copy of the bytes,
  *    which a hit is compared against.
+ * Each release spends one generation of its buffer's slot in the handle
+ * table: a buffer reused some 2^23 times or more moves to a fresh slot when
+ * its slot retires (resident.h), one slot's bytes of host memory each time.
  * Where two locks nest, the room's comes first, then the session's, then
  * the resident table's (curdi_resident_retag, _take and _probe run under
  * the session's lock: they make no driver call).

@@ -38,7 +38,7 @@ grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
 
 if command -v compute-sanitizer >/dev/null; then
     for t in test-transfer-gpu test-gather test-resident-gpu test-pool-gpu test-program \
-             test-dispatch test-dispatch-telemetry; do
+             test-dispatch test-dispatch-telemetry test-session test-batch; do
         [ -x "$build/tests/$t" ] || continue
         # The pool test runs the device out of memory on purpose: the driver's
         # out-of-memory answers it provokes are not errors there.
