@@ -181,7 +181,10 @@ CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
  * most min(budget / class, 1024) blocks of a class per thread) so the next
  * acquire of that class costs well under a microsecond. When the driver
  * runs out of memory a pool trims its cache, asks the reclaim callback,
- * trims every pool, and only then reports CURD_E_OUT_OF_MEMORY.
+ * trims every pool, and only then reports CURD_E_OUT_OF_MEMORY. A request
+ * larger than all the memory behind its pool (the device's total memory;
+ * the host's physical memory for pinned blocks) is CURD_E_OUT_OF_MEMORY at
+ * once: nothing is trimmed, called or counted.
  * ---------------------------------------------------------------------- */
 typedef enum curd_pool_kind {
     CURD_POOL_DEVICE = 0,
@@ -203,7 +206,8 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
                                         curd_pool_kind kind, size_t byte_len,
                                         curd_block *out_block);
 /* Releasing a block twice, to another device, or one that curd never
- * handed out is CURD_E_STALE_HANDLE and changes nothing. */
+ * handed out (a copy altered in any field) is CURD_E_STALE_HANDLE and
+ * changes nothing. */
 CURD_API curd_status curd_block_release(curd_device *device,
                                         const curd_block *block);
 
