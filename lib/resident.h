@@ -167,6 +167,12 @@ uint64_t curdi_resident_commit(struct curd_device *device, size_t byte_len,
 curd_status curdi_resident_take(struct curd_device *device, uint64_t id,
                                 uint64_t *out_device_ptr);
 
+/* The size of the live buffer id into *out_byte_len; false, setting no
+ * error sentence, when id names none. For callers that word their own
+ * error (lib/transfer.c's whole-buffer lengths). */
+bool curdi_resident_length(struct curd_device *device, uint64_t id,
+                           size_t *out_byte_len);
+
 /* One resolved use of a buffer: what transfer.c needs to move bytes. */
 typedef struct curdi_resident_use {
     uint64_t id;
