@@ -144,7 +144,7 @@ $(BUILD)/tests/support/%.o: tests/support/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
-	    $(DEPFLAGS) -c $< -o $@
+	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)

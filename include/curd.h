@@ -654,11 +654,14 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
 /* *out_ready is 1 when the work is complete (no wait), else 0. */
 CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready);
 /* Waits, writes the outputs into the caller's memory and fills timing
- * (may be NULL). Once only: a second wait is CURD_E_INVALID_ARGUMENT. */
+ * (may be NULL). Once only: a second wait is CURD_E_INVALID_ARGUMENT; a
+ * wait that failed (on a device not lost) may be tried again. */
 CURD_API curd_status curd_pending_wait(curd_pending *pending,
                                        curd_timing *timing);
 /* Waits if needed (outputs not yet written are not written) and frees
- * everything the dispatch held. NULL is a no-op. */
+ * everything the dispatch held. NULL is a no-op. If the wait fails on a
+ * device that is not lost, nothing is freed (the device may still use the
+ * dispatch's memory): call it again. On a lost device it frees at once. */
 CURD_API curd_status curd_pending_free(curd_pending *pending);
 
 #ifdef __cplusplus

@@ -822,7 +822,6 @@ static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
     if (status != CURD_OK)
         return status;
     driver = curdi_driver_get();
-    pending->waited = true;
     curdi_cu_result rc =
         curdi_driver_note(driver->cuEventSynchronize(pending->events[1]));
     if (rc != CURDI_CUDA_SUCCESS) {
@@ -830,6 +829,7 @@ static curd_status pending_finish(curd_pending *pending, curd_timing *timing,
         curdi_device_leave(device);
         return status;
     }
+    pending->waited = true;
     float device_ms = 0.0f;
     if (timing != NULL) {
         rc = curdi_driver_note(driver->cuEventElapsedTime(
@@ -888,8 +888,12 @@ CURD_API curd_status curd_pending_free(curd_pending *pending)
     }
     if (status != CURD_OK)
         return status;
+    /* Work that could not be waited for may still use the blocks: they
+     * go back to their pools only once it is done (or the device lost). */
     if (!pending->waited)
         status = pending_finish(pending, NULL, false);
+    if (status != CURD_OK && status != CURD_E_DEVICE_LOST)
+        return status;
     pending_release(pending);
     return status;
 }

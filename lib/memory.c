@@ -59,18 +59,21 @@ static curd_status upstream_free(curd_device *device, bool pinned,
 {
     if (!curdi_driver_usable())
         return CURD_OK; /* the driver is going away, and its memory with it */
-    curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
+    /* Freed even when the push fails: nearly every caller has the context
+     * current already (a trim from another thread is the exception), and
+     * the pool lets go of the block whatever this returns. */
+    curd_status entered = curdi_device_enter(device);
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result rc = curdi_driver_note(
         pinned ? driver->cuMemFreeHost((void *)(uintptr_t)address)
                : driver->cuMemFree((curdi_cu_deviceptr)address));
+    curd_status status = CURD_OK;
     if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
         status = curdi_fail_driver((int)rc,
                                    pinned ? "cuMemFreeHost" : "cuMemFree",
                                    NULL);
-    curdi_device_leave(device);
+    if (entered == CURD_OK)
+        curdi_device_leave(device);
     return status;
 }
 
@@ -424,10 +427,17 @@ CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
     curd_status status = curdi_device_check(device, "curd_device_trim");
     if (status != CURD_OK)
         return status;
-    status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
+    /* The context current for the whole trim: a block whose own push
+     * fails is still freed (upstream_free), not dropped. */
+    status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    return curdi_pool_trim_checked(device->pinned_pool, keep_bytes, NULL);
+    status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
+    if (status == CURD_OK)
+        status = curdi_pool_trim_checked(device->pinned_pool, keep_bytes,
+                                         NULL);
+    curdi_device_leave(device);
+    return status;
 }
 
 CURD_API curd_status curd_device_set_reclaim(curd_device *device,

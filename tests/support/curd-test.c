@@ -1,12 +1,12 @@
 /* curd-test.c - helpers shared by the test programs (see curd-test.h). */
 #include "support/curd-test.h"
 
-#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "support/driver-faults.h"
+#include "support/fake-live.h"
 
 /* ------------------------------------------------------------------------
  * Data
@@ -121,19 +121,7 @@ char *curd_test_fake_driver_path(void)
 gboolean curd_test_fake_live(const char *const *kinds, size_t count,
                              long *counts)
 {
-    const char *path = g_getenv("CURD_LIBCUDA");
-    if (path == NULL)
-        return FALSE;
-    void *fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return FALSE;
-    long (*live)(const char *) =
-        (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
-    g_assert_nonnull(live);
-    for (size_t i = 0; i < count; i++)
-        counts[i] = live(kinds[i]);
-    dlclose(fake);
-    return TRUE;
+    return fake_live_read(kinds, count, counts);
 }
 
 void curd_test_require_fake_driver(void)
