@@ -36,9 +36,6 @@
  * Built from the whole library (FUZZ_SRCS_transfer-validate in fuzz.mk). */
 #include "fuzz.h"
 
-#include <limits.h>
-#include <unistd.h>
-
 #define MAX_BUFFERS 6
 #define MAX_ITEMS 16
 #define MAX_BUFFER_LEN 1024u
@@ -94,19 +91,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    /* The stand-in beside this binary, unless the caller names one. */
-    if (getenv("CURD_LIBCUDA") == NULL) {
-        char path[PATH_MAX];
-        ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (got > 0) {
-            path[got] = '\0';
-            char *slash = strrchr(path, '/');
-            if (slash != NULL) {
-                strcpy(slash + 1, "libcuda-fake.so.1");
-                setenv("CURD_LIBCUDA", path, 1);
-            }
-        }
-    }
+    fuzz_use_stand_in_driver();
     trace = getenv("FUZZ_TRANSFER_TRACE") != NULL;
     setenv("FAKE_CUDA_DEVICES", "2", 0);
     setenv("FAKE_CUDA_MEMORY", "67108864", 0);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "curd.h"
 
@@ -76,6 +77,24 @@ static inline uint64_t fuzz_shaped_u64(fuzz_input *in)
     default:
         return raw >> ((shape >> 2) & 63u);
     }
+}
+
+/* Points curd at the stand-in driver (tests/fake/) that fuzz.mk builds
+ * beside the harness, unless CURD_LIBCUDA names one already. */
+static inline void fuzz_use_stand_in_driver(void)
+{
+    char path[4096];
+    if (getenv("CURD_LIBCUDA") != NULL)
+        return;
+    ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (got <= 0)
+        return;
+    path[got] = '\0';
+    char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return;
+    strcpy(slash + 1, "libcuda-fake.so.1");
+    setenv("CURD_LIBCUDA", path, 1);
 }
 
 /* A failed call's sentence must end with "Fix: ...". */

@@ -343,6 +343,8 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
         tally->failed++;
     }
     op->finish(w, status);
+    /* The caller's memory as the next run finds it. */
+    memcpy(w->host_copy, w->host, w->host_len);
     if (status == CURD_OK && driver_faults_fired_release()) {
         /* With a context current, as the library made the call. */
         API_OK(curdi_device_enter(w->device));

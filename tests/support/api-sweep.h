@@ -76,7 +76,9 @@ void api_check_failed(const char *file, int line, const char *format, ...)
  * The world
  * ---------------------------------------------------------------------- */
 #define API_SMALL_BYTES 4099u
-#define API_LARGE_BYTES ((3u << 20) + 77u)
+/* Three staging chunks of 1 MiB, the last one short. */
+#define API_LARGE_BYTES ((2u << 20) + 77u)
+#define API_REGISTERED_BYTES (256u << 10)
 #define API_BYSTANDER_BYTES 100000u
 /* Blocks and buffers this large go upstream when released (the world's
  * cache budgets are below it). */
@@ -92,9 +94,9 @@ typedef struct api_world {
     curd_buffer bystander;
     uint64_t bystander_sum;
 
-    /* Caller memory: [0, API_LARGE_BYTES) pageable, then the same again
-     * registered with the device when it can. host_copy keeps what host
-     * held before a call. */
+    /* Caller memory: [0, API_LARGE_BYTES) pageable, then
+     * API_REGISTERED_BYTES registered with the device when it can. host_copy keeps what host
+     * held before the run in progress. */
     unsigned char *host, *host_copy;
     size_t host_len;
     unsigned char *registered;

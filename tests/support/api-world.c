@@ -173,19 +173,19 @@ curd_status api_world_open(api_world *w, uint64_t seed)
 
     w->small_model = malloc(API_SMALL_BYTES);
     w->large_model = malloc(API_LARGE_BYTES);
-    w->host_len = 2u * (size_t)API_LARGE_BYTES;
+    w->host_len = (size_t)API_LARGE_BYTES + API_REGISTERED_BYTES;
     w->host = malloc(w->host_len);
     w->host_copy = malloc(w->host_len);
     API_CHECK(w->small_model != NULL && w->large_model != NULL &&
                   w->host != NULL && w->host_copy != NULL,
               "out of host memory");
-    /* host_copy always equals host where no call since the last fresh
-     * bytes (api-ops.c) may have written. */
+    /* host_copy equals host but where the run in progress wrote. */
     api_world_random(w, w->host, w->host_len);
     memcpy(w->host_copy, w->host, w->host_len);
     w->registered = w->host + API_LARGE_BYTES;
     if (w->can_register)
-        API_OK(curd_host_register(w->device, w->registered, API_LARGE_BYTES));
+        API_OK(curd_host_register(w->device, w->registered,
+                                  API_REGISTERED_BYTES));
     w->small = alloc_ok(w, API_SMALL_BYTES);
     w->large = alloc_ok(w, API_LARGE_BYTES);
     w->bystander = alloc_ok(w, API_BYSTANDER_BYTES);
