@@ -29,6 +29,7 @@
 
 static api_tally tally;
 static unsigned entries_swept;
+static char device_name[256]; /* the first world's */
 
 static void glib_handler(const char *file, int line, const char *message)
 {
@@ -147,6 +148,9 @@ static void sweep_entry(gconstpointer data)
     if (status != CURD_OK)
         g_error("opening the world: %s: %s", curd_status_name(status),
                 curd_last_error());
+    if (device_name[0] == '\0')
+        g_strlcpy(device_name, curd_test_device_info(world.device).name,
+                  sizeof device_name);
     unsigned before = tally.points;
     api_sweep_op(&world, op, &tally);
     g_test_message("%s (%s): %u fault points", op->function, op->path,
@@ -166,13 +170,15 @@ static void test_fault_points_survived(void)
         functions += i == 0 ||
                      strcmp(api_ops[i].function, api_ops[i - 1].function) != 0;
     g_test_message(
-        "fault sweep: %u fault points survived over %u entries of %u public"
+        "fault sweep on %s: %u fault points survived over %u entries of %u"
+        " public"
         " functions that reach the driver: %u failed with a typed error (%u"
         " of them CURD_E_DEVICE_LOST, the device closed and opened again),"
         " %u succeeded; %u failed releases made again for the driver once"
         " curd had let go; %u failed context pushes left a released block"
         " with its context",
-        tally.points, entries_swept, functions, tally.failed, tally.lost,
+        device_name, tally.points, entries_swept, functions, tally.failed,
+        tally.lost,
         tally.points - tally.failed, tally.released, tally.abandoning);
     g_assert_cmpuint(tally.points, >, entries_swept);
 }

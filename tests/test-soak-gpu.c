@@ -497,13 +497,15 @@ static void soak(unsigned threads)
     ok(curd_device_trim(device, 0), "curd_device_trim");
     curd_stats stats = stats_now(device);
     uint64_t free_after = free_memory(device);
-    g_test_message("%u threads, %.1f s: %" PRIu64 " operations (%" PRIu64
+    g_test_message("soak on %s, %u threads, %.1f s: %" PRIu64
+                   " operations (%" PRIu64
                    " allocations, %" PRIu64 " dispatches, %" PRIu64
                    " trims); %" PRIu64 " bytes up, %" PRIu64 " down in %"
                    PRIu64 " DMAs; %" PRIu64 " fills of %" PRIu64
                    " bytes; %" PRIu64 " fences; free memory %" PRIu64
                    " before, %" PRIu64 " after",
-                   threads, seconds, sum.operations, sum.allocs,
+                   curd_test_device_info(device).name, threads, seconds,
+                   sum.operations, sum.allocs,
                    sum.dispatches, sum.trims, stats.h2d_bytes,
                    stats.d2h_bytes, stats.copy_ops, stats.fill_ops,
                    stats.fill_bytes, stats.fences, free_before, free_after);
@@ -611,9 +613,10 @@ static void test_opening_and_closing_a_device_leaks_nothing(void)
     for (unsigned round = 1; round <= opens; round++)
         one_life(round, bytes, back, len);
     uint64_t free_after = free_memory(observer);
-    g_test_message("%u opens and closes: free memory %" PRIu64 " before, %"
-                   PRIu64 " after",
-                   opens, free_before, free_after);
+    g_test_message("%u opens and closes on %s: free memory %" PRIu64
+                   " before, %" PRIu64 " after",
+                   opens, curd_test_device_info(observer).name, free_before,
+                   free_after);
     g_assert_cmpuint(free_after, ==, free_before);
     if (on_fake) {
         long live_after[G_N_ELEMENTS(live_kinds)];
