@@ -17,10 +17,12 @@
 # The GPU test programs are the ones a *-fake.c twin includes (the twin
 # runs the same tests on the stand-in driver), so a new one is found
 # without editing this list. The sanitizers run the soak briefly
-# (CURD_SOAK_SECONDS, CURD_SOAK_OPENS) and skip the two tests that fault
-# on purpose; each run stops after SANITIZER_TIMEOUT seconds (default 120)
-# and no run starts after SANITIZER_BUDGET seconds of sanitizing (default
-# 300): the summary then says how many programs a tool did not reach.
+# (CURD_SOAK_SECONDS, CURD_SOAK_OPENS), the fault sweep with its transient
+# failure only (CURD_SWEEP_QUICK), and skip the two tests that fault on
+# purpose; each run stops after SANITIZER_TIMEOUT seconds (default 90) and
+# no run starts after SANITIZER_BUDGET seconds of sanitizing (default
+# 240): the summary then says how many programs a tool did not reach.
+# Tools run in order of worth: memcheck, racecheck, initcheck, synccheck.
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -62,7 +64,7 @@ if command -v compute-sanitizer >/dev/null; then
     # They fault on purpose; the sanitizers run the rest.
     skip=(-s /dispatch/a-kernel-fault-loses-the-device-until-reopened
           -s /program/kernels/a-faulting-kernel-spoils-the-context-until-reopened)
-    budget=${SANITIZER_BUDGET:-300}
+    budget=${SANITIZER_BUDGET:-240}
     began=$SECONDS
     # sanitize TOOL PROGRAM...: one line for the tool in the summary.
     sanitize() {
@@ -99,7 +101,8 @@ if command -v compute-sanitizer >/dev/null; then
                 extra=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
             local log="$out/$tool-$t.log"
             CURD_SOAK_SECONDS=${SANITIZER_SOAK_SECONDS:-0.5} CURD_SOAK_OPENS=${SANITIZER_SOAK_OPENS:-50} \
-                timeout "${SANITIZER_TIMEOUT:-120}" compute-sanitizer "${args[@]}" \
+                CURD_SWEEP_QUICK=1 \
+                timeout "${SANITIZER_TIMEOUT:-90}" compute-sanitizer "${args[@]}" \
                 "$build/tests/$t" "${skip[@]}" "${extra[@]}" >"$log" 2>&1
             local rc=$?
             ran=$((ran + 1))

@@ -376,7 +376,8 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
     return fired;
 }
 
-void api_sweep_op(api_world *w, const api_op *op, api_tally *tally)
+void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
+                  api_tally *tally)
 {
     unsigned clean = tally->clean_calls;
     API_CHECK(!api_sweep_run(w, op, 0, 0, tally), "nothing was armed");
@@ -384,7 +385,7 @@ void api_sweep_op(api_world *w, const api_op *op, api_tally *tally)
               "%s (%s) made no driver call: its entry does not reach the"
               " driver",
               op->function, op->path);
-    for (size_t r = 0; r < api_fault_result_count; r++) {
+    for (size_t r = 0; r < result_count && r < api_fault_result_count; r++) {
         unsigned fail_at = 1;
         while (api_sweep_run(w, op, fail_at, api_fault_results[r], tally)) {
             API_CHECK(fail_at < 10000, "%s (%s): more than 10000 driver"

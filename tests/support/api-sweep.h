@@ -199,9 +199,10 @@ void api_world_close_checked(api_world *w, api_tally *tally);
 bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
                    int cu_result, api_tally *tally);
 /* A clean run (counting its driver calls, of which there must be some),
- * then every driver call of op failed in turn with each of
- * api_fault_results. */
-void api_sweep_op(api_world *w, const api_op *op, api_tally *tally);
+ * then every driver call of op failed in turn with each of the first
+ * result_count api_fault_results. */
+void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
+                  api_tally *tally);
 
 /* curd_stats, field by field: what a failed call may do to each. */
 typedef enum api_stat_rule {
