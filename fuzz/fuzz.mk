@@ -36,13 +36,13 @@ FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS)
 # The fault sweep's list, world and invariants (tests/support/api-*.c),
 # and the fault injection and live counts they use.
 FUZZ_SWEEP_SRCS := $(addprefix tests/support/,api-ops.c api-sweep.c \
-                     api-world.c driver-faults.c fake-live.c)
+                     api-world.c driver-faults.c fake-live.c kernel-load.c)
 FUZZ_SRCS_api-faults ?= $(LIB_SRCS) $(FUZZ_SWEEP_SRCS)
-# They include tests/support/ headers, and the world the harness kernels'
-# PTX (tests/kernels/kernels.mk generates the header).
+# They include tests/support/ headers, and kernel-load.c the harness
+# kernels' PTX (tests/kernels/kernels.mk generates the header).
 FUZZ_SWEEP_OBJS := $(patsubst %.c,$(FUZZ_DIR)/%.o,fuzz/fuzz-api-faults.c $(FUZZ_SWEEP_SRCS))
 $(FUZZ_SWEEP_OBJS): CPPFLAGS += -Itests -I$(BUILD)/tests/kernels
-$(FUZZ_DIR)/tests/support/api-world.o: $(BUILD)/tests/kernels/curd-kernels.h
+$(FUZZ_DIR)/tests/support/kernel-load.o: $(BUILD)/tests/kernels/curd-kernels.h
 
 # fuzz-transfer-validate and fuzz-api-faults run public calls on the
 # stand-in libcuda (tests/fake/fake-cuda.c), built here beside them and

@@ -132,7 +132,11 @@ CURD_API curd_status curd_device_open(int ordinal,
                                       curd_device **out_device);
 /* Waits for the device's outstanding work, frees every buffer, block and
  * stream it owns and releases the primary context. NULL is a no-op. Safe at
- * process exit, after the driver has begun to deinitialise. */
+ * process exit, after the driver has begun to deinitialise. The device is
+ * gone whatever this returns; if its context cannot be made current (so
+ * nothing in it can be destroyed), the failure is returned and the context
+ * treated as lost: the GPU's other devices report CURD_E_DEVICE_LOST and
+ * the last of them to close resets it, freeing all of it. */
 CURD_API curd_status curd_device_close(curd_device *device);
 
 #define CURD_CAP_COOPERATIVE_LAUNCH (1u << 0)
@@ -481,7 +485,9 @@ CURD_API void curd_program_desc_init(curd_program_desc *desc);
 CURD_API curd_status curd_program_load(curd_device *device,
                                        const curd_program_desc *desc,
                                        curd_program **out_program);
-/* NULL is a no-op. */
+/* NULL is a no-op. The program is freed whatever this returns; an idle
+ * module the driver would not unload stays cached (past the bound) until
+ * the next unload or the device's close. */
 CURD_API curd_status curd_program_free(curd_program *program);
 
 /* What the driver says about a program's kernel, read once at load. */

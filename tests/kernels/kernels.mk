@@ -53,11 +53,10 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 	  done; \
 	  echo "};"; } > $@.tmp && mv $@.tmp $@
 
-# The programs that use it: test-program, test-dispatch, the soak and their
-# stand-in-driver twins, and the fault sweep's world
-# (tests/support/api-world.c, linked into every test program).
-KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-soak-gpu,\
-                      $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake) \
-                    $(BUILD)/tests/support/api-world.o
+# What uses it: test-program and its stand-in-driver twin, and
+# tests/support/kernel-load.c (linked into every test program), through
+# which the others load the harness kernels.
+KERNEL_TEST_BINS := $(BUILD)/tests/test-program $(BUILD)/tests/test-program-fake \
+                    $(BUILD)/tests/support/kernel-load.o
 $(KERNEL_TEST_BINS): $(KERNELS_HEADER)
 $(KERNEL_TEST_BINS): TEST_EXTRA_CFLAGS += -I$(BUILD)/tests/kernels

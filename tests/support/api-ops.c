@@ -11,6 +11,7 @@
  * call promises for the status it got, then undoes what setup and the call
  * made; after CURD_E_DEVICE_LOST it frees host state only. */
 #include "support/api-sweep.h"
+#include "support/kernel-load.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,7 @@ static void close_setup(api_world *w)
     if (w->can_register)
         API_OK(curd_host_register(w->extra, w->range, 65536));
     curd_program *program = NULL;
-    API_OK(api_world_load(w->extra, "add_one.ptx", "curd_add_one", &program));
+    API_OK(curd_test_kernel_load(w->extra, "add_one.ptx", "curd_add_one", &program));
     uint32_t n = 1000;
     curd_launch launch;
     curd_launch_init(&launch);
@@ -584,7 +585,7 @@ static void sync_finish(api_world *w, curd_status status)
 static void evict_saxpy(api_world *w)
 {
     curd_program *filler = NULL;
-    API_OK(api_world_load(w->device, "scalars.ptx", "curd_scalars", &filler));
+    API_OK(curd_test_kernel_load(w->device, "scalars.ptx", "curd_scalars", &filler));
     API_OK(curd_program_free(filler));
 }
 
@@ -592,7 +593,7 @@ static void evict_saxpy(api_world *w)
 static curd_status load_call(api_world *w)
 {
     w->programs[0] = NULL;
-    curd_status status = api_world_load(w->device, "saxpy.ptx", "curd_saxpy",
+    curd_status status = curd_test_kernel_load(w->device, "saxpy.ptx", "curd_saxpy",
                                         &w->programs[0]);
     API_CHECK((status == CURD_OK) == (w->programs[0] != NULL),
               "out_program written by a failed load, or not by a good one");
@@ -609,8 +610,8 @@ static void load_finish(api_world *w, curd_status status)
 static void two_programs_one_freed(api_world *w)
 {
     curd_program *saxpy = NULL;
-    API_OK(api_world_load(w->device, "saxpy.ptx", "curd_saxpy", &saxpy));
-    API_OK(api_world_load(w->device, "scalars.ptx", "curd_scalars",
+    API_OK(curd_test_kernel_load(w->device, "saxpy.ptx", "curd_saxpy", &saxpy));
+    API_OK(curd_test_kernel_load(w->device, "scalars.ptx", "curd_scalars",
                           &w->programs[1]));
     API_OK(curd_program_free(saxpy));
 }

@@ -127,9 +127,6 @@ void api_world_reset_buffers(api_world *w);
 void api_world_expect_buffer(api_world *w, curd_buffer buffer,
                              const unsigned char *expected, size_t len);
 
-/* Loads entry of tests/kernels/FILE's PTX (curd-kernels.h) on device. */
-curd_status api_world_load(curd_device *device, const char *file,
-                           const char *entry, curd_program **out_program);
 /* The world's device options: caches below API_UPSTREAM_BYTES, one idle
  * module kept (so freeing a program can unload one). */
 void api_world_options(curd_device_options *options);
