@@ -14,7 +14,9 @@
  * between the fences the threads surely caused and that plus their syncs
  * (a sync finds nothing pending when another thread's sync completed its
  * upload first), the pools hold nothing after a trim and their traffic
- * balances, and the device's free memory is back where it started.
+ * balances, and once the device is closed the GPU's free memory (read
+ * through an observer device) is back where it was before it opened, and
+ * on the stand-in driver so is every live count.
  *
  * The opens: a device opened and closed CURD_SOAK_OPENS times (default
  * 1000), each time moving bytes and now and then loading and running a
@@ -468,38 +470,81 @@ static void pool_balances(const char *name, const curd_pool_stats *pool)
     g_assert_cmpuint(pool->oom_failures, ==, 0);
 }
 
+static const char *const live_kinds[] = {
+    "device_memory", "device_memory_bytes", "host_memory",
+    "host_memory_bytes", "registered", "registered_bytes", "stream",
+    "event", "module", "context_retains", "context_stack",
+};
+
+/* The stand-in driver's live counts (FALSE on a GPU). */
+static gboolean live_now(long counts[G_N_ELEMENTS(live_kinds)])
+{
+    return curd_test_fake_live(live_kinds, G_N_ELEMENTS(live_kinds), counts);
+}
+
+static void live_as_before(const long before[G_N_ELEMENTS(live_kinds)],
+                           const char *after_what)
+{
+    long after[G_N_ELEMENTS(live_kinds)];
+    g_assert_true(live_now(after));
+    for (size_t i = 0; i < G_N_ELEMENTS(live_kinds); i++)
+        if (after[i] != before[i])
+            g_error("after %s the stand-in driver holds %ld %s, %ld before",
+                    after_what, after[i], live_kinds[i], before[i]);
+}
+
+/* A device's life of `seconds` with `threads` workers: returns it open,
+ * its add_one in *program. */
+static curd_device *soaked(unsigned threads, double seconds,
+                           curd_program **program, counted *sum)
+{
+    curd_device *device = NULL;
+    ok(curd_device_open(0, NULL, &device), "curd_device_open");
+    *program = load_add_one(device);
+    *sum = run_workers(device, *program, threads, seconds);
+    ok(curd_device_trim(device, 0), "curd_device_trim");
+    return device;
+}
+
 static void soak(unsigned threads)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    /* The observer holds the GPU's context and reads its free memory
+     * while the soaked devices come and go. */
+    curd_device *observer = curd_test_gpu_open();
+    if (observer == NULL)
         return;
     double seconds = soak_seconds();
-    curd_program *add_one = load_add_one(device);
-    /* A short warm-up with as many threads makes the streams, events and
-     * the copy team the soak will use; then nothing is cached, and the
-     * counters start from zero. */
-    (void)run_workers(device, add_one, threads, seconds / 10.0);
-    ok(curd_device_trim(device, 0), "curd_device_trim");
-    ok(curd_device_stats_reset(device), "curd_device_stats_reset");
-    uint64_t free_before = free_memory(device);
+    curd_program *add_one;
+    counted sum;
+    /* A short first life: what the driver keeps for the context's life
+     * (its first kernel's launch resources, the JIT's caches) is taken
+     * before free memory is measured. */
+    curd_device *device = soaked(threads, seconds / 10.0, &add_one, &sum);
+    ok(curd_device_close(device), "curd_device_close");
+    uint64_t free_before = free_memory(observer);
+    long live_before[G_N_ELEMENTS(live_kinds)];
+    gboolean on_fake = live_now(live_before);
 
-    counted sum = run_workers(device, add_one, threads, seconds);
-
-    ok(curd_device_trim(device, 0), "curd_device_trim");
+    device = soaked(threads, seconds, &add_one, &sum);
     curd_stats stats = stats_now(device);
-    uint64_t free_after = free_memory(device);
+    uint64_t free_trimmed = free_memory(observer);
+    ok(curd_program_free(add_one), "curd_program_free");
+    ok(curd_device_close(device), "curd_device_close");
+    uint64_t free_after = free_memory(observer);
     g_test_message("soak on %s, %u threads, %.1f s: %" PRIu64
                    " operations (%" PRIu64
                    " allocations, %" PRIu64 " dispatches, %" PRIu64
                    " trims); %" PRIu64 " bytes up, %" PRIu64 " down in %"
                    PRIu64 " DMAs; %" PRIu64 " fills of %" PRIu64
                    " bytes; %" PRIu64 " fences; free memory %" PRIu64
-                   " before, %" PRIu64 " after",
-                   curd_test_device_info(device).name, threads, seconds,
+                   " before, %" PRIu64 " after the trim, %" PRIu64
+                   " after the close",
+                   curd_test_device_info(observer).name, threads, seconds,
                    sum.operations, sum.allocs,
                    sum.dispatches, sum.trims, stats.h2d_bytes,
                    stats.d2h_bytes, stats.copy_ops, stats.fill_ops,
-                   stats.fill_bytes, stats.fences, free_before, free_after);
+                   stats.fill_bytes, stats.fences, free_before, free_trimmed,
+                   free_after);
     g_assert_cmpuint(sum.operations, >, 0);
     g_assert_cmpuint(stats.h2d_bytes, ==, sum.h2d_bytes);
     g_assert_cmpuint(stats.d2h_bytes, ==, sum.d2h_bytes);
@@ -518,8 +563,9 @@ static void soak(unsigned threads)
     pool_balances("device", &stats.device_pool);
     pool_balances("pinned", &stats.pinned_pool);
     g_assert_cmpuint(free_after, ==, free_before);
-    ok(curd_program_free(add_one), "curd_program_free");
-    ok(curd_device_close(device), "curd_device_close");
+    if (on_fake)
+        live_as_before(live_before, "the soak");
+    ok(curd_device_close(observer), "curd_device_close");
 }
 
 static void test_8_threads_soak_one_device(void)
@@ -535,12 +581,6 @@ static void test_16_threads_soak_one_device(void)
 /* ------------------------------------------------------------------------
  * Opening and closing
  * ---------------------------------------------------------------------- */
-static const char *const live_kinds[] = {
-    "device_memory", "device_memory_bytes", "host_memory",
-    "host_memory_bytes", "registered", "registered_bytes", "stream",
-    "event", "module", "context_retains", "context_stack",
-};
-
 static unsigned soak_opens(void)
 {
     const char *value = g_getenv("CURD_SOAK_OPENS");
@@ -598,8 +638,7 @@ static void test_opening_and_closing_a_device_leaks_nothing(void)
      * measured. */
     one_life(0, bytes, back, len);
     long live_before[G_N_ELEMENTS(live_kinds)];
-    gboolean on_fake =
-        curd_test_fake_live(live_kinds, G_N_ELEMENTS(live_kinds), live_before);
+    gboolean on_fake = live_now(live_before);
     uint64_t free_before = free_memory(observer);
     for (unsigned round = 1; round <= opens; round++)
         one_life(round, bytes, back, len);
@@ -609,17 +648,8 @@ static void test_opening_and_closing_a_device_leaks_nothing(void)
                    opens, curd_test_device_info(observer).name, free_before,
                    free_after);
     g_assert_cmpuint(free_after, ==, free_before);
-    if (on_fake) {
-        long live_after[G_N_ELEMENTS(live_kinds)];
-        g_assert_true(curd_test_fake_live(live_kinds,
-                                          G_N_ELEMENTS(live_kinds),
-                                          live_after));
-        for (size_t i = 0; i < G_N_ELEMENTS(live_kinds); i++)
-            if (live_after[i] != live_before[i])
-                g_error("after %u opens the stand-in driver holds %ld %s,"
-                        " %ld before",
-                        opens, live_after[i], live_kinds[i], live_before[i]);
-    }
+    if (on_fake)
+        live_as_before(live_before, "the opens");
     free(back);
     g_free(bytes);
     ok(curd_device_close(observer), "curd_device_close");
