@@ -266,11 +266,6 @@ static void free_finish(api_world *w, curd_status status)
         API_OK(curd_buffer_free(w->device, w->made));
 }
 
-static void reset(api_world *w)
-{
-    api_world_reset_buffers(w);
-}
-
 static curd_status fill_call(api_world *w)
 {
     return curd_buffer_fill(w->device, w->small, 100, 2000, 0xA5);
@@ -528,11 +523,6 @@ static void unregister_finish(api_world *w, curd_status status)
     w->range = NULL;
 }
 
-static void fresh_registered(api_world *w)
-{
-    fresh(w, w->host_len);
-}
-
 static curd_status upload_async_call(api_world *w)
 {
     return curd_buffer_upload_async(w->device, w->small, 0, w->registered,
@@ -555,7 +545,7 @@ static void upload_async_finish(api_world *w, curd_status status)
 
 static void upload_pending(api_world *w)
 {
-    fresh(w, w->host_len);
+    fresh_all(w);
     API_OK(curd_buffer_upload_async(w->device, w->small, 0, w->registered,
                                     API_SMALL_BYTES));
 }
@@ -812,8 +802,10 @@ const api_op api_ops[] = {
      release_call, release_finish},
     {"curd_buffer_alloc", "from-upstream", nothing, alloc_call, alloc_finish},
     {"curd_buffer_free", "to-upstream", alloc_made, free_call, free_finish},
-    {"curd_buffer_fill", "part-of-a-buffer", reset, fill_call, fill_finish},
-    {"curd_buffer_clear", "a-large-buffer", reset, clear_call, clear_finish},
+    {"curd_buffer_fill", "part-of-a-buffer", api_world_reset_buffers,
+     fill_call, fill_finish},
+    {"curd_buffer_clear", "a-large-buffer", api_world_reset_buffers,
+     clear_call, clear_finish},
     {"curd_buffer_upload", "staged", fresh_small, upload_call, upload_finish},
     {"curd_buffer_upload", "pipelined", fresh_all, upload_large_call,
      upload_large_finish},
@@ -833,7 +825,7 @@ const api_op api_ops[] = {
      register_finish},
     {"curd_host_unregister", "a-registered-range", registered_range,
      unregister_call, unregister_finish},
-    {"curd_buffer_upload_async", "from-registered-memory", fresh_registered,
+    {"curd_buffer_upload_async", "from-registered-memory", fresh_all,
      upload_async_call, upload_async_finish},
     {"curd_device_sync_uploads", "one-upload-pending", upload_pending,
      sync_call, sync_finish},
