@@ -9,7 +9,8 @@
 # BUILD names another build folder (default build). Logs go to $OUT (or
 # ./gpu-out) and a short summary is printed last: one line per step, the
 # fault sweep's and the soak's totals, and one line per compute-sanitizer
-# tool.
+# tool. STEPS picks the parts (default "tests sanitizers bench"), so that
+# a machine that limits each command's time can run them one by one.
 #
 # compute-sanitizer runs on every GPU test program: memcheck (with
 # --leak-check full), initcheck and synccheck on each, racecheck on those
@@ -30,6 +31,8 @@ build=${BUILD:-build}
 export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu:$PWD/$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CURD_REQUIRE_GPU=1
 summary=()
+steps=" ${STEPS:-tests sanitizers bench} "
+wanted() { [[ $steps == *" $1 "* ]]; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader \
     | tee "$out/gpu.txt"
@@ -45,19 +48,24 @@ step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
     return $rc
 }
 
-step curd-info "$build/tools/curd-info"
-step curd-info-json "$build/tools/curd-info" --json
-mapfile -t tests < <(find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x | sort)
-step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
-grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
-# What the closing note quotes: the fault points survived, the soak's
-# totals and the thousand opens, on the GPU (the -fake twins print theirs
-# for the stand-in driver).
-mapfile -t totals < <(grep -hE '^# (fault sweep on|soak on|[0-9]+ opens and closes on)' \
-    "$out/check-gpu.log" | grep -v 'curd fake CUDA device' | cut -c3-)
+totals=()
+if wanted tests; then
+    step curd-info "$build/tools/curd-info"
+    step curd-info-json "$build/tools/curd-info" --json
+    mapfile -t tests < <(find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x | sort)
+    step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
+    grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
+    # What the closing note quotes: the fault points survived, the soak's
+    # totals and the thousand opens, on the GPU (the -fake twins print
+    # theirs for the stand-in driver).
+    mapfile -t totals < <(grep -hE '^# (fault sweep on|soak on|[0-9]+ opens and closes on)' \
+        "$out/check-gpu.log" | grep -v 'curd fake CUDA device' | cut -c3-)
+fi
 
 sanitized=()
-if command -v compute-sanitizer >/dev/null; then
+if ! wanted sanitizers; then
+    :
+elif command -v compute-sanitizer >/dev/null; then
     mapfile -t gpu_tests < <(sed -n 's/^#include "\(test-[a-z0-9-]*\)\.c"$/\1/p' \
         tests/test-*-fake.c | sort -u)
     kernel_tests=(test-dispatch test-program test-soak-gpu)
@@ -125,7 +133,7 @@ else
     sanitized+=("compute-sanitizer not found: no sanitizer ran")
 fi
 
-if [ -x "$build/tools/curd-bench" ]; then
+if wanted bench && [ -x "$build/tools/curd-bench" ]; then
     # shellcheck disable=SC2086
     step curd-bench "$build/tools/curd-bench" --json="$out/bench.json" ${CURD_BENCH_ARGS:-}
     cat "$out/curd-bench.log"
@@ -133,7 +141,7 @@ fi
 
 # What comes back from the machine is a few files: the logs travel as one
 # archive beside the test log, the benchmark table and its JSON.
-tar -czf "$out/logs.tar.gz" -C "$out" --exclude logs.tar.gz .
+tar -czf "$out.logs.tar.gz" -C "$out" --exclude logs.tar.gz . && mv "$out.logs.tar.gz" "$out/logs.tar.gz"
 find "$out" -maxdepth 1 -name '*.log' ! -name check-gpu.log ! -name curd-bench.log -delete
 
 echo "==== summary ($(head -n 1 "$out/gpu.txt"))"
