@@ -7,7 +7,8 @@
 #   make check-plain     just the unit tests (what the Debian build runs)
 #   make check-gpu       the unit tests with every skip counted as a failure
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
-#   make check-tsan      the *thread* tests rebuilt in build-tsan/ with TSan
+#   make check-tsan      the *thread* tests and the soak rebuilt in build-tsan/
+#                        with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS
 #   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR, MANDIR
@@ -163,7 +164,7 @@ $(BUILD)/tests/support/%.o: tests/support/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
-	    $(DEPFLAGS) -c $< -o $@
+	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
@@ -248,7 +249,8 @@ check-asan:
 
 # ThreadSanitizer needs clang here and a fixed address layout on some
 # kernels, hence setarch -R when it is available.
-TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c))
+TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c) \
+               tests/test-soak-gpu-fake.c)
 TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")

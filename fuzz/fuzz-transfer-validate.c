@@ -18,7 +18,9 @@
  *
  * The reference, written from include/curd.h's rules in validation order:
  * per item, NULL host (INVALID_ARGUMENT), byte_len over capacity (RANGE),
- * host + byte_len past the address space (OVERFLOW), the lengths' sum past
+ * host + byte_len past the address space (OVERFLOW, or RANGE for a
+ * whole-buffer call of a live buffer whose size is not byte_len), the
+ * lengths' sum past
  * 2^64-1 (OVERFLOW, no item); for downloads, any two destinations sharing
  * a byte (INVALID_ARGUMENT naming a pair that does; found byte by byte on
  * an owner map of the arena); a handle that is not one of this input's
@@ -255,7 +257,15 @@ static verdict reference(enum call_kind kind, const item *items, size_t count,
         }
         if ((fuzz_u128)(uintptr_t)it->host + it->byte_len
             > (fuzz_u128)UINTPTR_MAX) {
-            v.status = CURD_E_OVERFLOW;
+            /* A whole-buffer transfer of a live buffer says first that
+             * the length is not the buffer's. */
+            size_t live = live_index(it->id);
+            v.status = (kind == CALL_DOWNLOAD_WHOLE
+                        || kind == CALL_UPLOAD_WHOLE)
+                               && live != SIZE_MAX
+                               && live_lens[live] != it->byte_len
+                           ? CURD_E_RANGE
+                           : CURD_E_OVERFLOW;
             return v;
         }
         total += it->byte_len;

@@ -80,6 +80,24 @@ static inline uint64_t fuzz_shaped_u64(fuzz_input *in)
     }
 }
 
+/* Points curd at the stand-in driver (tests/fake/) that fuzz.mk builds
+ * beside the harness, unless CURD_LIBCUDA names one already. */
+static inline void fuzz_use_stand_in_driver(void)
+{
+    char path[4096];
+    if (getenv("CURD_LIBCUDA") != NULL)
+        return;
+    ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
+    if (got <= 0)
+        return;
+    path[got] = '\0';
+    char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return;
+    strcpy(slash + 1, "libcuda-fake.so.1");
+    setenv("CURD_LIBCUDA", path, 1);
+}
+
 /* A failed call's sentence must end with "Fix: ...". */
 static inline void fuzz_check_fix_sentence(void)
 {
@@ -98,18 +116,7 @@ static inline void fuzz_check_fix_sentence(void)
  * aborts, naming the harness, when it cannot. */
 static inline curd_device *fuzz_open_fake_device(const char *harness)
 {
-    if (getenv("CURD_LIBCUDA") == NULL) {
-        char path[PATH_MAX];
-        ssize_t got = readlink("/proc/self/exe", path, sizeof path - 32);
-        if (got > 0) {
-            path[got] = '\0';
-            char *slash = strrchr(path, '/');
-            if (slash != NULL) {
-                strcpy(slash + 1, "libcuda-fake.so.1");
-                setenv("CURD_LIBCUDA", path, 1);
-            }
-        }
-    }
+    fuzz_use_stand_in_driver();
     setenv("FAKE_CUDA_MEMORY", "67108864", 0);
     curd_device *device = NULL;
     curd_status status = curd_device_open(0, NULL, &device);

@@ -35,17 +35,28 @@ FUZZ_SRCS_pool ?= lib/pool.c lib/checked.c lib/status.c lib/driver.c
 FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS) $(GATHER_PTX_C)
 FUZZ_SRCS_launch ?= $(LIB_SRCS) $(GATHER_PTX_C)
 FUZZ_SRCS_session ?= $(LIB_SRCS) $(GATHER_PTX_C)
+# The fault sweep's list, world and invariants (tests/support/api-*.c),
+# and the fault injection and live counts they use.
+FUZZ_SWEEP_SRCS := $(addprefix tests/support/,api-ops.c api-sweep.c \
+                     api-world.c driver-faults.c fake-live.c kernel-load.c)
+FUZZ_SRCS_api-faults ?= $(LIB_SRCS) $(GATHER_PTX_C) $(FUZZ_SWEEP_SRCS)
+# They include tests/support/ headers, and kernel-load.c the harness
+# kernels' PTX (tests/kernels/kernels.mk generates the header).
+FUZZ_SWEEP_OBJS := $(patsubst %.c,$(FUZZ_DIR)/%.o,fuzz/fuzz-api-faults.c $(FUZZ_SWEEP_SRCS))
+$(FUZZ_SWEEP_OBJS): CPPFLAGS += -Itests -I$(BUILD)/tests/kernels
+$(FUZZ_DIR)/tests/support/kernel-load.o: $(BUILD)/tests/kernels/curd-kernels.h
 
-# fuzz-transfer-validate, fuzz-launch and fuzz-session run public calls on
-# the stand-in libcuda (tests/fake/fake-cuda.c), built here beside them and
-# found through CURD_LIBCUDA; the test build is not involved.
+# fuzz-transfer-validate, fuzz-launch, fuzz-session and fuzz-api-faults run
+# public calls on the stand-in libcuda (tests/fake/fake-cuda.c), built here
+# beside them and found through CURD_LIBCUDA; the test build is not
+# involved.
 FUZZ_FAKE_CUDA := $(FUZZ_DIR)/libcuda-fake.so.1
 $(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h \
                    lib/gather.h | fuzz-toolchain
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
-$(FUZZ_DIR)/fuzz-transfer-validate $(FUZZ_DIR)/fuzz-launch $(FUZZ_DIR)/fuzz-session: $(FUZZ_FAKE_CUDA)
+$(FUZZ_DIR)/fuzz-transfer-validate $(FUZZ_DIR)/fuzz-launch $(FUZZ_DIR)/fuzz-session $(FUZZ_DIR)/fuzz-api-faults: $(FUZZ_FAKE_CUDA)
 
 FUZZ_NAMES := $(patsubst fuzz/fuzz-%.c,%,$(sort $(wildcard fuzz/fuzz-*.c)))
 FUZZ_BINS := $(addprefix $(FUZZ_DIR)/fuzz-,$(FUZZ_NAMES))

@@ -132,7 +132,11 @@ CURD_API curd_status curd_device_open(int ordinal,
                                       curd_device **out_device);
 /* Waits for the device's outstanding work, frees every buffer, block and
  * stream it owns and releases the primary context. NULL is a no-op. Safe at
- * process exit, after the driver has begun to deinitialise. */
+ * process exit, after the driver has begun to deinitialise. The device is
+ * gone whatever this returns; if its context cannot be made current (so
+ * nothing in it can be destroyed), the failure is returned and the context
+ * treated as lost: the GPU's other devices report CURD_E_DEVICE_LOST and
+ * the last of them to close resets it, freeing all of it. */
 CURD_API curd_status curd_device_close(curd_device *device);
 
 #define CURD_CAP_COOPERATIVE_LAUNCH (1u << 0)
@@ -183,7 +187,10 @@ CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
  * most min(budget / class, 1024) blocks of a class per thread) so the next
  * acquire of that class costs well under a microsecond. When the driver
  * runs out of memory a pool trims its cache, asks the reclaim callback,
- * trims every pool, and only then reports CURD_E_OUT_OF_MEMORY.
+ * trims every pool, and only then reports CURD_E_OUT_OF_MEMORY. A request
+ * larger than all the memory behind its pool (the device's total memory;
+ * the host's physical memory for pinned blocks) is CURD_E_OUT_OF_MEMORY at
+ * once: nothing is trimmed, called or counted.
  * ---------------------------------------------------------------------- */
 typedef enum curd_pool_kind {
     CURD_POOL_DEVICE = 0,
@@ -205,7 +212,8 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
                                         curd_pool_kind kind, size_t byte_len,
                                         curd_block *out_block);
 /* Releasing a block twice, to another device, or one that curd never
- * handed out is CURD_E_STALE_HANDLE and changes nothing. */
+ * handed out (a copy altered in any field) is CURD_E_STALE_HANDLE and
+ * changes nothing. */
 CURD_API curd_status curd_block_release(curd_device *device,
                                         const curd_block *block);
 
@@ -506,7 +514,9 @@ CURD_API void curd_program_desc_init(curd_program_desc *desc);
 CURD_API curd_status curd_program_load(curd_device *device,
                                        const curd_program_desc *desc,
                                        curd_program **out_program);
-/* NULL is a no-op. */
+/* NULL is a no-op. The program is freed whatever this returns; an idle
+ * module the driver would not unload stays cached (past the bound) until
+ * the next unload or the device's close. */
 CURD_API curd_status curd_program_free(curd_program *program);
 
 /* What the driver says about a program's kernel, read once at load. */
@@ -681,11 +691,14 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
 /* *out_ready is 1 when the work is complete (no wait), else 0. */
 CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready);
 /* Waits, writes the outputs into the caller's memory and fills timing
- * (may be NULL). Once only: a second wait is CURD_E_INVALID_ARGUMENT. */
+ * (may be NULL). Once only: a second wait is CURD_E_INVALID_ARGUMENT; a
+ * wait that failed (on a device not lost) may be tried again. */
 CURD_API curd_status curd_pending_wait(curd_pending *pending,
                                        curd_timing *timing);
 /* Waits if needed (outputs not yet written are not written) and frees
- * everything the dispatch held. NULL is a no-op. */
+ * everything the dispatch held. NULL is a no-op. If the wait fails on a
+ * device that is not lost, nothing is freed (the device may still use the
+ * dispatch's memory): call it again. On a lost device it frees at once. */
 CURD_API curd_status curd_pending_free(curd_pending *pending);
 
 /* ------------------------------------------------------------------------

@@ -106,7 +106,8 @@ curd_status curdi_device_check(const curd_device *device, const char *what)
     if (atomic_load_explicit(&device->lost, memory_order_relaxed))
         return curdi_fail(CURD_E_DEVICE_LOST,
                           "%s: device %d's context was lost to an earlier"
-                          " fault (a kernel's illegal address or trap), and"
+                          " fault (a kernel's illegal address or trap, or a"
+                          " context that could not be made current), and"
                           " nothing can run on it any more. Fix: close the"
                           " device and open it again.",
                           what, device->ordinal);

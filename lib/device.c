@@ -237,10 +237,21 @@ CURD_API curd_status curd_device_close(curd_device *device)
     if (driver != NULL && curdi_driver_usable()) {
         curdi_cu_result rc =
             curdi_driver_note(driver->cuCtxPushCurrent(device->context));
-        if (rc == CURDI_CUDA_SUCCESS)
+        if (rc == CURDI_CUDA_SUCCESS) {
             pushed = true;
-        else if (rc != CURDI_CUDA_ERROR_DEINITIALIZED)
-            status = curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+        } else if (rc != CURDI_CUDA_ERROR_DEINITIALIZED) {
+            /* Without its context current nothing living in it can be
+             * destroyed: the context is as good as lost. Marked so, the
+             * last device of the GPU to close resets it (core.c), which
+             * frees all of it. */
+            status = curdi_fail_driver(
+                (int)rc, "cuCtxPushCurrent",
+                "the device's context could not be made current, so it is"
+                " treated as lost: close the GPU's other devices too, and"
+                " the last close resets the context and frees what it"
+                " holds");
+            curdi_device_mark_lost(device);
+        }
     }
     /* A device whose context a fault lost has nothing left to wait for:
      * that it fails again is no news at close. */

@@ -59,18 +59,21 @@ static curd_status upstream_free(curd_device *device, bool pinned,
 {
     if (!curdi_driver_usable())
         return CURD_OK; /* the driver is going away, and its memory with it */
-    curd_status status = curdi_device_enter(device);
-    if (status != CURD_OK)
-        return status;
+    /* Freed even when the push fails: nearly every caller has the context
+     * current already (a trim from another thread is the exception), and
+     * the pool lets go of the block whatever this returns. */
+    curd_status entered = curdi_device_enter(device);
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result rc = curdi_driver_note(
         pinned ? driver->cuMemFreeHost((void *)(uintptr_t)address)
                : driver->cuMemFree((curdi_cu_deviceptr)address));
+    curd_status status = CURD_OK;
     if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
         status = curdi_fail_driver((int)rc,
                                    pinned ? "cuMemFreeHost" : "cuMemFree",
                                    NULL);
-    curdi_device_leave(device);
+    if (entered == CURD_OK)
+        curdi_device_leave(device);
     return status;
 }
 
@@ -113,6 +116,20 @@ static curd_status pinned_upstream_free(void *context, uint64_t address,
 {
     (void)byte_len;
     return upstream_free(context, true, address);
+}
+
+/* The host's physical memory: no pinned block can be larger. 0 when it
+ * cannot tell. */
+static uint64_t host_total_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_bytes = sysconf(_SC_PAGESIZE);
+    uint64_t bytes;
+    if (pages <= 0 || page_bytes <= 0)
+        return 0;
+    if (!curdi_u64_mul((uint64_t)pages, (uint64_t)page_bytes, &bytes))
+        return 0;
+    return bytes;
 }
 
 /* Host memory still available to the process (pinned memory is host
@@ -232,6 +249,7 @@ curd_status curdi_memory_open(curd_device *device)
                 : curdi_memory_default_device_cache(
                       device->props.total_memory_bytes),
         .live_limit_bytes = options->device_live_limit_bytes,
+        .upstream_total_bytes = device->props.total_memory_bytes,
         .relieve = relieve_device_memory,
         .relieve_context = device,
     };
@@ -247,6 +265,7 @@ curd_status curdi_memory_open(curd_device *device)
                                   ? options->pinned_cache_bytes
                                   : CURDI_PINNED_CACHE_DEFAULT,
         .live_limit_bytes = options->pinned_live_limit_bytes,
+        .upstream_total_bytes = host_total_bytes(),
         .relieve = relieve_pinned_memory,
         .relieve_context = device,
     };
@@ -348,20 +367,25 @@ curd_status curdi_block_release(curd_device *device, const curd_block *block)
                   (block->pool_kind == CURD_POOL_DEVICE
                        ? block->host_ptr == NULL && block->device_ptr != 0
                        : block->device_ptr == 0 && block->host_ptr != NULL) &&
-                  block->byte_len != 0 && block->byte_len <= block->class_bytes;
+                  block->byte_len != 0 && block->byte_len <= block->class_bytes &&
+                  block->reserved == 0;
     if (!shaped)
         return curdi_fail(CURD_E_STALE_HANDLE,
                           "curd_block_release: the block (pool_kind %" PRIu32
                           ", device_ptr 0x%" PRIx64 ", host_ptr %p, byte_len "
-                          "%zu, class_bytes %zu) is not one curd hands out. "
-                          "Fix: release the curd_block that "
-                          "curd_block_acquire() filled in, unchanged.",
+                          "%zu, class_bytes %zu, reserved %" PRIu32 ") is not "
+                          "one curd hands out. Fix: release the curd_block "
+                          "that curd_block_acquire() filled in, unchanged.",
                           block->pool_kind, block->device_ptr, block->host_ptr,
-                          block->byte_len, block->class_bytes);
+                          block->byte_len, block->class_bytes,
+                          block->reserved);
     uint64_t address = block->pool_kind == CURD_POOL_DEVICE
                            ? block->device_ptr
                            : (uint64_t)(uintptr_t)block->host_ptr;
-    return curdi_pool_release(pool, address);
+    /* Every other field must be what the pool recorded at that address: a
+     * copy altered in its sizes names a block curd never handed out. */
+    return curdi_pool_release_exact(pool, address, block->class_bytes,
+                                    block->byte_len);
 }
 
 CURD_API curd_status curd_block_acquire(curd_device *device,
@@ -403,10 +427,17 @@ CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
     curd_status status = curdi_device_check(device, "curd_device_trim");
     if (status != CURD_OK)
         return status;
-    status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
+    /* The context current for the whole trim: a block whose own push
+     * fails is still freed (upstream_free), not dropped. */
+    status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    return curdi_pool_trim_checked(device->pinned_pool, keep_bytes, NULL);
+    status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
+    if (status == CURD_OK)
+        status = curdi_pool_trim_checked(device->pinned_pool, keep_bytes,
+                                         NULL);
+    curdi_device_leave(device);
+    return status;
 }
 
 CURD_API curd_status curd_device_set_reclaim(curd_device *device,

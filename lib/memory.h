@@ -13,6 +13,9 @@
  *   device_cache_bytes   default min(total device memory / 8, 4 GiB)
  *   pinned_cache_bytes   default 256 MiB
  *   *_live_limit_bytes   0: no cap
+ * A request whose class passes what the upstream has in all (the
+ * device's total memory; the host's physical memory for pinned blocks) is
+ * refused with CURD_E_OUT_OF_MEMORY before the ladder below runs.
  * Size classes (checked.c) waste less than 1/8 of a request above 2 KiB
  * and at most 255 bytes below it; pool.c says how caching, statistics and
  * the out-of-memory ladder work.

@@ -196,6 +196,7 @@ struct curdi_pool {
     const char *name;
     uint64_t cache_budget_bytes;
     uint64_t live_limit_bytes;
+    uint64_t upstream_total_bytes;
     uint64_t (*relieve)(void *context, uint64_t bytes_needed,
                         curdi_relief_step step);
     void *relieve_context;
@@ -904,6 +905,7 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
     pool->name = name;
     pool->cache_budget_bytes = config->cache_budget_bytes;
     pool->live_limit_bytes = config->live_limit_bytes;
+    pool->upstream_total_bytes = config->upstream_total_bytes;
     pool->relieve = config->relieve;
     pool->relieve_context = config->relieve_context;
     pool->class_count = class_count;
@@ -1225,6 +1227,16 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
                           "class passes the largest block a pool counts "
                           "(2^60 - 1 bytes). Fix: request less.",
                           pool->name, byte_len, class_bytes);
+    if (pool->upstream_total_bytes != 0 &&
+        class_bytes > pool->upstream_total_bytes)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "The %s pool was asked for %zu bytes (a %zu-byte "
+                          "block), more than its upstream has in all (%" PRIu64
+                          " bytes): no trim or reclaim could make room, so "
+                          "none was tried and nothing changed. Fix: request "
+                          "at most that much, or split the data into parts.",
+                          pool->name, byte_len, class_bytes,
+                          pool->upstream_total_bytes);
     if (atomic_load_explicit(&pool->closing, memory_order_relaxed))
         return fail_closing(pool);
     if (pool->live_limit_bytes != 0) {
@@ -1288,7 +1300,11 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
 /* ------------------------------------------------------------------------
  * Release
  * ---------------------------------------------------------------------- */
-curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)
+/* Releases the live block at address; with `stated` set, only when its
+ * class and requested sizes are the ones stated (else, like an address the
+ * pool does not have live, CURD_E_STALE_HANDLE with nothing changed). */
+static curd_status release(curdi_pool *pool, uint64_t address,
+                           const pool_block *stated)
 {
     if (pool == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -1314,6 +1330,20 @@ curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)
                           "release each block exactly once, to the device "
                           "and pool that handed it out.",
                           pool->name, address);
+    }
+    if (stated != NULL && ((*link)->class_bytes != stated->class_bytes ||
+                           (*link)->byte_len != stated->byte_len)) {
+        size_t live_class = (*link)->class_bytes, live_len = (*link)->byte_len;
+        shard_unlock(shard);
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "The %s pool handed out the block at 0x%" PRIx64
+                          " for %zu bytes of a %zu-byte class, but it comes "
+                          "back as %zu bytes of a %zu-byte class: not a "
+                          "block curd handed out; nothing was released. Fix: "
+                          "release the curd_block that curd_block_acquire() "
+                          "filled in, unchanged.",
+                          pool->name, address, live_len, live_class,
+                          stated->byte_len, stated->class_bytes);
     }
     pool_block *block = *link;
     size_t class_bytes = block->class_bytes;
@@ -1357,6 +1387,19 @@ curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)
     upstream_free(pool, block);
     atomic_fetch_sub(&pool->busy, 1u);
     return CURD_OK;
+}
+
+curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)
+{
+    return release(pool, address, NULL);
+}
+
+curd_status curdi_pool_release_exact(curdi_pool *pool, uint64_t address,
+                                     size_t class_bytes, size_t byte_len)
+{
+    const pool_block stated = {.class_bytes = class_bytes,
+                               .byte_len = byte_len};
+    return release(pool, address, &stated);
 }
 
 /* ------------------------------------------------------------------------

@@ -36,6 +36,11 @@ typedef struct curdi_pool_config {
     const char *name; /* "device" or "pinned", for messages */
     uint64_t cache_budget_bytes;
     uint64_t live_limit_bytes; /* 0: no cap */
+    /* The most memory the upstream has in all (a device's total memory,
+     * the host's physical memory); 0: not known. A request whose class is
+     * larger can never be met, so it is refused before anything is tried:
+     * no cache trimmed, no callback asked, no counter moved. */
+    uint64_t upstream_total_bytes;
     /* Called with no pool lock held; returns the bytes it freed. NULL: the
      * ladder skips those steps. */
     uint64_t (*relieve)(void *context, uint64_t bytes_needed,
@@ -56,6 +61,11 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
 /* CURD_E_STALE_HANDLE, with nothing changed, for an address this pool does
  * not have live (released twice, another pool's, foreign). */
 curd_status curdi_pool_release(curdi_pool *pool, uint64_t address);
+/* The same for a holder that states what it was handed (a curd_block):
+ * also CURD_E_STALE_HANDLE, with nothing changed, when class_bytes or
+ * byte_len is not what the pool recorded for the block at address. */
+curd_status curdi_pool_release_exact(curdi_pool *pool, uint64_t address,
+                                     size_t class_bytes, size_t byte_len);
 /* Frees cached blocks upstream, largest class first, until at most
  * keep_bytes stay cached; sets *out_freed_bytes (may be NULL) to the bytes
  * freed. CURD_E_OVERFLOW, with nothing freed, when a cumulative counter

@@ -322,17 +322,25 @@ static void function_free(curdi_function *f)
     free(f);
 }
 
-/* Unloads a module the cache no longer holds and frees it. Context
- * current, or the driver unusable. */
+/* Unloads a module from the driver (context current, or the driver
+ * unusable: then there is nothing to unload). */
+static curd_status module_unload(curdi_module *m)
+{
+    if (m->module == NULL || !curdi_driver_usable())
+        return CURD_OK;
+    curdi_cu_result rc =
+        curdi_driver_note(curdi_driver_get()->cuModuleUnload(m->module));
+    if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
+        return curdi_fail_driver((int)rc, "cuModuleUnload", NULL);
+    m->module = NULL;
+    return CURD_OK;
+}
+
+/* Unloads a module the cache no longer holds and frees it, whatever the
+ * driver said. Context current, or the driver unusable. */
 static curd_status module_destroy(curdi_module *m)
 {
-    curd_status status = CURD_OK;
-    if (m->module != NULL && curdi_driver_usable()) {
-        curdi_cu_result rc =
-            curdi_driver_note(curdi_driver_get()->cuModuleUnload(m->module));
-        if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
-            status = curdi_fail_driver((int)rc, "cuModuleUnload", NULL);
-    }
+    curd_status status = module_unload(m);
     curdi_function *next;
     for (curdi_function *f = m->functions; f != NULL; f = next) {
         next = f->next;
@@ -344,28 +352,48 @@ static curd_status module_destroy(curdi_module *m)
 }
 
 /* Unloads a list of evicted modules (linked by hash_next), entering the
- * device; the first failure is returned, every module is freed. */
+ * device; the first failure is returned. A module the driver still holds
+ * (the context could not be made current, or the unload failed) goes back
+ * to the idle list, past the bound, rather than being dropped: the next
+ * eviction or the device's close unloads it. */
 static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
 {
     if (evicted == NULL)
         return CURD_OK;
-    bool entered = false;
     curd_status status = CURD_OK;
+    bool entered = false;
     if (curdi_driver_usable()) {
         status = curdi_device_enter(device);
         entered = status == CURD_OK;
     }
-    curdi_module *next;
+    curdi_module *kept = NULL, *next;
     for (curdi_module *m = evicted; m != NULL; m = next) {
         next = m->hash_next;
-        if (!entered)
-            m->module = NULL; /* cannot unload without the context */
-        curd_status unloaded = module_destroy(m);
+        curd_status unloaded = entered || !curdi_driver_usable()
+                                   ? module_unload(m)
+                                   : status;
+        if (unloaded == CURD_OK) {
+            (void)module_destroy(m);
+            continue;
+        }
         if (status == CURD_OK)
             status = unloaded;
+        m->hash_next = kept;
+        kept = m;
     }
     if (entered)
         curdi_device_leave(device);
+    if (kept != NULL) {
+        struct curdi_program_room *room = device->program;
+        pthread_mutex_lock(&room->lock);
+        for (curdi_module *m = kept; m != NULL; m = next) {
+            next = m->hash_next;
+            cache_insert(room, m);
+            idle_push(room, m);
+            room->counts.evictions--;
+        }
+        pthread_mutex_unlock(&room->lock);
+    }
     return status;
 }
 

@@ -376,6 +376,17 @@ uint64_t curdi_resident_bytes(curd_device *device)
     return bytes;
 }
 
+bool curdi_resident_length(curd_device *device, uint64_t id,
+                           size_t *out_byte_len)
+{
+    pthread_mutex_lock(&device->resident->lock);
+    const curdi_handle_slot *slot = table_live(&device->resident->table, id);
+    if (slot != NULL)
+        *out_byte_len = slot->byte_len;
+    pthread_mutex_unlock(&device->resident->lock);
+    return slot != NULL;
+}
+
 void curdi_resident_stats(curd_device *device, curd_stat_family *bytes,
                           curd_stat_family *buffers)
 {

@@ -201,6 +201,12 @@ typedef enum curdi_resident_state {
 curdi_resident_state curdi_resident_probe(struct curd_device *device,
                                           uint64_t id);
 
+/* The size of the live buffer id into *out_byte_len; false, setting no
+ * error sentence, when id names none. For callers that word their own
+ * error (lib/transfer.c's whole-buffer lengths). */
+bool curdi_resident_length(struct curd_device *device, uint64_t id,
+                           size_t *out_byte_len);
+
 /* One resolved use of a buffer: what transfer.c needs to move bytes. */
 typedef struct curdi_resident_use {
     uint64_t id;

@@ -538,6 +538,17 @@ static bool curdi_transfer_chain(curd_device *device,
     return true;
 }
 
+/* A whole-buffer transfer whose byte_len is not the buffer's size. */
+static curd_status fail_whole_length(const char *what, size_t byte_len,
+                                     size_t buffer_len)
+{
+    return curdi_fail(CURD_E_RANGE,
+                      "%s: byte_len is %zu but the buffer holds %zu bytes;"
+                      " nothing was moved. Fix: pass exactly the buffer's"
+                      " size, or use the _at/_range form for part of it.",
+                      what, byte_len, buffer_len);
+}
+
 /* A call whose items are recorded, from there to its end: the handles and
  * ranges, the run (unless nothing moves), the release. whole: the one
  * item's byte_len must equal the buffer's size. */
@@ -557,19 +568,31 @@ static curd_status transfer_prepared(curd_device *device,
         return status;
     }
     if (whole && prepared->uses[0].byte_len != prepared->items[0].byte_len) {
-        status = curdi_fail(CURD_E_RANGE,
-                            "%s: byte_len is %zu but the buffer holds %zu"
-                            " bytes; nothing was moved. Fix: pass exactly"
-                            " the buffer's size, or use the _at/_range form"
-                            " for part of it.",
-                            prepared->what, (size_t)prepared->items[0].byte_len,
-                            prepared->uses[0].byte_len);
+        status = fail_whole_length(prepared->what,
+                                   (size_t)prepared->items[0].byte_len,
+                                   prepared->uses[0].byte_len);
     } else if (prepared->total_bytes > 0) {
         status = transfer_run(device, prepared->what, prepared->upload,
                                     prepared->items, prepared->count,
                                     prepared->after_uploads);
     }
     curdi_prepared_release(device, prepared);
+    return status;
+}
+
+/* A whole-buffer transfer promises CURD_E_RANGE for any byte_len but the
+ * buffer's size, even one so large that the host range would wrap, which
+ * curdi_prepare_item reported first (status). Looked up on that failure
+ * path only; a stale handle leaves status as it was. */
+static curd_status whole_length_first(curd_device *device, const char *what,
+                                      uint64_t buffer_id, size_t byte_len,
+                                      curd_status status)
+{
+    size_t buffer_len = 0;
+    if (status == CURD_E_OVERFLOW
+        && curdi_resident_length(device, buffer_id, &buffer_len)
+        && buffer_len != byte_len)
+        return fail_whole_length(what, byte_len, buffer_len);
     return status;
 }
 
@@ -592,7 +615,9 @@ static curd_status transfer_one(curd_device *device, const char *what,
                                 host, capacity);
     if (status != CURD_OK) {
         curdi_prepared_release(device, &prepared);
-        return status;
+        return whole ? whole_length_first(device, what, buffer_id, byte_len,
+                                          status)
+                     : status;
     }
     return transfer_prepared(device, &prepared, whole);
 }

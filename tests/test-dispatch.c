@@ -18,6 +18,7 @@
 
 #include "dispatch-test.h"
 #include "support/curd-test.h"
+#include "support/kernel-load.h"
 
 #ifdef CURD_TEST_DISPATCH_FAKE
 #define PATH_ROOT "/dispatch-fake"

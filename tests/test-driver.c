@@ -336,6 +336,29 @@ static int fork_child_checks(curd_device *parent_device)
     props.struct_size = sizeof props;
     if (curd_device_info(parent_device, &props) != CURD_E_UNSUPPORTED)
         return 13;
+    /* The calls that make no driver call refuse too: the device is the
+     * parent's (issue 10 found statistics, their reset and the reclaim
+     * callback answering CURD_OK here). */
+    curd_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    if (curd_device_stats(parent_device, &stats) != CURD_E_UNSUPPORTED ||
+        stats.struct_size != sizeof stats || stats.h2d_bytes != 0)
+        return 16;
+    if (curd_device_stats_reset(parent_device) != CURD_E_UNSUPPORTED)
+        return 17;
+    if (curd_device_set_reclaim(parent_device, NULL, NULL) !=
+        CURD_E_UNSUPPORTED)
+        return 18;
+    if (curd_device_trim(parent_device, 0) != CURD_E_UNSUPPORTED)
+        return 19;
+    uint64_t resident = 7;
+    if (curd_device_resident_bytes(parent_device, &resident) !=
+            CURD_E_UNSUPPORTED ||
+        resident != 7)
+        return 20;
+    if (!contains(curd_last_error(), "CUDA contexts do not survive fork"))
+        return 21;
     if (curd_device_close(parent_device) != CURD_E_UNSUPPORTED)
         return 14;
     /* The version needs no driver call and still answers. */

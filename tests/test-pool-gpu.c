@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "checked.h"
 #include "core.h"
@@ -359,6 +360,122 @@ static void body_bad_arguments_and_forged_blocks_change_nothing(void)
     g_assert_cmpint(curd_device_set_reclaim(NULL, NULL, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
     g_assert_cmpint(curd_device_trim(NULL, 0), ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_device_close(other), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Every field of a copied block, altered: device_ptr, host_ptr, byte_len,
+ * class_bytes, pool_kind, reserved. */
+#define ALTERATIONS 10
+static curd_block altered(const curd_block *block, int which)
+{
+    curd_block copy = *block;
+    switch (which) {
+    case 0: copy.byte_len -= 1; break;
+    case 1: copy.byte_len = copy.class_bytes; break;
+    case 2: copy.class_bytes += 8; break;
+    case 3: copy.class_bytes *= 2; break;
+    case 4: copy.reserved = 1; break;
+    case 5: copy.reserved = UINT32_MAX; break;
+    case 6: copy.pool_kind ^= 1u; break;
+    case 7: copy.device_ptr += copy.class_bytes; break;
+    case 8: copy.host_ptr = (char *)copy.host_ptr + copy.class_bytes; break;
+    default: copy.device_ptr ^= 1u; break;
+    }
+    return copy;
+}
+
+static void body_a_copied_block_altered_in_any_field_is_stale(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    for (int kind = CURD_POOL_DEVICE; kind <= CURD_POOL_PINNED; kind++) {
+        /* byte_len below its class, so every size field can move either
+         * way and stay plausible. */
+        curd_block block = acquire_ok(device, (curd_pool_kind)kind, 5000);
+        g_assert_cmpuint(block.class_bytes, >, block.byte_len);
+        curd_stats before = curd_test_device_stats(device);
+        for (int which = 0; which < ALTERATIONS; which++) {
+            curd_block copy = altered(&block, which);
+            if (memcmp(&copy, &block, sizeof copy) == 0)
+                continue; /* e.g. host_ptr of a device block, still NULL */
+            g_assert_cmpint(curd_block_release(device, &copy), ==,
+                            CURD_E_STALE_HANDLE);
+            curd_test_assert_fix_sentence();
+            curd_stats after = curd_test_device_stats(device);
+            g_assert_true(memcmp(&before, &after, sizeof before) == 0);
+        }
+        /* The real block is still live, and releases once. */
+        release_ok(device, &block);
+        g_assert_cmpint(curd_block_release(device, &block), ==,
+                        CURD_E_STALE_HANDLE);
+    }
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static uint64_t count_reclaim_calls(void *context, uint64_t bytes_needed)
+{
+    (void)bytes_needed;
+    (*(unsigned *)context)++;
+    return 0;
+}
+
+/* A request larger than everything behind its pool is refused at once:
+ * no cache of this device or of another one of the same GPU trimmed, no
+ * reclaim callback asked, no counter moved. */
+static void body_an_impossible_request_is_refused_before_anything_changes(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_device *other = curd_test_gpu_open();
+    g_assert_nonnull(other);
+    unsigned reclaim_calls = 0;
+    g_assert_cmpint(curd_device_set_reclaim(device, count_reclaim_calls,
+                                            &reclaim_calls),
+                    ==, CURD_OK);
+    /* Something cached in both devices' pools, which a ladder would trim. */
+    for (int kind = CURD_POOL_DEVICE; kind <= CURD_POOL_PINNED; kind++) {
+        curd_block mine = acquire_ok(device, (curd_pool_kind)kind, 64 * KIB);
+        curd_block theirs = acquire_ok(other, (curd_pool_kind)kind, 64 * KIB);
+        release_ok(device, &mine);
+        release_ok(other, &theirs);
+    }
+    uint64_t total = curd_test_device_info(device).total_memory_bytes;
+    long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+    g_assert_cmpint(pages, >, 0);
+    uint64_t host_total = (uint64_t)pages * (uint64_t)page_bytes;
+    const struct {
+        curd_pool_kind kind;
+        uint64_t byte_len;
+    } impossible[] = {
+        {CURD_POOL_DEVICE, total + 1},
+        {CURD_POOL_DEVICE, (uint64_t)1 << 40},
+        {CURD_POOL_PINNED, host_total + 1},
+        {CURD_POOL_PINNED, (uint64_t)1 << 50},
+    };
+    curd_stats before = curd_test_device_stats(device);
+    curd_stats other_before = curd_test_device_stats(other);
+    for (size_t i = 0; i < G_N_ELEMENTS(impossible); i++) {
+        curd_block out;
+        curd_test_poison(&out, sizeof out);
+        curd_block poisoned = out;
+        g_assert_cmpint(curd_block_acquire(device, impossible[i].kind,
+                                           (size_t)impossible[i].byte_len,
+                                           &out),
+                        ==, CURD_E_OUT_OF_MEMORY);
+        curd_test_assert_fix_sentence();
+        g_assert_nonnull(strstr(curd_last_error(), "has in all"));
+        g_assert_true(memcmp(&out, &poisoned, sizeof out) == 0);
+    }
+    curd_stats after = curd_test_device_stats(device);
+    curd_stats other_after = curd_test_device_stats(other);
+    g_assert_true(memcmp(&before, &after, sizeof before) == 0);
+    g_assert_true(memcmp(&other_before, &other_after, sizeof before) == 0);
+    g_assert_cmpuint(reclaim_calls, ==, 0);
+    g_assert_cmpuint(after.device_pool.cached_bytes.current, >, 0);
+    g_assert_cmpuint(after.pinned_pool.cached_bytes.current, >, 0);
     g_assert_cmpint(curd_device_close(other), ==, CURD_OK);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
@@ -735,6 +852,10 @@ static const pool_case cases[] = {
      body_the_live_limit_refuses_with_budget},
     {"/bad-arguments-and-forged-or-foreign-blocks-change-nothing",
      body_bad_arguments_and_forged_blocks_change_nothing},
+    {"/a-copied-block-altered-in-any-field-is-stale-and-releases-nothing",
+     body_a_copied_block_altered_in_any_field_is_stale},
+    {"/an-impossible-request-is-refused-before-anything-changes",
+     body_an_impossible_request_is_refused_before_anything_changes},
     {"/trim-returns-cached-memory-to-the-device",
      body_trim_returns_cached_memory_to_the_device},
     {"/close-returns-device-free-memory-to-where-it-was",

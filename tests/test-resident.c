@@ -461,7 +461,7 @@ static curd_device *room_open(uint64_t limit_bytes)
 {
     curd_device *device = g_new0(curd_device, 1);
     curdi_upstream upstream = {host_alloc, host_free, NULL, NULL};
-    curdi_pool_config config = {"device", 1u << 20, 0, NULL, NULL};
+    curdi_pool_config config = {.name = "device", .cache_budget_bytes = 1u << 20};
     curd_device_options_init(&device->options);
     device->options.resident_limit_bytes = limit_bytes;
     g_assert_cmpint(curdi_pool_create(&upstream, &config, &device->device_pool),

@@ -476,6 +476,26 @@ static curd_status bad_download_wrong_length(curd_device *d, curd_buffer a,
     return curd_buffer_download(d, a, dst, BAD_LEN + 1);
 }
 
+/* SIZE_MAX: the host range would wrap, but the length is first of all not
+ * the buffer's (curd.h promises CURD_E_RANGE). */
+static curd_status bad_upload_of_size_max(curd_device *d, curd_buffer a,
+                                          curd_buffer b, curd_buffer other,
+                                          unsigned char *src,
+                                          unsigned char *dst)
+{
+    (void)b, (void)other, (void)dst;
+    return curd_buffer_upload(d, a, src, SIZE_MAX);
+}
+
+static curd_status bad_download_of_size_max(curd_device *d, curd_buffer a,
+                                            curd_buffer b, curd_buffer other,
+                                            unsigned char *src,
+                                            unsigned char *dst)
+{
+    (void)b, (void)other, (void)src;
+    return curd_buffer_download(d, a, dst, SIZE_MAX);
+}
+
 static curd_status bad_offset_past_end(curd_device *d, curd_buffer a,
                                        curd_buffer b, curd_buffer other,
                                        unsigned char *src, unsigned char *dst)
@@ -660,6 +680,12 @@ static const bad_case bad_cases[] = {
      "curd_buffer_upload: byte_len is 4095"},
     {"download of the wrong length", CURD_E_RANGE, bad_download_wrong_length,
      "curd_buffer_download [0, 4097)"},
+    {"upload of SIZE_MAX bytes", CURD_E_RANGE, bad_upload_of_size_max,
+     "curd_buffer_upload: byte_len is 18446744073709551615 but the buffer"
+     " holds 4096"},
+    {"download of SIZE_MAX bytes", CURD_E_RANGE, bad_download_of_size_max,
+     "curd_buffer_download: byte_len is 18446744073709551615 but the buffer"
+     " holds 4096"},
     {"offset past the end", CURD_E_RANGE, bad_offset_past_end,
      "curd_buffer_upload_at [4097, 4097)"},
     {"range past the end", CURD_E_RANGE, bad_range_past_end,

@@ -1754,7 +1754,8 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * For the tests: what is still alive.
  * ---------------------------------------------------------------------- */
 /* Live objects of a kind ("device_memory", "host_memory", "registered",
- * "stream", "event", "module", "graph", "graph_exec"), or
+ * "stream", "event", "module", "graph", "graph_exec"), their bytes
+ * ("device_memory_bytes", "host_memory_bytes", "registered_bytes"), or
  * "context_retains": the primary-context retain counts of every device,
  * summed; "context_stack": this thread's pushed contexts;
  * "jit_compilations": PTX images compiled since the library loaded (a
@@ -1777,12 +1778,18 @@ FAKE_API long fake_cuda_live(const char *what)
             count += sticky[i] != 0;
     } else {
         count = -1;
+        size_t name_len = strlen(what);
+        bool bytes = name_len > 6 && strcmp(what + name_len - 6, "_bytes") == 0;
+        if (bytes)
+            name_len -= 6;
         for (int k = 0; k < FAKE_KIND_COUNT; k++) {
-            if (strcmp(what, kind_names[k]) != 0)
+            if (strlen(kind_names[k]) != name_len ||
+                strncmp(what, kind_names[k], name_len) != 0)
                 continue;
             count = 0;
             for (fake_object *o = objects; o != NULL; o = o->next)
-                count += o->kind == (fake_kind)k;
+                if (o->kind == (fake_kind)k)
+                    count += bytes ? (long)o->byte_len : 1;
         }
     }
     pthread_mutex_unlock(&lock);

@@ -60,11 +60,14 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 	  done; \
 	  echo "};"; } > $@.tmp && mv $@.tmp $@
 
-# The programs that use it (directly or through tests/dispatch-test.h) and
-# their stand-in-driver twins.
+# What uses it: the programs that include tests/dispatch-test.h (and
+# test-program), with their stand-in-driver twins, and
+# tests/support/kernel-load.c (linked into every test program), through
+# which the fault sweep and the soak load the harness kernels.
 KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-dispatch-telemetry \
                       test-dispatch-faults test-batch,\
-                      $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake)
+                      $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake) \
+                    $(BUILD)/tests/support/kernel-load.o
 $(KERNEL_TEST_BINS): $(KERNELS_HEADER)
 $(KERNEL_TEST_BINS): TEST_EXTRA_CFLAGS += -I$(BUILD)/tests/kernels
 

@@ -1,13 +1,13 @@
 /* curd-test.c - helpers shared by the test programs (see curd-test.h). */
 #include "support/curd-test.h"
 
-#include <dlfcn.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver.h"
+#include "support/driver-faults.h"
+#include "support/fake-live.h"
 
 /* ------------------------------------------------------------------------
  * Data
@@ -122,19 +122,7 @@ char *curd_test_fake_driver_path(void)
 gboolean curd_test_fake_live(const char *const *kinds, size_t count,
                              long *counts)
 {
-    const char *path = g_getenv("CURD_LIBCUDA");
-    if (path == NULL)
-        return FALSE;
-    void *fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return FALSE;
-    long (*live)(const char *) =
-        (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
-    g_assert_nonnull(live);
-    for (size_t i = 0; i < count; i++)
-        counts[i] = live(kinds[i]);
-    dlclose(fake);
-    return TRUE;
+    return fake_live_read(kinds, count, counts);
 }
 
 void curd_test_require_fake_driver(void)
@@ -146,77 +134,13 @@ void curd_test_require_fake_driver(void)
 }
 
 /* ------------------------------------------------------------------------
- * Fault injection
- *
- * One wrapper per entry of CURDI_CUDA_ENTRY_LIST, generated from the same
- * list as the table, so a new entry is wrapped without touching this file.
- * Each wrapper numbers its call and, when the number is the armed one,
- * returns the chosen CUresult without calling the driver. cuGetErrorName
- * and cuGetErrorString are passed through unnumbered: they only describe
- * an error, and numbering them would make a sweep fail the message of the
- * failure it just injected.
+ * Fault injection (support/driver-faults.c)
  * ---------------------------------------------------------------------- */
-static curdi_driver saved_table;
-static curdi_driver *live_table;
-static bool faults_active;
-static unsigned fault_at;
-static curdi_cu_result fault_result;
-static char fault_only[64];
-static atomic_uint fault_calls;
-static atomic_bool fault_fired;
-
-static bool fault_now(const char *entry)
-{
-    if (fault_only[0] != '\0' && strcmp(entry, fault_only) != 0)
-        return false;
-    unsigned number = atomic_fetch_add(&fault_calls, 1) + 1;
-    if (fault_at != 0 && number == fault_at) {
-        atomic_store(&fault_fired, true);
-        return true;
-    }
-    return false;
-}
-
-#define CURD_TEST_WRAP_(name, symbol, tier, params, args)                     \
-    static curdi_cu_result wrap_##name params                                 \
-    {                                                                         \
-        if (fault_now(#name))                                                 \
-            return fault_result;                                              \
-        return saved_table.name args;                                         \
-    }
-CURDI_CUDA_ENTRY_LIST(CURD_TEST_WRAP_)
-#undef CURD_TEST_WRAP_
-
 void curd_test_faults_begin(unsigned fail_at, int cu_result,
                             const char *only_entry)
 {
-    g_assert_false(faults_active);
-    faults_active = true;
-    fault_at = fail_at;
-    fault_result = (curdi_cu_result)cu_result;
-    fault_only[0] = '\0';
-    if (only_entry != NULL) {
-        g_assert_cmpuint(strlen(only_entry), <, sizeof fault_only);
-        strcpy(fault_only, only_entry);
-    }
-    atomic_store(&fault_calls, 0);
-    atomic_store(&fault_fired, false);
-
-    /* Load the driver if nobody has yet; without one there is nothing to
-     * wrap and every count stays 0. */
-    (void)curdi_driver_load();
-    live_table = curdi_driver_table_for_test();
-    if (live_table == NULL)
-        return;
-    saved_table = *live_table;
-#define CURD_TEST_INSTALL_(name, symbol, tier, params, args)                  \
-    if (live_table->name != NULL)                                             \
-        live_table->name = wrap_##name;
-    CURDI_CUDA_ENTRY_LIST(CURD_TEST_INSTALL_)
-#undef CURD_TEST_INSTALL_
-    /* Describing errors is not an operation's driver call (see above). */
-    live_table->cuGetErrorName = saved_table.cuGetErrorName;
-    live_table->cuGetErrorString = saved_table.cuGetErrorString;
+    g_assert_true(only_entry == NULL || strlen(only_entry) < 64);
+    g_assert_true(driver_faults_begin(fail_at, cu_result, only_entry));
 }
 
 void curd_test_pop_leftover_contexts(void)
@@ -235,15 +159,10 @@ void curd_test_pop_leftover_contexts(void)
 
 unsigned curd_test_faults_end(void)
 {
-    g_assert_true(faults_active);
-    faults_active = false;
-    if (live_table != NULL)
-        *live_table = saved_table;
-    live_table = NULL;
-    return atomic_load(&fault_calls);
+    return driver_faults_end();
 }
 
 gboolean curd_test_faults_fired(void)
 {
-    return atomic_load(&fault_fired);
+    return driver_faults_fired();
 }

@@ -49,8 +49,8 @@ gboolean curd_test_fake_live(const char *const *kinds, size_t count,
  * skipping it. Call before g_test_init. */
 void curd_test_require_fake_driver(void);
 
-/* Fault injection over the driver entry-point table (the test-only
- * interface of lib/driver.h, reached through the static library).
+/* Fault injection over the driver entry-point table: driver-faults.h's,
+ * asserting that it was not armed already.
  *
  * curd_test_faults_begin() wraps every entry of the table with a counting
  * wrapper; from then on driver calls are numbered 1, 2, 3, ... and call

@@ -1,0 +1,396 @@
+/* api-sweep.c - one faulted run of an entry of the list and the invariants
+ * after it (see api-sweep.h). */
+#include "support/api-sweep.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "driver.h"
+#include "program.h"
+#include "support/driver-faults.h"
+#include "support/fake-live.h"
+
+const int api_fault_results[] = {CURDI_CUDA_ERROR_UNKNOWN,
+                                 CURDI_CUDA_ERROR_ILLEGAL_ADDRESS};
+const size_t api_fault_result_count =
+    sizeof api_fault_results / sizeof api_fault_results[0];
+
+/* ------------------------------------------------------------------------
+ * curd_stats, field by field
+ * ---------------------------------------------------------------------- */
+#define API_FIELD_(path, rule)                                               \
+    {#path, offsetof(curd_stats, path), rule}
+#define API_FAMILY_(family, current_rule)                                    \
+    API_FIELD_(family.current, current_rule),                                \
+        API_FIELD_(family.peak, API_STAT_GROWS),                             \
+        API_FIELD_(family.allocated, API_STAT_GROWS),                        \
+        API_FIELD_(family.freed, API_STAT_GROWS)
+/* A pool's levels of live blocks and bytes are exact after a failed call;
+ * its traffic (blocks taken for staging and given back, cache hits and
+ * misses, upstream calls and their time) is history that may grow; its
+ * cached level moves only by blocks it took upstream and kept. */
+#define API_POOL_(pool)                                                      \
+    API_FAMILY_(pool.live_bytes, API_STAT_EXACT),                            \
+        API_FAMILY_(pool.cached_bytes, API_STAT_LEVEL),                      \
+        API_FAMILY_(pool.requested_bytes, API_STAT_EXACT),                   \
+        API_FAMILY_(pool.live_blocks, API_STAT_EXACT),                       \
+        API_FAMILY_(pool.cached_blocks, API_STAT_LEVEL),                     \
+        API_FIELD_(pool.upstream_allocs, API_STAT_GROWS),                    \
+        API_FIELD_(pool.upstream_frees, API_STAT_GROWS),                     \
+        API_FIELD_(pool.cache_hits, API_STAT_GROWS),                         \
+        API_FIELD_(pool.cache_misses, API_STAT_GROWS),                       \
+        API_FIELD_(pool.oom_retries, API_STAT_EXACT),                        \
+        API_FIELD_(pool.oom_failures, API_STAT_EXACT),                       \
+        API_FIELD_(pool.upstream_ns, API_STAT_GROWS),                        \
+        API_FIELD_(pool.cache_budget_bytes, API_STAT_EXACT),                 \
+        API_FIELD_(pool.live_limit_bytes, API_STAT_EXACT)
+
+const api_stat_field api_stat_fields[] = {
+    API_POOL_(device_pool),
+    API_POOL_(pinned_pool),
+    API_FIELD_(h2d_bytes, API_STAT_EXACT),
+    API_FIELD_(d2h_bytes, API_STAT_EXACT),
+    API_FIELD_(copy_ops, API_STAT_EXACT),
+    API_FIELD_(fences, API_STAT_EXACT),
+    API_FIELD_(fill_ops, API_STAT_EXACT),
+    API_FIELD_(fill_bytes, API_STAT_EXACT),
+    API_FAMILY_(resident_bytes, API_STAT_EXACT),
+    API_FAMILY_(resident_buffers, API_STAT_EXACT),
+    API_FIELD_(accounting_repairs, API_STAT_EXACT),
+};
+const size_t api_stat_field_count =
+    sizeof api_stat_fields / sizeof api_stat_fields[0];
+
+/* The resident families' peaks and cumulative amounts are the resident
+ * room's, counted only on success: exact too. */
+static api_stat_rule rule_of(const api_stat_field *field)
+{
+    if (strncmp(field->name, "resident_", 9) == 0)
+        return API_STAT_EXACT;
+    return field->rule;
+}
+
+bool api_stat_rules_cover_the_struct(void)
+{
+    size_t first = offsetof(curd_stats, device_pool);
+    size_t words = (sizeof(curd_stats) - first) / sizeof(uint64_t);
+    unsigned char seen[sizeof(curd_stats) / sizeof(uint64_t)] = {0};
+    if (first != sizeof(size_t) || api_stat_field_count != words)
+        return false;
+    for (size_t i = 0; i < api_stat_field_count; i++) {
+        size_t offset = api_stat_fields[i].offset;
+        if (offset < first || (offset - first) % sizeof(uint64_t) != 0 ||
+            offset >= sizeof(curd_stats) || seen[offset / sizeof(uint64_t)])
+            return false;
+        seen[offset / sizeof(uint64_t)] = 1;
+    }
+    return true;
+}
+
+static uint64_t field_at(const curd_stats *stats, size_t offset)
+{
+    uint64_t value;
+    memcpy(&value, (const unsigned char *)stats + offset, sizeof value);
+    return value;
+}
+
+static void family_balanced(const char *name, const curd_stat_family *before,
+                            const curd_stat_family *after)
+{
+    /* allocated - freed moves as current does (all within 2^64). */
+    uint64_t moved_in = after->allocated - before->allocated;
+    uint64_t moved_out = after->freed - before->freed;
+    uint64_t level = after->current - before->current;
+    API_CHECK(moved_in - moved_out == level,
+              "%s: +%" PRIu64 " allocated, +%" PRIu64 " freed, but the level"
+              " moved by %" PRId64,
+              name, moved_in, moved_out, (int64_t)level);
+}
+
+static void pool_balanced(const char *name, const curd_pool_stats *before,
+                          const curd_pool_stats *after)
+{
+    family_balanced(name, &before->live_bytes, &after->live_bytes);
+    family_balanced(name, &before->cached_bytes, &after->cached_bytes);
+    family_balanced(name, &before->requested_bytes, &after->requested_bytes);
+    family_balanced(name, &before->live_blocks, &after->live_blocks);
+    family_balanced(name, &before->cached_blocks, &after->cached_blocks);
+    uint64_t kept = (after->upstream_allocs - before->upstream_allocs) -
+                    (after->upstream_frees - before->upstream_frees);
+    API_CHECK(after->cached_blocks.current - before->cached_blocks.current ==
+                  kept,
+              "%s: the cached blocks moved by %" PRId64 ", but %" PRId64
+              " blocks were taken from upstream and kept",
+              name,
+              (int64_t)(after->cached_blocks.current -
+                        before->cached_blocks.current),
+              (int64_t)kept);
+}
+
+void api_stats_check(const curd_stats *before, const curd_stats *after)
+{
+    for (size_t i = 0; i < api_stat_field_count; i++) {
+        const api_stat_field *field = &api_stat_fields[i];
+        uint64_t was = field_at(before, field->offset);
+        uint64_t is = field_at(after, field->offset);
+        switch (rule_of(field)) {
+        case API_STAT_EXACT:
+            API_CHECK(is == was,
+                      "curd_stats.%s is %" PRIu64 " after the failed call,"
+                      " %" PRIu64 " before it",
+                      field->name, is, was);
+            break;
+        case API_STAT_GROWS:
+            API_CHECK(is >= was,
+                      "curd_stats.%s fell from %" PRIu64 " to %" PRIu64,
+                      field->name, was, is);
+            break;
+        case API_STAT_LEVEL:
+            break; /* pool_balanced */
+        }
+    }
+    pool_balanced("device_pool", &before->device_pool, &after->device_pool);
+    pool_balanced("pinned_pool", &before->pinned_pool, &after->pinned_pool);
+}
+
+static curd_stats stats_of(curd_device *device)
+{
+    curd_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    API_OK(curd_device_stats(device, &stats));
+    return stats;
+}
+
+/* ------------------------------------------------------------------------
+ * What the stand-in driver holds that curd does not account for
+ * ---------------------------------------------------------------------- */
+static const char *const held_kinds[API_HELD_KINDS] = {
+    "device_memory", "host_memory",     "stream",        "event",
+    "module",        "registered",      "graph",         "graph_exec",
+    "context_retains", "context_stack", "registered_bytes",
+};
+#define HELD_KINDS API_HELD_KINDS
+
+typedef struct held {
+    bool counted; /* false: not the stand-in driver */
+    long counts[HELD_KINDS];
+} held;
+
+/* The stand-in's live objects, less those the world's device holds on
+ * purpose: its pools' blocks (live and cached), its idle streams and
+ * events, its upload stream, and its loaded modules. */
+static held held_now(api_world *w)
+{
+    held h;
+    memset(&h, 0, sizeof h);
+    h.counted = fake_live_read(held_kinds, HELD_KINDS, h.counts);
+    if (!h.counted || w->device == NULL)
+        return h;
+    curd_stats stats = stats_of(w->device);
+    curd_device *device = w->device;
+    h.counts[0] -= (long)(stats.device_pool.live_blocks.current +
+                          stats.device_pool.cached_blocks.current);
+    h.counts[1] -= (long)(stats.pinned_pool.live_blocks.current +
+                          stats.pinned_pool.cached_blocks.current);
+    pthread_mutex_lock(&device->pool_lock);
+    h.counts[2] -= (long)device->idle_stream_count + 1;
+    h.counts[3] -= (long)(device->idle_event_count +
+                          device->idle_timed_event_count);
+    pthread_mutex_unlock(&device->pool_lock);
+    curdi_program_counts programs;
+    curdi_program_counts_read(device, &programs);
+    h.counts[4] -= (long)programs.modules_loaded;
+    return h;
+}
+
+/* Nothing leaked, unless the run abandoned what it let go (tally);
+ * returns whether it did. */
+static bool held_same(const held *before, const held *after, bool abandoning,
+                      api_tally *tally)
+{
+    bool abandoned = false;
+    if (!before->counted || !after->counted)
+        return false;
+    for (size_t i = 0; i < HELD_KINDS; i++) {
+        long kept = after->counts[i] - before->counts[i];
+        if (abandoning && kept > 0) {
+            tally->abandoned[i] += kept;
+            abandoned = true;
+            continue;
+        }
+        API_CHECK(kept == 0,
+                  "the stand-in driver holds %ld %s that curd does not"
+                  " account for, %ld before: leaked",
+                  after->counts[i], held_kinds[i], before->counts[i]);
+    }
+    return abandoned;
+}
+
+static bool world_lost(api_world *w);
+
+void api_world_close_checked(api_world *w, api_tally *tally)
+{
+    long counts[HELD_KINDS];
+    /* The last device of a lost GPU resets its context, and with it
+     * everything abandoned in it. */
+    bool reset = world_lost(w);
+    api_world_close(w);
+    if (reset)
+        memset(tally->abandoned, 0, sizeof tally->abandoned);
+    if (!fake_live_read(held_kinds, HELD_KINDS, counts))
+        return;
+    for (size_t i = 0; i < HELD_KINDS; i++)
+        API_CHECK(counts[i] == tally->abandoned[i],
+                  "the stand-in driver holds %ld %s after the world closed"
+                  " (%ld abandoned on purpose)",
+                  counts[i], held_kinds[i], tally->abandoned[i]);
+}
+
+/* ------------------------------------------------------------------------
+ * After a run
+ * ---------------------------------------------------------------------- */
+/* A buffer round trip, every byte compared: the device works. */
+static void device_works(api_world *w)
+{
+    unsigned char sent[1000], back[1000];
+    curd_buffer buffer;
+    api_world_random(w, sent, sizeof sent);
+    memset(back, 0xA5, sizeof back);
+    API_OK(curd_buffer_alloc(w->device, sizeof sent, &buffer));
+    API_OK(curd_buffer_upload(w->device, buffer, sent, sizeof sent));
+    API_OK(curd_buffer_download(w->device, buffer, back, sizeof back));
+    API_OK(curd_buffer_free(w->device, buffer));
+    API_CHECK(memcmp(sent, back, sizeof sent) == 0,
+              "a round trip after the run came back different");
+}
+
+/* After CURD_E_DEVICE_LOST: close the world (the stand-in must then hold
+ * nothing of it) and open it again. */
+static void reopen(api_world *w, api_tally *tally)
+{
+    uint64_t seed = w->random_state;
+    api_world_close_checked(w, tally);
+    API_OK(api_world_open(w, seed));
+}
+
+/* Whether the world's device was marked lost (by the run, or by a close
+ * of another device of the GPU that found the fault first). */
+static bool world_lost(api_world *w)
+{
+    uint64_t bytes;
+    return curd_device_resident_bytes(w->device, &bytes) ==
+           CURD_E_DEVICE_LOST;
+}
+
+/* ------------------------------------------------------------------------
+ * Runs
+ * ---------------------------------------------------------------------- */
+static void typed_error(curd_status status, int cu_result)
+{
+    const char *message = curd_last_error();
+    size_t length = strlen(message);
+    curd_status mapped = curdi_driver_status_of((curdi_cu_result)cu_result);
+    API_CHECK(strcmp(curd_status_name(status), "CURD_E_UNKNOWN") != 0,
+              "status %d is no curd_status", (int)status);
+    API_CHECK(strstr(message, "Fix: ") != NULL && length > 0 &&
+                  message[length - 1] == '.',
+              "%s without a Fix sentence: \"%s\"", curd_status_name(status),
+              message);
+    API_CHECK(status == mapped,
+              "%s, where the injected failure maps to %s: %s",
+              curd_status_name(status), curd_status_name(mapped), message);
+    API_CHECK(curd_last_driver_code() == cu_result,
+              "the last driver code is %d, not the injected %d",
+              curd_last_driver_code(), cu_result);
+}
+
+bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
+                   int cu_result, api_tally *tally)
+{
+    snprintf(api_run_description, sizeof api_run_description,
+             "%s (%s), driver call %u failing with %d", op->function,
+             op->path, fail_at, cu_result);
+    held held_before = held_now(w);
+    op->setup(w);
+    curd_stats before = stats_of(w->device);
+    API_CHECK(driver_faults_begin(fail_at, cu_result, NULL),
+              "faults armed already");
+    curd_status status = op->call(w);
+    unsigned calls = driver_faults_end();
+    bool fired = driver_faults_fired();
+    if (fired) {
+        snprintf(api_run_description, sizeof api_run_description,
+                 "%s (%s), driver call %u (%s) failing with %d",
+                 op->function, op->path, fail_at,
+                 driver_faults_fired_entry(), cu_result);
+        tally->points++;
+    } else if (fail_at == 0) {
+        tally->clean_calls += calls;
+    }
+    bool gone = status == CURD_E_DEVICE_LOST || world_lost(w);
+    if (status != CURD_OK) {
+        API_CHECK(fired, "%s without a failure injected: %s",
+                  curd_status_name(status), curd_last_error());
+        typed_error(status, cu_result);
+        if (!gone) {
+            curd_stats after = stats_of(w->device);
+            api_stats_check(&before, &after);
+        }
+        tally->failed++;
+    }
+    op->finish(w, status);
+    /* The caller's memory as the next run finds it. */
+    memcpy(w->host_copy, w->host, w->host_len);
+    if (status == CURD_OK && driver_faults_fired_release()) {
+        /* With a context current, as the library made the call. */
+        API_OK(curdi_device_enter(w->device));
+        tally->released += driver_faults_complete_release();
+        curdi_device_leave(w->device);
+    }
+    if (gone || world_lost(w)) {
+        tally->lost++;
+        reopen(w, tally);
+    } else {
+        /* A context that cannot be made current keeps what lives in it:
+         * a call that let go of its objects anyway abandoned them. */
+        bool abandoning =
+            fired &&
+            strcmp(driver_faults_fired_entry(), "cuCtxPushCurrent") == 0 &&
+            (status == CURD_OK ||
+             strcmp(op->function, "curd_device_close") == 0);
+        API_CHECK(api_world_bystander_sum(w) == w->bystander_sum,
+                  "the bystander buffer's bytes changed");
+        held held_after = held_now(w);
+        if (held_same(&held_before, &held_after, abandoning, tally)) {
+            tally->abandoning++;
+            if (getenv("API_SWEEP_TRACE") != NULL)
+                fprintf(stderr, "abandoned: %s\n", api_run_description);
+        }
+    }
+    device_works(w);
+    api_run_description[0] = '\0';
+    return fired;
+}
+
+void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
+                  api_tally *tally)
+{
+    unsigned clean = tally->clean_calls;
+    API_CHECK(!api_sweep_run(w, op, 0, 0, tally), "nothing was armed");
+    API_CHECK(tally->clean_calls > clean,
+              "%s (%s) made no driver call: its entry does not reach the"
+              " driver",
+              op->function, op->path);
+    for (size_t r = 0; r < result_count && r < api_fault_result_count; r++) {
+        unsigned fail_at = 1;
+        while (api_sweep_run(w, op, fail_at, api_fault_results[r], tally)) {
+            API_CHECK(fail_at < 10000, "%s (%s): more than 10000 driver"
+                      " calls", op->function, op->path);
+            fail_at++;
+        }
+    }
+}

@@ -1,0 +1,17 @@
+/* fake-live.h - the stand-in driver's (tests/fake/) counts of live
+ * objects, read through its fake_cuda_live() (no GLib: the fuzzers read
+ * them too). */
+#ifndef CURD_TEST_FAKE_LIVE_H
+#define CURD_TEST_FAKE_LIVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* One count for each of kinds ("device_memory", "stream",
+ * "device_memory_bytes", "context_stack", ...: fake_cuda_live in
+ * tests/fake/fake-cuda.c) into counts. false, counting nothing, where
+ * CURD_LIBCUDA names no loaded library exporting fake_cuda_live: no
+ * driver call yet, or a real driver. */
+bool fake_live_read(const char *const *kinds, size_t count, long *counts);
+
+#endif
