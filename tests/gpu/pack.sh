@@ -1,0 +1,22 @@
+#!/bin/sh
+# Packs what the GPU machine needs of a build into build-gpu/, small enough
+# to carry (the device tool carries at most 64 MiB): the library, the tools
+# and the GPU test programs with their debug sections stripped; no objects,
+# no dependency files, no stand-in-driver twins (they run here, in make
+# check), but the stand-in itself, which some CPU-side tests load. Then, there: BUILD=build-gpu tests/gpu/run-remote.sh
+#
+# usage: tests/gpu/pack.sh [BUILD]   (default build)
+set -eu
+build=${1:-build}
+out=build-gpu
+rm -rf "$out"
+mkdir -p "$out/tests"
+cp -a "$build"/libcurd.so* "$build/tools" "$out/"
+find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x ! -name '*-fake' \
+    -exec cp {} "$out/tests/" \;
+# The CPU-side tests among them (test-driver, ...) load the stand-in.
+cp "$build/tests/libcuda-fake.so.1" "$out/tests/"
+find "$out" -name '*.o' -delete
+find "$out" -name '*.d' -delete
+strip --strip-debug "$out"/tests/test-*
+du -sh "$out"
