@@ -280,7 +280,9 @@ typedef struct curd_stats {
     uint64_t dispatches;
     uint64_t launches;            /* kernel launches of dispatches and
                                      batch runs, each iteration one */
-    uint64_t dispatch_device_ns;  /* sums of their curd_timing fields */
+    uint64_t dispatch_device_ns;  /* sums of their curd_timing fields; a
+                                     synchronous curd_dispatch is timed
+                                     on the device only under CURD_TRACE */
     uint64_t dispatch_enqueue_ns;
     uint64_t dispatch_wait_ns;
     /* Batches (curd_batch_run, _run_async), counted once complete. */

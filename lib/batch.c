@@ -833,7 +833,7 @@ static curd_status enqueue_graph(curd_batch *batch, curdi_cu_stream stream)
 /* Starts a run: everything checked and marked, the uploads staged, the
  * work and the end event enqueued. On failure nothing stays marked,
  * counted or enqueued. */
-static curd_status run_start(curd_batch *batch, const char *what)
+static curd_status run_start(curd_batch *batch, bool timed, const char *what)
 {
     curd_status status = check_batch(batch, what);
     if (status != CURD_OK)
@@ -846,6 +846,7 @@ static curd_status run_start(curd_batch *batch, const char *what)
         return status;
     batch->counts.fences = 1;
     curdi_pending_init(&batch->run.base, device, &run_ops);
+    batch->run.base.timed = timed;
     batch->run.batch = batch;
     batch->run.use_count = 0;
     batch->run.replayed = false;
@@ -1237,7 +1238,7 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                           "%s: out_pending is NULL. Fix: pass the address of"
                           " a curd_pending pointer.",
                           what);
-    curd_status status = run_start(batch, what);
+    curd_status status = run_start(batch, true, what);
     if (status == CURD_OK)
         *out_pending = &batch->run.base;
     return status;
@@ -1250,8 +1251,9 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
     if (timing != NULL)
         status = curdi_result_struct_check(timing, sizeof *timing, what,
                                            "timing", "curd_timing");
+    /* Untimed unless asked: one stream synchronisation is the fence. */
     if (status == CURD_OK)
-        status = run_start(batch, what);
+        status = run_start(batch, timing != NULL, what);
     if (status != CURD_OK)
         return status;
     status = curdi_pending_finish(&batch->run.base, true);

@@ -848,13 +848,15 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
     return curdi_pending_end(&run->base);
 }
 
-CURD_API curd_status curd_dispatch_async(curd_device *device,
-                                         const curd_program *program,
-                                         const curd_launch *launch,
-                                         const curd_arg *args, size_t nargs,
-                                         curd_pending **out_pending)
+/* Checks and enqueues a dispatch; *out_pending receives it. A synchronous
+ * dispatch that is not traced runs untimed (lib/pending.h). */
+static curd_status dispatch_start(curd_device *device,
+                                  const curd_program *program,
+                                  const curd_launch *launch,
+                                  const curd_arg *args, size_t nargs,
+                                  bool timed, const char *what,
+                                  curd_pending **out_pending)
 {
-    const char *what = "curd_dispatch_async";
     dispatch_run *run = NULL;
     curdi_launch_shape shape;
     curd_status status = curdi_device_check(device, what);
@@ -874,6 +876,7 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
         return status;
     run->launches = shape.iterations;
     run->trace = curdi_trace_enabled();
+    run->base.timed = timed || run->trace;
     if (run->trace) {
         run->prepared_ns = curdi_now_ns() - run->base.start_ns;
         snprintf(run->trace_label, sizeof run->trace_label,
@@ -905,14 +908,24 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
     return CURD_OK;
 }
 
+CURD_API curd_status curd_dispatch_async(curd_device *device,
+                                         const curd_program *program,
+                                         const curd_launch *launch,
+                                         const curd_arg *args, size_t nargs,
+                                         curd_pending **out_pending)
+{
+    return dispatch_start(device, program, launch, args, nargs, true,
+                          "curd_dispatch_async", out_pending);
+}
+
 CURD_API curd_status curd_dispatch(curd_device *device,
                                    const curd_program *program,
                                    const curd_launch *launch,
                                    const curd_arg *args, size_t nargs)
 {
-    curd_pending *pending;
-    curd_status status =
-        curd_dispatch_async(device, program, launch, args, nargs, &pending);
+    curd_pending *pending = NULL;
+    curd_status status = dispatch_start(device, program, launch, args, nargs,
+                                        false, "curd_dispatch", &pending);
     if (status != CURD_OK)
         return status;
     status = curdi_pending_finish(pending, true);

@@ -23,6 +23,7 @@ void curdi_pending_init(curd_pending *pending, curd_device *device,
     memset(pending, 0, sizeof *pending);
     pending->ops = ops;
     pending->device = device;
+    pending->timed = true;
     pending->start_ns = curdi_now_ns();
 }
 
@@ -45,7 +46,7 @@ curd_status curdi_pending_acquire(curd_pending *pending)
 {
     curd_status status =
         curdi_stream_acquire(pending->device, &pending->stream);
-    if (status != CURD_OK)
+    if (status != CURD_OK || !pending->timed)
         return status;
     status = curdi_events_acquire_timed(pending->device, pending->events, 2);
     if (status == CURD_OK)
@@ -64,12 +65,12 @@ static curd_status record(curd_pending *pending, unsigned which)
 
 curd_status curdi_pending_begin(curd_pending *pending)
 {
-    return record(pending, 0);
+    return pending->timed ? record(pending, 0) : CURD_OK;
 }
 
 curd_status curdi_pending_end(curd_pending *pending)
 {
-    curd_status status = record(pending, 1);
+    curd_status status = pending->timed ? record(pending, 1) : CURD_OK;
     if (status == CURD_OK)
         pending->enqueue_ns = curdi_now_ns() - pending->start_ns;
     return status;
@@ -116,16 +117,20 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         return status;
     }
     const curdi_driver *driver = curdi_driver_get();
-    curdi_cu_result rc =
-        curdi_driver_note(driver->cuEventSynchronize(pending->events[1]));
+    curdi_cu_result rc = curdi_driver_note(
+        pending->timed ? driver->cuEventSynchronize(pending->events[1])
+                       : driver->cuStreamSynchronize(pending->stream));
     if (rc != CURDI_CUDA_SUCCESS) {
-        status = curdi_pending_fail_driver(device, rc, "cuEventSynchronize");
+        status = curdi_pending_fail_driver(
+            device, rc,
+            pending->timed ? "cuEventSynchronize" : "cuStreamSynchronize");
         curdi_device_leave(device);
         return status;
     }
     float device_ms = 0.0f;
-    rc = curdi_driver_note(driver->cuEventElapsedTime(
-        &device_ms, pending->events[0], pending->events[1]));
+    if (pending->timed)
+        rc = curdi_driver_note(driver->cuEventElapsedTime(
+            &device_ms, pending->events[0], pending->events[1]));
     curdi_device_leave(device);
     pending->completed = true;
     pending->device_ns =

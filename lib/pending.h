@@ -37,6 +37,11 @@ struct curd_pending {
     struct curd_device *device;
     curdi_cu_stream stream;   /* pooled; NULL until acquired */
     curdi_cu_event events[2]; /* start, end (timing enabled) */
+    /* Timed work is fenced by its end event and measured from its start;
+     * untimed work (a synchronous call that asked for no timing) takes no
+     * events: its wait is one stream synchronisation, as the raw driver's
+     * would be, and its device_ns stays 0. */
+    bool timed;
     bool events_taken;
     bool waited;              /* a wait began */
     bool completed;           /* the end event completed; complete ran */
@@ -50,13 +55,16 @@ struct curd_pending {
 /* Monotonic nanoseconds. */
 uint64_t curdi_now_ns(void);
 
-/* Zeroes the base and names its owner's operations; start_ns is now. */
+/* Zeroes the base and names its owner's operations; start_ns is now; the
+ * work is timed unless the owner clears `timed` before acquiring. */
 void curdi_pending_init(curd_pending *pending, struct curd_device *device,
                         const curdi_pending_ops *ops);
-/* Takes a pooled stream and the two timed events. Context current. */
+/* Takes a pooled stream and, for timed work, the two timed events.
+ * Context current. */
 curd_status curdi_pending_acquire(curd_pending *pending);
 /* Records the start event (begin) and the end event (end, which also sets
- * enqueue_ns) on the pending's stream. Context current. */
+ * enqueue_ns) on the pending's stream; untimed work records neither.
+ * Context current. */
 curd_status curdi_pending_begin(curd_pending *pending);
 curd_status curdi_pending_end(curd_pending *pending);
 /* After a failure part way: whatever was enqueued finishes (a stream
@@ -68,8 +76,9 @@ void curdi_pending_drain(curd_pending *pending);
  * pool while the device may still use it; then ops->release, then the
  * stream and the events. */
 void curdi_pending_release(curd_pending *pending);
-/* Waits for the end event, reads the device time, and runs ops->complete
- * (copy_out as given) on success. The pending stays allocated. */
+/* Waits for the end event and reads the device time (untimed work: waits
+ * for the stream), and runs ops->complete (copy_out as given) on
+ * success. The pending stays allocated. */
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
 /* Fills a caller's timing (struct_size checked by the caller) from a
  * finished pending. */

@@ -736,8 +736,10 @@ static void body_fault_sweep_over_self_test_keeps_the_device_usable(void)
     }
     g_test_message("the self-test made %u driver calls, %u failures reported",
                    at - 1, failed_runs);
-    g_assert_cmpuint(at - 1, >=, 10);
-    g_assert_cmpuint(failed_runs, >=, 9);
+    /* Its dispatch is synchronous and untimed: no events, one stream
+     * synchronisation (lib/pending.h). */
+    g_assert_cmpuint(at - 1, >=, 8);
+    g_assert_cmpuint(failed_runs, >=, 7);
     /* Still usable. */
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);
