@@ -1,7 +1,7 @@
 /* bench-scenarios.h - curd-bench's scenarios (bench-pool.c,
  * bench-transfer.c, bench-sweep.c, bench-scattered.c, bench-tune.c,
- * bench-dispatch.c, bench-batch.c, bench-session.c); tools/README-bench.md
- * says what each compares. */
+ * bench-dispatch.c, bench-batch.c, bench-session.c, bench-pipeline.c);
+ * tools/README-bench.md says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
 
@@ -33,5 +33,6 @@ int bench_batch_graph_update(const bench_env *env);
 int bench_batch_launch_cost(const bench_env *env);
 int bench_session_reuse(const bench_env *env);
 int bench_session_static_hit(const bench_env *env);
+int bench_session_pipeline(const bench_env *env);
 
 #endif

@@ -99,6 +99,10 @@ static const bench_scenario_entry scenarios[] = {
      "1 MiB static set hit (no upload) vs uploading the tables, and vs a "
      "session that caches nothing",
      bench_session_static_hit, false},
+    {"session/pipeline",
+     "50 passes of allocations, static tables, a batch and read-backs, with "
+     "a session vs without",
+     bench_session_pipeline, false},
 };
 
 int main(int argc, char **argv)
