@@ -414,12 +414,14 @@ static void test_each_failing_call_of_a_gather_straight_to_registered_memory(voi
 /* The module's load, each of its driver calls failing in turn on a device
  * of its own: the batch fails whole (nothing counted, nothing moved), and
  * the next one loads the kernels and succeeds. The planner's own choice
- * gathers the scattered batch (five small spans) while the fixture's
- * whole-buffer transfers, one span each, leave the module unloaded. */
+ * gathers the scattered batch (five small spans, with the crossover set at
+ * two) while the fixture's whole-buffer transfers, one span each, leave
+ * the module unloaded. */
 static void test_each_failing_call_of_the_kernels_first_load(void)
 {
     static const char *const entries[] = {"cuModuleLoadDataEx",
                                           "cuModuleGetFunction"};
+    g_setenv("CURD_GATHER_MIN_SPANS", "2", TRUE);
     for (size_t e = 0; e < G_N_ELEMENTS(entries); e++) {
         for (unsigned fail_at = 1;; fail_at++) {
             fixture f;
@@ -451,18 +453,22 @@ static void test_each_failing_call_of_the_kernels_first_load(void)
             }
         }
     }
+    g_unsetenv("CURD_GATHER_MIN_SPANS");
 }
 
 /* A driver that cannot JIT the kernels' PTX: the batch the planner
- * would gather still succeeds, one DMA per span, and the device never
- * tries the load again. */
+ * would gather (the crossover set at two spans) still succeeds, one DMA
+ * per span, and the device never tries the load again. */
 static void test_a_driver_that_cannot_jit_the_kernels_leaves_dmas(void)
 {
     enum { CU_ERROR_INVALID_PTX = 218 };
     fixture f;
     download_context d = {scattered_layout, true};
     transfer_test_snapshot before, after;
-    if (!fixture_open(&f, SMALL, SMALL, false))
+    g_setenv("CURD_GATHER_MIN_SPANS", "2", TRUE);
+    bool opened = fixture_open(&f, SMALL, SMALL, false);
+    g_unsetenv("CURD_GATHER_MIN_SPANS");
+    if (!opened)
         return;
     for (int run = 0; run < 2; run++) {
         fixture_reset(&f);
