@@ -101,6 +101,11 @@ typedef struct batch_run {
     curd_batch *batch;
     size_t use_count;       /* buffers marked in use until the fence */
     bool replayed;          /* the run launched the graph */
+    /* What the run did to the graph, counted with the run once it is
+     * complete (curd.h: a batch's counters count completed runs; a run
+     * that failed counts nothing). */
+    bool captured;          /* captured and instantiated it */
+    uint64_t updated;       /* kernel nodes it changed in place */
     bool took_up, took_down; /* the run took the batch's staging */
 } batch_run;
 
@@ -536,6 +541,9 @@ static void run_complete(curd_pending *pending, bool copy_out)
     atomic_fetch_add(&room->runs, 1u);
     if (run->replayed)
         atomic_fetch_add(&room->graph_replays, 1u);
+    if (run->captured)
+        atomic_fetch_add(&room->graph_captures, 1u);
+    atomic_fetch_add(&room->graph_updates, run->updated);
 }
 
 /* The run is the batch's own: nothing to free but the marks to end and,
@@ -759,7 +767,7 @@ static curd_status graph_capture(curd_batch *batch, curdi_cu_stream stream)
         if (batch->items[index].launch != NULL)
             batch->items[index].launch->dirty = false;
     batch->any_dirty = false;
-    atomic_fetch_add(&device->batch->graph_captures, 1u);
+    batch->run.captured = true;
     return CURD_OK;
 }
 
@@ -803,7 +811,7 @@ static curd_status graph_update(curd_batch *batch)
         launch->dirty = false;
     }
     batch->any_dirty = false;
-    atomic_fetch_add(&batch->device->batch->graph_updates, updated);
+    batch->run.updated += updated;
     return CURD_OK;
 }
 
@@ -850,6 +858,8 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     batch->run.batch = batch;
     batch->run.use_count = 0;
     batch->run.replayed = false;
+    batch->run.captured = false;
+    batch->run.updated = 0;
     batch->run.took_up = batch->run.took_down = false;
     batch->running = true;
     status = run_mark_buffers(batch, what);

@@ -62,6 +62,16 @@ bool curdi_gather_unavailable(curd_device *device)
     return unavailable;
 }
 
+bool curdi_gather_loaded(curd_device *device)
+{
+    struct curdi_gather_room *room = device->gather;
+    bool loaded;
+    pthread_mutex_lock(&room->lock);
+    loaded = room->loaded;
+    pthread_mutex_unlock(&room->lock);
+    return loaded;
+}
+
 /* Loads the module and finds both kernels; on failure nothing is left
  * loaded. */
 static curd_status load_kernels(struct curdi_gather_room *room,

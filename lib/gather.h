@@ -76,6 +76,10 @@ void curdi_gather_close(struct curd_device *device);
 /* Whether the device is known not to run the kernels (its driver could
  * not JIT them): the planner then never gathers. */
 bool curdi_gather_unavailable(struct curd_device *device);
+/* Whether the device holds the kernels' module now (one driver module
+ * beside the program room's, until the device closes): for the tests
+ * that count what the driver holds. */
+bool curdi_gather_loaded(struct curd_device *device);
 
 /* The kernels, loading the module on the first call (context current).
  * CURD_E_PROGRAM when the driver cannot JIT the PTX (remembered: from

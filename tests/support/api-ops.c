@@ -35,6 +35,15 @@ static void fresh(api_world *w, size_t len)
     memcpy(w->host_copy, w->host, len);
 }
 
+static curd_stats device_stats(api_world *w)
+{
+    curd_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    API_OK(curd_device_stats(w->device, &stats));
+    return stats;
+}
+
 static void host_unchanged(api_world *w, size_t from, size_t to)
 {
     API_CHECK(memcmp(w->host + from, w->host_copy + from, to - from) == 0,
@@ -79,7 +88,9 @@ static void open_finish(api_world *w, curd_status status)
 }
 
 /* A second device with something in every room: a buffer with bytes,
- * pooled streams and events, a registration, a program it has run. */
+ * pooled streams and events, a registration, a program it has run, a
+ * graph batch it has run, and a session with a buffer lent and a set
+ * held. */
 static void close_setup(api_world *w)
 {
     curd_device_options options;
@@ -103,6 +114,23 @@ static void close_setup(api_world *w)
     curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, w->host, n * 4u),
                        curd_arg_scalar(&n, sizeof n)};
     API_OK(curd_dispatch(w->extra, program, &launch, args, 2));
+
+    curd_batch_options batch_options;
+    curd_batch_options_init(&batch_options);
+    batch_options.flags = CURD_BATCH_GRAPH;
+    curd_batch *batch = NULL;
+    API_OK(curd_batch_new(w->extra, &batch_options, &batch));
+    curd_arg batch_args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                             curd_arg_scalar(&n, sizeof n)};
+    API_OK(curd_batch_launch(batch, program, &launch, batch_args, 2, NULL));
+    API_OK(curd_batch_download(batch, buffer, 0, n * 4u, w->host));
+    API_OK(curd_batch_run(batch, NULL));
+
+    API_OK(curd_session_new(w->extra, NULL, &w->session));
+    API_OK(curd_session_alloc(w->session, 4096, &buffer));
+    curd_static_payload payload = {w->host, 1000};
+    API_OK(curd_session_upload_static(w->session, "api-sweep/close", &payload,
+                                      1, &w->set));
 }
 
 static curd_status close_call(api_world *w)
@@ -112,11 +140,15 @@ static curd_status close_call(api_world *w)
     return status;
 }
 
+/* The close detached the session: freeing it frees its shell. */
 static void close_finish(api_world *w, curd_status status)
 {
     (void)status;
     free(w->range);
     w->range = NULL;
+    API_OK(curd_session_free(w->session));
+    w->session = NULL;
+    w->set = NULL;
 }
 
 static curd_status info_call(api_world *w)
@@ -168,10 +200,7 @@ static void trim_finish(api_world *w, curd_status status)
 {
     if (status != CURD_OK)
         return;
-    curd_stats stats;
-    memset(&stats, 0, sizeof stats);
-    stats.struct_size = sizeof stats;
-    API_OK(curd_device_stats(w->device, &stats));
+    curd_stats stats = device_stats(w);
     API_CHECK(stats.device_pool.cached_bytes.current == 0 &&
                   stats.pinned_pool.cached_bytes.current == 0,
               "a trim to 0 left bytes cached");
@@ -617,18 +646,26 @@ static curd_status program_free_call(api_world *w)
  * Dispatch: add_one over borrowed memory or a resident buffer.
  * ---------------------------------------------------------------------- */
 #define WORDS 3001u
-static void fresh_words(api_world *w)
+#define WORD_BYTES (WORDS * sizeof(uint32_t))
+/* Fresh random words, of which add_one is to add 1 to the first count
+ * (its scalar argument, word_count). */
+static void words_of(api_world *w, uint32_t count)
 {
     if (w->words == NULL) {
-        w->words = malloc(WORDS * sizeof *w->words);
-        w->words_want = malloc(WORDS * sizeof *w->words);
+        w->words = malloc(WORD_BYTES);
+        w->words_want = malloc(WORD_BYTES);
         API_CHECK(w->words != NULL && w->words_want != NULL,
                   "out of host memory");
     }
-    w->word_count = WORDS;
-    api_world_random(w, w->words, WORDS * sizeof *w->words);
+    w->word_count = count;
+    api_world_random(w, w->words, WORD_BYTES);
     for (uint32_t i = 0; i < WORDS; i++)
-        w->words_want[i] = w->words[i] + 1u;
+        w->words_want[i] = w->words[i] + (i < count ? 1u : 0u);
+}
+
+static void fresh_words(api_world *w)
+{
+    words_of(w, WORDS);
 }
 
 static curd_launch words_launch(void)
@@ -642,13 +679,13 @@ static curd_launch words_launch(void)
 
 static bool words_added(const api_world *w)
 {
-    return memcmp(w->words, w->words_want, WORDS * sizeof *w->words) == 0;
+    return memcmp(w->words, w->words_want, WORD_BYTES) == 0;
 }
 
 static bool words_untouched(const api_world *w)
 {
     for (uint32_t i = 0; i < WORDS; i++)
-        if (w->words[i] + 1u != w->words_want[i])
+        if (w->words[i] + (i < w->word_count ? 1u : 0u) != w->words_want[i])
             return false;
     return true;
 }
@@ -657,7 +694,7 @@ static curd_status borrowed_dispatch_call(api_world *w)
 {
     curd_launch launch = words_launch();
     curd_arg args[] = {
-        curd_arg_host(CURD_ROLE_INOUT, w->words, WORDS * sizeof *w->words),
+        curd_arg_host(CURD_ROLE_INOUT, w->words, WORD_BYTES),
         curd_arg_scalar(&w->word_count, sizeof w->word_count)};
     return curd_dispatch(w->device, w->add_one, &launch, args, 2);
 }
@@ -674,9 +711,9 @@ static void dispatch_finish(api_world *w, curd_status status)
 static void words_in_buffer(api_world *w)
 {
     fresh_words(w);
-    API_OK(curd_buffer_alloc(w->device, WORDS * sizeof *w->words, &w->made));
+    API_OK(curd_buffer_alloc(w->device, WORD_BYTES, &w->made));
     API_OK(curd_buffer_upload(w->device, w->made, w->words,
-                              WORDS * sizeof *w->words));
+                              WORD_BYTES));
 }
 
 static curd_status resident_dispatch_call(api_world *w)
@@ -684,7 +721,7 @@ static curd_status resident_dispatch_call(api_world *w)
     curd_launch launch = words_launch();
     curd_arg buffer = curd_arg_buffer(CURD_ROLE_INOUT, w->made);
     buffer.host = w->words; /* read back */
-    buffer.byte_len = WORDS * sizeof *w->words;
+    buffer.byte_len = WORD_BYTES;
     curd_arg args[] = {buffer,
                        curd_arg_scalar(&w->word_count, sizeof w->word_count)};
     return curd_dispatch(w->device, w->add_one, &launch, args, 2);
@@ -701,7 +738,7 @@ static curd_status async_dispatch(api_world *w)
 {
     curd_launch launch = words_launch();
     curd_arg args[] = {
-        curd_arg_host(CURD_ROLE_INOUT, w->words, WORDS * sizeof *w->words),
+        curd_arg_host(CURD_ROLE_INOUT, w->words, WORD_BYTES),
         curd_arg_scalar(&w->word_count, sizeof w->word_count)};
     w->pending = NULL;
     curd_status status = curd_dispatch_async(w->device, w->add_one, &launch,
@@ -767,84 +804,607 @@ static void ready_finish(api_world *w, curd_status status)
 
 static curd_status pending_free_call(api_world *w)
 {
-    return curd_pending_free(w->pending);
+    curd_status status = curd_pending_free(w->pending);
+    w->pending = NULL; /* freed whatever it said: a failed wait is final,
+                          and the free drains the work first
+                          (curd_dispatch(3)) */
+    return status;
 }
 
-/* A free whose wait failed freed nothing: freeing it again works. */
+/* Freeing writes no output, whether the work was done or not. */
 static void pending_free_finish(api_world *w, curd_status status)
 {
-    if (status != CURD_OK && !lost(status))
-        API_OK(curd_pending_free(w->pending));
+    (void)status;
+    API_CHECK(words_untouched(w), "curd_pending_free wrote the outputs");
+}
+
+/* ------------------------------------------------------------------------
+ * Batches: add_one over a resident buffer (made), recorded as a fill, an
+ * upload of the words, the launch and a download back into them; run
+ * streamed (the launch cooperative) or as a graph: captured, replayed,
+ * and updated in place after curd_batch_set_args. A failed run writes no
+ * download and leaves the batch to run again. Recording makes no driver
+ * call but a cooperative launch's occupancy query.
+ * ---------------------------------------------------------------------- */
+static curd_launch batch_words_launch(bool cooperative)
+{
+    curd_launch launch = words_launch();
+    launch.flags = cooperative ? CURD_LAUNCH_COOPERATIVE : 0u;
+    return launch;
+}
+
+/* The launch's arguments: made, and the count as word_count is now. */
+static void batch_words_args(api_world *w, curd_arg args[2])
+{
+    args[0] = curd_arg_buffer(CURD_ROLE_INOUT, w->made);
+    args[1] = curd_arg_scalar(&w->word_count, sizeof w->word_count);
+}
+
+/* A batch with made filled (overwritten next) and the words uploaded
+ * into it, the launch not yet recorded. */
+static void batch_before_launch(api_world *w, uint32_t flags)
+{
+    fresh_words(w);
+    API_OK(curd_buffer_alloc(w->device, WORD_BYTES, &w->made));
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = flags;
+    API_OK(curd_batch_new(w->device, &options, &w->batch));
+    API_OK(curd_batch_fill(w->batch, w->made, 0, WORD_BYTES, 0xA5));
+    API_OK(curd_batch_upload(w->batch, w->made, 0, w->words, WORD_BYTES));
+}
+
+static void batch_of_words(api_world *w, uint32_t flags, bool cooperative)
+{
+    curd_arg args[2];
+    curd_launch launch = batch_words_launch(cooperative);
+    batch_before_launch(w, flags);
+    batch_words_args(w, args);
+    API_OK(curd_batch_launch(w->batch, w->add_one, &launch, args, 2,
+                             &w->item));
+    API_OK(curd_batch_download(w->batch, w->made, 0, WORD_BYTES, w->words));
+}
+
+static void streamed_batch(api_world *w)
+{
+    batch_of_words(w, 0, true);
+}
+
+static void graph_batch(api_world *w)
+{
+    batch_of_words(w, CURD_BATCH_GRAPH, false);
+}
+
+/* Captured by a run, then fresh words for the next; the statistics as
+ * the next run finds them. */
+static void graph_batch_ran(api_world *w)
+{
+    graph_batch(w);
+    API_OK(curd_batch_run(w->batch, NULL));
+    API_CHECK(words_added(w), "the graph batch's first run is wrong");
+    fresh_words(w);
+    w->stats = device_stats(w);
+}
+
+/* Captured, then its launch given another count: the next run updates
+ * the executable graph in place. */
+static void graph_batch_args_changed(api_world *w)
+{
+    curd_arg args[2];
+    graph_batch_ran(w);
+    words_of(w, WORDS / 2u + 1u);
+    batch_words_args(w, args);
+    API_OK(curd_batch_set_args(w->batch, w->item, args, 2));
+}
+
+/* Frees the batch (a lost device's too) and, on a device that works,
+ * made. */
+static void batch_done(api_world *w, curd_status status)
+{
+    API_OK(curd_batch_free(w->batch));
+    w->batch = NULL;
+    if (!api_world_lost(w, status))
+        API_OK(curd_buffer_free(w->device, w->made));
+}
+
+static curd_status batch_run_call(api_world *w)
+{
+    curd_timing timing = {.struct_size = sizeof timing};
+    return curd_batch_run(w->batch, &timing);
+}
+
+/* The download in place on success; none after a failure, and the batch
+ * runs again. */
+static void batch_run_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        API_CHECK(words_added(w), "the batch's download is not add_one's");
+    } else if (!api_world_lost(w, status)) {
+        API_CHECK(words_untouched(w), "a failed batch run wrote its download");
+        API_OK(curd_batch_run(w->batch, NULL));
+        API_CHECK(words_added(w), "a run after a failed one is wrong");
+    }
+    batch_done(w, status);
+}
+
+/* A run of a captured graph that succeeded replayed it, capturing
+ * nothing, with `updates` kernel nodes changed in place first. */
+static void graph_reused(api_world *w, curd_status status, uint64_t updates)
+{
+    if (status == CURD_OK) {
+        curd_stats stats = device_stats(w);
+        API_CHECK(stats.graph_replays == w->stats.graph_replays + 1u &&
+                      stats.graph_updates == w->stats.graph_updates + updates &&
+                      stats.graph_captures == w->stats.graph_captures,
+                  "the run replayed %llu graphs, updated %llu nodes and"
+                  " captured %llu graphs",
+                  (unsigned long long)(stats.graph_replays -
+                                       w->stats.graph_replays),
+                  (unsigned long long)(stats.graph_updates -
+                                       w->stats.graph_updates),
+                  (unsigned long long)(stats.graph_captures -
+                                       w->stats.graph_captures));
+    }
+    batch_run_finish(w, status);
+}
+
+static void graph_replayed_finish(api_world *w, curd_status status)
+{
+    graph_reused(w, status, 0);
+}
+
+static void graph_updated_finish(api_world *w, curd_status status)
+{
+    graph_reused(w, status, 1);
+}
+
+static curd_status batch_run_async_call(api_world *w)
+{
     w->pending = NULL;
+    curd_status status = curd_batch_run_async(w->batch, &w->pending);
+    API_CHECK((status == CURD_OK) == (w->pending != NULL),
+              "out_pending written by a failed run, or not by a good one");
+    return status;
+}
+
+static void batch_run_async_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        API_OK(curd_pending_wait(w->pending, NULL));
+        API_OK(curd_pending_free(w->pending));
+        w->pending = NULL;
+    }
+    batch_run_finish(w, status);
+}
+
+static void graph_batch_pending(api_world *w)
+{
+    graph_batch(w);
+    API_OK(batch_run_async_call(w));
+}
+
+/* Waited for (the wait failed or not): freeing it gives everything back
+ * and leaves the batch to run again. */
+static void batch_wait_finish(api_world *w, curd_status status)
+{
+    API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+    batch_run_finish(w, status);
+}
+
+/* Freeing a run writes no download, and leaves the batch to run again. */
+static void batch_pending_free_finish(api_world *w, curd_status status)
+{
+    API_CHECK(words_untouched(w), "curd_pending_free wrote the download");
+    if (!api_world_lost(w, status)) {
+        API_OK(curd_batch_run(w->batch, NULL));
+        API_CHECK(words_added(w), "a run after a freed one is wrong");
+    }
+    batch_done(w, status);
+}
+
+static void batch_recording(api_world *w)
+{
+    batch_before_launch(w, 0);
+}
+
+static curd_status batch_launch_call(api_world *w)
+{
+    curd_arg args[2];
+    curd_launch launch = batch_words_launch(true);
+    batch_words_args(w, args);
+    w->item = SIZE_MAX;
+    curd_status status =
+        curd_batch_launch(w->batch, w->add_one, &launch, args, 2, &w->item);
+    API_CHECK((status == CURD_OK) == (w->item != SIZE_MAX),
+              "out_item written by a failed launch, or not by a good one");
+    return status;
+}
+
+/* A launch refused records nothing: the batch runs without it. */
+static void batch_launch_finish(api_world *w, curd_status status)
+{
+    if (!api_world_lost(w, status)) {
+        API_OK(curd_batch_download(w->batch, w->made, 0, WORD_BYTES,
+                                   w->words));
+        API_OK(curd_batch_run(w->batch, NULL));
+        API_CHECK(status == CURD_OK ? words_added(w) : words_untouched(w),
+                  status == CURD_OK ? "the recorded launch did not run"
+                                    : "a refused launch ran");
+    }
+    batch_done(w, status);
+}
+
+/* Wider blocks, still cooperative: asks the occupancy again. */
+static curd_status batch_set_launch_call(api_world *w)
+{
+    curd_launch launch = batch_words_launch(true);
+    launch.block[0] = 256;
+    return curd_batch_set_launch(w->batch, w->item, &launch);
+}
+
+/* Either launch adds 1 to every word. */
+static void batch_set_launch_finish(api_world *w, curd_status status)
+{
+    if (!api_world_lost(w, status)) {
+        API_OK(curd_batch_run(w->batch, NULL));
+        API_CHECK(words_added(w), "the batch's download is not add_one's");
+    }
+    batch_done(w, status);
+}
+
+static curd_status batch_free_call(api_world *w)
+{
+    curd_status status = curd_batch_free(w->batch);
+    w->batch = NULL;
+    return status;
+}
+
+/* It frees the batch whatever the driver says (its graph stays with a
+ * context it could not make current). */
+static void batch_free_finish(api_world *w, curd_status status)
+{
+    API_CHECK(status == CURD_OK, "curd_batch_free: %s: %s",
+              curd_status_name(status), curd_last_error());
+    if (!api_world_lost(w, status))
+        API_OK(curd_buffer_free(w->device, w->made));
+}
+
+/* ------------------------------------------------------------------------
+ * Sessions: allocations that miss, releases that free (too large for the
+ * idle budget, or evicting idle buffers), a static set uploaded on a miss
+ * and freed at its last release, and a session freed with what it lent
+ * and holds. A session is freed at the end of every entry (a lost
+ * device's too).
+ * ---------------------------------------------------------------------- */
+static void session_made(api_world *w, uint64_t idle_budget_bytes,
+                         uint32_t flags)
+{
+    curd_session_options options;
+    curd_session_options_init(&options);
+    options.idle_budget_bytes = idle_budget_bytes;
+    options.flags = flags;
+    API_OK(curd_session_new(w->device, &options, &w->session));
+}
+
+static curd_session_stats session_stats(api_world *w)
+{
+    curd_session_stats stats;
+    memset(&stats, 0, sizeof stats);
+    stats.struct_size = sizeof stats;
+    API_OK(curd_session_stats_get(w->session, &stats));
+    return stats;
+}
+
+static void session_done(api_world *w)
+{
+    API_OK(curd_session_free(w->session));
+    w->session = NULL;
+    w->set = NULL;
+}
+
+/* The handle names no buffer any more. */
+static void handle_stale(api_world *w, curd_buffer buffer)
+{
+    size_t byte_len = 0;
+    API_CHECK(curd_buffer_size(w->device, buffer, &byte_len) ==
+                  CURD_E_STALE_HANDLE,
+              "a released or freed handle still names a buffer");
+}
+
+static void default_session(api_world *w)
+{
+    session_made(w, 0, 0);
+}
+
+static curd_status session_alloc_call(api_world *w)
+{
+    w->made.id = 0;
+    curd_status status =
+        curd_session_alloc(w->session, API_UPSTREAM_BYTES, &w->made);
+    API_CHECK((status == CURD_OK) == (w->made.id != 0),
+              "out_buffer written by a failed allocation, or not by a good"
+              " one");
+    return status;
+}
+
+/* A failed miss lent and counted nothing. */
+static void session_alloc_finish(api_world *w, curd_status status)
+{
+    if (!api_world_lost(w, status)) {
+        curd_session_stats stats = session_stats(w);
+        uint64_t made = status == CURD_OK ? 1u : 0u;
+        API_CHECK(stats.lent_buffers == made && stats.reuse_misses == made &&
+                      stats.lent_bytes == made * API_UPSTREAM_BYTES,
+                  "the session lent %llu buffers after %s",
+                  (unsigned long long)stats.lent_buffers,
+                  curd_status_name(status));
+    }
+    session_done(w);
+}
+
+/* Lent, and larger than the whole idle budget: its release frees it. */
+static void session_lent_too_large(api_world *w)
+{
+    session_made(w, 1u << 20, 0);
+    API_OK(curd_session_alloc(w->session, API_UPSTREAM_BYTES, &w->made));
+}
+
+/* Lent, with the idle budget full of another size: its release evicts. */
+static void session_idle_full(api_world *w)
+{
+    curd_buffer idle;
+    session_made(w, API_UPSTREAM_BYTES, 0);
+    API_OK(curd_session_alloc(w->session, API_UPSTREAM_BYTES, &idle));
+    API_OK(curd_session_release(w->session, idle));
+    API_OK(curd_session_alloc(w->session, API_UPSTREAM_BYTES - 4096u,
+                              &w->made));
+}
+
+static curd_status session_release_call(api_world *w)
+{
+    return curd_session_release(w->session, w->made);
+}
+
+/* Released either way (a failed free of memory the session let go of is
+ * no failure of the release); the handle is stale. */
+static void session_release_finish(api_world *w, curd_status status)
+{
+    if (!api_world_lost(w, status)) {
+        API_OK(status);
+        curd_session_stats stats = session_stats(w);
+        API_CHECK(stats.lent_buffers == 0 && stats.idle_buffers <= 1 &&
+                      stats.release_frees + stats.idle_evictions == 1,
+                  "after the release: %llu lent, %llu idle, %llu freed at"
+                  " once, %llu evicted",
+                  (unsigned long long)stats.lent_buffers,
+                  (unsigned long long)stats.idle_buffers,
+                  (unsigned long long)stats.release_frees,
+                  (unsigned long long)stats.idle_evictions);
+        handle_stale(w, w->made);
+    }
+    session_done(w);
+}
+
+/* Two payloads of the caller's memory, fresh bytes each run. */
+#define STATIC_SMALL 1000u
+#define STATIC_LARGE 300000u
+static void default_session_fresh_host(api_world *w)
+{
+    fresh_all(w);
+    default_session(w);
+}
+
+static curd_status upload_static_call(api_world *w)
+{
+    curd_static_payload payloads[] = {{w->host, STATIC_SMALL},
+                                      {w->host + STATIC_SMALL, STATIC_LARGE}};
+    w->set = NULL;
+    curd_status status = curd_session_upload_static(
+        w->session, "api-sweep/static", payloads, 2, &w->set);
+    API_CHECK((status == CURD_OK) == (w->set != NULL),
+              "out_set written by a failed upload, or not by a good one");
+    return status;
+}
+
+/* The set's buffers hold the payloads; a failed miss cached nothing. */
+static void upload_static_finish(api_world *w, curd_status status)
+{
+    host_unchanged(w, 0, w->host_len);
+    if (!api_world_lost(w, status)) {
+        curd_session_stats stats = session_stats(w);
+        uint64_t made = status == CURD_OK ? 1u : 0u;
+        API_CHECK(stats.cached_sets == made && stats.static_misses == made &&
+                      stats.unretained_sets == 0,
+                  "the session caches %llu sets after %s",
+                  (unsigned long long)stats.cached_sets,
+                  curd_status_name(status));
+    }
+    if (status == CURD_OK) {
+        API_CHECK(w->set->count == 2 && w->set->retained == 1,
+                  "the set holds %zu buffers, retained %u", w->set->count,
+                  (unsigned)w->set->retained);
+        api_world_expect_buffer(w, w->set->buffers[0], w->host,
+                                STATIC_SMALL);
+        api_world_expect_buffer(w, w->set->buffers[1], w->host + STATIC_SMALL,
+                                STATIC_LARGE);
+        API_OK(curd_session_release_static(w->session, w->set));
+    }
+    session_done(w);
+}
+
+/* A set not retained (no static cache) of one payload large enough that
+ * its buffer's memory goes upstream when freed. */
+static void unretained_set_held(api_world *w)
+{
+    w->range = malloc(API_UPSTREAM_BYTES);
+    API_CHECK(w->range != NULL, "out of host memory");
+    api_world_random(w, w->range, API_UPSTREAM_BYTES);
+    session_made(w, 0, CURD_SESSION_NO_STATIC_CACHE);
+    curd_static_payload payload = {w->range, API_UPSTREAM_BYTES};
+    API_OK(curd_session_upload_static(w->session, "api-sweep/unretained",
+                                      &payload, 1, &w->set));
+    w->made = w->set->buffers[0];
+}
+
+static curd_status release_static_call(api_world *w)
+{
+    return curd_session_release_static(w->session, w->set);
+}
+
+/* Its last release freed it (a failed free of the memory is no failure
+ * of the release). */
+static void release_static_finish(api_world *w, curd_status status)
+{
+    if (!api_world_lost(w, status)) {
+        API_OK(status);
+        curd_session_stats stats = session_stats(w);
+        API_CHECK(stats.unretained_sets == 0 && stats.unretained_bytes == 0,
+                  "%llu sets not retained after their last release",
+                  (unsigned long long)stats.unretained_sets);
+        handle_stale(w, w->made);
+    }
+    free(w->range);
+    w->range = NULL;
+    session_done(w);
+}
+
+/* A buffer lent and a set held. */
+static void session_holding(api_world *w)
+{
+    fresh_all(w);
+    default_session(w);
+    API_OK(curd_session_alloc(w->session, API_UPSTREAM_BYTES, &w->made));
+    API_OK(upload_static_call(w));
+}
+
+static curd_status session_free_call(api_world *w)
+{
+    curd_status status = curd_session_free(w->session);
+    w->session = NULL;
+    w->set = NULL;
+    return status;
+}
+
+/* It frees everything whatever the driver says: the device's resident
+ * bytes are the world's again. */
+static void session_free_finish(api_world *w, curd_status status)
+{
+    API_CHECK(status == CURD_OK, "curd_session_free: %s: %s",
+              curd_status_name(status), curd_last_error());
+    if (!api_world_lost(w, status)) {
+        uint64_t bytes = 0;
+        API_OK(curd_device_resident_bytes(w->device, &bytes));
+        API_CHECK(bytes == (uint64_t)API_SMALL_BYTES + API_LARGE_BYTES +
+                               API_BYSTANDER_BYTES,
+                  "%llu bytes resident after the session's free",
+                  (unsigned long long)bytes);
+        handle_stale(w, w->made);
+    }
 }
 
 /* ------------------------------------------------------------------------
  * The list
  * ---------------------------------------------------------------------- */
 const api_op api_ops[] = {
-    {"curd_device_count", "counts-devices", nothing, count_call, no_finish},
+    {"curd_device_count", "counts-devices", nothing, count_call, no_finish, 0},
     {"curd_device_open", "opens-a-second-device", nothing, open_call,
-     open_finish},
+     open_finish, 0},
     {"curd_device_close", "closes-a-device-with-something-in-every-room",
-     close_setup, close_call, close_finish},
-    {"curd_device_info", "reads-free-memory", nothing, info_call, no_finish},
+     close_setup, close_call, close_finish, 0},
+    {"curd_device_info", "reads-free-memory", nothing, info_call, no_finish, 0},
     {"curd_device_self_test", "runs-its-kernel", nothing, self_test_call,
-     no_finish},
+     no_finish, API_MAY_LOAD | API_MAY_LET_GO},
     {"curd_device_trim", "frees-both-pools-caches", cache_something,
-     trim_call, trim_finish},
+     trim_call, trim_finish, 0},
     {"curd_block_acquire", "device-block-from-upstream", nothing,
-     acquire_device_call, acquire_finish},
+     acquire_device_call, acquire_finish, 0},
     {"curd_block_acquire", "pinned-block-from-upstream", nothing,
-     acquire_pinned_call, acquire_finish},
+     acquire_pinned_call, acquire_finish, 0},
     {"curd_block_release", "device-block-to-upstream", acquire_device_block,
-     release_call, release_finish},
+     release_call, release_finish, 0},
     {"curd_block_release", "pinned-block-to-upstream", acquire_pinned_block,
-     release_call, release_finish},
-    {"curd_buffer_alloc", "from-upstream", nothing, alloc_call, alloc_finish},
-    {"curd_buffer_free", "to-upstream", alloc_made, free_call, free_finish},
+     release_call, release_finish, 0},
+    {"curd_buffer_alloc", "from-upstream", nothing, alloc_call, alloc_finish, 0},
+    {"curd_buffer_free", "to-upstream", alloc_made, free_call, free_finish, 0},
     {"curd_buffer_fill", "part-of-a-buffer", api_world_reset_buffers,
-     fill_call, fill_finish},
+     fill_call, fill_finish, 0},
     {"curd_buffer_clear", "a-large-buffer", api_world_reset_buffers,
-     clear_call, clear_finish},
-    {"curd_buffer_upload", "staged", fresh_small, upload_call, upload_finish},
+     clear_call, clear_finish, 0},
+    {"curd_buffer_upload", "staged", fresh_small, upload_call, upload_finish, 0},
     {"curd_buffer_upload", "pipelined", fresh_all, upload_large_call,
-     upload_large_finish},
+     upload_large_finish, 0},
     {"curd_buffer_upload_at", "from-registered-memory", fresh_all,
-     upload_at_call, upload_at_finish},
+     upload_at_call, upload_at_finish, 0},
     {"curd_buffer_download", "staged", fresh_small, download_call,
-     download_finish},
+     download_finish, 0},
     {"curd_buffer_download_range", "pipelined", fresh_all,
-     download_range_call, download_range_finish},
+     download_range_call, download_range_finish, 0},
     {"curd_buffer_download_range", "into-registered-memory", fresh_all,
-     download_direct_call, download_direct_finish},
+     download_direct_call, download_direct_finish, 0},
     {"curd_upload_batch", "staged-pipelined-and-direct", fresh_all,
-     upload_batch_call, upload_batch_finish},
+     upload_batch_call, upload_batch_finish, 0},
     {"curd_download_batch", "staged-pipelined-and-direct", fresh_all,
-     download_batch_call, download_batch_finish},
+     download_batch_call, download_batch_finish, 0},
     {"curd_host_register", "a-new-range", new_range, register_call,
-     register_finish},
+     register_finish, 0},
     {"curd_host_unregister", "a-registered-range", registered_range,
-     unregister_call, unregister_finish},
+     unregister_call, unregister_finish, 0},
     {"curd_buffer_upload_async", "from-registered-memory", fresh_all,
-     upload_async_call, upload_async_finish},
+     upload_async_call, upload_async_finish, 0},
     {"curd_device_sync_uploads", "one-upload-pending", upload_pending,
-     sync_call, sync_finish},
+     sync_call, sync_finish, 0},
     {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy,
-     load_call, load_finish},
+     load_call, load_finish, 0},
     {"curd_program_free", "unloads-an-idle-module-past-the-bound",
-     two_programs_one_freed, program_free_call, no_finish},
+     two_programs_one_freed, program_free_call, no_finish, API_MAY_LET_GO},
     {"curd_dispatch", "borrowed-memory", fresh_words, borrowed_dispatch_call,
-     dispatch_finish},
+     dispatch_finish, 0},
     {"curd_dispatch", "resident-buffer-read-back", words_in_buffer,
-     resident_dispatch_call, resident_dispatch_finish},
+     resident_dispatch_call, resident_dispatch_finish, 0},
     {"curd_dispatch_async", "borrowed-memory", fresh_words, async_dispatch,
-     async_finish},
+     async_finish, 0},
     {"curd_pending_wait", "a-dispatch-in-flight", pending_made, wait_call,
-     wait_finish},
+     wait_finish, 0},
     {"curd_pending_ready", "a-dispatch-in-flight", pending_made, ready_call,
-     ready_finish},
+     ready_finish, 0},
     {"curd_pending_free", "a-dispatch-not-waited-for", pending_made,
-     pending_free_call, pending_free_finish},
+     pending_free_call, pending_free_finish, API_MAY_LET_GO},
+    {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,
+     wait_call, batch_wait_finish, 0},
+    {"curd_pending_free", "a-batch-run-not-waited-for", graph_batch_pending,
+     pending_free_call, batch_pending_free_finish, API_MAY_LET_GO},
+    {"curd_batch_launch", "cooperative-asks-the-occupancy", batch_recording,
+     batch_launch_call, batch_launch_finish, 0},
+    {"curd_batch_set_launch", "cooperative-asks-the-occupancy",
+     streamed_batch, batch_set_launch_call, batch_set_launch_finish, 0},
+    {"curd_batch_run", "streamed-fill-upload-cooperative-launch-download",
+     streamed_batch, batch_run_call, batch_run_finish, 0},
+    {"curd_batch_run", "graph-captured", graph_batch, batch_run_call,
+     batch_run_finish, 0},
+    {"curd_batch_run", "graph-replayed", graph_batch_ran, batch_run_call,
+     graph_replayed_finish, 0},
+    {"curd_batch_run", "graph-updated-in-place-after-set-args",
+     graph_batch_args_changed, batch_run_call, graph_updated_finish, 0},
+    {"curd_batch_run_async", "streamed", streamed_batch,
+     batch_run_async_call, batch_run_async_finish, 0},
+    {"curd_batch_run_async", "graph-captured", graph_batch,
+     batch_run_async_call, batch_run_async_finish, 0},
+    {"curd_batch_free", "a-captured-graph-and-its-staging", graph_batch_ran,
+     batch_free_call, batch_free_finish, 0},
+    {"curd_session_alloc", "a-miss-allocates", default_session,
+     session_alloc_call, session_alloc_finish, 0},
+    {"curd_session_release", "larger-than-the-idle-budget-frees-it",
+     session_lent_too_large, session_release_call, session_release_finish, 0},
+    {"curd_session_release", "evicts-an-idle-buffer-for-room",
+     session_idle_full, session_release_call, session_release_finish, 0},
+    {"curd_session_upload_static", "a-miss-allocates-and-uploads",
+     default_session_fresh_host, upload_static_call, upload_static_finish,
+     API_MAY_MAKE_AND_FREE},
+    {"curd_session_release_static", "the-last-release-frees-a-set-not-retained",
+     unretained_set_held, release_static_call, release_static_finish, 0},
+    {"curd_session_free", "frees-what-it-lent-and-holds", session_holding,
+     session_free_call, session_free_finish, 0},
 };
 const size_t api_op_count = sizeof api_ops / sizeof api_ops[0];
 
@@ -866,6 +1426,20 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_program_desc_init", "fills a struct"},
     {"curd_program_info", "returns what the load read"},
     {"curd_launch_init", "fills a struct"},
+    {"curd_batch_options_init", "fills a struct"},
+    {"curd_batch_new", "host memory and the batch room's list"},
+    {"curd_batch_reset", "forgets the items (host memory); a captured graph"
+                         " goes at the next capture or the free"},
+    {"curd_batch_fill", "records: resolves a resident buffer"},
+    {"curd_batch_clear", "records: resolves a resident buffer"},
+    {"curd_batch_upload", "records: resolves a resident buffer"},
+    {"curd_batch_download", "records: resolves a resident buffer"},
+    {"curd_batch_set_args", "records: checks the arguments, resolves"
+                            " resident buffers, rebuilds the parameter"
+                            " list; the next run updates the graph"},
+    {"curd_session_options_init", "fills a struct"},
+    {"curd_session_new", "host memory and the session room's list"},
+    {"curd_session_stats_get", "copies the session's counters"},
 };
 const size_t api_quiet_function_count =
     sizeof api_quiet_functions / sizeof api_quiet_functions[0];

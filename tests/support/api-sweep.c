@@ -9,6 +9,7 @@
 
 #include "core.h"
 #include "driver.h"
+#include "gather.h"
 #include "program.h"
 #include "support/driver-faults.h"
 #include "support/fake-live.h"
@@ -28,15 +29,16 @@ const size_t api_fault_result_count =
         API_FIELD_(family.peak, API_STAT_GROWS),                             \
         API_FIELD_(family.allocated, API_STAT_GROWS),                        \
         API_FIELD_(family.freed, API_STAT_GROWS)
-/* A pool's levels of live blocks and bytes are exact after a failed call;
- * its traffic (blocks taken for staging and given back, cache hits and
- * misses, upstream calls and their time) is history that may grow; its
- * cached level moves only by blocks it took upstream and kept. */
+/* A pool's levels of live blocks and bytes are exact after a failed call
+ * (but for one that lets go whatever it returns); its traffic (blocks
+ * taken for staging and given back, cache hits and misses, upstream calls
+ * and their time) is history that may grow; its cached level moves only
+ * by blocks it took upstream and kept. */
 #define API_POOL_(pool)                                                      \
-    API_FAMILY_(pool.live_bytes, API_STAT_EXACT),                            \
+    API_FAMILY_(pool.live_bytes, API_STAT_HELD),                             \
         API_FAMILY_(pool.cached_bytes, API_STAT_LEVEL),                      \
-        API_FAMILY_(pool.requested_bytes, API_STAT_EXACT),                   \
-        API_FAMILY_(pool.live_blocks, API_STAT_EXACT),                       \
+        API_FAMILY_(pool.requested_bytes, API_STAT_HELD),                    \
+        API_FAMILY_(pool.live_blocks, API_STAT_HELD),                        \
         API_FAMILY_(pool.cached_blocks, API_STAT_LEVEL),                     \
         API_FIELD_(pool.upstream_allocs, API_STAT_GROWS),                    \
         API_FIELD_(pool.upstream_frees, API_STAT_GROWS),                     \
@@ -47,6 +49,14 @@ const size_t api_fault_result_count =
         API_FIELD_(pool.upstream_ns, API_STAT_GROWS),                        \
         API_FIELD_(pool.cache_budget_bytes, API_STAT_EXACT),                 \
         API_FIELD_(pool.live_limit_bytes, API_STAT_EXACT)
+/* The resident room counts a buffer made or freed only when the call
+ * that made or freed it succeeds: its families are exact, their history
+ * too (but see API_MAY_MAKE_AND_FREE). */
+#define API_RESIDENT_(family)                                                \
+    API_FIELD_(family.current, API_STAT_EXACT),                              \
+        API_FIELD_(family.peak, API_STAT_RESIDENT),                          \
+        API_FIELD_(family.allocated, API_STAT_RESIDENT),                     \
+        API_FIELD_(family.freed, API_STAT_RESIDENT)
 
 const api_stat_field api_stat_fields[] = {
     API_POOL_(device_pool),
@@ -57,20 +67,52 @@ const api_stat_field api_stat_fields[] = {
     API_FIELD_(fences, API_STAT_EXACT),
     API_FIELD_(fill_ops, API_STAT_EXACT),
     API_FIELD_(fill_bytes, API_STAT_EXACT),
-    API_FAMILY_(resident_bytes, API_STAT_EXACT),
-    API_FAMILY_(resident_buffers, API_STAT_EXACT),
+    API_RESIDENT_(resident_bytes),
+    API_RESIDENT_(resident_buffers),
     API_FIELD_(accounting_repairs, API_STAT_EXACT),
+    /* The module cache counts only loads that succeeded (but see
+     * API_MAY_LOAD); its levels are checked against the driver's modules
+     * too (held_now). */
+    API_FIELD_(module_cache_hits, API_STAT_LOADS),
+    API_FIELD_(module_cache_misses, API_STAT_LOADS),
+    API_FIELD_(jit_ns, API_STAT_LOADS),
+    API_FIELD_(modules_loaded, API_STAT_HELD),
+    API_FIELD_(modules_cached, API_STAT_HELD),
+    API_FIELD_(module_evictions, API_STAT_LOADS),
+    /* Dispatches and batch runs count once their work is complete (the
+     * graph captures and in-place updates of a run with it): a failed one
+     * counts nothing. */
+    API_FIELD_(dispatches, API_STAT_EXACT),
+    API_FIELD_(launches, API_STAT_EXACT),
+    API_FIELD_(dispatch_device_ns, API_STAT_EXACT),
+    API_FIELD_(dispatch_enqueue_ns, API_STAT_EXACT),
+    API_FIELD_(dispatch_wait_ns, API_STAT_EXACT),
+    API_FIELD_(batch_runs, API_STAT_EXACT),
+    API_FIELD_(graph_replays, API_STAT_EXACT),
+    API_FIELD_(graph_captures, API_STAT_EXACT),
+    API_FIELD_(graph_updates, API_STAT_EXACT),
 };
 const size_t api_stat_field_count =
     sizeof api_stat_fields / sizeof api_stat_fields[0];
 
-/* The resident families' peaks and cumulative amounts are the resident
- * room's, counted only on success: exact too. */
-static api_stat_rule rule_of(const api_stat_field *field)
+/* A rule as an entry's failure_may widens it: exact, may grow, or left
+ * to the balances below and the driver's counts (API_STAT_LEVEL). */
+static api_stat_rule rule_for(const api_stat_field *field,
+                              unsigned failure_may)
 {
-    if (strncmp(field->name, "resident_", 9) == 0)
-        return API_STAT_EXACT;
-    return field->rule;
+    switch (field->rule) {
+    case API_STAT_HELD:
+        return (failure_may & API_MAY_LET_GO) != 0 ? API_STAT_LEVEL
+                                                   : API_STAT_EXACT;
+    case API_STAT_LOADS:
+        return (failure_may & API_MAY_LOAD) != 0 ? API_STAT_GROWS
+                                                 : API_STAT_EXACT;
+    case API_STAT_RESIDENT:
+        return (failure_may & API_MAY_MAKE_AND_FREE) != 0 ? API_STAT_GROWS
+                                                          : API_STAT_EXACT;
+    default:
+        return field->rule;
+    }
 }
 
 bool api_stat_rules_cover_the_struct(void)
@@ -118,25 +160,28 @@ static void pool_balanced(const char *name, const curd_pool_stats *before,
     family_balanced(name, &before->requested_bytes, &after->requested_bytes);
     family_balanced(name, &before->live_blocks, &after->live_blocks);
     family_balanced(name, &before->cached_blocks, &after->cached_blocks);
+    /* Every block is live or cached: together they moved by exactly the
+     * blocks taken from upstream less those given back (live ones stay
+     * put but where a call lets go whatever it returns). */
     uint64_t kept = (after->upstream_allocs - before->upstream_allocs) -
                     (after->upstream_frees - before->upstream_frees);
-    API_CHECK(after->cached_blocks.current - before->cached_blocks.current ==
-                  kept,
-              "%s: the cached blocks moved by %" PRId64 ", but %" PRId64
-              " blocks were taken from upstream and kept",
-              name,
-              (int64_t)(after->cached_blocks.current -
-                        before->cached_blocks.current),
-              (int64_t)kept);
+    uint64_t moved =
+        (after->cached_blocks.current - before->cached_blocks.current) +
+        (after->live_blocks.current - before->live_blocks.current);
+    API_CHECK(moved == kept,
+              "%s: the live and cached blocks moved by %" PRId64 ", but %"
+              PRId64 " blocks were taken from upstream and kept",
+              name, (int64_t)moved, (int64_t)kept);
 }
 
-void api_stats_check(const curd_stats *before, const curd_stats *after)
+void api_stats_check(const curd_stats *before, const curd_stats *after,
+                     unsigned failure_may)
 {
     for (size_t i = 0; i < api_stat_field_count; i++) {
         const api_stat_field *field = &api_stat_fields[i];
         uint64_t was = field_at(before, field->offset);
         uint64_t is = field_at(after, field->offset);
-        switch (rule_of(field)) {
+        switch (rule_for(field, failure_may)) {
         case API_STAT_EXACT:
             API_CHECK(is == was,
                       "curd_stats.%s is %" PRIu64 " after the failed call,"
@@ -148,12 +193,16 @@ void api_stats_check(const curd_stats *before, const curd_stats *after)
                       "curd_stats.%s fell from %" PRIu64 " to %" PRIu64,
                       field->name, was, is);
             break;
-        case API_STAT_LEVEL:
-            break; /* pool_balanced */
+        default:
+            break; /* pool_balanced, family_balanced */
         }
     }
     pool_balanced("device_pool", &before->device_pool, &after->device_pool);
     pool_balanced("pinned_pool", &before->pinned_pool, &after->pinned_pool);
+    family_balanced("resident_bytes", &before->resident_bytes,
+                    &after->resident_bytes);
+    family_balanced("resident_buffers", &before->resident_buffers,
+                    &after->resident_buffers);
 }
 
 static curd_stats stats_of(curd_device *device)
@@ -182,7 +231,8 @@ typedef struct held {
 
 /* The stand-in's live objects, less those the world's device holds on
  * purpose: its pools' blocks (live and cached), its idle streams and
- * events, its upload stream, and its loaded modules. */
+ * events, its upload stream, and its loaded modules (the program room's
+ * and, once a transfer gathered, the transfer kernels'). */
 static held held_now(api_world *w)
 {
     held h;
@@ -203,7 +253,8 @@ static held held_now(api_world *w)
     pthread_mutex_unlock(&device->pool_lock);
     curdi_program_counts programs;
     curdi_program_counts_read(device, &programs);
-    h.counts[4] -= (long)programs.modules_loaded;
+    h.counts[4] -= (long)programs.modules_loaded +
+                   (curdi_gather_loaded(device) ? 1 : 0);
     return h;
 }
 
@@ -230,14 +281,12 @@ static bool held_same(const held *before, const held *after, bool abandoning,
     return abandoned;
 }
 
-static bool world_lost(api_world *w);
-
 void api_world_close_checked(api_world *w, api_tally *tally)
 {
     long counts[HELD_KINDS];
     /* The last device of a lost GPU resets its context, and with it
      * everything abandoned in it. */
-    bool reset = world_lost(w);
+    bool reset = api_world_lost(w, CURD_OK);
     api_world_close(w);
     if (reset)
         memset(tally->abandoned, 0, sizeof tally->abandoned);
@@ -275,15 +324,6 @@ static void reopen(api_world *w, api_tally *tally)
     uint64_t seed = w->random_state;
     api_world_close_checked(w, tally);
     API_OK(api_world_open(w, seed));
-}
-
-/* Whether the world's device was marked lost (by the run, or by a close
- * of another device of the GPU that found the fault first). */
-static bool world_lost(api_world *w)
-{
-    uint64_t bytes;
-    return curd_device_resident_bytes(w->device, &bytes) ==
-           CURD_E_DEVICE_LOST;
 }
 
 /* ------------------------------------------------------------------------
@@ -331,14 +371,14 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
     } else if (fail_at == 0) {
         tally->clean_calls += calls;
     }
-    bool gone = status == CURD_E_DEVICE_LOST || world_lost(w);
+    bool gone = api_world_lost(w, status);
     if (status != CURD_OK) {
         API_CHECK(fired, "%s without a failure injected: %s",
                   curd_status_name(status), curd_last_error());
         typed_error(status, cu_result);
         if (!gone) {
             curd_stats after = stats_of(w->device);
-            api_stats_check(&before, &after);
+            api_stats_check(&before, &after, op->failure_may);
         }
         tally->failed++;
     }
@@ -351,7 +391,7 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
         tally->released += driver_faults_complete_release();
         curdi_device_leave(w->device);
     }
-    if (gone || world_lost(w)) {
+    if (gone || api_world_lost(w, CURD_OK)) {
         tally->lost++;
         reopen(w, tally);
     } else {

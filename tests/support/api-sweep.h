@@ -16,7 +16,8 @@
  * pipelined through several staging chunks), a bystander buffer that no
  * entry names, caller memory partly registered, and the add_one program.
  * Entries keep what they make between setup and finish in the world's
- * scratch fields.
+ * scratch fields (a buffer, a block, programs, a pending, words for
+ * add_one, a batch, a session and its set, statistics).
  *
  * One run (api_sweep_run) of an entry with driver call `fail_at` failing
  * with `cu_result`:
@@ -112,6 +113,11 @@ typedef struct api_world {
     uint32_t *words_want;
     uint32_t word_count;
     void *range;
+    curd_batch *batch;
+    size_t item; /* the batch's launch */
+    curd_session *session;
+    const curd_static_set *set;
+    curd_stats stats; /* read by a setup, for its finish to compare */
 } api_world;
 
 /* Opens device 0 and builds the world; the status of curd_device_open
@@ -132,12 +138,34 @@ void api_world_expect_buffer(api_world *w, curd_buffer buffer,
 void api_world_options(curd_device_options *options);
 /* A checksum of the bystander buffer's bytes. */
 uint64_t api_world_bystander_sum(api_world *w);
+/* Whether the world's device is lost: status is CURD_E_DEVICE_LOST, or
+ * the device says so (a run marked it, or a close of another device of
+ * the GPU found the fault first). A finish then frees host state only. */
+bool api_world_lost(api_world *w, curd_status status);
 /* The run in progress, which a failed check names. */
 extern char api_run_description[256];
 
 /* ------------------------------------------------------------------------
  * The list
  * ---------------------------------------------------------------------- */
+/* What a failed call may change beyond what the statistics rules allow
+ * every call, each because curd.h says so of that call (api_op's
+ * failure_may; 0 for most entries): */
+/* It ends what it names whatever it returns (curd_program_free,
+ * curd_pending_free, the self-test's own program): the levels of what it
+ * gave back (API_STAT_HELD) may stand where its success would leave
+ * them. The stand-in's live counts still prove nothing leaked. */
+#define API_MAY_LET_GO (1u << 0)
+/* It loads a program through the module cache before the step that
+ * failed, and a load that succeeded counts (curd_device_self_test): the
+ * cache's counters (API_STAT_LOADS) may grow. */
+#define API_MAY_LOAD (1u << 1)
+/* It makes resident buffers of its own and frees them when a later step
+ * fails (curd_session_upload_static): the resident families' history
+ * (API_STAT_RESIDENT: peak, allocated, freed) may grow, balanced; their
+ * levels stay exact. */
+#define API_MAY_MAKE_AND_FREE (1u << 2)
+
 typedef struct api_op {
     const char *function; /* as curd.h declares it */
     const char *path;     /* what this entry makes it do, for test paths */
@@ -148,6 +176,7 @@ typedef struct api_op {
      * and the call made; not faulted. After CURD_E_DEVICE_LOST it frees
      * host state only: the world is opened again after it. */
     void (*finish)(api_world *w, curd_status status);
+    unsigned failure_may; /* API_MAY_* */
 } api_op;
 
 extern const api_op api_ops[];
@@ -205,7 +234,13 @@ void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
 typedef enum api_stat_rule {
     API_STAT_EXACT = 0, /* as it was */
     API_STAT_GROWS = 1, /* a pool's traffic: may grow, never shrink */
-    API_STAT_LEVEL = 2  /* a pool's cached level: see api_stats_check */
+    API_STAT_LEVEL = 2, /* a pool's cached level: see api_stats_check */
+    API_STAT_HELD = 3,  /* a level of what the device holds: exact, but
+                           see API_MAY_LET_GO */
+    API_STAT_LOADS = 4, /* the module cache's counts: exact, but see
+                           API_MAY_LOAD */
+    API_STAT_RESIDENT = 5 /* the resident families' history: exact, but
+                             see API_MAY_MAKE_AND_FREE */
 } api_stat_rule;
 
 typedef struct api_stat_field {
@@ -220,9 +255,11 @@ extern const size_t api_stat_field_count;
  * each once: false means a statistic was added without a rule. */
 bool api_stat_rules_cover_the_struct(void);
 /* after (a failed call's) against before (after its setup): the rules,
- * then per pool: each family's allocated - freed moved as its current
- * did, and the cached blocks moved by exactly the upstream allocations
- * less the upstream frees (live levels are exact). */
-void api_stats_check(const curd_stats *before, const curd_stats *after);
+ * as failure_may (API_MAY_*) widens them, then per pool and for the
+ * resident families: each family's allocated - freed moved as its
+ * current did, and a pool's cached blocks moved by exactly the upstream
+ * allocations less the upstream frees (live levels are exact). */
+void api_stats_check(const curd_stats *before, const curd_stats *after,
+                     unsigned failure_may);
 
 #endif

@@ -111,6 +111,14 @@ uint64_t api_world_bystander_sum(api_world *w)
     return buffer_sum(w, w->bystander, API_BYSTANDER_BYTES);
 }
 
+bool api_world_lost(api_world *w, curd_status status)
+{
+    uint64_t bytes;
+    return status == CURD_E_DEVICE_LOST ||
+           curd_device_resident_bytes(w->device, &bytes) ==
+               CURD_E_DEVICE_LOST;
+}
+
 void api_world_reset_buffers(api_world *w)
 {
     api_world_random(w, w->small_model, API_SMALL_BYTES);
