@@ -112,6 +112,19 @@ elif command -v compute-sanitizer >/dev/null; then
             local extra=()
             [ "$tool" != memcheck ] && [ "$t" = test-pool-gpu ] &&
                 extra=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
+            # initcheck keeps shadow memory on the device as the programs
+            # allocate, so the device's free memory no longer returns to
+            # where it was: the tests that compare it run under the others.
+            if [ "$tool" = initcheck ]; then
+                case $t in
+                test-pool-gpu)
+                    extra+=(-s /pool-gpu/failing-each-cuMemAlloc-in-turn-keeps-every-counter-exact) ;;
+                test-soak-gpu)
+                    extra+=(-s /soak/8-threads-soak-one-device-and-every-counter-reconciles
+                            -s /soak/16-threads-soak-one-device-and-every-counter-reconciles
+                            -s /soak/opening-and-closing-a-device-1000-times-leaks-nothing) ;;
+                esac
+            fi
             local log="$out/$tool-$t.log"
             CURD_SOAK_SECONDS=${SANITIZER_SOAK_SECONDS:-0.5} CURD_SOAK_OPENS=${SANITIZER_SOAK_OPENS:-50} \
                 CURD_SWEEP_QUICK=1 \
