@@ -259,7 +259,7 @@ static verdict reference(enum call_kind kind, const item *items, size_t count,
             > (fuzz_u128)UINTPTR_MAX) {
             /* A whole-buffer transfer of a live buffer says first that
              * the length is not the buffer's. */
-            size_t live = live_index(it->id);
+            size_t live = fuzz_live_index(it->id);
             v.status = (kind == CALL_DOWNLOAD_WHOLE
                         || kind == CALL_UPLOAD_WHOLE)
                                && live != SIZE_MAX

@@ -693,14 +693,16 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
 /* *out_ready is 1 when the work is complete (no wait), else 0. */
 CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready);
 /* Waits, writes the outputs into the caller's memory and fills timing
- * (may be NULL). Once only: a second wait is CURD_E_INVALID_ARGUMENT; a
- * wait that failed (on a device not lost) may be tried again. */
+ * (may be NULL). Once only, even when it fails: a wait that failed counts
+ * nothing and writes no output, and a second wait is
+ * CURD_E_INVALID_ARGUMENT; curd_pending_free then gives everything back. */
 CURD_API curd_status curd_pending_wait(curd_pending *pending,
                                        curd_timing *timing);
 /* Waits if needed (outputs not yet written are not written) and frees
- * everything the dispatch held. NULL is a no-op. If the wait fails on a
- * device that is not lost, nothing is freed (the device may still use the
- * dispatch's memory): call it again. On a lost device it frees at once. */
+ * everything the work held, whatever that wait returns (its status is
+ * returned): work that did not complete is drained first (a stream
+ * synchronisation), so no memory goes back to a pool while the device may
+ * still use it. On a lost device it frees at once. NULL is a no-op. */
 CURD_API curd_status curd_pending_free(curd_pending *pending);
 
 /* ------------------------------------------------------------------------

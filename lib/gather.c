@@ -52,24 +52,24 @@ void curdi_gather_close(curd_device *device)
     device->gather = NULL;
 }
 
+/* A flag of the room, read under its lock. */
+static bool room_flag(struct curdi_gather_room *room, const bool *flag)
+{
+    bool value;
+    pthread_mutex_lock(&room->lock);
+    value = *flag;
+    pthread_mutex_unlock(&room->lock);
+    return value;
+}
+
 bool curdi_gather_unavailable(curd_device *device)
 {
-    struct curdi_gather_room *room = device->gather;
-    bool unavailable;
-    pthread_mutex_lock(&room->lock);
-    unavailable = room->unavailable;
-    pthread_mutex_unlock(&room->lock);
-    return unavailable;
+    return room_flag(device->gather, &device->gather->unavailable);
 }
 
 bool curdi_gather_loaded(curd_device *device)
 {
-    struct curdi_gather_room *room = device->gather;
-    bool loaded;
-    pthread_mutex_lock(&room->lock);
-    loaded = room->loaded;
-    pthread_mutex_unlock(&room->lock);
-    return loaded;
+    return room_flag(device->gather, &device->gather->loaded);
 }
 
 /* Loads the module and finds both kernels; on failure nothing is left

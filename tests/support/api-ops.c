@@ -35,15 +35,6 @@ static void fresh(api_world *w, size_t len)
     memcpy(w->host_copy, w->host, len);
 }
 
-static curd_stats device_stats(api_world *w)
-{
-    curd_stats stats;
-    memset(&stats, 0, sizeof stats);
-    stats.struct_size = sizeof stats;
-    API_OK(curd_device_stats(w->device, &stats));
-    return stats;
-}
-
 static void host_unchanged(api_world *w, size_t from, size_t to)
 {
     API_CHECK(memcmp(w->host + from, w->host_copy + from, to - from) == 0,
@@ -200,7 +191,7 @@ static void trim_finish(api_world *w, curd_status status)
 {
     if (status != CURD_OK)
         return;
-    curd_stats stats = device_stats(w);
+    curd_stats stats = api_stats_of(w->device);
     API_CHECK(stats.device_pool.cached_bytes.current == 0 &&
                   stats.pinned_pool.cached_bytes.current == 0,
               "a trim to 0 left bytes cached");
@@ -262,15 +253,21 @@ static void release_finish(api_world *w, curd_status status)
 /* ------------------------------------------------------------------------
  * Resident buffers and fills
  * ---------------------------------------------------------------------- */
-static curd_status alloc_call(api_world *w)
+/* The status of an allocation into made, which was zeroed before it:
+ * written exactly when it succeeded. */
+static curd_status made_if_ok(api_world *w, curd_status status)
 {
-    w->made.id = 0;
-    curd_status status =
-        curd_buffer_alloc(w->device, API_UPSTREAM_BYTES, &w->made);
     API_CHECK((status == CURD_OK) == (w->made.id != 0),
               "out_buffer written by a failed allocation, or not by a good"
               " one");
     return status;
+}
+
+static curd_status alloc_call(api_world *w)
+{
+    w->made.id = 0;
+    return made_if_ok(
+        w, curd_buffer_alloc(w->device, API_UPSTREAM_BYTES, &w->made));
 }
 
 static void alloc_finish(api_world *w, curd_status status)
@@ -883,7 +880,7 @@ static void graph_batch_ran(api_world *w)
     API_OK(curd_batch_run(w->batch, NULL));
     API_CHECK(words_added(w), "the graph batch's first run is wrong");
     fresh_words(w);
-    w->stats = device_stats(w);
+    w->stats = api_stats_of(w->device);
 }
 
 /* Captured, then its launch given another count: the next run updates
@@ -932,9 +929,10 @@ static void batch_run_finish(api_world *w, curd_status status)
 static void graph_reused(api_world *w, curd_status status, uint64_t updates)
 {
     if (status == CURD_OK) {
-        curd_stats stats = device_stats(w);
+        curd_stats stats = api_stats_of(w->device);
         API_CHECK(stats.graph_replays == w->stats.graph_replays + 1u &&
-                      stats.graph_updates == w->stats.graph_updates + updates &&
+                      stats.graph_updates ==
+                          w->stats.graph_updates + updates &&
                       stats.graph_captures == w->stats.graph_captures,
                   "the run replayed %llu graphs, updated %llu nodes and"
                   " captured %llu graphs",
@@ -1120,12 +1118,8 @@ static void default_session(api_world *w)
 static curd_status session_alloc_call(api_world *w)
 {
     w->made.id = 0;
-    curd_status status =
-        curd_session_alloc(w->session, API_UPSTREAM_BYTES, &w->made);
-    API_CHECK((status == CURD_OK) == (w->made.id != 0),
-              "out_buffer written by a failed allocation, or not by a good"
-              " one");
-    return status;
+    return made_if_ok(
+        w, curd_session_alloc(w->session, API_UPSTREAM_BYTES, &w->made));
 }
 
 /* A failed miss lent and counted nothing. */
@@ -1166,13 +1160,26 @@ static curd_status session_release_call(api_world *w)
     return curd_session_release(w->session, w->made);
 }
 
-/* Released either way (a failed free of memory the session let go of is
- * no failure of the release); the handle is stale. */
+/* A release that let go of made's memory succeeds whatever the driver
+ * said of freeing it (no failure of the release's), and made's handle is
+ * stale; false on a lost device, else the session's statistics after it
+ * for the entry to check. */
+static bool released(api_world *w, curd_status status,
+                     curd_session_stats *stats)
+{
+    if (api_world_lost(w, status))
+        return false;
+    API_OK(status);
+    handle_stale(w, w->made);
+    *stats = session_stats(w);
+    return true;
+}
+
+/* Nothing lent; the buffer freed at once or another one evicted. */
 static void session_release_finish(api_world *w, curd_status status)
 {
-    if (!api_world_lost(w, status)) {
-        API_OK(status);
-        curd_session_stats stats = session_stats(w);
+    curd_session_stats stats;
+    if (released(w, status, &stats))
         API_CHECK(stats.lent_buffers == 0 && stats.idle_buffers <= 1 &&
                       stats.release_frees + stats.idle_evictions == 1,
                   "after the release: %llu lent, %llu idle, %llu freed at"
@@ -1181,8 +1188,6 @@ static void session_release_finish(api_world *w, curd_status status)
                   (unsigned long long)stats.idle_buffers,
                   (unsigned long long)stats.release_frees,
                   (unsigned long long)stats.idle_evictions);
-        handle_stale(w, w->made);
-    }
     session_done(w);
 }
 
@@ -1252,18 +1257,14 @@ static curd_status release_static_call(api_world *w)
     return curd_session_release_static(w->session, w->set);
 }
 
-/* Its last release freed it (a failed free of the memory is no failure
- * of the release). */
+/* Its last release freed it. */
 static void release_static_finish(api_world *w, curd_status status)
 {
-    if (!api_world_lost(w, status)) {
-        API_OK(status);
-        curd_session_stats stats = session_stats(w);
+    curd_session_stats stats;
+    if (released(w, status, &stats))
         API_CHECK(stats.unretained_sets == 0 && stats.unretained_bytes == 0,
                   "%llu sets not retained after their last release",
                   (unsigned long long)stats.unretained_sets);
-        handle_stale(w, w->made);
-    }
     free(w->range);
     w->range = NULL;
     session_done(w);
@@ -1312,7 +1313,8 @@ const api_op api_ops[] = {
      open_finish, 0},
     {"curd_device_close", "closes-a-device-with-something-in-every-room",
      close_setup, close_call, close_finish, 0},
-    {"curd_device_info", "reads-free-memory", nothing, info_call, no_finish, 0},
+    {"curd_device_info", "reads-free-memory", nothing, info_call, no_finish,
+     0},
     {"curd_device_self_test", "runs-its-kernel", nothing, self_test_call,
      no_finish, API_MAY_LOAD | API_MAY_LET_GO},
     {"curd_device_trim", "frees-both-pools-caches", cache_something,
@@ -1325,13 +1327,15 @@ const api_op api_ops[] = {
      release_call, release_finish, 0},
     {"curd_block_release", "pinned-block-to-upstream", acquire_pinned_block,
      release_call, release_finish, 0},
-    {"curd_buffer_alloc", "from-upstream", nothing, alloc_call, alloc_finish, 0},
+    {"curd_buffer_alloc", "from-upstream", nothing, alloc_call, alloc_finish,
+     0},
     {"curd_buffer_free", "to-upstream", alloc_made, free_call, free_finish, 0},
     {"curd_buffer_fill", "part-of-a-buffer", api_world_reset_buffers,
      fill_call, fill_finish, 0},
     {"curd_buffer_clear", "a-large-buffer", api_world_reset_buffers,
      clear_call, clear_finish, 0},
-    {"curd_buffer_upload", "staged", fresh_small, upload_call, upload_finish, 0},
+    {"curd_buffer_upload", "staged", fresh_small, upload_call, upload_finish,
+     0},
     {"curd_buffer_upload", "pipelined", fresh_all, upload_large_call,
      upload_large_finish, 0},
     {"curd_buffer_upload_at", "from-registered-memory", fresh_all,
@@ -1401,7 +1405,8 @@ const api_op api_ops[] = {
     {"curd_session_upload_static", "a-miss-allocates-and-uploads",
      default_session_fresh_host, upload_static_call, upload_static_finish,
      API_MAY_MAKE_AND_FREE},
-    {"curd_session_release_static", "the-last-release-frees-a-set-not-retained",
+    {"curd_session_release_static",
+     "the-last-release-frees-a-set-not-retained",
      unretained_set_held, release_static_call, release_static_finish, 0},
     {"curd_session_free", "frees-what-it-lent-and-holds", session_holding,
      session_free_call, session_free_finish, 0},

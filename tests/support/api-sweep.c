@@ -205,7 +205,7 @@ void api_stats_check(const curd_stats *before, const curd_stats *after,
                     &after->resident_buffers);
 }
 
-static curd_stats stats_of(curd_device *device)
+curd_stats api_stats_of(curd_device *device)
 {
     curd_stats stats;
     memset(&stats, 0, sizeof stats);
@@ -240,7 +240,7 @@ static held held_now(api_world *w)
     h.counted = fake_live_read(held_kinds, HELD_KINDS, h.counts);
     if (!h.counted || w->device == NULL)
         return h;
-    curd_stats stats = stats_of(w->device);
+    curd_stats stats = api_stats_of(w->device);
     curd_device *device = w->device;
     h.counts[0] -= (long)(stats.device_pool.live_blocks.current +
                           stats.device_pool.cached_blocks.current);
@@ -356,7 +356,7 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
              op->path, fail_at, cu_result);
     held held_before = held_now(w);
     op->setup(w);
-    curd_stats before = stats_of(w->device);
+    curd_stats before = api_stats_of(w->device);
     API_CHECK(driver_faults_begin(fail_at, cu_result, NULL),
               "faults armed already");
     curd_status status = op->call(w);
@@ -377,7 +377,7 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
                   curd_status_name(status), curd_last_error());
         typed_error(status, cu_result);
         if (!gone) {
-            curd_stats after = stats_of(w->device);
+            curd_stats after = api_stats_of(w->device);
             api_stats_check(&before, &after, op->failure_may);
         }
         tally->failed++;

@@ -26,7 +26,8 @@
  *     "Fix: " sentence, the status the injected CUresult maps to, and that
  *     CUresult as the thread's last driver code;
  *  3. on an error, every field of curd_stats is as it was after setup,
- *     by api_stat_rules (the pools' own traffic may grow, balanced);
+ *     by api_stat_rules (the pools' own traffic may grow, balanced), as
+ *     far as the entry's failure_may (API_MAY_*) widens them;
  *  4. finish (not faulted): the entry checks what it promises (the bytes
  *     moved on success; caller memory untouched on failure) and undoes
  *     what it made;
@@ -248,6 +249,9 @@ typedef struct api_stat_field {
     size_t offset;
     api_stat_rule rule;
 } api_stat_field;
+
+/* The device's statistics, every field this build knows. */
+curd_stats api_stats_of(curd_device *device);
 
 extern const api_stat_field api_stat_fields[];
 extern const size_t api_stat_field_count;
