@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench-scenarios.h"
+#include "bench-transfer.h"
 
 #define WORDS 1024u /* 4 KiB of uint32 */
 #define LAUNCHES 8u
@@ -253,14 +254,10 @@ static int check_raw(batch_bench *b, bench_op_fn op, uint64_t *seed,
                      const char *what)
 {
     uint32_t start[WORDS], want[WORDS];
-    const bench_cuda *cu = b->env->cu;
     bench_fill_random(seed, start, sizeof start);
-    if (bench_raw_enter(b->env) != 0)
+    /* Landed before the raw stream's kernels read it. */
+    if (bench_raw_copy_in(b->env, b->raw_buffer, start, sizeof start) != 0)
         return -1;
-    bench_cu_result rc = cu->cuMemcpyHtoD(b->raw_buffer, start, sizeof start);
-    bench_raw_leave(b->env);
-    if (rc != BENCH_CUDA_SUCCESS)
-        return bench_fail_cu("cuMemcpyHtoD", rc);
     bench_poison(b->pinned, sizeof start);
     if (op(b, 1) != 0)
         return -1;

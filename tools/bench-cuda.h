@@ -43,6 +43,7 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
       (bench_cu_device))                                                      \
     X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 1, (bench_cu_context))         \
     X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 1, (bench_cu_context *))         \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 1, (void))                        \
     X(cuMemAlloc, "cuMemAlloc_v2", 1, (bench_cu_deviceptr *, size_t))         \
     X(cuMemFree, "cuMemFree_v2", 1, (bench_cu_deviceptr))                     \
     X(cuMemHostAlloc, "cuMemHostAlloc", 1, (void **, size_t, unsigned int))   \

@@ -357,6 +357,13 @@ int bench_raw_copy_in(const bench_env *env, bench_cu_deviceptr device_ptr,
     if (bench_raw_enter(env) != 0)
         return -1;
     cu_result = env->cu->cuMemcpyHtoD(device_ptr, host, byte_len);
+    /* From pageable memory cuMemcpyHtoD may return before its DMA has
+     * landed, and the legacy stream it uses does not order curd's
+     * non-blocking streams: without this, the poison written here could
+     * land over the bytes of the curd path checked next (the H100 showed
+     * it once, in the tail of a 64 KiB registered upload). */
+    if (cu_result == BENCH_CUDA_SUCCESS)
+        cu_result = env->cu->cuCtxSynchronize();
     bench_raw_leave(env);
     if (cu_result != BENCH_CUDA_SUCCESS)
         return bench_fail_cu("cuMemcpyHtoD (set-up)", cu_result);
