@@ -169,6 +169,7 @@ static void batch_empty(curd_batch *batch)
     batch->upload_bytes = 0;
     batch->download_bytes = 0;
     memset(&batch->counts, 0, sizeof batch->counts);
+    batch->counts.fences = 1; /* every run, empty or not, is one fence */
     batch->launches = 0;
     batch->any_dirty = false;
     batch->recapture = true;
@@ -281,10 +282,13 @@ static curd_status resolve_buffer(curd_batch *batch, curd_buffer buffer,
     return status;
 }
 
-/* Room for one more buffer entry (and the run's arrays beside it). */
-static bool reserve_buffer_entry(curd_batch *batch)
+/* Room for `more` buffer entries (and the run's arrays beside them), all
+ * or none. */
+static bool reserve_buffer_entries(curd_batch *batch, size_t more)
 {
-    size_t needed = batch->buffer_count + 1u;
+    size_t needed;
+    if (!curdi_size_add(batch->buffer_count, more, &needed))
+        return false;
     size_t capacity = batch->buffer_capacity;
     if (needed <= capacity)
         return true;
@@ -362,7 +366,7 @@ static curd_status item_append(curd_batch *batch, batch_item item,
                           what);
     if (!curdi_array_reserve((void **)&batch->items, &batch->item_capacity,
                              batch->item_count + 1u, sizeof *batch->items)
-        || (use != NULL && !reserve_buffer_entry(batch)))
+        || (use != NULL && !reserve_buffer_entries(batch, 1u)))
         return fail_memory(what);
     /* Nothing fails from here on. */
     if (layout != NULL) {
@@ -378,9 +382,10 @@ static curd_status item_append(curd_batch *batch, batch_item item,
 }
 
 /* The common part of fill, clear, upload and download: the batch, the
- * buffer and the range. */
+ * buffer and the range; `whole` (a clear) takes the whole buffer, which
+ * is known once the buffer is resolved. */
 static curd_status record_range(curd_batch *batch, item_kind kind,
-                                curd_buffer buffer, size_t offset,
+                                curd_buffer buffer, bool whole, size_t offset,
                                 size_t byte_len, const void *host,
                                 uint8_t value, const char *what)
 {
@@ -392,7 +397,7 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
                             " memory of byte_len bytes; it must stay valid"
                             " until the batch is reset or freed.",
                             what);
-    if (status == CURD_OK && byte_len == 0)
+    if (status == CURD_OK && !whole && byte_len == 0)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: byte_len is 0, so the item would do"
                             " nothing. Fix: record only items that move or"
@@ -400,6 +405,8 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
                             what);
     if (status == CURD_OK)
         status = resolve_buffer(batch, buffer, what, &use);
+    if (status == CURD_OK && whole)
+        byte_len = use.byte_len;
     if (status == CURD_OK)
         status = curdi_range_check(offset, byte_len, use.byte_len, what);
     if (status != CURD_OK)
@@ -847,12 +854,9 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     if (status != CURD_OK)
         return status;
     curd_device *device = batch->device;
-    curdi_transfer_counts counts = batch->counts;
-    counts.fences = 1;
-    status = curdi_transfer_counts_check(device, &counts, what);
+    status = curdi_transfer_counts_check(device, &batch->counts, what);
     if (status != CURD_OK)
         return status;
-    batch->counts.fences = 1;
     curdi_pending_init(&batch->run.base, device, &run_ops);
     batch->run.base.timed = timed;
     batch->run.batch = batch;
@@ -958,7 +962,7 @@ CURD_API curd_status curd_batch_new(curd_device *device,
         return fail_memory(what);
     batch->device = device;
     batch->flags = given.flags;
-    batch->recapture = true;
+    batch_empty(batch);
     struct curdi_batch_room *room = device->batch;
     pthread_mutex_lock(&room->lock);
     batch->next = room->batches;
@@ -1019,37 +1023,30 @@ CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
                                      size_t offset, size_t byte_len,
                                      uint8_t value)
 {
-    return record_range(batch, ITEM_FILL, buffer, offset, byte_len, NULL,
-                        value, "curd_batch_fill");
+    return record_range(batch, ITEM_FILL, buffer, false, offset, byte_len,
+                        NULL, value, "curd_batch_fill");
 }
 
 CURD_API curd_status curd_batch_clear(curd_batch *batch, curd_buffer buffer)
 {
-    const char *what = "curd_batch_clear";
-    curdi_resident_use use;
-    curd_status status = check_batch(batch, what);
-    if (status == CURD_OK)
-        status = resolve_buffer(batch, buffer, what, &use);
-    if (status != CURD_OK)
-        return status;
-    return record_range(batch, ITEM_FILL, buffer, 0, use.byte_len, NULL, 0,
-                        what);
+    return record_range(batch, ITEM_FILL, buffer, true, 0, 0, NULL, 0,
+                        "curd_batch_clear");
 }
 
 CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
                                        size_t offset, const void *src,
                                        size_t byte_len)
 {
-    return record_range(batch, ITEM_UPLOAD, buffer, offset, byte_len, src, 0,
-                        "curd_batch_upload");
+    return record_range(batch, ITEM_UPLOAD, buffer, false, offset, byte_len,
+                        src, 0, "curd_batch_upload");
 }
 
 CURD_API curd_status curd_batch_download(curd_batch *batch,
                                          curd_buffer buffer, size_t offset,
                                          size_t byte_len, void *dst)
 {
-    return record_range(batch, ITEM_DOWNLOAD, buffer, offset, byte_len, dst,
-                        0, "curd_batch_download");
+    return record_range(batch, ITEM_DOWNLOAD, buffer, false, offset,
+                        byte_len, dst, 0, "curd_batch_download");
 }
 
 /* Takes the entries of a launch's BUFFER arguments (room for nargs more
@@ -1067,19 +1064,6 @@ static void launch_drop_buffers(curd_batch *batch, batch_launch *launch)
     for (size_t index = 0; index < launch->nargs; index++)
         if (launch->args[index].kind == CURD_ARG_BUFFER)
             buffer_unref(batch, launch->buffer_of[index]);
-}
-
-/* Room for n more buffer entries, all or none. */
-static bool reserve_buffer_entries(curd_batch *batch, size_t more)
-{
-    size_t saved = batch->buffer_count;
-    bool ok = true;
-    for (size_t index = 0; ok && index < more; index++) {
-        ok = reserve_buffer_entry(batch);
-        batch->buffer_count++;
-    }
-    batch->buffer_count = saved;
-    return ok;
 }
 
 CURD_API curd_status curd_batch_launch(curd_batch *batch,

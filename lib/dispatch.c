@@ -578,16 +578,16 @@ curd_status curdi_dispatch_after_uploads(curd_device *device,
                                          const curdi_resident_use *uses,
                                          size_t count)
 {
-    for (size_t index = 0; index < count; index++) {
-        if (!uses[index].async_pending)
-            continue;
-        curdi_cu_result rc = curdi_driver_note(
-            curdi_driver_get()->cuStreamSynchronize(device->upload_stream));
-        if (rc != CURDI_CUDA_SUCCESS)
-            return curdi_pending_fail_driver(device, rc,
-                                             "cuStreamSynchronize");
+    size_t index = 0;
+    while (index < count && !uses[index].async_pending)
+        index++;
+    if (index == count)
         return CURD_OK;
-    }
+    /* One wait covers every buffer's pending uploads. */
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuStreamSynchronize(device->upload_stream));
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_pending_fail_driver(device, rc, "cuStreamSynchronize");
     return CURD_OK;
 }
 
