@@ -65,17 +65,14 @@ static int bench_open(batch_bench *b, const bench_env *env)
     memset(b, 0, sizeof *b);
     b->env = env;
     b->n = WORDS;
-    const char *ptx = bench_kernel_ptx("add_one.ptx");
     curd_program_desc desc;
-    curd_program_desc_init(&desc);
-    desc.image = ptx;
-    desc.image_bytes = strlen(ptx);
-    desc.entry = "curd_add_one";
-    curd_status status = curd_program_load(env->device, &desc, &b->program);
-    if (status != CURD_OK)
-        return bench_fail_curd("curd_program_load", status);
+    bench_kernel_desc(&desc, "add_one.ptx", "curd_add_one");
+    if (bench_kernel_load(env, &desc, &b->program, &b->module, &b->function)
+        != 0)
+        return -1;
     for (int i = 0; i < 2; i++) {
-        status = curd_buffer_alloc(env->device, WORDS * 4u, &b->buffers[i]);
+        curd_status status =
+            curd_buffer_alloc(env->device, WORDS * 4u, &b->buffers[i]);
         if (status != CURD_OK)
             return bench_fail_curd("curd_buffer_alloc", status);
     }
@@ -84,17 +81,13 @@ static int bench_open(batch_bench *b, const bench_env *env)
         || bench_raw_enter(env) != 0)
         return -1;
     const bench_cuda *cu = env->cu;
-    bench_cu_result rc = cu->cuModuleLoadDataEx(&b->module, ptx, 0, NULL, NULL);
-    if (rc == BENCH_CUDA_SUCCESS)
-        rc = cu->cuModuleGetFunction(&b->function, b->module, "curd_add_one");
-    if (rc == BENCH_CUDA_SUCCESS)
-        rc = cu->cuMemAlloc(&b->raw_buffer, WORDS * 4u);
+    bench_cu_result rc = cu->cuMemAlloc(&b->raw_buffer, WORDS * 4u);
     if (rc == BENCH_CUDA_SUCCESS)
         rc = cu->cuMemHostAlloc(&b->pinned, WORDS * 4u,
                                 BENCH_CU_MEMHOSTALLOC_PORTABLE);
     bench_raw_leave(env);
     if (rc != BENCH_CUDA_SUCCESS)
-        return bench_fail_cu("loading add_one and its memory", rc);
+        return bench_fail_cu("the raw launch's memory", rc);
     b->raw_params[0] = &b->raw_buffer;
     b->raw_params[1] = &b->n;
     return 0;

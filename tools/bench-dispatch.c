@@ -34,7 +34,6 @@
 /* What the timed operations of a scenario work on. */
 typedef struct dispatch_state {
     const bench_env *env;
-    const char *add_one_ptx;
     curd_program_desc desc;
     curd_program *program;        /* add_one through curd */
     bench_cu_module module;       /* add_one through the raw driver */
@@ -87,23 +86,18 @@ static int dispatch_init(dispatch_state *state, const bench_env *env,
 {
     memset(state, 0, sizeof *state);
     state->env = env;
-    curd_program_desc_init(&state->desc);
-    state->add_one_ptx = bench_kernel_ptx("add_one.ptx");
-    state->desc.image = state->add_one_ptx;
-    state->desc.image_bytes = strlen(state->add_one_ptx);
-    state->desc.entry = ADD_ONE;
-    BENCH_CURD(curd_program_load(env->device, &state->desc, &state->program));
+    bench_kernel_desc(&state->desc, "add_one.ptx", ADD_ONE);
+    if (bench_kernel_load(env, &state->desc, &state->program, &state->module,
+                          &state->function)
+        != 0)
+        return -1;
     if (bench_stream_acquire(env, &state->stream) != 0)
         return -1;
     state->have_stream = true;
     if (bench_raw_enter(env) != 0)
         return -1;
-    bench_cu_result cu_result = env->cu->cuModuleLoadDataEx(
-        &state->module, state->add_one_ptx, 0, NULL, NULL);
-    if (cu_result == BENCH_CUDA_SUCCESS)
-        cu_result = env->cu->cuModuleGetFunction(&state->function,
-                                                 state->module, ADD_ONE);
-    if (cu_result == BENCH_CUDA_SUCCESS && words != 0)
+    bench_cu_result cu_result = BENCH_CUDA_SUCCESS;
+    if (words != 0)
         cu_result = env->cu->cuMemAlloc(&state->device_words,
                                         words * sizeof(uint32_t));
     if (cu_result == BENCH_CUDA_SUCCESS && words != 0)
@@ -116,8 +110,7 @@ static int dispatch_init(dispatch_state *state, const bench_env *env,
                                             BENCH_CU_MEMHOSTALLOC_PORTABLE);
     bench_raw_leave(env);
     if (cu_result != BENCH_CUDA_SUCCESS)
-        return bench_fail_cu("loading add_one and its memory (raw)",
-                             cu_result);
+        return bench_fail_cu("the raw launch's memory", cu_result);
     /* One launch over count words: borrowed words for curd, the device
      * buffer for the raw driver; no words: one thread, no element. */
     state->count = words;
@@ -212,7 +205,7 @@ static int op_raw_load(void *opaque, uint64_t iterations)
         bench_cu_module module = NULL;
         bench_cu_function function = NULL;
         bench_cu_result cu_result =
-            cu->cuModuleLoadDataEx(&module, state->add_one_ptx, 0, NULL,
+            cu->cuModuleLoadDataEx(&module, state->desc.image, 0, NULL,
                                    NULL);
         if (cu_result == BENCH_CUDA_SUCCESS) {
             cu_result = cu->cuModuleGetFunction(&function, module, ADD_ONE);

@@ -1,6 +1,7 @@
 /* bench-kernels.c - the harness kernels' PTX (the committed .ptx files of
- * tests/kernels/) for the scenarios that launch one: the generated
- * curd-kernels.h holds them, so the build needs no nvcc. */
+ * tests/kernels/) for the scenarios that launch one, and loading a kernel
+ * through curd and the raw driver alike: the generated curd-kernels.h
+ * holds the PTX, so the build needs no nvcc. */
 #include <string.h>
 
 #include "bench-common.h"
@@ -13,4 +14,36 @@ const char *bench_kernel_ptx(const char *file)
         if (strcmp(curd_kernel_images[i].file, file) == 0)
             return curd_kernel_images[i].ptx;
     return NULL;
+}
+
+void bench_kernel_desc(curd_program_desc *desc, const char *file,
+                       const char *entry)
+{
+    curd_program_desc_init(desc);
+    desc->image = bench_kernel_ptx(file);
+    desc->image_bytes = desc->image != NULL ? strlen(desc->image) : 0;
+    desc->entry = entry;
+}
+
+int bench_kernel_load(const bench_env *env, const curd_program_desc *desc,
+                      curd_program **program, bench_cu_module *module,
+                      bench_cu_function *function)
+{
+    if (desc->image == NULL)
+        return bench_fail("no harness kernel holds %s", desc->entry);
+    curd_status status = curd_program_load(env->device, desc, program);
+    if (status != CURD_OK)
+        return bench_fail_curd("curd_program_load", status);
+    if (module == NULL)
+        return 0;
+    if (bench_raw_enter(env) != 0)
+        return -1;
+    bench_cu_result rc =
+        env->cu->cuModuleLoadDataEx(module, desc->image, 0, NULL, NULL);
+    if (rc == BENCH_CUDA_SUCCESS)
+        rc = env->cu->cuModuleGetFunction(function, *module, desc->entry);
+    bench_raw_leave(env);
+    if (rc != BENCH_CUDA_SUCCESS)
+        return bench_fail_cu("cuModuleLoadDataEx + cuModuleGetFunction", rc);
+    return 0;
 }

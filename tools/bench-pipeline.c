@@ -109,18 +109,16 @@ int bench_session_pipeline(const bench_env *env)
     int result = -1;
     unsigned char *memory = malloc(2u * TABLE_BYTES + 4u * READ_BYTES);
     curd_program_desc desc;
-    curd_program_desc_init(&desc);
-    desc.image = bench_kernel_ptx("add_one.ptx");
-    desc.image_bytes = strlen(desc.image);
-    desc.entry = "curd_add_one";
-    curd_status status = memory == NULL ? CURD_E_OUT_OF_MEMORY
-                                        : curd_program_load(env->device,
-                                                            &desc,
-                                                            &with.add_one);
-    if (status == CURD_OK)
-        status = curd_session_new(env->device, NULL, &with.session);
+    bench_kernel_desc(&desc, "add_one.ptx", "curd_add_one");
+    if (memory == NULL) {
+        bench_fail("out of host memory for the pipeline");
+        goto done;
+    }
+    if (bench_kernel_load(env, &desc, &with.add_one, NULL, NULL) != 0)
+        goto done;
+    curd_status status = curd_session_new(env->device, NULL, &with.session);
     if (status != CURD_OK) {
-        bench_fail_curd("setting up the pipeline", status);
+        bench_fail_curd("curd_session_new", status);
         goto done;
     }
     without.add_one = with.add_one;
