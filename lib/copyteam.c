@@ -5,11 +5,22 @@
  * takes; a few cores together keep up with it. The team is a handful of
  * threads that sleep on a condition variable between jobs. A job is an
  * array of pieces taken one at a time through an atomic index; the caller
- * takes pieces too, then waits until every worker has left the job. One
- * caller at a time owns the team; another finds it busy and copies alone
- * rather than wait. Both waits may poll for a while first (spin_ns): a
- * pipelined transfer hands the team a job per chunk, and a sleeping
- * thread's wake-up can cost as much as copying a chunk. */
+ * takes pieces too. One caller at a time owns the team; another finds it
+ * busy and copies alone rather than wait.
+ *
+ * A worker joins a job only while it is open: it counts itself in, then
+ * checks the job is still the open one. When the caller has copied what
+ * it could take, it closes the job and waits only for the workers that
+ * joined (the check after counting in makes a late one leave without
+ * touching the pieces). So a worker still waking up never holds a caller
+ * back: a small job costs at most what the caller copies alone.
+ *
+ * Waking a sleeping thread costs several microseconds, as much as copying
+ * 64 KiB. A caller that knows a job is coming (a download whose DMA is on
+ * its way) warms the team first (curdi_copy_team_warm): the workers it
+ * wakes poll for the job instead of sleeping, until the caller cools the
+ * team or the time it gave runs out. Idle workers and a caller waiting
+ * for its job's end may also poll for spin_ns before they sleep. */
 #include "copyteam.h"
 
 #include <pthread.h>
@@ -26,6 +37,10 @@
 
 #include "status.h"
 
+/* How long a caller polls for the workers still copying pieces of its
+ * job before it sleeps: a few pieces' time. */
+#define CURDI_COPY_JOIN_SPIN_NS 200000u
+
 struct curdi_copy_team {
     pthread_mutex_t lock;
     pthread_cond_t start;
@@ -36,17 +51,21 @@ struct curdi_copy_team {
     size_t parallel_min;
     uint64_t spin_ns;
     bool stopping;
-    /* One per job; a worker runs each serial once. Written under lock
+    /* One per job; a worker looks at each serial once. Written under lock
      * (with the job's fields), read by polling workers without it. */
     _Atomic uint64_t serial;
+    /* The serial of the job workers may join now; 0 once it is closed. */
+    _Atomic uint64_t open_serial;
     const curdi_copy_piece *pieces;
     size_t piece_count;
     bool streaming;
     _Atomic size_t next_piece;
-    /* Workers not yet done with the current job: set under lock when the
-     * job is published, counted down without it; the worker that ends it
-     * signals `done` under lock. */
+    /* Workers inside the open job (counted in before they check it is
+     * still open); the one that leaves last signals `done` under lock. */
     _Atomic unsigned busy_workers;
+    /* Until this monotonic time, idle workers poll for a job rather than
+     * sleep (curdi_copy_team_warm); 0: not warm. */
+    _Atomic uint64_t warm_until_ns;
 };
 
 static uint64_t monotonic_ns(void)
@@ -63,33 +82,37 @@ static void spin_pause(void)
 #endif
 }
 
-/* Polls until *word differs from old, for at most spin_ns; true when it
- * did. The clock is read every 64 polls. */
+/* Polls until *word differs from old, for at most spin_ns or until
+ * *warm_until_ns passes, whichever is later; true when it did. The clock
+ * is read every 64 polls. */
 static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
-                               uint64_t spin_ns)
+                               uint64_t spin_ns,
+                               const _Atomic uint64_t *warm_until_ns)
 {
-    uint64_t deadline;
-    if (spin_ns == 0)
+    uint64_t start;
+    if (spin_ns == 0
+        && atomic_load_explicit(warm_until_ns, memory_order_relaxed) == 0)
         return false;
-    deadline = monotonic_ns() + spin_ns;
+    start = monotonic_ns();
     for (;;) {
+        uint64_t now;
         for (unsigned poll = 0; poll < 64; poll++) {
             if (atomic_load_explicit(word, memory_order_acquire) != old)
                 return true;
             spin_pause();
         }
-        if (monotonic_ns() >= deadline)
+        now = monotonic_ns();
+        if (now - start >= spin_ns
+            && now >= atomic_load_explicit(warm_until_ns,
+                                           memory_order_relaxed))
             return false;
     }
 }
 
-/* The same for the count of busy workers reaching 0. */
+/* Polls for the count of busy workers reaching 0, for at most spin_ns. */
 static void spin_until_idle(const _Atomic unsigned *busy, uint64_t spin_ns)
 {
-    uint64_t deadline;
-    if (spin_ns == 0)
-        return;
-    deadline = monotonic_ns() + spin_ns;
+    uint64_t deadline = monotonic_ns() + spin_ns;
     for (;;) {
         for (unsigned poll = 0; poll < 64; poll++) {
             if (atomic_load_explicit(busy, memory_order_acquire) == 0)
@@ -161,38 +184,51 @@ static void copy_pieces(curdi_copy_team *team,
     }
 }
 
+/* Whether a worker that found no new job should poll instead of sleep. */
+static bool team_warm(curdi_copy_team *team)
+{
+    uint64_t until =
+        atomic_load_explicit(&team->warm_until_ns, memory_order_relaxed);
+    return until != 0 && monotonic_ns() < until;
+}
+
+/* A worker's turn at job `serial`: it counts itself in, then copies only
+ * if the job is still open (see the top of this file). */
+static void join_job(curdi_copy_team *team, uint64_t serial)
+{
+    atomic_fetch_add(&team->busy_workers, 1u);
+    if (atomic_load(&team->open_serial) == serial)
+        copy_pieces(team, team->pieces, team->piece_count, team->streaming);
+    if (atomic_fetch_sub(&team->busy_workers, 1u) == 1u) {
+        /* Under the lock, so a caller between its check and its wait
+         * cannot miss it. */
+        pthread_mutex_lock(&team->lock);
+        pthread_cond_signal(&team->done);
+        pthread_mutex_unlock(&team->lock);
+    }
+}
+
 static void *copy_worker(void *argument)
 {
     curdi_copy_team *team = argument;
     uint64_t seen = 0;
     for (;;) {
-        const curdi_copy_piece *pieces;
-        size_t count;
-        bool streaming;
-        /* A job seen while polling is read under the lock all the same. */
-        (void)spin_until_changed(&team->serial, seen, team->spin_ns);
+        bool stopping;
+        (void)spin_until_changed(&team->serial, seen, team->spin_ns,
+                                 &team->warm_until_ns);
         pthread_mutex_lock(&team->lock);
-        while (!team->stopping && atomic_load(&team->serial) == seen)
+        while (!team->stopping && atomic_load(&team->serial) == seen
+               && !team_warm(team))
             pthread_cond_wait(&team->start, &team->lock);
-        if (team->stopping) {
-            pthread_mutex_unlock(&team->lock);
-            break;
-        }
-        seen = atomic_load(&team->serial);
-        pieces = team->pieces;
-        count = team->piece_count;
-        streaming = team->streaming;
+        stopping = team->stopping;
         pthread_mutex_unlock(&team->lock);
-        copy_pieces(team, pieces, count, streaming);
-        if (atomic_fetch_sub_explicit(&team->busy_workers, 1u,
-                                      memory_order_acq_rel)
-            == 1u) {
-            /* Under the lock, so a caller between its check and its wait
-             * cannot miss it. */
-            pthread_mutex_lock(&team->lock);
-            pthread_cond_signal(&team->done);
-            pthread_mutex_unlock(&team->lock);
-        }
+        if (stopping)
+            break;
+        /* Woken to warm up, with no job yet: back to polling. */
+        if (atomic_load(&team->serial) == seen)
+            continue;
+        seen = atomic_load(&team->serial);
+        join_job(team, seen);
     }
     return NULL;
 }
@@ -269,10 +305,40 @@ unsigned curdi_copy_team_workers(const curdi_copy_team *team)
     return team != NULL ? team->worker_count : 0u;
 }
 
+uint64_t curdi_copy_team_warm(curdi_copy_team *team, unsigned workers,
+                              uint64_t within_ns)
+{
+    uint64_t until;
+    if (team == NULL || team->worker_count == 0 || workers == 0)
+        return 0;
+    if (workers > team->worker_count)
+        workers = team->worker_count;
+    /* Never 0, which means cool. */
+    until = monotonic_ns() + within_ns + 1u;
+    atomic_store_explicit(&team->warm_until_ns, until, memory_order_relaxed);
+    /* Each signal wakes at most one sleeper: workers already polling
+     * stay as they are. */
+    pthread_mutex_lock(&team->lock);
+    for (unsigned index = 0; index < workers; index++)
+        pthread_cond_signal(&team->start);
+    pthread_mutex_unlock(&team->lock);
+    return until;
+}
+
+void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth)
+{
+    /* Only this caller's warming: another caller may have warmed the team
+     * since, for a transfer still running. */
+    if (team != NULL && warmth != 0)
+        (void)atomic_compare_exchange_strong(&team->warm_until_ns, &warmth,
+                                             0u);
+}
+
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming)
 {
     size_t total = 0;
+    uint64_t serial;
     for (size_t index = 0;
          team != NULL && index < count && total < team->parallel_min; index++)
         total += pieces[index].byte_len;
@@ -283,23 +349,31 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
             copy_piece_run(&pieces[index], streaming);
         return;
     }
+    /* No worker is inside a job: the last caller waited for them all. */
     pthread_mutex_lock(&team->lock);
     team->pieces = pieces;
     team->piece_count = count;
     team->streaming = streaming;
     atomic_store(&team->next_piece, 0u);
-    atomic_store(&team->busy_workers, team->worker_count);
-    /* Release: a worker that polls the serial then takes the lock and
-     * reads the job under it. */
-    atomic_fetch_add_explicit(&team->serial, 1u, memory_order_release);
+    serial = atomic_load(&team->serial) + 1u;
+    atomic_store(&team->open_serial, serial);
+    /* Release: a worker that polls the serial joins without the lock. */
+    atomic_store_explicit(&team->serial, serial, memory_order_release);
     pthread_cond_broadcast(&team->start);
     pthread_mutex_unlock(&team->lock);
 
     copy_pieces(team, pieces, count, streaming);
 
-    /* Every worker must leave this job before the pieces (the caller's
-     * memory) go out of scope and before the next job is published. */
-    spin_until_idle(&team->busy_workers, team->spin_ns);
+    /* Every piece is taken. Close the job, then wait for the workers that
+     * joined it to finish their pieces: after that none touches the
+     * pieces (the caller's memory) again. */
+    atomic_store(&team->open_serial, 0u);
+    /* The workers inside are copying their last piece: worth polling for
+     * rather than sleeping through a wake-up. */
+    spin_until_idle(&team->busy_workers,
+                    team->spin_ns > CURDI_COPY_JOIN_SPIN_NS
+                        ? team->spin_ns
+                        : CURDI_COPY_JOIN_SPIN_NS);
     pthread_mutex_lock(&team->lock);
     while (atomic_load(&team->busy_workers) != 0)
         pthread_cond_wait(&team->done, &team->lock);

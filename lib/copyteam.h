@@ -16,9 +16,12 @@
 /* The engine splits host copies into pieces of this size for the team
  * (the default; lib/tuning.h). */
 #define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
-/* Below this, waking the workers costs more than it saves (the default
- * job size a team copies alone; lib/tuning.h). */
-#define CURDI_COPY_PARALLEL_MIN ((size_t)1024 * 1024)
+/* Below this a job is copied by its caller alone (the default;
+ * lib/tuning.h): a worker that joins late costs nothing, but each job's
+ * hand-over does. */
+#define CURDI_COPY_PARALLEL_MIN ((size_t)64 * 1024)
+/* Pieces are never cut smaller than this for the team. */
+#define CURDI_COPY_PIECE_MIN_BYTES ((uint64_t)16 * 1024)
 /* Workers a team may have, and how many it gets when not told. */
 #define CURDI_COPY_TEAM_MAX 32u
 #define CURDI_COPY_TEAM_AUTO_MAX 6u
@@ -38,7 +41,9 @@ typedef struct curdi_copy_team_config {
     /* Threads to start (0: one per processor online but the caller's, at
      * most CURDI_COPY_TEAM_AUTO_MAX; never more than CURDI_COPY_TEAM_MAX). */
     unsigned worker_count;
-    /* Jobs of fewer bytes are copied by their caller alone. */
+    /* Jobs of fewer bytes are copied by their caller alone. Workers that
+     * are asleep when a job comes join it as they wake; the caller waits
+     * only for those that joined (lib/copyteam.c). */
     size_t parallel_min;
     /* How long an idle worker, and a caller waiting for the workers to
      * finish, poll before they sleep on a condition variable: a job that
@@ -56,6 +61,17 @@ curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
 /* Joins the workers. NULL-safe. */
 void curdi_copy_team_destroy(curdi_copy_team *team);
 unsigned curdi_copy_team_workers(const curdi_copy_team *team);
+/* Wakes up to `workers` sleeping workers to poll for jobs for within_ns
+ * (or until curdi_copy_team_cool): a caller that will hand the team a job
+ * soon, as when a DMA is on its way, hides the workers' wake-up behind
+ * the wait, and a pipelined transfer keeps them awake between its chunks.
+ * Returns the warmth to pass to curdi_copy_team_cool (0 when nothing was
+ * warmed). NULL-safe. */
+uint64_t curdi_copy_team_warm(curdi_copy_team *team, unsigned workers,
+                              uint64_t within_ns);
+/* Ends the warming of curdi_copy_team_warm's return, unless another warm
+ * has replaced it: idle workers sleep again (after spin_ns). NULL-safe. */
+void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth);
 /* Copies every piece, the calling thread taking part. team may be NULL,
  * and a team busy with another caller's job is not waited for: the caller
  * then copies alone. Returns when every byte is copied. streaming: with

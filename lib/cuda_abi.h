@@ -163,6 +163,7 @@ curdi_cu_graph_exec_update_result_info_abi(
     X(COMPUTE_CAPABILITY_MAJOR, 75)                                           \
     X(COMPUTE_CAPABILITY_MINOR, 76)                                           \
     X(COOPERATIVE_LAUNCH, 95)                                                 \
+    X(CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 91)                            \
     X(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 97)                                  \
     X(HOST_REGISTER_SUPPORTED, 99)                                            \
     X(MEMORY_POOLS_SUPPORTED, 115)

@@ -119,6 +119,41 @@ static curd_status load_kernels(struct curdi_gather_room *room,
     return CURD_OK;
 }
 
+/* The kernels read and write page-locked host memory at the address the
+ * CPU uses: that takes unified addressing and a device that reaches
+ * registered memory at its host address (every 64-bit Linux system with a
+ * GPU of this century). Where it does not, the room is unavailable, as
+ * when the PTX cannot be JIT-compiled, and scattered ranges move one DMA
+ * each. */
+static curd_status check_host_access(curd_device *device)
+{
+    struct curdi_gather_room *room = device->gather;
+    int same_address = 0;
+    curdi_cu_result cu_result = curdi_driver_note(
+        curdi_driver_get()->cuDeviceGetAttribute(
+            &same_address,
+            CURDI_CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
+            device->cu_device));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver(
+            (int)cu_result,
+            "cuDeviceGetAttribute(CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM)",
+            CURDI_DRIVER_FIX);
+    if (same_address != 0
+        && (device->props.capabilities & CURD_CAP_UNIFIED_ADDRESSING) != 0)
+        return CURD_OK;
+    pthread_mutex_lock(&room->lock);
+    room->unavailable = true;
+    pthread_mutex_unlock(&room->lock);
+    curdi_trace("device %d cannot reach page-locked host memory at its host"
+                " address; it moves scattered ranges one DMA each",
+                device->ordinal);
+    return curdi_fail(CURD_E_PROGRAM,
+                      "device %d cannot run the transfer kernels on host"
+                      " memory. Fix: scattered ranges move one DMA each.",
+                      device->ordinal);
+}
+
 curd_status curdi_gather_kernels_get(curd_device *device,
                                      curdi_gather_kernels *out)
 {
@@ -143,6 +178,9 @@ curd_status curdi_gather_kernels_get(curd_device *device,
     }
     pthread_mutex_unlock(&room->lock);
 
+    status = check_host_access(device);
+    if (status != CURD_OK)
+        return status;
     /* Outside the lock: two threads may both load; the first to finish is
      * kept and the other module unloaded. */
     status = load_kernels(room, &module, &kernels);
@@ -164,11 +202,14 @@ curd_status curdi_gather_kernels_get(curd_device *device,
 
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
-                                 uint64_t stage_ptr,
+                                 unsigned char *stage,
                                  const curdi_xfer_piece *pieces, size_t count)
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_function function = to_stage ? kernels->gather : kernels->scatter;
+    /* Page-locked host memory is the kernels' at the CPU's own address
+     * (checked when the module loaded). */
+    uint64_t stage_ptr = (uint64_t)(uintptr_t)stage;
     curdi_gather_table table;
     void *params[2] = {&stage_ptr, &table};
     for (size_t first = 0; first < count; first += CURDI_GATHER_PIECES) {

@@ -1,8 +1,8 @@
 // gather.cu - the transfer engine's two kernels (lib/gather.c launches
 // them; lib/xfer.h says when). curd_gather packs scattered ranges of
-// device memory into one contiguous staging area, so that one DMA can
-// carry them to the host; curd_scatter places them back from it after
-// one DMA up. `make kernels-ptx` turns this file into lib/gather.ptx,
+// device memory into one contiguous staging area in page-locked host
+// memory, writing across the bus; curd_scatter places them back from it,
+// reading across the bus. `make kernels-ptx` turns this file into lib/gather.ptx,
 // which the library embeds; the build itself never needs nvcc.
 //
 // One launch moves up to CURD_GATHER_PIECES pieces, passed by value in

@@ -2,9 +2,15 @@
  * device (lib/gather.cu), loaded on first use, and their launches.
  *
  * curd_gather packs pieces of device memory, scattered over one or more
- * resident buffers, into one contiguous device staging area; curd_scatter
- * places them back from it. With them a chunk of many small spans crosses
- * the bus in one DMA (lib/xfer.h says when the planner chooses it).
+ * resident buffers, into one contiguous area of page-locked host memory
+ * (a pinned staging slot, or the caller's registered memory); curd_scatter
+ * places them back from it. The kernels reach that memory across the bus
+ * at its host address, so a chunk of many small spans crosses in one
+ * launch, with no DMA and no device staging (lib/xfer.h says when the
+ * planner chooses it). On the H100 of doc/PERFORMANCE.md a launch and its
+ * fence cost about 9.5 us, a DMA and its fence 7 to 12 us, and a kernel
+ * followed by a DMA 25 us: the one launch is what keeps 64 scattered
+ * reads near one contiguous copy.
  *
  * The kernels come from the PTX committed beside their CUDA C
  * (lib/gather.ptx, embedded as curdi_gather_ptx by the build). The room
@@ -15,7 +21,9 @@
  * JIT the PTX (an image error: CURD_E_PROGRAM) is remembered: transfers
  * on that device then use one DMA per span, as before. Any other failure
  * of the load fails the transfer that asked, and the next one tries
- * again. The room's lock is never held across a driver call. */
+ * again. A device that cannot reach page-locked host memory at its host
+ * address (no unified addressing) is remembered the same way. The room's
+ * lock is never held across a driver call. */
 #ifndef CURD_LIB_GATHER_H
 #define CURD_LIB_GATHER_H
 
@@ -62,8 +70,8 @@ _Static_assert(sizeof(curdi_gather_table) == 4080,
 
 /* The two kernels of a device whose module is loaded. */
 typedef struct curdi_gather_kernels {
-    curdi_cu_function gather;  /* device pieces -> staging */
-    curdi_cu_function scatter; /* staging -> device pieces */
+    curdi_cu_function gather;  /* device pieces -> host staging */
+    curdi_cu_function scatter; /* host staging -> device pieces */
 } curdi_gather_kernels;
 
 /* Creates device->gather (no driver call; the module loads on first
@@ -89,13 +97,14 @@ curd_status curdi_gather_kernels_get(struct curd_device *device,
                                      curdi_gather_kernels *out);
 
 /* Enqueues on stream the launches that move count pieces between their
- * device bytes and stage_ptr + stage_offset: into the staging area
- * (to_stage, curd_gather) or out of it (curd_scatter). The pieces come in
- * stage_offset order, back to back, all below 4 GiB (a chunk is at most
- * CURDI_CHUNK_BYTES_LIMIT). One launch per CURDI_GATHER_PIECES pieces. */
+ * device bytes and stage + stage_offset, page-locked host memory (a pinned
+ * allocation or a registration): into it (to_stage, curd_gather) or out
+ * of it (curd_scatter). The pieces come in stage_offset order, back to
+ * back, all below 4 GiB (a chunk is at most CURDI_CHUNK_BYTES_LIMIT). One
+ * launch per CURDI_GATHER_PIECES pieces. */
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
-                                 uint64_t stage_ptr,
+                                 unsigned char *stage,
                                  const curdi_xfer_piece *pieces, size_t count);
 
 #endif

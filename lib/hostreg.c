@@ -312,8 +312,11 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
     registry->range_count++;
     pthread_mutex_unlock(&registry->lock);
 
+    /* Mapped: the transfer kernels reach it across the bus
+     * (lib/gather.h). */
     cu_result = curdi_driver_note(driver->cuMemHostRegister(
-        ptr, byte_len, CURDI_CU_MEMHOSTREGISTER_PORTABLE));
+        ptr, byte_len,
+        CURDI_CU_MEMHOSTREGISTER_PORTABLE | CURDI_CU_MEMHOSTREGISTER_DEVICEMAP));
 
     pthread_mutex_lock(&registry->lock);
     index = range_before(registry, start);

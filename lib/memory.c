@@ -34,8 +34,11 @@ static curd_status upstream_alloc(curd_device *device, bool pinned,
     curdi_cu_deviceptr device_ptr = 0;
     void *host_ptr = NULL;
     curdi_cu_result rc =
+        /* Mapped: the transfer kernels reach staging across the bus
+         * (lib/gather.h). */
         pinned ? driver->cuMemHostAlloc(&host_ptr, byte_len,
-                                        CURDI_CU_MEMHOSTALLOC_PORTABLE)
+                                        CURDI_CU_MEMHOSTALLOC_PORTABLE
+                                            | CURDI_CU_MEMHOSTALLOC_DEVICEMAP)
                : driver->cuMemAlloc(&device_ptr, byte_len);
     if (rc == CURDI_CUDA_SUCCESS)
         *out_address = pinned ? (uint64_t)(uintptr_t)host_ptr : device_ptr;

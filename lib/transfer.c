@@ -146,6 +146,39 @@ static curdi_copy_team *transfer_team(curd_device *device)
     return team;
 }
 
+/* How long a transfer keeps its team warm (lib/copyteam.h): its first
+ * DMA's latency and a pessimistic 4 GB/s for the rest; it cools the team
+ * when it ends. */
+#define TEAM_WARM_BASE_NS 50000u
+#define TEAM_WARM_BYTES_PER_NS 4u
+
+/* The size the engine cuts a chunk's host copies into for the team: the
+ * tuning's, or smaller, so that each worker and the caller get a piece of
+ * a small chunk. */
+static uint64_t team_piece_bytes(const curdi_tuning *tuning,
+                                 const curdi_copy_team *team,
+                                 uint64_t chunk_bytes)
+{
+    uint64_t share = chunk_bytes / (curdi_copy_team_workers(team) + 1u);
+    if (share < CURDI_COPY_PIECE_MIN_BYTES)
+        share = CURDI_COPY_PIECE_MIN_BYTES;
+    return share < tuning->copy_piece_bytes ? share : tuning->copy_piece_bytes;
+}
+
+/* Warms the workers a transfer of stream_bytes in chunks of chunk_bytes
+ * will give pieces to (one piece is the caller's). */
+static uint64_t team_warm(curdi_copy_team *team, uint64_t stream_bytes,
+                          uint64_t chunk_bytes, uint64_t piece_bytes)
+{
+    uint64_t pieces = (chunk_bytes + piece_bytes - 1u) / piece_bytes;
+    uint64_t window = TEAM_WARM_BASE_NS + stream_bytes / TEAM_WARM_BYTES_PER_NS;
+    if (pieces < 2u)
+        return 0;
+    return curdi_copy_team_warm(
+        team, pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u),
+        window);
+}
+
 /* ------------------------------------------------------------------------
  * Counters: checked before the work, added after it succeeded.
  * ---------------------------------------------------------------------- */
@@ -210,9 +243,8 @@ typedef struct curdi_gpu_ops {
     const curdi_driver *driver;
     curdi_cu_stream stream;
     curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
-    /* Gathering plans: the kernels and the device staging area. */
+    /* Gathering plans: the kernels. */
     curdi_gather_kernels kernels;
-    uint64_t stage_ptr;
 } curdi_gpu_ops;
 
 static curd_status gpu_copy(void *context, bool upload,
@@ -243,22 +275,13 @@ static curd_status gpu_gathered(void *context, bool upload,
                                 const curdi_xfer_piece *pieces, size_t count)
 {
     curdi_gpu_ops *gpu = context;
-    curd_status status;
-    /* One stream: the kernel runs after the DMA up that fills the staging
-     * area, and before the DMA down that empties it; the next chunk's
-     * kernel or DMA waits for both. */
-    if (upload) {
-        status = gpu_copy(gpu, true, gpu->stage_ptr, host, byte_len);
-        if (status == CURD_OK)
-            status = curdi_gather_enqueue(&gpu->kernels, gpu->stream, false,
-                                          gpu->stage_ptr, pieces, count);
-        return status;
-    }
-    status = curdi_gather_enqueue(&gpu->kernels, gpu->stream, true,
-                                  gpu->stage_ptr, pieces, count);
-    if (status == CURD_OK)
-        status = gpu_copy(gpu, false, gpu->stage_ptr, host, byte_len);
-    return status;
+    (void)byte_len;
+    /* The kernels reach the chunk's host side (a pinned staging slot or
+     * registered memory) where the CPU sees it (lib/gather.h): one launch
+     * moves the pieces across the bus, no DMA. The stream orders it after
+     * the chunk before, and the slot's event after it. */
+    return curdi_gather_enqueue(&gpu->kernels, gpu->stream, !upload, host,
+                                pieces, count);
 }
 
 static curd_status gpu_mark(void *context, unsigned slot)
@@ -328,39 +351,27 @@ static uint64_t transfer_chunk_bytes(const curd_device *device,
                                   tuning->chunk_max_bytes);
 }
 
-/* The items' plan, gathering where the tuning says so and the device can:
- * the kernels run there (their module loads on the first plan that
- * gathers) and the device pool gives the staging area (*out_stage_ptr,
- * which the caller releases; 0 when the plan does not gather). A driver
- * that cannot JIT the kernels, or a device pool out of memory or budget,
- * leaves one DMA per span. Context current. */
+/* The items' plan, gathering where the tuning says so and the device can
+ * (the kernels' module loads on the first plan that gathers). A driver
+ * that cannot JIT the kernels, or a device whose kernels cannot reach
+ * host memory, leaves one DMA per span. Context current. */
 static curd_status transfer_plan(curd_device *device,
                                  const curdi_xfer_item *items, size_t count,
                                  curdi_xfer_plan *plan,
-                                 curdi_gather_kernels *kernels,
-                                 uint64_t *out_stage_ptr)
+                                 curdi_gather_kernels *kernels)
 {
     const curdi_gather_policy *policy = &device->transfer->tuning.gather;
-    size_t class_bytes;
     curd_status status;
-    *out_stage_ptr = 0;
     if (policy->path == CURDI_PATH_DMA || curdi_gather_unavailable(device))
         policy = NULL;
     status = curdi_xfer_plan_build(items, count, policy, plan);
     if (status != CURD_OK || !plan->gather)
         return status;
     status = curdi_gather_kernels_get(device, kernels);
-    /* One device staging area serves every chunk: the stream orders each
-     * chunk's kernel and DMA after the last chunk's. */
-    if (status == CURD_OK)
-        status = curdi_pool_acquire(device->device_pool,
-                                    (size_t)transfer_chunk_bytes(device, plan),
-                                    out_stage_ptr, &class_bytes);
     if (status == CURD_OK)
         return CURD_OK;
     curdi_xfer_plan_free(plan);
-    if (status != CURD_E_PROGRAM && status != CURD_E_OUT_OF_MEMORY
-        && status != CURD_E_BUDGET)
+    if (status != CURD_E_PROGRAM)
         return status;
     return curdi_xfer_plan_build(items, count, NULL, plan);
 }
@@ -382,6 +393,8 @@ static curd_status transfer_run(curd_device *device, const char *what,
     curdi_xfer_ops ops = {gpu_copy, gpu_gathered, gpu_mark,
                           gpu_wait, gpu_finish, &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
+    curdi_copy_team *team = NULL;
+    uint64_t warmth = 0;
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
     curdi_xfer_staging host_side;
     uint64_t chunk_count = 0;
@@ -402,8 +415,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
     gpu.driver = driver;
     curdi_hostreg_use_items(device, items, count);
 
-    status = transfer_plan(device, items, count, &plan, &gpu.kernels,
-                           &gpu.stage_ptr);
+    status = transfer_plan(device, items, count, &plan, &gpu.kernels);
     if (status != CURD_OK)
         goto done;
     host_side.slots = slots;
@@ -420,6 +432,18 @@ static curd_status transfer_run(curd_device *device, const char *what,
         host_side.streaming =
             plan.stream_bytes >= (upload ? tuning->streaming_upload_min
                                          : tuning->streaming_download_min);
+        /* Straight to registered memory there is no host copy to share. */
+        if (plan.gather_host == NULL
+            && plan.stream_bytes >= tuning->copy_parallel_min)
+            team = transfer_team(device);
+    }
+    if (team != NULL) {
+        /* Before anything is enqueued: the workers wake while the DMAs
+         * are set up and run. */
+        host_side.piece_bytes =
+            team_piece_bytes(tuning, team, host_side.chunk_bytes);
+        warmth = team_warm(team, plan.stream_bytes, host_side.chunk_bytes,
+                           host_side.piece_bytes);
     }
     memset(&counts, 0, sizeof counts);
     if (upload)
@@ -456,22 +480,15 @@ static curd_status transfer_run(curd_device *device, const char *what,
         events_taken = true;
     }
 
-    /* Straight to registered memory there is no host copy to share. */
-    status = curdi_xfer_execute(
-        &plan, items, upload, &host_side, &ops,
-        plan.gather_host == NULL
-                && plan.stream_bytes >= tuning->copy_parallel_min
-            ? transfer_team(device)
-            : NULL,
-        &result);
+    status = curdi_xfer_execute(&plan, items, upload, &host_side, &ops, team,
+                                &result);
     if (status != CURD_OK)
         stream_drain(driver, gpu.stream);
 
 done:
+    curdi_copy_team_cool(team, warmth);
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
-    if (gpu.stage_ptr != 0)
-        (void)curdi_pool_release(device->device_pool, gpu.stage_ptr);
     for (unsigned index = 0; index < slots_taken; index++)
         (void)curdi_staging_release(&staging[index]);
     if (pooled_stream && gpu.stream != NULL)

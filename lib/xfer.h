@@ -4,9 +4,9 @@
  * is moved either directly (its host side is one registered range) or
  * through a staging stream that is cut into chunks and pipelined: the host
  * copy of one chunk overlaps the DMA of another. Many small spans are
- * gathered: on the device side too the stream is one contiguous staging
- * area, which a kernel packs or unpacks (lib/gather.h), so each chunk is
- * one DMA however many spans it holds. The engine reaches the device only
+ * gathered: a kernel packs them into a chunk's host side, or unpacks them
+ * from it, across the bus (lib/gather.h), so each chunk is one launch
+ * however many spans it holds. The engine reaches the device only
  * through a small table of operations (copy, gathered, mark, wait,
  * finish), which lib/transfer.c fills with driver calls and
  * tests/test-transfer.c with a deferred-DMA stand-in. */
@@ -87,18 +87,18 @@ typedef struct curdi_xfer_plan {
     /* Two staged items share bytes: an upload then copies its items into
      * staging one after another in item order, so the later item wins. */
     bool overlapping;
-    /* The staged spans' device side is one contiguous device staging
-     * area, chunk by chunk: a kernel packs the spans into it before the
-     * chunk's one DMA down (gather), or places them from it after the
-     * chunk's one DMA up (scatter), instead of one DMA per span. Spans
+    /* Each chunk of the staged stream crosses the bus in one kernel
+     * launch instead of one DMA per span: a kernel packs the chunk's
+     * spans into its page-locked host side (gather), or places them from
+     * it (scatter), reaching that memory across the bus (lib/gather.h). Spans
      * never share device bytes (overlapping items fuse into one span), so
      * the kernel's writes never race; where uploads overlap, the host
      * copies into the stream already let the later item win. */
     bool gather;
     /* When gathering and every staged item lies in one registered range
      * laid out exactly as the stream (host - stream offset the same for
-     * all): the host address of stream byte 0. The chunks' DMAs then go
-     * straight between it and the device staging, with no pinned staging
+     * all): the host address of stream byte 0. The kernels then move the
+     * chunks straight between it and the spans, with no pinned staging
      * and no host copy. NULL otherwise. */
     unsigned char *gather_host;
 } curdi_xfer_plan;
@@ -149,11 +149,12 @@ typedef struct curdi_xfer_ops {
     /* Enqueues one DMA: host -> device when upload, else device -> host. */
     curd_status (*copy)(void *context, bool upload, uint64_t device_ptr,
                         unsigned char *host, uint64_t byte_len);
-    /* Gathering plans only (may be NULL otherwise): moves one chunk,
-     * host[0, byte_len), through the device staging in one DMA. An upload
-     * DMAs the chunk up, then a kernel places the pieces; a download has
-     * the kernel pack the pieces first, then DMAs the chunk down. pieces
-     * come in stage_offset order, back to back from 0 to byte_len. */
+    /* Gathering plans only (may be NULL otherwise): moves one chunk
+     * between its page-locked host side host[0, byte_len) and its pieces'
+     * device bytes in one kernel launch (scatter for an upload, gather
+     * for a download). pieces come in stage_offset order, back to back
+     * from 0 to byte_len. Ordered like a DMA: mark, wait and finish cover
+     * it. */
     curd_status (*gathered)(void *context, bool upload, unsigned char *host,
                             uint64_t byte_len, const curdi_xfer_piece *pieces,
                             size_t count);
@@ -167,7 +168,8 @@ typedef struct curdi_xfer_ops {
 } curdi_xfer_ops;
 
 typedef struct curdi_xfer_result {
-    uint64_t dma_ops;   /* copy calls made, and one per gathered chunk */
+    uint64_t dma_ops;   /* copy calls made, and one per gathered chunk
+                           (its launch: one operation across the bus) */
     uint64_t dma_bytes; /* bytes they moved */
     uint64_t fences;    /* finish calls made: 1, or 0 when nothing moved */
 } curdi_xfer_result;

@@ -1,6 +1,6 @@
 /* test-gather.c - scattered batches through both ways the transfer engine
  * moves them: one DMA per span, and the device's gather and scatter
- * kernels with one DMA per chunk (lib/gather.cu), each forced by the test
+ * kernels with one launch per chunk (lib/gather.cu), each forced by the test
  * switch CURD_TRANSFER_PATH (read when the device opens); plus the
  * planner's own choice between them and the engine's tunables from the
  * environment.
@@ -9,7 +9,8 @@
  * overlapping and scattered ranges); outputs are poisoned first, and every
  * byte is compared with a host model that applies the items in order
  * (the later of overlapping uploads wins). The counters show which way
- * the bytes went: a gathered chunk is one DMA whatever its spans. Each
+ * the bytes went: a gathered chunk is one operation across the bus (one
+ * launch) whatever its spans. Each
  * test opens device 0 or skips with the reason; test-gather-fake.c runs
  * them on the stand-in driver, which runs the kernels block by block. */
 #include <glib.h>
@@ -474,51 +475,81 @@ static void test_scattered_pieces_move_straight_to_registered_memory(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
-/* Gathering needs a block of the device pool as staging; where the pool
- * has no room for it (its live limit), the batch still moves, one DMA per
- * span. */
-static void test_a_device_pool_without_room_for_the_staging_leaves_dmas(void)
+/* count scattered reads of piece bytes, stride apart in one buffer, into
+ * malloc memory on device (CURD_TRANSFER_PATH as it opened), every byte
+ * compared; the counters before and after. */
+static void scattered_reads(curd_device *device, size_t count, size_t piece,
+                            size_t stride, transfer_test_snapshot *before,
+                            transfer_test_snapshot *after)
+{
+    curd_buffer buffer = alloc_ok(device, count * stride);
+    unsigned char *model = g_malloc(count * stride);
+    unsigned char *dst = g_malloc(count * piece);
+    unsigned char *expected = g_malloc(count * piece);
+    curd_download *items = g_new(curd_download, count);
+    curd_test_fill_random(model, count * stride);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, count * stride),
+                    ==, CURD_OK);
+    curd_test_poison(dst, count * piece);
+    for (size_t i = 0; i < count; i++) {
+        items[i] = (curd_download){buffer, i * stride, piece, dst + i * piece,
+                                   piece};
+        memcpy(expected + i * piece, model + i * stride, piece);
+    }
+    *before = transfer_test_take(device);
+    g_assert_cmpint(curd_download_batch(device, items, count), ==, CURD_OK);
+    *after = transfer_test_take(device);
+    assert_same_bytes(dst, expected, count * piece);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(items);
+    g_free(model);
+    g_free(dst);
+    g_free(expected);
+}
+
+/* The kernels move a chunk between the spans and page-locked host memory
+ * across the bus: a gathered batch takes no device memory, so a device
+ * whose pool has room for the buffer and nothing more still gathers. */
+static void test_gathering_takes_no_device_memory(void)
 {
     enum { PIECES = 96, PIECE = 12 * 1024, STRIDE = 16 * 1024 };
     curd_device_options options;
     curd_device *device;
+    transfer_test_snapshot before, after;
     curd_device_options_init(&options);
-    /* The 1.5 MiB buffer and a 1 MiB staging chunk do not fit in 2 MiB. */
+    /* The 1.5 MiB buffer fits in 2 MiB; a 1 MiB staging chunk would not. */
     options.device_live_limit_bytes = 2u << 20;
     g_setenv("CURD_TRANSFER_PATH", "gather", TRUE);
     device = curd_test_gpu_open_with(&options);
     g_unsetenv("CURD_TRANSFER_PATH");
     if (device == NULL)
         return;
-    curd_buffer buffer = alloc_ok(device, PIECES * STRIDE);
-    unsigned char *model = g_malloc(PIECES * STRIDE);
-    unsigned char *dst = g_malloc(PIECES * PIECE);
-    unsigned char *expected = g_malloc(PIECES * PIECE);
-    curd_download items[PIECES];
-    transfer_test_snapshot before, after;
-    curd_test_fill_random(model, PIECES * STRIDE);
-    g_assert_cmpint(curd_buffer_upload(device, buffer, model, PIECES * STRIDE),
-                    ==, CURD_OK);
-    curd_test_poison(dst, PIECES * PIECE);
-    for (size_t i = 0; i < PIECES; i++) {
-        items[i] = (curd_download){buffer, i * STRIDE, PIECE, dst + i * PIECE,
-                                   PIECE};
-        memcpy(expected + i * PIECE, model + i * STRIDE, PIECE);
-    }
-    before = transfer_test_take(device);
-    g_assert_cmpint(curd_download_batch(device, items, PIECES), ==, CURD_OK);
-    after = transfer_test_take(device);
-    assert_same_bytes(dst, expected, PIECES * PIECE);
-    /* A DMA per span (and one more where a span crosses into the second
-     * staging chunk), not one per chunk. */
-    g_assert_cmpuint(after.copy_ops - before.copy_ops, >=, PIECES);
+    scattered_reads(device, PIECES, PIECE, STRIDE, &before, &after);
+    /* 1.125 MiB through staging: two chunks, one launch each. */
+    g_assert_cmpuint(after.copy_ops - before.copy_ops, ==, 2);
     g_assert_cmpuint(after.device_live_bytes, ==, before.device_live_bytes);
-    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
-    g_free(model);
-    g_free(dst);
-    g_free(expected);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
+
+#ifdef TRANSFER_TEST_ON_FAKE
+/* A device that cannot reach page-locked host memory at its host address
+ * (the stand-in says so under FAKE_CUDA_NO_HOST_POINTER) cannot run the
+ * kernels: its scattered batches move one DMA per span, and every byte
+ * still arrives. */
+static void test_a_device_without_host_access_moves_one_dma_per_span(void)
+{
+    enum { PIECES = 40, PIECE = 4096, STRIDE = 8192 };
+    curd_device *device;
+    transfer_test_snapshot before, after;
+    g_setenv("FAKE_CUDA_NO_HOST_POINTER", "1", TRUE);
+    device = open_with("CURD_TRANSFER_PATH", "gather");
+    g_assert_nonnull(device);
+    scattered_reads(device, PIECES, PIECE, STRIDE, &before, &after);
+    g_unsetenv("FAKE_CUDA_NO_HOST_POINTER");
+    g_assert_cmpuint(after.copy_ops - before.copy_ops, ==, PIECES);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+#endif
 
 /* ------------------------------------------------------------------------
  * The planner's choice and the tunables
@@ -646,8 +677,12 @@ static const transfer_test_case cases[] = {
      test_overlapping_gathered_uploads_keep_the_later_item},
     {"scattered-pieces-move-straight-to-registered-memory",
      test_scattered_pieces_move_straight_to_registered_memory},
-    {"a-device-pool-without-room-for-the-staging-leaves-dmas",
-     test_a_device_pool_without_room_for_the_staging_leaves_dmas},
+    {"gathering-takes-no-device-memory",
+     test_gathering_takes_no_device_memory},
+#ifdef TRANSFER_TEST_ON_FAKE
+    {"a-device-without-host-access-moves-one-dma-per-span",
+     test_a_device_without_host_access_moves_one_dma_per_span},
+#endif
     {"the-planner-gathers-many-small-ranges-and-dmas-few",
      test_the_planner_gathers_many_small_ranges_and_dmas_few},
     {"the-engine-tunables-come-from-the-environment",

@@ -895,6 +895,47 @@ static void test_streaming_copy_matches_memcpy_at_any_alignment(void)
     g_free(expected);
 }
 
+/* Warmed workers poll for jobs instead of sleeping; many small jobs in a
+ * row, each closed while workers may still be waking, copy every byte;
+ * a cool with a stale warmth leaves the newer warming, and the team still
+ * stops at destroy while warm. */
+static void test_a_warmed_team_copies_small_jobs_in_a_row(void)
+{
+    curdi_copy_team *team = NULL;
+    enum { PIECES = 8, PIECE = 16 * 1024, ROUNDS = 300 };
+    unsigned char *src = g_malloc(PIECES * PIECE);
+    unsigned char *dst = g_malloc(PIECES * PIECE);
+    curdi_copy_piece pieces[PIECES];
+    curdi_copy_team_config config = {4, 0, 0};
+    uint64_t first, second;
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
+    for (size_t i = 0; i < PIECES; i++)
+        pieces[i] = (curdi_copy_piece){dst + i * PIECE, src + i * PIECE, PIECE};
+    for (int round = 0; round < ROUNDS; round++) {
+        uint64_t warmth = 0;
+        curd_test_fill_random(src, PIECES * PIECE);
+        curd_test_poison(dst, PIECES * PIECE);
+        /* A third warmed, a third cold, a third warmed and cooled first. */
+        if (round % 3 != 1)
+            warmth = curdi_copy_team_warm(team, PIECES - 1, 1000000u);
+        if (round % 3 == 2)
+            curdi_copy_team_cool(team, warmth);
+        curdi_copy_team_run(team, pieces, PIECES, round % 2 == 1);
+        assert_same_bytes(dst, src, PIECES * PIECE);
+        curdi_copy_team_cool(team, warmth);
+    }
+    first = curdi_copy_team_warm(team, 2, 1000000u);
+    g_assert_cmpuint(first, !=, 0);
+    second = curdi_copy_team_warm(team, 2, 5000000000u);
+    curdi_copy_team_cool(team, first); /* stale: the second stays */
+    g_assert_cmpuint(curdi_copy_team_warm(NULL, 2, 1u), ==, 0);
+    g_assert_cmpuint(curdi_copy_team_warm(team, 0, 1u), ==, 0);
+    curdi_copy_team_cool(NULL, second);
+    curdi_copy_team_destroy(team); /* while warm for 5 s */
+    g_free(src);
+    g_free(dst);
+}
+
 typedef struct team_caller {
     curdi_copy_team *team;
     unsigned char *src;
@@ -1032,6 +1073,8 @@ int main(int argc, char **argv)
                     test_copy_team_copies_every_piece);
     g_test_add_func("/transfer/team/streaming-copy-matches-memcpy-at-any-alignment",
                     test_streaming_copy_matches_memcpy_at_any_alignment);
+    g_test_add_func("/transfer/team/a-warmed-team-copies-small-jobs-in-a-row",
+                    test_a_warmed_team_copies_small_jobs_in_a_row);
     g_test_add_func("/transfer/team/serves-concurrent-callers",
                     test_copy_team_serves_concurrent_callers);
     g_test_add_func("/transfer/engine/large-pipelined-transfer-through-the-team",

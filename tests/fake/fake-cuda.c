@@ -37,7 +37,10 @@
  *   FAKE_CUDA_MEMORY    bytes of memory per device (default 256 MiB)
  *   FAKE_CUDA_OMIT      comma-separated base names cuGetProcAddress
  *                       reports as not found (e.g. "cuMemAllocAsync")
- *   FAKE_CUDA_INIT_RESULT  the CUresult cuInit returns (default 0) */
+ *   FAKE_CUDA_INIT_RESULT  the CUresult cuInit returns (default 0)
+ *   FAKE_CUDA_NO_HOST_POINTER  when set (read at each query), devices do not
+ *                       reach page-locked host memory at its host address
+ *                       (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0) */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -233,7 +236,10 @@ static void drop(fake_object *gone)
 size_t fake_span(uint64_t address)
 {
     for (fake_object *o = objects; o != NULL; o = o->next) {
-        if (o->kind != FAKE_DEVICE_MEMORY)
+        /* Page-locked host memory is the device's at its host address, as
+         * under unified addressing. */
+        if (o->kind != FAKE_DEVICE_MEMORY && o->kind != FAKE_HOST_MEMORY
+            && o->kind != FAKE_REGISTERED)
             continue;
         uint64_t start = (uint64_t)(uintptr_t)o->address;
         if (address >= start && address - start < o->byte_len)
@@ -375,6 +381,10 @@ static curdi_cu_result f_cuDeviceGetAttribute(int *value,
         break;
     case CURDI_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
         *value = 4;
+        break;
+    case CURDI_CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+        /* Read at each call: a test turns it off for one device. */
+        *value = getenv("FAKE_CUDA_NO_HOST_POINTER") == NULL;
         break;
     case CURDI_CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
         *value = 2;

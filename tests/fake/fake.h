@@ -64,8 +64,11 @@ const char *fake_image_text(const void *image, fake_image_kind kind,
 bool fake_module_parse(const char *text, size_t len, fake_module_info *info);
 void fake_module_info_free(fake_module_info *info);
 
-/* Bytes of fake device memory from address to the end of the allocation
- * holding it; 0 when no allocation holds it. fake-cuda.c, lock held. */
+/* Bytes of memory a kernel may reach from address to the end of the
+ * allocation holding it: fake device memory, or page-locked host memory
+ * (allocated or registered), which a device with unified addressing
+ * reaches at its host address; 0 when no allocation holds it.
+ * fake-cuda.c, lock held. */
 size_t fake_span(uint64_t address);
 
 typedef struct fake_launch {
