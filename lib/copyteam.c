@@ -66,6 +66,9 @@ struct curdi_copy_team {
     /* Until this monotonic time, idle workers poll for a job rather than
      * sleep (curdi_copy_team_warm); 0: not warm. */
     _Atomic uint64_t warm_until_ns;
+    /* Sleepers still to wake for the warming: each worker woken for it
+     * wakes the next, so the caller pays for one wake-up only. */
+    _Atomic unsigned warm_wanted;
 };
 
 static uint64_t monotonic_ns(void)
@@ -192,6 +195,17 @@ static bool team_warm(curdi_copy_team *team)
     return until != 0 && monotonic_ns() < until;
 }
 
+/* Takes one wake-up from those the warming still wants. */
+static bool wake_wanted(curdi_copy_team *team)
+{
+    unsigned wanted = atomic_load(&team->warm_wanted);
+    while (wanted != 0)
+        if (atomic_compare_exchange_weak(&team->warm_wanted, &wanted,
+                                         wanted - 1u))
+            return true;
+    return false;
+}
+
 /* A worker's turn at job `serial`: it counts itself in, then copies only
  * if the job is still open (see the top of this file). */
 static void join_job(curdi_copy_team *team, uint64_t serial)
@@ -221,6 +235,9 @@ static void *copy_worker(void *argument)
                && !team_warm(team))
             pthread_cond_wait(&team->start, &team->lock);
         stopping = team->stopping;
+        if (!stopping && atomic_load(&team->serial) == seen
+            && wake_wanted(team))
+            pthread_cond_signal(&team->start);
         pthread_mutex_unlock(&team->lock);
         if (stopping)
             break;
@@ -316,11 +333,12 @@ uint64_t curdi_copy_team_warm(curdi_copy_team *team, unsigned workers,
     /* Never 0, which means cool. */
     until = monotonic_ns() + within_ns + 1u;
     atomic_store_explicit(&team->warm_until_ns, until, memory_order_relaxed);
-    /* Each signal wakes at most one sleeper: workers already polling
-     * stay as they are. */
+    /* One signal wakes at most one sleeper, which wakes the next while
+     * the warming wants more (a signal with no sleeper is lost: those
+     * workers are polling already). */
+    atomic_store(&team->warm_wanted, workers - 1u);
     pthread_mutex_lock(&team->lock);
-    for (unsigned index = 0; index < workers; index++)
-        pthread_cond_signal(&team->start);
+    pthread_cond_signal(&team->start);
     pthread_mutex_unlock(&team->lock);
     return until;
 }
@@ -329,9 +347,9 @@ void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth)
 {
     /* Only this caller's warming: another caller may have warmed the team
      * since, for a transfer still running. */
-    if (team != NULL && warmth != 0)
-        (void)atomic_compare_exchange_strong(&team->warm_until_ns, &warmth,
-                                             0u);
+    if (team != NULL && warmth != 0
+        && atomic_compare_exchange_strong(&team->warm_until_ns, &warmth, 0u))
+        atomic_store(&team->warm_wanted, 0u);
 }
 
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,

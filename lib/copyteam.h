@@ -17,9 +17,11 @@
  * (the default; lib/tuning.h). */
 #define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
 /* Below this a job is copied by its caller alone (the default;
- * lib/tuning.h): a worker that joins late costs nothing, but each job's
- * hand-over does. */
-#define CURDI_COPY_PARALLEL_MIN ((size_t)64 * 1024)
+ * lib/tuning.h). A worker that wakes late costs its caller nothing, but
+ * on the H100 host of doc/PERFORMANCE.md (a virtual machine) a sleeping
+ * worker takes tens of microseconds to wake: sharing a 256 KiB download's
+ * copy paid only with workers kept polling (CURD_COPY_SPIN_US). */
+#define CURDI_COPY_PARALLEL_MIN ((size_t)1024 * 1024)
 /* Pieces are never cut smaller than this for the team. */
 #define CURDI_COPY_PIECE_MIN_BYTES ((uint64_t)16 * 1024)
 /* Workers a team may have, and how many it gets when not told. */

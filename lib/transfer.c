@@ -165,18 +165,18 @@ static uint64_t team_piece_bytes(const curdi_tuning *tuning,
     return share < tuning->copy_piece_bytes ? share : tuning->copy_piece_bytes;
 }
 
-/* Warms the workers a transfer of stream_bytes in chunks of chunk_bytes
- * will give pieces to (one piece is the caller's). */
-static uint64_t team_warm(curdi_copy_team *team, uint64_t stream_bytes,
-                          uint64_t chunk_bytes, uint64_t piece_bytes)
+/* The workers a transfer of stream_bytes in chunks of chunk_bytes gives
+ * pieces to (one piece of a chunk is the caller's), and how long to keep
+ * them warm. */
+static unsigned team_helpers(uint64_t chunk_bytes, uint64_t piece_bytes)
 {
     uint64_t pieces = (chunk_bytes + piece_bytes - 1u) / piece_bytes;
-    uint64_t window = TEAM_WARM_BASE_NS + stream_bytes / TEAM_WARM_BYTES_PER_NS;
-    if (pieces < 2u)
-        return 0;
-    return curdi_copy_team_warm(
-        team, pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u),
-        window);
+    return pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u);
+}
+
+static uint64_t team_window_ns(uint64_t stream_bytes)
+{
+    return TEAM_WARM_BASE_NS + stream_bytes / TEAM_WARM_BYTES_PER_NS;
 }
 
 /* ------------------------------------------------------------------------
@@ -245,6 +245,13 @@ typedef struct curdi_gpu_ops {
     curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
     /* Gathering plans: the kernels. */
     curdi_gather_kernels kernels;
+    /* A download's copy team, warmed on its first wait for the device
+     * (the DMAs are on their way by then; lib/copyteam.h): the team, the
+     * workers and window to warm, and the warmth to cool. */
+    curdi_copy_team *team;
+    unsigned warm_workers;
+    uint64_t warm_window_ns;
+    uint64_t warmth;
 } curdi_gpu_ops;
 
 static curd_status gpu_copy(void *context, bool upload,
@@ -295,10 +302,23 @@ static curd_status gpu_mark(void *context, unsigned slot)
     return CURD_OK;
 }
 
+/* Before a download first blocks on the device: its team's wake-up then
+ * overlaps the DMAs instead of delaying them. */
+static void gpu_warm_team(curdi_gpu_ops *gpu)
+{
+    if (gpu->warm_workers == 0)
+        return;
+    gpu->warmth = curdi_copy_team_warm(gpu->team, gpu->warm_workers,
+                                       gpu->warm_window_ns);
+    gpu->warm_workers = 0;
+}
+
 static curd_status gpu_wait(void *context, unsigned slot)
 {
     curdi_gpu_ops *gpu = context;
-    curdi_cu_result cu_result =
+    curdi_cu_result cu_result;
+    gpu_warm_team(gpu);
+    cu_result =
         curdi_driver_note(gpu->driver->cuEventSynchronize(gpu->events[slot]));
     if (cu_result != CURDI_CUDA_SUCCESS)
         return curdi_fail_driver((int)cu_result, "cuEventSynchronize",
@@ -309,7 +329,9 @@ static curd_status gpu_wait(void *context, unsigned slot)
 static curd_status gpu_finish(void *context)
 {
     curdi_gpu_ops *gpu = context;
-    curdi_cu_result cu_result =
+    curdi_cu_result cu_result;
+    gpu_warm_team(gpu);
+    cu_result =
         curdi_driver_note(gpu->driver->cuStreamSynchronize(gpu->stream));
     if (cu_result != CURDI_CUDA_SUCCESS)
         return curdi_fail_driver((int)cu_result, "cuStreamSynchronize",
@@ -394,7 +416,6 @@ static curd_status transfer_run(curd_device *device, const char *what,
                           gpu_wait, gpu_finish, &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_copy_team *team = NULL;
-    uint64_t warmth = 0;
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
     curdi_xfer_staging host_side;
     uint64_t chunk_count = 0;
@@ -418,6 +439,9 @@ static curd_status transfer_run(curd_device *device, const char *what,
     status = transfer_plan(device, items, count, &plan, &gpu.kernels);
     if (status != CURD_OK)
         goto done;
+    if (upload)
+        (void)curdi_xfer_plan_pageable_direct(&plan, items, count,
+                                              tuning->pageable_direct_max);
     host_side.slots = slots;
     host_side.piece_bytes = tuning->copy_piece_bytes;
     if (plan.stream_bytes > 0) {
@@ -438,12 +462,16 @@ static curd_status transfer_run(curd_device *device, const char *what,
             team = transfer_team(device);
     }
     if (team != NULL) {
-        /* Before anything is enqueued: the workers wake while the DMAs
-         * are set up and run. */
         host_side.piece_bytes =
             team_piece_bytes(tuning, team, host_side.chunk_bytes);
-        warmth = team_warm(team, plan.stream_bytes, host_side.chunk_bytes,
-                           host_side.piece_bytes);
+        gpu.team = team;
+        gpu.warm_workers =
+            team_helpers(host_side.chunk_bytes, host_side.piece_bytes);
+        gpu.warm_window_ns = team_window_ns(plan.stream_bytes);
+        /* An upload's first job comes at once: its workers join as they
+         * wake, and the warming keeps them between chunks. */
+        if (upload)
+            gpu_warm_team(&gpu);
     }
     memset(&counts, 0, sizeof counts);
     if (upload)
@@ -486,7 +514,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
         stream_drain(driver, gpu.stream);
 
 done:
-    curdi_copy_team_cool(team, warmth);
+    curdi_copy_team_cool(team, gpu.warmth);
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
     for (unsigned index = 0; index < slots_taken; index++)

@@ -25,6 +25,7 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->copy_parallel_min = CURDI_COPY_PARALLEL_MIN;
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     tuning->streaming_upload_min = UINT64_MAX;
+    tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
 }
 
 /* The numeric variables: where each goes and what it may be. "off" sets
@@ -62,6 +63,8 @@ static const knob knobs[] = {
      (uint64_t)1 << 40, true},
     {"CURD_STREAMING_UPLOAD_MIN", KNOB_FIELD(streaming_upload_min), 0,
      (uint64_t)1 << 40, true},
+    {"CURD_PAGEABLE_DIRECT_MAX", KNOB_FIELD(pageable_direct_max), 0,
+     CURDI_CHUNK_BYTES_LIMIT, false},
 };
 
 /* A count or a size: decimal digits, then optionally k, m or g (KiB, MiB,
@@ -156,7 +159,8 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     " copy threads (0: auto) polling %" PRIu64
                     " us, pieces of %" PRIu64
                     " bytes from %" PRIu64 ", streaming from %" PRIu64
-                    " down / %" PRIu64 " up",
+                    " down / %" PRIu64 " up, pageable uploads to the"
+                    " driver up to %" PRIu64,
                     tuning->gather.path == CURDI_PATH_DMA ? "dma"
                     : tuning->gather.path == CURDI_PATH_GATHER ? "gather"
                                                                : "auto",
@@ -165,5 +169,6 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->slots, tuning->copy_threads,
                     tuning->copy_spin_us, tuning->copy_piece_bytes, tuning->copy_parallel_min,
                     tuning->streaming_download_min,
-                    tuning->streaming_upload_min);
+                    tuning->streaming_upload_min,
+                    tuning->pageable_direct_max);
 }

@@ -54,6 +54,10 @@ typedef struct curdi_tuning {
      * (curdi_copy_streaming); UINT64_MAX: never. */
     uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
     uint64_t streaming_upload_min;     /* CURD_STREAMING_UPLOAD_MIN */
+    /* A single upload from pageable memory of at most this many bytes goes
+     * to the driver as it is (lib/xfer.h,
+     * curdi_xfer_plan_pageable_direct); 0: never. */
+    uint64_t pageable_direct_max;      /* CURD_PAGEABLE_DIRECT_MAX */
 } curdi_tuning;
 
 /* Defaults. The gather crossover: below the DMA count, a DMA per span
@@ -84,6 +88,10 @@ typedef struct curdi_tuning {
  * stores made the 256 MiB upload slower there). */
 #define CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT ((uint64_t)16 << 20)
 
+/* The driver takes a 4 KiB upload from pageable memory in 7.4 us on the
+ * H100 host of doc/PERFORMANCE.md, staging and a DMA in 9.4 us; at 64 KiB
+ * staging wins (17.5 against 18.7 us). */
+#define CURDI_PAGEABLE_DIRECT_MAX_DEFAULT ((uint64_t)16 * 1024)
 /* The defaults above. */
 void curdi_tuning_defaults(curdi_tuning *tuning);
 /* The defaults, then every variable that is set and valid; traces what it

@@ -325,6 +325,25 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
     return CURD_OK;
 }
 
+bool curdi_xfer_plan_pageable_direct(curdi_xfer_plan *plan,
+                                     const curdi_xfer_item *items,
+                                     size_t count, uint64_t max_bytes)
+{
+    curdi_xfer_span *span = plan->spans;
+    if (count != 1 || plan->span_count != 1 || plan->gather
+        || span->mode != CURDI_SPAN_STAGED || items[0].registered_key != 0
+        || items[0].byte_len == 0 || items[0].byte_len > max_bytes)
+        return false;
+    /* One item, one span: the span is the item. */
+    span->mode = CURDI_SPAN_DIRECT;
+    span->host = items[0].host;
+    span->stream_offset = 0;
+    plan->stream_bytes = 0;
+    plan->staged_span_count = 0;
+    plan->staged_item_count = 0;
+    return true;
+}
+
 uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
                                 uint64_t max_bytes)
 {

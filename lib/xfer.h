@@ -48,7 +48,9 @@ typedef enum curdi_span_mode {
     /* Through the staging stream: host copy plus one DMA per chunk piece. */
     CURDI_SPAN_STAGED = 0,
     /* One DMA between the device and the span's host side, which is one
-     * contiguous run inside one registered range. */
+     * contiguous run inside one registered range (or one small pageable
+     * upload the driver takes at the call,
+     * curdi_xfer_plan_pageable_direct). */
     CURDI_SPAN_DIRECT = 1,
     /* One DMA per item, straight from or to registered memory (items
      * large enough that a DMA each costs less than staging them). */
@@ -123,6 +125,16 @@ void curdi_xfer_plan_free(curdi_xfer_plan *plan);
  * at least min_spans of them averaging at most max_span_bytes. */
 bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
                              size_t span_count, uint64_t span_bytes);
+
+/* Where an upload plan is one small item from pageable memory
+ * (byte_len at most max_bytes, nothing gathered), makes its one span
+ * direct from the caller's memory and empties the stream: the driver
+ * copies a small pageable upload into its own command stream at the call,
+ * sooner than a copy into staging and a DMA from it. Returns whether it
+ * did; any other plan is left as it was. */
+bool curdi_xfer_plan_pageable_direct(curdi_xfer_plan *plan,
+                                     const curdi_xfer_item *items,
+                                     size_t count, uint64_t max_bytes);
 
 /* The chunk size the engine pipelines stream_bytes in: the whole stream
  * up to min_bytes, else a quarter of it rounded up to 4 KiB, kept between

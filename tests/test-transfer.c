@@ -417,6 +417,52 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
     g_free(dst);
 }
 
+/* One small upload from pageable memory goes to the driver as it is: one
+ * direct DMA from the caller's bytes, no staging; a larger one, a
+ * registered one, a download's plan or a batch of two stay as planned. */
+static void test_a_small_pageable_upload_goes_to_the_driver_as_it_is(void)
+{
+    enum { LEN = 8192 };
+    unsigned char *device = g_malloc(2 * LEN);
+    unsigned char *src = g_malloc(2 * LEN);
+    curdi_xfer_item items[2];
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    curd_test_fill_random(src, 2 * LEN);
+    curd_test_poison(device, 2 * LEN);
+    items[0] = item_at(1, device, 0, LEN, src, 0);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, &plan), ==, CURD_OK);
+    g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN - 1));
+    g_assert_cmpuint(plan.stream_bytes, ==, LEN);
+    g_assert_true(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN));
+    g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT);
+    g_assert_true(plan.spans[0].host == src);
+    g_assert_cmpuint(plan.stream_bytes, ==, 0);
+    g_assert_cmpuint(plan.dma_bytes, ==, LEN);
+    fake_init(&fake);
+    g_assert_cmpint(run_plan(&plan, items, true, 0, &fake, NULL, &result), ==,
+                    CURD_OK);
+    g_assert_cmpuint(result.dma_ops, ==, 1);
+    g_assert_cmpuint(result.dma_bytes, ==, LEN);
+    assert_same_bytes(device, src, LEN);
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+
+    /* Registered, or two items: left alone. */
+    items[0] = item_at(1, device, 0, LEN, src, 7);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, &plan), ==, CURD_OK);
+    g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN));
+    curdi_xfer_plan_free(&plan);
+    items[0] = item_at(1, device, 0, LEN, src, 0);
+    items[1] = item_at(1, device, LEN, LEN, src + LEN, 0);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, &plan), ==, CURD_OK);
+    g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 2, 4 * LEN));
+    curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(src);
+}
+
 static void test_registered_run_adjacent_on_both_sides_is_one_direct_dma(void)
 {
     enum { PIECES = 64, PIECE = 4096 };
@@ -1069,6 +1115,8 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/transfer/engine/every-failing-op-returns-its-error-and-frees-everything",
         test_every_failing_op_returns_its_error_and_frees_everything);
+    g_test_add_func("/transfer/plan/a-small-pageable-upload-goes-to-the-driver-as-it-is",
+                    test_a_small_pageable_upload_goes_to_the_driver_as_it_is);
     g_test_add_func("/transfer/team/copies-every-piece",
                     test_copy_team_copies_every_piece);
     g_test_add_func("/transfer/team/streaming-copy-matches-memcpy-at-any-alignment",

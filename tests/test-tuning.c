@@ -15,6 +15,7 @@ static const char *const variables[] = {
     "CURD_COPY_THREADS",           "CURD_COPY_PIECE_BYTES",
     "CURD_COPY_PARALLEL_MIN",      "CURD_COPY_SPIN_US",
     "CURD_STREAMING_DOWNLOAD_MIN", "CURD_STREAMING_UPLOAD_MIN",
+    "CURD_PAGEABLE_DIRECT_MAX",
 };
 
 static void unset_all(void)
@@ -81,6 +82,11 @@ static void test_every_variable_sets_its_field(void)
     g_assert_cmpuint(
         read_with("CURD_STREAMING_UPLOAD_MIN", "32M").streaming_upload_min, ==,
         32u << 20);
+    g_assert_cmpuint(
+        read_with("CURD_PAGEABLE_DIRECT_MAX", "0").pageable_direct_max, ==, 0);
+    g_assert_cmpuint(
+        read_with("CURD_PAGEABLE_DIRECT_MAX", "64k").pageable_direct_max, ==,
+        64u << 10);
 }
 
 static void test_bad_values_are_ignored(void)
