@@ -66,6 +66,16 @@ static double soak_seconds(void)
     return seconds > 0.0 ? seconds : DEFAULT_SECONDS;
 }
 
+/* Under a compute-sanitizer tool (run-remote.sh sets
+ * CURD_SOAK_SANITIZED) the device's free memory moves with the tool's own
+ * device bookkeeping (memcheck's, for mapped page-locked memory too), so
+ * the free-memory comparisons are left to the plain runs; the tool's leak
+ * check covers that question there. */
+static bool free_memory_comparable(void)
+{
+    return g_getenv("CURD_SOAK_SANITIZED") == NULL;
+}
+
 static curd_program *load_add_one(curd_device *device)
 {
     curd_program *program = NULL;
@@ -565,7 +575,8 @@ static void soak(unsigned threads)
     g_assert_cmpuint(stats.accounting_repairs, ==, 0);
     pool_balances("device", &stats.device_pool);
     pool_balances("pinned", &stats.pinned_pool);
-    g_assert_cmpuint(free_after, ==, free_before);
+    if (free_memory_comparable())
+        g_assert_cmpuint(free_after, ==, free_before);
     if (on_fake)
         live_as_before(live_before, "the soak");
     ok(curd_device_close(observer), "curd_device_close");
@@ -650,7 +661,8 @@ static void test_opening_and_closing_a_device_leaks_nothing(void)
                    " before, %" PRIu64 " after",
                    opens, curd_test_device_info(observer).name, free_before,
                    free_after);
-    g_assert_cmpuint(free_after, ==, free_before);
+    if (free_memory_comparable())
+        g_assert_cmpuint(free_after, ==, free_before);
     if (on_fake)
         live_as_before(live_before, "the opens");
     free(back);
