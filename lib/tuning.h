@@ -60,16 +60,17 @@ typedef struct curdi_tuning {
     uint64_t pageable_direct_max;      /* CURD_PAGEABLE_DIRECT_MAX */
 } curdi_tuning;
 
-/* Defaults. The gather crossover: below the DMA count, a DMA per span
- * costs less than a kernel launch; above the span size, the bus time of
- * a span hides its DMA's set-up. Measured on the H100 (curd-bench
- * tune/gather-reads and -writes): 4 KiB reads gather faster from 8 spans
- * (0.85x of a DMA each; 1.18x slower at 4), 64 KiB reads only from 16
- * (1.09x slower at 8), 1 MiB spans break even at every count; writes
- * cross earlier (4 KiB from 4, 64 KiB from 8). One count and one size
- * for both directions: 8 spans, 32 KiB on average. */
-#define CURDI_GATHER_MIN_SPANS_DEFAULT 8u
-#define CURDI_GATHER_MAX_SPAN_BYTES_DEFAULT ((uint64_t)32 * 1024)
+/* Defaults. The gather crossover: below the span count, a DMA per span
+ * costs less than the kernel's launch; above the average span size, the
+ * DMAs' bus time hides their set-up. Measured on the H100 with the
+ * kernels moving chunks straight across the bus (curd-bench
+ * tune/gather-reads and -writes, into and out of malloc memory): 2 spans
+ * lose at every size (1.03 to 1.09x slower, but 1 MiB spans); from 4
+ * spans the kernels win or tie at 4 KiB (0.81x reads, 0.82x writes),
+ * 64 KiB (1.02x, 0.89x) and 1 MiB (0.66x, 0.61x), and more spans win
+ * more (64 of 4 KiB: 0.26x, 0.25x). */
+#define CURDI_GATHER_MIN_SPANS_DEFAULT 4u
+#define CURDI_GATHER_MAX_SPAN_BYTES_DEFAULT ((uint64_t)1024 * 1024)
 #define CURDI_CHUNK_MIN_BYTES_DEFAULT ((uint64_t)1 << 20)
 #define CURDI_CHUNK_MAX_BYTES_DEFAULT ((uint64_t)8 << 20)
 #define CURDI_STAGING_SLOTS_DEFAULT 3u

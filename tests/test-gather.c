@@ -592,7 +592,7 @@ static void test_the_planner_gathers_many_small_ranges_and_dmas_few(void)
     curd_test_fill_random(model, len);
     g_assert_cmpint(curd_buffer_upload(device, buffer, model, len), ==, CURD_OK);
     /* The defaults (lib/tuning.h): a DMA each below 4 spans, one
-     * gathered DMA from 4 small spans up. */
+     * gathered launch from 4 spans up. */
     g_assert_cmpuint(strided_read_ops(device, buffer, model, 3, 4096, 8192), ==,
                      3);
     g_assert_cmpuint(strided_read_ops(device, buffer, model, 64, 4096, 8192),
