@@ -628,9 +628,9 @@ static curd_status engine_staged(curdi_engine *engine)
     curd_status status;
 
     if (plan->gather_host != NULL) {
-        /* No pinned staging and no host copies: the chunks go straight
-         * between the registered memory and the device staging, one after
-         * another on the device's queue. */
+        /* No pinned staging and no host copies: the kernels move the
+         * chunks straight between the registered memory and the spans, one
+         * after another on the device's queue. */
         for (uint64_t chunk = 0; chunk < chunk_count; chunk++) {
             status = engine_chunk_move(engine, &span_cursor, chunk, 0);
             if (status != CURD_OK)

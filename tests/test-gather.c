@@ -400,8 +400,8 @@ static uint64_t pinned_acquires(curd_device *device)
 
 /* 64 scattered 4 KiB pieces of two buffers, read into (and written from)
  * one registered run laid out as the planner orders them (by buffer
- * handle, then offset): one DMA each way, straight between the run and
- * the device staging, no pinned staging at all. */
+ * handle, then offset): one launch each way, straight between the run
+ * and the buffers, no pinned staging at all. */
 static void test_scattered_pieces_move_straight_to_registered_memory(void)
 {
     curd_device *device = curd_test_gpu_open();

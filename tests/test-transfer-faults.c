@@ -394,7 +394,7 @@ static void test_each_failing_call_of_a_gather_straight_to_registered_memory(voi
 {
     fixture f;
     /* Pieces of a read into the registered half, laid out as the stream:
-     * one DMA straight between it and the device staging. */
+     * one launch straight between it and the buffer. */
     download_context d = {{3, {0, 0, 0}, {0, 2000, 3100},
                            {1000, 1000, 900}, {0, 1000, 2000}},
                           false};

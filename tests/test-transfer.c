@@ -9,8 +9,8 @@
  * before its DMA ran, gives wrong bytes here, as it would on a GPU. Every
  * result is compared byte by byte with a reference model that applies the
  * items one after another. Gathered chunks are deferred the same way: the
- * kernel that packs or places a chunk's pieces runs in queue order with
- * the DMAs, on one device staging area. The GPU half is
+ * kernel that moves a chunk's pieces between their device bytes and the
+ * chunk's host side runs in queue order with the DMAs. The GPU half is
  * test-transfer-gpu.c and test-gather.c. */
 #include <glib.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@
  * ---------------------------------------------------------------------- */
 
 /* One queued operation: a DMA, or a gathered chunk's kernel (pieces set:
- * upload places them from the staging area, a download packs them). */
+ * an upload places them from host, a download packs them into it). */
 typedef struct fake_dma {
     bool upload;
     uint64_t device_ptr;
@@ -46,16 +46,15 @@ typedef struct fake_device {
     unsigned calls;   /* every op, for fault injection */
     unsigned fail_at; /* 0: never */
     unsigned gathers;  /* gathered chunks */
-    unsigned char *stage; /* the device staging area of gathered chunks */
-    uint64_t stage_len;
+    uint64_t chunk_len; /* the longest a gathered chunk may be */
 } fake_device;
 
-static void fake_run_kernel(const fake_device *fake, const fake_dma *kernel)
+static void fake_run_kernel(const fake_dma *kernel)
 {
     for (size_t i = 0; i < kernel->piece_count; i++) {
         const curdi_xfer_piece *piece = &kernel->pieces[i];
         void *device = (void *)(uintptr_t)piece->device_ptr;
-        unsigned char *staged = fake->stage + piece->stage_offset;
+        unsigned char *staged = kernel->host + piece->stage_offset;
         if (kernel->upload)
             memcpy(device, staged, (size_t)piece->byte_len);
         else
@@ -69,7 +68,7 @@ static void fake_run_until(fake_device *fake, size_t end)
         fake_dma *dma = &g_array_index(fake->queue, fake_dma, fake->ran);
         void *device = (void *)(uintptr_t)dma->device_ptr;
         if (dma->pieces != NULL)
-            fake_run_kernel(fake, dma);
+            fake_run_kernel(dma);
         else if (dma->upload)
             memcpy(device, dma->host, (size_t)dma->byte_len);
         else
@@ -98,17 +97,17 @@ static curd_status fake_copy(void *context, bool upload, uint64_t device_ptr,
     return CURD_OK;
 }
 
-/* A gathered chunk: the DMA and the kernel, in the order a GPU stream
- * runs them, each a queued operation (and each a fault point). */
+/* A gathered chunk: one kernel between the chunk's host side and its
+ * pieces, a queued operation (and a fault point) like a DMA. */
 static curd_status fake_gathered(void *context, bool upload,
                                  unsigned char *host, uint64_t byte_len,
                                  const curdi_xfer_piece *pieces, size_t count)
 {
     fake_device *fake = context;
-    fake_dma kernel = {upload, 0, NULL, 0, NULL, count};
+    fake_dma kernel = {upload, 0, host, byte_len, NULL, count};
     uint64_t at = 0;
     g_assert_cmpuint(byte_len, >, 0);
-    g_assert_cmpuint(byte_len, <=, fake->stage_len);
+    g_assert_cmpuint(byte_len, <=, fake->chunk_len);
     g_assert_cmpuint(count, >, 0);
     /* Back to back from 0 to byte_len, as the kernels expect. */
     for (size_t i = 0; i < count; i++) {
@@ -117,18 +116,10 @@ static curd_status fake_gathered(void *context, bool upload,
         at += pieces[i].byte_len;
     }
     g_assert_cmpuint(at, ==, byte_len);
-    if (upload && fake_copy(fake, true, (uint64_t)(uintptr_t)fake->stage, host,
-                            byte_len)
-                      != CURD_OK)
-        return CURD_E_DRIVER;
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
     kernel.pieces = g_memdup2(pieces, count * sizeof *pieces);
     g_array_append_val(fake->queue, kernel);
-    if (!upload && fake_copy(fake, false, (uint64_t)(uintptr_t)fake->stage,
-                             host, byte_len)
-                       != CURD_OK)
-        return CURD_E_DRIVER;
     fake->gathers++;
     return CURD_OK;
 }
@@ -177,7 +168,6 @@ static void fake_fini(fake_device *fake)
     for (size_t i = 0; i < fake->queue->len; i++)
         g_free(g_array_index(fake->queue, fake_dma, i).pieces);
     g_array_free(fake->queue, TRUE);
-    g_free(fake->stage);
 }
 
 /* ------------------------------------------------------------------------
@@ -353,11 +343,8 @@ static curd_status run_plan(const curdi_xfer_plan *plan,
             !upload
             && plan->stream_bytes >= CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     }
-    if (plan->gather) {
-        fake->stage_len = chunk_bytes;
-        fake->stage = g_malloc((size_t)chunk_bytes);
-        curd_test_poison(fake->stage, (size_t)chunk_bytes);
-    }
+    if (plan->gather)
+        fake->chunk_len = chunk_bytes;
     status = curdi_xfer_execute(plan, items, upload, &staging, &ops, team,
                                 result);
     /* What the caller does on failure: drain what was enqueued. */
