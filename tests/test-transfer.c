@@ -406,7 +406,8 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
 
 /* One small upload from pageable memory goes to the driver as it is: one
  * direct DMA from the caller's bytes, no staging; a larger one, a
- * registered one, a download's plan or a batch of two stay as planned. */
+ * registered one or a batch of two stay as planned (transfer.c asks for
+ * uploads only). */
 static void test_a_small_pageable_upload_goes_to_the_driver_as_it_is(void)
 {
     enum { LEN = 8192 };
