@@ -29,12 +29,12 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "clock.h"
 #include "status.h"
 
 /* How long a caller polls for the workers still copying pieces of its
@@ -71,13 +71,6 @@ struct curdi_copy_team {
     _Atomic unsigned warm_wanted;
 };
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
 static void spin_pause(void)
 {
 #if defined(__SSE2__)
@@ -96,7 +89,7 @@ static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
     if (spin_ns == 0
         && atomic_load_explicit(warm_until_ns, memory_order_relaxed) == 0)
         return false;
-    start = monotonic_ns();
+    start = curdi_clock_ns();
     for (;;) {
         uint64_t now;
         for (unsigned poll = 0; poll < 64; poll++) {
@@ -104,7 +97,7 @@ static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
                 return true;
             spin_pause();
         }
-        now = monotonic_ns();
+        now = curdi_clock_ns();
         if (now - start >= spin_ns
             && now >= atomic_load_explicit(warm_until_ns,
                                            memory_order_relaxed))
@@ -115,14 +108,14 @@ static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
 /* Polls for the count of busy workers reaching 0, for at most spin_ns. */
 static void spin_until_idle(const _Atomic unsigned *busy, uint64_t spin_ns)
 {
-    uint64_t deadline = monotonic_ns() + spin_ns;
+    uint64_t deadline = curdi_clock_ns() + spin_ns;
     for (;;) {
         for (unsigned poll = 0; poll < 64; poll++) {
             if (atomic_load_explicit(busy, memory_order_acquire) == 0)
                 return;
             spin_pause();
         }
-        if (monotonic_ns() >= deadline)
+        if (curdi_clock_ns() >= deadline)
             return;
     }
 }
@@ -192,7 +185,7 @@ static bool team_warm(curdi_copy_team *team)
 {
     uint64_t until =
         atomic_load_explicit(&team->warm_until_ns, memory_order_relaxed);
-    return until != 0 && monotonic_ns() < until;
+    return until != 0 && curdi_clock_ns() < until;
 }
 
 /* Takes one wake-up from those the warming still wants. */
@@ -331,7 +324,7 @@ uint64_t curdi_copy_team_warm(curdi_copy_team *team, unsigned workers,
     if (workers > team->worker_count)
         workers = team->worker_count;
     /* Never 0, which means cool. */
-    until = monotonic_ns() + within_ns + 1u;
+    until = curdi_clock_ns() + within_ns + 1u;
     atomic_store_explicit(&team->warm_until_ns, until, memory_order_relaxed);
     /* One signal wakes at most one sleeper, which wakes the next while
      * the warming wants more (a signal with no sleeper is lost: those

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "checked.h"
+#include "clock.h"
 #include "core.h"
 #include "driver.h"
 #include "pending.h"
@@ -619,14 +620,14 @@ typedef struct dispatch_run {
 static void run_complete(curd_pending *pending, bool copy_out)
 {
     dispatch_run *run = (dispatch_run *)(void *)pending;
-    uint64_t copy_start = curdi_now_ns();
+    uint64_t copy_start = curdi_clock_ns();
     for (size_t index = 0; copy_out && index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len != 0)
             (void)curdi_staging_read(&b->staging, 0, b->read_len, b->host,
                                      b->read_len);
     }
-    uint64_t end = curdi_now_ns();
+    uint64_t end = curdi_clock_ns();
     struct curdi_dispatch_room *room = pending->device->dispatch;
     atomic_fetch_add(&room->dispatches, 1);
     atomic_fetch_add(&room->launches, run->launches);
@@ -878,7 +879,7 @@ static curd_status dispatch_start(curd_device *device,
     run->trace = curdi_trace_enabled();
     run->base.timed = timed || run->trace;
     if (run->trace) {
-        run->prepared_ns = curdi_now_ns() - run->base.start_ns;
+        run->prepared_ns = curdi_clock_ns() - run->base.start_ns;
         snprintf(run->trace_label, sizeof run->trace_label,
                  "%s grid %ux%ux%u block %ux%ux%u x%" PRIu32,
                  curdi_program_entry(program), shape.grid[0], shape.grid[1],
@@ -894,7 +895,7 @@ static curd_status dispatch_start(curd_device *device,
     if (status == CURD_OK)
         status = run_acquire(run, args);
     if (status == CURD_OK && run->trace)
-        run->staged_ns = curdi_now_ns() - run->base.start_ns;
+        run->staged_ns = curdi_clock_ns() - run->base.start_ns;
     if (status == CURD_OK)
         status = run_enqueue(run, program, &shape, args);
     if (status != CURD_OK) {

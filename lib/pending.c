@@ -4,18 +4,11 @@
 #include "pending.h"
 
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "core.h"
 #include "driver.h"
 #include "status.h"
-
-uint64_t curdi_now_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
 
 void curdi_pending_init(curd_pending *pending, curd_device *device,
                         const curdi_pending_ops *ops)
@@ -24,7 +17,7 @@ void curdi_pending_init(curd_pending *pending, curd_device *device,
     pending->ops = ops;
     pending->device = device;
     pending->timed = true;
-    pending->start_ns = curdi_now_ns();
+    pending->start_ns = curdi_clock_ns();
 }
 
 curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
@@ -72,7 +65,7 @@ curd_status curdi_pending_end(curd_pending *pending)
 {
     curd_status status = pending->timed ? record(pending, 1) : CURD_OK;
     if (status == CURD_OK)
-        pending->enqueue_ns = curdi_now_ns() - pending->start_ns;
+        pending->enqueue_ns = curdi_clock_ns() - pending->start_ns;
     return status;
 }
 
@@ -104,7 +97,7 @@ void curdi_pending_release(curd_pending *pending)
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
 {
     curd_device *device = pending->device;
-    uint64_t wait_start = curdi_now_ns();
+    uint64_t wait_start = curdi_clock_ns();
     /* Once only, even when this wait fails: a failed wait counts nothing,
      * and freeing the pending then drains the work without completing
      * it. */
@@ -135,9 +128,9 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
     pending->completed = true;
     pending->device_ns =
         rc == CURDI_CUDA_SUCCESS ? (uint64_t)((double)device_ms * 1e6) : 0;
-    pending->wait_ns = curdi_now_ns() - wait_start;
+    pending->wait_ns = curdi_clock_ns() - wait_start;
     pending->ops->complete(pending, copy_out);
-    pending->wall_ns = curdi_now_ns() - pending->start_ns;
+    pending->wall_ns = curdi_clock_ns() - pending->start_ns;
     return CURD_OK;
 }
 

@@ -52,9 +52,6 @@ struct curd_pending {
     uint64_t wall_ns;         /* from start_ns to the wait's end */
 };
 
-/* Monotonic nanoseconds. */
-uint64_t curdi_now_ns(void);
-
 /* Zeroes the base and names its owner's operations; start_ns is now; the
  * work is timed unless the owner clears `timed` before acquiring. */
 void curdi_pending_init(curd_pending *pending, struct curd_device *device,

@@ -108,9 +108,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checked.h"
+#include "clock.h"
 #include "status.h"
 
 #define SHARD_COUNT CURDI_POOL_SHARD_COUNT
@@ -697,20 +697,13 @@ static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
 /* ------------------------------------------------------------------------
  * Upstream calls, timed and counted
  * ---------------------------------------------------------------------- */
-static uint64_t now_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * UINT64_C(1000000000) + (uint64_t)now.tv_nsec;
-}
-
 static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
                                   uint64_t *out_address)
 {
-    uint64_t start = now_ns();
+    uint64_t start = curdi_clock_ns();
     curd_status status =
         pool->upstream.alloc(pool->upstream.context, class_bytes, out_address);
-    global_count(&pool->upstream_ns, now_ns() - start);
+    global_count(&pool->upstream_ns, curdi_clock_ns() - start);
     if (status == CURD_OK)
         global_count(&pool->upstream_allocs, 1);
     return status;
@@ -719,10 +712,10 @@ static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
 /* Frees the block upstream and its record. */
 static void upstream_free(curdi_pool *pool, pool_block *block)
 {
-    uint64_t start = now_ns();
+    uint64_t start = curdi_clock_ns();
     curd_status status = pool->upstream.free(
         pool->upstream.context, block->address, block->class_bytes);
-    global_count(&pool->upstream_ns, now_ns() - start);
+    global_count(&pool->upstream_ns, curdi_clock_ns() - start);
     global_count(&pool->upstream_frees, 1);
     atomic_fetch_sub_explicit(&pool->reserved_bytes, block->class_bytes,
                               memory_order_relaxed);

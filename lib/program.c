@@ -14,11 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "clock.h"
 #include "core.h"
 #include "driver.h"
 #include "status.h"
@@ -174,13 +174,6 @@ static void ptx_entry_names(const char *text, char *out, size_t capacity)
 /* ------------------------------------------------------------------------
  * The room
  * ---------------------------------------------------------------------- */
-static uint64_t now_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
 static XXH128_hash_t image_key(const curd_device *device,
                                const unsigned char *image, size_t image_bytes)
 {
@@ -492,10 +485,10 @@ static curd_status jit_module(curdi_module *m, const char *entry,
         CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
     };
     void *values[2] = {log, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES};
-    uint64_t start = now_ns();
+    uint64_t start = curdi_clock_ns();
     curdi_cu_result rc =
         driver->cuModuleLoadDataEx(&m->module, m->image, 2, options, values);
-    *out_ns = now_ns() - start;
+    *out_ns = curdi_clock_ns() - start;
     if (rc == CURDI_CUDA_SUCCESS) {
         free(log);
         return CURD_OK;
