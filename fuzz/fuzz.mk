@@ -30,7 +30,7 @@ FUZZ_LDFLAGS := $(FUZZ_SANITIZE) -fsanitize=fuzzer
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
 FUZZ_SRCS_DEFAULT := lib/checked.c lib/status.c lib/driver.c
-FUZZ_SRCS_pool ?= lib/pool.c lib/checked.c lib/status.c lib/driver.c
+FUZZ_SRCS_pool ?= lib/pool.c lib/clock.c lib/checked.c lib/status.c lib/driver.c
 # The whole library, whatever rooms it has, and the generated PTX string.
 FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS) $(GATHER_PTX_C)
 FUZZ_SRCS_launch ?= $(LIB_SRCS) $(GATHER_PTX_C)
