@@ -72,9 +72,21 @@ bool curdi_gather_loaded(curd_device *device)
     return room_flag(device->gather, &device->gather->loaded);
 }
 
+/* Remembers that this device cannot run the kernels (why: a trace line);
+ * its transfers move scattered ranges one DMA each from then on. */
+static void mark_unavailable(struct curdi_gather_room *room, const char *why,
+                             int ordinal)
+{
+    pthread_mutex_lock(&room->lock);
+    room->unavailable = true;
+    pthread_mutex_unlock(&room->lock);
+    curdi_trace("device %d %s; it moves scattered ranges one DMA each",
+                ordinal, why);
+}
+
 /* Loads the module and finds both kernels; on failure nothing is left
  * loaded. */
-static curd_status load_kernels(struct curdi_gather_room *room,
+static curd_status load_kernels(curd_device *device,
                                 curdi_cu_module *out_module,
                                 curdi_gather_kernels *out_kernels)
 {
@@ -91,13 +103,10 @@ static curd_status load_kernels(struct curdi_gather_room *room,
     if (cu_result != CURDI_CUDA_SUCCESS) {
         char call[sizeof jit_log + 96];
         jit_log[sizeof jit_log - 1] = '\0';
-        if (curdi_driver_status_of(cu_result) == CURD_E_PROGRAM) {
-            pthread_mutex_lock(&room->lock);
-            room->unavailable = true;
-            pthread_mutex_unlock(&room->lock);
-            curdi_trace("the driver cannot JIT the transfer kernels; this"
-                        " device moves scattered ranges one DMA each");
-        }
+        if (curdi_driver_status_of(cu_result) == CURD_E_PROGRAM)
+            mark_unavailable(device->gather,
+                             "cannot JIT the transfer kernels",
+                             device->ordinal);
         snprintf(call, sizeof call,
                  "cuModuleLoadDataEx (the transfer kernels' PTX%s%s)",
                  jit_log[0] != '\0' ? ", JIT log: " : "", jit_log);
@@ -127,7 +136,6 @@ static curd_status load_kernels(struct curdi_gather_room *room,
  * each. */
 static curd_status check_host_access(curd_device *device)
 {
-    struct curdi_gather_room *room = device->gather;
     int same_address = 0;
     curdi_cu_result cu_result = curdi_driver_note(
         curdi_driver_get()->cuDeviceGetAttribute(
@@ -142,12 +150,10 @@ static curd_status check_host_access(curd_device *device)
     if (same_address != 0
         && (device->props.capabilities & CURD_CAP_UNIFIED_ADDRESSING) != 0)
         return CURD_OK;
-    pthread_mutex_lock(&room->lock);
-    room->unavailable = true;
-    pthread_mutex_unlock(&room->lock);
-    curdi_trace("device %d cannot reach page-locked host memory at its host"
-                " address; it moves scattered ranges one DMA each",
-                device->ordinal);
+    mark_unavailable(device->gather,
+                     "cannot reach page-locked host memory at its host"
+                     " address",
+                     device->ordinal);
     return curdi_fail(CURD_E_PROGRAM,
                       "device %d cannot run the transfer kernels on host"
                       " memory. Fix: scattered ranges move one DMA each.",
@@ -183,7 +189,7 @@ curd_status curdi_gather_kernels_get(curd_device *device,
         return status;
     /* Outside the lock: two threads may both load; the first to finish is
      * kept and the other module unloaded. */
-    status = load_kernels(room, &module, &kernels);
+    status = load_kernels(device, &module, &kernels);
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&room->lock);

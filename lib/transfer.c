@@ -245,9 +245,11 @@ typedef struct curdi_gpu_ops {
     curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
     /* Gathering plans: the kernels. */
     curdi_gather_kernels kernels;
-    /* A download's copy team, warmed on its first wait for the device
-     * (the DMAs are on their way by then; lib/copyteam.h): the team, the
-     * workers and window to warm, and the warmth to cool. */
+    /* The copy team sharing the host copies (NULL: the caller copies
+     * alone), warmed at once for an upload and on a download's first wait
+     * for the device (the DMAs are on their way by then;
+     * lib/copyteam.h): the workers and window still to warm (0 workers
+     * once warmed), and the warmth to cool. */
     curdi_copy_team *team;
     unsigned warm_workers;
     uint64_t warm_window_ns;
@@ -415,7 +417,6 @@ static curd_status transfer_run(curd_device *device, const char *what,
     curdi_xfer_ops ops = {gpu_copy, gpu_gathered, gpu_mark,
                           gpu_wait, gpu_finish, &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
-    curdi_copy_team *team = NULL;
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
     curdi_xfer_staging host_side;
     uint64_t chunk_count = 0;
@@ -459,12 +460,11 @@ static curd_status transfer_run(curd_device *device, const char *what,
         /* Straight to registered memory there is no host copy to share. */
         if (plan.gather_host == NULL
             && plan.stream_bytes >= tuning->copy_parallel_min)
-            team = transfer_team(device);
+            gpu.team = transfer_team(device);
     }
-    if (team != NULL) {
+    if (gpu.team != NULL) {
         host_side.piece_bytes =
-            team_piece_bytes(tuning, team, host_side.chunk_bytes);
-        gpu.team = team;
+            team_piece_bytes(tuning, gpu.team, host_side.chunk_bytes);
         gpu.warm_workers =
             team_helpers(host_side.chunk_bytes, host_side.piece_bytes);
         gpu.warm_window_ns = team_window_ns(plan.stream_bytes);
@@ -508,13 +508,13 @@ static curd_status transfer_run(curd_device *device, const char *what,
         events_taken = true;
     }
 
-    status = curdi_xfer_execute(&plan, items, upload, &host_side, &ops, team,
-                                &result);
+    status = curdi_xfer_execute(&plan, items, upload, &host_side, &ops,
+                                gpu.team, &result);
     if (status != CURD_OK)
         stream_drain(driver, gpu.stream);
 
 done:
-    curdi_copy_team_cool(team, gpu.warmth);
+    curdi_copy_team_cool(gpu.team, gpu.warmth);
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
     for (unsigned index = 0; index < slots_taken; index++)
