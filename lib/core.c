@@ -466,6 +466,7 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
     props->total_memory_bytes = total_bytes;
 
     int cooperative = 0, unified = 0, memory_pools = 0, host_register = 0;
+    int max_pitch = 0;
 #define CURDI_ATTR_(attr, field)                                              \
     { CURDI_CU_DEVICE_ATTRIBUTE_##attr, "CU_DEVICE_ATTRIBUTE_" #attr, field }
     const attribute_read reads[] = {
@@ -486,6 +487,7 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
         CURDI_ATTR_(UNIFIED_ADDRESSING, &unified),
         CURDI_ATTR_(MEMORY_POOLS_SUPPORTED, &memory_pools),
         CURDI_ATTR_(HOST_REGISTER_SUPPORTED, &host_register),
+        CURDI_ATTR_(MAX_PITCH, &max_pitch),
     };
 #undef CURDI_ATTR_
     for (size_t i = 0; i < sizeof reads / sizeof reads[0]; i++) {
@@ -499,6 +501,7 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
         }
     }
 
+    device->max_copy_pitch = max_pitch > 0 ? (uint64_t)max_pitch : 0u;
     uint32_t caps = 0;
     if (cooperative)
         caps |= CURD_CAP_COOPERATIVE_LAUNCH;

@@ -41,6 +41,10 @@ struct curd_device {
     curdi_cu_device cu_device;
     curdi_cu_context context;
     curd_device_props props; /* static facts read at open */
+    /* The widest row pitch one strided copy takes
+     * (CU_DEVICE_ATTRIBUTE_MAX_PITCH), read at open; 0 where the device
+     * reports none. */
+    uint64_t max_copy_pitch;
     curd_device_options options;
     pthread_mutex_t pool_lock;
     curdi_cu_stream *idle_streams; /* pooled non-blocking streams */

@@ -73,6 +73,28 @@ typedef struct curdi_cu_graph_exec_update_result_info {
 typedef struct CUgraphExecUpdateResultInfo_st
     curdi_cu_graph_exec_update_result_info_abi_t;
 
+/* CUDA_MEMCPY2D (the _v2 layout, which cuMemcpy2DAsync_v2 takes), under
+ * curd's own tag for the same reason: one strided copy between linear
+ * device memory and host memory, `height` rows of `width` bytes, each
+ * side's rows `pitch` bytes apart. The array fields stay NULL. */
+typedef struct curdi_cu_memcpy2d {
+    size_t src_x_bytes, src_y;
+    unsigned int src_memory_type; /* CUmemorytype: CURDI_CU_MEMORYTYPE_* */
+    const void *src_host;
+    curdi_cu_deviceptr src_device;
+    void *src_array; /* CUarray */
+    size_t src_pitch;
+    size_t dst_x_bytes, dst_y;
+    unsigned int dst_memory_type;
+    void *dst_host;
+    curdi_cu_deviceptr dst_device;
+    void *dst_array;
+    size_t dst_pitch;
+    size_t width;
+    size_t height;
+} curdi_cu_memcpy2d;
+typedef struct CUDA_MEMCPY2D_st curdi_cu_memcpy2d_abi_t;
+
 /* The same memory seen as the type the entry point declares: the driver
  * reads the bytes, whose layout test-cuda-abi proves equal. */
 static inline curdi_cu_kernel_node_params_abi_t *
@@ -85,6 +107,11 @@ curdi_cu_graph_exec_update_result_info_abi(
     curdi_cu_graph_exec_update_result_info *info)
 {
     return (curdi_cu_graph_exec_update_result_info_abi_t *)(void *)info;
+}
+static inline const curdi_cu_memcpy2d_abi_t *
+curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
+{
+    return (const curdi_cu_memcpy2d_abi_t *)(const void *)copy;
 }
 
 /* The first CUDA version whose driver curd supports, and the version it
@@ -156,6 +183,7 @@ curdi_cu_graph_exec_update_result_info_abi(
     X(MAX_GRID_DIM_Y, 6)                                                      \
     X(MAX_GRID_DIM_Z, 7)                                                      \
     X(MAX_SHARED_MEMORY_PER_BLOCK, 8)                                         \
+    X(MAX_PITCH, 11)                                                          \
     X(MULTIPROCESSOR_COUNT, 16)                                               \
     X(CAN_MAP_HOST_MEMORY, 19)                                                \
     X(ASYNC_ENGINE_COUNT, 40)                                                 \
@@ -182,6 +210,8 @@ curdi_cu_graph_exec_update_result_info_abi(
     X(CU_MEMHOSTREGISTER_PORTABLE, 0x01)                                      \
     X(CU_MEMHOSTREGISTER_DEVICEMAP, 0x02)                                     \
     X(CU_MEMHOSTREGISTER_READ_ONLY, 0x08)                                     \
+    X(CU_MEMORYTYPE_HOST, 0x01)                                               \
+    X(CU_MEMORYTYPE_DEVICE, 0x02)                                             \
     X(CU_JIT_INFO_LOG_BUFFER, 3)                                              \
     X(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, 4)                                   \
     X(CU_JIT_ERROR_LOG_BUFFER, 5)                                             \
@@ -291,6 +321,9 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_deviceptr dst, curdi_cu_deviceptr src, size_t byte_len,       \
        curdi_cu_stream stream),                                               \
       (dst, src, byte_len, stream))                                           \
+    X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", REQUIRED,                        \
+      (const curdi_cu_memcpy2d_abi_t *copy, curdi_cu_stream stream),          \
+      (copy, stream))                                                         \
     X(cuMemsetD8Async, "cuMemsetD8Async", REQUIRED,                           \
       (curdi_cu_deviceptr dst, unsigned char value, size_t byte_len,          \
        curdi_cu_stream stream),                                               \

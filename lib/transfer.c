@@ -279,6 +279,40 @@ static curd_status gpu_copy(void *context, bool upload,
     return CURD_OK;
 }
 
+static curd_status gpu_copy_rows(void *context, bool upload,
+                                 const curdi_xfer_run *run)
+{
+    curdi_gpu_ops *gpu = context;
+    curdi_cu_memcpy2d copy;
+    curdi_cu_result cu_result;
+    memset(&copy, 0, sizeof copy);
+    /* The pitches are at most the device's maximum pitch and the width a
+     * buffer range's length: each fits a size_t. */
+    copy.width = (size_t)run->width;
+    copy.height = (size_t)run->count;
+    if (upload) {
+        copy.src_memory_type = CURDI_CU_MEMORYTYPE_HOST;
+        copy.src_host = (const void *)run->host;
+        copy.src_pitch = (size_t)run->host_pitch;
+        copy.dst_memory_type = CURDI_CU_MEMORYTYPE_DEVICE;
+        copy.dst_device = (curdi_cu_deviceptr)run->device_ptr;
+        copy.dst_pitch = (size_t)run->device_pitch;
+    } else {
+        copy.src_memory_type = CURDI_CU_MEMORYTYPE_DEVICE;
+        copy.src_device = (curdi_cu_deviceptr)run->device_ptr;
+        copy.src_pitch = (size_t)run->device_pitch;
+        copy.dst_memory_type = CURDI_CU_MEMORYTYPE_HOST;
+        copy.dst_host = (void *)run->host;
+        copy.dst_pitch = (size_t)run->host_pitch;
+    }
+    cu_result = curdi_driver_note(gpu->driver->cuMemcpy2DAsync(
+        curdi_cu_memcpy2d_abi(&copy), gpu->stream));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)cu_result, "cuMemcpy2DAsync",
+                                 CURDI_DRIVER_FIX);
+    return CURD_OK;
+}
+
 static curd_status gpu_gathered(void *context, bool upload,
                                 unsigned char *host, uint64_t byte_len,
                                 const curdi_xfer_piece *pieces, size_t count)
@@ -388,7 +422,8 @@ static curd_status transfer_plan(curd_device *device,
     curd_status status;
     if (policy->path == CURDI_PATH_DMA || curdi_gather_unavailable(device))
         policy = NULL;
-    status = curdi_xfer_plan_build(items, count, policy, plan);
+    status = curdi_xfer_plan_build(items, count, policy,
+                                   device->max_copy_pitch, plan);
     if (status != CURD_OK || !plan->gather)
         return status;
     status = curdi_gather_kernels_get(device, kernels);
@@ -397,7 +432,8 @@ static curd_status transfer_plan(curd_device *device,
     curdi_xfer_plan_free(plan);
     if (status != CURD_E_PROGRAM)
         return status;
-    return curdi_xfer_plan_build(items, count, NULL, plan);
+    return curdi_xfer_plan_build(items, count, NULL, device->max_copy_pitch,
+                                 plan);
 }
 
 /* Runs validated items whose buffers the caller holds marked: the device
@@ -414,8 +450,14 @@ static curd_status transfer_run(curd_device *device, const char *what,
     curdi_gpu_ops gpu;
     curdi_transfer_counts counts;
     curdi_xfer_result result;
-    curdi_xfer_ops ops = {gpu_copy, gpu_gathered, gpu_mark,
-                          gpu_wait, gpu_finish, &gpu};
+    curdi_xfer_ops ops = {.copy = gpu_copy,
+                          .copy_rows = gpu_copy_rows,
+                          .max_pitch = device->max_copy_pitch,
+                          .gathered = gpu_gathered,
+                          .mark = gpu_mark,
+                          .wait = gpu_wait,
+                          .finish = gpu_finish,
+                          .context = &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
     curdi_xfer_staging host_side;

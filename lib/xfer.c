@@ -95,16 +95,70 @@ static void span_decide(curdi_xfer_span *span,
     }
 }
 
-bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
-                             size_t span_count, uint64_t span_bytes)
+void curdi_xfer_run_start(curdi_xfer_run *run, uint64_t device_key,
+                          uintptr_t host_key, uint64_t device_ptr,
+                          uintptr_t host, uint64_t byte_len)
 {
-    if (policy == NULL || span_count == 0
+    memset(run, 0, sizeof *run);
+    run->device_ptr = device_ptr;
+    run->host = host;
+    run->width = byte_len;
+    run->count = 1;
+    run->device_key = device_key;
+    run->host_key = host_key;
+}
+
+/* Whether `at` is the next row of a side whose last row starts at `last`:
+ * one pitch on when the side has one, else a step in [width, max_pitch]
+ * that becomes its pitch (*pitch_out). */
+static bool run_step(uint64_t last, uint64_t at, uint64_t pitch,
+                     uint64_t width, uint64_t max_pitch, uint64_t *pitch_out)
+{
+    if (pitch != 0) {
+        *pitch_out = pitch;
+        return at > last && at - last == pitch;
+    }
+    *pitch_out = at - last;
+    return at > last && at - last >= width && at - last <= max_pitch;
+}
+
+bool curdi_xfer_run_join(curdi_xfer_run *run, uint64_t device_key,
+                         uintptr_t host_key, uint64_t device_ptr,
+                         uintptr_t host, uint64_t byte_len,
+                         uint64_t max_pitch)
+{
+    uint64_t device_pitch;
+    uint64_t host_pitch;
+    if (run->count == 0 || run->host_key == 0 || max_pitch == 0
+        || device_key != run->device_key || host_key != run->host_key
+        || byte_len != run->width)
+        return false;
+    /* The last row starts (count - 1) pitches on; it lies in the buffer
+     * and the host area, so neither product can wrap. */
+    if (!run_step(run->device_ptr + (run->count - 1u) * run->device_pitch,
+                  device_ptr, run->device_pitch, run->width, max_pitch,
+                  &device_pitch)
+        || !run_step((uint64_t)(run->host
+                                + (run->count - 1u) * run->host_pitch),
+                     (uint64_t)host, run->host_pitch, run->width, max_pitch,
+                     &host_pitch))
+        return false;
+    run->device_pitch = device_pitch;
+    run->host_pitch = host_pitch;
+    run->count++;
+    return true;
+}
+
+bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
+                             size_t dma_count, uint64_t span_bytes)
+{
+    if (policy == NULL || dma_count == 0
         || policy->path == CURDI_PATH_DMA)
         return false;
     if (policy->path == CURDI_PATH_GATHER)
         return true;
-    return span_count >= policy->min_spans
-           && span_bytes / span_count <= policy->max_span_bytes;
+    return dma_count >= policy->min_spans
+           && span_bytes / dma_count <= policy->max_span_bytes;
 }
 
 /* Whether a span would move through the gathered stream: the staged ones,
@@ -121,25 +175,65 @@ static bool span_gatherable(const curdi_xfer_span *span,
                || span->byte_len <= policy->max_span_bytes);
 }
 
-/* Gathers the plan when the policy says so: its gatherable spans become
- * staged ones, moved by the kernels. */
-static void plan_gather_decide(curdi_xfer_plan *plan,
-                               const curdi_gather_policy *policy)
+/* The stand-in host key of the staging stream while planning: staged
+ * spans sit back to back in it, so they join into rows wherever their
+ * device sides do. */
+#define PLAN_STREAM_KEY ((uintptr_t)1)
+
+/* Counts one more DMA unless the copy joins run (see curdi_xfer_run_join),
+ * as the engine will move it. */
+static void plan_count_dma(curdi_xfer_run *run, size_t *dmas,
+                           uint64_t device_key, uintptr_t host_key,
+                           uint64_t device_ptr, uintptr_t host,
+                           uint64_t byte_len, uint64_t max_pitch)
 {
-    size_t candidates = 0;
+    if (curdi_xfer_run_join(run, device_key, host_key, device_ptr, host,
+                            byte_len, max_pitch))
+        return;
+    curdi_xfer_run_start(run, device_key, host_key, device_ptr, host,
+                         byte_len);
+    (*dmas)++;
+}
+
+/* Gathers the plan when the policy says so of the DMAs its gatherable
+ * spans would take without the kernels: the direct ones one after another
+ * and the staged ones through the stream, rows joined. Its gatherable
+ * spans then become staged ones, moved by the kernels. */
+static void plan_gather_decide(curdi_xfer_plan *plan,
+                               const curdi_xfer_item *items,
+                               const curdi_gather_policy *policy,
+                               uint64_t max_pitch)
+{
+    size_t dmas = 0;
     uint64_t candidate_bytes = 0;
+    uint64_t stream = 0;
+    curdi_xfer_run direct_run;
+    curdi_xfer_run staged_run;
     if (policy == NULL)
         return;
+    memset(&direct_run, 0, sizeof direct_run);
+    memset(&staged_run, 0, sizeof staged_run);
     for (size_t index = 0; index < plan->span_count; index++) {
-        if (!span_gatherable(&plan->spans[index], policy))
+        const curdi_xfer_span *span = &plan->spans[index];
+        const curdi_xfer_item *first = &items[plan->members[span->first_member]];
+        if (!span_gatherable(span, policy))
             continue;
-        candidates++;
+        if (span->mode == CURDI_SPAN_STAGED) {
+            plan_count_dma(&staged_run, &dmas, first->buffer_key,
+                           PLAN_STREAM_KEY, span->device_ptr,
+                           (uintptr_t)stream, span->byte_len, max_pitch);
+            stream += span->byte_len;
+        } else {
+            plan_count_dma(&direct_run, &dmas, first->buffer_key,
+                           first->registered_key, span->device_ptr,
+                           (uintptr_t)span->host, span->byte_len, max_pitch);
+        }
         /* Each span lies in a checked buffer range; a wrap would only
          * make the average look small, on a plan the stream layout then
          * refuses as too long. */
-        candidate_bytes += plan->spans[index].byte_len;
+        candidate_bytes += span->byte_len;
     }
-    if (!curdi_xfer_wants_gather(policy, candidates, candidate_bytes))
+    if (!curdi_xfer_wants_gather(policy, dmas, candidate_bytes))
         return;
     for (size_t index = 0; index < plan->span_count; index++) {
         curdi_xfer_span *span = &plan->spans[index];
@@ -187,7 +281,8 @@ static unsigned char *plan_gather_host(const curdi_xfer_plan *plan,
 static curd_status plan_spans(curdi_xfer_plan *plan,
                               const curdi_xfer_item *items,
                               const curdi_copy_plan *fused,
-                              const curdi_gather_policy *gather)
+                              const curdi_gather_policy *gather,
+                              uint64_t max_pitch)
 {
     uint64_t stream = 0;
     for (size_t index = 0; index < plan->span_count; index++) {
@@ -219,7 +314,7 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
         span_decide(span, items, plan->members, source->offset,
                     span->member_bytes);
     }
-    plan_gather_decide(plan, gather);
+    plan_gather_decide(plan, items, gather, max_pitch);
 
     for (size_t index = 0; index < plan->span_count; index++) {
         curdi_xfer_span *span = &plan->spans[index];
@@ -255,6 +350,7 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
 
 curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
                                   const curdi_gather_policy *gather,
+                                  uint64_t max_pitch,
                                   curdi_xfer_plan *out_plan)
 {
     curdi_xfer_plan plan;
@@ -315,7 +411,7 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
         memcpy(plan.members, fused.members, bytes);
     }
     plan.span_count = fused.span_count;
-    status = plan_spans(&plan, items, &fused, gather);
+    status = plan_spans(&plan, items, &fused, gather, max_pitch);
     curdi_copyplan_free(&fused);
     if (status != CURD_OK) {
         curdi_xfer_plan_free(&plan);
@@ -384,6 +480,10 @@ typedef struct curdi_engine {
     bool streaming;
     const curdi_xfer_ops *ops;
     curdi_copy_team *team;
+    /* The DMAs not yet enqueued: rows that the next copy may join
+     * (engine_copy), enqueued before anything else reaches the device. */
+    curdi_xfer_run run;
+    uint64_t max_pitch; /* 0: copies never join */
     curdi_xfer_result result;
     curdi_copy_piece *pieces; /* scratch for one chunk's host copies */
     /* Gathering plans: scratch for one chunk's device pieces. */
@@ -404,18 +504,71 @@ static uint64_t item_stream_end(const curdi_engine *engine, size_t item)
            + engine->items[item].byte_len;
 }
 
-static curd_status engine_copy(curdi_engine *engine,
-                                     uint64_t device_ptr, unsigned char *host,
-                                     uint64_t byte_len)
+/* Enqueues the rows held back, if any: one DMA, strided when there are
+ * several rows. */
+static curd_status engine_flush(curdi_engine *engine)
 {
-    curd_status status = engine->ops->copy(engine->ops->context,
-                                           engine->upload, device_ptr, host,
-                                           byte_len);
+    curdi_xfer_run *run = &engine->run;
+    const curdi_xfer_ops *ops = engine->ops;
+    curd_status status;
+    if (run->count == 0)
+        return CURD_OK;
+    if (run->count == 1)
+        status = ops->copy(ops->context, engine->upload, run->device_ptr,
+                           (unsigned char *)run->host, run->width);
+    else
+        status = ops->copy_rows(ops->context, engine->upload, run);
     if (status == CURD_OK) {
         engine->result.dma_ops++;
-        engine->result.dma_bytes += byte_len;
+        /* The rows lie in one buffer: their bytes fit in 64 bits. */
+        engine->result.dma_bytes += run->width * run->count;
     }
+    run->count = 0;
     return status;
+}
+
+/* One DMA between [device_ptr, + byte_len) in the buffer device_key and
+ * host memory in the area host_key (0: pageable): held back while the
+ * next copies may join it into rows (see curdi_xfer_run_join). */
+static curd_status engine_copy(curdi_engine *engine, uint64_t device_key,
+                               uintptr_t host_key, uint64_t device_ptr,
+                               unsigned char *host, uint64_t byte_len)
+{
+    curd_status status;
+    if (curdi_xfer_run_join(&engine->run, device_key, host_key, device_ptr,
+                            (uintptr_t)host, byte_len, engine->max_pitch))
+        return CURD_OK;
+    status = engine_flush(engine);
+    if (status != CURD_OK)
+        return status;
+    curdi_xfer_run_start(&engine->run, device_key, host_key, device_ptr,
+                         (uintptr_t)host, byte_len);
+    return CURD_OK;
+}
+
+/* ops->mark and ops->wait after the DMAs held back. */
+static curd_status engine_mark(curdi_engine *engine, unsigned slot)
+{
+    curd_status status = engine_flush(engine);
+    if (status != CURD_OK)
+        return status;
+    return engine->ops->mark(engine->ops->context, slot);
+}
+
+static curd_status engine_wait(curdi_engine *engine, unsigned slot)
+{
+    curd_status status = engine_flush(engine);
+    if (status != CURD_OK)
+        return status;
+    return engine->ops->wait(engine->ops->context, slot);
+}
+
+/* The buffer key of a span: its members share the buffer. */
+static uint64_t span_buffer_key(const curdi_engine *engine,
+                                const curdi_xfer_span *span)
+{
+    return engine->items[engine->plan->members[span->first_member]]
+        .buffer_key;
 }
 
 /* Adds host copies of byte_len bytes, cut into team-sized pieces unless
@@ -572,13 +725,18 @@ static curd_status engine_chunk_move(curdi_engine *engine,
             engine->chunk_pieces[count++] = piece;
             continue;
         }
-        status = engine_copy(engine, piece.device_ptr,
+        /* The chunk's host side is one staging slot. */
+        status = engine_copy(engine, span_buffer_key(engine, span),
+                             (uintptr_t)host, piece.device_ptr,
                              host + piece.stage_offset, piece.byte_len);
         if (status != CURD_OK)
             return status;
     }
     if (!plan->gather)
         return CURD_OK;
+    status = engine_flush(engine);
+    if (status != CURD_OK)
+        return status;
     status = engine->ops->gathered(engine->ops->context, engine->upload, host,
                                    chunk_end - chunk_start,
                                    engine->chunk_pieces, count);
@@ -594,20 +752,27 @@ static curd_status engine_direct(curdi_engine *engine)
     const curdi_xfer_plan *plan = engine->plan;
     for (size_t index = 0; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
+        const curdi_xfer_item *first =
+            &engine->items[plan->members[span->first_member]];
         curd_status status = CURD_OK;
         if (span->mode == CURDI_SPAN_DIRECT) {
-            status = engine_copy(engine, span->device_ptr, span->host,
-                                       span->byte_len);
+            /* The span's host side lies in its members' one registered
+             * range (0 for a small pageable upload: never joined). */
+            status = engine_copy(engine, first->buffer_key,
+                                 first->registered_key, span->device_ptr,
+                                 span->host, span->byte_len);
         } else if (span->mode == CURDI_SPAN_DIRECT_ITEMS) {
             /* In item order: where uploads overlap, the later one lands
-             * last (one stream runs its copies in order). */
+             * last (one stream runs its copies in order; rows never
+             * overlap one another). */
             for (size_t member = 0;
                  member < span->member_count && status == CURD_OK; member++) {
                 const curdi_xfer_item *item =
                     &engine->items[plan->members[span->first_member + member]];
-                status = engine_copy(engine,
-                                           item->device_base + item->offset,
-                                           item->host, item->byte_len);
+                status = engine_copy(engine, item->buffer_key,
+                                     item->registered_key,
+                                     item->device_base + item->offset,
+                                     item->host, item->byte_len);
             }
         }
         if (status != CURD_OK)
@@ -619,7 +784,6 @@ static curd_status engine_direct(curdi_engine *engine)
 static curd_status engine_staged(curdi_engine *engine)
 {
     const curdi_xfer_plan *plan = engine->plan;
-    const curdi_xfer_ops *ops = engine->ops;
     uint64_t chunk_count =
         (plan->stream_bytes + engine->chunk_bytes - 1u) / engine->chunk_bytes;
     unsigned slot_count = engine->slot_count;
@@ -643,7 +807,7 @@ static curd_status engine_staged(curdi_engine *engine)
             unsigned slot = (unsigned)(chunk % slot_count);
             if (chunk >= slot_count) {
                 /* The DMAs of chunk - slot_count read this slot. */
-                status = ops->wait(ops->context, slot);
+                status = engine_wait(engine, slot);
                 if (status != CURD_OK)
                     return status;
             }
@@ -652,7 +816,7 @@ static curd_status engine_staged(curdi_engine *engine)
             if (status != CURD_OK)
                 return status;
             if (chunk + slot_count < chunk_count) {
-                status = ops->mark(ops->context, slot);
+                status = engine_mark(engine, slot);
                 if (status != CURD_OK)
                     return status;
             }
@@ -675,7 +839,7 @@ static curd_status engine_staged(curdi_engine *engine)
             if (status != CURD_OK)
                 return status;
             if (issued + 1u < chunk_count) {
-                status = ops->mark(ops->context, issue_slot);
+                status = engine_mark(engine, issue_slot);
                 if (status != CURD_OK)
                     return status;
             }
@@ -683,7 +847,7 @@ static curd_status engine_staged(curdi_engine *engine)
         }
         if (chunk + 1u == chunk_count)
             break;
-        status = ops->wait(ops->context, slot);
+        status = engine_wait(engine, slot);
         if (status != CURD_OK)
             return status;
         engine_host_copy(engine, &fill_cursor, chunk, slot);
@@ -751,11 +915,15 @@ curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
     engine.ops = ops;
     engine.team = team;
 
+    engine.max_pitch = ops->copy_rows != NULL ? ops->max_pitch : 0u;
+
     status = engine_prepare(&engine);
     if (status == CURD_OK)
         status = engine_direct(&engine);
     if (status == CURD_OK && plan->stream_bytes > 0)
         status = engine_staged(&engine);
+    if (status == CURD_OK)
+        status = engine_flush(&engine);
     if (status == CURD_OK && engine.result.dma_ops > 0) {
         status = ops->finish(ops->context);
         if (status == CURD_OK)

@@ -6,9 +6,11 @@
  * copy of one chunk overlaps the DMA of another. Many small spans are
  * gathered: a kernel packs them into a chunk's host side, or unpacks them
  * from it, across the bus (lib/gather.h), so each chunk is one launch
- * however many spans it holds. The engine reaches the device only
- * through a small table of operations (copy, gathered, mark, wait,
- * finish), which lib/transfer.c fills with driver calls and
+ * however many spans it holds. Equal copies at equal strides (every
+ * other 4 KiB of a buffer, the rows of a matrix) join into rows that
+ * cross the bus in one strided DMA. The engine reaches the device only
+ * through a small table of operations (copy, copy_rows, gathered, mark,
+ * wait, finish), which lib/transfer.c fills with driver calls and
  * tests/test-transfer.c with a deferred-DMA stand-in. */
 #ifndef CURD_LIB_XFER_H
 #define CURD_LIB_XFER_H
@@ -105,26 +107,66 @@ typedef struct curdi_xfer_plan {
     unsigned char *gather_host;
 } curdi_xfer_plan;
 
+/* ------------------------------------------------------------------------
+ * Rows: copies of one width at one stride on each side, which one strided
+ * DMA moves as fast as one contiguous copy of the same bytes (measured on
+ * the H100: doc/PERFORMANCE.md).
+ * ---------------------------------------------------------------------- */
+
+/* count rows of width bytes, row r at device_ptr + r * device_pitch and
+ * host + r * host_pitch (the pitches are 0 while there is one row). The
+ * device side lies in the buffer device_key names, the host side in the
+ * one page-locked area host_key names (a registered range or a staging
+ * slot), so the rows' whole extent is one allocation on each side. */
+typedef struct curdi_xfer_run {
+    uint64_t device_ptr;
+    uintptr_t host;
+    uint64_t width;
+    uint64_t count; /* 0: no rows yet */
+    uint64_t device_pitch;
+    uint64_t host_pitch;
+    uint64_t device_key;
+    uintptr_t host_key; /* 0: pageable memory, which never joins */
+} curdi_xfer_run;
+
+/* Makes run the one row [device_ptr, + byte_len) <-> [host, + byte_len). */
+void curdi_xfer_run_start(curdi_xfer_run *run, uint64_t device_key,
+                          uintptr_t host_key, uint64_t device_ptr,
+                          uintptr_t host, uint64_t byte_len);
+/* Adds that copy to run as its next row and returns true when it fits:
+ * the same keys (neither 0) and width, and on each side a step from the
+ * last row equal to the run's pitch (the second row sets it) that is at
+ * least the width (rows never overlap, so their order does not matter)
+ * and at most max_pitch (0: nothing joins). Otherwise returns false and
+ * leaves run as it was. */
+bool curdi_xfer_run_join(curdi_xfer_run *run, uint64_t device_key,
+                         uintptr_t host_key, uint64_t device_ptr,
+                         uintptr_t host, uint64_t byte_len,
+                         uint64_t max_pitch);
+
 /* Builds the plan of count validated items. A span is direct when its
  * host side is registered and either is one contiguous run (items adjacent
  * on both sides, in the same order) or its items average at least
  * CURDI_DIRECT_ITEM_MIN_BYTES. With gather (NULL: never, as when the
  * device cannot run the kernels), the staged stream is gathered when the
- * policy says so (curdi_xfer_wants_gather); small direct spans then join
- * the stream, since one DMA for all of them beats one each.
+ * policy says so (curdi_xfer_wants_gather) of the DMAs its candidate spans
+ * would take, spans that join into rows (pitches up to max_pitch, 0: none)
+ * counting once; small direct spans then join the stream, since one
+ * launch for all of them beats a DMA each.
  * CURD_E_OUT_OF_MEMORY or CURD_E_OVERFLOW. */
 #define CURDI_DIRECT_ITEM_MIN_BYTES ((uint64_t)256 * 1024)
 curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
                                   const curdi_gather_policy *gather,
+                                  uint64_t max_pitch,
                                   curdi_xfer_plan *out_plan);
 void curdi_xfer_plan_free(curdi_xfer_plan *plan);
 
 /* The crossover (pure, for the planner and its tests): whether spans of
- * span_bytes in total, span_count of them, are gathered under policy.
- * CURDI_PATH_GATHER: whenever there is one; CURDI_PATH_DMA: never; auto:
- * at least min_spans of them averaging at most max_span_bytes. */
+ * span_bytes in total, which would take dma_count DMAs, are gathered under
+ * policy. CURDI_PATH_GATHER: whenever there is one; CURDI_PATH_DMA: never;
+ * auto: at least min_spans DMAs averaging at most max_span_bytes. */
 bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
-                             size_t span_count, uint64_t span_bytes);
+                             size_t dma_count, uint64_t span_bytes);
 
 /* Where an upload plan is one small item from pageable memory
  * (byte_len at most max_bytes, nothing gathered), makes its one span
@@ -161,6 +203,12 @@ typedef struct curdi_xfer_ops {
     /* Enqueues one DMA: host -> device when upload, else device -> host. */
     curd_status (*copy)(void *context, bool upload, uint64_t device_ptr,
                         unsigned char *host, uint64_t byte_len);
+    /* Enqueues one strided DMA of run's rows (at least two; its keys are
+     * the engine's business). NULL, or max_pitch 0: the engine never
+     * joins copies into rows. */
+    curd_status (*copy_rows)(void *context, bool upload,
+                             const curdi_xfer_run *run);
+    uint64_t max_pitch;
     /* Gathering plans only (may be NULL otherwise): moves one chunk
      * between its page-locked host side host[0, byte_len) and its pieces'
      * device bytes in one kernel launch (scatter for an upload, gather
@@ -180,8 +228,9 @@ typedef struct curdi_xfer_ops {
 } curdi_xfer_ops;
 
 typedef struct curdi_xfer_result {
-    uint64_t dma_ops;   /* copy calls made, and one per gathered chunk
-                           (its launch: one operation across the bus) */
+    uint64_t dma_ops;   /* copy and copy_rows calls made, and one per
+                           gathered chunk (its launch: one operation
+                           across the bus) */
     uint64_t dma_bytes; /* bytes they moved */
     uint64_t fences;    /* finish calls made: 1, or 0 when nothing moved */
 } curdi_xfer_result;

@@ -50,6 +50,7 @@ static void test_typedefs_match(void)
     SAME_TYPE(curdi_cu_kernel_node_params_abi_t, CUDA_KERNEL_NODE_PARAMS);
     SAME_TYPE(curdi_cu_graph_exec_update_result_info_abi_t,
               CUgraphExecUpdateResultInfo);
+    SAME_TYPE(curdi_cu_memcpy2d_abi_t, CUDA_MEMCPY2D);
     /* Sizes too, for the record (compatibility already implies them). */
     g_assert_cmpuint(sizeof(curdi_cu_deviceptr), ==, sizeof(CUdeviceptr));
     g_assert_cmpuint(sizeof(curdi_cu_result), ==, sizeof(CUresult));
@@ -99,6 +100,26 @@ static void test_struct_layouts_match(void)
                CUgraphExecUpdateResultInfo, error_node, errorNode);
     SAME_FIELD(curdi_cu_graph_exec_update_result_info,
                CUgraphExecUpdateResultInfo, error_from_node, errorFromNode);
+    g_assert_cmpuint(sizeof(curdi_cu_memcpy2d), ==, sizeof(CUDA_MEMCPY2D));
+    g_assert_cmpuint(_Alignof(curdi_cu_memcpy2d), ==, _Alignof(CUDA_MEMCPY2D));
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_x_bytes, srcXInBytes);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_y, srcY);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_memory_type,
+               srcMemoryType);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_host, srcHost);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_device, srcDevice);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_array, srcArray);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, src_pitch, srcPitch);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_x_bytes, dstXInBytes);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_y, dstY);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_memory_type,
+               dstMemoryType);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_host, dstHost);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_device, dstDevice);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_array, dstArray);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_pitch, dstPitch);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, width, WidthInBytes);
+    SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, height, Height);
 #undef SAME_FIELD
 }
 

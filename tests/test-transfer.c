@@ -31,10 +31,18 @@ typedef struct fake_dma {
     bool upload;
     uint64_t device_ptr;
     unsigned char *host;
-    uint64_t byte_len;
+    uint64_t byte_len; /* of each row */
     curdi_xfer_piece *pieces;
     size_t piece_count;
+    /* A strided DMA's rows (1 for a plain one) and their pitches. */
+    uint64_t rows;
+    uint64_t device_pitch;
+    uint64_t host_pitch;
 } fake_dma;
+
+/* The device's largest pitch in the tests that do not set their own: a
+ * real device's (CU_DEVICE_ATTRIBUTE_MAX_PITCH). */
+#define TEST_MAX_PITCH ((uint64_t)2147483647)
 
 typedef struct fake_device {
     GArray *queue;    /* fake_dma, not yet run */
@@ -46,7 +54,9 @@ typedef struct fake_device {
     unsigned calls;   /* every op, for fault injection */
     unsigned fail_at; /* 0: never */
     unsigned gathers;  /* gathered chunks */
+    unsigned strided;  /* strided DMAs (also counted in copies) */
     uint64_t chunk_len; /* the longest a gathered chunk may be */
+    uint64_t max_pitch; /* 0: no strided DMAs */
 } fake_device;
 
 static void fake_run_kernel(const fake_dma *kernel)
@@ -66,13 +76,19 @@ static void fake_run_until(fake_device *fake, size_t end)
 {
     for (; fake->ran < end; fake->ran++) {
         fake_dma *dma = &g_array_index(fake->queue, fake_dma, fake->ran);
-        void *device = (void *)(uintptr_t)dma->device_ptr;
-        if (dma->pieces != NULL)
+        if (dma->pieces != NULL) {
             fake_run_kernel(dma);
-        else if (dma->upload)
-            memcpy(device, dma->host, (size_t)dma->byte_len);
-        else
-            memcpy(dma->host, device, (size_t)dma->byte_len);
+            continue;
+        }
+        for (uint64_t row = 0; row < dma->rows; row++) {
+            void *device =
+                (void *)(uintptr_t)(dma->device_ptr + row * dma->device_pitch);
+            unsigned char *host = dma->host + row * dma->host_pitch;
+            if (dma->upload)
+                memcpy(device, host, (size_t)dma->byte_len);
+            else
+                memcpy(host, device, (size_t)dma->byte_len);
+        }
     }
 }
 
@@ -88,12 +104,35 @@ static curd_status fake_copy(void *context, bool upload, uint64_t device_ptr,
                              unsigned char *host, uint64_t byte_len)
 {
     fake_device *fake = context;
-    fake_dma dma = {upload, device_ptr, host, byte_len, NULL, 0};
+    fake_dma dma = {upload, device_ptr, host, byte_len, NULL, 0, 1, 0, 0};
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
     g_assert_cmpuint(byte_len, >, 0);
     g_array_append_val(fake->queue, dma);
     fake->copies++;
+    return CURD_OK;
+}
+
+/* A strided DMA, checked as the driver checks one: at least two rows, each
+ * pitch between the width and the device's largest. */
+static curd_status fake_copy_rows(void *context, bool upload,
+                                  const curdi_xfer_run *run)
+{
+    fake_device *fake = context;
+    fake_dma dma = {upload, run->device_ptr, (unsigned char *)run->host,
+                    run->width, NULL, 0, run->count, run->device_pitch,
+                    run->host_pitch};
+    if (fake_fault(fake) != CURD_OK)
+        return CURD_E_DRIVER;
+    g_assert_cmpuint(run->width, >, 0);
+    g_assert_cmpuint(run->count, >=, 2);
+    g_assert_cmpuint(run->device_pitch, >=, run->width);
+    g_assert_cmpuint(run->host_pitch, >=, run->width);
+    g_assert_cmpuint(run->device_pitch, <=, fake->max_pitch);
+    g_assert_cmpuint(run->host_pitch, <=, fake->max_pitch);
+    g_array_append_val(fake->queue, dma);
+    fake->copies++;
+    fake->strided++;
     return CURD_OK;
 }
 
@@ -104,7 +143,7 @@ static curd_status fake_gathered(void *context, bool upload,
                                  const curdi_xfer_piece *pieces, size_t count)
 {
     fake_device *fake = context;
-    fake_dma kernel = {upload, 0, host, byte_len, NULL, count};
+    fake_dma kernel = {upload, 0, host, byte_len, NULL, count, 1, 0, 0};
     uint64_t at = 0;
     g_assert_cmpuint(byte_len, >, 0);
     g_assert_cmpuint(byte_len, <=, fake->chunk_len);
@@ -161,6 +200,7 @@ static void fake_init(fake_device *fake)
 {
     memset(fake, 0, sizeof *fake);
     fake->queue = g_array_new(FALSE, FALSE, sizeof(fake_dma));
+    fake->max_pitch = TEST_MAX_PITCH;
 }
 
 static void fake_fini(fake_device *fake)
@@ -212,7 +252,8 @@ static uintptr_t registered_key_of(const scenario *s, const unsigned char *host,
 
 /* Builds a random batch. Download destinations never overlap; upload
  * sources may. Items come in runs that are adjacent on the device (often
- * also on the host, to make direct spans), overlapping, or scattered. */
+ * also on the host, to make direct spans), overlapping, scattered, or of
+ * one length at one stride on each side (rows for one strided DMA). */
 static void scenario_make(scenario *s, bool upload, size_t count,
                           size_t max_buffer)
 {
@@ -237,15 +278,24 @@ static void scenario_make(scenario *s, bool upload, size_t count,
     for (size_t i = 0; i < count;) {
         int b = g_test_rand_int_range(0, BUFFER_COUNT);
         size_t run = (size_t)g_test_rand_int_range(1, 6);
-        int kind = g_test_rand_int_range(0, 3); /* adjacent, overlap, scatter */
+        /* adjacent, overlap, scatter, rows */
+        int kind = g_test_rand_int_range(0, 4);
         bool host_contiguous = g_test_rand_bit();
         size_t offset = (size_t)g_test_rand_int_range(0, (gint32)s->buffer_len[b] + 1);
+        /* Rows: one length, and the gaps after each row on either side. */
+        size_t row_len = (size_t)g_test_rand_int_range(1, 600);
+        size_t device_gap = (size_t)g_test_rand_int_range(0, 300);
+        size_t host_gap = (size_t)g_test_rand_int_range(0, 300);
+        if (kind == 3)
+            run = (size_t)g_test_rand_int_range(2, 12);
         for (size_t r = 0; r < run && i < count; r++, i++) {
             curdi_xfer_item *item = &s->items[i];
             size_t room = s->buffer_len[b] - offset;
             size_t len = room == 0 ? 0
                                    : (size_t)g_test_rand_int_range(0, (gint32)room + 1);
-            if (g_test_rand_int_range(0, 8) == 0)
+            if (kind == 3)
+                len = row_len <= room ? row_len : 0;
+            else if (g_test_rand_int_range(0, 8) == 0)
                 len = 0;
             if (len > ARENA_BYTES / 8)
                 len = ARENA_BYTES / 8;
@@ -267,8 +317,12 @@ static void scenario_make(scenario *s, bool upload, size_t count,
             item->registered_key = registered_key_of(s, item->host, len);
             if (upload || len > 0)
                 arena_next += len;
+            if (kind == 3 && len > 0 && arena_next + host_gap <= ARENA_BYTES)
+                arena_next += host_gap;
             if (kind == 0)
                 offset += len;
+            else if (kind == 3)
+                offset += len + device_gap;
             else if (kind == 1 && len > 0)
                 offset += (size_t)g_test_rand_int_range(0, (gint32)len);
             else
@@ -327,8 +381,14 @@ static curd_status run_plan(const curdi_xfer_plan *plan,
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_xfer_staging staging = {slots, 0, chunk_bytes,
                                   CURDI_COPY_PIECE_BYTES, false};
-    curdi_xfer_ops ops = {fake_copy, fake_gathered, fake_mark,
-                          fake_wait, fake_finish, fake};
+    curdi_xfer_ops ops = {.copy = fake_copy,
+                          .copy_rows = fake_copy_rows,
+                          .max_pitch = fake->max_pitch,
+                          .gathered = fake_gathered,
+                          .mark = fake_mark,
+                          .wait = fake_wait,
+                          .finish = fake_finish,
+                          .context = fake};
     curd_status status;
     if (plan->stream_bytes > 0) {
         uint64_t chunks = (plan->stream_bytes + chunk_bytes - 1) / chunk_bytes;
@@ -383,7 +443,7 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
         size_t piece = (i * 37u) % PIECES;
         items[i] = item_at(1, device, piece * PIECE, PIECE, dst + piece * PIECE, 0);
     }
-    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
     g_assert_cmpuint(plan.stream_bytes, ==, PIECES * PIECE);
@@ -420,7 +480,7 @@ static void test_a_small_pageable_upload_goes_to_the_driver_as_it_is(void)
     curd_test_fill_random(src, 2 * LEN);
     curd_test_poison(device, 2 * LEN);
     items[0] = item_at(1, device, 0, LEN, src, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, 0, &plan), ==, CURD_OK);
     g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN - 1));
     g_assert_cmpuint(plan.stream_bytes, ==, LEN);
     g_assert_true(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN));
@@ -439,12 +499,12 @@ static void test_a_small_pageable_upload_goes_to_the_driver_as_it_is(void)
 
     /* Registered, or two items: left alone. */
     items[0] = item_at(1, device, 0, LEN, src, 7);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, 0, &plan), ==, CURD_OK);
     g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN));
     curdi_xfer_plan_free(&plan);
     items[0] = item_at(1, device, 0, LEN, src, 0);
     items[1] = item_at(1, device, LEN, LEN, src + LEN, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
     g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 2, 4 * LEN));
     curdi_xfer_plan_free(&plan);
     g_free(device);
@@ -465,7 +525,7 @@ static void test_registered_run_adjacent_on_both_sides_is_one_direct_dma(void)
     for (size_t i = 0; i < PIECES; i++)
         items[i] = item_at(1, device, i * PIECE, PIECE, dst + i * PIECE,
                            (uintptr_t)dst);
-    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT);
     g_assert_true(plan.spans[0].host == dst);
@@ -492,12 +552,120 @@ static void test_registered_items_in_another_order_are_staged_when_small(void)
     for (size_t i = 0; i < 3; i++)
         items[i] = item_at(1, device, i * 100, 100, dst + (2 - i) * 100,
                            (uintptr_t)dst);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
     curdi_xfer_plan_free(&plan);
     g_free(device);
     g_free(dst);
+}
+
+/* count items of len bytes, device_stride apart on the "device" and
+ * host_stride apart in host memory (one registered range, or malloc
+ * memory when not registered), the first half in buffer key 1 and the
+ * second in key `second_key` at the same stride; moved through the engine
+ * of a device whose largest pitch is max_pitch, every byte compared (the
+ * bytes between the rows keep their poison on the side written). Returns
+ * the DMAs, and the strided ones in *strided. */
+static uint64_t strided_items_move(bool upload, size_t count, size_t len,
+                                   size_t device_stride, size_t host_stride,
+                                   bool registered, uint64_t second_key,
+                                   uint64_t max_pitch, unsigned *strided)
+{
+    size_t device_len = (count - 1) * device_stride + len;
+    size_t host_len = (count - 1) * host_stride + len;
+    unsigned char *device = g_malloc(device_len);
+    unsigned char *host = g_malloc(host_len);
+    unsigned char *expected = g_malloc(upload ? device_len : host_len);
+    curdi_xfer_item *items = g_new(curdi_xfer_item, count);
+    curdi_xfer_plan plan;
+    curdi_xfer_result result;
+    fake_device fake;
+    if (upload) {
+        curd_test_poison(device, device_len);
+        curd_test_fill_random(host, host_len);
+        memcpy(expected, device, device_len);
+    } else {
+        curd_test_fill_random(device, device_len);
+        curd_test_poison(host, host_len);
+        memcpy(expected, host, host_len);
+    }
+    for (size_t i = 0; i < count; i++) {
+        unsigned char *device_row = device + i * device_stride;
+        unsigned char *host_row = host + i * host_stride;
+        bool first_half = i < count / 2 || second_key == 1;
+        /* A second key's buffer starts where its first row is. */
+        unsigned char *base =
+            first_half ? device : device + count / 2 * device_stride;
+        items[i] = item_at(first_half ? 1u : second_key, base,
+                           (uint64_t)(device_row - base), len, host_row,
+                           registered ? (uintptr_t)host : 0);
+        if (upload)
+            memcpy(expected + i * device_stride, host_row, len);
+        else
+            memcpy(expected + i * host_stride, device_row, len);
+    }
+    g_assert_cmpint(curdi_xfer_plan_build(items, count, NULL, max_pitch, &plan),
+                    ==, CURD_OK);
+    fake_init(&fake);
+    fake.max_pitch = max_pitch;
+    g_assert_cmpint(run_plan(&plan, items, upload,
+                             default_chunk(plan.stream_bytes), &fake, NULL,
+                             &result),
+                    ==, CURD_OK);
+    g_assert_cmpuint(result.dma_bytes, ==, count * len);
+    g_assert_cmpuint(result.fences, ==, 1);
+    if (upload)
+        assert_same_bytes(device, expected, device_len);
+    else
+        assert_same_bytes(host, expected, host_len);
+    *strided = fake.strided;
+    fake_fini(&fake);
+    curdi_xfer_plan_free(&plan);
+    g_free(items);
+    g_free(device);
+    g_free(host);
+    g_free(expected);
+    return result.dma_ops;
+}
+
+/* Ranges of one length at one stride on each side join into rows that
+ * cross in one strided DMA: from and into registered memory and through
+ * staging, whatever the host's stride; rows never span two buffers, nor
+ * a pitch past the device's largest. */
+static void test_ranges_at_one_stride_are_one_strided_dma(void)
+{
+    const uint64_t max = TEST_MAX_PITCH;
+    unsigned strided;
+    for (int up = 0; up < 2; up++) {
+        bool upload = up == 1;
+        for (int reg = 0; reg < 2; reg++) {
+            bool registered = reg == 1;
+            g_assert_cmpuint(strided_items_move(upload, 64, 4096, 8192, 4096,
+                                                registered, 1, max, &strided),
+                             ==, 1);
+            g_assert_cmpuint(strided, ==, 1);
+            g_assert_cmpuint(strided_items_move(upload, 2, 100, 333, 100,
+                                                registered, 1, max, &strided),
+                             ==, 1);
+            /* Two buffers: rows each. */
+            g_assert_cmpuint(strided_items_move(upload, 64, 4096, 8192, 4096,
+                                                registered, 2, max, &strided),
+                             ==, 2);
+            g_assert_cmpuint(strided, ==, 2);
+            /* A pitch past the largest: a DMA each. */
+            g_assert_cmpuint(strided_items_move(upload, 16, 512, 8192, 512,
+                                                registered, 1, 4096,
+                                                &strided),
+                             ==, 16);
+            g_assert_cmpuint(strided, ==, 0);
+        }
+        /* The host's stride is its own. */
+        g_assert_cmpuint(strided_items_move(upload, 64, 4096, 8192, 12288,
+                                            true, 1, max, &strided),
+                         ==, 1);
+        g_assert_cmpuint(strided, ==, 1);
+    }
 }
 
 static void test_large_registered_items_move_directly_one_dma_each(void)
@@ -513,7 +681,7 @@ static void test_large_registered_items_move_directly_one_dma_each(void)
     /* Swapped on the host: a fused span, not one run. */
     items[0] = item_at(1, device, 0, piece, src + piece, (uintptr_t)src);
     items[1] = item_at(1, device, piece, piece, src, (uintptr_t)src);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
@@ -537,7 +705,7 @@ static void test_zero_length_items_get_no_span_and_no_dma(void)
     items[0] = item_at(1, device, 0, 0, NULL, 0);
     items[1] = item_at(2, device, 16, 0, NULL, 0);
     items[2] = item_at(1, device, 5, 0, device, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 0);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
     g_assert_cmpuint(plan.dma_bytes, ==, 0);
@@ -561,7 +729,7 @@ static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
     memset(expected, 0, sizeof expected);
     memset(expected, 0xAA, 20);
     memset(expected + 20, 0x55, 40);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
     g_assert_true(plan.overlapping);
     g_assert_cmpuint(plan.stream_bytes, ==, 60);
     g_assert_cmpuint(plan.dma_bytes, ==, 60);
@@ -639,7 +807,8 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
         uint64_t chunk;
         uint64_t expected_bytes = 0;
         scenario_make(&s, upload, count, max_buffer);
-        g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy, &plan), ==,
+        g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy,
+                                              TEST_MAX_PITCH, &plan), ==,
                         CURD_OK);
         for (size_t i = 0; i < plan.span_count; i++)
             expected_bytes += plan.spans[i].mode == CURDI_SPAN_DIRECT_ITEMS
@@ -713,7 +882,7 @@ static void test_scattered_reads_into_one_registered_run_gather_straight_there(v
                            dst + i * PIECE, (uintptr_t)dst);
         memcpy(expected + i * PIECE, device[b] + piece * STRIDE, PIECE);
     }
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, &policy, &plan),
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, &policy, 0, &plan),
                     ==, CURD_OK);
     /* Each piece alone would be one direct DMA. */
     g_assert_true(plan.gather);
@@ -730,7 +899,7 @@ static void test_scattered_reads_into_one_registered_run_gather_straight_there(v
     fake_fini(&fake);
     curdi_xfer_plan_free(&plan);
     /* Without the kernels: one direct DMA per piece. */
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, NULL, &plan), ==,
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, NULL, 0, &plan), ==,
                     CURD_OK);
     g_assert_false(plan.gather);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
@@ -762,8 +931,7 @@ static void test_the_planner_gathers_many_small_spans_only(void)
         for (size_t i = 0; i < cases[c].count; i++)
             items[i] = item_at(1, device, i * 2 * 128 * 1024, cases[c].len,
                                host + i * cases[c].len, 0);
-        g_assert_cmpint(curdi_xfer_plan_build(items, cases[c].count, &policy,
-                                              &plan),
+        g_assert_cmpint(curdi_xfer_plan_build(items, cases[c].count, &policy, 0, &plan),
                         ==, CURD_OK);
         g_assert_true(plan.gather == cases[c].gather);
         g_assert_null(plan.gather_host);
@@ -776,11 +944,51 @@ static void test_the_planner_gathers_many_small_spans_only(void)
                        (uintptr_t)host);
     items[1] = item_at(1, device, 256 * 1024, 256 * 1024, host,
                        (uintptr_t)host);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &policy_gather, &plan), ==,
+    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &policy_gather, 0, &plan), ==,
                     CURD_OK);
     g_assert_false(plan.gather);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
     curdi_xfer_plan_free(&plan);
+    g_free(device);
+    g_free(host);
+}
+
+/* The crossover counts the DMAs the spans would take: spans of one length
+ * at one stride join into rows and count once, so 64 of them at one
+ * stride stay on the copy engines, in malloc memory or registered; at
+ * uneven lengths, or where the device takes no strided DMA (largest
+ * pitch 0), they are 64 DMAs and gather. */
+static void test_the_crossover_counts_ranges_at_one_stride_once(void)
+{
+    enum { SPANS = 64, LEN = 4096, STRIDE = 8192 };
+    const curdi_gather_policy policy = {CURDI_PATH_AUTO, 4, 64 * 1024};
+    unsigned char *device = g_malloc(SPANS * STRIDE);
+    unsigned char *host = g_malloc(SPANS * LEN);
+    curdi_xfer_item items[SPANS];
+    curdi_xfer_plan plan;
+    struct {
+        uintptr_t registered;
+        uint64_t uneven; /* bytes off every other span */
+        uint64_t max_pitch;
+        bool gather;
+    } cases[] = {{0, 0, TEST_MAX_PITCH, false},
+                 {1, 0, TEST_MAX_PITCH, false},
+                 {0, 64, TEST_MAX_PITCH, true},
+                 {1, 64, TEST_MAX_PITCH, true},
+                 {0, 0, 0, true},
+                 {0, 0, STRIDE - 1, true}};
+    for (size_t c = 0; c < G_N_ELEMENTS(cases); c++) {
+        for (size_t i = 0; i < SPANS; i++)
+            items[i] = item_at(1, device, i * STRIDE,
+                               LEN - (i % 2 == 1 ? cases[c].uneven : 0),
+                               host + i * LEN,
+                               cases[c].registered ? (uintptr_t)host : 0);
+        g_assert_cmpint(curdi_xfer_plan_build(items, SPANS, &policy,
+                                              cases[c].max_pitch, &plan),
+                        ==, CURD_OK);
+        g_assert_true(plan.gather == cases[c].gather);
+        curdi_xfer_plan_free(&plan);
+    }
     g_free(device);
     g_free(host);
 }
@@ -803,7 +1011,7 @@ static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
         curd_test_fill_random(host, len);
         memcpy(expected, upload ? host : device, len);
         item = item_at(9, device, 0, len, host, 0);
-        g_assert_cmpint(curdi_xfer_plan_build(&item, 1, NULL, &plan), ==, CURD_OK);
+        g_assert_cmpint(curdi_xfer_plan_build(&item, 1, NULL, 0, &plan), ==, CURD_OK);
         fake_init(&fake);
         g_assert_cmpint(run_plan(&plan, &item, upload, 13, &fake, NULL, &result),
                         ==, CURD_OK);
@@ -831,7 +1039,8 @@ static void test_every_failing_op_returns_its_error_and_frees_everything(void)
             curd_status status;
             g_test_rand_int(); /* vary the scenarios a little */
             scenario_make(&s, upload, 12, 2048);
-            g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy, &plan), ==,
+            g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy,
+                                              TEST_MAX_PITCH, &plan), ==,
                             CURD_OK);
             fake_init(&fake);
             fake.fail_at = fail_at;
@@ -1046,7 +1255,7 @@ static void test_large_pipelined_transfer_through_the_team(void)
         items[1] = item_at(1, device, 1000, len - 2000, host + 1000, 0);
         items[2] = item_at(1, device, len - 1000, 1000, host + len - 1000, 0);
         memcpy(expected, upload ? host : device, len);
-        g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, &plan), ==, CURD_OK);
+        g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
         fake_init(&fake);
         g_assert_cmpint(run_plan(&plan, items, upload,
                                  default_chunk(plan.stream_bytes),
@@ -1075,6 +1284,8 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/transfer/plan/registered-items-in-another-order-are-staged-when-small",
         test_registered_items_in_another_order_are_staged_when_small);
+    g_test_add_func("/transfer/engine/ranges-at-one-stride-are-one-strided-dma",
+                    test_ranges_at_one_stride_are_one_strided_dma);
     g_test_add_func(
         "/transfer/plan/large-registered-items-move-directly-one-dma-each",
         test_large_registered_items_move_directly_one_dma_each);
@@ -1088,6 +1299,9 @@ int main(int argc, char **argv)
                     test_gather_crossover_policy);
     g_test_add_func("/transfer/plan/the-planner-gathers-many-small-spans-only",
                     test_the_planner_gathers_many_small_spans_only);
+    g_test_add_func(
+        "/transfer/plan/the-crossover-counts-ranges-at-one-stride-once",
+        test_the_crossover_counts_ranges_at_one_stride_once);
     g_test_add_func(
         "/transfer/engine/scattered-reads-into-one-registered-run-gather-straight-there",
         test_scattered_reads_into_one_registered_run_gather_straight_there);

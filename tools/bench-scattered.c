@@ -1,18 +1,24 @@
-/* bench-scattered.c - 64 scattered 4 KiB pieces (8 KiB apart in one
- * resident buffer) read into, or written from, one contiguous 256 KiB of
- * host memory in one batch.
+/* bench-scattered.c - 64 scattered 4 KiB pieces (one in each 8 KiB of
+ * one resident buffer) read into, or written from, one contiguous 256 KiB
+ * of host memory in one batch.
  *
- * transfer/scattered-reads   curd_download_batch as the planner moves it
- *                            (gathered on the device, then one DMA), and
- *                            on a device opened with
- *                            CURD_TRANSFER_PATH=dma (one DMA per piece);
- *                            against one contiguous 256 KiB read of the
- *                            same bytes into the same kind of memory
+ * transfer/scattered-reads   the pieces at one stride (every other 4 KiB):
+ *                            curd_download_batch as the planner moves them
+ *                            (rows: one strided DMA), and on a device
+ *                            opened with CURD_TRANSFER_PATH=gather (the
+ *                            kernels); against one contiguous 256 KiB read
+ *                            of the same bytes into the same kind of memory
  *                            (curd, and the raw driver into pinned and
  *                            malloc memory) and 64 raw cuMemcpyDtoHAsync.
  *                            Into malloc and into registered memory.
  * transfer/scattered-writes  the same with curd_upload_batch and raw
  *                            cuMemcpyHtoD*.
+ * transfer/scattered-reads-irregular, transfer/scattered-writes-irregular
+ *                            each piece at a random point of its 8 KiB, so
+ *                            no two join into rows: the planner gathers
+ *                            them with the kernels; the other device is
+ *                            opened with CURD_TRANSFER_PATH=dma (a DMA per
+ *                            piece).
  *
  * Targets (issue 11): the batch within 1.2x of one contiguous copy into
  * the same kind of memory, and at least 2x faster than PyTorch's gather
@@ -52,9 +58,13 @@ typedef struct device_side {
 typedef struct scattered {
     const bench_env *env;
     bool upload;
+    bool irregular;
+    size_t offsets[PIECES]; /* each piece's place in the buffer */
     bool with_registered;
-    bench_tuned dma_device;
-    device_side sides[2]; /* 0: the planner's choice, 1: one DMA per piece */
+    bench_tuned other_device; /* opened for sides[1] */
+    /* 0: the planner's choice; 1: the other path (the kernels for pieces
+     * at one stride, a DMA per piece for irregular ones). */
+    device_side sides[2];
     /* On the main device: TOTAL_BYTES in one buffer, for the one copy. */
     curd_buffer contiguous;
     bench_cu_deviceptr contiguous_ptr;
@@ -88,7 +98,7 @@ static void scattered_free(scattered *s)
     const bench_env *env = s->env;
     side_free(&s->sides[0]);
     side_free(&s->sides[1]);
-    bench_tuned_close(&s->dma_device);
+    bench_tuned_close(&s->other_device);
     if (s->contiguous.id != 0)
         curd_buffer_free(env->device, s->contiguous);
     if (s->pinned != NULL && bench_raw_enter(env) == 0) {
@@ -126,10 +136,10 @@ static int side_init(scattered *s, device_side *side, const bench_env *env)
         unsigned char *host = kind == MALLOC_MEMORY ? s->host : side->registered;
         for (size_t i = 0; i < PIECES; i++) {
             side->downs[kind][i] = (curd_download){
-                side->buffer, i * STRIDE_BYTES, PIECE_BYTES,
+                side->buffer, s->offsets[i], PIECE_BYTES,
                 host + i * PIECE_BYTES, PIECE_BYTES};
             side->ups[kind][i] = (curd_upload){
-                side->buffer, i * STRIDE_BYTES, host + i * PIECE_BYTES,
+                side->buffer, s->offsets[i], host + i * PIECE_BYTES,
                 PIECE_BYTES};
         }
         memset(&side->ops[kind], 0, sizeof side->ops[kind]);
@@ -155,14 +165,27 @@ static bench_copy_op raw_op(const scattered *s, bench_cu_deviceptr device_ptr,
     return op;
 }
 
-static int scattered_init(scattered *s, const bench_env *env, bool upload)
+static int scattered_init(scattered *s, const bench_env *env, bool upload,
+                          bool irregular)
 {
     static const char *const dma_path[] = {"CURD_TRANSFER_PATH=dma", NULL};
+    static const char *const gather_path[] = {"CURD_TRANSFER_PATH=gather",
+                                              NULL};
     uint64_t seed = env->seed ^ (upload ? 0x9119u : 0x8118u);
     uint64_t device_ptr = 0;
     memset(s, 0, sizeof *s);
     s->env = env;
     s->upload = upload;
+    s->irregular = irregular;
+    for (size_t i = 0; i < PIECES; i++) {
+        /* Irregular: a random 64-byte step into the slot's free half. */
+        uint64_t step = 0;
+        if (irregular)
+            bench_fill_random(&seed, (unsigned char *)&step, sizeof step);
+        s->offsets[i] = i * STRIDE_BYTES
+                        + (size_t)(step % ((STRIDE_BYTES - PIECE_BYTES) / 64
+                                           + 1)) * 64u;
+    }
     s->with_registered = bench_has_host_register(env);
     s->source = bench_host_alloc(SOURCE_BYTES, "the source bytes");
     s->pieces = bench_host_alloc(TOTAL_BYTES, "the pieces");
@@ -174,12 +197,12 @@ static int scattered_init(scattered *s, const bench_env *env, bool upload)
         return -1;
     bench_fill_random(&seed, s->source, SOURCE_BYTES);
     for (size_t i = 0; i < PIECES; i++)
-        memcpy(s->pieces + i * PIECE_BYTES, s->source + i * STRIDE_BYTES,
+        memcpy(s->pieces + i * PIECE_BYTES, s->source + s->offsets[i],
                PIECE_BYTES);
     /* Writes leave the pieces in poisoned buffers. */
     bench_poison(s->expected, SOURCE_BYTES);
     for (size_t i = 0; i < PIECES; i++)
-        memcpy(s->expected + i * STRIDE_BYTES, s->pieces + i * PIECE_BYTES,
+        memcpy(s->expected + s->offsets[i], s->pieces + i * PIECE_BYTES,
                PIECE_BYTES);
     memcpy(s->host, s->pieces, TOTAL_BYTES);
     if (bench_stream_acquire(env, &s->stream) != 0)
@@ -195,10 +218,11 @@ static int scattered_init(scattered *s, const bench_env *env, bool upload)
         return bench_fail_cu("cuMemHostAlloc", cu_result);
     }
     memcpy(s->pinned, s->pieces, TOTAL_BYTES);
-    if (bench_tuned_open(&s->dma_device, env, dma_path) != 0)
+    if (bench_tuned_open(&s->other_device, env,
+                         irregular ? dma_path : gather_path) != 0)
         return -1;
     if (side_init(s, &s->sides[0], env) != 0 ||
-        side_init(s, &s->sides[1], &s->dma_device.env) != 0)
+        side_init(s, &s->sides[1], &s->other_device.env) != 0)
         return -1;
     BENCH_CURD(curd_buffer_alloc(env->device, TOTAL_BYTES, &s->contiguous));
     BENCH_CURD(curd_buffer_device_ptr(env->device, s->contiguous, &device_ptr));
@@ -214,7 +238,7 @@ static int scattered_init(scattered *s, const bench_env *env, bool upload)
     s->raw_pieces = raw_op(s, s->sides[0].device_ptr, s->pinned, TOTAL_BYTES);
     s->raw_pieces.item_count = PIECES;
     s->raw_pieces.piece_bytes = PIECE_BYTES;
-    s->raw_pieces.stride = STRIDE_BYTES;
+    s->raw_pieces.offsets = s->offsets;
     s->raw_pinned = raw_op(s, s->contiguous_ptr, s->pinned, TOTAL_BYTES);
     s->raw_pageable = raw_op(s, s->contiguous_ptr, s->host, TOTAL_BYTES);
     return 0;
@@ -241,7 +265,8 @@ static int check_write(scattered *s, bench_op_fn run, bench_copy_op *op,
 
 static int scattered_check(scattered *s)
 {
-    static const char *const side_names[2] = {"planner", "one DMA per piece"};
+    const char *const side_names[2] = {
+        "planner", s->irregular ? "a DMA per piece" : "the kernels"};
     static const char *const kind_names[KINDS] = {"malloc", "registered"};
     bench_op_fn batch = s->upload ? bench_op_curd_upload_batch
                                   : bench_op_curd_download_batch;
@@ -284,16 +309,20 @@ static int scattered_check(scattered *s)
                       "cuMemcpyDtoH 256 KiB");
 }
 
-static int scattered_run(const bench_env *env, const char *name, bool upload)
+static int scattered_run(const bench_env *env, const char *name, bool upload,
+                         bool irregular)
 {
     scattered *s = calloc(1, sizeof *s);
     bench_scenario *scenario = malloc(sizeof *scenario);
     const char *verb = upload ? "writes" : "reads";
     const char *batch_call = upload ? "curd_upload_batch" : "curd_download_batch";
-    /* index: [0..2] malloc memory (the planner, one DMA per piece, one
+    /* index: [0..2] malloc memory (the planner, the other path, one
      * contiguous copy), [3..5] the same into registered memory, [6..8]
-     * raw: the pieces, one pinned copy, one malloc copy. */
-    static char labels[2][9][96];
+     * raw: the pieces, one pinned copy, one malloc copy. Labels by
+     * scenario: upload + 2 * irregular. */
+    static char labels[4][9][96];
+    const unsigned which = (upload ? 1u : 0u) + (irregular ? 2u : 0u);
+    const char *other_path = irregular ? "dma" : "gather";
     int index[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
     int result = -1;
 
@@ -301,11 +330,13 @@ static int scattered_run(const bench_env *env, const char *name, bool upload)
         bench_fail("out of host memory for %s", name);
         goto done;
     }
-    if (scattered_init(s, env, upload) != 0 || scattered_check(s) != 0)
+    if (scattered_init(s, env, upload, irregular) != 0
+        || scattered_check(s) != 0)
         goto done;
     bench_scenario_init(scenario, env, name, env->samples,
-                        "64 scattered 4 KiB %s (8 KiB apart) %s one 256 KiB "
-                        "of host memory, one batch", verb,
+                        "64 scattered 4 KiB %s (one in each 8 KiB, %s) %s"
+                        " one 256 KiB of host memory, one batch", verb,
+                        irregular ? "at random points" : "at one stride",
                         upload ? "from" : "into");
     {
         bench_op_fn batch = upload ? bench_op_curd_upload_batch
@@ -324,16 +355,14 @@ static int scattered_run(const bench_env *env, const char *name, bool upload)
             {BENCH_ROLE_CURD, batch, &s->sides[0].ops[MALLOC_MEMORY],
              "%s 64 x 4 KiB scattered", batch_call, "malloc"},
             {BENCH_ROLE_CURD, batch, &s->sides[1].ops[MALLOC_MEMORY],
-             "same, one DMA per piece (CURD_TRANSFER_PATH=%s)", "dma",
-             "malloc"},
+             "same, CURD_TRANSFER_PATH=%s", other_path, "malloc"},
             {BENCH_ROLE_CURD, one, &s->contiguous_ops[MALLOC_MEMORY],
              "curd_buffer_%s 256 KiB contiguous",
              upload ? "upload" : "download", "malloc"},
             {BENCH_ROLE_CURD, batch, &s->sides[0].ops[REGISTERED_MEMORY],
              "%s 64 x 4 KiB scattered", batch_call, "registered"},
             {BENCH_ROLE_CURD, batch, &s->sides[1].ops[REGISTERED_MEMORY],
-             "same, one DMA per piece (CURD_TRANSFER_PATH=%s)", "dma",
-             "registered"},
+             "same, CURD_TRANSFER_PATH=%s", other_path, "registered"},
             {BENCH_ROLE_CURD, one, &s->contiguous_ops[REGISTERED_MEMORY],
              "curd_buffer_%s 256 KiB contiguous",
              upload ? "upload" : "download", "registered"},
@@ -355,10 +384,10 @@ static int scattered_run(const bench_env *env, const char *name, bool upload)
             if (i >= 3 && i < 6 && !s->with_registered)
                 continue;
             snprintf(what, sizeof what, variants[i].what, variants[i].word);
-            snprintf(labels[upload][i], sizeof labels[0][0], "%s, %s", what,
+            snprintf(labels[which][i], sizeof labels[0][0], "%s, %s", what,
                      variants[i].memory);
             index[i] = bench_add_variant(scenario, &(bench_variant_spec){
-                .label = labels[upload][i], .role = variants[i].role,
+                .label = labels[which][i], .role = variants[i].role,
                 .op = variants[i].op, .context = variants[i].context,
                 .bytes_per_op = TOTAL_BYTES});
             if (index[i] < 0)
@@ -392,7 +421,8 @@ static int scattered_run(const bench_env *env, const char *name, bool upload)
     if (bench_note_batch_cost(scenario, &s->sides[0].ops[MALLOC_MEMORY], upload,
                               "planner, malloc") != 0 ||
         bench_note_batch_cost(scenario, &s->sides[1].ops[MALLOC_MEMORY], upload,
-                              "one DMA per piece, malloc") != 0)
+                              irregular ? "a DMA per piece, malloc"
+                                        : "the kernels, malloc") != 0)
         goto done;
     if (s->with_registered &&
         bench_note_batch_cost(scenario, &s->sides[0].ops[REGISTERED_MEMORY],
@@ -417,10 +447,22 @@ done:
 
 int bench_transfer_scattered_reads(const bench_env *env)
 {
-    return scattered_run(env, "transfer/scattered-reads", false);
+    return scattered_run(env, "transfer/scattered-reads", false, false);
 }
 
 int bench_transfer_scattered_writes(const bench_env *env)
 {
-    return scattered_run(env, "transfer/scattered-writes", true);
+    return scattered_run(env, "transfer/scattered-writes", true, false);
+}
+
+int bench_transfer_scattered_reads_irregular(const bench_env *env)
+{
+    return scattered_run(env, "transfer/scattered-reads-irregular", false,
+                         true);
+}
+
+int bench_transfer_scattered_writes_irregular(const bench_env *env)
+{
+    return scattered_run(env, "transfer/scattered-writes-irregular", true,
+                         true);
 }

@@ -20,6 +20,8 @@ int bench_transfer_upload_sweep(const bench_env *env);
 int bench_transfer_download_sweep(const bench_env *env);
 int bench_transfer_scattered_reads(const bench_env *env);
 int bench_transfer_scattered_writes(const bench_env *env);
+int bench_transfer_scattered_reads_irregular(const bench_env *env);
+int bench_transfer_scattered_writes_irregular(const bench_env *env);
 int bench_tune_pageable_upload(const bench_env *env);
 int bench_tune_pageable_download(const bench_env *env);
 int bench_tune_small_download(const bench_env *env);

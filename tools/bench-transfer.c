@@ -175,7 +175,9 @@ static int raw_pieces_loop(const bench_copy_op *op, uint64_t iterations,
         for (piece = 0; piece < op->item_count; piece++) {
             unsigned char *at = host + piece * op->piece_bytes;
             bench_cu_deviceptr device =
-                op->device_ptr + (bench_cu_deviceptr)(piece * stride);
+                op->device_ptr
+                + (bench_cu_deviceptr)(op->offsets != NULL ? op->offsets[piece]
+                                                           : piece * stride);
             if (upload)
                 BENCH_CU(driver->cuMemcpyHtoDAsync(device, at, op->piece_bytes,
                                                    op->stream));

@@ -19,9 +19,11 @@ typedef struct bench_copy_op {
     const curd_upload *upload_items; /* batched writes */
     size_t item_count;
     size_t piece_bytes;
-    /* Raw pieces: piece i is at i * stride in the buffer and at
-     * i * piece_bytes in host memory (0: stride = piece_bytes). */
+    /* Raw pieces: piece i is at offsets[i] in the buffer (NULL: at
+     * i * stride, where stride 0 is piece_bytes) and at i * piece_bytes
+     * in host memory. */
     size_t stride;
+    const size_t *offsets;
 } bench_copy_op;
 
 /* The resources one scenario holds; bench_transfer_free releases whatever is

@@ -49,11 +49,21 @@ static const bench_scenario_entry scenarios[] = {
      "downloads of 4 KiB to 1 GiB: raw and curd, pageable and page-locked",
      bench_transfer_download_sweep, false},
     {"transfer/scattered-reads",
-     "64 scattered 4 KiB reads: gathered, one DMA each, one contiguous copy",
+     "64 4 KiB reads at one stride: one strided DMA, the kernels, one"
+     " contiguous copy",
      bench_transfer_scattered_reads, false},
     {"transfer/scattered-writes",
-     "64 scattered 4 KiB writes: scattered, one DMA each, one contiguous copy",
+     "64 4 KiB writes at one stride: one strided DMA, the kernels, one"
+     " contiguous copy",
      bench_transfer_scattered_writes, false},
+    {"transfer/scattered-reads-irregular",
+     "64 4 KiB reads at random points: gathered, one DMA each, one"
+     " contiguous copy",
+     bench_transfer_scattered_reads_irregular, false},
+    {"transfer/scattered-writes-irregular",
+     "64 4 KiB writes at random points: scattered, one DMA each, one"
+     " contiguous copy",
+     bench_transfer_scattered_writes_irregular, false},
     {"tune/pageable-upload",
      "256 MiB from malloc memory under each of libcurd's copy settings",
      bench_tune_pageable_upload, true},

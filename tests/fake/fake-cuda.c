@@ -53,6 +53,8 @@
 
 #define FAKE_API __attribute__((visibility("default")))
 #define FAKE_MAX_DEVICES 4
+/* CU_DEVICE_ATTRIBUTE_MAX_PITCH, as real devices report it. */
+#define FAKE_MAX_PITCH 2147483647u
 /* The real driver's context stack has no small bound. The fault sweeps
  * leave one context pushed for each run whose cuCtxPopCurrent they fail
  * (the library has no way to pop it again), so a test program with many
@@ -382,6 +384,9 @@ static curdi_cu_result f_cuDeviceGetAttribute(int *value,
     case CURDI_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
         *value = 4;
         break;
+    case CURDI_CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+        *value = FAKE_MAX_PITCH;
+        break;
     case CURDI_CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
         /* Read at each call: a test turns it off for one device. */
         *value = getenv("FAKE_CUDA_NO_HOST_POINTER") == NULL;
@@ -709,6 +714,49 @@ static curdi_cu_result f_cuMemcpyDtoDAsync(curdi_cu_deviceptr dst,
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
                 byte_len, (uintptr_t)dst, byte_len, stream, true);
+}
+
+/* One strided copy between device and host memory, as the driver checks
+ * it: linear memory only (no arrays), each pitch at least the width and
+ * at most FAKE_MAX_PITCH, and every row of the device side (the whole
+ * extent from the first row to the last, as one allocation) device
+ * memory. Rows are copied one by one; the bytes between them stay. */
+static curdi_cu_result f_cuMemcpy2DAsync(const curdi_cu_memcpy2d_abi_t *abi,
+                                         curdi_cu_stream stream)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    const curdi_cu_memcpy2d *c = (const curdi_cu_memcpy2d *)(const void *)abi;
+    if (!valid_stream(stream))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (capturing(stream))
+        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    bool down = c->src_memory_type == CURDI_CU_MEMORYTYPE_DEVICE
+                && c->dst_memory_type == CURDI_CU_MEMORYTYPE_HOST;
+    bool up = c->src_memory_type == CURDI_CU_MEMORYTYPE_HOST
+              && c->dst_memory_type == CURDI_CU_MEMORYTYPE_DEVICE;
+    if ((!down && !up) || c->src_array != NULL || c->dst_array != NULL
+        || c->src_x_bytes != 0 || c->src_y != 0 || c->dst_x_bytes != 0
+        || c->dst_y != 0 || c->src_pitch < c->width
+        || c->dst_pitch < c->width || c->src_pitch > FAKE_MAX_PITCH
+        || c->dst_pitch > FAKE_MAX_PITCH)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (c->width == 0 || c->height == 0)
+        return unlock_with(CURDI_CUDA_SUCCESS);
+    uintptr_t device_side = down ? (uintptr_t)c->src_device
+                                 : (uintptr_t)c->dst_device;
+    size_t device_pitch = down ? c->src_pitch : c->dst_pitch;
+    size_t extent = (c->height - 1u) * device_pitch + c->width;
+    if (find_range(device_side, extent) == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    const unsigned char *src = down ? (const unsigned char *)(uintptr_t)
+                                          c->src_device
+                                    : c->src_host;
+    unsigned char *dst = down ? c->dst_host
+                              : (unsigned char *)(uintptr_t)c->dst_device;
+    for (size_t row = 0; row < c->height; row++)
+        memmove(dst + row * c->dst_pitch, src + row * c->src_pitch, c->width);
+    return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
 static curdi_cu_result f_cuMemsetD8Async(curdi_cu_deviceptr dst,

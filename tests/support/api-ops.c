@@ -449,56 +449,113 @@ static unsigned char *piece_model(const api_world *w, const piece *p)
     return p->large ? w->large_model : w->small_model;
 }
 
-static curd_status upload_batch_call(api_world *w)
+/* Rows: 32 of 4 KiB at one stride of the large buffer into registered
+ * memory at another, and 16 at a third stride into pageable memory, so
+ * that each group crosses in one strided DMA (lib/xfer.h). */
+#define ROW_PIECES 48u
+static const piece *row_pieces(void)
 {
-    curd_upload items[PIECES];
-    for (size_t i = 0; i < PIECES; i++)
-        items[i] = (curd_upload){piece_buffer(w, &pieces[i]),
-                                 pieces[i].offset, w->host + pieces[i].host_at,
-                                 pieces[i].len};
-    return curd_upload_batch(w->device, items, PIECES);
+    static piece rows[ROW_PIECES];
+    for (size_t i = 0; i < ROW_PIECES; i++)
+        rows[i] = i < 32 ? (piece){1, i * 8192u, 4096u,
+                                   API_LARGE_BYTES + i * 8000u}
+                         : (piece){1, 300000u + (i - 32) * 6000u, 4096u,
+                                   (i - 32) * 4096u};
+    return rows;
 }
 
-static void upload_batch_finish(api_world *w, curd_status status)
+static curd_status upload_pieces(api_world *w, const piece *table,
+                                 size_t count)
+{
+    curd_upload items[ROW_PIECES];
+    for (size_t i = 0; i < count; i++)
+        items[i] = (curd_upload){piece_buffer(w, &table[i]), table[i].offset,
+                                 w->host + table[i].host_at, table[i].len};
+    return curd_upload_batch(w->device, items, count);
+}
+
+static void upload_pieces_finish(api_world *w, const piece *table,
+                                 size_t count, curd_status status)
 {
     host_unchanged(w, 0, w->host_len);
     if (status != CURD_OK)
         return;
-    for (size_t i = 0; i < PIECES; i++)
-        memcpy(piece_model(w, &pieces[i]) + pieces[i].offset,
-               w->host + pieces[i].host_at, pieces[i].len);
+    for (size_t i = 0; i < count; i++)
+        memcpy(piece_model(w, &table[i]) + table[i].offset,
+               w->host + table[i].host_at, table[i].len);
     api_world_expect_buffer(w, w->small, w->small_model, API_SMALL_BYTES);
     api_world_expect_buffer(w, w->large, w->large_model, API_LARGE_BYTES);
 }
 
-static curd_status download_batch_call(api_world *w)
+static curd_status download_pieces(api_world *w, const piece *table,
+                                   size_t count)
 {
-    curd_download items[PIECES];
-    for (size_t i = 0; i < PIECES; i++)
-        items[i] = (curd_download){piece_buffer(w, &pieces[i]),
-                                   pieces[i].offset, pieces[i].len,
-                                   w->host + pieces[i].host_at,
-                                   pieces[i].len};
-    return curd_download_batch(w->device, items, PIECES);
+    curd_download items[ROW_PIECES];
+    for (size_t i = 0; i < count; i++)
+        items[i] = (curd_download){piece_buffer(w, &table[i]),
+                                   table[i].offset, table[i].len,
+                                   w->host + table[i].host_at, table[i].len};
+    return curd_download_batch(w->device, items, count);
 }
 
-static void download_batch_finish(api_world *w, curd_status status)
+static void download_pieces_finish(api_world *w, const piece *table,
+                                   size_t count, curd_status status)
 {
     /* Outside the pieces nothing is written, whatever happened. */
     unsigned char *expected = malloc(w->host_len);
     API_CHECK(expected != NULL, "out of host memory");
     memcpy(expected, w->host_copy, w->host_len);
-    for (size_t i = 0; i < PIECES; i++)
-        memcpy(expected + pieces[i].host_at,
+    for (size_t i = 0; i < count; i++)
+        memcpy(expected + table[i].host_at,
                status == CURD_OK
-                   ? piece_model(w, &pieces[i]) + pieces[i].offset
-                   : w->host + pieces[i].host_at,
-               pieces[i].len);
+                   ? piece_model(w, &table[i]) + table[i].offset
+                   : w->host + table[i].host_at,
+               table[i].len);
     bool same = memcmp(w->host, expected, w->host_len) == 0;
     free(expected);
     API_CHECK(same, status == CURD_OK
                         ? "the batch's bytes differ from the buffers'"
                         : "a failed batch wrote outside its pieces");
+}
+
+static curd_status upload_batch_call(api_world *w)
+{
+    return upload_pieces(w, pieces, PIECES);
+}
+
+static void upload_batch_finish(api_world *w, curd_status status)
+{
+    upload_pieces_finish(w, pieces, PIECES, status);
+}
+
+static curd_status download_batch_call(api_world *w)
+{
+    return download_pieces(w, pieces, PIECES);
+}
+
+static void download_batch_finish(api_world *w, curd_status status)
+{
+    download_pieces_finish(w, pieces, PIECES, status);
+}
+
+static curd_status upload_rows_call(api_world *w)
+{
+    return upload_pieces(w, row_pieces(), ROW_PIECES);
+}
+
+static void upload_rows_finish(api_world *w, curd_status status)
+{
+    upload_pieces_finish(w, row_pieces(), ROW_PIECES, status);
+}
+
+static curd_status download_rows_call(api_world *w)
+{
+    return download_pieces(w, row_pieces(), ROW_PIECES);
+}
+
+static void download_rows_finish(api_world *w, curd_status status)
+{
+    download_pieces_finish(w, row_pieces(), ROW_PIECES, status);
 }
 
 /* ------------------------------------------------------------------------
@@ -1348,8 +1405,12 @@ const api_op api_ops[] = {
      download_direct_call, download_direct_finish, 0},
     {"curd_upload_batch", "staged-pipelined-and-direct", fresh_all,
      upload_batch_call, upload_batch_finish, 0},
+    {"curd_upload_batch", "rows-at-one-stride", fresh_all, upload_rows_call,
+     upload_rows_finish, 0},
     {"curd_download_batch", "staged-pipelined-and-direct", fresh_all,
      download_batch_call, download_batch_finish, 0},
+    {"curd_download_batch", "rows-at-one-stride", fresh_all,
+     download_rows_call, download_rows_finish, 0},
     {"curd_host_register", "a-new-range", new_range, register_call,
      register_finish, 0},
     {"curd_host_unregister", "a-registered-range", registered_range,
