@@ -11,65 +11,6 @@
 #include "status.h"
 
 /* ------------------------------------------------------------------------
- * Plain arithmetic. The compiler builtins compute the exact result and say
- * whether it fits; *out is written only when it does.
- * ---------------------------------------------------------------------- */
-
-bool curdi_size_add(size_t a, size_t b, size_t *out)
-{
-    size_t result;
-    if (__builtin_add_overflow(a, b, &result))
-        return false;
-    *out = result;
-    return true;
-}
-
-bool curdi_size_sub(size_t a, size_t b, size_t *out)
-{
-    size_t result;
-    if (__builtin_sub_overflow(a, b, &result))
-        return false;
-    *out = result;
-    return true;
-}
-
-bool curdi_size_mul(size_t a, size_t b, size_t *out)
-{
-    size_t result;
-    if (__builtin_mul_overflow(a, b, &result))
-        return false;
-    *out = result;
-    return true;
-}
-
-bool curdi_u64_add(uint64_t a, uint64_t b, uint64_t *out)
-{
-    uint64_t result;
-    if (__builtin_add_overflow(a, b, &result))
-        return false;
-    *out = result;
-    return true;
-}
-
-bool curdi_u64_sub(uint64_t a, uint64_t b, uint64_t *out)
-{
-    uint64_t result;
-    if (__builtin_sub_overflow(a, b, &result))
-        return false;
-    *out = result;
-    return true;
-}
-
-bool curdi_u64_mul(uint64_t a, uint64_t b, uint64_t *out)
-{
-    uint64_t result;
-    if (__builtin_mul_overflow(a, b, &result))
-        return false;
-    *out = result;
-    return true;
-}
-
-/* ------------------------------------------------------------------------
  * Ranges and device pointers
  * ---------------------------------------------------------------------- */
 

@@ -13,12 +13,26 @@
 
 #include "curd.h"
 
-bool curdi_size_add(size_t a, size_t b, size_t *out);
-bool curdi_size_sub(size_t a, size_t b, size_t *out);
-bool curdi_size_mul(size_t a, size_t b, size_t *out);
-bool curdi_u64_add(uint64_t a, uint64_t b, uint64_t *out);
-bool curdi_u64_sub(uint64_t a, uint64_t b, uint64_t *out);
-bool curdi_u64_mul(uint64_t a, uint64_t b, uint64_t *out);
+/* Plain arithmetic: curdi_size_add, _sub, _mul and curdi_u64_add, _sub,
+ * _mul. The compiler builtins compute the exact result and say whether it
+ * fits; *out is written only when it does. Inline, since the transfer
+ * planner runs them for every item of a batch. */
+#define CURDI_CHECKED_OP_(name, type, builtin)                                \
+    static inline bool name(type a, type b, type *out)                        \
+    {                                                                         \
+        type result;                                                          \
+        if (builtin(a, b, &result))                                           \
+            return false;                                                     \
+        *out = result;                                                        \
+        return true;                                                          \
+    }
+CURDI_CHECKED_OP_(curdi_size_add, size_t, __builtin_add_overflow)
+CURDI_CHECKED_OP_(curdi_size_sub, size_t, __builtin_sub_overflow)
+CURDI_CHECKED_OP_(curdi_size_mul, size_t, __builtin_mul_overflow)
+CURDI_CHECKED_OP_(curdi_u64_add, uint64_t, __builtin_add_overflow)
+CURDI_CHECKED_OP_(curdi_u64_sub, uint64_t, __builtin_sub_overflow)
+CURDI_CHECKED_OP_(curdi_u64_mul, uint64_t, __builtin_mul_overflow)
+#undef CURDI_CHECKED_OP_
 
 /* [offset, offset + byte_len) must lie within a buffer of buffer_len bytes.
  * CURD_E_OVERFLOW when offset + byte_len overflows, CURD_E_RANGE when the

@@ -520,7 +520,7 @@ curd_status curdi_dispatch_check_binding(const curd_arg *args, size_t index,
                                          size_t device_bytes,
                                          const char *what)
 {
-    uint64_t needed;
+    uint64_t needed = 0; /* set by kernel_bytes on CURD_OK */
     curd_status status = kernel_bytes(args, index, what, &needed);
     if (status == CURD_OK && needed > device_bytes)
         status = curdi_fail(CURD_E_RANGE,

@@ -95,57 +95,51 @@ static void span_decide(curdi_xfer_span *span,
     }
 }
 
-void curdi_xfer_run_start(curdi_xfer_run *run, uint64_t device_key,
-                          uintptr_t host_key, uint64_t device_ptr,
-                          uintptr_t host, uint64_t byte_len)
+/* Makes run the one row [device_ptr, + byte_len) <-> [host, + byte_len). */
+static void run_start(curdi_xfer_run *run, uint64_t device_key,
+                      uintptr_t host_key, uint64_t device_ptr, uintptr_t host,
+                      uint64_t byte_len)
 {
-    memset(run, 0, sizeof *run);
     run->device_ptr = device_ptr;
     run->host = host;
     run->width = byte_len;
     run->count = 1;
+    run->device_pitch = 0;
+    run->host_pitch = 0;
     run->device_key = device_key;
     run->host_key = host_key;
 }
 
-/* Whether `at` is the next row of a side whose last row starts at `last`:
- * one pitch on when the side has one, else a step in [width, max_pitch]
- * that becomes its pitch (*pitch_out). */
-static bool run_step(uint64_t last, uint64_t at, uint64_t pitch,
-                     uint64_t width, uint64_t max_pitch, uint64_t *pitch_out)
+/* Adds that copy to run as its next row and returns true when it is one
+ * (see curdi_xfer_run; max_pitch 0: nothing joins); otherwise returns
+ * false and leaves run as it was. Called for every copy of a plan, twice
+ * (the planner and the engine), so the common case is two compares. */
+static bool run_join(curdi_xfer_run *run, uint64_t device_key,
+                     uintptr_t host_key, uint64_t device_ptr, uintptr_t host,
+                     uint64_t byte_len, uint64_t max_pitch)
 {
-    if (pitch != 0) {
-        *pitch_out = pitch;
-        return at > last && at - last == pitch;
-    }
-    *pitch_out = at - last;
-    return at > last && at - last >= width && at - last <= max_pitch;
-}
-
-bool curdi_xfer_run_join(curdi_xfer_run *run, uint64_t device_key,
-                         uintptr_t host_key, uint64_t device_ptr,
-                         uintptr_t host, uint64_t byte_len,
-                         uint64_t max_pitch)
-{
-    uint64_t device_pitch;
-    uint64_t host_pitch;
-    if (run->count == 0 || run->host_key == 0 || max_pitch == 0
+    if (run->count == 0 || byte_len != run->width
         || device_key != run->device_key || host_key != run->host_key
-        || byte_len != run->width)
+        || host_key == 0)
         return false;
-    /* The last row starts (count - 1) pitches on; it lies in the buffer
-     * and the host area, so neither product can wrap. */
-    if (!run_step(run->device_ptr + (run->count - 1u) * run->device_pitch,
-                  device_ptr, run->device_pitch, run->width, max_pitch,
-                  &device_pitch)
-        || !run_step((uint64_t)(run->host
-                                + (run->count - 1u) * run->host_pitch),
-                     (uint64_t)host, run->host_pitch, run->width, max_pitch,
-                     &host_pitch))
-        return false;
-    run->device_pitch = device_pitch;
-    run->host_pitch = host_pitch;
+    if (run->count >= 2) {
+        if (device_ptr != run->next_device || host != run->next_host)
+            return false;
+    } else {
+        /* The second row sets the pitches. */
+        if (device_ptr <= run->device_ptr || host <= run->host
+            || device_ptr - run->device_ptr < byte_len
+            || device_ptr - run->device_ptr > max_pitch
+            || host - run->host < byte_len || host - run->host > max_pitch)
+            return false;
+        run->device_pitch = device_ptr - run->device_ptr;
+        run->host_pitch = host - run->host;
+    }
     run->count++;
+    /* Past the end of memory the sums wrap to an address no next row can
+     * have. */
+    run->next_device = device_ptr + run->device_pitch;
+    run->next_host = host + (uintptr_t)run->host_pitch;
     return true;
 }
 
@@ -180,18 +174,17 @@ static bool span_gatherable(const curdi_xfer_span *span,
  * device sides do. */
 #define PLAN_STREAM_KEY ((uintptr_t)1)
 
-/* Counts one more DMA unless the copy joins run (see curdi_xfer_run_join),
- * as the engine will move it. */
+/* Counts one more DMA unless the copy joins run, as the engine will move
+ * it. */
 static void plan_count_dma(curdi_xfer_run *run, size_t *dmas,
                            uint64_t device_key, uintptr_t host_key,
                            uint64_t device_ptr, uintptr_t host,
                            uint64_t byte_len, uint64_t max_pitch)
 {
-    if (curdi_xfer_run_join(run, device_key, host_key, device_ptr, host,
-                            byte_len, max_pitch))
+    if (run_join(run, device_key, host_key, device_ptr, host, byte_len,
+                 max_pitch))
         return;
-    curdi_xfer_run_start(run, device_key, host_key, device_ptr, host,
-                         byte_len);
+    run_start(run, device_key, host_key, device_ptr, host, byte_len);
     (*dmas)++;
 }
 
@@ -529,20 +522,20 @@ static curd_status engine_flush(curdi_engine *engine)
 
 /* One DMA between [device_ptr, + byte_len) in the buffer device_key and
  * host memory in the area host_key (0: pageable): held back while the
- * next copies may join it into rows (see curdi_xfer_run_join). */
+ * next copies may join it into rows (run_join). */
 static curd_status engine_copy(curdi_engine *engine, uint64_t device_key,
                                uintptr_t host_key, uint64_t device_ptr,
                                unsigned char *host, uint64_t byte_len)
 {
     curd_status status;
-    if (curdi_xfer_run_join(&engine->run, device_key, host_key, device_ptr,
-                            (uintptr_t)host, byte_len, engine->max_pitch))
+    if (run_join(&engine->run, device_key, host_key, device_ptr,
+                 (uintptr_t)host, byte_len, engine->max_pitch))
         return CURD_OK;
     status = engine_flush(engine);
     if (status != CURD_OK)
         return status;
-    curdi_xfer_run_start(&engine->run, device_key, host_key, device_ptr,
-                         (uintptr_t)host, byte_len);
+    run_start(&engine->run, device_key, host_key, device_ptr,
+              (uintptr_t)host, byte_len);
     return CURD_OK;
 }
 

@@ -117,7 +117,11 @@ typedef struct curdi_xfer_plan {
  * host + r * host_pitch (the pitches are 0 while there is one row). The
  * device side lies in the buffer device_key names, the host side in the
  * one page-locked area host_key names (a registered range or a staging
- * slot), so the rows' whole extent is one allocation on each side. */
+ * slot), so the rows' whole extent is one allocation on each side. The
+ * engine collects them (a copy joins when it is the next row: the same
+ * keys and width, one pitch on from the last on each side, the second row
+ * setting each pitch at least the width, so rows never overlap, and at
+ * most the device's largest) and hands them to ops.copy_rows. */
 typedef struct curdi_xfer_run {
     uint64_t device_ptr;
     uintptr_t host;
@@ -127,22 +131,10 @@ typedef struct curdi_xfer_run {
     uint64_t host_pitch;
     uint64_t device_key;
     uintptr_t host_key; /* 0: pageable memory, which never joins */
+    /* Where the next row would start (count at least 2). */
+    uint64_t next_device;
+    uintptr_t next_host;
 } curdi_xfer_run;
-
-/* Makes run the one row [device_ptr, + byte_len) <-> [host, + byte_len). */
-void curdi_xfer_run_start(curdi_xfer_run *run, uint64_t device_key,
-                          uintptr_t host_key, uint64_t device_ptr,
-                          uintptr_t host, uint64_t byte_len);
-/* Adds that copy to run as its next row and returns true when it fits:
- * the same keys (neither 0) and width, and on each side a step from the
- * last row equal to the run's pitch (the second row sets it) that is at
- * least the width (rows never overlap, so their order does not matter)
- * and at most max_pitch (0: nothing joins). Otherwise returns false and
- * leaves run as it was. */
-bool curdi_xfer_run_join(curdi_xfer_run *run, uint64_t device_key,
-                         uintptr_t host_key, uint64_t device_ptr,
-                         uintptr_t host, uint64_t byte_len,
-                         uint64_t max_pitch);
 
 /* Builds the plan of count validated items. A span is direct when its
  * host side is registered and either is one contiguous run (items adjacent
