@@ -208,9 +208,10 @@ static void plan_gather_decide(curdi_xfer_plan *plan,
     memset(&staged_run, 0, sizeof staged_run);
     for (size_t index = 0; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
-        const curdi_xfer_item *first = &items[plan->members[span->first_member]];
+        const curdi_xfer_item *first;
         if (!span_gatherable(span, policy))
             continue;
+        first = &items[plan->members[span->first_member]];
         if (span->mode == CURDI_SPAN_STAGED) {
             plan_count_dma(&staged_run, &dmas, first->buffer_key,
                            PLAN_STREAM_KEY, span->device_ptr,

@@ -42,10 +42,20 @@ static curd_buffer alloc_ok(curd_device *device, size_t len)
     return buffer;
 }
 
-static bool can_register(curd_device *device)
+/* Device 0 where its driver can register host memory; NULL otherwise,
+ * the test then skipped (or, with no GPU, skipped by curd_test_gpu_open). */
+static curd_device *open_registering(void)
 {
-    curd_device_props props = curd_test_device_info(device);
-    return (props.capabilities & CURD_CAP_HOST_REGISTER) != 0;
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return NULL;
+    if ((curd_test_device_info(device).capabilities & CURD_CAP_HOST_REGISTER)
+        == 0) {
+        g_test_skip("the driver cannot register host memory");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return NULL;
+    }
+    return device;
 }
 
 /* Resident buffers of random sizes with random contents, and their host
@@ -172,8 +182,8 @@ static void ranges_free(ranges *r)
 /* What a round must show in the counters, by the way it was moved. */
 typedef enum expect {
     /* One DMA per fused span, fewer where spans of one length at one
-     * stride join into one strided DMA (test-transfer-gpu.c counts those
-     * exactly). */
+     * stride join into one strided DMA (the ranges-at-one-stride tests
+     * count those exactly). */
     EXPECT_DMA_PER_SPAN,
     EXPECT_ONE_GATHER,     /* one DMA for the whole batch (one chunk) */
     EXPECT_ANY             /* the planner's choice */
@@ -408,17 +418,12 @@ static uint64_t pinned_acquires(curd_device *device)
  * handle, then offset): one launch each way, straight between the run
  * and the buffers, no pinned staging at all. Each piece starts at a
  * random point of its 8 KiB: at one stride they would join into rows
- * instead (test-transfer-gpu.c). */
+ * instead (the ranges-at-one-stride tests below). */
 static void test_scattered_pieces_move_straight_to_registered_memory(void)
 {
-    curd_device *device = curd_test_gpu_open();
+    curd_device *device = open_registering();
     if (device == NULL)
         return;
-    if (!can_register(device)) {
-        g_test_skip("the driver cannot register host memory");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     enum { PIECES = 64, PIECE = 4096, STRIDE = 8192 };
     curd_buffer buffer[2] = {alloc_ok(device, PIECES / 2 * STRIDE),
                              alloc_ok(device, PIECES / 2 * STRIDE)};
@@ -637,14 +642,9 @@ static void test_ranges_at_one_stride_move_in_one_strided_dma_to_registered(void
     enum { ROWS = 64, ROW = 4096, DEVICE_STRIDE = 8192, HOST_STRIDE = 6144 };
     const size_t device_len = ROWS * DEVICE_STRIDE;
     const size_t host_len = ROWS * HOST_STRIDE;
-    curd_device *device = curd_test_gpu_open();
+    curd_device *device = open_registering();
     if (device == NULL)
         return;
-    if (!can_register(device)) {
-        g_test_skip("the driver cannot register host memory");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     curd_buffer buffer = alloc_ok(device, device_len);
     unsigned char *model = g_malloc(device_len);
     unsigned char *host = g_malloc(host_len);
