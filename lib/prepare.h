@@ -47,6 +47,16 @@ typedef struct curdi_prepared {
     bool chain;
     size_t chain_offset_end;
     uintptr_t chain_host_end;
+    /* Whether the items so far are rows: all of one buffer and one
+     * non-zero length, each one device pitch and one host pitch after the
+     * one before (the second sets the pitches, each at least the length,
+     * so rows never overlap); and where the last one starts on each side
+     * (see curdi_transfer_rows). */
+    bool rows;
+    uint64_t row_device_pitch;
+    uint64_t row_host_pitch;
+    size_t row_offset;
+    uintptr_t row_host;
     curdi_xfer_item one_item;
     curdi_resident_use one_use;
     uint64_t one_id;
@@ -73,6 +83,26 @@ curd_status curdi_prepare_item_fail(const curdi_prepared *prepared,
                                     size_t index, size_t byte_len,
                                     const unsigned char *host, size_t capacity)
     __attribute__((noinline, cold));
+
+/* Whether an item at offset and host, index >= 1, is the next row of
+ * prepared's rows (the caller checked its buffer and length); the second
+ * sets the pitches. Either side must move forward, so a row never wraps
+ * back over an earlier one. */
+static inline bool curdi_prepare_next_row(curdi_prepared *prepared,
+                                          size_t index, size_t offset,
+                                          uintptr_t host, size_t byte_len)
+{
+    uint64_t device_pitch = (uint64_t)offset - prepared->row_offset;
+    uint64_t host_pitch = (uint64_t)(host - prepared->row_host);
+    if (offset <= prepared->row_offset || host <= prepared->row_host)
+        return false;
+    if (index > 1)
+        return device_pitch == prepared->row_device_pitch
+               && host_pitch == prepared->row_host_pitch;
+    prepared->row_device_pitch = device_pitch;
+    prepared->row_host_pitch = host_pitch;
+    return device_pitch >= byte_len && host_pitch >= byte_len;
+}
 
 /* Checks item `index`'s arguments (everything but its handle and range,
  * which need the resident table) and records it. */
@@ -102,6 +132,15 @@ static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
                               && (uintptr_t)host == prepared->chain_host_end));
     prepared->chain_offset_end = offset + byte_len;
     prepared->chain_host_end = end;
+    prepared->rows = byte_len != 0
+                     && (index == 0
+                         || (prepared->rows && buffer_id == prepared->ids[0]
+                             && byte_len == prepared->items[0].byte_len
+                             && curdi_prepare_next_row(prepared, index, offset,
+                                                       (uintptr_t)host,
+                                                       byte_len)));
+    prepared->row_offset = offset;
+    prepared->row_host = (uintptr_t)host;
     prepared->ids[index] = buffer_id;
     item->buffer_key = buffer_id;
     item->offset = offset;

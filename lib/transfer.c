@@ -409,24 +409,42 @@ static uint64_t transfer_chunk_bytes(const curd_device *device,
                                   tuning->chunk_max_bytes);
 }
 
+/* Rows that one item starts (curdi_transfer_rows): count copies of its
+ * length, each the pitches on from the one before. */
+typedef struct row_shape {
+    uint64_t count;
+    uint64_t device_pitch;
+    uint64_t host_pitch;
+} row_shape;
+
 /* The items' plan, gathering where the tuning says so and the device can
  * (the kernels' module loads on the first plan that gathers). A driver
  * that cannot JIT the kernels, or a device whose kernels cannot reach
- * host memory, leaves one DMA per span. Context current. */
+ * host memory, leaves one DMA per span. rows: see transfer_run. Context
+ * current. */
 static curd_status transfer_plan(curd_device *device,
                                  const curdi_xfer_item *items, size_t count,
+                                 const row_shape *rows,
                                  curdi_xfer_plan *plan,
                                  curdi_gather_kernels *kernels)
 {
     const curdi_gather_policy *policy = &device->transfer->tuning.gather;
     curd_status status;
-    if (policy->path == CURDI_PATH_DMA || curdi_gather_unavailable(device))
+    if (rows != NULL) {
+        curdi_xfer_plan_rows(&items[0], rows->count, rows->device_pitch,
+                             rows->host_pitch, plan);
+        return CURD_OK;
+    }
+    if (policy->path == CURDI_PATH_DMA)
         policy = NULL;
     status = curdi_xfer_plan_build(items, count, policy,
                                    device->max_copy_pitch, plan);
     if (status != CURD_OK || !plan->gather)
         return status;
-    status = curdi_gather_kernels_get(device, kernels);
+    /* Asked only of plans that would gather: it takes a lock. */
+    status = curdi_gather_unavailable(device)
+                 ? CURD_E_PROGRAM
+                 : curdi_gather_kernels_get(device, kernels);
     if (status == CURD_OK)
         return CURD_OK;
     curdi_xfer_plan_free(plan);
@@ -439,10 +457,13 @@ static curd_status transfer_plan(curd_device *device,
 /* Runs validated items whose buffers the caller holds marked: the device
  * entered, registrations marked, a plan, a stream (the upload stream when
  * after_uploads: a buffer has asynchronous uploads pending), staging, the
- * engine, the counters. */
+ * engine, the counters. rows: NULL, or the rows that the one item starts,
+ * whose host extent the caller marked registered
+ * (items[0].registered_key). */
 static curd_status transfer_run(curd_device *device, const char *what,
                                 bool upload, curdi_xfer_item *items,
-                                size_t count, bool after_uploads)
+                                size_t count, bool after_uploads,
+                                const row_shape *rows)
 {
     const curdi_tuning *tuning = &device->transfer->tuning;
     const curdi_driver *driver;
@@ -477,9 +498,10 @@ static curd_status transfer_run(curd_device *device, const char *what,
         return status;
     driver = curdi_driver_get();
     gpu.driver = driver;
-    curdi_hostreg_use_items(device, items, count);
+    if (rows == NULL)
+        curdi_hostreg_use_items(device, items, count);
 
-    status = transfer_plan(device, items, count, &plan, &gpu.kernels);
+    status = transfer_plan(device, items, count, rows, &plan, &gpu.kernels);
     if (status != CURD_OK)
         goto done;
     if (upload)
@@ -563,7 +585,8 @@ done:
         (void)curdi_staging_release(&staging[index]);
     if (pooled_stream && gpu.stream != NULL)
         curdi_stream_release(device, gpu.stream);
-    curdi_hostreg_unuse_items(device, items, count);
+    if (rows == NULL)
+        curdi_hostreg_unuse_items(device, items, count);
     curdi_xfer_plan_free(&plan);
     if (status == CURD_OK) {
         memset(&counts, 0, sizeof counts);
@@ -619,9 +642,73 @@ static bool curdi_transfer_chain(curd_device *device,
         curdi_prepared_release(device, &one);
         return false;
     }
-    *out_status = transfer_run(device, one.what, one.upload, one.items,
-                                     1, one.after_uploads);
+    *out_status = transfer_run(device, one.what, one.upload, one.items, 1,
+                               one.after_uploads, NULL);
     curdi_prepared_release(device, &one);
+    return true;
+}
+
+/* A batch of rows (prepared->rows: one buffer, one length, one pitch on
+ * each side) whose host side lies in one registered range crosses in one
+ * strided DMA, checked as one range on each side, from the first row's
+ * start to the last row's end: one handle lookup, one range check, one
+ * registration lookup and a plan that allocates nothing, instead of as
+ * many as it has items (which would end in the same one DMA: the engine
+ * joins them, lib/xfer.h). Every item's own arguments were checked
+ * already, and the rows move forward on both sides, so the two ranges
+ * hold all of them. Contiguous rows are left to the chain or the planner,
+ * which move them in one plain DMA. Returns false, having done nothing,
+ * when it leaves the batch (host memory not registered, a pitch past the
+ * device's largest) or when the device range fails a check (its sentence
+ * would not name the item): the caller then checks item by item, which
+ * words the error. Else *out_status is the run's. */
+static bool curdi_transfer_rows(curd_device *device,
+                                const curdi_prepared *prepared,
+                                curd_status *out_status)
+{
+    const curdi_xfer_item *first = &prepared->items[0];
+    const curdi_xfer_item *last = &prepared->items[prepared->count - 1];
+    row_shape shape = {prepared->count, prepared->row_device_pitch,
+                       prepared->row_host_pitch};
+    curdi_prepared one;
+    size_t device_end;
+    uintptr_t host_key;
+    curd_status status;
+    if (shape.device_pitch > device->max_copy_pitch
+        || shape.host_pitch > device->max_copy_pitch
+        || (shape.device_pitch == first->byte_len
+            && shape.host_pitch == first->byte_len)
+        || !curdi_size_add((size_t)last->offset, (size_t)last->byte_len,
+                           &device_end))
+        return false;
+    /* The last row's host end did not wrap (curdi_prepare_item). */
+    host_key = curdi_hostreg_use(
+        device, first->host,
+        (size_t)((uintptr_t)last->host + (uintptr_t)last->byte_len
+                 - (uintptr_t)first->host));
+    if (host_key == 0)
+        return false;
+    /* One item, the device range: allocates nothing, cannot fail. */
+    (void)curdi_prepare_begin(&one, prepared->what, prepared->upload, false,
+                              1);
+    status = curdi_prepare_item(&one, 0, first->buffer_key,
+                                (size_t)first->offset,
+                                device_end - (size_t)first->offset,
+                                first->host, SIZE_MAX);
+    if (status == CURD_OK)
+        status = curdi_prepare_end(device, &one);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, &one);
+        curdi_hostreg_unuse(device, host_key);
+        return false;
+    }
+    /* From here the item is the first row. */
+    one.items[0].byte_len = first->byte_len;
+    one.items[0].registered_key = host_key;
+    *out_status = transfer_run(device, one.what, one.upload, one.items, 1,
+                               one.after_uploads, &shape);
+    curdi_prepared_release(device, &one);
+    curdi_hostreg_unuse(device, host_key);
     return true;
 }
 
@@ -649,6 +736,11 @@ static curd_status transfer_prepared(curd_device *device,
         curdi_prepared_release(device, prepared);
         return status;
     }
+    if (prepared->rows && prepared->count > 1
+        && curdi_transfer_rows(device, prepared, &status)) {
+        curdi_prepared_release(device, prepared);
+        return status;
+    }
     status = curdi_prepare_end(device, prepared);
     if (status != CURD_OK) {
         curdi_prepared_release(device, prepared);
@@ -660,8 +752,8 @@ static curd_status transfer_prepared(curd_device *device,
                                    prepared->uses[0].byte_len);
     } else if (prepared->total_bytes > 0) {
         status = transfer_run(device, prepared->what, prepared->upload,
-                                    prepared->items, prepared->count,
-                                    prepared->after_uploads);
+                              prepared->items, prepared->count,
+                              prepared->after_uploads, NULL);
     }
     curdi_prepared_release(device, prepared);
     return status;

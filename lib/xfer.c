@@ -45,8 +45,10 @@ void curdi_xfer_plan_free(curdi_xfer_plan *plan)
 {
     if (plan == NULL)
         return;
-    /* One block, which starts with the spans (see the build). */
-    free(plan->spans);
+    /* One block, which starts with the spans (see plan_arrays), unless
+     * they are inline. */
+    if (plan->spans != &plan->one_span)
+        free(plan->spans);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -342,22 +344,36 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
     return CURD_OK;
 }
 
-curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
-                                  const curdi_gather_policy *gather,
-                                  uint64_t max_pitch,
-                                  curdi_xfer_plan *out_plan)
+/* The fused plan of one item, which needs neither a sort nor a block:
+ * one span when the item has bytes, none otherwise. */
+static void fuse_one(const curdi_xfer_item *item, curdi_copy_span *span,
+                     size_t *member, curdi_copy_plan *out)
 {
-    curdi_xfer_plan plan;
-    curdi_copy_plan fused;
-    curdi_copy_item *copy_items = NULL;
-    size_t block_bytes = 0;
-    size_t bytes;
-    unsigned char *block;
-    curd_status status;
+    memset(out, 0, sizeof *out);
+    *member = 0;
+    out->spans = span;
+    out->members = member;
+    out->item_count = 1;
+    if (item->byte_len == 0)
+        return;
+    span->buffer_key = item->buffer_key;
+    span->offset = item->offset;
+    span->byte_len = item->byte_len;
+    span->staging_offset = 0;
+    span->first_member = 0;
+    span->member_count = 1;
+    out->span_count = 1;
+    out->member_count = 1;
+    out->staging_bytes = item->byte_len;
+}
 
-    memset(&plan, 0, sizeof plan);
-    status = curdi_xfer_alloc(count, sizeof *copy_items, false,
-                              (void **)&copy_items);
+/* The fused plan of a batch (lib/copyplan.c), which it allocates. */
+static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
+                              curdi_copy_plan *out)
+{
+    curdi_copy_item *copy_items = NULL;
+    curd_status status = curdi_xfer_alloc(count, sizeof *copy_items, false,
+                                          (void **)&copy_items);
     if (status != CURD_OK)
         return status;
     for (size_t index = 0; index < count; index++) {
@@ -365,54 +381,115 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
         copy_items[index].offset = items[index].offset;
         copy_items[index].byte_len = items[index].byte_len;
     }
-    status = curdi_copyplan_build(copy_items, count, &fused);
+    status = curdi_copyplan_build(copy_items, count, out);
     free(copy_items);
-    if (status != CURD_OK)
-        return status;
+    return status;
+}
 
-    /* One block: the spans, the per-item stream offsets, the members and
-     * the staged items; 64-bit fields first keep every array aligned. */
-    if (!curdi_size_mul(fused.span_count, sizeof *plan.spans, &block_bytes)
-        || !curdi_size_mul(count, sizeof *plan.item_stream_offset, &bytes)
-        || !curdi_size_add(block_bytes, bytes, &block_bytes)
-        || !curdi_size_mul(fused.member_count, 2u * sizeof *plan.members,
-                           &bytes)
-        || !curdi_size_add(block_bytes, bytes, &block_bytes)) {
-        curdi_copyplan_free(&fused);
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "a transfer plan for %zu items needs more than"
-                          " SIZE_MAX bytes. Fix: split the batch.",
-                          count);
-    }
-    bytes = fused.member_count * sizeof *plan.members; /* half of the above */
-    if (block_bytes != 0) {
+/* Points the plan's arrays at its inline storage (one span: a single
+ * item) or at one new block: the spans, the per-item stream offsets, the
+ * members and the staged items; 64-bit fields first keep every array
+ * aligned. */
+static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
+                               const curdi_copy_plan *fused)
+{
+    size_t block_bytes = 0;
+    size_t bytes;
+    unsigned char *block;
+    if (count == 1) {
+        plan->spans = &plan->one_span;
+        plan->item_stream_offset = &plan->one_stream_offset;
+        plan->members = &plan->one_member[0];
+        plan->staged_items = &plan->one_member[1];
+    } else {
+        if (!curdi_size_mul(fused->span_count, sizeof *plan->spans,
+                            &block_bytes)
+            || !curdi_size_mul(count, sizeof *plan->item_stream_offset,
+                               &bytes)
+            || !curdi_size_add(block_bytes, bytes, &block_bytes)
+            || !curdi_size_mul(fused->member_count, 2u * sizeof *plan->members,
+                               &bytes)
+            || !curdi_size_add(block_bytes, bytes, &block_bytes))
+            return curdi_fail(CURD_E_OVERFLOW,
+                              "a transfer plan for %zu items needs more than"
+                              " SIZE_MAX bytes. Fix: split the batch.",
+                              count);
+        if (block_bytes == 0)
+            return CURD_OK;
         block = malloc(block_bytes);
-        if (block == NULL) {
-            curdi_copyplan_free(&fused);
+        if (block == NULL)
             return curdi_fail(CURD_E_OUT_OF_MEMORY,
                               "could not allocate %zu bytes for a transfer"
                               " plan of %zu items. Fix: free host memory or"
                               " split the batch.",
                               block_bytes, count);
-        }
-        plan.spans = (curdi_xfer_span *)(void *)block;
-        plan.item_stream_offset =
-            (uint64_t *)(void *)(plan.spans + fused.span_count);
-        plan.members = (size_t *)(void *)(plan.item_stream_offset + count);
-        plan.staged_items = plan.members + fused.member_count;
-        memset(plan.item_stream_offset, 0,
-               count * sizeof *plan.item_stream_offset);
-        memcpy(plan.members, fused.members, bytes);
+        plan->spans = (curdi_xfer_span *)(void *)block;
+        plan->item_stream_offset =
+            (uint64_t *)(void *)(plan->spans + fused->span_count);
+        plan->members = (size_t *)(void *)(plan->item_stream_offset + count);
+        plan->staged_items = plan->members + fused->member_count;
     }
-    plan.span_count = fused.span_count;
-    status = plan_spans(&plan, items, &fused, gather, max_pitch);
-    curdi_copyplan_free(&fused);
-    if (status != CURD_OK) {
-        curdi_xfer_plan_free(&plan);
-        return status;
-    }
-    *out_plan = plan;
+    memset(plan->item_stream_offset, 0,
+           count * sizeof *plan->item_stream_offset);
+    memcpy(plan->members, fused->members,
+           fused->member_count * sizeof *plan->members);
     return CURD_OK;
+}
+
+curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
+                                  const curdi_gather_policy *gather,
+                                  uint64_t max_pitch,
+                                  curdi_xfer_plan *out_plan)
+{
+    curdi_copy_plan fused;
+    curdi_copy_span one_span;
+    size_t one_member;
+    curd_status status;
+
+    memset(out_plan, 0, sizeof *out_plan);
+    if (count == 1)
+        fuse_one(&items[0], &one_span, &one_member, &fused);
+    else if ((status = fuse_batch(items, count, &fused)) != CURD_OK)
+        return status;
+    status = plan_arrays(out_plan, count, &fused);
+    if (status == CURD_OK) {
+        out_plan->span_count = fused.span_count;
+        status = plan_spans(out_plan, items, &fused, gather, max_pitch);
+    }
+    if (count != 1)
+        curdi_copyplan_free(&fused);
+    if (status != CURD_OK)
+        curdi_xfer_plan_free(out_plan);
+    return status;
+}
+
+void curdi_xfer_plan_rows(const curdi_xfer_item *first, uint64_t row_count,
+                          uint64_t device_pitch, uint64_t host_pitch,
+                          curdi_xfer_plan *plan)
+{
+    curdi_xfer_span *span = &plan->one_span;
+    memset(plan, 0, sizeof *plan);
+    plan->spans = span;
+    plan->item_stream_offset = &plan->one_stream_offset;
+    plan->members = &plan->one_member[0];
+    plan->staged_items = &plan->one_member[1];
+    plan->span_count = 1;
+    span->device_ptr = first->device_base + first->offset;
+    span->host = first->host;
+    span->byte_len = first->byte_len * row_count;
+    span->member_bytes = span->byte_len;
+    span->mode = CURDI_SPAN_DIRECT;
+    span->first_member = 0;
+    span->member_count = 1;
+    plan->dma_bytes = span->byte_len;
+    plan->rows.device_ptr = span->device_ptr;
+    plan->rows.host = (uintptr_t)first->host;
+    plan->rows.width = first->byte_len;
+    plan->rows.count = row_count;
+    plan->rows.device_pitch = device_pitch;
+    plan->rows.host_pitch = host_pitch;
+    plan->rows.device_key = first->buffer_key;
+    plan->rows.host_key = first->registered_key;
 }
 
 bool curdi_xfer_plan_pageable_direct(curdi_xfer_plan *plan,
@@ -744,6 +821,12 @@ static curd_status engine_chunk_move(curdi_engine *engine,
 static curd_status engine_direct(curdi_engine *engine)
 {
     const curdi_xfer_plan *plan = engine->plan;
+    if (plan->rows.count > 0) {
+        /* Held back like any rows; the final flush sends them. Nothing
+         * was held before the first span. */
+        engine->run = plan->rows;
+        return CURD_OK;
+    }
     for (size_t index = 0; index < plan->span_count; index++) {
         const curdi_xfer_span *span = &plan->spans[index];
         const curdi_xfer_item *first =

@@ -59,6 +59,35 @@ typedef enum curdi_span_mode {
     CURDI_SPAN_DIRECT_ITEMS = 2
 } curdi_span_mode;
 
+/* ------------------------------------------------------------------------
+ * Rows: copies of one width at one stride on each side, which one strided
+ * DMA moves as fast as one contiguous copy of the same bytes (measured on
+ * the H100: doc/PERFORMANCE.md).
+ * ---------------------------------------------------------------------- */
+
+/* count rows of width bytes, row r at device_ptr + r * device_pitch and
+ * host + r * host_pitch (the pitches are 0 while there is one row). The
+ * device side lies in the buffer device_key names, the host side in the
+ * one page-locked area host_key names (a registered range or a staging
+ * slot), so the rows' whole extent is one allocation on each side. The
+ * engine collects them (a copy joins when it is the next row: the same
+ * keys and width, one pitch on from the last on each side, the second row
+ * setting each pitch at least the width, so rows never overlap, and at
+ * most the device's largest) and hands them to ops.copy_rows. */
+typedef struct curdi_xfer_run {
+    uint64_t device_ptr;
+    uintptr_t host;
+    uint64_t width;
+    uint64_t count; /* 0: no rows yet */
+    uint64_t device_pitch;
+    uint64_t host_pitch;
+    uint64_t device_key;
+    uintptr_t host_key; /* 0: pageable memory, which never joins */
+    /* Where the next row would start (count at least 2). */
+    uint64_t next_device;
+    uintptr_t next_host;
+} curdi_xfer_run;
+
 typedef struct curdi_xfer_span {
     uint64_t device_ptr;    /* device address of the span's first byte */
     uint64_t byte_len;
@@ -105,36 +134,16 @@ typedef struct curdi_xfer_plan {
      * chunks straight between it and the spans, with no pinned staging
      * and no host copy. NULL otherwise. */
     unsigned char *gather_host;
+    /* A rows plan (curdi_xfer_plan_rows): its one direct span crosses as
+     * these rows, one strided DMA. count 0 in any other plan. */
+    curdi_xfer_run rows;
+    /* A plan of one span (one item, or rows) keeps its arrays here and
+     * allocates nothing; a plan therefore points into itself, and is
+     * built where it stays. */
+    curdi_xfer_span one_span;
+    size_t one_member[2]; /* members[0] and staged_items[0] */
+    uint64_t one_stream_offset;
 } curdi_xfer_plan;
-
-/* ------------------------------------------------------------------------
- * Rows: copies of one width at one stride on each side, which one strided
- * DMA moves as fast as one contiguous copy of the same bytes (measured on
- * the H100: doc/PERFORMANCE.md).
- * ---------------------------------------------------------------------- */
-
-/* count rows of width bytes, row r at device_ptr + r * device_pitch and
- * host + r * host_pitch (the pitches are 0 while there is one row). The
- * device side lies in the buffer device_key names, the host side in the
- * one page-locked area host_key names (a registered range or a staging
- * slot), so the rows' whole extent is one allocation on each side. The
- * engine collects them (a copy joins when it is the next row: the same
- * keys and width, one pitch on from the last on each side, the second row
- * setting each pitch at least the width, so rows never overlap, and at
- * most the device's largest) and hands them to ops.copy_rows. */
-typedef struct curdi_xfer_run {
-    uint64_t device_ptr;
-    uintptr_t host;
-    uint64_t width;
-    uint64_t count; /* 0: no rows yet */
-    uint64_t device_pitch;
-    uint64_t host_pitch;
-    uint64_t device_key;
-    uintptr_t host_key; /* 0: pageable memory, which never joins */
-    /* Where the next row would start (count at least 2). */
-    uint64_t next_device;
-    uintptr_t next_host;
-} curdi_xfer_run;
 
 /* Builds the plan of count validated items. A span is direct when its
  * host side is registered and either is one contiguous run (items adjacent
@@ -152,6 +161,17 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
                                   uint64_t max_pitch,
                                   curdi_xfer_plan *out_plan);
 void curdi_xfer_plan_free(curdi_xfer_plan *plan);
+
+/* The plan of rows (count at least 2, pitches at least the width and at
+ * most the device's largest, as curdi_xfer_run says): row r is first's
+ * bytes moved rows->device_pitch * r further on the device and
+ * rows->host_pitch * r further in host memory, whose whole extent lies
+ * in the registered range first->registered_key (never 0). One direct
+ * span, one strided DMA; allocates nothing. The caller checked the
+ * device extent against the buffer, so row_count * width cannot wrap. */
+void curdi_xfer_plan_rows(const curdi_xfer_item *first, uint64_t row_count,
+                          uint64_t device_pitch, uint64_t host_pitch,
+                          curdi_xfer_plan *plan);
 
 /* The crossover (pure, for the planner and its tests): whether spans of
  * span_bytes in total, which would take dma_count DMAs, are gathered under

@@ -697,6 +697,104 @@ static void test_ranges_at_one_stride_move_in_one_strided_dma_to_registered(void
     g_free(back);
 }
 
+/* rows downloads of ROW bytes, DEVICE_STRIDE apart from offset 0 of
+ * buffer (whose bytes model holds) and HOST_STRIDE apart in host, plus
+ * the straggler, when asked, which continues the host side but not the
+ * device side; every byte of host compared (the gaps keep their poison).
+ * Returns the DMAs the batch took. */
+enum { ROW = 4096, DEVICE_STRIDE = 8192, HOST_STRIDE = 4608 };
+static uint64_t rows_download(curd_device *device, curd_buffer buffer,
+                              const unsigned char *model, size_t rows,
+                              bool straggler, unsigned char *host)
+{
+    const size_t count = rows + (straggler ? 1u : 0u);
+    const size_t host_len = count * HOST_STRIDE;
+    curd_download *downs = g_new(curd_download, count);
+    unsigned char *expected = g_malloc(host_len);
+    transfer_test_snapshot before, after;
+    curd_test_poison(host, host_len);
+    memcpy(expected, host, host_len);
+    for (size_t i = 0; i < count; i++) {
+        size_t offset = i < rows ? i * DEVICE_STRIDE
+                                 : rows * DEVICE_STRIDE + 512;
+        downs[i] = (curd_download){buffer, offset, ROW,
+                                   host + i * HOST_STRIDE, ROW};
+        memcpy(expected + i * HOST_STRIDE, model + offset, ROW);
+    }
+    before = transfer_test_take(device);
+    g_assert_cmpint(curd_download_batch(device, downs, count), ==, CURD_OK);
+    after = transfer_test_take(device);
+    assert_same_bytes(host, expected, host_len);
+    g_assert_cmpuint(after.d2h_bytes - before.d2h_bytes, ==, count * ROW);
+    g_free(downs);
+    g_free(expected);
+    return after.copy_ops - before.copy_ops;
+}
+
+/* A batch of rows in registered memory crosses as one range on each side
+ * (lib/transfer.c). Where it is not one, its items are planned one by
+ * one and the engine still joins what it can: a straggler that breaks
+ * the device stride takes a DMA of its own, and rows whose host side
+ * leaves the registered range cross in two strided DMAs, one straight,
+ * one through staging. Rows past the buffer's end fail with the sentence
+ * of the item that passes it, before anything moved. */
+static void test_rows_in_registered_memory_cross_as_one_range(void)
+{
+    enum { ROWS = 64 };
+    /* Room for the straggler after the last row. */
+    const size_t device_len = (ROWS + 1) * DEVICE_STRIDE;
+    const size_t host_len = (ROWS + 1) * HOST_STRIDE;
+    curd_device *device = open_registering();
+    if (device == NULL)
+        return;
+    curd_buffer buffer = alloc_ok(device, device_len);
+    unsigned char *model = g_malloc(device_len);
+    unsigned char *host = g_malloc(host_len);
+    unsigned char *poisoned = g_malloc(host_len);
+    curd_download downs[ROWS + 1];
+    transfer_test_snapshot before, after;
+    curd_test_fill_random(model, device_len);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, device_len), ==,
+                    CURD_OK);
+
+    g_assert_cmpint(curd_host_register(device, host, host_len), ==, CURD_OK);
+    g_assert_cmpuint(rows_download(device, buffer, model, ROWS, false, host),
+                     ==, 1);
+    g_assert_cmpuint(rows_download(device, buffer, model, ROWS, true, host),
+                     ==, 2);
+    g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
+
+    g_assert_cmpint(curd_host_register(device, host, ROWS / 2 * HOST_STRIDE),
+                    ==, CURD_OK);
+    g_assert_cmpuint(rows_download(device, buffer, model, ROWS, false, host),
+                     ==, 2);
+    g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
+
+    /* Rows whose last one passes the buffer's end by a byte. */
+    g_assert_cmpint(curd_host_register(device, host, host_len), ==, CURD_OK);
+    curd_test_poison(host, host_len);
+    memcpy(poisoned, host, host_len);
+    for (size_t i = 0; i < ROWS + 1; i++)
+        downs[i] = (curd_download){buffer, i * DEVICE_STRIDE + 4097, ROW,
+                                   host + i * HOST_STRIDE, ROW};
+    before = transfer_test_take(device);
+    g_assert_cmpint(curd_download_batch(device, downs, ROWS + 1), ==,
+                    CURD_E_RANGE);
+    g_assert_nonnull(strstr(curd_last_error(), "item 64"));
+    g_assert_nonnull(strstr(curd_last_error(), "Fix:"));
+    after = transfer_test_take(device);
+    g_assert_cmpuint(after.copy_ops, ==, before.copy_ops);
+    g_assert_cmpuint(after.d2h_bytes, ==, before.d2h_bytes);
+    assert_same_bytes(host, poisoned, host_len);
+    g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
+
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    g_free(model);
+    g_free(host);
+    g_free(poisoned);
+}
+
 /* A whole-buffer round trip through malloc memory, every byte checked;
  * returns the DMAs of the download. */
 static uint64_t whole_round_trip(curd_device *device, size_t len)
@@ -774,6 +872,8 @@ static const transfer_test_case cases[] = {
      test_ranges_at_one_stride_move_in_one_strided_dma},
     {"ranges-at-one-stride-move-in-one-strided-dma-to-registered-memory",
      test_ranges_at_one_stride_move_in_one_strided_dma_to_registered},
+    {"rows-in-registered-memory-cross-as-one-range",
+     test_rows_in_registered_memory_cross_as_one_range},
     {"the-engine-tunables-come-from-the-environment",
      test_the_engine_tunables_come_from_the_environment},
 };

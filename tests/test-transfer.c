@@ -565,12 +565,15 @@ static void test_registered_items_in_another_order_are_staged_when_small(void)
  * memory when not registered), the first half in buffer key 1 and the
  * second in key `second_key` at the same stride; moved through the engine
  * of a device whose largest pitch is max_pitch, every byte compared (the
- * bytes between the rows keep their poison on the side written). Returns
- * the DMAs, and the strided ones in *strided. */
+ * bytes between the rows keep their poison on the side written). With
+ * plan_of_rows the plan is curdi_xfer_plan_rows' (the items must then be
+ * rows of one key in one registered range). Returns the DMAs, and the
+ * strided ones in *strided. */
 static uint64_t strided_items_move(bool upload, size_t count, size_t len,
                                    size_t device_stride, size_t host_stride,
                                    bool registered, uint64_t second_key,
-                                   uint64_t max_pitch, unsigned *strided)
+                                   uint64_t max_pitch, bool plan_of_rows,
+                                   unsigned *strided)
 {
     size_t device_len = (count - 1) * device_stride + len;
     size_t host_len = (count - 1) * host_stride + len;
@@ -605,8 +608,15 @@ static uint64_t strided_items_move(bool upload, size_t count, size_t len,
         else
             memcpy(expected + i * host_stride, device_row, len);
     }
-    g_assert_cmpint(curdi_xfer_plan_build(items, count, NULL, max_pitch, &plan),
-                    ==, CURD_OK);
+    if (plan_of_rows) {
+        curdi_xfer_plan_rows(&items[0], count, device_stride, host_stride,
+                             &plan);
+        g_assert_true(plan.spans == &plan.one_span);
+    } else {
+        g_assert_cmpint(
+            curdi_xfer_plan_build(items, count, NULL, max_pitch, &plan), ==,
+            CURD_OK);
+    }
     fake_init(&fake);
     fake.max_pitch = max_pitch;
     g_assert_cmpint(run_plan(&plan, items, upload,
@@ -642,27 +652,45 @@ static void test_ranges_at_one_stride_are_one_strided_dma(void)
         for (int reg = 0; reg < 2; reg++) {
             bool registered = reg == 1;
             g_assert_cmpuint(strided_items_move(upload, 64, 4096, 8192, 4096,
-                                                registered, 1, max, &strided),
+                                                registered, 1, max, false,
+                                                &strided),
                              ==, 1);
             g_assert_cmpuint(strided, ==, 1);
             g_assert_cmpuint(strided_items_move(upload, 2, 100, 333, 100,
-                                                registered, 1, max, &strided),
+                                                registered, 1, max, false,
+                                                &strided),
                              ==, 1);
             /* Two buffers: rows each. */
             g_assert_cmpuint(strided_items_move(upload, 64, 4096, 8192, 4096,
-                                                registered, 2, max, &strided),
+                                                registered, 2, max, false,
+                                                &strided),
                              ==, 2);
             g_assert_cmpuint(strided, ==, 2);
             /* A pitch past the largest: a DMA each. */
             g_assert_cmpuint(strided_items_move(upload, 16, 512, 8192, 512,
-                                                registered, 1, 4096,
+                                                registered, 1, 4096, false,
                                                 &strided),
                              ==, 16);
             g_assert_cmpuint(strided, ==, 0);
         }
         /* The host's stride is its own. */
         g_assert_cmpuint(strided_items_move(upload, 64, 4096, 8192, 12288,
-                                            true, 1, max, &strided),
+                                            true, 1, max, false, &strided),
+                         ==, 1);
+        g_assert_cmpuint(strided, ==, 1);
+    }
+}
+
+/* A plan of rows (a batch the transfer room found to be rows in one
+ * registered range) moves them in one strided DMA, both ways, and keeps
+ * its one span inline. */
+static void test_a_plan_of_rows_is_one_strided_dma(void)
+{
+    unsigned strided;
+    for (int up = 0; up < 2; up++) {
+        g_assert_cmpuint(strided_items_move(up == 1, 48, 1000, 1536, 1024,
+                                            true, 1, TEST_MAX_PITCH, true,
+                                            &strided),
                          ==, 1);
         g_assert_cmpuint(strided, ==, 1);
     }
@@ -1286,6 +1314,8 @@ int main(int argc, char **argv)
         test_registered_items_in_another_order_are_staged_when_small);
     g_test_add_func("/transfer/engine/ranges-at-one-stride-are-one-strided-dma",
                     test_ranges_at_one_stride_are_one_strided_dma);
+    g_test_add_func("/transfer/engine/a-plan-of-rows-is-one-strided-dma",
+                    test_a_plan_of_rows_is_one_strided_dma);
     g_test_add_func(
         "/transfer/plan/large-registered-items-move-directly-one-dma-each",
         test_large_registered_items_move_directly_one_dma_each);
