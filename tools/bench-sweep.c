@@ -3,7 +3,9 @@
  *
  * transfer/upload-sweep    host to device at 4 KiB, 64 KiB, 1 MiB, 16 MiB,
  *                          256 MiB and 1 GiB (not with --quick):
- *                          cuMemcpyHtoD from malloc memory (raw pageable),
+ *                          cuMemcpyHtoD from malloc memory, each fenced
+ *                          by cuCtxSynchronize (raw pageable: alone it
+ *                          returns before its DMA ends),
  *                          cuMemcpyHtoDAsync + sync from cuMemHostAlloc
  *                          memory (raw pinned) and from malloc memory that
  *                          cuMemHostRegister page-locked (raw registered),
