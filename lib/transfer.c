@@ -659,7 +659,7 @@ static bool curdi_transfer_chain(curd_device *device,
  * hold all of them. Contiguous rows are left to the chain or the planner,
  * which move them in one plain DMA. Returns false, having done nothing,
  * when it leaves the batch (host memory not registered, a pitch past the
- * device's largest) or when the device range fails a check (its sentence
+ * device's largest, the kernels forced) or when the device range fails a check (its sentence
  * would not name the item): the caller then checks item by item, which
  * words the error. Else *out_status is the run's. */
 static bool curdi_transfer_rows(curd_device *device,
@@ -674,7 +674,10 @@ static bool curdi_transfer_rows(curd_device *device,
     size_t device_end;
     uintptr_t host_key;
     curd_status status;
-    if (shape.device_pitch > device->max_copy_pitch
+    /* Forced to gather (CURD_TRANSFER_PATH=gather), rows go through the
+     * kernels like any ranges: the planner's business. */
+    if (device->transfer->tuning.gather.path == CURDI_PATH_GATHER
+        || shape.device_pitch > device->max_copy_pitch
         || shape.host_pitch > device->max_copy_pitch
         || (shape.device_pitch == first->byte_len
             && shape.host_pitch == first->byte_len)

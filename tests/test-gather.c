@@ -42,11 +42,12 @@ static curd_buffer alloc_ok(curd_device *device, size_t len)
     return buffer;
 }
 
-/* Device 0 where its driver can register host memory; NULL otherwise,
- * the test then skipped (or, with no GPU, skipped by curd_test_gpu_open). */
-static curd_device *open_registering(void)
+/* Device 0, opened under CURD_TRANSFER_PATH=path (NULL: unset), where
+ * its driver can register host memory; NULL otherwise, the test then
+ * skipped (or, with no GPU, skipped by curd_test_gpu_open). */
+static curd_device *open_registering(const char *path)
 {
-    curd_device *device = curd_test_gpu_open();
+    curd_device *device = open_with("CURD_TRANSFER_PATH", path);
     if (device == NULL)
         return NULL;
     if ((curd_test_device_info(device).capabilities & CURD_CAP_HOST_REGISTER)
@@ -421,7 +422,7 @@ static uint64_t pinned_acquires(curd_device *device)
  * instead (the ranges-at-one-stride tests below). */
 static void test_scattered_pieces_move_straight_to_registered_memory(void)
 {
-    curd_device *device = open_registering();
+    curd_device *device = open_registering(NULL);
     if (device == NULL)
         return;
     enum { PIECES = 64, PIECE = 4096, STRIDE = 8192 };
@@ -642,7 +643,7 @@ static void test_ranges_at_one_stride_move_in_one_strided_dma_to_registered(void
     enum { ROWS = 64, ROW = 4096, DEVICE_STRIDE = 8192, HOST_STRIDE = 6144 };
     const size_t device_len = ROWS * DEVICE_STRIDE;
     const size_t host_len = ROWS * HOST_STRIDE;
-    curd_device *device = open_registering();
+    curd_device *device = open_registering(NULL);
     if (device == NULL)
         return;
     curd_buffer buffer = alloc_ok(device, device_len);
@@ -732,7 +733,9 @@ static uint64_t rows_download(curd_device *device, curd_buffer buffer,
 }
 
 /* A batch of rows in registered memory crosses as one range on each side
- * (lib/transfer.c). Where it is not one, its items are planned one by
+ * (lib/transfer.c), straight between the two, with no staging; forced
+ * to gather (CURD_TRANSFER_PATH=gather, the test switch), the same rows
+ * go through the kernels, into staging, in one launch. Where it is not one, its items are planned one by
  * one and the engine still joins what it can: a straggler that breaks
  * the device stride takes a DMA of its own, and rows whose host side
  * leaves the registered range cross in two strided DMAs, one straight,
@@ -744,7 +747,7 @@ static void test_rows_in_registered_memory_cross_as_one_range(void)
     /* Room for the straggler after the last row. */
     const size_t device_len = (ROWS + 1) * DEVICE_STRIDE;
     const size_t host_len = (ROWS + 1) * HOST_STRIDE;
-    curd_device *device = open_registering();
+    curd_device *device = open_registering(NULL);
     if (device == NULL)
         return;
     curd_buffer buffer = alloc_ok(device, device_len);
@@ -753,15 +756,18 @@ static void test_rows_in_registered_memory_cross_as_one_range(void)
     unsigned char *poisoned = g_malloc(host_len);
     curd_download downs[ROWS + 1];
     transfer_test_snapshot before, after;
+    uint64_t acquires;
     curd_test_fill_random(model, device_len);
     g_assert_cmpint(curd_buffer_upload(device, buffer, model, device_len), ==,
                     CURD_OK);
 
     g_assert_cmpint(curd_host_register(device, host, host_len), ==, CURD_OK);
+    acquires = pinned_acquires(device);
     g_assert_cmpuint(rows_download(device, buffer, model, ROWS, false, host),
                      ==, 1);
     g_assert_cmpuint(rows_download(device, buffer, model, ROWS, true, host),
                      ==, 2);
+    g_assert_cmpuint(pinned_acquires(device), ==, acquires);
     g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
 
     g_assert_cmpint(curd_host_register(device, host, ROWS / 2 * HOST_STRIDE),
@@ -788,6 +794,21 @@ static void test_rows_in_registered_memory_cross_as_one_range(void)
     assert_same_bytes(host, poisoned, host_len);
     g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
 
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+
+    /* Forced to gather: one launch (one operation) into staging. */
+    device = open_registering("gather");
+    g_assert_nonnull(device);
+    buffer = alloc_ok(device, device_len);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, device_len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_host_register(device, host, host_len), ==, CURD_OK);
+    acquires = pinned_acquires(device);
+    g_assert_cmpuint(rows_download(device, buffer, model, ROWS, false, host),
+                     ==, 1);
+    g_assert_cmpuint(pinned_acquires(device), >, acquires);
+    g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
     g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
     g_free(model);
