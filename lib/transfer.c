@@ -409,10 +409,8 @@ static uint64_t transfer_chunk_bytes(const curd_device *device,
                                   tuning->chunk_max_bytes);
 }
 
-/* Rows that one item starts (curdi_transfer_rows): count copies of its
- * length, each the pitches on from the one before. */
+/* The pitches of a batch whose items are rows (curdi_transfer_rows). */
 typedef struct row_shape {
-    uint64_t count;
     uint64_t device_pitch;
     uint64_t host_pitch;
 } row_shape;
@@ -430,11 +428,9 @@ static curd_status transfer_plan(curd_device *device,
 {
     const curdi_gather_policy *policy = &device->transfer->tuning.gather;
     curd_status status;
-    if (rows != NULL) {
-        curdi_xfer_plan_rows(&items[0], rows->count, rows->device_pitch,
-                             rows->host_pitch, plan);
-        return CURD_OK;
-    }
+    if (rows != NULL)
+        return curdi_xfer_plan_rows(items, count, rows->device_pitch,
+                                    rows->host_pitch, plan);
     if (policy->path == CURDI_PATH_DMA)
         policy = NULL;
     status = curdi_xfer_plan_build(items, count, policy,
@@ -457,9 +453,9 @@ static curd_status transfer_plan(curd_device *device,
 /* Runs validated items whose buffers the caller holds marked: the device
  * entered, registrations marked, a plan, a stream (the upload stream when
  * after_uploads: a buffer has asynchronous uploads pending), staging, the
- * engine, the counters. rows: NULL, or the rows that the one item starts,
- * whose host extent the caller marked registered
- * (items[0].registered_key). */
+ * engine, the counters. rows: NULL, or the pitches of items that are rows
+ * (curdi_transfer_rows), whose host extent the caller marked registered
+ * (items[0].registered_key) or found not to be (0: staged). */
 static curd_status transfer_run(curd_device *device, const char *what,
                                 bool upload, curdi_xfer_item *items,
                                 size_t count, bool after_uploads,
@@ -649,27 +645,30 @@ static bool curdi_transfer_chain(curd_device *device,
 }
 
 /* A batch of rows (prepared->rows: one buffer, one length, one pitch on
- * each side) whose host side lies in one registered range crosses in one
- * strided DMA, checked as one range on each side, from the first row's
- * start to the last row's end: one handle lookup, one range check, one
- * registration lookup and a plan that allocates nothing, instead of as
- * many as it has items (which would end in the same one DMA: the engine
- * joins them, lib/xfer.h). Every item's own arguments were checked
- * already, and the rows move forward on both sides, so the two ranges
- * hold all of them. Contiguous rows are left to the chain or the planner,
- * which move them in one plain DMA. Returns false, having done nothing,
- * when it leaves the batch (host memory not registered, a pitch past the
- * device's largest, the kernels forced) or when the device range fails a check (its sentence
- * would not name the item): the caller then checks item by item, which
- * words the error. Else *out_status is the run's. */
+ * each side) is checked as one range on each side, from the first row's
+ * start to the last row's end: one handle lookup, one range check and one
+ * registration lookup instead of as many as it has items, and a plan
+ * without the fusing (lib/xfer.h, curdi_xfer_plan_rows). Every item's own
+ * arguments were checked already, and the rows move forward on both
+ * sides, so the two ranges hold all of them. Where the host side lies in
+ * one registered range the rows cross in one strided DMA straight between
+ * the two; otherwise they are staged (a host side partly registered too:
+ * registering all of it, or none, is what pays), and their DMAs join into
+ * rows at the staging side. Either way the planner would have come to the
+ * same DMAs. Contiguous rows are left to the chain or the planner, which
+ * move them in one plain DMA. Returns false, having done nothing, when it
+ * leaves the batch (a pitch past the device's largest, the kernels
+ * forced) or when the device range fails a check (its sentence would not
+ * name the item): the caller then checks item by item, which words the
+ * error. Else *out_status is the run's. */
 static bool curdi_transfer_rows(curd_device *device,
                                 const curdi_prepared *prepared,
                                 curd_status *out_status)
 {
-    const curdi_xfer_item *first = &prepared->items[0];
-    const curdi_xfer_item *last = &prepared->items[prepared->count - 1];
-    row_shape shape = {prepared->count, prepared->row_device_pitch,
-                       prepared->row_host_pitch};
+    curdi_xfer_item *items = prepared->items;
+    const curdi_xfer_item *first = &items[0];
+    const curdi_xfer_item *last = &items[prepared->count - 1];
+    row_shape shape = {prepared->row_device_pitch, prepared->row_host_pitch};
     curdi_prepared one;
     size_t device_end;
     uintptr_t host_key;
@@ -684,13 +683,6 @@ static bool curdi_transfer_rows(curd_device *device,
         || !curdi_size_add((size_t)last->offset, (size_t)last->byte_len,
                            &device_end))
         return false;
-    /* The last row's host end did not wrap (curdi_prepare_item). */
-    host_key = curdi_hostreg_use(
-        device, first->host,
-        (size_t)((uintptr_t)last->host + (uintptr_t)last->byte_len
-                 - (uintptr_t)first->host));
-    if (host_key == 0)
-        return false;
     /* One item, the device range: allocates nothing, cannot fail. */
     (void)curdi_prepare_begin(&one, prepared->what, prepared->upload, false,
                               1);
@@ -702,16 +694,21 @@ static bool curdi_transfer_rows(curd_device *device,
         status = curdi_prepare_end(device, &one);
     if (status != CURD_OK) {
         curdi_prepared_release(device, &one);
-        curdi_hostreg_unuse(device, host_key);
         return false;
     }
-    /* From here the item is the first row. */
-    one.items[0].byte_len = first->byte_len;
-    one.items[0].registered_key = host_key;
-    *out_status = transfer_run(device, one.what, one.upload, one.items, 1,
-                               one.after_uploads, &shape);
-    curdi_prepared_release(device, &one);
+    /* The last row's host end did not wrap (curdi_prepare_item). */
+    host_key = curdi_hostreg_use(
+        device, first->host,
+        (size_t)((uintptr_t)last->host + (uintptr_t)last->byte_len
+                 - (uintptr_t)first->host));
+    for (size_t row = 0; row < prepared->count; row++) {
+        items[row].device_base = one.items[0].device_base;
+        items[row].registered_key = host_key;
+    }
+    *out_status = transfer_run(device, one.what, one.upload, items,
+                               prepared->count, one.after_uploads, &shape);
     curdi_hostreg_unuse(device, host_key);
+    curdi_prepared_release(device, &one);
     return true;
 }
 

@@ -386,12 +386,12 @@ static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
     return status;
 }
 
-/* Points the plan's arrays at its inline storage (one span: a single
- * item) or at one new block: the spans, the per-item stream offsets, the
- * members and the staged items; 64-bit fields first keep every array
- * aligned. */
+/* Points the plan's arrays at its inline storage (one item) or at one new
+ * block for span_count spans and member_count members: the spans, the
+ * per-item stream offsets (zeroed), the members and the staged items;
+ * 64-bit fields first keep every array aligned. */
 static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
-                               const curdi_copy_plan *fused)
+                               size_t span_count, size_t member_count)
 {
     size_t block_bytes = 0;
     size_t bytes;
@@ -402,12 +402,11 @@ static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
         plan->members = &plan->one_member[0];
         plan->staged_items = &plan->one_member[1];
     } else {
-        if (!curdi_size_mul(fused->span_count, sizeof *plan->spans,
-                            &block_bytes)
+        if (!curdi_size_mul(span_count, sizeof *plan->spans, &block_bytes)
             || !curdi_size_mul(count, sizeof *plan->item_stream_offset,
                                &bytes)
             || !curdi_size_add(block_bytes, bytes, &block_bytes)
-            || !curdi_size_mul(fused->member_count, 2u * sizeof *plan->members,
+            || !curdi_size_mul(member_count, 2u * sizeof *plan->members,
                                &bytes)
             || !curdi_size_add(block_bytes, bytes, &block_bytes))
             return curdi_fail(CURD_E_OVERFLOW,
@@ -425,14 +424,12 @@ static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
                               block_bytes, count);
         plan->spans = (curdi_xfer_span *)(void *)block;
         plan->item_stream_offset =
-            (uint64_t *)(void *)(plan->spans + fused->span_count);
+            (uint64_t *)(void *)(plan->spans + span_count);
         plan->members = (size_t *)(void *)(plan->item_stream_offset + count);
-        plan->staged_items = plan->members + fused->member_count;
+        plan->staged_items = plan->members + member_count;
     }
     memset(plan->item_stream_offset, 0,
            count * sizeof *plan->item_stream_offset);
-    memcpy(plan->members, fused->members,
-           fused->member_count * sizeof *plan->members);
     return CURD_OK;
 }
 
@@ -451,8 +448,11 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
         fuse_one(&items[0], &one_span, &one_member, &fused);
     else if ((status = fuse_batch(items, count, &fused)) != CURD_OK)
         return status;
-    status = plan_arrays(out_plan, count, &fused);
+    status = plan_arrays(out_plan, count, fused.span_count,
+                         fused.member_count);
     if (status == CURD_OK) {
+        memcpy(out_plan->members, fused.members,
+               fused.member_count * sizeof *out_plan->members);
         out_plan->span_count = fused.span_count;
         status = plan_spans(out_plan, items, &fused, gather, max_pitch);
     }
@@ -463,12 +463,12 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
     return status;
 }
 
-void curdi_xfer_plan_rows(const curdi_xfer_item *first, uint64_t row_count,
-                          uint64_t device_pitch, uint64_t host_pitch,
-                          curdi_xfer_plan *plan)
+/* Rows in registered memory: one direct span, the rows' whole extent. */
+static void plan_direct_rows(const curdi_xfer_item *first, uint64_t row_count,
+                             uint64_t device_pitch, uint64_t host_pitch,
+                             curdi_xfer_plan *plan)
 {
     curdi_xfer_span *span = &plan->one_span;
-    memset(plan, 0, sizeof *plan);
     plan->spans = span;
     plan->item_stream_offset = &plan->one_stream_offset;
     plan->members = &plan->one_member[0];
@@ -490,6 +490,48 @@ void curdi_xfer_plan_rows(const curdi_xfer_item *first, uint64_t row_count,
     plan->rows.host_pitch = host_pitch;
     plan->rows.device_key = first->buffer_key;
     plan->rows.host_key = first->registered_key;
+}
+
+curd_status curdi_xfer_plan_rows(const curdi_xfer_item *items, size_t count,
+                                 uint64_t device_pitch, uint64_t host_pitch,
+                                 curdi_xfer_plan *plan)
+{
+    uint64_t width = items[0].byte_len;
+    curd_status status;
+    memset(plan, 0, sizeof *plan);
+    if (items[0].registered_key != 0) {
+        plan_direct_rows(&items[0], count, device_pitch, host_pitch, plan);
+        return CURD_OK;
+    }
+    /* Each row a staged span, back to back in the stream in row order
+     * (which is device order: the rows move forward), as the planner
+     * would lay them out; the engine joins their DMAs into rows again,
+     * at the width's pitch on the staging side. */
+    status = plan_arrays(plan, count, count, count);
+    if (status != CURD_OK)
+        return status;
+    plan->span_count = count;
+    for (size_t row = 0; row < count; row++) {
+        curdi_xfer_span *span = &plan->spans[row];
+        /* row * width < the rows' total, which lies in one buffer. */
+        uint64_t stream_offset = (uint64_t)row * width;
+        span->device_ptr = items[row].device_base + items[row].offset;
+        span->byte_len = width;
+        span->stream_offset = stream_offset;
+        span->host = NULL;
+        span->member_bytes = width;
+        span->mode = CURDI_SPAN_STAGED;
+        span->first_member = row;
+        span->member_count = 1;
+        plan->members[row] = row;
+        plan->staged_items[row] = row;
+        plan->item_stream_offset[row] = stream_offset;
+    }
+    plan->staged_item_count = count;
+    plan->staged_span_count = count;
+    plan->stream_bytes = (uint64_t)count * width;
+    plan->dma_bytes = plan->stream_bytes;
+    return CURD_OK;
 }
 
 bool curdi_xfer_plan_pageable_direct(curdi_xfer_plan *plan,

@@ -162,16 +162,19 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
                                   curdi_xfer_plan *out_plan);
 void curdi_xfer_plan_free(curdi_xfer_plan *plan);
 
-/* The plan of rows (count at least 2, pitches at least the width and at
- * most the device's largest, as curdi_xfer_run says): row r is first's
- * bytes moved rows->device_pitch * r further on the device and
- * rows->host_pitch * r further in host memory, whose whole extent lies
- * in the registered range first->registered_key (never 0). One direct
- * span, one strided DMA; allocates nothing. The caller checked the
- * device extent against the buffer, so row_count * width cannot wrap. */
-void curdi_xfer_plan_rows(const curdi_xfer_item *first, uint64_t row_count,
-                          uint64_t device_pitch, uint64_t host_pitch,
-                          curdi_xfer_plan *plan);
+/* The plan of count rows (at least 2), items[r] being row r: one buffer,
+ * one length, device_pitch and host_pitch apart (each at least the
+ * length and at most the device's largest, as curdi_xfer_run says), the
+ * rows moving forward on both sides. When items[0].registered_key is not
+ * 0 the rows' whole host extent lies in that registered range: one direct
+ * span, one strided DMA, no allocation. Otherwise the rows are staged,
+ * one span each, back to back in the stream (the engine joins their DMAs
+ * into rows again). The caller checked the device extent against the
+ * buffer, so count * length cannot wrap. CURD_E_OUT_OF_MEMORY or
+ * CURD_E_OVERFLOW for a staged plan's arrays. */
+curd_status curdi_xfer_plan_rows(const curdi_xfer_item *items, size_t count,
+                                 uint64_t device_pitch, uint64_t host_pitch,
+                                 curdi_xfer_plan *plan);
 
 /* The crossover (pure, for the planner and its tests): whether spans of
  * span_bytes in total, which would take dma_count DMAs, are gathered under

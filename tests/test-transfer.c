@@ -567,8 +567,7 @@ static void test_registered_items_in_another_order_are_staged_when_small(void)
  * of a device whose largest pitch is max_pitch, every byte compared (the
  * bytes between the rows keep their poison on the side written). With
  * plan_of_rows the plan is curdi_xfer_plan_rows' (the items must then be
- * rows of one key in one registered range). Returns the DMAs, and the
- * strided ones in *strided. */
+ * rows of one key). Returns the DMAs, and the strided ones in *strided. */
 static uint64_t strided_items_move(bool upload, size_t count, size_t len,
                                    size_t device_stride, size_t host_stride,
                                    bool registered, uint64_t second_key,
@@ -609,9 +608,11 @@ static uint64_t strided_items_move(bool upload, size_t count, size_t len,
             memcpy(expected + i * host_stride, device_row, len);
     }
     if (plan_of_rows) {
-        curdi_xfer_plan_rows(&items[0], count, device_stride, host_stride,
-                             &plan);
-        g_assert_true(plan.spans == &plan.one_span);
+        g_assert_cmpint(curdi_xfer_plan_rows(items, count, device_stride,
+                                             host_stride, &plan),
+                        ==, CURD_OK);
+        /* Registered rows are one span, kept inline. */
+        g_assert_true((plan.spans == &plan.one_span) == registered);
     } else {
         g_assert_cmpint(
             curdi_xfer_plan_build(items, count, NULL, max_pitch, &plan), ==,
@@ -681,18 +682,30 @@ static void test_ranges_at_one_stride_are_one_strided_dma(void)
     }
 }
 
-/* A plan of rows (a batch the transfer room found to be rows in one
- * registered range) moves them in one strided DMA, both ways, and keeps
- * its one span inline. */
+/* A plan of rows (a batch the transfer room found to be rows) moves them
+ * in one strided DMA, both ways: straight from registered memory, its
+ * one span kept inline, or through staging, a span per row; past one
+ * chunk of staging, one strided DMA per chunk. */
 static void test_a_plan_of_rows_is_one_strided_dma(void)
 {
     unsigned strided;
     for (int up = 0; up < 2; up++) {
-        g_assert_cmpuint(strided_items_move(up == 1, 48, 1000, 1536, 1024,
-                                            true, 1, TEST_MAX_PITCH, true,
+        for (int reg = 0; reg < 2; reg++) {
+            g_assert_cmpuint(strided_items_move(up == 1, 48, 1000, 1536, 1024,
+                                                reg == 1, 1, TEST_MAX_PITCH,
+                                                true, &strided),
+                             ==, 1);
+            g_assert_cmpuint(strided, ==, 1);
+        }
+        /* Rows of 4 KiB: chunks of whole rows, a strided DMA each. */
+        const uint64_t stream = 600 * 4096;
+        const uint64_t chunk = default_chunk(stream);
+        g_assert_cmpuint(chunk % 4096, ==, 0);
+        g_assert_cmpuint(strided_items_move(up == 1, 600, 4096, 8192, 6000,
+                                            false, 1, TEST_MAX_PITCH, true,
                                             &strided),
-                         ==, 1);
-        g_assert_cmpuint(strided, ==, 1);
+                         ==, (stream + chunk - 1) / chunk);
+        g_assert_cmpuint(strided, ==, (stream + chunk - 1) / chunk);
     }
 }
 

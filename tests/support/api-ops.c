@@ -451,11 +451,13 @@ static unsigned char *piece_model(const api_world *w, const piece *p)
 
 /* Rows: 32 of 4 KiB at one stride of the large buffer into registered
  * memory at another, and 16 at a third stride into pageable memory, so
- * that each group crosses in one strided DMA (lib/xfer.h). The first 32
- * alone are a batch of rows in registered memory, which moves as one
- * range on each side (lib/transfer.c). */
+ * that each group crosses in one strided DMA (lib/xfer.h). Each group
+ * alone is a batch of rows, checked as one range on each side
+ * (lib/transfer.c): the first 32 in registered memory, the last 16 in
+ * pageable memory. */
 #define ROW_PIECES 48u
 #define REGISTERED_ROW_PIECES 32u
+#define PAGEABLE_ROW_PIECES (ROW_PIECES - REGISTERED_ROW_PIECES)
 static const piece *row_pieces(void)
 {
     static piece rows[ROW_PIECES];
@@ -570,6 +572,33 @@ static void download_registered_rows_finish(api_world *w,
                                             curd_status status)
 {
     download_pieces_finish(w, row_pieces(), REGISTERED_ROW_PIECES, status);
+}
+
+static const piece *pageable_row_pieces(void)
+{
+    return row_pieces() + REGISTERED_ROW_PIECES;
+}
+
+static curd_status upload_pageable_rows_call(api_world *w)
+{
+    return upload_pieces(w, pageable_row_pieces(), PAGEABLE_ROW_PIECES);
+}
+
+static void upload_pageable_rows_finish(api_world *w, curd_status status)
+{
+    upload_pieces_finish(w, pageable_row_pieces(), PAGEABLE_ROW_PIECES,
+                         status);
+}
+
+static curd_status download_pageable_rows_call(api_world *w)
+{
+    return download_pieces(w, pageable_row_pieces(), PAGEABLE_ROW_PIECES);
+}
+
+static void download_pageable_rows_finish(api_world *w, curd_status status)
+{
+    download_pieces_finish(w, pageable_row_pieces(), PAGEABLE_ROW_PIECES,
+                           status);
 }
 
 static curd_status download_rows_call(api_world *w)
@@ -1433,12 +1462,16 @@ const api_op api_ops[] = {
      upload_rows_finish, 0},
     {"curd_upload_batch", "rows-from-registered-memory", fresh_all,
      upload_registered_rows_call, upload_registered_rows_finish, 0},
+    {"curd_upload_batch", "rows-from-pageable-memory", fresh_all,
+     upload_pageable_rows_call, upload_pageable_rows_finish, 0},
     {"curd_download_batch", "staged-pipelined-and-direct", fresh_all,
      download_batch_call, download_batch_finish, 0},
     {"curd_download_batch", "rows-at-one-stride", fresh_all,
      download_rows_call, download_rows_finish, 0},
     {"curd_download_batch", "rows-into-registered-memory", fresh_all,
      download_registered_rows_call, download_registered_rows_finish, 0},
+    {"curd_download_batch", "rows-into-pageable-memory", fresh_all,
+     download_pageable_rows_call, download_pageable_rows_finish, 0},
     {"curd_host_register", "a-new-range", new_range, register_call,
      register_finish, 0},
     {"curd_host_unregister", "a-registered-range", registered_range,
