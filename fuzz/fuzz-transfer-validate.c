@@ -110,6 +110,44 @@ static size_t decode_size(fuzz_input *in, size_t buffer_len, size_t below)
     }
 }
 
+/* Item i (at least 1) as the next row after item i - 1: its buffer,
+ * length and capacity, the device and host steps of the two items before
+ * it (or, after the first, steps from the input), so that a batch of rows
+ * reaches the transfer room's one-range check (lib/transfer.c). The host
+ * stays in the arena (the reference knows no other addresses but NULL and
+ * the top of the address space). */
+static bool in_arena(const unsigned char *host)
+{
+    return host != NULL && (uintptr_t)host >= (uintptr_t)arena
+           && (uintptr_t)host < (uintptr_t)(arena + ARENA_SPAN);
+}
+
+static void decode_row(fuzz_input *in, item *items, size_t i, size_t *cursor)
+{
+    const item *before = &items[i - 1];
+    item *it = &items[i];
+    size_t device_step;
+    size_t host_step;
+    size_t position;
+    /* Steps wrap as size_t; modulo the arena's span they still step. */
+    if (i >= 2 && in_arena(before->host) && in_arena(items[i - 2].host)) {
+        device_step = before->offset - items[i - 2].offset;
+        host_step = (size_t)(before->host - arena)
+                    - (size_t)(items[i - 2].host - arena);
+    } else {
+        device_step = before->byte_len + fuzz_u8(in);
+        host_step = before->byte_len + fuzz_u8(in);
+    }
+    *it = *before;
+    it->offset = before->offset + device_step;
+    if (!in_arena(before->host))
+        return;
+    position = ((size_t)(before->host - arena) + host_step) % ARENA_SPAN;
+    it->host = arena + position;
+    *cursor = (position + (it->byte_len < ARENA_LEN ? it->byte_len : 0))
+              % ARENA_SPAN;
+}
+
 static size_t decode_items(fuzz_input *in, item *items, size_t count,
                            uint64_t freed_now, bool upload)
 {
@@ -117,6 +155,10 @@ static size_t decode_items(fuzz_input *in, item *items, size_t count,
     for (size_t i = 0; i < count; i++) {
         size_t buffer;
         item *it = &items[i];
+        if (i >= 1 && (fuzz_u8(in) & 3u) == 0) {
+            decode_row(in, items, i, &cursor);
+            continue;
+        }
         it->id = fuzz_decode_id(in, freed_now, &buffer);
         size_t len = buffer == SIZE_MAX ? MAX_BUFFER_LEN : live_lens[buffer];
         it->offset = decode_size(in, len, len / 2u);
