@@ -657,10 +657,10 @@ static bool curdi_transfer_chain(curd_device *device,
  * rows at the staging side. Either way the planner would have come to the
  * same DMAs. Contiguous rows are left to the chain or the planner, which
  * move them in one plain DMA. Returns false, having done nothing, when it
- * leaves the batch (a pitch past the device's largest, the kernels
- * forced) or when the device range fails a check (its sentence would not
- * name the item): the caller then checks item by item, which words the
- * error. Else *out_status is the run's. */
+ * leaves the batch (a pitch past the device's largest, a tuning that
+ * gathers one DMA) or when the device range fails a check (its sentence
+ * would not name the item): the caller then checks item by item, which
+ * words the error. Else *out_status is the run's. */
 static bool curdi_transfer_rows(curd_device *device,
                                 const curdi_prepared *prepared,
                                 curd_status *out_status)
@@ -673,9 +673,11 @@ static bool curdi_transfer_rows(curd_device *device,
     size_t device_end;
     uintptr_t host_key;
     curd_status status;
-    /* Forced to gather (CURD_TRANSFER_PATH=gather), rows go through the
-     * kernels like any ranges: the planner's business. */
-    if (device->transfer->tuning.gather.path == CURDI_PATH_GATHER
+    /* Rows are one DMA; where the tuning gathers even one DMA of their
+     * bytes (CURD_TRANSFER_PATH=gather, CURD_GATHER_MIN_SPANS=1), they go
+     * through the kernels like any ranges: the planner's business. */
+    if (curdi_xfer_wants_gather(&device->transfer->tuning.gather, 1,
+                                prepared->total_bytes)
         || shape.device_pitch > device->max_copy_pitch
         || shape.host_pitch > device->max_copy_pitch
         || (shape.device_pitch == first->byte_len

@@ -42,12 +42,12 @@ static curd_buffer alloc_ok(curd_device *device, size_t len)
     return buffer;
 }
 
-/* Device 0, opened under CURD_TRANSFER_PATH=path (NULL: unset), where
- * its driver can register host memory; NULL otherwise, the test then
- * skipped (or, with no GPU, skipped by curd_test_gpu_open). */
-static curd_device *open_registering(const char *path)
+/* Device 0, opened with the variable name set to value (NULL: unset),
+ * where its driver can register host memory; NULL otherwise, the test
+ * then skipped (or, with no GPU, skipped by curd_test_gpu_open). */
+static curd_device *open_registering(const char *name, const char *value)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", path);
+    curd_device *device = open_with(name, value);
     if (device == NULL)
         return NULL;
     if ((curd_test_device_info(device).capabilities & CURD_CAP_HOST_REGISTER)
@@ -422,7 +422,7 @@ static uint64_t pinned_acquires(curd_device *device)
  * instead (the ranges-at-one-stride tests below). */
 static void test_scattered_pieces_move_straight_to_registered_memory(void)
 {
-    curd_device *device = open_registering(NULL);
+    curd_device *device = open_registering("CURD_TRANSFER_PATH", NULL);
     if (device == NULL)
         return;
     enum { PIECES = 64, PIECE = 4096, STRIDE = 8192 };
@@ -643,7 +643,7 @@ static void test_ranges_at_one_stride_move_in_one_strided_dma_to_registered(void
     enum { ROWS = 64, ROW = 4096, DEVICE_STRIDE = 8192, HOST_STRIDE = 6144 };
     const size_t device_len = ROWS * DEVICE_STRIDE;
     const size_t host_len = ROWS * HOST_STRIDE;
-    curd_device *device = open_registering(NULL);
+    curd_device *device = open_registering("CURD_TRANSFER_PATH", NULL);
     if (device == NULL)
         return;
     curd_buffer buffer = alloc_ok(device, device_len);
@@ -738,17 +738,20 @@ static uint64_t rows_download(curd_device *device, curd_buffer buffer,
  * it is planned item by item, and the engine still joins the rows, the
  * straggler taking a DMA of its own; half registered, all of it is
  * staged, one strided DMA into staging (registering all of it, or none,
- * is what pays). Forced to gather (CURD_TRANSFER_PATH=gather, the test
- * switch), the rows go through the kernels, into staging, in one launch.
+ * is what pays). Where the tuning gathers even one DMA
+ * (CURD_TRANSFER_PATH=gather, the test switch, or CURD_GATHER_MIN_SPANS=1)
+ * the rows go through the kernels, into staging, in one launch.
  * Rows past the buffer's end fail with the sentence of the item that
  * passes it, before anything moved. */
 static void test_rows_in_registered_memory_cross_as_one_range(void)
 {
     enum { ROWS = 64 };
+    static const char *const gathering[][2] = {
+        {"CURD_TRANSFER_PATH", "gather"}, {"CURD_GATHER_MIN_SPANS", "1"}};
     /* Room for the straggler after the last row. */
     const size_t device_len = (ROWS + 1) * DEVICE_STRIDE;
     const size_t host_len = (ROWS + 1) * HOST_STRIDE;
-    curd_device *device = open_registering(NULL);
+    curd_device *device = open_registering("CURD_TRANSFER_PATH", NULL);
     if (device == NULL)
         return;
     curd_buffer buffer = alloc_ok(device, device_len);
@@ -798,20 +801,24 @@ static void test_rows_in_registered_memory_cross_as_one_range(void)
     g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 
-    /* Forced to gather: one launch (one operation) into staging. */
-    device = open_registering("gather");
-    g_assert_nonnull(device);
-    buffer = alloc_ok(device, device_len);
-    g_assert_cmpint(curd_buffer_upload(device, buffer, model, device_len), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_host_register(device, host, host_len), ==, CURD_OK);
-    acquires = pinned_acquires(device);
-    g_assert_cmpuint(rows_download(device, buffer, model, ROWS, false, host),
-                     ==, 1);
-    g_assert_cmpuint(pinned_acquires(device), >, acquires);
-    g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
-    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
-    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    /* Where the tuning gathers even one DMA: one launch (one operation)
+     * into staging. */
+    for (size_t t = 0; t < G_N_ELEMENTS(gathering); t++) {
+        device = open_registering(gathering[t][0], gathering[t][1]);
+        g_assert_nonnull(device);
+        buffer = alloc_ok(device, device_len);
+        g_assert_cmpint(curd_buffer_upload(device, buffer, model, device_len),
+                        ==, CURD_OK);
+        g_assert_cmpint(curd_host_register(device, host, host_len), ==,
+                        CURD_OK);
+        acquires = pinned_acquires(device);
+        g_assert_cmpuint(
+            rows_download(device, buffer, model, ROWS, false, host), ==, 1);
+        g_assert_cmpuint(pinned_acquires(device), >, acquires);
+        g_assert_cmpint(curd_host_unregister(device, host), ==, CURD_OK);
+        g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    }
     g_free(model);
     g_free(host);
     g_free(poisoned);
