@@ -50,13 +50,10 @@ typedef struct curdi_prepared {
     /* Whether the items so far are rows: all of one buffer and one
      * non-zero length, each one device pitch and one host pitch after the
      * one before (the second sets the pitches, each at least the length,
-     * so rows never overlap); and where the last one starts on each side
-     * (see curdi_transfer_rows). */
+     * so rows never overlap; see curdi_transfer_rows). */
     bool rows;
     uint64_t row_device_pitch;
     uint64_t row_host_pitch;
-    size_t row_offset;
-    uintptr_t row_host;
     curdi_xfer_item one_item;
     curdi_resident_use one_use;
     uint64_t one_id;
@@ -84,17 +81,18 @@ curd_status curdi_prepare_item_fail(const curdi_prepared *prepared,
                                     const unsigned char *host, size_t capacity)
     __attribute__((noinline, cold));
 
-/* Whether an item at offset and host, index >= 1, is the next row of
- * prepared's rows (the caller checked its buffer and length); the second
+/* Whether an item at offset and host, index >= 1, is the next row after
+ * item index - 1 (the caller checked its buffer and length); the second
  * sets the pitches. Either side must move forward, so a row never wraps
  * back over an earlier one. */
 static inline bool curdi_prepare_next_row(curdi_prepared *prepared,
                                           size_t index, size_t offset,
                                           uintptr_t host, size_t byte_len)
 {
-    uint64_t device_pitch = (uint64_t)offset - prepared->row_offset;
-    uint64_t host_pitch = (uint64_t)(host - prepared->row_host);
-    if (offset <= prepared->row_offset || host <= prepared->row_host)
+    const curdi_xfer_item *before = &prepared->items[index - 1];
+    uint64_t device_pitch = (uint64_t)offset - before->offset;
+    uint64_t host_pitch = (uint64_t)(host - (uintptr_t)before->host);
+    if (offset <= before->offset || host <= (uintptr_t)before->host)
         return false;
     if (index > 1)
         return device_pitch == prepared->row_device_pitch
@@ -139,8 +137,6 @@ static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
                              && curdi_prepare_next_row(prepared, index, offset,
                                                        (uintptr_t)host,
                                                        byte_len)));
-    prepared->row_offset = offset;
-    prepared->row_host = (uintptr_t)host;
     prepared->ids[index] = buffer_id;
     item->buffer_key = buffer_id;
     item->offset = offset;

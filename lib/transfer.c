@@ -598,6 +598,31 @@ done:
     return status;
 }
 
+/* The one item from the batch's first item's offset and host address,
+ * byte_len long, checked and its buffer marked into *one (allocates
+ * nothing); false, with nothing held, when a check fails (its sentence
+ * would not name the batch's item: the caller then goes item by item). */
+static bool prepare_first_range(curd_device *device,
+                                const curdi_prepared *prepared,
+                                size_t byte_len, curdi_prepared *one)
+{
+    const curdi_xfer_item *first = &prepared->items[0];
+    curd_status status;
+    /* One item: cannot fail. */
+    (void)curdi_prepare_begin(one, prepared->what, prepared->upload, false,
+                              1);
+    status = curdi_prepare_item(one, 0, first->buffer_key,
+                                (size_t)first->offset, byte_len, first->host,
+                                SIZE_MAX);
+    if (status == CURD_OK)
+        status = curdi_prepare_end(device, one);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, one);
+        return false;
+    }
+    return true;
+}
+
 /* A batch whose items continue one another (prepared->chain) asks for
  * exactly the bytes of one item: from the first one's offset and host
  * address, the batch's total length. Moved as that item, it costs one
@@ -619,25 +644,12 @@ static bool curdi_transfer_chain(curd_device *device,
                                  curd_status *out_status)
 {
     curdi_prepared one;
-    const curdi_xfer_item *first = &prepared->items[0];
-    curd_status status;
     if (prepared->total_bytes > SIZE_MAX
         || prepared->total_bytes / prepared->count
-               >= CURDI_DIRECT_ITEM_MIN_BYTES)
+               >= CURDI_DIRECT_ITEM_MIN_BYTES
+        || !prepare_first_range(device, prepared,
+                                (size_t)prepared->total_bytes, &one))
         return false;
-    /* One item: allocates nothing, cannot fail. */
-    (void)curdi_prepare_begin(&one, prepared->what, prepared->upload, false,
-                              1);
-    status = curdi_prepare_item(&one, 0, first->buffer_key,
-                                (size_t)first->offset,
-                                (size_t)prepared->total_bytes, first->host,
-                                SIZE_MAX);
-    if (status == CURD_OK)
-        status = curdi_prepare_end(device, &one);
-    if (status != CURD_OK) {
-        curdi_prepared_release(device, &one);
-        return false;
-    }
     *out_status = transfer_run(device, one.what, one.upload, one.items, 1,
                                one.after_uploads, NULL);
     curdi_prepared_release(device, &one);
@@ -672,7 +684,6 @@ static bool curdi_transfer_rows(curd_device *device,
     curdi_prepared one;
     size_t device_end;
     uintptr_t host_key;
-    curd_status status;
     /* Rows are one DMA; where the tuning gathers even one DMA of their
      * bytes (CURD_TRANSFER_PATH=gather, CURD_GATHER_MIN_SPANS=1), they go
      * through the kernels like any ranges: the planner's business. */
@@ -683,21 +694,10 @@ static bool curdi_transfer_rows(curd_device *device,
         || (shape.device_pitch == first->byte_len
             && shape.host_pitch == first->byte_len)
         || !curdi_size_add((size_t)last->offset, (size_t)last->byte_len,
-                           &device_end))
+                           &device_end)
+        || !prepare_first_range(device, prepared,
+                                device_end - (size_t)first->offset, &one))
         return false;
-    /* One item, the device range: allocates nothing, cannot fail. */
-    (void)curdi_prepare_begin(&one, prepared->what, prepared->upload, false,
-                              1);
-    status = curdi_prepare_item(&one, 0, first->buffer_key,
-                                (size_t)first->offset,
-                                device_end - (size_t)first->offset,
-                                first->host, SIZE_MAX);
-    if (status == CURD_OK)
-        status = curdi_prepare_end(device, &one);
-    if (status != CURD_OK) {
-        curdi_prepared_release(device, &one);
-        return false;
-    }
     /* The last row's host end did not wrap (curdi_prepare_item). */
     host_key = curdi_hostreg_use(
         device, first->host,

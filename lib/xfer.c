@@ -386,6 +386,15 @@ static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
     return status;
 }
 
+/* Points the plan's arrays at its storage for one span and one item. */
+static void plan_inline(curdi_xfer_plan *plan)
+{
+    plan->spans = &plan->one_span;
+    plan->item_stream_offset = &plan->one_stream_offset;
+    plan->members = &plan->one_member[0];
+    plan->staged_items = &plan->one_member[1];
+}
+
 /* Points the plan's arrays at its inline storage (one item) or at one new
  * block for span_count spans and member_count members: the spans, the
  * per-item stream offsets (zeroed), the members and the staged items;
@@ -397,10 +406,7 @@ static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
     size_t bytes;
     unsigned char *block;
     if (count == 1) {
-        plan->spans = &plan->one_span;
-        plan->item_stream_offset = &plan->one_stream_offset;
-        plan->members = &plan->one_member[0];
-        plan->staged_items = &plan->one_member[1];
+        plan_inline(plan);
     } else {
         if (!curdi_size_mul(span_count, sizeof *plan->spans, &block_bytes)
             || !curdi_size_mul(count, sizeof *plan->item_stream_offset,
@@ -469,10 +475,7 @@ static void plan_direct_rows(const curdi_xfer_item *first, uint64_t row_count,
                              curdi_xfer_plan *plan)
 {
     curdi_xfer_span *span = &plan->one_span;
-    plan->spans = span;
-    plan->item_stream_offset = &plan->one_stream_offset;
-    plan->members = &plan->one_member[0];
-    plan->staged_items = &plan->one_member[1];
+    plan_inline(plan);
     plan->span_count = 1;
     span->device_ptr = first->device_base + first->offset;
     span->host = first->host;
@@ -482,14 +485,11 @@ static void plan_direct_rows(const curdi_xfer_item *first, uint64_t row_count,
     span->first_member = 0;
     span->member_count = 1;
     plan->dma_bytes = span->byte_len;
-    plan->rows.device_ptr = span->device_ptr;
-    plan->rows.host = (uintptr_t)first->host;
-    plan->rows.width = first->byte_len;
+    run_start(&plan->rows, first->buffer_key, first->registered_key,
+              span->device_ptr, (uintptr_t)first->host, first->byte_len);
     plan->rows.count = row_count;
     plan->rows.device_pitch = device_pitch;
     plan->rows.host_pitch = host_pitch;
-    plan->rows.device_key = first->buffer_key;
-    plan->rows.host_key = first->registered_key;
 }
 
 curd_status curdi_xfer_plan_rows(const curdi_xfer_item *items, size_t count,
