@@ -24,6 +24,7 @@
 #include "curd.h"
 #include "pool.h"
 
+struct curdi_signal_room;
 struct curdi_resident_table;
 struct curdi_host_registry;
 struct curdi_fence_room;
@@ -72,7 +73,9 @@ struct curd_device {
     curd_reclaim_fn reclaim_fn;
     void *reclaim_context;
 
-    /* One pointer per room above memory, each that room's own state. */
+    /* One pointer per other room above the core, each that room's own
+     * state. */
+    struct curdi_signal_room *signal;          /* signal.c */
     struct curdi_resident_table *resident;     /* resident.c */
     struct curdi_host_registry *host_registry; /* hostreg.c */
     struct curdi_fence_room *fence;            /* fence.c */

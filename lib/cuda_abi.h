@@ -240,7 +240,8 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_STREAM_CAPTURE_MODE_RELAXED, 2)                                      \
     X(CU_GRAPH_EXEC_UPDATE_SUCCESS, 0)                                        \
     X(CU_GRAPH_NODE_TYPE_KERNEL, 0)                                           \
-    X(CU_GRAPH_EXEC_UPDATE_ERROR, 1)
+    X(CU_GRAPH_EXEC_UPDATE_ERROR, 1)                                          \
+    X(CU_STREAM_WRITE_VALUE_DEFAULT, 0x0)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -456,7 +457,14 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
     X(cuFuncGetParamInfo, "cuFuncGetParamInfo", OPTIONAL_12_4,                \
       (curdi_cu_function function, size_t param_index, size_t *param_offset,  \
        size_t *param_size),                                                   \
-      (function, param_index, param_offset, param_size))
+      (function, param_index, param_offset, param_size))                      \
+    X(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", OPTIONAL,    \
+      (curdi_cu_deviceptr * device_ptr, void *host_ptr, unsigned int flags),  \
+      (device_ptr, host_ptr, flags))                                          \
+    X(cuStreamWriteValue32, "cuStreamWriteValue32_v2", OPTIONAL,              \
+      (curdi_cu_stream stream, curdi_cu_deviceptr address, uint32_t value,    \
+       unsigned int flags),                                                   \
+      (stream, address, value, flags))
 
 #define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
     typedef curdi_cu_result (*curdi_pfn_##name) params;

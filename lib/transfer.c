@@ -40,6 +40,7 @@
 #include "hostreg.h"
 #include "prepare.h"
 #include "resident.h"
+#include "signal.h"
 #include "staging.h"
 #include "status.h"
 #include "tuning.h"
@@ -241,6 +242,7 @@ void curdi_transfer_counts_add(curd_device *device,
 
 typedef struct curdi_gpu_ops {
     const curdi_driver *driver;
+    curd_device *device;
     curdi_cu_stream stream;
     curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
     /* Gathering plans: the kernels. */
@@ -362,17 +364,26 @@ static curd_status gpu_wait(void *context, unsigned slot)
     return CURD_OK;
 }
 
+/* The fence of a transfer: waits for what `stream` holds so far, polling
+ * the word it writes for as long as the tuning says (lib/signal.h). fix:
+ * the failure's Fix sentence. */
+static curd_status transfer_fence(curd_device *device, curdi_cu_stream stream,
+                                  const char *fix)
+{
+    const char *call;
+    curdi_cu_result cu_result = curdi_signal_wait(
+        device, stream, device->transfer->tuning.signal_spin_us * 1000u,
+        &call);
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)cu_result, call, fix);
+    return CURD_OK;
+}
+
 static curd_status gpu_finish(void *context)
 {
     curdi_gpu_ops *gpu = context;
-    curdi_cu_result cu_result;
     gpu_warm_team(gpu);
-    cu_result =
-        curdi_driver_note(gpu->driver->cuStreamSynchronize(gpu->stream));
-    if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuStreamSynchronize",
-                                 CURDI_DRIVER_FIX);
-    return CURD_OK;
+    return transfer_fence(gpu->device, gpu->stream, CURDI_DRIVER_FIX);
 }
 
 /* The stream a transfer runs on: the upload stream when one of its buffers
@@ -494,6 +505,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
         return status;
     driver = curdi_driver_get();
     gpu.driver = driver;
+    gpu.device = device;
     if (rows == NULL)
         curdi_hostreg_use_items(device, items, count);
 
@@ -958,12 +970,9 @@ static curd_status fill(curd_device *device, const char *what,
                                        CURDI_DRIVER_FIX);
     }
     if (status == CURD_OK) {
-        cu_result = curdi_driver_note(driver->cuStreamSynchronize(stream));
-        if (cu_result != CURDI_CUDA_SUCCESS) {
-            status = curdi_fail_driver((int)cu_result, "cuStreamSynchronize",
-                                       CURDI_DRIVER_FIX);
+        status = transfer_fence(device, stream, CURDI_DRIVER_FIX);
+        if (status != CURD_OK)
             stream_drain(driver, stream);
-        }
     }
     if (pooled && stream != NULL)
         curdi_stream_release(device, stream);
@@ -1064,9 +1073,7 @@ fail:
 CURD_API curd_status curd_device_sync_uploads(curd_device *device)
 {
     const char *what = "curd_device_sync_uploads";
-    const curdi_driver *driver;
     curdi_transfer_counts counts;
-    curdi_cu_result cu_result;
     uint64_t serial_limit;
     curd_status status = curdi_device_check(device, what);
     if (status != CURD_OK)
@@ -1078,20 +1085,15 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.fences = 1;
     status = curdi_transfer_counts_check(device, &counts, what);
-    if (status == CURD_OK) {
-        cu_result = curdi_driver_note(
-            driver->cuStreamSynchronize(device->upload_stream));
-        if (cu_result != CURDI_CUDA_SUCCESS)
-            status = curdi_fail_driver(
-                (int)cu_result, "cuStreamSynchronize",
-                "the uploads stay pending (their buffers cannot be freed"
-                " until a later sync succeeds); check the device with"
-                " nvidia-smi");
-    }
+    if (status == CURD_OK)
+        status = transfer_fence(
+            device, device->upload_stream,
+            "the uploads stay pending (their buffers cannot be freed"
+            " until a later sync succeeds); check the device with"
+            " nvidia-smi");
     if (status == CURD_OK) {
         curdi_fence_upload_complete(device, serial_limit);
         curdi_transfer_counts_add(device, &counts);

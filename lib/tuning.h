@@ -58,6 +58,10 @@ typedef struct curdi_tuning {
      * to the driver as it is (lib/xfer.h,
      * curdi_xfer_plan_pageable_direct); 0: never. */
     uint64_t pageable_direct_max;      /* CURD_PAGEABLE_DIRECT_MAX */
+    /* Microseconds a transfer's final wait polls the word its stream
+     * writes before it waits in the driver (lib/signal.h); 0: it waits in
+     * the driver at once. */
+    uint64_t signal_spin_us;           /* CURD_SIGNAL_SPIN_US */
 } curdi_tuning;
 
 /* Defaults. The gather crossover: below the span count, a DMA per span
@@ -93,6 +97,12 @@ typedef struct curdi_tuning {
  * H100 host of doc/PERFORMANCE.md, staging and a DMA in 9.4 us; at 64 KiB
  * staging wins (17.5 against 18.7 us). */
 #define CURDI_PAGEABLE_DIRECT_MAX_DEFAULT ((uint64_t)16 * 1024)
+
+/* Long enough for a transfer of a few MiB to end while polled (1 MiB
+ * crosses the bus in about 20 us); longer work then waits in the driver,
+ * which costs the same as before, a few microseconds late. */
+#define CURDI_SIGNAL_SPIN_US_DEFAULT 100u
+#define CURDI_SIGNAL_SPIN_US_MAX 100000u
 /* The defaults above. */
 void curdi_tuning_defaults(curdi_tuning *tuning);
 /* The defaults, then every variable that is set and valid; traces what it

@@ -40,7 +40,10 @@
  *   FAKE_CUDA_INIT_RESULT  the CUresult cuInit returns (default 0)
  *   FAKE_CUDA_NO_HOST_POINTER  when set (read at each query), devices do not
  *                       reach page-locked host memory at its host address
- *                       (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0) */
+ *                       (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0)
+ *   FAKE_CUDA_NO_STREAM_MEMOPS  when set (read at each call),
+ *                       cuStreamWriteValue32 returns
+ *                       CUDA_ERROR_NOT_SUPPORTED */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -602,6 +605,33 @@ static curdi_cu_result f_cuMemFreeHost(void *host_ptr)
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
+/* Page-locked memory from cuMemHostAlloc holding [address, + byte_len). */
+static fake_object *find_host_range(uintptr_t address, size_t byte_len)
+{
+    for (fake_object *o = objects; o != NULL; o = o->next) {
+        if (o->kind != FAKE_HOST_MEMORY)
+            continue;
+        uintptr_t start = (uintptr_t)o->address;
+        if (address >= start && address - start <= o->byte_len &&
+            byte_len <= o->byte_len - (address - start))
+            return o;
+    }
+    return NULL;
+}
+
+/* The device reaches page-locked memory at its host address. */
+static curdi_cu_result f_cuMemHostGetDevicePointer(
+    curdi_cu_deviceptr *device_ptr, void *host_ptr, unsigned int flags)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (device_ptr == NULL || flags != 0 ||
+        find_host_range((uintptr_t)host_ptr, 1) == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    *device_ptr = (curdi_cu_deviceptr)(uintptr_t)host_ptr;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
 static curdi_cu_result f_cuMemHostRegister(void *host_ptr, size_t byte_len,
                                            unsigned int flags)
 {
@@ -840,6 +870,28 @@ static curdi_cu_result f_cuStreamSynchronize(curdi_cu_stream stream)
 static curdi_cu_result f_cuStreamQuery(curdi_cu_stream stream)
 {
     return f_cuStreamSynchronize(stream);
+}
+
+/* Streams run at once here, so the word is written at once: into memory
+ * from cuMemHostAlloc (what curd asks for) or device memory. */
+static curdi_cu_result f_cuStreamWriteValue32(curdi_cu_stream stream,
+                                              curdi_cu_deviceptr address,
+                                              uint32_t value,
+                                              unsigned int flags)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (getenv("FAKE_CUDA_NO_STREAM_MEMOPS") != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_NOT_SUPPORTED);
+    if (!valid_stream(stream))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    if (flags != 0 || address % 4u != 0 || capturing(stream) ||
+        (find_host_range((uintptr_t)address, 4) == NULL &&
+         find_range((uintptr_t)address, 4) == NULL))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    __atomic_store_n((uint32_t *)(uintptr_t)address, value,
+                     __ATOMIC_RELEASE);
+    return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
 static curdi_cu_result f_cuEventCreate(curdi_cu_event *event,

@@ -1,0 +1,200 @@
+/* signal.c - words a stream writes when its work is done (see signal.h). */
+#include "signal.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "clock.h"
+#include "core.h"
+#include "driver.h"
+#include "status.h"
+
+#define SIGNAL_LINE_BYTES 64u
+#define SIGNAL_PAGE_BYTES (CURDI_SIGNAL_WORDS * SIGNAL_LINE_BYTES)
+/* Polls between two readings of the clock. */
+#define SIGNAL_POLLS_PER_CLOCK 64u
+
+struct curdi_signal_room {
+    unsigned char *page; /* NULL: the driver cannot write words */
+    curdi_cu_deviceptr device_page;
+    /* Bit i set: word i is free. */
+    _Atomic uint64_t free_words;
+    /* The last value asked of each word, read and written only by the
+     * word's holder (taking and giving back order the holders). */
+    uint32_t values[CURDI_SIGNAL_WORDS];
+    /* The driver answered a write with CUDA_ERROR_NOT_SUPPORTED: every
+     * wait from then on is the driver's. */
+    atomic_bool unsupported;
+    _Atomic uint64_t seen;
+    _Atomic uint64_t synced;
+};
+
+curd_status curdi_signal_open(curd_device *device)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    struct curdi_signal_room *room = calloc(1, sizeof *room);
+    curdi_cu_result cu_result;
+    void *page = NULL;
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not allocate the device's signal state."
+                          " Fix: free host memory.");
+    device->signal = room;
+    if (driver->cuStreamWriteValue32 == NULL
+        || driver->cuMemHostGetDevicePointer == NULL)
+        return CURD_OK;
+    cu_result = curdi_driver_note(driver->cuMemHostAlloc(
+        &page, SIGNAL_PAGE_BYTES,
+        CURDI_CU_MEMHOSTALLOC_PORTABLE | CURDI_CU_MEMHOSTALLOC_DEVICEMAP));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)cu_result, "cuMemHostAlloc",
+                                 CURDI_DRIVER_FIX);
+    room->page = page;
+    cu_result = curdi_driver_note(
+        driver->cuMemHostGetDevicePointer(&room->device_page, page, 0));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)cu_result, "cuMemHostGetDevicePointer",
+                                 CURDI_DRIVER_FIX);
+    /* Zero is no word's first value (values start at 1). */
+    for (unsigned word = 0; word < CURDI_SIGNAL_WORDS; word++)
+        __atomic_store_n((uint32_t *)(room->page + word * SIGNAL_LINE_BYTES),
+                         0u, __ATOMIC_RELAXED);
+    atomic_store(&room->free_words, UINT64_MAX);
+    return CURD_OK;
+}
+
+void curdi_signal_close(curd_device *device)
+{
+    struct curdi_signal_room *room;
+    if (device == NULL || device->signal == NULL)
+        return;
+    room = device->signal;
+    /* Errors have nowhere to go at close. */
+    if (room->page != NULL && curdi_driver_usable())
+        (void)curdi_driver_note(curdi_driver_get()->cuMemFreeHost(room->page));
+    free(room);
+    device->signal = NULL;
+}
+
+/* A free word, taken; CURDI_SIGNAL_WORDS when none is free. */
+static unsigned take_word(struct curdi_signal_room *room)
+{
+    uint64_t free_words = atomic_load_explicit(&room->free_words,
+                                               memory_order_relaxed);
+    while (free_words != 0) {
+        unsigned word = (unsigned)__builtin_ctzll(free_words);
+        if (atomic_compare_exchange_weak_explicit(
+                &room->free_words, &free_words,
+                free_words & ~((uint64_t)1 << word), memory_order_acquire,
+                memory_order_relaxed))
+            return word;
+    }
+    return CURDI_SIGNAL_WORDS;
+}
+
+static void give_word(struct curdi_signal_room *room, unsigned word)
+{
+    atomic_fetch_or_explicit(&room->free_words, (uint64_t)1 << word,
+                             memory_order_release);
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Whether `word` reads `value` within spin_ns. The acquire load orders
+ * the caller's later reads of the work's bytes after it. */
+static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
+{
+    uint64_t deadline = 0;
+    for (unsigned polls = 0;; polls++) {
+        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == value)
+            return true;
+        if (polls % SIGNAL_POLLS_PER_CLOCK == 0) {
+            uint64_t now = curdi_clock_ns();
+            if (deadline == 0)
+                deadline = now + spin_ns;
+            else if (now >= deadline)
+                return false;
+        }
+        cpu_relax();
+    }
+}
+
+/* Asks the stream to write word's next value and polls for it: SUCCESS
+ * once seen; NOT_READY when the poll ran out or the driver does not
+ * support the write (the caller then waits in the driver); the driver's
+ * error when it refused the write otherwise. */
+static curdi_cu_result wait_on_word(struct curdi_signal_room *room,
+                                    unsigned word, curdi_cu_stream stream,
+                                    uint64_t spin_ns)
+{
+    uint32_t value = room->values[word] + 1u;
+    curdi_cu_result cu_result;
+    /* A value of 0 could be a fresh word's: skip it when the count wraps. */
+    if (value == 0)
+        value = 1;
+    room->values[word] = value;
+    cu_result = curdi_driver_note(curdi_driver_get()->cuStreamWriteValue32(
+        stream, room->device_page + (curdi_cu_deviceptr)word * SIGNAL_LINE_BYTES,
+        value, CURDI_CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (cu_result == CURDI_CUDA_SUCCESS)
+        return poll_word(
+                   (const uint32_t *)(room->page + word * SIGNAL_LINE_BYTES),
+                   value, spin_ns)
+                   ? CURDI_CUDA_SUCCESS
+                   : CURDI_CUDA_ERROR_NOT_READY;
+    if (cu_result == CURDI_CUDA_ERROR_NOT_SUPPORTED) {
+        if (!atomic_exchange(&room->unsupported, true))
+            curdi_trace("cuStreamWriteValue32 is not supported here: "
+                        "transfers wait in cuStreamSynchronize");
+        return CURDI_CUDA_ERROR_NOT_READY;
+    }
+    return cu_result;
+}
+
+curdi_cu_result curdi_signal_wait(curd_device *device, curdi_cu_stream stream,
+                                  uint64_t spin_ns, const char **out_call)
+{
+    struct curdi_signal_room *room = device->signal;
+    if (spin_ns > 0 && room->page != NULL
+        && !atomic_load_explicit(&room->unsupported, memory_order_relaxed)) {
+        unsigned word = take_word(room);
+        if (word < CURDI_SIGNAL_WORDS) {
+            curdi_cu_result cu_result =
+                wait_on_word(room, word, stream, spin_ns);
+            give_word(room, word);
+            if (cu_result != CURDI_CUDA_ERROR_NOT_READY) {
+                *out_call = "cuStreamWriteValue32";
+                if (cu_result == CURDI_CUDA_SUCCESS)
+                    atomic_fetch_add_explicit(&room->seen, 1u,
+                                              memory_order_relaxed);
+                return cu_result;
+            }
+        }
+    }
+    atomic_fetch_add_explicit(&room->synced, 1u, memory_order_relaxed);
+    *out_call = "cuStreamSynchronize";
+    return curdi_driver_note(
+        curdi_driver_get()->cuStreamSynchronize(stream));
+}
+
+bool curdi_signal_available(const curd_device *device)
+{
+    const struct curdi_signal_room *room = device->signal;
+    return room->page != NULL && !atomic_load(&room->unsupported);
+}
+
+void curdi_signal_counts(const curd_device *device, uint64_t *out_seen,
+                         uint64_t *out_synced)
+{
+    struct curdi_signal_room *room = device->signal;
+    *out_seen = atomic_load(&room->seen);
+    *out_synced = atomic_load(&room->synced);
+}

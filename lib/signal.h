@@ -1,0 +1,67 @@
+/* signal.h - the signal room: words of page-locked host memory that a
+ * stream's work writes when it reaches them, so that a thread waiting for
+ * a short piece of work sees its end with a load instead of a driver
+ * wait.
+ *
+ * Why: the driver's own wait adds to every synchronous transfer a cost
+ * that a word written by the stream does not. On the H100 host of
+ * doc/PERFORMANCE.md (raw driver, same run), a 4 KiB DMA fenced by
+ * cuStreamSynchronize took 7.46 us down and 7.82 us up; fenced by a
+ * cuStreamWriteValue32 behind it and a poll of the word, 6.62 and
+ * 7.21 us (64 KiB: 8.60 against 7.84, 9.23 against 8.74).
+ *
+ * The room owns one page, mapped for the device, of CURDI_SIGNAL_WORDS
+ * words, each on a cache line of its own, and hands them out one per
+ * wait: a waiter takes a free word, asks its stream to write the word's
+ * next value behind the work enqueued so far (the write waits for that
+ * work and is preceded by a system-wide memory fence, so the work's bytes
+ * are visible once the value is), polls for up to spin_ns, and gives the
+ * word back. Work that takes longer, every word taken, or a driver
+ * without stream memory operations (no entry point, or
+ * CUDA_ERROR_NOT_SUPPORTED): the wait is cuStreamSynchronize, as before,
+ * and its result is the wait's. A write the driver refuses otherwise is
+ * the wait's failure, like any enqueue that fails. A stream whose work
+ * fails never writes the value; the driver wait then reports the
+ * failure.
+ *
+ * Behind curd_device.signal; lock-free (the free words are one atomic
+ * mask; a word's value belongs to whoever holds the word). */
+#ifndef CURD_LIB_SIGNAL_H
+#define CURD_LIB_SIGNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_abi.h"
+#include "curd.h"
+
+struct curd_device;
+
+/* Words on one page, one per 64-byte line. */
+#define CURDI_SIGNAL_WORDS 64u
+
+/* Allocates the page (context current; a failure fails the open, named
+ * by its driver call). A driver without cuStreamWriteValue32 or
+ * cuMemHostGetDevicePointer gets no page and every wait is the driver's. */
+curd_status curdi_signal_open(struct curd_device *device);
+/* Frees the page (context current). NULL-safe. */
+void curdi_signal_close(struct curd_device *device);
+
+/* Waits for the work enqueued on `stream` so far (context current), as
+ * above; spin_ns 0 is cuStreamSynchronize alone. Returns the driver's
+ * result, with *out_call the call it came from. */
+curdi_cu_result curdi_signal_wait(struct curd_device *device,
+                                  curdi_cu_stream stream, uint64_t spin_ns,
+                                  const char **out_call);
+
+/* Whether waits may end on a word: the driver writes them and no write
+ * was refused as unsupported (the tests' view: which call a fence makes
+ * first). */
+bool curdi_signal_available(const struct curd_device *device);
+
+/* How many waits ended on their word and how many in the driver's wait
+ * (the tests' view). */
+void curdi_signal_counts(const struct curd_device *device,
+                         uint64_t *out_seen, uint64_t *out_synced);
+
+#endif

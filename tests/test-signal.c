@@ -1,0 +1,220 @@
+/* test-signal.c - the fence every synchronous transfer ends with: a word
+ * of page-locked memory its stream writes behind the work, polled, with
+ * the driver's own wait where the word cannot serve (lib/signal.h).
+ *
+ * Each test moves fresh random bytes both ways at several sizes, poisons
+ * what it reads into first and compares every byte with the host model,
+ * and reads the signal room's counts to see which way each fence ended.
+ * Each opens device 0 or skips with the reason; test-signal-fake.c runs
+ * them on the stand-in driver, whose streams write the word at once. */
+#include <glib.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "signal.h"
+#include "support/curd-test.h"
+#include "transfer-test.h"
+
+/* Opens device 0 with CURD_SIGNAL_SPIN_US set to value while it opens
+ * (NULL: unset); NULL when there is none (the test then skipped). */
+static curd_device *open_spinning(const char *value)
+{
+    curd_device *device;
+    if (value != NULL)
+        g_setenv("CURD_SIGNAL_SPIN_US", value, TRUE);
+    device = curd_test_gpu_open();
+    g_unsetenv("CURD_SIGNAL_SPIN_US");
+    return device;
+}
+
+typedef struct signal_counts {
+    uint64_t seen;
+    uint64_t synced;
+} signal_counts;
+
+static signal_counts counts_of(curd_device *device)
+{
+    signal_counts counts;
+    curdi_signal_counts(device, &counts.seen, &counts.synced);
+    return counts;
+}
+
+/* One upload of fresh random bytes into a new buffer of byte_len and one
+ * download of them into poisoned memory, every byte compared: two fences. */
+static void round_trip(curd_device *device, size_t byte_len)
+{
+    curd_buffer buffer = {0};
+    unsigned char *model = g_malloc(byte_len);
+    unsigned char *back = g_malloc(byte_len);
+    curd_test_fill_random(model, byte_len);
+    curd_test_poison(back, byte_len);
+    g_assert_cmpint(curd_buffer_alloc(device, byte_len, &buffer), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, byte_len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_download(device, buffer, back, byte_len), ==,
+                    CURD_OK);
+    assert_same_bytes(back, model, byte_len);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(back);
+    g_free(model);
+}
+
+static const size_t sizes[] = {1, 4096, 65536, 1u << 20, 16u << 20};
+
+static void test_transfers_end_on_the_word_their_stream_writes(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return;
+    if (!curdi_signal_available(device)) {
+        g_test_skip("the driver has no stream memory operations");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return;
+    }
+    enum { ROUNDS = 8 };
+    signal_counts before = counts_of(device);
+    uint64_t fences = transfer_test_take(device).fences;
+    for (unsigned round = 0; round < ROUNDS; round++)
+        for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
+            round_trip(device, sizes[i]);
+    signal_counts after = counts_of(device);
+    uint64_t fenced = transfer_test_take(device).fences - fences;
+    /* Every fence is one wait, ended one way or the other. */
+    g_assert_cmpuint(fenced, ==, 2u * ROUNDS * G_N_ELEMENTS(sizes));
+    g_assert_cmpuint((after.seen - before.seen)
+                         + (after.synced - before.synced),
+                     ==, fenced);
+    /* The small ones end well inside the default 100 us of polling; a
+     * slow moment of the host may push a few past it. */
+    g_assert_cmpuint(after.seen - before.seen, >=, 2u * ROUNDS * 3u / 2u);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static void test_a_spin_of_zero_waits_in_the_driver(void)
+{
+    curd_device *device = open_spinning("0");
+    if (device == NULL)
+        return;
+    signal_counts before = counts_of(device);
+    for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
+        round_trip(device, sizes[i]);
+    signal_counts after = counts_of(device);
+    g_assert_cmpuint(after.seen, ==, before.seen);
+    g_assert_cmpuint(after.synced - before.synced, ==,
+                     2u * G_N_ELEMENTS(sizes));
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* A driver that has the entry point but refuses the write as unsupported:
+ * that transfer and every later one wait in the driver, and succeed. */
+static void test_an_unsupported_write_leaves_the_driver_wait(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return;
+    if (!curdi_signal_available(device)) {
+        g_test_skip("the driver has no stream memory operations");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return;
+    }
+    signal_counts before = counts_of(device);
+    curd_test_faults_begin(1, 801 /* CUDA_ERROR_NOT_SUPPORTED */,
+                           "cuStreamWriteValue32");
+    round_trip(device, 4096);
+    g_assert_true(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    g_assert_false(curdi_signal_available(device));
+    /* No write is asked for again. */
+    curd_test_faults_begin(1, 999, "cuStreamWriteValue32");
+    round_trip(device, 65536);
+    g_assert_false(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    signal_counts after = counts_of(device);
+    g_assert_cmpuint(after.seen, ==, before.seen);
+    g_assert_cmpuint(after.synced - before.synced, ==, 4u);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* A write the driver refuses otherwise fails the transfer like any
+ * enqueue: typed, with its Fix sentence, nothing counted; the next one
+ * works. */
+static void test_a_refused_write_fails_its_transfer(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return;
+    if (!curdi_signal_available(device)) {
+        g_test_skip("the driver has no stream memory operations");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return;
+    }
+    enum { LEN = 8192 };
+    curd_buffer buffer = {0};
+    unsigned char *model = g_malloc(LEN);
+    curd_test_fill_random(model, LEN);
+    g_assert_cmpint(curd_buffer_alloc(device, LEN, &buffer), ==, CURD_OK);
+    transfer_test_snapshot before = transfer_test_take(device);
+    curd_test_faults_begin(1, 999, "cuStreamWriteValue32");
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, LEN), ==,
+                    CURD_E_DRIVER);
+    g_assert_true(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "cuStreamWriteValue32"));
+    assert_snapshot_equal(transfer_test_take(device), before);
+    g_assert_true(curdi_signal_available(device));
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(model);
+    round_trip(device, LEN);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* More threads than words: each fence takes a free word or, with none
+ * free, waits in the driver; every byte arrives either way. */
+#define THREADS 80
+#define THREAD_ROUNDS 6
+
+static gpointer thread_round_trips(gpointer data)
+{
+    curd_device *device = data;
+    for (unsigned round = 0; round < THREAD_ROUNDS; round++)
+        round_trip(device, (size_t)g_random_int_range(1, 256 * 1024));
+    return NULL;
+}
+
+static void test_threads_share_the_words(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return;
+    GThread *threads[THREADS];
+    signal_counts before = counts_of(device);
+    for (unsigned i = 0; i < THREADS; i++)
+        threads[i] = g_thread_new("round-trips", thread_round_trips, device);
+    for (unsigned i = 0; i < THREADS; i++)
+        g_thread_join(threads[i]);
+    signal_counts after = counts_of(device);
+    g_assert_cmpuint((after.seen - before.seen)
+                         + (after.synced - before.synced),
+                     ==, 2u * THREADS * THREAD_ROUNDS);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static const transfer_test_case cases[] = {
+    {"transfers-end-on-the-word-their-stream-writes",
+     test_transfers_end_on_the_word_their_stream_writes},
+    {"a-spin-of-zero-waits-in-the-driver",
+     test_a_spin_of_zero_waits_in_the_driver},
+    {"an-unsupported-write-leaves-the-driver-wait",
+     test_an_unsupported_write_leaves_the_driver_wait},
+    {"a-refused-write-fails-its-transfer",
+     test_a_refused_write_fails_its_transfer},
+    {"threads-share-the-words", test_threads_share_the_words},
+};
+
+int main(int argc, char **argv)
+{
+    return transfer_test_main(argc, argv, "signal", cases, G_N_ELEMENTS(cases));
+}
