@@ -519,6 +519,33 @@ static curd_device *soaked(unsigned threads, double seconds,
     return device;
 }
 
+/* The driver keeps what it pooled for the context at its high-water mark
+ * (for as many streams and events, and stream memory operations, as the
+ * threads held at once), so a life that reaches a new mark leaves less
+ * free memory behind without any leak, once; a leak of curd's recurs with
+ * every life. After a life that left less, up to three more lives run:
+ * true when one of them leaves free memory as it found it. On the H100 a
+ * 16-thread life once left 2 MiB so, after a first life as long. */
+static bool free_memory_settles(curd_device *observer, unsigned threads,
+                                double seconds, uint64_t free_now)
+{
+    for (unsigned life = 0; life < 3; life++) {
+        curd_program *add_one;
+        counted sum;
+        curd_device *device = soaked(threads, seconds, &add_one, &sum);
+        ok(curd_program_free(add_one), "curd_program_free");
+        ok(curd_device_close(device), "curd_device_close");
+        uint64_t free_after = free_memory(observer);
+        g_test_message("another life: free memory %" PRIu64 " before, %"
+                       PRIu64 " after",
+                       free_now, free_after);
+        if (free_after == free_now)
+            return true;
+        free_now = free_after;
+    }
+    return false;
+}
+
 static void soak(unsigned threads)
 {
     /* The observer holds the GPU's context and reads its free memory
@@ -578,8 +605,11 @@ static void soak(unsigned threads)
     g_assert_cmpuint(stats.accounting_repairs, ==, 0);
     pool_balances("device", &stats.device_pool);
     pool_balances("pinned", &stats.pinned_pool);
-    if (free_memory_comparable())
-        g_assert_cmpuint(free_after, ==, free_before);
+    if (free_memory_comparable() && free_after != free_before
+        && !free_memory_settles(observer, threads, seconds, free_after))
+        g_error("free memory went from %" PRIu64 " to %" PRIu64
+                " over the soak and kept falling in three more lives",
+                free_before, free_after);
     if (on_fake)
         live_as_before(live_before, "the soak");
     ok(curd_device_close(observer), "curd_device_close");
