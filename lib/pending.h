@@ -39,8 +39,8 @@ struct curd_pending {
     curdi_cu_event events[2]; /* start, end (timing enabled) */
     /* Timed work is fenced by its end event and measured from its start;
      * untimed work (a synchronous call that asked for no timing) takes no
-     * events: its wait is one stream synchronisation, as the raw driver's
-     * would be, and its device_ns stays 0. */
+     * events: its wait is the stream's word (lib/signal.h), or one stream
+     * synchronisation, and its device_ns stays 0. */
     bool timed;
     bool events_taken;
     bool waited;              /* a wait began */

@@ -16,6 +16,7 @@
 #define SIGNAL_POLLS_PER_CLOCK 64u
 
 struct curdi_signal_room {
+    uint64_t spin_ns; /* fixed once the device is open */
     unsigned char *page; /* NULL: the driver cannot write words */
     curdi_cu_deviceptr device_page;
     /* Bit i set: word i is free. */
@@ -159,10 +160,16 @@ static curdi_cu_result wait_on_word(struct curdi_signal_room *room,
     return cu_result;
 }
 
+void curdi_signal_set_spin(curd_device *device, uint64_t spin_ns)
+{
+    device->signal->spin_ns = spin_ns;
+}
+
 curdi_cu_result curdi_signal_wait(curd_device *device, curdi_cu_stream stream,
-                                  uint64_t spin_ns, const char **out_call)
+                                  const char **out_call)
 {
     struct curdi_signal_room *room = device->signal;
+    uint64_t spin_ns = room->spin_ns;
     if (spin_ns > 0 && room->page != NULL
         && !atomic_load_explicit(&room->unsupported, memory_order_relaxed)) {
         unsigned word = take_word(room);

@@ -47,11 +47,18 @@ curd_status curdi_signal_open(struct curd_device *device);
 /* Frees the page (context current). NULL-safe. */
 void curdi_signal_close(struct curd_device *device);
 
+/* How long a wait polls its word, in nanoseconds (0: waits are the
+ * driver's alone); set once as the device opens, before any wait (the
+ * transfer room sets it from the device's tuning, CURD_SIGNAL_SPIN_US). */
+void curdi_signal_set_spin(struct curd_device *device, uint64_t spin_ns);
+
 /* Waits for the work enqueued on `stream` so far (context current), as
- * above; spin_ns 0 is cuStreamSynchronize alone. Returns the driver's
- * result, with *out_call the call it came from. */
+ * above. For a wait that follows its work's enqueue at once: for work
+ * that may have ended long ago, cuStreamSynchronize returns at once,
+ * where the word still has to cross the bus. Returns the driver's result,
+ * with *out_call the call it came from. */
 curdi_cu_result curdi_signal_wait(struct curd_device *device,
-                                  curdi_cu_stream stream, uint64_t spin_ns,
+                                  curdi_cu_stream stream,
                                   const char **out_call);
 
 /* Whether waits may end on a word: the driver writes them and no write

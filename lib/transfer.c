@@ -81,6 +81,7 @@ curd_status curdi_transfer_open(curd_device *device)
                           " Fix: free system resources.");
     }
     curdi_tuning_from_env(&room->tuning);
+    curdi_signal_set_spin(device, room->tuning.signal_spin_us * 1000u);
     device->transfer = room;
     return CURD_OK;
 }
@@ -371,9 +372,7 @@ static curd_status transfer_fence(curd_device *device, curdi_cu_stream stream,
                                   const char *fix)
 {
     const char *call;
-    curdi_cu_result cu_result = curdi_signal_wait(
-        device, stream, device->transfer->tuning.signal_spin_us * 1000u,
-        &call);
+    curdi_cu_result cu_result = curdi_signal_wait(device, stream, &call);
     if (cu_result != CURDI_CUDA_SUCCESS)
         return curdi_fail_driver((int)cu_result, call, fix);
     return CURD_OK;

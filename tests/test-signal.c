@@ -14,6 +14,7 @@
 
 #include "signal.h"
 #include "support/curd-test.h"
+#include "support/kernel-load.h"
 #include "transfer-test.h"
 
 /* Opens device 0 with CURD_SIGNAL_SPIN_US set to value while it opens
@@ -171,6 +172,69 @@ static void test_a_refused_write_fails_its_transfer(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* A synchronous dispatch that asked for no timing waits on its word too;
+ * an asynchronous one, whose wait may come long after its work ended,
+ * waits on its end event. add_one on fresh random words, read back into
+ * poisoned memory. */
+static void test_a_synchronous_dispatch_ends_on_its_word(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return;
+    if (!curdi_signal_available(device)) {
+        g_test_skip("the driver has no stream memory operations");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return;
+    }
+    curd_program *add_one = NULL;
+    g_assert_cmpint(curd_test_kernel_load(device, "add_one.ptx",
+                                          "curd_add_one", &add_one),
+                    ==, CURD_OK);
+    enum { WORDS = 100000 };
+    uint32_t words = WORDS;
+    guint32 *model = g_new(guint32, WORDS);
+    guint32 *back = g_new(guint32, WORDS);
+    curd_test_fill_random(model, WORDS * sizeof *model);
+    memcpy(back, model, WORDS * sizeof *model);
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = WORDS;
+    launch.block[0] = 128;
+    curd_arg args[2] = {
+        curd_arg_host(CURD_ROLE_INOUT, back, WORDS * sizeof *back),
+        curd_arg_scalar(&words, sizeof words)};
+
+    signal_counts before = counts_of(device);
+    g_assert_cmpint(curd_dispatch(device, add_one, &launch, args, 2), ==,
+                    CURD_OK);
+    signal_counts after = counts_of(device);
+    g_assert_cmpuint((after.seen - before.seen)
+                         + (after.synced - before.synced),
+                     ==, 1);
+    for (size_t i = 0; i < WORDS; i++)
+        model[i] += 1u;
+    assert_same_bytes(back, model, WORDS * sizeof *model);
+
+    curd_pending *pending = NULL;
+    before = after;
+    g_assert_cmpint(curd_dispatch_async(device, add_one, &launch, args, 2,
+                                        &pending),
+                    ==, CURD_OK);
+    g_assert_cmpint(curd_pending_wait(pending, NULL), ==, CURD_OK);
+    g_assert_cmpint(curd_pending_free(pending), ==, CURD_OK);
+    after = counts_of(device);
+    g_assert_cmpuint(after.seen, ==, before.seen);
+    g_assert_cmpuint(after.synced, ==, before.synced);
+    for (size_t i = 0; i < WORDS; i++)
+        model[i] += 1u;
+    assert_same_bytes(back, model, WORDS * sizeof *model);
+
+    g_free(back);
+    g_free(model);
+    g_assert_cmpint(curd_program_free(add_one), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 /* More threads than words: each fence takes a free word or, with none
  * free, waits in the driver; every byte arrives either way. */
 #define THREADS 80
@@ -211,6 +275,8 @@ static const transfer_test_case cases[] = {
      test_an_unsupported_write_leaves_the_driver_wait},
     {"a-refused-write-fails-its-transfer",
      test_a_refused_write_fails_its_transfer},
+    {"a-synchronous-dispatch-ends-on-its-word",
+     test_a_synchronous_dispatch_ends_on_its_word},
     {"threads-share-the-words", test_threads_share_the_words},
 };
 
