@@ -24,7 +24,7 @@
 #include "curd.h"
 #include "pool.h"
 
-struct curdi_signal_room;
+struct curdi_beacon_room;
 struct curdi_resident_table;
 struct curdi_host_registry;
 struct curdi_fence_room;
@@ -75,7 +75,7 @@ struct curd_device {
 
     /* One pointer per other room above the core, each that room's own
      * state. */
-    struct curdi_signal_room *signal;          /* signal.c */
+    struct curdi_beacon_room *beacon;          /* beacon.c */
     struct curdi_resident_table *resident;     /* resident.c */
     struct curdi_host_registry *host_registry; /* hostreg.c */
     struct curdi_fence_room *fence;            /* fence.c */

@@ -5,7 +5,7 @@
  *
  * A device opens in this order, and closes in the reverse one:
  *   the core (primary context retained and pushed, properties read,
- *   upload stream), the signal room (the words streams write), the
+ *   upload stream), the beacon room (the words streams write), the
  *   memory room (pools), the resident room, host
  *   registrations, the fence room, the gather room, the transfer room,
  *   the program room (the module cache), the dispatch room (its
@@ -33,7 +33,7 @@
 #include "program.h"
 #include "resident.h"
 #include "session.h"
-#include "signal.h"
+#include "beacon.h"
 #include "status.h"
 #include "transfer.h"
 
@@ -94,7 +94,7 @@ typedef struct room {
 } room;
 
 static const room rooms[] = {
-    {curdi_signal_open, curdi_signal_close},
+    {curdi_beacon_open, curdi_beacon_close},
     {curdi_memory_open, curdi_memory_close},
     {curdi_resident_open, curdi_resident_close},
     {curdi_hostreg_open, curdi_hostreg_close},

@@ -8,7 +8,7 @@
 #include "clock.h"
 #include "core.h"
 #include "driver.h"
-#include "signal.h"
+#include "beacon.h"
 #include "status.h"
 
 void curdi_pending_init(curd_pending *pending, curd_device *device,
@@ -112,12 +112,12 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
     }
     const curdi_driver *driver = curdi_driver_get();
     /* Untimed work is a synchronous call's, waited for as soon as it is
-     * enqueued: the stream writes a word behind it (lib/signal.h). */
+     * enqueued: the stream writes a word behind it (lib/beacon.h). */
     const char *call = "cuEventSynchronize";
     curdi_cu_result rc =
         pending->timed
             ? curdi_driver_note(driver->cuEventSynchronize(pending->events[1]))
-            : curdi_signal_wait(device, pending->stream, &call);
+            : curdi_beacon_wait(device, pending->stream, &call);
     if (rc != CURDI_CUDA_SUCCESS) {
         status = curdi_pending_fail_driver(device, rc, call);
         curdi_device_leave(device);

@@ -39,7 +39,7 @@ struct curd_pending {
     curdi_cu_event events[2]; /* start, end (timing enabled) */
     /* Timed work is fenced by its end event and measured from its start;
      * untimed work (a synchronous call that asked for no timing) takes no
-     * events: its wait is the stream's word (lib/signal.h), or one stream
+     * events: its wait is the stream's word (lib/beacon.h), or one stream
      * synchronisation, and its device_ns stays 0. */
     bool timed;
     bool events_taken;

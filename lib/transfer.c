@@ -40,7 +40,7 @@
 #include "hostreg.h"
 #include "prepare.h"
 #include "resident.h"
-#include "signal.h"
+#include "beacon.h"
 #include "staging.h"
 #include "status.h"
 #include "tuning.h"
@@ -81,7 +81,7 @@ curd_status curdi_transfer_open(curd_device *device)
                           " Fix: free system resources.");
     }
     curdi_tuning_from_env(&room->tuning);
-    curdi_signal_set_spin(device, room->tuning.signal_spin_us * 1000u);
+    curdi_beacon_set_spin(device, room->tuning.fence_spin_us * 1000u);
     device->transfer = room;
     return CURD_OK;
 }
@@ -366,13 +366,13 @@ static curd_status gpu_wait(void *context, unsigned slot)
 }
 
 /* The fence of a transfer: waits for what `stream` holds so far, polling
- * the word it writes for as long as the tuning says (lib/signal.h). fix:
+ * the word it writes for as long as the tuning says (lib/beacon.h). fix:
  * the failure's Fix sentence. */
 static curd_status transfer_fence(curd_device *device, curdi_cu_stream stream,
                                   const char *fix)
 {
     const char *call;
-    curdi_cu_result cu_result = curdi_signal_wait(device, stream, &call);
+    curdi_cu_result cu_result = curdi_beacon_wait(device, stream, &call);
     if (cu_result != CURDI_CUDA_SUCCESS)
         return curdi_fail_driver((int)cu_result, call, fix);
     return CURD_OK;

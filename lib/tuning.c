@@ -26,7 +26,7 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     tuning->streaming_upload_min = UINT64_MAX;
     tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
-    tuning->signal_spin_us = CURDI_SIGNAL_SPIN_US_DEFAULT;
+    tuning->fence_spin_us = CURDI_FENCE_SPIN_US_DEFAULT;
 }
 
 /* The numeric variables: where each goes and what it may be. "off" sets
@@ -66,8 +66,8 @@ static const knob knobs[] = {
      (uint64_t)1 << 40, true},
     {"CURD_PAGEABLE_DIRECT_MAX", KNOB_FIELD(pageable_direct_max), 0,
      CURDI_CHUNK_BYTES_LIMIT, false},
-    {"CURD_SIGNAL_SPIN_US", KNOB_FIELD(signal_spin_us), 0,
-     CURDI_SIGNAL_SPIN_US_MAX, false},
+    {"CURD_FENCE_SPIN_US", KNOB_FIELD(fence_spin_us), 0,
+     CURDI_FENCE_SPIN_US_MAX, false},
 };
 
 /* A count or a size: decimal digits, then optionally k, m or g (KiB, MiB,
@@ -174,5 +174,5 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->copy_spin_us, tuning->copy_piece_bytes, tuning->copy_parallel_min,
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min,
-                    tuning->pageable_direct_max, tuning->signal_spin_us);
+                    tuning->pageable_direct_max, tuning->fence_spin_us);
 }

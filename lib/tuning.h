@@ -59,9 +59,9 @@ typedef struct curdi_tuning {
      * curdi_xfer_plan_pageable_direct); 0: never. */
     uint64_t pageable_direct_max;      /* CURD_PAGEABLE_DIRECT_MAX */
     /* Microseconds a transfer's final wait polls the word its stream
-     * writes before it waits in the driver (lib/signal.h); 0: it waits in
+     * writes before it waits in the driver (lib/beacon.h); 0: it waits in
      * the driver at once. */
-    uint64_t signal_spin_us;           /* CURD_SIGNAL_SPIN_US */
+    uint64_t fence_spin_us;           /* CURD_FENCE_SPIN_US */
 } curdi_tuning;
 
 /* Defaults. The gather crossover: below the span count, a DMA per span
@@ -101,8 +101,8 @@ typedef struct curdi_tuning {
 /* Long enough for a transfer of a few MiB to end while polled (1 MiB
  * crosses the bus in about 20 us); longer work then waits in the driver,
  * which costs the same as before, a few microseconds late. */
-#define CURDI_SIGNAL_SPIN_US_DEFAULT 100u
-#define CURDI_SIGNAL_SPIN_US_MAX 100000u
+#define CURDI_FENCE_SPIN_US_DEFAULT 100u
+#define CURDI_FENCE_SPIN_US_MAX 100000u
 /* The defaults above. */
 void curdi_tuning_defaults(curdi_tuning *tuning);
 /* The defaults, then every variable that is set and valid; traces what it

@@ -15,7 +15,7 @@ static const char *const variables[] = {
     "CURD_COPY_THREADS",           "CURD_COPY_PIECE_BYTES",
     "CURD_COPY_PARALLEL_MIN",      "CURD_COPY_SPIN_US",
     "CURD_STREAMING_DOWNLOAD_MIN", "CURD_STREAMING_UPLOAD_MIN",
-    "CURD_PAGEABLE_DIRECT_MAX",    "CURD_SIGNAL_SPIN_US",
+    "CURD_PAGEABLE_DIRECT_MAX",    "CURD_FENCE_SPIN_US",
 };
 
 static void unset_all(void)
@@ -49,7 +49,7 @@ static void test_without_variables_the_defaults_hold(void)
     g_assert_cmpuint(defaults.copy_threads, ==, 0);
     g_assert_cmpuint(defaults.copy_spin_us, ==, 0);
     g_assert_cmpuint(defaults.streaming_upload_min, ==, UINT64_MAX);
-    g_assert_cmpuint(defaults.signal_spin_us, ==, CURDI_SIGNAL_SPIN_US_DEFAULT);
+    g_assert_cmpuint(defaults.fence_spin_us, ==, CURDI_FENCE_SPIN_US_DEFAULT);
 }
 
 static void test_every_variable_sets_its_field(void)
@@ -88,9 +88,9 @@ static void test_every_variable_sets_its_field(void)
     g_assert_cmpuint(
         read_with("CURD_PAGEABLE_DIRECT_MAX", "64k").pageable_direct_max, ==,
         64u << 10);
-    g_assert_cmpuint(read_with("CURD_SIGNAL_SPIN_US", "0").signal_spin_us, ==,
+    g_assert_cmpuint(read_with("CURD_FENCE_SPIN_US", "0").fence_spin_us, ==,
                      0);
-    g_assert_cmpuint(read_with("CURD_SIGNAL_SPIN_US", "2000").signal_spin_us,
+    g_assert_cmpuint(read_with("CURD_FENCE_SPIN_US", "2000").fence_spin_us,
                      ==, 2000);
 }
 
@@ -102,7 +102,7 @@ static void test_bad_values_are_ignored(void)
         {"CURD_CHUNK_MAX_BYTES", "2g"},     {"CURD_STAGING_SLOTS", "9"},
         {"CURD_STAGING_SLOTS", "three"},    {"CURD_COPY_THREADS", "33"},
         {"CURD_COPY_PIECE_BYTES", "64kb"},  {"CURD_COPY_SPIN_US", "100001"},
-        {"CURD_SIGNAL_SPIN_US", "100001"},  {"CURD_SIGNAL_SPIN_US", "-1"},
+        {"CURD_FENCE_SPIN_US", "100001"},  {"CURD_FENCE_SPIN_US", "-1"},
         {"CURD_COPY_PARALLEL_MIN", ""},     {"CURD_STAGING_SLOTS", " 4"},
         {"CURD_COPY_THREADS", "off"},       {"CURD_CHUNK_MIN_BYTES",
                                              "99999999999999999999"},

@@ -1,4 +1,4 @@
-/* signal.h - the signal room: words of page-locked host memory that a
+/* beacon.h - the beacon room: words of page-locked host memory that a
  * stream's work writes when it reaches them, so that a thread waiting for
  * a short piece of work sees its end with a load instead of a driver
  * wait.
@@ -10,10 +10,11 @@
  * cuStreamWriteValue32 behind it and a poll of the word, 6.62 and
  * 7.21 us (64 KiB: 8.60 against 7.84, 9.23 against 8.74).
  *
- * The room owns one page, mapped for the device, of CURDI_SIGNAL_WORDS
- * words, each on a cache line of its own, and hands them out one per
- * wait: a waiter takes a free word, asks its stream to write the word's
- * next value behind the work enqueued so far (the write waits for that
+ * The room owns one page (made at the first wait), mapped for the
+ * device, of CURDI_BEACON_WORDS words, each on a cache line of its own,
+ * and hands them out one per wait: a waiter takes a free word, asks its
+ * stream to write the word's next value behind the work enqueued so far
+ * (the write waits for that
  * work and is preceded by a system-wide memory fence, so the work's bytes
  * are visible once the value is), polls for up to spin_ns, and gives the
  * word back. Work that takes longer, every word taken, or a driver
@@ -24,10 +25,10 @@
  * fails never writes the value; the driver wait then reports the
  * failure.
  *
- * Behind curd_device.signal; lock-free (the free words are one atomic
+ * Behind curd_device.beacon; lock-free (the free words are one atomic
  * mask; a word's value belongs to whoever holds the word). */
-#ifndef CURD_LIB_SIGNAL_H
-#define CURD_LIB_SIGNAL_H
+#ifndef CURD_LIB_BEACON_H
+#define CURD_LIB_BEACON_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -38,37 +39,40 @@
 struct curd_device;
 
 /* Words on one page, one per 64-byte line. */
-#define CURDI_SIGNAL_WORDS 64u
+#define CURDI_BEACON_WORDS 64u
 
-/* Allocates the page (context current; a failure fails the open, named
- * by its driver call). A driver without cuStreamWriteValue32 or
+/* Creates the room; no driver call: the page is made by the first wait
+ * that polls, so a device that never waits holds none (and a close after
+ * the driver's teardown, which makes no driver call, leaves none behind).
+ * A page that cannot be made leaves that wait to the driver; a later one
+ * tries again. A driver without cuStreamWriteValue32 or
  * cuMemHostGetDevicePointer gets no page and every wait is the driver's. */
-curd_status curdi_signal_open(struct curd_device *device);
-/* Frees the page (context current). NULL-safe. */
-void curdi_signal_close(struct curd_device *device);
+curd_status curdi_beacon_open(struct curd_device *device);
+/* Frees the page, if made (context current). NULL-safe. */
+void curdi_beacon_close(struct curd_device *device);
 
 /* How long a wait polls its word, in nanoseconds (0: waits are the
  * driver's alone); set once as the device opens, before any wait (the
- * transfer room sets it from the device's tuning, CURD_SIGNAL_SPIN_US). */
-void curdi_signal_set_spin(struct curd_device *device, uint64_t spin_ns);
+ * transfer room sets it from the device's tuning, CURD_FENCE_SPIN_US). */
+void curdi_beacon_set_spin(struct curd_device *device, uint64_t spin_ns);
 
 /* Waits for the work enqueued on `stream` so far (context current), as
  * above. For a wait that follows its work's enqueue at once: for work
  * that may have ended long ago, cuStreamSynchronize returns at once,
  * where the word still has to cross the bus. Returns the driver's result,
  * with *out_call the call it came from. */
-curdi_cu_result curdi_signal_wait(struct curd_device *device,
+curdi_cu_result curdi_beacon_wait(struct curd_device *device,
                                   curdi_cu_stream stream,
                                   const char **out_call);
 
-/* Whether waits may end on a word: the driver writes them and no write
- * was refused as unsupported (the tests' view: which call a fence makes
- * first). */
-bool curdi_signal_available(const struct curd_device *device);
+/* Whether waits may end on a word: the driver has the entry points and
+ * no write was refused as unsupported (the tests' view: which call a
+ * fence makes first, once the page is made). */
+bool curdi_beacon_available(const struct curd_device *device);
 
 /* How many waits ended on their word and how many in the driver's wait
  * (the tests' view). */
-void curdi_signal_counts(const struct curd_device *device,
+void curdi_beacon_counts(const struct curd_device *device,
                          uint64_t *out_seen, uint64_t *out_synced);
 
 #endif

@@ -1,6 +1,7 @@
-/* signal.c - words a stream writes when its work is done (see signal.h). */
-#include "signal.h"
+/* beacon.c - words a stream writes when its work is done (see beacon.h). */
+#include "beacon.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -10,20 +11,27 @@
 #include "driver.h"
 #include "status.h"
 
-#define SIGNAL_LINE_BYTES 64u
-#define SIGNAL_PAGE_BYTES (CURDI_SIGNAL_WORDS * SIGNAL_LINE_BYTES)
+#define BEACON_LINE_BYTES 64u
+#define BEACON_PAGE_BYTES (CURDI_BEACON_WORDS * BEACON_LINE_BYTES)
 /* Polls between two readings of the clock. */
-#define SIGNAL_POLLS_PER_CLOCK 64u
+#define BEACON_POLLS_PER_CLOCK 64u
 
-struct curdi_signal_room {
+struct curdi_beacon_room {
     uint64_t spin_ns; /* fixed once the device is open */
-    unsigned char *page; /* NULL: the driver cannot write words */
+    /* The driver has the entry points the words need. */
+    bool writable;
+    /* Made by the first wait that polls (make_page), under page_lock;
+     * page_ready says, with release and acquire, that page and
+     * device_page are set. */
+    pthread_mutex_t page_lock;
+    atomic_bool page_ready;
+    unsigned char *page;
     curdi_cu_deviceptr device_page;
     /* Bit i set: word i is free. */
     _Atomic uint64_t free_words;
     /* The last value asked of each word, read and written only by the
      * word's holder (taking and giving back order the holders). */
-    uint32_t values[CURDI_SIGNAL_WORDS];
+    uint32_t values[CURDI_BEACON_WORDS];
     /* The driver answered a write with CUDA_ERROR_NOT_SUPPORTED: every
      * wait from then on is the driver's. */
     atomic_bool unsupported;
@@ -31,55 +39,87 @@ struct curdi_signal_room {
     _Atomic uint64_t synced;
 };
 
-curd_status curdi_signal_open(curd_device *device)
+curd_status curdi_beacon_open(curd_device *device)
 {
     const curdi_driver *driver = curdi_driver_get();
-    struct curdi_signal_room *room = calloc(1, sizeof *room);
-    curdi_cu_result cu_result;
-    void *page = NULL;
+    struct curdi_beacon_room *room = calloc(1, sizeof *room);
     if (room == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "could not allocate the device's signal state."
+                          "could not allocate the device's beacon state."
                           " Fix: free host memory.");
-    device->signal = room;
-    if (driver->cuStreamWriteValue32 == NULL
-        || driver->cuMemHostGetDevicePointer == NULL)
-        return CURD_OK;
-    cu_result = curdi_driver_note(driver->cuMemHostAlloc(
-        &page, SIGNAL_PAGE_BYTES,
-        CURDI_CU_MEMHOSTALLOC_PORTABLE | CURDI_CU_MEMHOSTALLOC_DEVICEMAP));
-    if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuMemHostAlloc",
-                                 CURDI_DRIVER_FIX);
-    room->page = page;
-    cu_result = curdi_driver_note(
-        driver->cuMemHostGetDevicePointer(&room->device_page, page, 0));
-    if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuMemHostGetDevicePointer",
-                                 CURDI_DRIVER_FIX);
-    /* Zero is no word's first value (values start at 1). */
-    for (unsigned word = 0; word < CURDI_SIGNAL_WORDS; word++)
-        __atomic_store_n((uint32_t *)(room->page + word * SIGNAL_LINE_BYTES),
-                         0u, __ATOMIC_RELAXED);
+    if (pthread_mutex_init(&room->page_lock, NULL) != 0) {
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not initialise the beacon state's lock."
+                          " Fix: free system resources.");
+    }
+    room->writable = driver->cuStreamWriteValue32 != NULL
+                     && driver->cuMemHostGetDevicePointer != NULL;
     atomic_store(&room->free_words, UINT64_MAX);
+    device->beacon = room;
     return CURD_OK;
 }
 
-void curdi_signal_close(curd_device *device)
+void curdi_beacon_close(curd_device *device)
 {
-    struct curdi_signal_room *room;
-    if (device == NULL || device->signal == NULL)
+    struct curdi_beacon_room *room;
+    if (device == NULL || device->beacon == NULL)
         return;
-    room = device->signal;
+    room = device->beacon;
     /* Errors have nowhere to go at close. */
     if (room->page != NULL && curdi_driver_usable())
         (void)curdi_driver_note(curdi_driver_get()->cuMemFreeHost(room->page));
+    pthread_mutex_destroy(&room->page_lock);
     free(room);
-    device->signal = NULL;
+    device->beacon = NULL;
 }
 
-/* A free word, taken; CURDI_SIGNAL_WORDS when none is free. */
-static unsigned take_word(struct curdi_signal_room *room)
+/* The page, made on the first call (context current): false when the
+ * driver could not make it, this time (the wait is then the driver's; a
+ * later wait tries again). */
+static bool make_page(struct curdi_beacon_room *room)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_result cu_result;
+    void *page = NULL;
+    curdi_cu_deviceptr device_page = 0;
+    if (atomic_load_explicit(&room->page_ready, memory_order_acquire))
+        return true;
+    pthread_mutex_lock(&room->page_lock);
+    if (atomic_load_explicit(&room->page_ready, memory_order_relaxed)) {
+        pthread_mutex_unlock(&room->page_lock);
+        return true;
+    }
+    cu_result = curdi_driver_note(driver->cuMemHostAlloc(
+        &page, BEACON_PAGE_BYTES,
+        CURDI_CU_MEMHOSTALLOC_PORTABLE | CURDI_CU_MEMHOSTALLOC_DEVICEMAP));
+    if (cu_result == CURDI_CUDA_SUCCESS) {
+        cu_result = curdi_driver_note(
+            driver->cuMemHostGetDevicePointer(&device_page, page, 0));
+        if (cu_result != CURDI_CUDA_SUCCESS)
+            (void)curdi_driver_note(driver->cuMemFreeHost(page));
+    }
+    if (cu_result != CURDI_CUDA_SUCCESS) {
+        pthread_mutex_unlock(&room->page_lock);
+        curdi_trace("the beacon page could not be made (%u): this wait is "
+                    "cuStreamSynchronize",
+                    cu_result);
+        return false;
+    }
+    /* Zero is no word's first value (values start at 1). */
+    for (unsigned word = 0; word < CURDI_BEACON_WORDS; word++)
+        __atomic_store_n((uint32_t *)((unsigned char *)page
+                                      + word * BEACON_LINE_BYTES),
+                         0u, __ATOMIC_RELAXED);
+    room->page = page;
+    room->device_page = device_page;
+    atomic_store_explicit(&room->page_ready, true, memory_order_release);
+    pthread_mutex_unlock(&room->page_lock);
+    return true;
+}
+
+/* A free word, taken; CURDI_BEACON_WORDS when none is free. */
+static unsigned take_word(struct curdi_beacon_room *room)
 {
     uint64_t free_words = atomic_load_explicit(&room->free_words,
                                                memory_order_relaxed);
@@ -91,10 +131,10 @@ static unsigned take_word(struct curdi_signal_room *room)
                 memory_order_relaxed))
             return word;
     }
-    return CURDI_SIGNAL_WORDS;
+    return CURDI_BEACON_WORDS;
 }
 
-static void give_word(struct curdi_signal_room *room, unsigned word)
+static void give_word(struct curdi_beacon_room *room, unsigned word)
 {
     atomic_fetch_or_explicit(&room->free_words, (uint64_t)1 << word,
                              memory_order_release);
@@ -117,7 +157,7 @@ static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
     for (unsigned polls = 0;; polls++) {
         if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == value)
             return true;
-        if (polls % SIGNAL_POLLS_PER_CLOCK == 0) {
+        if (polls % BEACON_POLLS_PER_CLOCK == 0) {
             uint64_t now = curdi_clock_ns();
             if (deadline == 0)
                 deadline = now + spin_ns;
@@ -132,7 +172,7 @@ static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
  * once seen; NOT_READY when the poll ran out or the driver does not
  * support the write (the caller then waits in the driver); the driver's
  * error when it refused the write otherwise. */
-static curdi_cu_result wait_on_word(struct curdi_signal_room *room,
+static curdi_cu_result wait_on_word(struct curdi_beacon_room *room,
                                     unsigned word, curdi_cu_stream stream,
                                     uint64_t spin_ns)
 {
@@ -141,14 +181,14 @@ static curdi_cu_result wait_on_word(struct curdi_signal_room *room,
     /* A value of 0 could be a fresh word's: skip it when the count wraps. */
     if (value == 0)
         value = 1;
+    const size_t offset = (size_t)word * BEACON_LINE_BYTES;
     room->values[word] = value;
     cu_result = curdi_driver_note(curdi_driver_get()->cuStreamWriteValue32(
-        stream, room->device_page + (curdi_cu_deviceptr)word * SIGNAL_LINE_BYTES,
-        value, CURDI_CU_STREAM_WRITE_VALUE_DEFAULT));
+        stream, room->device_page + offset, value,
+        CURDI_CU_STREAM_WRITE_VALUE_DEFAULT));
     if (cu_result == CURDI_CUDA_SUCCESS)
-        return poll_word(
-                   (const uint32_t *)(room->page + word * SIGNAL_LINE_BYTES),
-                   value, spin_ns)
+        return poll_word((const uint32_t *)(room->page + offset), value,
+                         spin_ns)
                    ? CURDI_CUDA_SUCCESS
                    : CURDI_CUDA_ERROR_NOT_READY;
     if (cu_result == CURDI_CUDA_ERROR_NOT_SUPPORTED) {
@@ -160,20 +200,21 @@ static curdi_cu_result wait_on_word(struct curdi_signal_room *room,
     return cu_result;
 }
 
-void curdi_signal_set_spin(curd_device *device, uint64_t spin_ns)
+void curdi_beacon_set_spin(curd_device *device, uint64_t spin_ns)
 {
-    device->signal->spin_ns = spin_ns;
+    device->beacon->spin_ns = spin_ns;
 }
 
-curdi_cu_result curdi_signal_wait(curd_device *device, curdi_cu_stream stream,
+curdi_cu_result curdi_beacon_wait(curd_device *device, curdi_cu_stream stream,
                                   const char **out_call)
 {
-    struct curdi_signal_room *room = device->signal;
+    struct curdi_beacon_room *room = device->beacon;
     uint64_t spin_ns = room->spin_ns;
-    if (spin_ns > 0 && room->page != NULL
-        && !atomic_load_explicit(&room->unsupported, memory_order_relaxed)) {
+    if (spin_ns > 0 && room->writable
+        && !atomic_load_explicit(&room->unsupported, memory_order_relaxed)
+        && make_page(room)) {
         unsigned word = take_word(room);
-        if (word < CURDI_SIGNAL_WORDS) {
+        if (word < CURDI_BEACON_WORDS) {
             curdi_cu_result cu_result =
                 wait_on_word(room, word, stream, spin_ns);
             give_word(room, word);
@@ -192,16 +233,16 @@ curdi_cu_result curdi_signal_wait(curd_device *device, curdi_cu_stream stream,
         curdi_driver_get()->cuStreamSynchronize(stream));
 }
 
-bool curdi_signal_available(const curd_device *device)
+bool curdi_beacon_available(const curd_device *device)
 {
-    const struct curdi_signal_room *room = device->signal;
-    return room->page != NULL && !atomic_load(&room->unsupported);
+    const struct curdi_beacon_room *room = device->beacon;
+    return room->writable && !atomic_load(&room->unsupported);
 }
 
-void curdi_signal_counts(const curd_device *device, uint64_t *out_seen,
+void curdi_beacon_counts(const curd_device *device, uint64_t *out_seen,
                          uint64_t *out_synced)
 {
-    struct curdi_signal_room *room = device->signal;
+    struct curdi_beacon_room *room = device->beacon;
     *out_seen = atomic_load(&room->seen);
     *out_synced = atomic_load(&room->synced);
 }

@@ -1,43 +1,43 @@
-/* test-signal.c - the fence every synchronous transfer ends with: a word
+/* test-beacon.c - the fence every synchronous transfer ends with: a word
  * of page-locked memory its stream writes behind the work, polled, with
- * the driver's own wait where the word cannot serve (lib/signal.h).
+ * the driver's own wait where the word cannot serve (lib/beacon.h).
  *
  * Each test moves fresh random bytes both ways at several sizes, poisons
  * what it reads into first and compares every byte with the host model,
- * and reads the signal room's counts to see which way each fence ended.
- * Each opens device 0 or skips with the reason; test-signal-fake.c runs
+ * and reads the beacon room's counts to see which way each fence ended.
+ * Each opens device 0 or skips with the reason; test-beacon-fake.c runs
  * them on the stand-in driver, whose streams write the word at once. */
 #include <glib.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "signal.h"
+#include "beacon.h"
 #include "support/curd-test.h"
 #include "support/kernel-load.h"
 #include "transfer-test.h"
 
-/* Opens device 0 with CURD_SIGNAL_SPIN_US set to value while it opens
+/* Opens device 0 with CURD_FENCE_SPIN_US set to value while it opens
  * (NULL: unset); NULL when there is none (the test then skipped). */
 static curd_device *open_spinning(const char *value)
 {
     curd_device *device;
     if (value != NULL)
-        g_setenv("CURD_SIGNAL_SPIN_US", value, TRUE);
+        g_setenv("CURD_FENCE_SPIN_US", value, TRUE);
     device = curd_test_gpu_open();
-    g_unsetenv("CURD_SIGNAL_SPIN_US");
+    g_unsetenv("CURD_FENCE_SPIN_US");
     return device;
 }
 
-typedef struct signal_counts {
+typedef struct beacon_counts {
     uint64_t seen;
     uint64_t synced;
-} signal_counts;
+} beacon_counts;
 
-static signal_counts counts_of(curd_device *device)
+static beacon_counts counts_of(curd_device *device)
 {
-    signal_counts counts;
-    curdi_signal_counts(device, &counts.seen, &counts.synced);
+    beacon_counts counts;
+    curdi_beacon_counts(device, &counts.seen, &counts.synced);
     return counts;
 }
 
@@ -69,18 +69,18 @@ static void test_transfers_end_on_the_word_their_stream_writes(void)
     curd_device *device = open_spinning(NULL);
     if (device == NULL)
         return;
-    if (!curdi_signal_available(device)) {
+    if (!curdi_beacon_available(device)) {
         g_test_skip("the driver has no stream memory operations");
         g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
         return;
     }
     enum { ROUNDS = 8 };
-    signal_counts before = counts_of(device);
+    beacon_counts before = counts_of(device);
     uint64_t fences = transfer_test_take(device).fences;
     for (unsigned round = 0; round < ROUNDS; round++)
         for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
             round_trip(device, sizes[i]);
-    signal_counts after = counts_of(device);
+    beacon_counts after = counts_of(device);
     uint64_t fenced = transfer_test_take(device).fences - fences;
     /* Every fence is one wait, ended one way or the other. */
     g_assert_cmpuint(fenced, ==, 2u * ROUNDS * G_N_ELEMENTS(sizes));
@@ -98,10 +98,10 @@ static void test_a_spin_of_zero_waits_in_the_driver(void)
     curd_device *device = open_spinning("0");
     if (device == NULL)
         return;
-    signal_counts before = counts_of(device);
+    beacon_counts before = counts_of(device);
     for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
         round_trip(device, sizes[i]);
-    signal_counts after = counts_of(device);
+    beacon_counts after = counts_of(device);
     g_assert_cmpuint(after.seen, ==, before.seen);
     g_assert_cmpuint(after.synced - before.synced, ==,
                      2u * G_N_ELEMENTS(sizes));
@@ -115,26 +115,68 @@ static void test_an_unsupported_write_leaves_the_driver_wait(void)
     curd_device *device = open_spinning(NULL);
     if (device == NULL)
         return;
-    if (!curdi_signal_available(device)) {
+    if (!curdi_beacon_available(device)) {
         g_test_skip("the driver has no stream memory operations");
         g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
         return;
     }
-    signal_counts before = counts_of(device);
+    beacon_counts before = counts_of(device);
     curd_test_faults_begin(1, 801 /* CUDA_ERROR_NOT_SUPPORTED */,
                            "cuStreamWriteValue32");
     round_trip(device, 4096);
     g_assert_true(curd_test_faults_fired());
     (void)curd_test_faults_end();
-    g_assert_false(curdi_signal_available(device));
+    g_assert_false(curdi_beacon_available(device));
     /* No write is asked for again. */
     curd_test_faults_begin(1, 999, "cuStreamWriteValue32");
     round_trip(device, 65536);
     g_assert_false(curd_test_faults_fired());
     (void)curd_test_faults_end();
-    signal_counts after = counts_of(device);
+    beacon_counts after = counts_of(device);
     g_assert_cmpuint(after.seen, ==, before.seen);
     g_assert_cmpuint(after.synced - before.synced, ==, 4u);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* The page is made by the first wait that polls: when the driver cannot
+ * make it then, that wait is the driver's and succeeds, and a later wait
+ * makes the page. The first page-locked allocation of a fresh device
+ * whose first work is a 1-byte upload from malloc memory (handed to the
+ * driver as it is, no staging) is the page's. */
+static void test_a_page_that_cannot_be_made_leaves_the_wait_to_the_driver(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return;
+    if (!curdi_beacon_available(device)) {
+        g_test_skip("the driver has no stream memory operations");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return;
+    }
+    curd_buffer buffer = {0};
+    unsigned char byte = (unsigned char)g_test_rand_int();
+    unsigned char back = (unsigned char)~byte;
+    g_assert_cmpint(curd_buffer_alloc(device, 1, &buffer), ==, CURD_OK);
+    beacon_counts before = counts_of(device);
+    curd_test_faults_begin(1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */,
+                           "cuMemHostAlloc");
+    g_assert_cmpint(curd_buffer_upload(device, buffer, &byte, 1), ==,
+                    CURD_OK);
+    g_assert_true(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    beacon_counts after = counts_of(device);
+    g_assert_cmpuint(after.seen, ==, before.seen);
+    g_assert_cmpuint(after.synced - before.synced, ==, 1);
+    g_assert_cmpint(curd_buffer_download(device, buffer, &back, 1), ==,
+                    CURD_OK);
+    g_assert_cmpuint(back, ==, byte);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    /* Small work ends on its word now that the page is there. */
+    before = counts_of(device);
+    for (unsigned round = 0; round < 8; round++)
+        round_trip(device, 4096);
+    after = counts_of(device);
+    g_assert_cmpuint(after.seen - before.seen, >=, 8);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -146,7 +188,7 @@ static void test_a_refused_write_fails_its_transfer(void)
     curd_device *device = open_spinning(NULL);
     if (device == NULL)
         return;
-    if (!curdi_signal_available(device)) {
+    if (!curdi_beacon_available(device)) {
         g_test_skip("the driver has no stream memory operations");
         g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
         return;
@@ -165,7 +207,7 @@ static void test_a_refused_write_fails_its_transfer(void)
     curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "cuStreamWriteValue32"));
     assert_snapshot_equal(transfer_test_take(device), before);
-    g_assert_true(curdi_signal_available(device));
+    g_assert_true(curdi_beacon_available(device));
     g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
     g_free(model);
     round_trip(device, LEN);
@@ -181,7 +223,7 @@ static void test_a_synchronous_dispatch_ends_on_its_word(void)
     curd_device *device = open_spinning(NULL);
     if (device == NULL)
         return;
-    if (!curdi_signal_available(device)) {
+    if (!curdi_beacon_available(device)) {
         g_test_skip("the driver has no stream memory operations");
         g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
         return;
@@ -204,10 +246,10 @@ static void test_a_synchronous_dispatch_ends_on_its_word(void)
         curd_arg_host(CURD_ROLE_INOUT, back, WORDS * sizeof *back),
         curd_arg_scalar(&words, sizeof words)};
 
-    signal_counts before = counts_of(device);
+    beacon_counts before = counts_of(device);
     g_assert_cmpint(curd_dispatch(device, add_one, &launch, args, 2), ==,
                     CURD_OK);
-    signal_counts after = counts_of(device);
+    beacon_counts after = counts_of(device);
     g_assert_cmpuint((after.seen - before.seen)
                          + (after.synced - before.synced),
                      ==, 1);
@@ -254,12 +296,12 @@ static void test_threads_share_the_words(void)
     if (device == NULL)
         return;
     GThread *threads[THREADS];
-    signal_counts before = counts_of(device);
+    beacon_counts before = counts_of(device);
     for (unsigned i = 0; i < THREADS; i++)
         threads[i] = g_thread_new("round-trips", thread_round_trips, device);
     for (unsigned i = 0; i < THREADS; i++)
         g_thread_join(threads[i]);
-    signal_counts after = counts_of(device);
+    beacon_counts after = counts_of(device);
     g_assert_cmpuint((after.seen - before.seen)
                          + (after.synced - before.synced),
                      ==, 2u * THREADS * THREAD_ROUNDS);
@@ -273,6 +315,8 @@ static const transfer_test_case cases[] = {
      test_a_spin_of_zero_waits_in_the_driver},
     {"an-unsupported-write-leaves-the-driver-wait",
      test_an_unsupported_write_leaves_the_driver_wait},
+    {"a-page-that-cannot-be-made-leaves-the-wait-to-the-driver",
+     test_a_page_that_cannot_be_made_leaves_the_wait_to_the_driver},
     {"a-refused-write-fails-its-transfer",
      test_a_refused_write_fails_its_transfer},
     {"a-synchronous-dispatch-ends-on-its-word",
@@ -282,5 +326,5 @@ static const transfer_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return transfer_test_main(argc, argv, "signal", cases, G_N_ELEMENTS(cases));
+    return transfer_test_main(argc, argv, "beacon", cases, G_N_ELEMENTS(cases));
 }
