@@ -140,15 +140,6 @@ static void give_word(struct curdi_beacon_room *room, unsigned word)
                              memory_order_release);
 }
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Whether `word` reads `value` within spin_ns. The acquire load orders
  * the caller's later reads of the work's bytes after it. */
 static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
@@ -164,7 +155,7 @@ static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
             else if (now >= deadline)
                 return false;
         }
-        cpu_relax();
+        curdi_clock_pause();
     }
 }
 

@@ -1,6 +1,7 @@
 /* clock.h - the library's one clock: monotonic nanoseconds, for the pool's
- * and the program room's timing counters, the copy team's polling
- * deadlines and the pending results' stage times. Pure: no driver, no
+ * and the program room's timing counters, the copy team's and the beacon
+ * room's polling deadlines and the pending results' stage times; and the
+ * pause every polling loop takes between two polls. Pure: no driver, no
  * state. */
 #ifndef CURD_LIB_CLOCK_H
 #define CURD_LIB_CLOCK_H
@@ -10,5 +11,18 @@
 /* CLOCK_MONOTONIC in nanoseconds: never goes back, counts from an
  * unspecified start; differences are durations. */
 uint64_t curdi_clock_ns(void);
+
+/* One pause of a loop that polls memory another thread or the device
+ * writes: tells the core it spins (x86 PAUSE, arm64 YIELD), so a sibling
+ * hyperthread gets the core and the loop's exit skips the pipeline flush
+ * a plain spin pays; nothing elsewhere. */
+static inline void curdi_clock_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 #endif

@@ -71,13 +71,6 @@ struct curdi_copy_team {
     _Atomic unsigned warm_wanted;
 };
 
-static void spin_pause(void)
-{
-#if defined(__SSE2__)
-    _mm_pause();
-#endif
-}
-
 /* Polls until *word differs from old, for at most spin_ns or until
  * *warm_until_ns passes, whichever is later; true when it did. The clock
  * is read every 64 polls. */
@@ -95,7 +88,7 @@ static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
         for (unsigned poll = 0; poll < 64; poll++) {
             if (atomic_load_explicit(word, memory_order_acquire) != old)
                 return true;
-            spin_pause();
+            curdi_clock_pause();
         }
         now = curdi_clock_ns();
         if (now - start >= spin_ns
@@ -113,7 +106,7 @@ static void spin_until_idle(const _Atomic unsigned *busy, uint64_t spin_ns)
         for (unsigned poll = 0; poll < 64; poll++) {
             if (atomic_load_explicit(busy, memory_order_acquire) == 0)
                 return;
-            spin_pause();
+            curdi_clock_pause();
         }
         if (curdi_clock_ns() >= deadline)
             return;

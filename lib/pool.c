@@ -331,11 +331,8 @@ static void shard_lock_wait(pool_shard *shard)
                                       memory_order_acquire))
             return;
         if (pauses <= 64u) {
-            for (unsigned i = 0; i < pauses; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-                __builtin_ia32_pause();
-#endif
-            }
+            for (unsigned i = 0; i < pauses; i++)
+                curdi_clock_pause();
             pauses *= 2u;
         } else {
             sched_yield(); /* the holder may have been preempted */
