@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clock.h"
 #include "core.h"
@@ -106,11 +107,9 @@ static bool make_page(struct curdi_beacon_room *room)
                     cu_result);
         return false;
     }
-    /* Zero is no word's first value (values start at 1). */
-    for (unsigned word = 0; word < CURDI_BEACON_WORDS; word++)
-        __atomic_store_n((uint32_t *)((unsigned char *)page
-                                      + word * BEACON_LINE_BYTES),
-                         0u, __ATOMIC_RELAXED);
+    /* Zero is no word's first value (values start at 1). No stream can
+     * write the page before page_ready publishes it. */
+    memset(page, 0, BEACON_PAGE_BYTES);
     room->page = page;
     room->device_page = device_page;
     atomic_store_explicit(&room->page_ready, true, memory_order_release);
@@ -167,12 +166,12 @@ static curdi_cu_result wait_on_word(struct curdi_beacon_room *room,
                                     unsigned word, curdi_cu_stream stream,
                                     uint64_t spin_ns)
 {
+    const size_t offset = (size_t)word * BEACON_LINE_BYTES;
     uint32_t value = room->values[word] + 1u;
     curdi_cu_result cu_result;
     /* A value of 0 could be a fresh word's: skip it when the count wraps. */
     if (value == 0)
         value = 1;
-    const size_t offset = (size_t)word * BEACON_LINE_BYTES;
     room->values[word] = value;
     cu_result = curdi_driver_note(curdi_driver_get()->cuStreamWriteValue32(
         stream, room->device_page + offset, value,
