@@ -185,11 +185,12 @@ static fake_object *find(fake_kind kind, const void *address)
     return NULL;
 }
 
-/* Device memory containing [address, address + byte_len). */
-static fake_object *find_range(uintptr_t address, size_t byte_len)
+/* Memory of `kind` containing [address, address + byte_len). */
+static fake_object *find_range_of(fake_kind kind, uintptr_t address,
+                                  size_t byte_len)
 {
     for (fake_object *o = objects; o != NULL; o = o->next) {
-        if (o->kind != FAKE_DEVICE_MEMORY)
+        if (o->kind != kind)
             continue;
         uintptr_t start = (uintptr_t)o->address;
         if (address >= start && address - start <= o->byte_len &&
@@ -197,6 +198,12 @@ static fake_object *find_range(uintptr_t address, size_t byte_len)
             return o;
     }
     return NULL;
+}
+
+/* Device memory containing [address, address + byte_len). */
+static fake_object *find_range(uintptr_t address, size_t byte_len)
+{
+    return find_range_of(FAKE_DEVICE_MEMORY, address, byte_len);
 }
 
 static fake_object *add(fake_kind kind, void *address, size_t byte_len,
@@ -605,20 +612,6 @@ static curdi_cu_result f_cuMemFreeHost(void *host_ptr)
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
-/* Page-locked memory from cuMemHostAlloc holding [address, + byte_len). */
-static fake_object *find_host_range(uintptr_t address, size_t byte_len)
-{
-    for (fake_object *o = objects; o != NULL; o = o->next) {
-        if (o->kind != FAKE_HOST_MEMORY)
-            continue;
-        uintptr_t start = (uintptr_t)o->address;
-        if (address >= start && address - start <= o->byte_len &&
-            byte_len <= o->byte_len - (address - start))
-            return o;
-    }
-    return NULL;
-}
-
 /* The device reaches page-locked memory at its host address. */
 static curdi_cu_result f_cuMemHostGetDevicePointer(
     curdi_cu_deviceptr *device_ptr, void *host_ptr, unsigned int flags)
@@ -626,7 +619,7 @@ static curdi_cu_result f_cuMemHostGetDevicePointer(
     ENTER_CONTEXT(device);
     (void)device;
     if (device_ptr == NULL || flags != 0 ||
-        find_host_range((uintptr_t)host_ptr, 1) == NULL)
+        find_range_of(FAKE_HOST_MEMORY, (uintptr_t)host_ptr, 1) == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     *device_ptr = (curdi_cu_deviceptr)(uintptr_t)host_ptr;
     return unlock_with(CURDI_CUDA_SUCCESS);
@@ -886,7 +879,7 @@ static curdi_cu_result f_cuStreamWriteValue32(curdi_cu_stream stream,
     if (!valid_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
     if (flags != 0 || address % 4u != 0 || capturing(stream) ||
-        (find_host_range((uintptr_t)address, 4) == NULL &&
+        (find_range_of(FAKE_HOST_MEMORY, (uintptr_t)address, 4) == NULL &&
          find_range((uintptr_t)address, 4) == NULL))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     __atomic_store_n((uint32_t *)(uintptr_t)address, value,
