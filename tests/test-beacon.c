@@ -29,6 +29,22 @@ static curd_device *open_spinning(const char *value)
     return device;
 }
 
+/* Device 0 with the default poll, where its driver writes words; NULL
+ * otherwise, the test then skipped (or, with no GPU, skipped by
+ * curd_test_gpu_open). */
+static curd_device *open_polling(void)
+{
+    curd_device *device = open_spinning(NULL);
+    if (device == NULL)
+        return NULL;
+    if (!curdi_beacon_available(device)) {
+        g_test_skip("the driver has no stream memory operations");
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        return NULL;
+    }
+    return device;
+}
+
 typedef struct beacon_counts {
     uint64_t seen;
     uint64_t synced;
@@ -39,6 +55,12 @@ static beacon_counts counts_of(curd_device *device)
     beacon_counts counts;
     curdi_beacon_counts(device, &counts.seen, &counts.synced);
     return counts;
+}
+
+/* The waits that ended between two counts, either way. */
+static uint64_t waits_between(beacon_counts before, beacon_counts after)
+{
+    return (after.seen - before.seen) + (after.synced - before.synced);
 }
 
 /* One upload of fresh random bytes into a new buffer of byte_len and one
@@ -66,14 +88,9 @@ static const size_t sizes[] = {1, 4096, 65536, 1u << 20, 16u << 20};
 
 static void test_transfers_end_on_the_word_their_stream_writes(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = open_polling();
     if (device == NULL)
         return;
-    if (!curdi_beacon_available(device)) {
-        g_test_skip("the driver has no stream memory operations");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     enum { ROUNDS = 8 };
     beacon_counts before = counts_of(device);
     uint64_t fences = transfer_test_take(device).fences;
@@ -84,9 +101,7 @@ static void test_transfers_end_on_the_word_their_stream_writes(void)
     uint64_t fenced = transfer_test_take(device).fences - fences;
     /* Every fence is one wait, ended one way or the other. */
     g_assert_cmpuint(fenced, ==, 2u * ROUNDS * G_N_ELEMENTS(sizes));
-    g_assert_cmpuint((after.seen - before.seen)
-                         + (after.synced - before.synced),
-                     ==, fenced);
+    g_assert_cmpuint(waits_between(before, after), ==, fenced);
     /* The small ones end well inside the default 100 us of polling; a
      * slow moment of the host may push a few past it. */
     g_assert_cmpuint(after.seen - before.seen, >=, 2u * ROUNDS * 3u / 2u);
@@ -112,14 +127,9 @@ static void test_a_spin_of_zero_waits_in_the_driver(void)
  * that transfer and every later one wait in the driver, and succeed. */
 static void test_an_unsupported_write_leaves_the_driver_wait(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = open_polling();
     if (device == NULL)
         return;
-    if (!curdi_beacon_available(device)) {
-        g_test_skip("the driver has no stream memory operations");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     beacon_counts before = counts_of(device);
     curd_test_faults_begin(1, 801 /* CUDA_ERROR_NOT_SUPPORTED */,
                            "cuStreamWriteValue32");
@@ -145,14 +155,9 @@ static void test_an_unsupported_write_leaves_the_driver_wait(void)
  * driver as it is, no staging) is the page's. */
 static void test_a_page_that_cannot_be_made_leaves_the_wait_to_the_driver(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = open_polling();
     if (device == NULL)
         return;
-    if (!curdi_beacon_available(device)) {
-        g_test_skip("the driver has no stream memory operations");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     curd_buffer buffer = {0};
     unsigned char byte = (unsigned char)g_test_rand_int();
     unsigned char back = (unsigned char)~byte;
@@ -185,14 +190,9 @@ static void test_a_page_that_cannot_be_made_leaves_the_wait_to_the_driver(void)
  * works. */
 static void test_a_refused_write_fails_its_transfer(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = open_polling();
     if (device == NULL)
         return;
-    if (!curdi_beacon_available(device)) {
-        g_test_skip("the driver has no stream memory operations");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     enum { LEN = 8192 };
     curd_buffer buffer = {0};
     unsigned char *model = g_malloc(LEN);
@@ -220,14 +220,9 @@ static void test_a_refused_write_fails_its_transfer(void)
  * poisoned memory. */
 static void test_a_synchronous_dispatch_ends_on_its_word(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = open_polling();
     if (device == NULL)
         return;
-    if (!curdi_beacon_available(device)) {
-        g_test_skip("the driver has no stream memory operations");
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        return;
-    }
     curd_program *add_one = NULL;
     g_assert_cmpint(curd_test_kernel_load(device, "add_one.ptx",
                                           "curd_add_one", &add_one),
@@ -250,9 +245,7 @@ static void test_a_synchronous_dispatch_ends_on_its_word(void)
     g_assert_cmpint(curd_dispatch(device, add_one, &launch, args, 2), ==,
                     CURD_OK);
     beacon_counts after = counts_of(device);
-    g_assert_cmpuint((after.seen - before.seen)
-                         + (after.synced - before.synced),
-                     ==, 1);
+    g_assert_cmpuint(waits_between(before, after), ==, 1);
     for (size_t i = 0; i < WORDS; i++)
         model[i] += 1u;
     assert_same_bytes(back, model, WORDS * sizeof *model);
@@ -302,9 +295,8 @@ static void test_threads_share_the_words(void)
     for (unsigned i = 0; i < THREADS; i++)
         g_thread_join(threads[i]);
     beacon_counts after = counts_of(device);
-    g_assert_cmpuint((after.seen - before.seen)
-                         + (after.synced - before.synced),
-                     ==, 2u * THREADS * THREAD_ROUNDS);
+    g_assert_cmpuint(waits_between(before, after), ==,
+                     2u * THREADS * THREAD_ROUNDS);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
