@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "beacon.h"
 #include "checked.h"
 #include "core.h"
 #include "dispatch.h"
@@ -33,7 +34,6 @@
 #include "program.h"
 #include "resident.h"
 #include "session.h"
-#include "beacon.h"
 #include "status.h"
 #include "transfer.h"
 

@@ -5,10 +5,10 @@
 
 #include <string.h>
 
+#include "beacon.h"
 #include "clock.h"
 #include "core.h"
 #include "driver.h"
-#include "beacon.h"
 #include "status.h"
 
 void curdi_pending_init(curd_pending *pending, curd_device *device,

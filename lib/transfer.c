@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "beacon.h"
 #include "checked.h"
 #include "copyteam.h"
 #include "core.h"
@@ -40,7 +41,6 @@
 #include "hostreg.h"
 #include "prepare.h"
 #include "resident.h"
-#include "beacon.h"
 #include "staging.h"
 #include "status.h"
 #include "tuning.h"
