@@ -25,6 +25,7 @@
 #include "pool.h"
 
 struct curdi_beacon_room;
+struct curdi_landing_room;
 struct curdi_resident_table;
 struct curdi_host_registry;
 struct curdi_fence_room;
@@ -76,6 +77,7 @@ struct curd_device {
     /* One pointer per other room above the core, each that room's own
      * state. */
     struct curdi_beacon_room *beacon;          /* beacon.c */
+    struct curdi_landing_room *landing;        /* landing.c */
     struct curdi_resident_table *resident;     /* resident.c */
     struct curdi_host_registry *host_registry; /* hostreg.c */
     struct curdi_fence_room *fence;            /* fence.c */

@@ -6,8 +6,8 @@
  * A device opens in this order, and closes in the reverse one:
  *   the core (primary context retained and pushed, properties read,
  *   upload stream), the beacon room (the words streams write), the
- *   memory room (pools), the resident room, host
- *   registrations, the fence room, the gather room, the transfer room,
+ *   landing room (places for small downloads), the memory room (pools),
+ *   the resident room, host registrations, the fence room, the gather room, the transfer room,
  *   the program room (the module cache), the dispatch room (its
  *   counters), the batch room and the session room; then it is entered in
  *   the registry of open devices, which every entry point checks.
@@ -30,6 +30,7 @@
 #include "fence.h"
 #include "gather.h"
 #include "hostreg.h"
+#include "landing.h"
 #include "memory.h"
 #include "program.h"
 #include "resident.h"
@@ -95,6 +96,7 @@ typedef struct room {
 
 static const room rooms[] = {
     {curdi_beacon_open, curdi_beacon_close},
+    {curdi_landing_open, curdi_landing_close},
     {curdi_memory_open, curdi_memory_close},
     {curdi_resident_open, curdi_resident_close},
     {curdi_hostreg_open, curdi_hostreg_close},

@@ -39,6 +39,7 @@
 #include "fence.h"
 #include "gather.h"
 #include "hostreg.h"
+#include "landing.h"
 #include "prepare.h"
 #include "resident.h"
 #include "staging.h"
@@ -82,6 +83,7 @@ curd_status curdi_transfer_open(curd_device *device)
     }
     curdi_tuning_from_env(&room->tuning);
     curdi_beacon_set_spin(device, room->tuning.fence_spin_us * 1000u);
+    curdi_landing_set_bytes(device, room->tuning.landing_bytes);
     device->transfer = room;
     return CURD_OK;
 }
@@ -487,6 +489,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
                           .context = &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
+    curdi_landing landing = {0};
     curdi_xfer_staging host_side;
     uint64_t chunk_count = 0;
     unsigned slots_taken = 0;
@@ -561,6 +564,16 @@ static curd_status transfer_run(curd_device *device, const char *what,
                               &pooled_stream);
     if (status != CURD_OK)
         goto done;
+    /* A download in one chunk lands in the landing area, at a place the
+     * CPU has not read lately (lib/landing.h); its one slot then needs no
+     * staging (an empty area releases as a no-op). */
+    if (!upload && chunk_count == 1u && host_side.slot_count == 1u
+        && curdi_landing_take(device, (size_t)host_side.chunk_bytes,
+                              &landing)) {
+        memset(&staging[0], 0, sizeof staging[0]);
+        slots[0] = landing.host;
+        slots_taken = 1;
+    }
     /* The staging areas come through lib/staging.h like every staged
      * transfer's; the engine does its own copies into them, since they go
      * piece by piece and in parallel. */
@@ -590,6 +603,7 @@ done:
         curdi_events_release(device, gpu.events, event_count);
     for (unsigned index = 0; index < slots_taken; index++)
         (void)curdi_staging_release(&staging[index]);
+    curdi_landing_give(device, &landing);
     if (pooled_stream && gpu.stream != NULL)
         curdi_stream_release(device, gpu.stream);
     if (rows == NULL)

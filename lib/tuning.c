@@ -27,6 +27,7 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->streaming_upload_min = UINT64_MAX;
     tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
     tuning->fence_spin_us = CURDI_FENCE_SPIN_US_DEFAULT;
+    tuning->landing_bytes = CURDI_LANDING_BYTES_DEFAULT;
 }
 
 /* The numeric variables: where each goes and what it may be. "off" sets
@@ -68,6 +69,8 @@ static const knob knobs[] = {
      CURDI_CHUNK_BYTES_LIMIT, false},
     {"CURD_FENCE_SPIN_US", KNOB_FIELD(fence_spin_us), 0,
      CURDI_FENCE_SPIN_US_MAX, false},
+    {"CURD_LANDING_BYTES", KNOB_FIELD(landing_bytes), 0,
+     CURDI_LANDING_BYTES_MAX, false},
 };
 
 /* A count or a size: decimal digits, then optionally k, m or g (KiB, MiB,
@@ -164,7 +167,7 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     " bytes from %" PRIu64 ", streaming from %" PRIu64
                     " down / %" PRIu64 " up, pageable uploads to the"
                     " driver up to %" PRIu64 ", final waits polling %" PRIu64
-                    " us",
+                    " us, landing area %" PRIu64 " bytes",
                     tuning->gather.path == CURDI_PATH_DMA ? "dma"
                     : tuning->gather.path == CURDI_PATH_GATHER ? "gather"
                                                                : "auto",
@@ -174,5 +177,6 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->copy_spin_us, tuning->copy_piece_bytes, tuning->copy_parallel_min,
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min,
-                    tuning->pageable_direct_max, tuning->fence_spin_us);
+                    tuning->pageable_direct_max, tuning->fence_spin_us,
+                    tuning->landing_bytes);
 }

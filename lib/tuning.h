@@ -62,6 +62,10 @@ typedef struct curdi_tuning {
      * writes before it waits in the driver (lib/beacon.h); 0: it waits in
      * the driver at once. */
     uint64_t fence_spin_us;           /* CURD_FENCE_SPIN_US */
+    /* Bytes of the landing area that single-chunk downloads into pageable
+     * memory take turns over (lib/landing.h); 0: they stage through the
+     * pinned pool. */
+    uint64_t landing_bytes;            /* CURD_LANDING_BYTES */
 } curdi_tuning;
 
 /* Defaults. The gather crossover: below the span count, a DMA per span
@@ -103,6 +107,16 @@ typedef struct curdi_tuning {
  * which costs the same as before, a few microseconds late. */
 #define CURDI_FENCE_SPIN_US_DEFAULT 100u
 #define CURDI_FENCE_SPIN_US_MAX 100000u
+/* More than the L2 of the cores that copy a download out (2 MiB each on
+ * the H100 host; 1 MiB downloads are copied by the caller and 6 copy
+ * threads), so a place's lines have left those caches by the time the
+ * turns come back to it; a landing takes at most a quarter
+ * (lib/landing.h). Measured there with curd (medians of 300 downloads
+ * into malloc memory, three rounds; no landing / 4 MiB / 16 MiB):
+ * 256 KiB 29.9-30.4 / 28.1-28.2 / 25.4-28.5 us, 512 KiB 55.1-55.8 /
+ * 47.2-50.5 / 43.1-50.2 us, 1 MiB 87.3-104 / 81.6-87.9 / 60.2-70.6 us. */
+#define CURDI_LANDING_BYTES_DEFAULT ((uint64_t)16 << 20)
+#define CURDI_LANDING_BYTES_MAX ((uint64_t)1 << 30)
 /* The defaults above. */
 void curdi_tuning_defaults(curdi_tuning *tuning);
 /* The defaults, then every variable that is set and valid; traces what it

@@ -16,6 +16,7 @@ static const char *const variables[] = {
     "CURD_COPY_PARALLEL_MIN",      "CURD_COPY_SPIN_US",
     "CURD_STREAMING_DOWNLOAD_MIN", "CURD_STREAMING_UPLOAD_MIN",
     "CURD_PAGEABLE_DIRECT_MAX",    "CURD_FENCE_SPIN_US",
+    "CURD_LANDING_BYTES",
 };
 
 static void unset_all(void)
@@ -50,6 +51,7 @@ static void test_without_variables_the_defaults_hold(void)
     g_assert_cmpuint(defaults.copy_spin_us, ==, 0);
     g_assert_cmpuint(defaults.streaming_upload_min, ==, UINT64_MAX);
     g_assert_cmpuint(defaults.fence_spin_us, ==, CURDI_FENCE_SPIN_US_DEFAULT);
+    g_assert_cmpuint(defaults.landing_bytes, ==, CURDI_LANDING_BYTES_DEFAULT);
 }
 
 static void test_every_variable_sets_its_field(void)
@@ -92,6 +94,10 @@ static void test_every_variable_sets_its_field(void)
                      0);
     g_assert_cmpuint(read_with("CURD_FENCE_SPIN_US", "2000").fence_spin_us,
                      ==, 2000);
+    g_assert_cmpuint(read_with("CURD_LANDING_BYTES", "0").landing_bytes, ==,
+                     0);
+    g_assert_cmpuint(read_with("CURD_LANDING_BYTES", "16m").landing_bytes, ==,
+                     16u << 20);
 }
 
 static void test_bad_values_are_ignored(void)
@@ -103,6 +109,7 @@ static void test_bad_values_are_ignored(void)
         {"CURD_STAGING_SLOTS", "three"},    {"CURD_COPY_THREADS", "33"},
         {"CURD_COPY_PIECE_BYTES", "64kb"},  {"CURD_COPY_SPIN_US", "100001"},
         {"CURD_FENCE_SPIN_US", "100001"},  {"CURD_FENCE_SPIN_US", "-1"},
+        {"CURD_LANDING_BYTES", "2g"},       {"CURD_LANDING_BYTES", "-4m"},
         {"CURD_COPY_PARALLEL_MIN", ""},     {"CURD_STAGING_SLOTS", " 4"},
         {"CURD_COPY_THREADS", "off"},       {"CURD_CHUNK_MIN_BYTES",
                                              "99999999999999999999"},

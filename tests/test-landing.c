@@ -1,0 +1,267 @@
+/* test-landing.c - small downloads into pageable memory land in the
+ * device's landing area, each at the place after the last one's, and
+ * stage through the pinned pool where they cannot (lib/landing.h).
+ *
+ * Each test downloads fresh random bytes into poisoned malloc memory and
+ * compares every byte with the host model, and reads the landing room's
+ * counts to see where each download landed. Each opens device 0 or skips
+ * with the reason; test-landing-fake.c runs them on the stand-in driver,
+ * which must hold nothing afterwards (the area is freed at close). */
+#include <glib.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "landing.h"
+#include "support/curd-test.h"
+#include "transfer-test.h"
+
+/* Opens device 0 with `name` set to value while it opens (name NULL:
+ * nothing set); NULL when there is none (the test then skipped). */
+static curd_device *open_with(const char *name, const char *value)
+{
+    curd_device *device;
+    if (name != NULL)
+        g_setenv(name, value, TRUE);
+    device = curd_test_gpu_open();
+    if (name != NULL)
+        g_unsetenv(name);
+    return device;
+}
+
+typedef struct landing_counts {
+    uint64_t landed;
+    uint64_t declined;
+} landing_counts;
+
+static landing_counts counts_of(curd_device *device)
+{
+    landing_counts counts;
+    curdi_landing_counts(device, &counts.landed, &counts.declined);
+    return counts;
+}
+
+/* Uploads fresh random bytes into a new buffer of byte_len, downloads
+ * them into poisoned malloc memory and compares every byte. */
+static void round_trip(curd_device *device, size_t byte_len)
+{
+    curd_buffer buffer = {0};
+    unsigned char *model = g_malloc(byte_len);
+    unsigned char *back = g_malloc(byte_len);
+    curd_test_fill_random(model, byte_len);
+    curd_test_poison(back, byte_len);
+    g_assert_cmpint(curd_buffer_alloc(device, byte_len, &buffer), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, byte_len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_download(device, buffer, back, byte_len), ==,
+                    CURD_OK);
+    assert_same_bytes(back, model, byte_len);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(back);
+    g_free(model);
+}
+
+/* Every granule of the made area is free: 64 one-granule places, taken
+ * from wherever the cursor stands, cover the area (64 KiB is at most one
+ * granule of the default 16 MiB's), all at different addresses; then
+ * given back. */
+static void assert_every_place_free(curd_device *device)
+{
+    curdi_landing places[CURDI_LANDING_GRANULES];
+    for (unsigned i = 0; i < CURDI_LANDING_GRANULES; i++) {
+        g_assert_true(curdi_landing_take(device, 65536, &places[i]));
+        for (unsigned j = 0; j < i; j++)
+            g_assert_true(places[j].host != places[i].host);
+    }
+    /* One more finds nothing free. */
+    curdi_landing extra;
+    g_assert_false(curdi_landing_take(device, 1, &extra));
+    g_assert_null(extra.host);
+    for (unsigned i = 0; i < CURDI_LANDING_GRANULES; i++)
+        curdi_landing_give(device, &places[i]);
+}
+
+static void test_small_downloads_land_in_turn(void)
+{
+    curd_device *device = open_with(NULL, NULL);
+    if (device == NULL)
+        return;
+    enum { ROUNDS = 24 };
+    landing_counts before = counts_of(device);
+    for (unsigned round = 0; round < ROUNDS; round++)
+        round_trip(device, (size_t)g_random_int_range(1, (1 << 20) + 1));
+    landing_counts after = counts_of(device);
+    g_assert_cmpuint(after.landed - before.landed, ==, ROUNDS);
+    g_assert_cmpuint(after.declined, ==, before.declined);
+    /* Two places in a row are different lines: the second starts where
+     * the first ends. */
+    curdi_landing first, second;
+    g_assert_true(curdi_landing_take(device, 256 * 1024, &first));
+    g_assert_true(curdi_landing_take(device, 256 * 1024, &second));
+    g_assert_true(second.host == first.host + 256 * 1024
+                  || second.host + 3 * 256 * 1024 <= first.host);
+    curdi_landing_give(device, &first);
+    curdi_landing_give(device, &second);
+    g_assert_null(first.host);
+    assert_every_place_free(device);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Uploads and downloads of more than one chunk never land; a download of
+ * one chunk larger than a quarter of the area (the default 16 MiB) is
+ * declined and staged. */
+static void test_large_downloads_and_uploads_stage_through_the_pool(void)
+{
+    curd_device *device = open_with("CURD_CHUNK_MIN_BYTES", "8m");
+    if (device == NULL)
+        return;
+    landing_counts before = counts_of(device);
+    round_trip(device, 24u << 20);
+    landing_counts after = counts_of(device);
+    g_assert_cmpuint(after.landed, ==, before.landed);
+    g_assert_cmpuint(after.declined, ==, before.declined);
+    round_trip(device, 8u << 20);
+    after = counts_of(device);
+    g_assert_cmpuint(after.landed, ==, before.landed);
+    g_assert_cmpuint(after.declined - before.declined, ==, 1);
+    round_trip(device, 1u << 20);
+    after = counts_of(device);
+    g_assert_cmpuint(after.landed - before.landed, ==, 1);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static void test_a_landing_area_of_zero_stages_every_download(void)
+{
+    curd_device *device = open_with("CURD_LANDING_BYTES", "0");
+    if (device == NULL)
+        return;
+    landing_counts before = counts_of(device);
+    round_trip(device, 4096);
+    round_trip(device, 300 * 1024);
+    landing_counts after = counts_of(device);
+    g_assert_cmpuint(after.landed, ==, before.landed);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* The area is made by the first landing: when the driver cannot make it
+ * then, that download stages through the pool and succeeds, and the next
+ * one makes the area and lands. A fresh device's first page-locked
+ * allocation in a download is the area's. */
+static void test_an_area_that_cannot_be_made_leaves_the_download_to_the_pool(
+    void)
+{
+    curd_device *device = open_with(NULL, NULL);
+    if (device == NULL)
+        return;
+    enum { LEN = 100000 };
+    curd_buffer buffer = {0};
+    unsigned char *model = g_malloc(LEN);
+    unsigned char *back = g_malloc(LEN);
+    curd_test_fill_random(model, LEN);
+    g_assert_cmpint(curd_buffer_alloc(device, LEN, &buffer), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, LEN), ==,
+                    CURD_OK);
+    landing_counts before = counts_of(device);
+    curd_test_poison(back, LEN);
+    curd_test_faults_begin(1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */,
+                           "cuMemHostAlloc");
+    g_assert_cmpint(curd_buffer_download(device, buffer, back, LEN), ==,
+                    CURD_OK);
+    g_assert_true(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    assert_same_bytes(back, model, LEN);
+    landing_counts after = counts_of(device);
+    g_assert_cmpuint(after.landed, ==, before.landed);
+    g_assert_cmpuint(after.declined - before.declined, ==, 1);
+    curd_test_poison(back, LEN);
+    g_assert_cmpint(curd_buffer_download(device, buffer, back, LEN), ==,
+                    CURD_OK);
+    assert_same_bytes(back, model, LEN);
+    g_assert_cmpuint(counts_of(device).landed - after.landed, ==, 1);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(back);
+    g_free(model);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* A download whose DMA fails gives its place back: typed, with its Fix
+ * sentence, nothing counted, every granule free again. */
+static void test_a_failed_download_gives_its_place_back(void)
+{
+    curd_device *device = open_with(NULL, NULL);
+    if (device == NULL)
+        return;
+    enum { LEN = 200000 };
+    curd_buffer buffer = {0};
+    unsigned char *back = g_malloc(LEN);
+    round_trip(device, 4096); /* makes the area */
+    g_assert_cmpint(curd_buffer_alloc(device, LEN, &buffer), ==, CURD_OK);
+    transfer_test_snapshot before = transfer_test_take(device);
+    landing_counts landed_before = counts_of(device);
+    curd_test_faults_begin(1, 999, "cuMemcpyDtoHAsync");
+    g_assert_cmpint(curd_buffer_download(device, buffer, back, LEN), ==,
+                    CURD_E_DRIVER);
+    g_assert_true(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    curd_test_assert_fix_sentence();
+    assert_snapshot_equal(transfer_test_take(device), before);
+    g_assert_cmpuint(counts_of(device).landed - landed_before.landed, ==, 1);
+    assert_every_place_free(device);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(back);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Threads download at once: each lands where granules are free or
+ * stages through the pool; every byte arrives either way, and every
+ * place is given back. */
+#define THREADS 16
+#define THREAD_ROUNDS 8
+
+static gpointer thread_round_trips(gpointer data)
+{
+    curd_device *device = data;
+    for (unsigned round = 0; round < THREAD_ROUNDS; round++)
+        round_trip(device, (size_t)g_random_int_range(1, 512 * 1024));
+    return NULL;
+}
+
+static void test_threads_take_turns(void)
+{
+    curd_device *device = open_with(NULL, NULL);
+    if (device == NULL)
+        return;
+    GThread *threads[THREADS];
+    landing_counts before = counts_of(device);
+    for (unsigned i = 0; i < THREADS; i++)
+        threads[i] = g_thread_new("round-trips", thread_round_trips, device);
+    for (unsigned i = 0; i < THREADS; i++)
+        g_thread_join(threads[i]);
+    landing_counts after = counts_of(device);
+    g_assert_cmpuint((after.landed - before.landed)
+                         + (after.declined - before.declined),
+                     ==, THREADS * THREAD_ROUNDS);
+    g_assert_cmpuint(after.landed - before.landed, >, 0);
+    assert_every_place_free(device);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static const transfer_test_case cases[] = {
+    {"small-downloads-land-in-turn", test_small_downloads_land_in_turn},
+    {"large-downloads-and-uploads-stage-through-the-pool",
+     test_large_downloads_and_uploads_stage_through_the_pool},
+    {"a-landing-area-of-zero-stages-every-download",
+     test_a_landing_area_of_zero_stages_every_download},
+    {"an-area-that-cannot-be-made-leaves-the-download-to-the-pool",
+     test_an_area_that_cannot_be_made_leaves_the_download_to_the_pool},
+    {"a-failed-download-gives-its-place-back",
+     test_a_failed_download_gives_its_place_back},
+    {"threads-take-turns", test_threads_take_turns},
+};
+
+int main(int argc, char **argv)
+{
+    return transfer_test_main(argc, argv, "landing", cases,
+                              G_N_ELEMENTS(cases));
+}
