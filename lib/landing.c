@@ -1,4 +1,5 @@
-/* landing.c - places for small downloads, taken in turn (see landing.h). */
+/* landing.c - places for downloads' staging, taken in turn (see
+ * landing.h). */
 #include "landing.h"
 
 #include <pthread.h>

@@ -1,10 +1,10 @@
-/* landing.h - the landing room: a few MiB of page-locked memory that a
- * small download into pageable memory lands in, each time at a place the
- * CPU has not read lately.
+/* landing.h - the landing room: a few MiB of page-locked memory that the
+ * staging slots of downloads into pageable memory land in, each time at a
+ * place the CPU has not read lately.
  *
  * Why: a DMA into lines that a core holds in its caches waits on every
  * line's snoop. The pinned pool keeps its free blocks last in, first out,
- * so every small download got the block the last one's copy-out had just
+ * so every download got the blocks the last one's copy-out had just
  * read. On the H100 host of doc/PERFORMANCE.md (raw driver, one run), a
  * DMA into a block the CPU had just read took 16.7 us at 256 KiB, 28.0 us
  * at 512 KiB and 48.2 us at 1 MiB; into one it had not read, 11.2, 16.4

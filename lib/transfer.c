@@ -489,7 +489,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
                           .context = &gpu};
     unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
     curdi_staging staging[CURDI_XFER_SLOTS_MAX];
-    curdi_landing landing = {0};
+    curdi_landing landings[CURDI_XFER_SLOTS_MAX];
     curdi_xfer_staging host_side;
     uint64_t chunk_count = 0;
     unsigned slots_taken = 0;
@@ -499,6 +499,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
     curd_status status;
 
     memset(&plan, 0, sizeof plan);
+    memset(landings, 0, sizeof landings);
     memset(&gpu, 0, sizeof gpu);
     memset(&host_side, 0, sizeof host_side);
 
@@ -564,20 +565,20 @@ static curd_status transfer_run(curd_device *device, const char *what,
                               &pooled_stream);
     if (status != CURD_OK)
         goto done;
-    /* A download in one chunk lands in the landing area, at a place the
-     * CPU has not read lately (lib/landing.h); its one slot then needs no
-     * staging (an empty area releases as a no-op). */
-    if (!upload && chunk_count == 1u && host_side.slot_count == 1u
-        && curdi_landing_take(device, (size_t)host_side.chunk_bytes,
-                              &landing)) {
-        memset(&staging[0], 0, sizeof staging[0]);
-        slots[0] = landing.host;
-        slots_taken = 1;
-    }
     /* The staging areas come through lib/staging.h like every staged
      * transfer's; the engine does its own copies into them, since they go
-     * piece by piece and in parallel. */
+     * piece by piece and in parallel. A download's slot lands in the
+     * landing area instead, at a place the CPU has not read lately, when
+     * it can (lib/landing.h); its staging is then empty (released as a
+     * no-op). */
     for (; slots_taken < host_side.slot_count; slots_taken++) {
+        if (!upload
+            && curdi_landing_take(device, (size_t)host_side.chunk_bytes,
+                                  &landings[slots_taken])) {
+            memset(&staging[slots_taken], 0, sizeof staging[0]);
+            slots[slots_taken] = landings[slots_taken].host;
+            continue;
+        }
         status = curdi_staging_acquire(device->pinned_pool,
                                        (size_t)host_side.chunk_bytes,
                                        &staging[slots_taken]);
@@ -601,9 +602,10 @@ done:
     curdi_copy_team_cool(gpu.team, gpu.warmth);
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
-    for (unsigned index = 0; index < slots_taken; index++)
+    for (unsigned index = 0; index < slots_taken; index++) {
         (void)curdi_staging_release(&staging[index]);
-    curdi_landing_give(device, &landing);
+        curdi_landing_give(device, &landings[index]);
+    }
     if (pooled_stream && gpu.stream != NULL)
         curdi_stream_release(device, gpu.stream);
     if (rows == NULL)

@@ -62,9 +62,9 @@ typedef struct curdi_tuning {
      * writes before it waits in the driver (lib/beacon.h); 0: it waits in
      * the driver at once. */
     uint64_t fence_spin_us;           /* CURD_FENCE_SPIN_US */
-    /* Bytes of the landing area that single-chunk downloads into pageable
-     * memory take turns over (lib/landing.h); 0: they stage through the
-     * pinned pool. */
+    /* Bytes of the landing area that the staging slots of downloads into
+     * pageable memory take turns over (lib/landing.h); 0: they stage
+     * through the pinned pool. */
     uint64_t landing_bytes;            /* CURD_LANDING_BYTES */
 } curdi_tuning;
 
@@ -114,7 +114,10 @@ typedef struct curdi_tuning {
  * (lib/landing.h). Measured there with curd (medians of 300 downloads
  * into malloc memory, three rounds; no landing / 4 MiB / 16 MiB):
  * 256 KiB 29.9-30.4 / 28.1-28.2 / 25.4-28.5 us, 512 KiB 55.1-55.8 /
- * 47.2-50.5 / 43.1-50.2 us, 1 MiB 87.3-104 / 81.6-87.9 / 60.2-70.6 us. */
+ * 47.2-50.5 / 43.1-50.2 us, 1 MiB 87.3-104 / 81.6-87.9 / 60.2-70.6 us;
+ * once every slot of a download landed (off / 16 MiB / 32 MiB, another
+ * machine): 2 MiB 129-136 / 83.3-93.7 / 82.6-96.2 us, 4 MiB 232-250 /
+ * 168-171 / 157-189 us, 8 MiB 387-402 / 279-289 / 275-282 us. */
 #define CURDI_LANDING_BYTES_DEFAULT ((uint64_t)16 << 20)
 #define CURDI_LANDING_BYTES_MAX ((uint64_t)1 << 30)
 /* The defaults above. */

@@ -1,6 +1,7 @@
-/* test-landing.c - small downloads into pageable memory land in the
- * device's landing area, each at the place after the last one's, and
- * stage through the pinned pool where they cannot (lib/landing.h).
+/* test-landing.c - the staging slots of downloads into pageable memory
+ * land in the device's landing area, each at the place after the last
+ * one's, and stage through the pinned pool where they cannot
+ * (lib/landing.h).
  *
  * Each test downloads fresh random bytes into poisoned malloc memory and
  * compares every byte with the host model, and reads the landing room's
@@ -108,26 +109,52 @@ static void test_small_downloads_land_in_turn(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
-/* Uploads and downloads of more than one chunk never land; a download of
- * one chunk larger than a quarter of the area (the default 16 MiB) is
- * declined and staged. */
-static void test_large_downloads_and_uploads_stage_through_the_pool(void)
+/* A download of several chunks lands slot by slot: 3 MiB is three chunks
+ * of 1 MiB (the default chunks), each in a slot of its own. */
+static void test_a_download_of_several_chunks_lands_each_slot(void)
+{
+    curd_device *device = open_with(NULL, NULL);
+    if (device == NULL)
+        return;
+    landing_counts before = counts_of(device);
+    round_trip(device, 3u << 20);
+    landing_counts after = counts_of(device);
+    g_assert_cmpuint(after.landed - before.landed, ==, 3);
+    g_assert_cmpuint(after.declined, ==, before.declined);
+    assert_every_place_free(device);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Uploads never land (the upload only, counted between its call); a slot
+ * larger than a quarter of the area (the default 16 MiB) is declined and
+ * staged through the pool. */
+static void test_uploads_and_large_slots_stage_through_the_pool(void)
 {
     curd_device *device = open_with("CURD_CHUNK_MIN_BYTES", "8m");
     if (device == NULL)
         return;
+    enum { LEN = 24u << 20 };
+    curd_buffer buffer = {0};
+    unsigned char *model = g_malloc(LEN);
+    curd_test_fill_random(model, LEN);
+    g_assert_cmpint(curd_buffer_alloc(device, LEN, &buffer), ==, CURD_OK);
     landing_counts before = counts_of(device);
-    round_trip(device, 24u << 20);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, LEN), ==,
+                    CURD_OK);
     landing_counts after = counts_of(device);
     g_assert_cmpuint(after.landed, ==, before.landed);
     g_assert_cmpuint(after.declined, ==, before.declined);
+    assert_buffer_holds(device, buffer, model, LEN);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(model);
+    /* One chunk of 8 MiB: one slot, declined. */
+    before = counts_of(device);
     round_trip(device, 8u << 20);
     after = counts_of(device);
     g_assert_cmpuint(after.landed, ==, before.landed);
     g_assert_cmpuint(after.declined - before.declined, ==, 1);
     round_trip(device, 1u << 20);
-    after = counts_of(device);
-    g_assert_cmpuint(after.landed - before.landed, ==, 1);
+    g_assert_cmpuint(counts_of(device).landed - after.landed, ==, 1);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -249,8 +276,10 @@ static void test_threads_take_turns(void)
 
 static const transfer_test_case cases[] = {
     {"small-downloads-land-in-turn", test_small_downloads_land_in_turn},
-    {"large-downloads-and-uploads-stage-through-the-pool",
-     test_large_downloads_and_uploads_stage_through_the_pool},
+    {"a-download-of-several-chunks-lands-each-slot",
+     test_a_download_of_several_chunks_lands_each_slot},
+    {"uploads-and-large-slots-stage-through-the-pool",
+     test_uploads_and_large_slots_stage_through_the_pool},
     {"a-landing-area-of-zero-stages-every-download",
      test_a_landing_area_of_zero_stages_every_download},
     {"an-area-that-cannot-be-made-leaves-the-download-to-the-pool",
