@@ -17,24 +17,12 @@
 #include "support/kernel-load.h"
 #include "transfer-test.h"
 
-/* Opens device 0 with CURD_FENCE_SPIN_US set to value while it opens
- * (NULL: unset); NULL when there is none (the test then skipped). */
-static curd_device *open_spinning(const char *value)
-{
-    curd_device *device;
-    if (value != NULL)
-        g_setenv("CURD_FENCE_SPIN_US", value, TRUE);
-    device = curd_test_gpu_open();
-    g_unsetenv("CURD_FENCE_SPIN_US");
-    return device;
-}
-
 /* Device 0 with the default poll, where its driver writes words; NULL
  * otherwise, the test then skipped (or, with no GPU, skipped by
  * curd_test_gpu_open). */
 static curd_device *open_polling(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return NULL;
     if (!curdi_beacon_available(device)) {
@@ -63,27 +51,6 @@ static uint64_t waits_between(beacon_counts before, beacon_counts after)
     return (after.seen - before.seen) + (after.synced - before.synced);
 }
 
-/* One upload of fresh random bytes into a new buffer of byte_len and one
- * download of them into poisoned memory, every byte compared: two fences. */
-static void round_trip(curd_device *device, size_t byte_len)
-{
-    curd_buffer buffer = {0};
-    unsigned char *model = g_malloc(byte_len);
-    unsigned char *back = g_malloc(byte_len);
-    curd_test_fill_random(model, byte_len);
-    curd_test_poison(back, byte_len);
-    g_assert_cmpint(curd_buffer_alloc(device, byte_len, &buffer), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_upload(device, buffer, model, byte_len), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_download(device, buffer, back, byte_len), ==,
-                    CURD_OK);
-    assert_same_bytes(back, model, byte_len);
-    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
-    g_free(back);
-    g_free(model);
-}
-
 static const size_t sizes[] = {1, 4096, 65536, 1u << 20, 16u << 20};
 
 static void test_transfers_end_on_the_word_their_stream_writes(void)
@@ -96,7 +63,7 @@ static void test_transfers_end_on_the_word_their_stream_writes(void)
     uint64_t fences = transfer_test_take(device).fences;
     for (unsigned round = 0; round < ROUNDS; round++)
         for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
-            round_trip(device, sizes[i]);
+            transfer_test_round_trip(device, sizes[i]);
     beacon_counts after = counts_of(device);
     uint64_t fenced = transfer_test_take(device).fences - fences;
     /* Every fence is one wait, ended one way or the other. */
@@ -110,12 +77,12 @@ static void test_transfers_end_on_the_word_their_stream_writes(void)
 
 static void test_a_spin_of_zero_waits_in_the_driver(void)
 {
-    curd_device *device = open_spinning("0");
+    curd_device *device = transfer_test_open_with("CURD_FENCE_SPIN_US", "0");
     if (device == NULL)
         return;
     beacon_counts before = counts_of(device);
     for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
-        round_trip(device, sizes[i]);
+        transfer_test_round_trip(device, sizes[i]);
     beacon_counts after = counts_of(device);
     g_assert_cmpuint(after.seen, ==, before.seen);
     g_assert_cmpuint(after.synced - before.synced, ==,
@@ -133,13 +100,13 @@ static void test_an_unsupported_write_leaves_the_driver_wait(void)
     beacon_counts before = counts_of(device);
     curd_test_faults_begin(1, 801 /* CUDA_ERROR_NOT_SUPPORTED */,
                            "cuStreamWriteValue32");
-    round_trip(device, 4096);
+    transfer_test_round_trip(device, 4096);
     g_assert_true(curd_test_faults_fired());
     (void)curd_test_faults_end();
     g_assert_false(curdi_beacon_available(device));
     /* No write is asked for again. */
     curd_test_faults_begin(1, 999, "cuStreamWriteValue32");
-    round_trip(device, 65536);
+    transfer_test_round_trip(device, 65536);
     g_assert_false(curd_test_faults_fired());
     (void)curd_test_faults_end();
     beacon_counts after = counts_of(device);
@@ -179,7 +146,7 @@ static void test_a_page_that_cannot_be_made_leaves_the_wait_to_the_driver(void)
     /* Small work ends on its word now that the page is there. */
     before = counts_of(device);
     for (unsigned round = 0; round < 8; round++)
-        round_trip(device, 4096);
+        transfer_test_round_trip(device, 4096);
     after = counts_of(device);
     g_assert_cmpuint(after.seen - before.seen, >=, 8);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
@@ -210,7 +177,7 @@ static void test_a_refused_write_fails_its_transfer(void)
     g_assert_true(curdi_beacon_available(device));
     g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
     g_free(model);
-    round_trip(device, LEN);
+    transfer_test_round_trip(device, LEN);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -275,25 +242,14 @@ static void test_a_synchronous_dispatch_ends_on_its_word(void)
 #define THREADS 80
 #define THREAD_ROUNDS 6
 
-static gpointer thread_round_trips(gpointer data)
-{
-    curd_device *device = data;
-    for (unsigned round = 0; round < THREAD_ROUNDS; round++)
-        round_trip(device, (size_t)g_random_int_range(1, 256 * 1024));
-    return NULL;
-}
-
 static void test_threads_share_the_words(void)
 {
-    curd_device *device = open_spinning(NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    GThread *threads[THREADS];
     beacon_counts before = counts_of(device);
-    for (unsigned i = 0; i < THREADS; i++)
-        threads[i] = g_thread_new("round-trips", thread_round_trips, device);
-    for (unsigned i = 0; i < THREADS; i++)
-        g_thread_join(threads[i]);
+    transfer_test_round_trips_on_threads(device, THREADS, THREAD_ROUNDS,
+                                         256 * 1024);
     beacon_counts after = counts_of(device);
     g_assert_cmpuint(waits_between(before, after), ==,
                      2u * THREADS * THREAD_ROUNDS);

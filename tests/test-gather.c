@@ -24,18 +24,6 @@
 
 #define BUFFERS 4
 
-/* Opens device 0 with the environment variable `name` set to value (NULL:
- * unset) while it opens; the device keeps what it read. */
-static curd_device *open_with(const char *name, const char *value)
-{
-    curd_device *device;
-    if (value != NULL)
-        g_setenv(name, value, TRUE);
-    device = curd_test_gpu_open();
-    g_unsetenv(name);
-    return device;
-}
-
 static curd_buffer alloc_ok(curd_device *device, size_t len)
 {
     curd_buffer buffer = {0};
@@ -48,7 +36,7 @@ static curd_buffer alloc_ok(curd_device *device, size_t len)
  * then skipped (or, with no GPU, skipped by curd_test_gpu_open). */
 static curd_device *open_registering(const char *name, const char *value)
 {
-    curd_device *device = open_with(name, value);
+    curd_device *device = transfer_test_open_with(name, value);
     if (device == NULL)
         return NULL;
     if ((curd_test_device_info(device).capabilities & CURD_CAP_HOST_REGISTER)
@@ -291,7 +279,7 @@ static void scattered_round(curd_device *device, size_t count, size_t max_buffer
  * device opened with CURD_TRANSFER_PATH=path. */
 static void small_scattered_rounds(const char *path, expect how)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", path);
+    curd_device *device = transfer_test_open_with("CURD_TRANSFER_PATH", path);
     if (device == NULL)
         return;
     for (int round = 0; round < 30; round++)
@@ -313,7 +301,8 @@ static void test_random_scattered_batches_match_the_model_through_the_kernels(vo
 
 static void test_large_gathered_batches_pipeline_across_chunks(void)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", "gather");
+    curd_device *device =
+        transfer_test_open_with("CURD_TRANSFER_PATH", "gather");
     if (device == NULL)
         return;
     /* Several chunks of staging: the copy threads, the slots' events and
@@ -327,7 +316,8 @@ static void test_large_gathered_batches_pipeline_across_chunks(void)
 
 static void test_more_pieces_than_one_launch_takes(void)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", "gather");
+    curd_device *device =
+        transfer_test_open_with("CURD_TRANSFER_PATH", "gather");
     if (device == NULL)
         return;
     /* Hundreds of tiny scattered ranges: several launches for one chunk,
@@ -373,7 +363,8 @@ static void test_more_pieces_than_one_launch_takes(void)
 
 static void test_overlapping_gathered_uploads_keep_the_later_item(void)
 {
-    curd_device *device = open_with("CURD_TRANSFER_PATH", "gather");
+    curd_device *device =
+        transfer_test_open_with("CURD_TRANSFER_PATH", "gather");
     if (device == NULL)
         return;
     /* Overlaps inside one span and across chunk boundaries (a span of
@@ -573,7 +564,7 @@ static void test_a_device_without_host_access_moves_one_dma_per_span(void)
     curd_device *device;
     transfer_test_snapshot before, after;
     g_setenv("FAKE_CUDA_NO_HOST_POINTER", "1", TRUE);
-    device = open_with("CURD_TRANSFER_PATH", "gather");
+    device = transfer_test_open_with("CURD_TRANSFER_PATH", "gather");
     g_assert_nonnull(device);
     /* Uneven pieces: none join into rows. */
     g_assert_cmpuint(scattered_reads(device, PIECES, PIECE, STRIDE, true,
@@ -604,7 +595,7 @@ static void test_the_planner_gathers_many_small_ranges_and_dmas_few(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 
     /* The crossover moves with CURD_GATHER_MIN_SPANS. */
-    device = open_with("CURD_GATHER_MIN_SPANS", "65");
+    device = transfer_test_open_with("CURD_GATHER_MIN_SPANS", "65");
     g_assert_nonnull(device);
     g_assert_cmpuint(
         scattered_reads(device, 64, 4096, 8192, true, &before, &after), ==, 64);
@@ -620,7 +611,8 @@ static void test_ranges_at_one_stride_move_in_one_strided_dma(void)
     static const char *const paths[] = {"auto", "dma"};
     transfer_test_snapshot before, after;
     for (size_t p = 0; p < G_N_ELEMENTS(paths); p++) {
-        curd_device *device = open_with("CURD_TRANSFER_PATH", paths[p]);
+        curd_device *device =
+            transfer_test_open_with("CURD_TRANSFER_PATH", paths[p]);
         if (device == NULL)
             return;
         g_assert_cmpuint(
@@ -876,7 +868,7 @@ static void test_the_engine_tunables_come_from_the_environment(void)
 
     /* A value out of range is ignored: the defaults stay (one chunk up to
      * 1 MiB). */
-    device = open_with("CURD_CHUNK_MIN_BYTES", "12");
+    device = transfer_test_open_with("CURD_CHUNK_MIN_BYTES", "12");
     g_assert_nonnull(device);
     g_assert_cmpuint(whole_round_trip(device, 256 * 1024), ==, 1);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);

@@ -17,19 +17,6 @@
 #include "support/curd-test.h"
 #include "transfer-test.h"
 
-/* Opens device 0 with `name` set to value while it opens (name NULL:
- * nothing set); NULL when there is none (the test then skipped). */
-static curd_device *open_with(const char *name, const char *value)
-{
-    curd_device *device;
-    if (name != NULL)
-        g_setenv(name, value, TRUE);
-    device = curd_test_gpu_open();
-    if (name != NULL)
-        g_unsetenv(name);
-    return device;
-}
-
 typedef struct landing_counts {
     uint64_t landed;
     uint64_t declined;
@@ -40,27 +27,6 @@ static landing_counts counts_of(curd_device *device)
     landing_counts counts;
     curdi_landing_counts(device, &counts.landed, &counts.declined);
     return counts;
-}
-
-/* Uploads fresh random bytes into a new buffer of byte_len, downloads
- * them into poisoned malloc memory and compares every byte. */
-static void round_trip(curd_device *device, size_t byte_len)
-{
-    curd_buffer buffer = {0};
-    unsigned char *model = g_malloc(byte_len);
-    unsigned char *back = g_malloc(byte_len);
-    curd_test_fill_random(model, byte_len);
-    curd_test_poison(back, byte_len);
-    g_assert_cmpint(curd_buffer_alloc(device, byte_len, &buffer), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_upload(device, buffer, model, byte_len), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_download(device, buffer, back, byte_len), ==,
-                    CURD_OK);
-    assert_same_bytes(back, model, byte_len);
-    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
-    g_free(back);
-    g_free(model);
 }
 
 /* Every granule of the made area is free: 64 one-granule places, taken
@@ -85,13 +51,14 @@ static void assert_every_place_free(curd_device *device)
 
 static void test_small_downloads_land_in_turn(void)
 {
-    curd_device *device = open_with(NULL, NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
     enum { ROUNDS = 24 };
     landing_counts before = counts_of(device);
     for (unsigned round = 0; round < ROUNDS; round++)
-        round_trip(device, (size_t)g_random_int_range(1, (1 << 20) + 1));
+        transfer_test_round_trip(
+            device, (size_t)g_random_int_range(1, (1 << 20) + 1));
     landing_counts after = counts_of(device);
     g_assert_cmpuint(after.landed - before.landed, ==, ROUNDS);
     g_assert_cmpuint(after.declined, ==, before.declined);
@@ -113,11 +80,11 @@ static void test_small_downloads_land_in_turn(void)
  * of 1 MiB (the default chunks), each in a slot of its own. */
 static void test_a_download_of_several_chunks_lands_each_slot(void)
 {
-    curd_device *device = open_with(NULL, NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
     landing_counts before = counts_of(device);
-    round_trip(device, 3u << 20);
+    transfer_test_round_trip(device, 3u << 20);
     landing_counts after = counts_of(device);
     g_assert_cmpuint(after.landed - before.landed, ==, 3);
     g_assert_cmpuint(after.declined, ==, before.declined);
@@ -130,7 +97,7 @@ static void test_a_download_of_several_chunks_lands_each_slot(void)
  * staged through the pool. */
 static void test_uploads_and_large_slots_stage_through_the_pool(void)
 {
-    curd_device *device = open_with("CURD_CHUNK_MIN_BYTES", "8m");
+    curd_device *device = transfer_test_open_with("CURD_CHUNK_MIN_BYTES", "8m");
     if (device == NULL)
         return;
     enum { LEN = 24u << 20 };
@@ -149,23 +116,23 @@ static void test_uploads_and_large_slots_stage_through_the_pool(void)
     g_free(model);
     /* One chunk of 8 MiB: one slot, declined. */
     before = counts_of(device);
-    round_trip(device, 8u << 20);
+    transfer_test_round_trip(device, 8u << 20);
     after = counts_of(device);
     g_assert_cmpuint(after.landed, ==, before.landed);
     g_assert_cmpuint(after.declined - before.declined, ==, 1);
-    round_trip(device, 1u << 20);
+    transfer_test_round_trip(device, 1u << 20);
     g_assert_cmpuint(counts_of(device).landed - after.landed, ==, 1);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
 static void test_a_landing_area_of_zero_stages_every_download(void)
 {
-    curd_device *device = open_with("CURD_LANDING_BYTES", "0");
+    curd_device *device = transfer_test_open_with("CURD_LANDING_BYTES", "0");
     if (device == NULL)
         return;
     landing_counts before = counts_of(device);
-    round_trip(device, 4096);
-    round_trip(device, 300 * 1024);
+    transfer_test_round_trip(device, 4096);
+    transfer_test_round_trip(device, 300 * 1024);
     landing_counts after = counts_of(device);
     g_assert_cmpuint(after.landed, ==, before.landed);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
@@ -178,7 +145,7 @@ static void test_a_landing_area_of_zero_stages_every_download(void)
 static void test_an_area_that_cannot_be_made_leaves_the_download_to_the_pool(
     void)
 {
-    curd_device *device = open_with(NULL, NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
     enum { LEN = 100000 };
@@ -216,13 +183,13 @@ static void test_an_area_that_cannot_be_made_leaves_the_download_to_the_pool(
  * sentence, nothing counted, every granule free again. */
 static void test_a_failed_download_gives_its_place_back(void)
 {
-    curd_device *device = open_with(NULL, NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
     enum { LEN = 200000 };
     curd_buffer buffer = {0};
     unsigned char *back = g_malloc(LEN);
-    round_trip(device, 4096); /* makes the area */
+    transfer_test_round_trip(device, 4096); /* makes the area */
     g_assert_cmpint(curd_buffer_alloc(device, LEN, &buffer), ==, CURD_OK);
     transfer_test_snapshot before = transfer_test_take(device);
     landing_counts landed_before = counts_of(device);
@@ -246,25 +213,14 @@ static void test_a_failed_download_gives_its_place_back(void)
 #define THREADS 16
 #define THREAD_ROUNDS 8
 
-static gpointer thread_round_trips(gpointer data)
-{
-    curd_device *device = data;
-    for (unsigned round = 0; round < THREAD_ROUNDS; round++)
-        round_trip(device, (size_t)g_random_int_range(1, 512 * 1024));
-    return NULL;
-}
-
 static void test_threads_take_turns(void)
 {
-    curd_device *device = open_with(NULL, NULL);
+    curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    GThread *threads[THREADS];
     landing_counts before = counts_of(device);
-    for (unsigned i = 0; i < THREADS; i++)
-        threads[i] = g_thread_new("round-trips", thread_round_trips, device);
-    for (unsigned i = 0; i < THREADS; i++)
-        g_thread_join(threads[i]);
+    transfer_test_round_trips_on_threads(device, THREADS, THREAD_ROUNDS,
+                                         512 * 1024);
     landing_counts after = counts_of(device);
     g_assert_cmpuint((after.landed - before.landed)
                          + (after.declined - before.declined),

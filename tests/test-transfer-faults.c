@@ -46,10 +46,7 @@ static bool fixture_open_on(fixture *f, size_t a_len, size_t b_len,
                             bool register_half, const char *path)
 {
     memset(f, 0, sizeof *f);
-    if (path != NULL)
-        g_setenv("CURD_TRANSFER_PATH", path, TRUE);
-    f->device = curd_test_gpu_open();
-    g_unsetenv("CURD_TRANSFER_PATH");
+    f->device = transfer_test_open_with("CURD_TRANSFER_PATH", path);
     if (f->device == NULL)
         return false;
     f->a_len = a_len;

@@ -147,6 +147,78 @@ static inline void transfer_test_buffer_holds(const char *file, int line,
                                (expected), (len))
 
 /* ------------------------------------------------------------------------
+ * Opening under a setting, and round trips
+ * ---------------------------------------------------------------------- */
+
+/* Opens device 0 with the environment variable `name` set to value (NULL:
+ * nothing set) while it opens; the device keeps what it read. NULL when
+ * there is none (the test then skipped). */
+static inline curd_device *transfer_test_open_with(const char *name,
+                                                   const char *value)
+{
+    curd_device *device;
+    if (value != NULL)
+        g_setenv(name, value, TRUE);
+    device = curd_test_gpu_open();
+    g_unsetenv(name);
+    return device;
+}
+
+/* Uploads fresh random bytes into a new buffer of byte_len, downloads
+ * them into poisoned malloc memory and compares every byte. */
+static inline void transfer_test_round_trip(curd_device *device,
+                                            size_t byte_len)
+{
+    curd_buffer buffer = {0};
+    unsigned char *model = g_malloc(byte_len);
+    unsigned char *back = g_malloc(byte_len);
+    curd_test_fill_random(model, byte_len);
+    curd_test_poison(back, byte_len);
+    g_assert_cmpint(curd_buffer_alloc(device, byte_len, &buffer), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, byte_len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_download(device, buffer, back, byte_len), ==,
+                    CURD_OK);
+    assert_same_bytes(back, model, byte_len);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(back);
+    g_free(model);
+}
+
+typedef struct transfer_test_round_trips {
+    curd_device *device;
+    unsigned rounds;
+    size_t max_len;
+} transfer_test_round_trips;
+
+static inline gpointer transfer_test_round_trips_run(gpointer data)
+{
+    const transfer_test_round_trips *work = data;
+    for (unsigned round = 0; round < work->rounds; round++)
+        transfer_test_round_trip(
+            work->device, (size_t)g_random_int_range(1, (gint32)work->max_len));
+    return NULL;
+}
+
+/* thread_count threads at once, each making `rounds` round trips of
+ * random lengths in [1, max_len); returns when all are done. */
+static inline void transfer_test_round_trips_on_threads(curd_device *device,
+                                                        unsigned thread_count,
+                                                        unsigned rounds,
+                                                        size_t max_len)
+{
+    transfer_test_round_trips work = {device, rounds, max_len};
+    GThread **threads = g_new(GThread *, thread_count);
+    for (unsigned i = 0; i < thread_count; i++)
+        threads[i] = g_thread_new("round-trips",
+                                  transfer_test_round_trips_run, &work);
+    for (unsigned i = 0; i < thread_count; i++)
+        g_thread_join(threads[i]);
+    g_free(threads);
+}
+
+/* ------------------------------------------------------------------------
  * What a batch moves
  * ---------------------------------------------------------------------- */
 
