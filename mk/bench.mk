@@ -26,13 +26,14 @@ $(BUILD)/bench/curd-bench-internal: $(BENCH_INTERNAL_OBJS) $(BENCH_HARNESS_OBJS)
 
 # `make check` step: both benchmarks run every scenario once, briefly, on
 # the stand-in driver (tests/fake/), which proves that every path still
-# checks out byte for byte and that the CSV and JSON are written; the
-# timings mean nothing there.
+# checks out byte for byte and that the CSV and JSON are written, each row
+# under its own scenario's label; the timings mean nothing there.
 BENCH_SMOKE_ENV := CURD_LIBCUDA=$(abspath $(FAKE_CUDA)) FAKE_CUDA_MEMORY=2147483648
 .PHONY: bench-smoke
 bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE_CUDA)
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/tools/curd-bench --quick --samples=2 \
 	    --csv=$(BUILD)/bench-smoke.csv --json=$(BUILD)/bench-smoke.json >/dev/null
+	$(Q)scripts/check-bench-labels.sh $(BUILD)/bench-smoke.csv
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/tools/curd-bench --quick --samples=2 \
 	    --scenario=tune >/dev/null
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/bench/curd-bench-internal --quick --samples=2 >/dev/null

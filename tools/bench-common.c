@@ -213,6 +213,13 @@ void bench_scenario_init(bench_scenario *scenario, const bench_env *env,
     va_end(args);
 }
 
+/* false when label does not fit. */
+static bool copy_label(char out[BENCH_LABEL_BYTES], const char *label)
+{
+    int length = snprintf(out, BENCH_LABEL_BYTES, "%s", label);
+    return length >= 0 && length < BENCH_LABEL_BYTES;
+}
+
 int bench_add_variant(bench_scenario *scenario,
                       const bench_variant_spec *spec)
 {
@@ -223,6 +230,11 @@ int bench_add_variant(bench_scenario *scenario,
     variant = &scenario->variants[scenario->variant_count];
     memset(variant, 0, sizeof *variant);
     variant->spec = *spec;
+    if (!copy_label(variant->label, spec->label)
+        || !copy_label(variant->series,
+                       spec->series != NULL ? spec->series : spec->label))
+        return bench_fail("%s: a variant label longer than %d bytes: %s",
+                          scenario->name, BENCH_LABEL_BYTES - 1, spec->label);
     if (variant->spec.ops_per_iteration == 0)
         variant->spec.ops_per_iteration = 1;
     return (int)scenario->variant_count++;
@@ -368,6 +380,19 @@ int bench_measure(bench_scenario *scenario)
     return 0;
 }
 
+/* Words a check's label from its variants' labels. Through va_list, as
+ * the labels lie in the same scenario as the check's own (never the same
+ * bytes, which snprintf's restrict check cannot see). */
+static void name_check(bench_check *check, const char *format, ...)
+    BENCH_PRINTF(2, 3);
+static void name_check(bench_check *check, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(check->label, sizeof check->label, format, args);
+    va_end(args);
+}
+
 static bench_check *new_check(bench_scenario *scenario)
 {
     bench_check *check;
@@ -387,8 +412,7 @@ void bench_check_ratio(bench_scenario *scenario, int curd_index,
     if (check == NULL)
         return;
     check->kind = BENCH_CHECK_RATIO;
-    snprintf(check->label, sizeof check->label, "%s / %s", a->spec.label,
-             b->spec.label);
+    name_check(check, "%s / %s", a->label, b->label);
     check->a = curd_index;
     check->b = raw_index;
     check->limit = limit;
@@ -407,7 +431,7 @@ void bench_check_median_ns(bench_scenario *scenario, int index,
     if (check == NULL)
         return;
     check->kind = BENCH_CHECK_MEDIAN_NS;
-    snprintf(check->label, sizeof check->label, "%s median", a->spec.label);
+    name_check(check, "%s median", a->label);
     check->a = index;
     check->b = -1;
     check->limit = limit_ns;
@@ -428,8 +452,7 @@ void bench_check_extra_ns(bench_scenario *scenario, int index,
     if (check == NULL)
         return;
     check->kind = BENCH_CHECK_EXTRA_NS;
-    snprintf(check->label, sizeof check->label, "%s - %s", a->spec.label,
-             b->spec.label);
+    name_check(check, "%s - %s", a->label, b->label);
     check->a = index;
     check->b = baseline_index;
     check->limit = limit_ns;
@@ -449,8 +472,7 @@ void bench_check_speedup(bench_scenario *scenario, int parallel_index,
     if (check == NULL)
         return;
     check->kind = BENCH_CHECK_SPEEDUP;
-    snprintf(check->label, sizeof check->label, "speedup %s vs %s",
-             a->spec.label, b->spec.label);
+    name_check(check, "speedup %s vs %s", a->label, b->label);
     check->a = parallel_index;
     check->b = baseline_index;
     check->limit = limit;

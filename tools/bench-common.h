@@ -33,6 +33,8 @@
 #define BENCH_MAX_CHECKS 40
 #define BENCH_MAX_NOTES 8
 #define BENCH_MAX_SAMPLES 201
+/* The longest variant label, its NUL included. */
+#define BENCH_LABEL_BYTES 160
 
 /* ------------------------------------------------------------------------
  * Run-wide settings and the device under test.
@@ -160,6 +162,11 @@ typedef struct bench_variant_spec {
 
 typedef struct bench_variant {
     bench_variant_spec spec;
+    /* The spec's label and series (the label when it has none), copied:
+     * the report keeps the scenario until the end of the run, and callers
+     * build labels in buffers that a later scenario writes again. */
+    char label[BENCH_LABEL_BYTES];
+    char series[BENCH_LABEL_BYTES];
     uint64_t iterations; /* per sample, as calibrated */
     double sample_ns[BENCH_MAX_SAMPLES]; /* ns per operation */
     unsigned sample_count;

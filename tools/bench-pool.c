@@ -477,7 +477,7 @@ int bench_pool_threads(const bench_env *env)
     bench_block_loop block = {env, CURD_POOL_DEVICE, BENCH_POOL_BLOCK_BYTES};
     raw_alloc_loop raw[BENCH_TEAM_MAX_THREADS];
     int public_index[COUNTS], raw_index[COUNTS];
-    static char labels[2][COUNTS][80];
+    char labels[2][COUNTS][80];
     bench_scenario scenario;
     bench_env threaded_env = *env;
     bool with_async = has_stream_ordered_alloc(env);

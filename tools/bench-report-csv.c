@@ -48,8 +48,7 @@ static void write_row(FILE *out, const bench_scenario *scenario,
     const bench_variant *raw = raw_baseline(scenario, variant);
     write_field(out, scenario->name);
     fputc(',', out);
-    write_field(out, variant->spec.series != NULL ? variant->spec.series
-                                                  : variant->spec.label);
+    write_field(out, variant->series);
     fprintf(out, ",%s,%llu,%u,%.6g,%.6g,%.6g,ns,",
             bench_role_name(variant->spec.role),
             (unsigned long long)variant->spec.bytes_per_op,

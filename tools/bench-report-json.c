@@ -8,7 +8,7 @@ static void write_variant(json_writer *json, const bench_variant *variant)
 {
     unsigned sample;
     json_object_begin(json);
-    json_member_string(json, "label", variant->spec.label);
+    json_member_string(json, "label", variant->label);
     json_member_string(json, "role", bench_role_name(variant->spec.role));
     json_member_uint(json, "ops_per_sample",
                      variant->iterations * variant->spec.ops_per_iteration);
@@ -58,9 +58,9 @@ static void write_check(json_writer *json, const bench_scenario *scenario,
     json_object_begin(json);
     json_member_string(json, "kind", check_kind_name(check->kind));
     json_member_string(json, "label", check->label);
-    json_member_string(json, "a", scenario->variants[check->a].spec.label);
+    json_member_string(json, "a", scenario->variants[check->a].label);
     if (check->b >= 0) {
-        json_member_string(json, "b", scenario->variants[check->b].spec.label);
+        json_member_string(json, "b", scenario->variants[check->b].label);
     }
     json_member_double(json, "value", check->value);
     if (check->has_target) {

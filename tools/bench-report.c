@@ -136,7 +136,7 @@ static void print_scenario_text(FILE *out, const bench_scenario *scenario)
     size_t label_width = 8;
 
     for (index = 0; index < scenario->variant_count; index++) {
-        size_t length = strlen(scenario->variants[index].spec.label);
+        size_t length = strlen(scenario->variants[index].label);
         if (length > label_width)
             label_width = length;
     }
@@ -154,11 +154,11 @@ static void print_scenario_text(FILE *out, const bench_scenario *scenario)
         if (rate[0] != '\0')
             fprintf(out, "  %-4s  %-*s  %-28s  %-10s  %s\n",
                     bench_role_name(variant->spec.role), (int)label_width,
-                    variant->spec.label, times, ops, rate);
+                    variant->label, times, ops, rate);
         else
             fprintf(out, "  %-4s  %-*s  %-28s  %s\n",
                     bench_role_name(variant->spec.role), (int)label_width,
-                    variant->spec.label, times, ops);
+                    variant->label, times, ops);
     }
     for (index = 0; index < scenario->check_count; index++) {
         const bench_check *check = &scenario->checks[index];

@@ -57,10 +57,6 @@ typedef struct sweep_size {
     bench_copy_op ops[SERIES_COUNT];
 } sweep_size;
 
-/* The labels outlive the scenario's run: the report keeps pointers to
- * them until the run ends. [upload][size][series] */
-static char sweep_labels[2][SWEEP_SIZES][SERIES_COUNT][80];
-
 static void sweep_size_free(sweep_size *size)
 {
     const bench_env *env = size->state.env;
@@ -192,8 +188,8 @@ static int sweep(const bench_env *env, const char *name, bool upload)
                 continue;
             if (sweep_size_check(size, upload, series) != 0)
                 goto done;
-            char *label = sweep_labels[upload][size_index][series];
-            snprintf(label, sizeof sweep_labels[0][0][0],
+            char label[80];
+            snprintf(label, sizeof label,
                      "%s, %zu %s", series_names[series],
                      byte_len >= BENCH_MIB ? byte_len / BENCH_MIB
                                            : byte_len / BENCH_KIB,

@@ -688,7 +688,7 @@ static int large_transfer(const bench_env *env, const char *name,
                         pinned_source ? "registered (page-locked)"
                                       : "malloc (pageable)");
     {
-        static char labels[4][96];
+        char labels[3][96];
         snprintf(labels[0], sizeof labels[0], "curd_buffer_%s, %s", direction,
                  pinned_source ? "registered" : "malloc");
         curd_main = bench_add_variant(&scenario, &(bench_variant_spec){
