@@ -8,7 +8,9 @@
  *     Nothing is allocated or enqueued before all of it passed.
  *  2. Enter the device; take a pooled stream and two timing events (core),
  *     a device block for each borrowed argument (the device pool) and a
- *     pinned staging block for each one that moves bytes (the pinned pool).
+ *     pinned staging block for each one that moves bytes (the pinned pool;
+ *     a read-back alone lands in the landing area when it can, at a place
+ *     the CPU has not read lately: lib/landing.h).
  *  3. Enqueue: inputs up, outputs and scratch zeroed, the launches, the
  *     read-backs into staging, the end event. The caller's input memory is
  *     no longer needed once this returns.
@@ -30,6 +32,7 @@
 #include "clock.h"
 #include "core.h"
 #include "driver.h"
+#include "landing.h"
 #include "pending.h"
 #include "program.h"
 #include "resident.h"
@@ -283,6 +286,9 @@ typedef struct bound {
     size_t device_bytes;  /* HOST: the block's bytes; BUFFER: the buffer's */
     uint64_t block;       /* HOST: the device block, 0 before it is taken */
     curdi_staging staging; /* HOST inputs and read-backs */
+    /* A read-back that landed: staging then only names its place (no
+     * pool block to release). */
+    curdi_landing landing;
     size_t read_offset;   /* read-back: from the device bytes ... */
     size_t read_len;      /* ... this many, into host (0: none) */
     unsigned char *host;  /* read-back destination */
@@ -653,7 +659,10 @@ static void run_release(curd_pending *pending)
     curd_device *device = pending->device;
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
-        (void)curdi_staging_release(&b->staging);
+        if (b->landing.host != NULL)
+            curdi_landing_give(device, &b->landing);
+        else
+            (void)curdi_staging_release(&b->staging);
         if (b->block != 0)
             (void)curdi_pool_release(device->device_pool, b->block);
     }
@@ -752,6 +761,23 @@ static curd_status run_prepare(curd_device *device,
     return CURD_OK;
 }
 
+/* The page-locked place a read-back of b->read_len bytes (and no input)
+ * comes into: a landing when one is free, else a pinned block. A DMA into
+ * lines the CPU has just read waits on their snoops, and the pinned pool
+ * hands out the block the last dispatch's read-back was copied out of
+ * (doc/PERFORMANCE.md, seventh run). */
+static curd_status take_read_back(curd_device *device, bound *b)
+{
+    if (curdi_landing_take(device, b->read_len, &b->landing)) {
+        b->staging = (curdi_staging){.host = b->landing.host,
+                                     .byte_len = b->read_len,
+                                     .class_bytes = b->read_len};
+        return CURD_OK;
+    }
+    return curdi_staging_acquire(device->pinned_pool, b->read_len,
+                                 &b->staging);
+}
+
 /* Takes the blocks, the stream and the events; stages the inputs. Context
  * current. */
 static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
@@ -769,12 +795,11 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
         if (status != CURD_OK)
             return status;
         b->device_ptr = b->block;
-        size_t staged = reads_input(arg) ? arg->byte_len : b->read_len;
-        if (staged == 0)
+        if (!reads_input(arg) || arg->byte_len == 0)
             continue;
-        status = curdi_staging_acquire(device->pinned_pool, staged,
+        status = curdi_staging_acquire(device->pinned_pool, arg->byte_len,
                                        &b->staging);
-        if (status == CURD_OK && reads_input(arg))
+        if (status == CURD_OK)
             status = curdi_staging_write(&b->staging, 0, arg->byte_len,
                                          arg->host, arg->byte_len);
         if (status != CURD_OK)
@@ -782,9 +807,9 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
     }
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
-        if (args[index].kind == CURD_ARG_BUFFER && b->read_len != 0) {
-            status = curdi_staging_acquire(device->pinned_pool, b->read_len,
-                                           &b->staging);
+        if (b->read_len != 0 && !(args[index].kind == CURD_ARG_HOST
+                                  && reads_input(&args[index]))) {
+            status = take_read_back(device, b);
             if (status != CURD_OK)
                 return status;
         }

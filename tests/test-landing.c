@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch-test.h"
 #include "landing.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
@@ -230,6 +231,72 @@ static void test_threads_take_turns(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* A dispatch's read-back alone lands: add_one over an output (zeroed on
+ * the device, so every word comes back 1) and over a resident buffer
+ * read back in part take one place each; an INOUT argument, whose
+ * read-back comes into the block its input went out of, does not. Every
+ * place is free again after. */
+static void test_a_dispatchs_read_backs_land(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    for (unsigned round = 0; round < 6; round++) {
+        uint32_t n = random_count(1000, 200000);
+        uint32_t *out = g_new(uint32_t, n);
+        uint32_t *ones = g_new(uint32_t, n);
+        uint32_t *data = random_words(n);
+        uint32_t *want = g_memdup2(data, n * sizeof *data);
+        for (uint32_t i = 0; i < n; i++) {
+            ones[i] = 1u;
+            want[i] += 1u;
+        }
+        curd_test_poison(out, n * sizeof *out);
+        curd_launch launch = launch_over(n, 128);
+        landing_counts before = counts_of(device);
+        curd_arg output[] = {
+            curd_arg_host(CURD_ROLE_OUTPUT, out, n * sizeof *out),
+            curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_dispatch(device, program, &launch, output, 2),
+                 "curd_dispatch, output");
+        assert_words(out, ones, n, "add_one, output");
+        g_assert_cmpuint(counts_of(device).landed - before.landed, ==, 1);
+
+        /* A resident buffer read back from a random word on. */
+        uint32_t from = (uint32_t)g_test_rand_int_range(0, (gint32)n);
+        curd_buffer buffer = upload_new(device, data, n * sizeof *data);
+        curd_arg read_back = curd_arg_buffer(CURD_ROLE_INOUT, buffer);
+        read_back.host = out;
+        read_back.byte_len = n * sizeof *out;
+        read_back.read_offset = (size_t)from * sizeof *out;
+        read_back.read_len = (size_t)(n - from) * sizeof *out;
+        curd_test_poison(out, n * sizeof *out);
+        before = counts_of(device);
+        curd_arg buffer_args[] = {read_back, curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_dispatch(device, program, &launch, buffer_args, 2),
+                 "curd_dispatch, buffer read back");
+        assert_words(out, want + from, n - from, "add_one, buffer read back");
+        g_assert_cmpuint(counts_of(device).landed - before.landed, ==, 1);
+        check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+
+        before = counts_of(device);
+        curd_arg inout[] = {
+            curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+            curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_dispatch(device, program, &launch, inout, 2),
+                 "curd_dispatch, inout");
+        assert_words(data, want, n, "add_one, inout");
+        g_assert_cmpuint(counts_of(device).landed, ==, before.landed);
+        g_free(out);
+        g_free(ones);
+        g_free(data);
+        g_free(want);
+    }
+    assert_every_place_free(device);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
 static const transfer_test_case cases[] = {
     {"small-downloads-land-in-turn", test_small_downloads_land_in_turn},
     {"a-download-of-several-chunks-lands-each-slot",
@@ -243,6 +310,7 @@ static const transfer_test_case cases[] = {
     {"a-failed-download-gives-its-place-back",
      test_a_failed_download_gives_its_place_back},
     {"threads-take-turns", test_threads_take_turns},
+    {"a-dispatchs-read-backs-land", test_a_dispatchs_read_backs_land},
 };
 
 int main(int argc, char **argv)
