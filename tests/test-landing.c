@@ -231,6 +231,19 @@ static void test_threads_take_turns(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* Dispatches add_one over `data` and its element count n, which must
+ * land in `places` places. */
+static void add_one_lands(curd_device *device, const curd_program *program,
+                          curd_arg data, uint32_t n, uint64_t places,
+                          const char *what)
+{
+    curd_launch launch = launch_over(n, 128);
+    curd_arg args[] = {data, curd_arg_scalar(&n, sizeof n)};
+    landing_counts before = counts_of(device);
+    check_ok(curd_dispatch(device, program, &launch, args, 2), what);
+    g_assert_cmpuint(counts_of(device).landed - before.landed, ==, places);
+}
+
 /* A dispatch's read-back alone lands: add_one over an output (zeroed on
  * the device, so every word comes back 1) and over a resident buffer
  * read back in part take one place each; an INOUT argument, whose
@@ -244,50 +257,39 @@ static void test_a_dispatchs_read_backs_land(void)
     curd_program *program = load(device, "add_one.ptx", "curd_add_one");
     for (unsigned round = 0; round < 6; round++) {
         uint32_t n = random_count(1000, 200000);
+        size_t bytes = n * sizeof(uint32_t);
         uint32_t *out = g_new(uint32_t, n);
         uint32_t *ones = g_new(uint32_t, n);
         uint32_t *data = random_words(n);
-        uint32_t *want = g_memdup2(data, n * sizeof *data);
+        uint32_t *want = g_memdup2(data, bytes);
         for (uint32_t i = 0; i < n; i++) {
             ones[i] = 1u;
             want[i] += 1u;
         }
-        curd_test_poison(out, n * sizeof *out);
-        curd_launch launch = launch_over(n, 128);
-        landing_counts before = counts_of(device);
-        curd_arg output[] = {
-            curd_arg_host(CURD_ROLE_OUTPUT, out, n * sizeof *out),
-            curd_arg_scalar(&n, sizeof n)};
-        check_ok(curd_dispatch(device, program, &launch, output, 2),
-                 "curd_dispatch, output");
+        curd_test_poison(out, bytes);
+        add_one_lands(device, program,
+                      curd_arg_host(CURD_ROLE_OUTPUT, out, bytes), n, 1,
+                      "curd_dispatch, output");
         assert_words(out, ones, n, "add_one, output");
-        g_assert_cmpuint(counts_of(device).landed - before.landed, ==, 1);
 
         /* A resident buffer read back from a random word on. */
         uint32_t from = (uint32_t)g_test_rand_int_range(0, (gint32)n);
-        curd_buffer buffer = upload_new(device, data, n * sizeof *data);
+        curd_buffer buffer = upload_new(device, data, bytes);
         curd_arg read_back = curd_arg_buffer(CURD_ROLE_INOUT, buffer);
         read_back.host = out;
-        read_back.byte_len = n * sizeof *out;
+        read_back.byte_len = bytes;
         read_back.read_offset = (size_t)from * sizeof *out;
         read_back.read_len = (size_t)(n - from) * sizeof *out;
-        curd_test_poison(out, n * sizeof *out);
-        before = counts_of(device);
-        curd_arg buffer_args[] = {read_back, curd_arg_scalar(&n, sizeof n)};
-        check_ok(curd_dispatch(device, program, &launch, buffer_args, 2),
-                 "curd_dispatch, buffer read back");
+        curd_test_poison(out, bytes);
+        add_one_lands(device, program, read_back, n, 1,
+                      "curd_dispatch, buffer read back");
         assert_words(out, want + from, n - from, "add_one, buffer read back");
-        g_assert_cmpuint(counts_of(device).landed - before.landed, ==, 1);
         check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
 
-        before = counts_of(device);
-        curd_arg inout[] = {
-            curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
-            curd_arg_scalar(&n, sizeof n)};
-        check_ok(curd_dispatch(device, program, &launch, inout, 2),
-                 "curd_dispatch, inout");
+        add_one_lands(device, program,
+                      curd_arg_host(CURD_ROLE_INOUT, data, bytes), n, 0,
+                      "curd_dispatch, inout");
         assert_words(data, want, n, "add_one, inout");
-        g_assert_cmpuint(counts_of(device).landed, ==, before.landed);
         g_free(out);
         g_free(ones);
         g_free(data);
