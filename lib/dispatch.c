@@ -286,8 +286,8 @@ typedef struct bound {
     size_t device_bytes;  /* HOST: the block's bytes; BUFFER: the buffer's */
     uint64_t block;       /* HOST: the device block, 0 before it is taken */
     curdi_staging staging; /* HOST inputs and read-backs */
-    /* A read-back that landed: staging then only names its place (no
-     * pool block to release). */
+    /* A read-back's place in the landing area, if it took one (staging
+     * then names it: lib/landing.h, curdi_landing_or_staging). */
     curdi_landing landing;
     size_t read_offset;   /* read-back: from the device bytes ... */
     size_t read_len;      /* ... this many, into host (0: none) */
@@ -659,10 +659,7 @@ static void run_release(curd_pending *pending)
     curd_device *device = pending->device;
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
-        if (b->landing.host != NULL)
-            curdi_landing_give(device, &b->landing);
-        else
-            (void)curdi_staging_release(&b->staging);
+        curdi_landing_put_back(device, &b->landing, &b->staging);
         if (b->block != 0)
             (void)curdi_pool_release(device->device_pool, b->block);
     }
@@ -761,23 +758,6 @@ static curd_status run_prepare(curd_device *device,
     return CURD_OK;
 }
 
-/* The page-locked place a read-back of b->read_len bytes (and no input)
- * comes into: a landing when one is free, else a pinned block. A DMA into
- * lines the CPU has just read waits on their snoops, and the pinned pool
- * hands out the block the last dispatch's read-back was copied out of
- * (doc/PERFORMANCE.md, seventh run). */
-static curd_status take_read_back(curd_device *device, bound *b)
-{
-    if (curdi_landing_take(device, b->read_len, &b->landing)) {
-        b->staging = (curdi_staging){.host = b->landing.host,
-                                     .byte_len = b->read_len,
-                                     .class_bytes = b->read_len};
-        return CURD_OK;
-    }
-    return curdi_staging_acquire(device->pinned_pool, b->read_len,
-                                 &b->staging);
-}
-
 /* Takes the blocks, the stream and the events; stages the inputs. Context
  * current. */
 static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
@@ -805,11 +785,16 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
         if (status != CURD_OK)
             return status;
     }
+    /* A read-back with no input lands where it can: a DMA into lines the
+     * CPU has just read waits on their snoops, and the pinned pool hands
+     * out first the block the last dispatch's read-back was copied out of
+     * (doc/PERFORMANCE.md, seventh run). */
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len != 0 && !(args[index].kind == CURD_ARG_HOST
                                   && reads_input(&args[index]))) {
-            status = take_read_back(device, b);
+            status = curdi_landing_or_staging(device, b->read_len,
+                                              &b->landing, &b->staging);
             if (status != CURD_OK)
                 return status;
         }

@@ -161,6 +161,30 @@ void curdi_landing_give(curd_device *device, curdi_landing *landing)
     memset(landing, 0, sizeof *landing);
 }
 
+curd_status curdi_landing_or_staging(curd_device *device, size_t byte_len,
+                                     curdi_landing *landing,
+                                     curdi_staging *staging)
+{
+    if (curdi_landing_take(device, byte_len, landing)) {
+        *staging = (curdi_staging){.host = landing->host,
+                                   .byte_len = byte_len,
+                                   .class_bytes = byte_len};
+        return CURD_OK;
+    }
+    return curdi_staging_acquire(device->pinned_pool, byte_len, staging);
+}
+
+void curdi_landing_put_back(curd_device *device, curdi_landing *landing,
+                            curdi_staging *staging)
+{
+    if (landing->host != NULL) {
+        curdi_landing_give(device, landing);
+        memset(staging, 0, sizeof *staging);
+        return;
+    }
+    (void)curdi_staging_release(staging);
+}
+
 void curdi_landing_counts(const curd_device *device, uint64_t *out_landed,
                           uint64_t *out_declined)
 {

@@ -1,6 +1,6 @@
 /* landing.h - the landing room: a few MiB of page-locked memory that the
- * staging slots of downloads into pageable memory land in, each time at a
- * place the CPU has not read lately.
+ * staging slots of downloads into pageable memory, and a dispatch's
+ * read-backs, land in, each time at a place the CPU has not read lately.
  *
  * Why: a DMA into lines that a core holds in its caches waits on every
  * line's snoop. The pinned pool keeps its free blocks last in, first out,
@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "curd.h"
+#include "staging.h"
 
 struct curd_device;
 
@@ -60,6 +61,22 @@ bool curdi_landing_take(struct curd_device *device, size_t byte_len,
                         curdi_landing *out);
 /* Gives a place back and empties *landing; an empty one is a no-op. */
 void curdi_landing_give(struct curd_device *device, curdi_landing *landing);
+
+/* The page-locked place that a DMA from the device fills for the CPU to
+ * copy out of (context current): a place in the area when one is free
+ * (curdi_landing_take), else a block of the device's pinned pool.
+ * *staging names it either way (its host and byte_len, for
+ * curdi_staging_read and the DMA); after a landing it holds no pool block,
+ * so it goes back through curdi_landing_put_back, never
+ * curdi_staging_release. Fails only as the pool's acquire does, with both
+ * left empty. */
+curd_status curdi_landing_or_staging(struct curd_device *device,
+                                     size_t byte_len, curdi_landing *landing,
+                                     curdi_staging *staging);
+/* Gives back what curdi_landing_or_staging took (or a staging area taken
+ * from the pool directly, with *landing empty) and empties both. */
+void curdi_landing_put_back(struct curd_device *device,
+                            curdi_landing *landing, curdi_staging *staging);
 
 /* How many takes landed and how many were declined (the tests' view). */
 void curdi_landing_counts(const struct curd_device *device,

@@ -569,19 +569,14 @@ static curd_status transfer_run(curd_device *device, const char *what,
      * transfer's; the engine does its own copies into them, since they go
      * piece by piece and in parallel. A download's slot lands in the
      * landing area instead, at a place the CPU has not read lately, when
-     * it can (lib/landing.h); its staging is then empty (released as a
-     * no-op). */
+     * it can (lib/landing.h). */
     for (; slots_taken < host_side.slot_count; slots_taken++) {
-        if (!upload
-            && curdi_landing_take(device, (size_t)host_side.chunk_bytes,
-                                  &landings[slots_taken])) {
-            memset(&staging[slots_taken], 0, sizeof staging[0]);
-            slots[slots_taken] = landings[slots_taken].host;
-            continue;
-        }
-        status = curdi_staging_acquire(device->pinned_pool,
-                                       (size_t)host_side.chunk_bytes,
-                                       &staging[slots_taken]);
+        size_t chunk = (size_t)host_side.chunk_bytes;
+        status = upload ? curdi_staging_acquire(device->pinned_pool, chunk,
+                                                &staging[slots_taken])
+                        : curdi_landing_or_staging(device, chunk,
+                                                   &landings[slots_taken],
+                                                   &staging[slots_taken]);
         if (status != CURD_OK)
             goto done;
         slots[slots_taken] = staging[slots_taken].host;
@@ -602,10 +597,8 @@ done:
     curdi_copy_team_cool(gpu.team, gpu.warmth);
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
-    for (unsigned index = 0; index < slots_taken; index++) {
-        (void)curdi_staging_release(&staging[index]);
-        curdi_landing_give(device, &landings[index]);
-    }
+    for (unsigned index = 0; index < slots_taken; index++)
+        curdi_landing_put_back(device, &landings[index], &staging[index]);
     if (pooled_stream && gpu.stream != NULL)
         curdi_stream_release(device, gpu.stream);
     if (rows == NULL)
