@@ -235,6 +235,9 @@ int bench_add_variant(bench_scenario *scenario,
                        spec->series != NULL ? spec->series : spec->label))
         return bench_fail("%s: a variant label longer than %d bytes: %s",
                           scenario->name, BENCH_LABEL_BYTES - 1, spec->label);
+    /* The caller's buffers: read label and series from now on. */
+    variant->spec.label = NULL;
+    variant->spec.series = NULL;
     if (variant->spec.ops_per_iteration == 0)
         variant->spec.ops_per_iteration = 1;
     return (int)scenario->variant_count++;

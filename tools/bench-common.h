@@ -138,6 +138,8 @@ typedef enum bench_role {
 typedef int (*bench_op_fn)(void *context, uint64_t iterations);
 
 typedef struct bench_variant_spec {
+    /* Copied by bench_add_variant (bench_variant's label and series), so
+     * they may name a buffer the caller writes again. */
     const char *label;
     /* The label without the size, for variants of a size sweep: the CSV
      * names a sweep's points by it, so they join into one line of a

@@ -477,7 +477,7 @@ int bench_pool_threads(const bench_env *env)
     bench_block_loop block = {env, CURD_POOL_DEVICE, BENCH_POOL_BLOCK_BYTES};
     raw_alloc_loop raw[BENCH_TEAM_MAX_THREADS];
     int public_index[COUNTS], raw_index[COUNTS];
-    char labels[2][COUNTS][80];
+    char label[80];
     bench_scenario scenario;
     bench_env threaded_env = *env;
     bool with_async = has_stream_ordered_alloc(env);
@@ -522,7 +522,7 @@ int bench_pool_threads(const bench_env *env)
             raw_work[count].contexts[worker] = &raw[worker];
         }
         public_index[count] = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = bench_team_label(labels[0][count], sizeof labels[0][count],
+            .label = bench_team_label(label, sizeof label,
                                       "curd_block_acquire+release", threads),
             .role = BENCH_ROLE_CURD, .op = bench_team_run,
             .context = &public_work[count], .ops_per_iteration = threads,
@@ -530,8 +530,7 @@ int bench_pool_threads(const bench_env *env)
         raw_index[count] = -1;
         if (with_async)
             raw_index[count] = bench_add_variant(&scenario, &(bench_variant_spec){
-                .label = bench_team_label(labels[1][count],
-                                          sizeof labels[1][count],
+                .label = bench_team_label(label, sizeof label,
                                           "cuMemAllocAsync+cuMemFreeAsync",
                                           threads),
                 .role = BENCH_ROLE_RAW, .op = bench_team_run,

@@ -319,7 +319,7 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
     /* index: [0..2] malloc memory (the planner, the other path, one
      * contiguous copy), [3..5] the same into registered memory, [6..8]
      * raw: the pieces, one pinned copy, one malloc copy. */
-    char labels[9][96];
+    char label[96];
     const char *other_path = irregular ? "dma" : "gather";
     int index[9] = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
     int result = -1;
@@ -382,10 +382,10 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
             if (i >= 3 && i < 6 && !s->with_registered)
                 continue;
             snprintf(what, sizeof what, variants[i].what, variants[i].word);
-            snprintf(labels[i], sizeof labels[i], "%s, %s", what,
+            snprintf(label, sizeof label, "%s, %s", what,
                      variants[i].memory);
             index[i] = bench_add_variant(scenario, &(bench_variant_spec){
-                .label = labels[i], .role = variants[i].role,
+                .label = label, .role = variants[i].role,
                 .op = variants[i].op, .context = variants[i].context,
                 .bytes_per_op = TOTAL_BYTES});
             if (index[i] < 0)

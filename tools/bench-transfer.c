@@ -688,11 +688,11 @@ static int large_transfer(const bench_env *env, const char *name,
                         pinned_source ? "registered (page-locked)"
                                       : "malloc (pageable)");
     {
-        char labels[3][96];
-        snprintf(labels[0], sizeof labels[0], "curd_buffer_%s, %s", direction,
+        char label[96];
+        snprintf(label, sizeof label, "curd_buffer_%s, %s", direction,
                  pinned_source ? "registered" : "malloc");
         curd_main = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = labels[0], .role = BENCH_ROLE_CURD,
+            .label = label, .role = BENCH_ROLE_CURD,
             .op = upload ? bench_op_curd_upload : bench_op_curd_download,
             .context = &curd_sync, .bytes_per_op = LARGE_BYTES});
         if (upload && pinned_source)
@@ -701,23 +701,23 @@ static int large_transfer(const bench_env *env, const char *name,
                 .role = BENCH_ROLE_CURD, .op = op_curd_upload_async,
                 .context = &curd_async, .bytes_per_op = LARGE_BYTES});
         if (pinned_source)
-            snprintf(labels[1], sizeof labels[1], "%s, same registered memory",
+            snprintf(label, sizeof label, "%s, same registered memory",
                      upload ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync");
         else
-            snprintf(labels[1], sizeof labels[1], "%s, same malloc memory",
+            snprintf(label, sizeof label, "%s, same malloc memory",
                      upload ? "cuMemcpyHtoD+cuCtxSynchronize"
                             : "cuMemcpyDtoH");
         raw_same_index = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = labels[1], .role = BENCH_ROLE_RAW,
+            .label = label, .role = BENCH_ROLE_RAW,
             .op = upload ? (pinned_source ? bench_op_raw_htod_async
                                           : bench_op_raw_htod_sync)
                          : (pinned_source ? bench_op_raw_dtoh_async
                                           : bench_op_raw_dtoh_sync),
             .context = &raw_same, .bytes_per_op = LARGE_BYTES});
-        snprintf(labels[2], sizeof labels[2], "%s, cuMemHostAlloc memory",
+        snprintf(label, sizeof label, "%s, cuMemHostAlloc memory",
                  upload ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync");
         raw_pinned_index = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = labels[2], .role = BENCH_ROLE_RAW,
+            .label = label, .role = BENCH_ROLE_RAW,
             .op = upload ? bench_op_raw_htod_async : bench_op_raw_dtoh_async,
             .context = &raw_pinned, .bytes_per_op = LARGE_BYTES});
     }

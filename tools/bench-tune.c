@@ -147,7 +147,7 @@ static int tuned_run(const bench_env *env, const char *name, bool upload,
     bench_transfer_state state;
     bench_scenario *scenario = malloc(sizeof *scenario);
     tuned_variant *variants = calloc(setting_count, sizeof *variants);
-    char labels[BENCH_MAX_VARIANTS][128];
+    char label[128];
     bench_copy_op raw;
     int raw_index, index[BENCH_MAX_VARIANTS];
     int result = -1;
@@ -186,10 +186,10 @@ static int tuned_run(const bench_env *env, const char *name, bool upload,
                         byte_len >= BENCH_MIB ? "MiB" : "KiB",
                         upload ? "uploads from" : "downloads into");
     for (size_t i = 0; i < setting_count; i++) {
-        snprintf(labels[i], sizeof labels[i], "curd_buffer_%s, %s",
+        snprintf(label, sizeof label, "curd_buffer_%s, %s",
                  upload ? "upload" : "download", settings[i].label);
         index[i] = bench_add_variant(scenario, &(bench_variant_spec){
-            .label = labels[i], .role = BENCH_ROLE_CURD,
+            .label = label, .role = BENCH_ROLE_CURD,
             .op = upload ? bench_op_curd_upload : bench_op_curd_download,
             .context = &variants[i].op, .bytes_per_op = byte_len});
         if (index[i] < 0)
@@ -408,7 +408,7 @@ static int crossover_run(const bench_env *env, const char *name, bool upload)
     static const char *const dma_path[] = {"CURD_TRANSFER_PATH=dma", NULL};
     static const char *const gather_path[] = {"CURD_TRANSFER_PATH=gather",
                                               NULL};
-    char labels[CROSSOVER_SIZES][CROSSOVER_COUNTS][PATHS][96];
+    char label[96];
     crossover *c = calloc(1, sizeof *c);
     bench_scenario *scenario = malloc(sizeof *scenario);
     uint64_t seed = env->seed ^ (upload ? 0xc00cu : 0xd00du);
@@ -439,9 +439,8 @@ static int crossover_run(const bench_env *env, const char *name, bool upload)
     for (unsigned s = 0; s < c->size_count; s++)
         for (unsigned k = 0; k < CROSSOVER_COUNTS; k++)
             for (unsigned path = 0; path < PATHS; path++) {
-                char *label = labels[s][k][path];
                 size_t piece = crossover_sizes[s];
-                snprintf(label, sizeof labels[0][0][0],
+                snprintf(label, sizeof label,
                          "%zu x %zu %s, %s", crossover_counts[k],
                          piece >= BENCH_MIB ? piece / BENCH_MIB
                                             : piece / BENCH_KIB,

@@ -203,7 +203,7 @@ int bench_internal_threads(const bench_env *env)
     pool_loop shared = {env, env->device->device_pool,
                         BENCH_POOL_BLOCK_BYTES};
     int shared_index[COUNTS], private_index[COUNTS];
-    static char labels[2][COUNTS][80];
+    char label[80];
     bench_scenario scenario;
     bench_env threaded_env = *env;
     bench_hit_counters counters;
@@ -244,13 +244,13 @@ int bench_internal_threads(const bench_env *env)
                 &private_loops[count][worker];
         }
         shared_index[count] = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = bench_team_label(labels[0][count], sizeof labels[0][count],
+            .label = bench_team_label(label, sizeof label,
                                       "curdi_pool_acquire+release", threads),
             .role = BENCH_ROLE_CURD, .op = bench_team_run,
             .context = &shared_work[count], .ops_per_iteration = threads,
             .threads = threads});
         private_index[count] = bench_add_variant(&scenario, &(bench_variant_spec){
-            .label = bench_team_label(labels[1][count], sizeof labels[1][count],
+            .label = bench_team_label(label, sizeof label,
                                       "curdi_pool_acquire+release, private "
                                       "pools",
                                       threads),
