@@ -48,6 +48,21 @@ struct curdi_copy_team {
     pthread_mutex_t owner; /* held by the caller whose job runs */
     pthread_t threads[CURDI_COPY_TEAM_MAX];
     unsigned worker_count;
+    /* Held by the caller that grew the team, until it shrinks it back
+     * (curdi_copy_team_grow): one growth at a time. */
+    pthread_mutex_t growth;
+    pthread_t added_threads[CURDI_COPY_TEAM_MAX];
+    /* Threads the growth asked for, and those started (the first of them
+     * starts the rest; see added_worker). */
+    unsigned added_wanted;
+    _Atomic unsigned added_started;
+    /* A growth ended but not yet joined: its threads leave on their own,
+     * and the next growth (or the team's end) joins them, so that the
+     * caller ending a growth does not wait for threads to exit. */
+    bool added_to_join;
+    /* Set while the caller that grew the team waits for its added workers
+     * to leave; they poll it as they poll for jobs. */
+    _Atomic bool added_leaving;
     size_t parallel_min;
     uint64_t spin_ns;
     bool stopping;
@@ -72,11 +87,12 @@ struct curdi_copy_team {
 };
 
 /* Polls until *word differs from old, for at most spin_ns or until
- * *warm_until_ns passes, whichever is later; true when it did. The clock
- * is read every 64 polls. */
+ * *warm_until_ns passes, whichever is later, or until *leave (NULL: never)
+ * is set; true when *word changed. The clock is read every 64 polls. */
 static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
                                uint64_t spin_ns,
-                               const _Atomic uint64_t *warm_until_ns)
+                               const _Atomic uint64_t *warm_until_ns,
+                               const _Atomic bool *leave)
 {
     uint64_t start;
     if (spin_ns == 0
@@ -90,6 +106,8 @@ static bool spin_until_changed(const _Atomic uint64_t *word, uint64_t old,
                 return true;
             curdi_clock_pause();
         }
+        if (leave != NULL && atomic_load(leave))
+            return false;
         now = curdi_clock_ns();
         if (now - start >= spin_ns
             && now >= atomic_load_explicit(warm_until_ns,
@@ -208,19 +226,21 @@ static void join_job(curdi_copy_team *team, uint64_t serial)
     }
 }
 
-static void *copy_worker(void *argument)
+/* A worker's life: wait for a job (polling while warm), join it, again,
+ * until the team stops or, for a worker that a growth added (leave not
+ * NULL), until *leave is set. It starts having seen job `seen`. */
+static void worker_loop(curdi_copy_team *team, uint64_t seen,
+                        const _Atomic bool *leave)
 {
-    curdi_copy_team *team = argument;
-    uint64_t seen = 0;
     for (;;) {
         bool stopping;
         (void)spin_until_changed(&team->serial, seen, team->spin_ns,
-                                 &team->warm_until_ns);
+                                 &team->warm_until_ns, leave);
         pthread_mutex_lock(&team->lock);
-        while (!team->stopping && atomic_load(&team->serial) == seen
-               && !team_warm(team))
+        while (!team->stopping && (leave == NULL || !atomic_load(leave))
+               && atomic_load(&team->serial) == seen && !team_warm(team))
             pthread_cond_wait(&team->start, &team->lock);
-        stopping = team->stopping;
+        stopping = team->stopping || (leave != NULL && atomic_load(leave));
         if (!stopping && atomic_load(&team->serial) == seen
             && wake_wanted(team))
             pthread_cond_signal(&team->start);
@@ -233,15 +253,92 @@ static void *copy_worker(void *argument)
         seen = atomic_load(&team->serial);
         join_job(team, seen);
     }
+}
+
+static void *copy_worker(void *argument)
+{
+    worker_loop(argument, 0, NULL);
     return NULL;
+}
+
+static unsigned start_threads(curdi_copy_team *team, pthread_t *threads,
+                              unsigned count, void *(*body)(void *));
+
+/* A worker a growth added: the job open when it starts is left to those
+ * already in it. */
+static void *added_worker(void *argument)
+{
+    curdi_copy_team *team = argument;
+    worker_loop(team, atomic_load(&team->serial), &team->added_leaving);
+    return NULL;
+}
+
+/* The first thread of a growth starts the others, so that its caller
+ * pays for one thread's start (about 17 us each on the H100's host) and
+ * copies meanwhile; then it works like them. */
+static void *added_starter(void *argument)
+{
+    curdi_copy_team *team = argument;
+    unsigned started =
+        start_threads(team, team->added_threads + 1,
+                      team->added_wanted - 1u, added_worker);
+    /* Release: curdi_copy_team_shrink joins the threads it names after it
+     * has joined this one. */
+    atomic_store(&team->added_started, 1u + started);
+    return added_worker(team);
+}
+
+/* Joins the threads of a growth that ended, if any, and lets the next
+ * growth's stay. The caller holds `growth` (or is the team's end). */
+static void join_added(curdi_copy_team *team)
+{
+    unsigned started;
+    if (!team->added_to_join)
+        return;
+    /* The starter has started every other thread before it works, so
+     * once it is joined the count is final. */
+    pthread_join(team->added_threads[0], NULL);
+    started = atomic_load(&team->added_started);
+    for (unsigned index = 1; index < started; index++)
+        pthread_join(team->added_threads[index], NULL);
+    team->added_to_join = false;
+    atomic_store(&team->added_leaving, false);
+}
+
+/* A worker's stack: it only copies and waits. Far below the default
+ * 8 MiB, so that starting a growth's threads and ending them (the stacks
+ * go back to the C library's cache rather than to the system) cost a long
+ * upload little. */
+#define CURDI_COPY_WORKER_STACK_BYTES ((size_t)256 * 1024)
+
+/* Starts up to count threads running `body` into threads[], with every
+ * signal blocked in them (signals belong to the application's own
+ * threads); returns how many started. */
+static unsigned start_threads(curdi_copy_team *team, pthread_t *threads,
+                              unsigned count, void *(*body)(void *))
+{
+    pthread_attr_t attributes;
+    sigset_t all_signals;
+    sigset_t previous;
+    unsigned started = 0;
+    if (pthread_attr_init(&attributes) != 0)
+        return 0;
+    /* Should the size be refused, the default stands. */
+    (void)pthread_attr_setstacksize(&attributes, CURDI_COPY_WORKER_STACK_BYTES);
+    sigfillset(&all_signals);
+    pthread_sigmask(SIG_SETMASK, &all_signals, &previous);
+    while (started < count
+           && pthread_create(&threads[started], &attributes, body, team) == 0)
+        started++;
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    pthread_attr_destroy(&attributes);
+    return started;
 }
 
 curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
                                    curdi_copy_team **out_team)
 {
     curdi_copy_team *team;
-    sigset_t all_signals;
-    sigset_t previous;
     unsigned worker_count = config->worker_count;
     if (worker_count == 0) {
         long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -259,6 +356,7 @@ curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
                           " memory.");
     if (pthread_mutex_init(&team->lock, NULL) != 0
         || pthread_mutex_init(&team->owner, NULL) != 0
+        || pthread_mutex_init(&team->growth, NULL) != 0
         || pthread_cond_init(&team->start, NULL) != 0
         || pthread_cond_init(&team->done, NULL) != 0) {
         /* Initialising these never fails on Linux with default attributes;
@@ -270,18 +368,8 @@ curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
     }
     team->parallel_min = config->parallel_min;
     team->spin_ns = config->spin_ns;
-    /* The workers take no signals: those belong to the application's own
-     * threads. */
-    sigfillset(&all_signals);
-    pthread_sigmask(SIG_SETMASK, &all_signals, &previous);
-    for (unsigned index = 0; index < worker_count; index++) {
-        if (pthread_create(&team->threads[index], NULL, copy_worker,
-                           team)
-            != 0)
-            break;
-        team->worker_count++;
-    }
-    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    team->worker_count =
+        start_threads(team, team->threads, worker_count, copy_worker);
     *out_team = team;
     return CURD_OK;
 }
@@ -296,8 +384,12 @@ void curdi_copy_team_destroy(curdi_copy_team *team)
     pthread_mutex_unlock(&team->lock);
     for (unsigned index = 0; index < team->worker_count; index++)
         pthread_join(team->threads[index], NULL);
+    /* No growth is in place: its caller ended it before the device could
+     * close. */
+    join_added(team);
     pthread_cond_destroy(&team->done);
     pthread_cond_destroy(&team->start);
+    pthread_mutex_destroy(&team->growth);
     pthread_mutex_destroy(&team->owner);
     pthread_mutex_destroy(&team->lock);
     free(team);
@@ -306,6 +398,39 @@ void curdi_copy_team_destroy(curdi_copy_team *team)
 unsigned curdi_copy_team_workers(const curdi_copy_team *team)
 {
     return team != NULL ? team->worker_count : 0u;
+}
+
+unsigned curdi_copy_team_grow(curdi_copy_team *team, unsigned count)
+{
+    if (team == NULL || count == 0)
+        return 0;
+    if (count > CURDI_COPY_TEAM_MAX)
+        count = CURDI_COPY_TEAM_MAX;
+    if (pthread_mutex_trylock(&team->growth) != 0)
+        return 0;
+    join_added(team);
+    team->added_wanted = count;
+    atomic_store(&team->added_started, 0u);
+    if (start_threads(team, team->added_threads, 1, added_starter) == 0) {
+        pthread_mutex_unlock(&team->growth);
+        return 0;
+    }
+    return count;
+}
+
+void curdi_copy_team_shrink(curdi_copy_team *team, unsigned added)
+{
+    if (team == NULL || added == 0)
+        return;
+    atomic_store(&team->added_leaving, true);
+    /* Under the lock, so an added worker between its check and its wait
+     * cannot miss it; the team's own workers wake, find nothing and sleep
+     * again. */
+    pthread_mutex_lock(&team->lock);
+    pthread_cond_broadcast(&team->start);
+    pthread_mutex_unlock(&team->lock);
+    team->added_to_join = true;
+    pthread_mutex_unlock(&team->growth);
 }
 
 uint64_t curdi_copy_team_warm(curdi_copy_team *team, unsigned workers,

@@ -63,6 +63,23 @@ curd_status curdi_copy_team_create(const curdi_copy_team_config *config,
 /* Joins the workers. NULL-safe. */
 void curdi_copy_team_destroy(curdi_copy_team *team);
 unsigned curdi_copy_team_workers(const curdi_copy_team *team);
+/* Adds up to `count` workers (at most CURDI_COPY_TEAM_MAX) for a caller
+ * about to hand the team a long run of jobs that only more cores than the
+ * team keeps copy as fast as a DMA engine reads (doc/PERFORMANCE.md, the
+ * ninth run). They take part in every job like the team's own until
+ * curdi_copy_team_shrink; the threads exist only in between, since a team
+ * kept that large slowed the transfers that did not need it. They start
+ * in the background (the first starts the rest), joining jobs as they
+ * come up, so the caller pays for one thread's start. Returns what to
+ * pass to curdi_copy_team_shrink: 0 when another caller's growth is in
+ * place or no thread could start. NULL-safe. */
+unsigned curdi_copy_team_grow(curdi_copy_team *team, unsigned count);
+/* Ends the growth whose return was `added` (0: nothing), from the thread
+ * that grew the team: each added worker finishes the piece it copies, if
+ * any, and leaves. It returns at once; the next growth or the team's end
+ * joins the threads. A job the caller ran has ended before its run
+ * returned, so none of them touches its memory again. NULL-safe. */
+void curdi_copy_team_shrink(curdi_copy_team *team, unsigned added);
 /* Wakes up to `workers` sleeping workers to poll for jobs for within_ns
  * (or until curdi_copy_team_cool): a caller that will hand the team a job
  * soon, as when a DMA is on its way, hides the workers' wake-up behind

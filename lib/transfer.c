@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "beacon.h"
 #include "checked.h"
@@ -178,6 +179,22 @@ static unsigned team_helpers(uint64_t chunk_bytes, uint64_t piece_bytes)
     return pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u);
 }
 
+/* The workers a long upload adds to its team: the tuning's, but never so
+ * many that the team, the caller and the rest of the system (one
+ * processor) share a processor. */
+static unsigned team_growth(const curdi_tuning *tuning,
+                            const curdi_copy_team *team)
+{
+    long spare = sysconf(_SC_NPROCESSORS_ONLN) - 2
+                 - (long)curdi_copy_team_workers(team);
+    if (spare <= 0)
+        return 0;
+    /* The tuning's bound is CURDI_COPY_THREADS_MAX. */
+    return (uint64_t)spare < tuning->upload_growth_threads
+               ? (unsigned)spare
+               : (unsigned)tuning->upload_growth_threads;
+}
+
 static uint64_t team_window_ns(uint64_t stream_bytes)
 {
     return TEAM_WARM_BASE_NS + stream_bytes / TEAM_WARM_BYTES_PER_NS;
@@ -259,6 +276,8 @@ typedef struct curdi_gpu_ops {
     unsigned warm_workers;
     uint64_t warm_window_ns;
     uint64_t warmth;
+    /* Workers a long upload added to the team (curdi_copy_team_grow). */
+    unsigned added_workers;
 } curdi_gpu_ops;
 
 static curd_status gpu_copy(void *context, bool upload,
@@ -547,6 +566,10 @@ static curd_status transfer_run(curd_device *device, const char *what,
          * wake, and the warming keeps them between chunks. */
         if (upload)
             gpu_warm_team(&gpu);
+        /* After the warming, so the added workers poll from their start. */
+        if (upload && plan.stream_bytes >= tuning->upload_growth_min)
+            gpu.added_workers = curdi_copy_team_grow(
+                gpu.team, team_growth(tuning, gpu.team));
     }
     memset(&counts, 0, sizeof counts);
     if (upload)
@@ -595,6 +618,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
 
 done:
     curdi_copy_team_cool(gpu.team, gpu.warmth);
+    curdi_copy_team_shrink(gpu.team, gpu.added_workers);
     if (events_taken)
         curdi_events_release(device, gpu.events, event_count);
     for (unsigned index = 0; index < slots_taken; index++)

@@ -23,6 +23,8 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->copy_threads = 0;
     tuning->copy_piece_bytes = CURDI_COPY_PIECE_BYTES;
     tuning->copy_parallel_min = CURDI_COPY_PARALLEL_MIN;
+    tuning->upload_growth_threads = CURDI_UPLOAD_GROWTH_THREADS_DEFAULT;
+    tuning->upload_growth_min = CURDI_UPLOAD_GROWTH_MIN_DEFAULT;
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     tuning->streaming_upload_min = UINT64_MAX;
     tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
@@ -61,6 +63,10 @@ static const knob knobs[] = {
      (uint64_t)1 << 40, false},
     {"CURD_COPY_SPIN_US", KNOB_FIELD(copy_spin_us), 0, CURDI_COPY_SPIN_US_MAX,
      false},
+    {"CURD_UPLOAD_GROWTH_THREADS", KNOB_FIELD(upload_growth_threads), 0,
+     CURDI_COPY_THREADS_MAX, false},
+    {"CURD_UPLOAD_GROWTH_MIN", KNOB_FIELD(upload_growth_min), 0,
+     (uint64_t)1 << 40, false},
     {"CURD_STREAMING_DOWNLOAD_MIN", KNOB_FIELD(streaming_download_min), 0,
      (uint64_t)1 << 40, true},
     {"CURD_STREAMING_UPLOAD_MIN", KNOB_FIELD(streaming_upload_min), 0,
@@ -164,7 +170,8 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     "..%" PRIu64 " bytes, %" PRIu64 " slots, %" PRIu64
                     " copy threads (0: auto) polling %" PRIu64
                     " us, pieces of %" PRIu64
-                    " bytes from %" PRIu64 ", streaming from %" PRIu64
+                    " bytes from %" PRIu64 ", %" PRIu64
+                    " more for uploads from %" PRIu64 " bytes, streaming from %" PRIu64
                     " down / %" PRIu64 " up, pageable uploads to the"
                     " driver up to %" PRIu64 ", final waits polling %" PRIu64
                     " us, landing area %" PRIu64 " bytes",
@@ -175,6 +182,7 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->chunk_min_bytes, tuning->chunk_max_bytes,
                     tuning->slots, tuning->copy_threads,
                     tuning->copy_spin_us, tuning->copy_piece_bytes, tuning->copy_parallel_min,
+                    tuning->upload_growth_threads, tuning->upload_growth_min,
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min,
                     tuning->pageable_direct_max, tuning->fence_spin_us,

@@ -50,6 +50,10 @@ typedef struct curdi_tuning {
     /* Microseconds the copy threads poll before they sleep (lib/copyteam.h,
      * spin_ns); 0: they sleep at once. */
     uint64_t copy_spin_us;             /* CURD_COPY_SPIN_US */
+    /* Copy threads an upload that stages at least upload_growth_min bytes
+     * adds to the team for its own time (curdi_copy_team_grow); 0: none. */
+    uint64_t upload_growth_threads;    /* CURD_UPLOAD_GROWTH_THREADS */
+    uint64_t upload_growth_min;        /* CURD_UPLOAD_GROWTH_MIN */
     /* Host copies of a stream this long or longer use streaming stores
      * (curdi_copy_streaming); UINT64_MAX: never. */
     uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
@@ -96,6 +100,14 @@ typedef struct curdi_tuning {
  * that a DMA reads next is better written through the cache (streaming
  * stores made the 256 MiB upload slower there). */
 #define CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT ((uint64_t)16 << 20)
+/* An upload from pageable memory is as fast as its host copy into
+ * staging, and 6 threads copy slower than the DMA reads (doc/PERFORMANCE.md,
+ * the eighth run: 10 threads took the 256 MiB upload from 5.44-6.30 to
+ * 5.27-5.35 ms, but slowed every other transfer while they existed). So a
+ * long upload starts more threads for its own time; the first 64 MiB
+ * outweigh starting and joining them. Measured: the ninth run. */
+#define CURDI_UPLOAD_GROWTH_THREADS_DEFAULT 6u
+#define CURDI_UPLOAD_GROWTH_MIN_DEFAULT ((uint64_t)64 << 20)
 
 /* The driver takes a 4 KiB upload from pageable memory in 7.4 us on the
  * H100 host of doc/PERFORMANCE.md, staging and a DMA in 9.4 us; at 64 KiB

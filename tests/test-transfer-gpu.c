@@ -964,6 +964,65 @@ static void test_round_trips_from_many_threads_at_once(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* Uploads that stage at least CURD_UPLOAD_GROWTH_MIN add copy threads for
+ * their own time (lib/copyteam.h, curdi_copy_team_grow): set low here, so
+ * that every upload of a few MiB grows the team (where the host has cores
+ * to spare: the GPU machine, not a two-core runner), from one thread and
+ * from several at once, one growth at a time. */
+static void test_uploads_that_add_copy_threads_move_every_byte(void)
+{
+    curd_device *device;
+    enum { THREADS = 3 };
+    worker workers[THREADS];
+    GThread *threads[THREADS];
+    g_setenv("CURD_UPLOAD_GROWTH_MIN", "1m", TRUE);
+    g_setenv("CURD_UPLOAD_GROWTH_THREADS", "3", TRUE);
+    device = curd_test_gpu_open();
+    g_unsetenv("CURD_UPLOAD_GROWTH_MIN");
+    g_unsetenv("CURD_UPLOAD_GROWTH_THREADS");
+    if (device == NULL)
+        return;
+    for (int round = 0; round < 6; round++) {
+        size_t len = (size_t)g_test_rand_int_range(1 << 20, 9 << 20);
+        unsigned char *src = g_malloc(len);
+        unsigned char *dst = g_malloc(len);
+        curd_buffer buffer = alloc_ok(device, len);
+        size_t offset = (size_t)g_test_rand_int_range(0, 1 << 16);
+        curd_test_fill_random(src, len);
+        curd_test_poison(dst, len);
+        /* The whole buffer, then a range at a random offset over it. */
+        g_assert_cmpint(curd_buffer_upload(device, buffer, src, len), ==,
+                        CURD_OK);
+        g_assert_cmpint(curd_buffer_upload_at(device, buffer, offset,
+                                                 src, len - offset),
+                        ==, CURD_OK);
+        memmove(src + offset, src, len - offset);
+        g_assert_cmpint(curd_buffer_download(device, buffer, dst, len), ==,
+                        CURD_OK);
+        assert_same_bytes(dst, src, len);
+        g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+        g_free(src);
+        g_free(dst);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        workers[i].device = device;
+        workers[i].len = (2u << 20) + (size_t)g_test_rand_int_range(0, 1 << 20);
+        workers[i].src = g_malloc(workers[i].len);
+        workers[i].dst = g_malloc(workers[i].len);
+        workers[i].failures = 0;
+        curd_test_fill_random(workers[i].src, workers[i].len);
+    }
+    for (int i = 0; i < THREADS; i++)
+        threads[i] = g_thread_new("grower", worker_run, &workers[i]);
+    for (int i = 0; i < THREADS; i++)
+        g_assert_cmpint(GPOINTER_TO_INT(g_thread_join(threads[i])), ==, 0);
+    for (int i = 0; i < THREADS; i++) {
+        g_free(workers[i].src);
+        g_free(workers[i].dst);
+    }
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 static const transfer_test_case cases[] = {
     {"whole-buffer-round-trips-at-many-sizes",
      test_whole_buffer_round_trips_at_many_sizes},
@@ -993,6 +1052,8 @@ static const transfer_test_case cases[] = {
      test_fill_after_a_pending_async_upload_lands_last},
     {"round-trips-from-many-threads-at-once",
      test_round_trips_from_many_threads_at_once},
+    {"uploads-that-add-copy-threads-move-every-byte",
+     test_uploads_that_add_copy_threads_move_every_byte},
 };
 
 int main(int argc, char **argv)

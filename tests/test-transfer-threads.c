@@ -5,7 +5,7 @@
  * GPU and TSan sees every lock of curd: the resident table, the transfer
  * room (registrations, pending uploads, events), the stream pool, the
  * pools, the copy team splitting large copies between its threads (which
- * poll between jobs here), and the gather kernels' module, which the
+ * poll between jobs here, joined by the threads of growths), and the gather kernels' module, which the
  * threads' first scattered reads load at once.
  * Every byte is checked: each thread owns its buffers and host memory, and
  * a shared buffer is only read. */
@@ -185,11 +185,15 @@ static gpointer team_caller_run(gpointer data)
     curdi_copy_piece pieces[16];
     size_t piece = caller->len / 16;
     for (int round = 0; round < 10; round++) {
+        /* Like a long upload, each round tries to add two workers: one
+         * caller's growth at a time, ended while the others' jobs run. */
+        unsigned added = curdi_copy_team_grow(caller->team, 2);
         memset(caller->dst, round, caller->len);
         for (size_t i = 0; i < 16; i++)
             pieces[i] = (curdi_copy_piece){caller->dst + i * piece,
                                            caller->src + i * piece, piece};
         curdi_copy_team_run(caller->team, pieces, 16, round % 2 == 1);
+        curdi_copy_team_shrink(caller->team, added);
         if (memcmp(caller->dst, caller->src, 16 * piece) != 0)
             caller->mismatches++;
     }

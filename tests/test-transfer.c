@@ -1250,6 +1250,7 @@ static void test_copy_team_serves_concurrent_callers(void)
     curdi_copy_team *team = NULL;
     team_caller callers[3];
     GThread *threads[3];
+    unsigned added;
     /* Workers and callers poll a while before they sleep. */
     curdi_copy_team_config config = {2, CURDI_COPY_PARALLEL_MIN, 200000};
     g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
@@ -1261,15 +1262,81 @@ static void test_copy_team_serves_concurrent_callers(void)
         /* g_test_rand_* is not for other threads: fill here. */
         curd_test_fill_random(callers[i].src, callers[i].len);
     }
+    /* Two more workers for the callers' time, like a long upload's. */
+    added = curdi_copy_team_grow(team, 2);
+    g_assert_cmpuint(added, ==, 2);
     for (int i = 0; i < 3; i++)
         threads[i] = g_thread_new("caller", team_caller_run, &callers[i]);
     for (int i = 0; i < 3; i++)
         g_assert_cmpint(GPOINTER_TO_INT(g_thread_join(threads[i])), ==, 0);
+    curdi_copy_team_shrink(team, added);
     for (int i = 0; i < 3; i++) {
         g_free(callers[i].src);
         g_free(callers[i].dst);
     }
     curdi_copy_team_destroy(team);
+}
+
+/* Threads of this process, from /proc/self/status. */
+static unsigned process_thread_count(void)
+{
+    char *status = NULL;
+    const char *line;
+    unsigned count = 0;
+    g_assert_true(g_file_get_contents("/proc/self/status", &status, NULL,
+                                      NULL));
+    line = strstr(status, "\nThreads:");
+    g_assert_nonnull(line);
+    count = (unsigned)strtoul(line + strlen("\nThreads:"), NULL, 10);
+    g_free(status);
+    return count;
+}
+
+/* A growth adds workers that copy like the team's own, one growth at a
+ * time; ending it returns at once, and the next growth or the team's end
+ * joins its threads: none is left. Growths ended before their threads
+ * have all started, and jobs from other callers meanwhile, change
+ * nothing. */
+static void test_a_grown_team_copies_and_leaves_no_thread(void)
+{
+    curdi_copy_team *team = NULL;
+    enum { PIECES = 24, PIECE = 64 * 1024, ROUNDS = 40 };
+    unsigned char *src = g_malloc(PIECES * PIECE);
+    unsigned char *dst = g_malloc(PIECES * PIECE);
+    curdi_copy_piece pieces[PIECES];
+    curdi_copy_team_config config = {2, 0, 0};
+    unsigned threads_before = process_thread_count();
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
+    for (size_t i = 0; i < PIECES; i++)
+        pieces[i] = (curdi_copy_piece){dst + i * PIECE, src + i * PIECE, PIECE};
+    for (int round = 0; round < ROUNDS; round++) {
+        unsigned added = curdi_copy_team_grow(team, 1u + round % 4u);
+        uint64_t warmth = 0;
+        g_assert_cmpuint(added, ==, 1u + round % 4u);
+        /* One growth at a time. */
+        g_assert_cmpuint(curdi_copy_team_grow(team, 2), ==, 0);
+        if (round % 3 == 0)
+            warmth = curdi_copy_team_warm(team, 2, 1000000u);
+        /* Every fifth growth ends before any job, its threads perhaps
+         * still starting. */
+        for (int job = 0; round % 5 != 4 && job < 3; job++) {
+            curd_test_fill_random(src, PIECES * PIECE);
+            curd_test_poison(dst, PIECES * PIECE);
+            curdi_copy_team_run(team, pieces, PIECES, job % 2 == 1);
+            assert_same_bytes(dst, src, PIECES * PIECE);
+        }
+        curdi_copy_team_cool(team, warmth);
+        curdi_copy_team_shrink(team, added);
+    }
+    g_assert_cmpuint(curdi_copy_team_grow(NULL, 3), ==, 0);
+    g_assert_cmpuint(curdi_copy_team_grow(team, 0), ==, 0);
+    curdi_copy_team_shrink(NULL, 3);
+    curdi_copy_team_shrink(team, 0);
+    /* Ended a growth last: the team's end joins its threads. */
+    curdi_copy_team_destroy(team);
+    g_assert_cmpuint(process_thread_count(), ==, threads_before);
+    g_free(src);
+    g_free(dst);
 }
 
 static void test_large_pipelined_transfer_through_the_team(void)
@@ -1370,6 +1437,8 @@ int main(int argc, char **argv)
                     test_a_warmed_team_copies_small_jobs_in_a_row);
     g_test_add_func("/transfer/team/serves-concurrent-callers",
                     test_copy_team_serves_concurrent_callers);
+    g_test_add_func("/transfer/team/a-grown-team-copies-and-leaves-no-thread",
+                    test_a_grown_team_copies_and_leaves_no_thread);
     g_test_add_func("/transfer/engine/large-pipelined-transfer-through-the-team",
                     test_large_pipelined_transfer_through_the_team);
     return g_test_run();

@@ -16,7 +16,8 @@ static const char *const variables[] = {
     "CURD_COPY_PARALLEL_MIN",      "CURD_COPY_SPIN_US",
     "CURD_STREAMING_DOWNLOAD_MIN", "CURD_STREAMING_UPLOAD_MIN",
     "CURD_PAGEABLE_DIRECT_MAX",    "CURD_FENCE_SPIN_US",
-    "CURD_LANDING_BYTES",
+    "CURD_LANDING_BYTES",          "CURD_UPLOAD_GROWTH_THREADS",
+    "CURD_UPLOAD_GROWTH_MIN",
 };
 
 static void unset_all(void)
@@ -49,6 +50,10 @@ static void test_without_variables_the_defaults_hold(void)
     g_assert_cmpuint(defaults.slots, ==, CURDI_STAGING_SLOTS_DEFAULT);
     g_assert_cmpuint(defaults.copy_threads, ==, 0);
     g_assert_cmpuint(defaults.copy_spin_us, ==, 0);
+    g_assert_cmpuint(defaults.upload_growth_threads, ==,
+                     CURDI_UPLOAD_GROWTH_THREADS_DEFAULT);
+    g_assert_cmpuint(defaults.upload_growth_min, ==,
+                     CURDI_UPLOAD_GROWTH_MIN_DEFAULT);
     g_assert_cmpuint(defaults.streaming_upload_min, ==, UINT64_MAX);
     g_assert_cmpuint(defaults.fence_spin_us, ==, CURDI_FENCE_SPIN_US_DEFAULT);
     g_assert_cmpuint(defaults.landing_bytes, ==, CURDI_LANDING_BYTES_DEFAULT);
@@ -79,6 +84,15 @@ static void test_every_variable_sets_its_field(void)
                      ==, 0);
     g_assert_cmpuint(read_with("CURD_COPY_SPIN_US", "250").copy_spin_us, ==,
                      250);
+    g_assert_cmpuint(
+        read_with("CURD_UPLOAD_GROWTH_THREADS", "0").upload_growth_threads, ==,
+        0);
+    g_assert_cmpuint(
+        read_with("CURD_UPLOAD_GROWTH_THREADS", "9").upload_growth_threads, ==,
+        9);
+    g_assert_cmpuint(
+        read_with("CURD_UPLOAD_GROWTH_MIN", "128m").upload_growth_min, ==,
+        128u << 20);
     g_assert_cmpuint(
         read_with("CURD_STREAMING_DOWNLOAD_MIN", "off").streaming_download_min,
         ==, UINT64_MAX);
@@ -114,6 +128,8 @@ static void test_bad_values_are_ignored(void)
         {"CURD_COPY_THREADS", "off"},       {"CURD_CHUNK_MIN_BYTES",
                                              "99999999999999999999"},
         {"CURD_GATHER_MAX_SPAN_BYTES", "18446744073709551615g"},
+        {"CURD_UPLOAD_GROWTH_THREADS", "33"},
+        {"CURD_UPLOAD_GROWTH_MIN", "off"},
     };
     curdi_tuning defaults;
     curdi_tuning_defaults(&defaults);

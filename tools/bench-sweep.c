@@ -2,7 +2,7 @@
  * driver at every size.
  *
  * transfer/upload-sweep    host to device at 4 KiB, 64 KiB, 1 MiB, 16 MiB,
- *                          256 MiB and 1 GiB (not with --quick):
+ *                          64 MiB, 256 MiB and 1 GiB (not with --quick):
  *                          cuMemcpyHtoD from malloc memory, each fenced
  *                          by cuCtxSynchronize (raw pageable: alone it
  *                          returns before its DMA ends),
@@ -27,11 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SWEEP_SIZES 6
-/* The last size is left out with --quick. */
+#define SWEEP_SIZES 7
+/* The last size is left out with --quick. 64 MiB is where a pageable
+ * upload starts adding copy threads (lib/tuning.h). */
 static const size_t sweep_bytes[SWEEP_SIZES] = {
-    4 * BENCH_KIB, 64 * BENCH_KIB, BENCH_MIB, 16 * BENCH_MIB,
-    256 * BENCH_MIB, 1024 * BENCH_MIB};
+    4 * BENCH_KIB,  64 * BENCH_KIB,  BENCH_MIB,       16 * BENCH_MIB,
+    64 * BENCH_MIB, 256 * BENCH_MIB, 1024 * BENCH_MIB};
 
 enum sweep_series {
     RAW_PAGEABLE,
