@@ -223,7 +223,8 @@ static int sweep(const bench_env *env, const char *name, bool upload)
                          "copy; GB/s = 1e9 bytes/s; make bench-plot draws it");
     bench_note(scenario, "libcurd defaults: one staging chunk up to 1 MiB, "
                          "then 4 pipelined chunks of 1 to 8 MiB; copy threads "
-                         "from 1 MiB; see man curd, ENVIRONMENT");
+                         "from 1 MiB, 6 more for pageable uploads from "
+                         "64 MiB; see man curd, ENVIRONMENT");
     bench_report_scenario(scenario);
     if (!registered)
         bench_report_skip(name, "the registered series: no "
