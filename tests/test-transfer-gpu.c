@@ -937,30 +937,41 @@ static gpointer worker_run(gpointer data)
     return GINT_TO_POINTER(w->failures);
 }
 
-static void test_round_trips_from_many_threads_at_once(void)
+/* Runs worker_run on one thread per length at once, each over its own
+ * random bytes, and asserts that none failed. */
+static void round_trips_on_threads(curd_device *device, const size_t *lens,
+                                   size_t count)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
-        return;
-    enum { THREADS = 6 };
-    worker workers[THREADS];
-    GThread *threads[THREADS];
-    for (int i = 0; i < THREADS; i++) {
+    worker *workers = g_new0(worker, count);
+    GThread **threads = g_new0(GThread *, count);
+    for (size_t i = 0; i < count; i++) {
         workers[i].device = device;
-        workers[i].len = i % 2 ? (3u << 20) + (size_t)i : 4096u * (size_t)(i + 1);
-        workers[i].src = g_malloc(workers[i].len);
-        workers[i].dst = g_malloc(workers[i].len);
-        workers[i].failures = 0;
-        curd_test_fill_random(workers[i].src, workers[i].len);
+        workers[i].len = lens[i];
+        workers[i].src = g_malloc(lens[i]);
+        workers[i].dst = g_malloc(lens[i]);
+        curd_test_fill_random(workers[i].src, lens[i]);
     }
-    for (int i = 0; i < THREADS; i++)
+    for (size_t i = 0; i < count; i++)
         threads[i] = g_thread_new("worker", worker_run, &workers[i]);
-    for (int i = 0; i < THREADS; i++)
+    for (size_t i = 0; i < count; i++)
         g_assert_cmpint(GPOINTER_TO_INT(g_thread_join(threads[i])), ==, 0);
-    for (int i = 0; i < THREADS; i++) {
+    for (size_t i = 0; i < count; i++) {
         g_free(workers[i].src);
         g_free(workers[i].dst);
     }
+    g_free(workers);
+    g_free(threads);
+}
+
+static void test_round_trips_from_many_threads_at_once(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    size_t lens[6];
+    if (device == NULL)
+        return;
+    for (size_t i = 0; i < G_N_ELEMENTS(lens); i++)
+        lens[i] = i % 2 ? (3u << 20) + i : 4096u * (i + 1);
+    round_trips_on_threads(device, lens, G_N_ELEMENTS(lens));
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -968,20 +979,28 @@ static void test_round_trips_from_many_threads_at_once(void)
  * their own time (lib/copyteam.h, curdi_copy_team_grow): set low here, so
  * that every upload of a few MiB grows the team (where the host has cores
  * to spare: the GPU machine, not a two-core runner), from one thread and
- * from several at once, one growth at a time. */
+ * from several at once, one growth at a time. A device reads the tuning
+ * from the environment when it opens, so this runs in a process of its
+ * own that sets it before any thread exists and never unsets it. */
 static void test_uploads_that_add_copy_threads_move_every_byte(void)
 {
     curd_device *device;
-    enum { THREADS = 3 };
-    worker workers[THREADS];
-    GThread *threads[THREADS];
+    size_t lens[3];
+    if (!g_test_subprocess()) {
+        /* Skips where there is no GPU, as the other tests do. */
+        device = curd_test_gpu_open();
+        if (device == NULL)
+            return;
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
+                               G_TEST_SUBPROCESS_INHERIT_STDERR);
+        g_test_trap_assert_passed();
+        return;
+    }
     g_setenv("CURD_UPLOAD_GROWTH_MIN", "1m", TRUE);
     g_setenv("CURD_UPLOAD_GROWTH_THREADS", "3", TRUE);
     device = curd_test_gpu_open();
-    g_unsetenv("CURD_UPLOAD_GROWTH_MIN");
-    g_unsetenv("CURD_UPLOAD_GROWTH_THREADS");
-    if (device == NULL)
-        return;
+    g_assert_nonnull(device);
     for (int round = 0; round < 6; round++) {
         size_t len = (size_t)g_test_rand_int_range(1 << 20, 9 << 20);
         unsigned char *src = g_malloc(len);
@@ -993,8 +1012,8 @@ static void test_uploads_that_add_copy_threads_move_every_byte(void)
         /* The whole buffer, then a range at a random offset over it. */
         g_assert_cmpint(curd_buffer_upload(device, buffer, src, len), ==,
                         CURD_OK);
-        g_assert_cmpint(curd_buffer_upload_at(device, buffer, offset,
-                                                 src, len - offset),
+        g_assert_cmpint(curd_buffer_upload_at(device, buffer, offset, src,
+                                              len - offset),
                         ==, CURD_OK);
         memmove(src + offset, src, len - offset);
         g_assert_cmpint(curd_buffer_download(device, buffer, dst, len), ==,
@@ -1004,22 +1023,9 @@ static void test_uploads_that_add_copy_threads_move_every_byte(void)
         g_free(src);
         g_free(dst);
     }
-    for (int i = 0; i < THREADS; i++) {
-        workers[i].device = device;
-        workers[i].len = (2u << 20) + (size_t)g_test_rand_int_range(0, 1 << 20);
-        workers[i].src = g_malloc(workers[i].len);
-        workers[i].dst = g_malloc(workers[i].len);
-        workers[i].failures = 0;
-        curd_test_fill_random(workers[i].src, workers[i].len);
-    }
-    for (int i = 0; i < THREADS; i++)
-        threads[i] = g_thread_new("grower", worker_run, &workers[i]);
-    for (int i = 0; i < THREADS; i++)
-        g_assert_cmpint(GPOINTER_TO_INT(g_thread_join(threads[i])), ==, 0);
-    for (int i = 0; i < THREADS; i++) {
-        g_free(workers[i].src);
-        g_free(workers[i].dst);
-    }
+    for (size_t i = 0; i < G_N_ELEMENTS(lens); i++)
+        lens[i] = (2u << 20) + (size_t)g_test_rand_int_range(0, 1 << 20);
+    round_trips_on_threads(device, lens, G_N_ELEMENTS(lens));
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 

@@ -1179,6 +1179,21 @@ static void test_streaming_copy_matches_memcpy_at_any_alignment(void)
     g_free(expected);
 }
 
+/* One job of count pieces of piece_bytes each, side by side in new
+ * source and destination blocks (g_free them). */
+static void equal_pieces(curdi_copy_piece *pieces, size_t count,
+                         size_t piece_bytes, unsigned char **out_src,
+                         unsigned char **out_dst)
+{
+    unsigned char *src = g_malloc(count * piece_bytes);
+    unsigned char *dst = g_malloc(count * piece_bytes);
+    for (size_t i = 0; i < count; i++)
+        pieces[i] = (curdi_copy_piece){dst + i * piece_bytes,
+                                       src + i * piece_bytes, piece_bytes};
+    *out_src = src;
+    *out_dst = dst;
+}
+
 /* Warmed workers poll for jobs instead of sleeping; many small jobs in a
  * row, each closed while workers may still be waking, copy every byte;
  * a cool with a stale warmth leaves the newer warming, and the team still
@@ -1187,14 +1202,12 @@ static void test_a_warmed_team_copies_small_jobs_in_a_row(void)
 {
     curdi_copy_team *team = NULL;
     enum { PIECES = 8, PIECE = 16 * 1024, ROUNDS = 300 };
-    unsigned char *src = g_malloc(PIECES * PIECE);
-    unsigned char *dst = g_malloc(PIECES * PIECE);
+    unsigned char *src, *dst;
     curdi_copy_piece pieces[PIECES];
     curdi_copy_team_config config = {4, 0, 0};
     uint64_t first, second;
     g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
-    for (size_t i = 0; i < PIECES; i++)
-        pieces[i] = (curdi_copy_piece){dst + i * PIECE, src + i * PIECE, PIECE};
+    equal_pieces(pieces, PIECES, PIECE, &src, &dst);
     for (int round = 0; round < ROUNDS; round++) {
         uint64_t warmth = 0;
         curd_test_fill_random(src, PIECES * PIECE);
@@ -1295,20 +1308,18 @@ static unsigned process_thread_count(void)
 /* A growth adds workers that copy like the team's own, one growth at a
  * time; ending it returns at once, and the next growth or the team's end
  * joins its threads: none is left. Growths ended before their threads
- * have all started, and jobs from other callers meanwhile, change
- * nothing. */
+ * have all started change nothing either (serves-concurrent-callers has
+ * other callers' jobs run while a growth is in place). */
 static void test_a_grown_team_copies_and_leaves_no_thread(void)
 {
     curdi_copy_team *team = NULL;
     enum { PIECES = 24, PIECE = 64 * 1024, ROUNDS = 40 };
-    unsigned char *src = g_malloc(PIECES * PIECE);
-    unsigned char *dst = g_malloc(PIECES * PIECE);
+    unsigned char *src, *dst;
     curdi_copy_piece pieces[PIECES];
     curdi_copy_team_config config = {2, 0, 0};
     unsigned threads_before = process_thread_count();
     g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
-    for (size_t i = 0; i < PIECES; i++)
-        pieces[i] = (curdi_copy_piece){dst + i * PIECE, src + i * PIECE, PIECE};
+    equal_pieces(pieces, PIECES, PIECE, &src, &dst);
     for (int round = 0; round < ROUNDS; round++) {
         unsigned added = curdi_copy_team_grow(team, 1u + round % 4u);
         uint64_t warmth = 0;
