@@ -104,8 +104,11 @@ typedef struct curdi_tuning {
  * staging, and 6 threads copy slower than the DMA reads (doc/PERFORMANCE.md,
  * the eighth run: 10 threads took the 256 MiB upload from 5.44-6.30 to
  * 5.27-5.35 ms, but slowed every other transfer while they existed). So a
- * long upload starts more threads for its own time; the first 64 MiB
- * outweigh starting and joining them. Measured: the ninth run. */
+ * long upload adds threads for its own time. Measured on the H100 host
+ * (the ninth run), 6 more against none: 256 MiB 5.91-6.81 against
+ * 7.41-8.02 ms, 64 MiB 1.92-2.08 against 2.12-2.36 ms, but 16 MiB
+ * 0.84-0.88 against 0.65-0.71 ms (the threads' start outweighs it);
+ * 4 and 7 more were about as good as 6, 2 half as good. */
 #define CURDI_UPLOAD_GROWTH_THREADS_DEFAULT 6u
 #define CURDI_UPLOAD_GROWTH_MIN_DEFAULT ((uint64_t)64 << 20)
 
