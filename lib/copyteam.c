@@ -60,8 +60,8 @@ struct curdi_copy_team {
      * and the next growth (or the team's end) joins them, so that the
      * caller ending a growth does not wait for threads to exit. */
     bool added_to_join;
-    /* Set while the caller that grew the team waits for its added workers
-     * to leave; they poll it as they poll for jobs. */
+    /* Set when a growth ends, until its threads are joined: its added
+     * workers poll it as they poll for jobs, and leave. */
     _Atomic bool added_leaving;
     size_t parallel_min;
     uint64_t spin_ns;
@@ -282,8 +282,7 @@ static void *added_starter(void *argument)
     unsigned started =
         start_threads(team, team->added_threads + 1,
                       team->added_wanted - 1u, added_worker);
-    /* Release: curdi_copy_team_shrink joins the threads it names after it
-     * has joined this one. */
+    /* join_added reads the count after it has joined this thread. */
     atomic_store(&team->added_started, 1u + started);
     return added_worker(team);
 }
