@@ -7,8 +7,8 @@
  *   the core (primary context retained and pushed, properties read,
  *   upload stream), the beacon room (the words streams write), the
  *   landing room (places for small downloads), the memory room (pools),
- *   the resident room, host registrations, the fence room, the gather room, the transfer room,
- *   the program room (the module cache), the dispatch room (its
+ *   the resident room, host registrations, the fence room, the gather
+ *   room, the transfer room, the program room (the module cache), the dispatch room (its
  *   counters), the batch room and the session room; then it is entered in
  *   the registry of open devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open

@@ -67,6 +67,9 @@ struct curdi_transfer_room {
     pthread_mutex_t team_lock;
     curdi_copy_team *team;
     bool team_tried;
+    /* Workers a long upload adds to the team (team_growth), fixed when
+     * the team starts. */
+    unsigned team_growth;
 };
 
 curd_status curdi_transfer_open(curd_device *device)
@@ -130,6 +133,22 @@ void curdi_transfer_stats_reset(curd_device *device)
     atomic_store(&room->fill_bytes, 0);
 }
 
+/* The workers a long upload adds to its team: the tuning's, but never so
+ * many that the team, the caller and the rest of the system (one
+ * processor) share a processor. */
+static unsigned team_growth(const curdi_tuning *tuning,
+                            const curdi_copy_team *team)
+{
+    long spare = sysconf(_SC_NPROCESSORS_ONLN) - 2
+                 - (long)curdi_copy_team_workers(team);
+    if (spare <= 0)
+        return 0;
+    /* The tuning's bound is CURDI_COPY_THREADS_MAX. */
+    return (uint64_t)spare < tuning->upload_growth_threads
+               ? (unsigned)spare
+               : (unsigned)tuning->upload_growth_threads;
+}
+
 /* The device's copy team, started on first use; NULL if it could not be
  * (the engine then copies on the calling thread). */
 static curdi_copy_team *transfer_team(curd_device *device)
@@ -145,6 +164,7 @@ static curdi_copy_team *transfer_team(curd_device *device)
             room->tuning.copy_spin_us * 1000u};
         if (curdi_copy_team_create(&config, &room->team) != CURD_OK)
             room->team = NULL;
+        room->team_growth = team_growth(&room->tuning, room->team);
     }
     team = room->team;
     pthread_mutex_unlock(&room->team_lock);
@@ -177,22 +197,6 @@ static unsigned team_helpers(uint64_t chunk_bytes, uint64_t piece_bytes)
 {
     uint64_t pieces = (chunk_bytes + piece_bytes - 1u) / piece_bytes;
     return pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u);
-}
-
-/* The workers a long upload adds to its team: the tuning's, but never so
- * many that the team, the caller and the rest of the system (one
- * processor) share a processor. */
-static unsigned team_growth(const curdi_tuning *tuning,
-                            const curdi_copy_team *team)
-{
-    long spare = sysconf(_SC_NPROCESSORS_ONLN) - 2
-                 - (long)curdi_copy_team_workers(team);
-    if (spare <= 0)
-        return 0;
-    /* The tuning's bound is CURDI_COPY_THREADS_MAX. */
-    return (uint64_t)spare < tuning->upload_growth_threads
-               ? (unsigned)spare
-               : (unsigned)tuning->upload_growth_threads;
 }
 
 static uint64_t team_window_ns(uint64_t stream_bytes)
@@ -569,7 +573,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
         /* After the warming, so the added workers poll from their start. */
         if (upload && plan.stream_bytes >= tuning->upload_growth_min)
             gpu.added_workers = curdi_copy_team_grow(
-                gpu.team, team_growth(tuning, gpu.team));
+                gpu.team, device->transfer->team_growth);
     }
     memset(&counts, 0, sizeof counts);
     if (upload)
