@@ -788,7 +788,9 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
     /* A read-back with no input lands where it can: a DMA into lines the
      * CPU has just read waits on their snoops, and the pinned pool hands
      * out first the block the last dispatch's read-back was copied out of
-     * (doc/PERFORMANCE.md, seventh run). */
+     * (doc/PERFORMANCE.md, seventh run). An INOUT argument's read-back
+     * comes back into its input block, which the CPU has just written:
+     * landing it elsewhere made a 256 KiB dispatch slower (tenth run). */
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len != 0 && !(args[index].kind == CURD_ARG_HOST

@@ -247,7 +247,8 @@ static void add_one_lands(curd_device *device, const curd_program *program,
 /* A dispatch's read-back alone lands: add_one over an output (zeroed on
  * the device, so every word comes back 1) and over a resident buffer
  * read back in part take one place each; an INOUT argument, whose
- * read-back comes into the block its input went out of, does not. Every
+ * read-back comes into the block its input went out of (faster there:
+ * doc/PERFORMANCE.md, tenth run), does not. Every
  * place is free again after. */
 static void test_a_dispatchs_read_backs_land(void)
 {

@@ -28,6 +28,7 @@ int bench_tune_small_download(const bench_env *env);
 int bench_tune_gather_reads(const bench_env *env);
 int bench_tune_gather_writes(const bench_env *env);
 int bench_dispatch_borrowed_small(const bench_env *env);
+int bench_dispatch_borrowed_large(const bench_env *env);
 int bench_dispatch_empty_launch(const bench_env *env);
 int bench_program_load_cached(const bench_env *env);
 int bench_batch_eight_launches(const bench_env *env);

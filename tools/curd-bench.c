@@ -83,6 +83,10 @@ static const bench_scenario_entry scenarios[] = {
      "4 KiB in, add_one, 4 KiB out, one fence: curd_dispatch vs "
      "HtoDAsync+cuLaunchKernel+DtoHAsync+sync",
      bench_dispatch_borrowed_small, false},
+    {"dispatch/borrowed-large",
+     "256 KiB in, add_one, 256 KiB out, one fence: curd_dispatch vs "
+     "HtoDAsync+cuLaunchKernel+DtoHAsync+sync",
+     bench_dispatch_borrowed_large, false},
     {"dispatch/empty-launch",
      "an empty launch and its fence: curd_dispatch vs cuLaunchKernel+sync",
      bench_dispatch_empty_launch, false},
