@@ -26,7 +26,7 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->upload_growth_threads = CURDI_UPLOAD_GROWTH_THREADS_DEFAULT;
     tuning->upload_growth_min = CURDI_UPLOAD_GROWTH_MIN_DEFAULT;
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
-    tuning->streaming_upload_min = UINT64_MAX;
+    tuning->streaming_upload_min = CURDI_STREAMING_UPLOAD_MIN_DEFAULT;
     tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
     tuning->fence_spin_us = CURDI_FENCE_SPIN_US_DEFAULT;
     tuning->landing_bytes = CURDI_LANDING_BYTES_DEFAULT;
@@ -172,7 +172,8 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     " us, pieces of %" PRIu64
                     " bytes from %" PRIu64 ", %" PRIu64
                     " more for uploads from %" PRIu64 " bytes, streaming from %" PRIu64
-                    " down / %" PRIu64 " up, pageable uploads to the"
+                    " down / %" PRIu64 " up (below the growth size),"
+                    " pageable uploads to the"
                     " driver up to %" PRIu64 ", final waits polling %" PRIu64
                     " us, landing area %" PRIu64 " bytes",
                     tuning->gather.path == CURDI_PATH_DMA ? "dma"

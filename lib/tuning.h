@@ -96,10 +96,16 @@ typedef struct curdi_tuning {
  * into malloc memory went from ~8 ms to ~5.2 ms (the 6 copy threads'
  * plain memcpy out of staging was the bottleneck, at ~32 GB/s against
  * the DMA's 55 GB/s). Smaller downloads keep memcpy, which leaves the
- * bytes in cache for the caller. Uploads keep memcpy by default: staging
- * that a DMA reads next is better written through the cache (streaming
- * stores made the 256 MiB upload slower there). */
+ * bytes in cache for the caller. */
 #define CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT ((uint64_t)16 << 20)
+/* An upload that stages at least this many bytes, and less than
+ * CURD_UPLOAD_GROWTH_MIN, writes staging with streaming stores. Measured
+ * on the H100 host (doc/PERFORMANCE.md, tenth run; 4 rounds against
+ * memcpy, one process each): 64 KiB 14.7-15.0 against 16.1-16.5 us,
+ * 1 MiB 60-62 against 91-97 us, 16 MiB 529-544 against 697-740 us. A
+ * long upload keeps memcpy: streaming stores made the 256 MiB one
+ * slower, grown or not (the fifth and ninth runs). */
+#define CURDI_STREAMING_UPLOAD_MIN_DEFAULT ((uint64_t)64 << 10)
 /* An upload from pageable memory is as fast as its host copy into
  * staging, and 6 threads copy slower than the DMA reads (doc/PERFORMANCE.md,
  * the eighth run: 10 threads took the 256 MiB upload from 5.44-6.30 to

@@ -54,7 +54,7 @@ static void test_without_variables_the_defaults_hold(void)
                      CURDI_UPLOAD_GROWTH_THREADS_DEFAULT);
     g_assert_cmpuint(defaults.upload_growth_min, ==,
                      CURDI_UPLOAD_GROWTH_MIN_DEFAULT);
-    g_assert_cmpuint(defaults.streaming_upload_min, ==, UINT64_MAX);
+    g_assert_cmpuint(defaults.streaming_upload_min, ==, 64u << 10);
     g_assert_cmpuint(defaults.fence_spin_us, ==, CURDI_FENCE_SPIN_US_DEFAULT);
     g_assert_cmpuint(defaults.landing_bytes, ==, CURDI_LANDING_BYTES_DEFAULT);
 }

@@ -20,6 +20,8 @@ draws both in the same charts. Scenarios (curd-bench's names):
                               256 MiB (series "torch pageable", ...)
   transfer/fused-reads        64 strided 4 KiB pieces of a device buffer,
                               gathered on the device and copied out at once
+  transfer/fused-writes       the same pieces written from the host: one
+                              copy up, placed on the device by a scatter
   dispatch/add-one-roundtrip  4 KiB in, add one on the device, 4 KiB out
 
 Without a GPU, or without torch and cupy, it says so and exits 0 with no
@@ -173,6 +175,25 @@ def torch_rows(rows, torch):
     rows.add("transfer/fused-reads", "64 strided 4 KiB reads by gather + copy",
              "torch", PIECES * PIECE_BYTES, gather)
 
+    # The same pieces written from malloc memory: one copy up, index_copy_
+    # places them; the rows between keep their bytes.
+    pieces = random_bytes(PIECES * PIECE_BYTES)
+    target = random_bytes(2 * PIECES * PIECE_BYTES).to(cuda).view(
+        2 * PIECES, PIECE_BYTES)
+    model = target.cpu()
+    model[::2] = pieces.view(PIECES, PIECE_BYTES)
+    target.index_copy_(0, index, pieces.to(cuda).view(PIECES, PIECE_BYTES))
+    check("torch scatter", model.numpy(), target.cpu().numpy())
+
+    def scatter(n):
+        for _ in range(n):
+            target.index_copy_(0, index,
+                               pieces.to(cuda).view(PIECES, PIECE_BYTES))
+            sync()
+    rows.add("transfer/fused-writes",
+             "64 strided 4 KiB writes by copy + scatter", "torch",
+             PIECES * PIECE_BYTES, scatter)
+
     values = torch.arange(SMALL_BYTES // 4, dtype=torch.float32)
     check("torch add one", (values + 1).numpy().tobytes(),
           (values.to(cuda) + 1).cpu().numpy().tobytes())
@@ -244,6 +265,22 @@ def cupy_rows(rows, cp, np):
             cp.asnumpy(source[index])
     rows.add("transfer/fused-reads", "64 strided 4 KiB reads by gather + copy",
              "cupy", PIECES * PIECE_BYTES, gather)
+
+    pieces = host_bytes(PIECES * PIECE_BYTES).reshape(PIECES, PIECE_BYTES)
+    target_host = host_bytes(2 * PIECES * PIECE_BYTES).reshape(
+        2 * PIECES, PIECE_BYTES)
+    target = cp.asarray(target_host)
+    target_host[::2] = pieces
+    target[index] = cp.asarray(pieces)
+    check("cupy scatter", target_host, cp.asnumpy(target))
+
+    def scatter(n):
+        for _ in range(n):
+            target[index] = cp.asarray(pieces)
+            stream.synchronize()
+    rows.add("transfer/fused-writes",
+             "64 strided 4 KiB writes by copy + scatter", "cupy",
+             PIECES * PIECE_BYTES, scatter)
 
     values = np.arange(SMALL_BYTES // 4, dtype=np.float32)
     check("cupy add one", (values + 1).tobytes(),
