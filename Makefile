@@ -35,7 +35,7 @@ BUILD ?= build
 # failing the build; development and CI builds keep -Werror.
 WERROR ?= -Werror
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-            -Wconversion -Wno-sign-conversion $(WERROR)
+            -Wconversion -Wno-sign-conversion -Wformat-security $(WERROR)
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -Ilib -D_GNU_SOURCE
 DEPFLAGS = -MMD -MP -MF $@.d

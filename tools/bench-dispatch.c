@@ -280,7 +280,8 @@ static int measure_borrowed(const bench_env *env, uint32_t words,
     if (dispatch_init(&state, env, words) != 0 ||
         check_add_one(&state, &seed) != 0)
         goto done;
-    bench_scenario_init(&scenario, env, name, env->samples, description);
+    bench_scenario_init(&scenario, env, name, env->samples, "%s",
+                        description);
     if (measure_pair(&scenario, &state, "curd_dispatch, malloc memory",
                      op_curd_dispatch,
                      "HtoDAsync+cuLaunchKernel+DtoHAsync+sync, pinned",
