@@ -519,6 +519,9 @@ static curd_status transfer_run(curd_device *device, const char *what,
     unsigned event_count = 0;
     bool pooled_stream = false;
     bool events_taken = false;
+    /* An upload that stages CURD_UPLOAD_GROWTH_MIN or more: it grows the
+     * team and copies through the cache. */
+    bool long_upload;
     curd_status status;
 
     memset(&plan, 0, sizeof plan);
@@ -543,6 +546,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
                                               tuning->pageable_direct_max);
     host_side.slots = slots;
     host_side.piece_bytes = tuning->copy_piece_bytes;
+    long_upload = upload && plan.stream_bytes >= tuning->upload_growth_min;
     if (plan.stream_bytes > 0) {
         host_side.chunk_bytes = transfer_chunk_bytes(device, &plan);
         chunk_count = (plan.stream_bytes + host_side.chunk_bytes - 1u)
@@ -557,7 +561,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
          * fifth and ninth runs). */
         host_side.streaming =
             upload ? plan.stream_bytes >= tuning->streaming_upload_min
-                         && plan.stream_bytes < tuning->upload_growth_min
+                         && !long_upload
                    : plan.stream_bytes >= tuning->streaming_download_min;
         /* Straight to registered memory there is no host copy to share. */
         if (plan.gather_host == NULL
@@ -575,7 +579,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
         if (upload)
             gpu_warm_team(&gpu);
         /* After the warming, so the added workers poll from their start. */
-        if (upload && plan.stream_bytes >= tuning->upload_growth_min)
+        if (long_upload)
             gpu.added_workers = curdi_copy_team_grow(
                 gpu.team, device->transfer->team_growth);
     }
