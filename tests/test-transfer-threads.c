@@ -5,8 +5,9 @@
  * GPU and TSan sees every lock of curd: the resident table, the transfer
  * room (registrations, pending uploads, events), the stream pool, the
  * pools, the copy team splitting large copies between its threads (which
- * poll between jobs here, joined by the threads of growths), and the gather kernels' module, which the
- * threads' first scattered reads load at once.
+ * poll between jobs here, joined by the threads of growths), and the
+ * gather kernels' module, which the threads' first scattered reads load
+ * at once.
  * Every byte is checked: each thread owns its buffers and host memory, and
  * a shared buffer is only read. */
 #include <glib.h>
