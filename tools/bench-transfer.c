@@ -5,8 +5,9 @@
  *                               against 64 raw cuMemcpyDtoHAsync with one
  *                               fence and one raw 256 KiB copy.
  * transfer/pageable-upload-256M curd_buffer_upload from malloc memory against
- *                               cuMemcpyHtoD (fenced) from the same memory and
- *                               cuMemcpyHtoDAsync from pinned memory.
+ *                               cuMemcpyHtoD (fenced) from the same memory,
+ *                               cuMemcpyHtoDAsync from pinned memory and the
+ *                               raw staged upload (bench-staged.h).
  * transfer/pinned-upload-256M   curd uploads from a registered source against
  *                               raw cuMemcpyHtoDAsync from pinned memory.
  * transfer/pageable-download-256M, transfer/pinned-download-256M likewise.
@@ -17,6 +18,7 @@
  * variants address the same resident buffer as curd (its device pointer),
  * so both sides move the same bytes between the same memory. */
 #include "bench-scenarios.h"
+#include "bench-staged.h"
 #include "bench-transfer.h"
 
 #include <stdio.h>
@@ -169,6 +171,32 @@ static int raw_dtoh_async_loop(const bench_copy_op *op, uint64_t iterations)
     return 0;
 }
 
+static int raw_htod_staged_loop(const bench_copy_op *op, uint64_t iterations)
+{
+    const bench_cuda *driver = op->env->cu;
+    uint64_t iteration;
+    for (iteration = 0; iteration < iterations; iteration++) {
+        memcpy(op->bounce, op->host, op->byte_len);
+        BENCH_CU(driver->cuMemcpyHtoDAsync(op->device_ptr, op->bounce,
+                                           op->byte_len, op->stream));
+        BENCH_CU(driver->cuStreamSynchronize(op->stream));
+    }
+    return 0;
+}
+
+static int raw_dtoh_staged_loop(const bench_copy_op *op, uint64_t iterations)
+{
+    const bench_cuda *driver = op->env->cu;
+    uint64_t iteration;
+    for (iteration = 0; iteration < iterations; iteration++) {
+        BENCH_CU(driver->cuMemcpyDtoHAsync(op->bounce, op->device_ptr,
+                                           op->byte_len, op->stream));
+        BENCH_CU(driver->cuStreamSynchronize(op->stream));
+        memcpy(op->host, op->bounce, op->byte_len);
+    }
+    return 0;
+}
+
 /* item_count copies of piece_bytes each, then one fence. */
 static int raw_pieces_loop(const bench_copy_op *op, uint64_t iterations,
                            bool upload)
@@ -252,6 +280,16 @@ int bench_op_raw_dtoh_sync(void *opaque, uint64_t iterations)
 int bench_op_raw_dtoh_async(void *opaque, uint64_t iterations)
 {
     return run_raw(opaque, iterations, raw_dtoh_async_loop);
+}
+
+int bench_op_raw_htod_staged(void *opaque, uint64_t iterations)
+{
+    return run_raw(opaque, iterations, raw_htod_staged_loop);
+}
+
+int bench_op_raw_dtoh_staged(void *opaque, uint64_t iterations)
+{
+    return run_raw(opaque, iterations, raw_dtoh_staged_loop);
 }
 
 int bench_op_raw_dtoh_pieces(void *opaque, uint64_t iterations)
@@ -621,8 +659,9 @@ static int large_transfer(const bench_env *env, const char *name,
     bench_transfer_state state;
     bench_scenario scenario;
     bench_copy_op curd_sync, curd_async, raw_same, raw_pinned;
+    bench_staged *staged = NULL;
     int curd_main = -1, curd_second = -1, raw_same_index = -1,
-        raw_pinned_index = -1;
+        raw_pinned_index = -1, staged_index = -1;
     const char *direction = upload ? "upload" : "download";
     int result = -1;
 
@@ -665,6 +704,12 @@ static int large_transfer(const bench_env *env, const char *name,
             goto done;
         if (bench_check_upload(&state, bench_op_raw_htod_async, &raw_pinned,
                          "cuMemcpyHtoDAsync from pinned memory") != 0)
+            goto done;
+        if (!pinned_source &&
+            (bench_staged_create(env, state.device_ptr, state.host,
+                                 LARGE_BYTES, &staged) != 0 ||
+             bench_check_upload(&state, bench_op_staged_upload, staged,
+                                "the raw staged upload") != 0))
             goto done;
     } else {
         if (bench_check_download(&state, bench_op_curd_download, &curd_sync, state.host,
@@ -720,9 +765,20 @@ static int large_transfer(const bench_env *env, const char *name,
             .label = label, .role = BENCH_ROLE_RAW,
             .op = upload ? bench_op_raw_htod_async : bench_op_raw_dtoh_async,
             .context = &raw_pinned, .bytes_per_op = LARGE_BYTES});
+        if (staged != NULL) {
+            unsigned threads = bench_staged_threads(staged);
+            snprintf(label, sizeof label,
+                     "raw staged: %u copy thread%s, 3 x 8 MiB pinned slots",
+                     threads, threads == 1 ? "" : "s");
+            staged_index = bench_add_variant(&scenario, &(bench_variant_spec){
+                .label = label, .role = BENCH_ROLE_RAW,
+                .op = bench_op_staged_upload, .context = staged,
+                .bytes_per_op = LARGE_BYTES});
+        }
     }
     if (curd_main < 0 || raw_same_index < 0 || raw_pinned_index < 0 ||
-        (upload && pinned_source && curd_second < 0))
+        (upload && pinned_source && curd_second < 0) ||
+        (staged != NULL && staged_index < 0))
         goto done;
     if (bench_measure(&scenario) != 0)
         goto done;
@@ -738,6 +794,9 @@ static int large_transfer(const bench_env *env, const char *name,
         bench_check_ratio(&scenario, curd_main, raw_same_index, 1.0 / 3.0,
                           ">= 3x faster");
         bench_check_ratio(&scenario, curd_main, raw_pinned_index, 0.0, NULL);
+        if (staged_index >= 0)
+            bench_check_ratio(&scenario, curd_main, staged_index, 1.05,
+                              "within 1.05x of the raw staged upload");
     }
     bench_note(&scenario, "raw async copies: one pooled stream, one "
                           "cuStreamSynchronize per copy; GB/s = 1e9 bytes/s");
@@ -745,6 +804,7 @@ static int large_transfer(const bench_env *env, const char *name,
     result = 0;
 
 done:
+    bench_staged_destroy(staged);
     bench_transfer_free(&state);
     return result;
 }

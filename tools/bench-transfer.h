@@ -24,6 +24,8 @@ typedef struct bench_copy_op {
      * in host memory. */
     size_t stride;
     const size_t *offsets;
+    /* Pinned memory a raw staged copy goes through (byte_len of it). */
+    void *bounce;
 } bench_copy_op;
 
 /* The resources one scenario holds; bench_transfer_free releases whatever is
@@ -54,6 +56,12 @@ int bench_op_raw_htod_sync(void *op, uint64_t iterations);
 int bench_op_raw_htod_async(void *op, uint64_t iterations);
 int bench_op_raw_dtoh_sync(void *op, uint64_t iterations);
 int bench_op_raw_dtoh_async(void *op, uint64_t iterations);
+/* The raw driver staging by hand on the calling thread: memcpy into the
+ * op's bounce, then its asynchronous copy and one cuStreamSynchronize
+ * (upload); the copy and the fence, then memcpy out of the bounce
+ * (download). What one core allows a pageable transfer without curd. */
+int bench_op_raw_htod_staged(void *op, uint64_t iterations);
+int bench_op_raw_dtoh_staged(void *op, uint64_t iterations);
 /* curd_download_batch / curd_upload_batch of the op's items. */
 int bench_op_curd_download_batch(void *op, uint64_t iterations);
 int bench_op_curd_upload_batch(void *op, uint64_t iterations);
