@@ -335,7 +335,8 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
      * staged by hand through pinned memory. */
     char label[96];
     const char *other_path = irregular ? "dma" : "gather";
-    int index[10] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    enum { VARIANTS = 10 };
+    int index[VARIANTS] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     int result = -1;
 
     if (s == NULL || scenario == NULL) {
@@ -363,7 +364,7 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
             const char *what;
             const char *word;
             const char *memory;
-        } variants[10] = {
+        } variants[VARIANTS] = {
             {BENCH_ROLE_CURD, batch, &s->sides[0].ops[MALLOC_MEMORY],
              "%s 64 x 4 KiB scattered", batch_call, "malloc"},
             {BENCH_ROLE_CURD, batch, &s->sides[1].ops[MALLOC_MEMORY],
@@ -395,7 +396,7 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
              &s->raw_staged, "1 x cuMemcpy%sAsync 256 KiB staged by memcpy",
              direction, "malloc"},
         };
-        for (unsigned i = 0; i < 10; i++) {
+        for (unsigned i = 0; i < VARIANTS; i++) {
             char what[64];
             if (i >= 3 && i < 6 && !s->with_registered)
                 continue;

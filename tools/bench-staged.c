@@ -8,10 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Chunks and slots as curd's defaults have them (CURD_CHUNK_MAX_BYTES,
- * CURD_STAGING_SLOTS), so that only the copying differs. */
-#define STAGED_CHUNK_BYTES ((size_t)8 * 1024 * 1024)
-#define STAGED_SLOTS 3u
+#define STAGED_CHUNK_BYTES ((size_t)BENCH_STAGED_CHUNK_MIB * 1024 * 1024)
+#define STAGED_SLOTS BENCH_STAGED_SLOTS
 /* Slices start on a page. */
 #define STAGED_SLICE_ALIGN ((size_t)4096)
 
@@ -27,8 +25,7 @@ struct bench_staged {
     size_t byte_len;
     void *slots[STAGED_SLOTS];
     bench_cu_stream streams[STAGED_SLOTS];
-    unsigned threads;
-    unsigned helper_count;
+    unsigned helper_count; /* the threads that copy but the caller */
     pthread_t helpers[BENCH_STAGED_THREADS];
     staged_helper helper_args[BENCH_STAGED_THREADS];
     /* Helpers sleep on `wake` unless polling is set (an upload runs) or
@@ -57,10 +54,11 @@ static void relax(void)
 /* Thread `index` of `threads` copies its fixed slice of the chunk. */
 static void copy_slice(const bench_staged *s, unsigned index)
 {
-    size_t per = s->chunk_len / s->threads / STAGED_SLICE_ALIGN *
+    unsigned threads = bench_staged_threads(s);
+    size_t per = s->chunk_len / threads / STAGED_SLICE_ALIGN *
                  STAGED_SLICE_ALIGN;
     size_t start = per * index;
-    size_t len = index + 1 == s->threads ? s->chunk_len - start : per;
+    size_t len = index + 1 == threads ? s->chunk_len - start : per;
     memcpy(s->chunk_dst + start, s->chunk_src + start, len);
 }
 
@@ -149,7 +147,7 @@ int bench_op_staged_upload(void *opaque, uint64_t iterations)
 
 unsigned bench_staged_threads(const bench_staged *staged)
 {
-    return staged->threads;
+    return staged->helper_count + 1;
 }
 
 static unsigned thread_budget(void)
@@ -200,7 +198,6 @@ int bench_staged_create(const bench_env *env, bench_cu_deviceptr device_ptr,
             break;
         s->helper_count++;
     }
-    s->threads = s->helper_count + 1;
     return 0;
 }
 

@@ -23,6 +23,10 @@
  * host (its 6 copy threads, the 6 a long upload adds and the caller), at
  * most one fewer than the processors online. */
 #define BENCH_STAGED_THREADS 13u
+/* Chunks and slots as curd's defaults have them (CURD_CHUNK_MAX_BYTES,
+ * CURD_STAGING_SLOTS), so that only the copying differs. */
+#define BENCH_STAGED_CHUNK_MIB 8u
+#define BENCH_STAGED_SLOTS 3u
 
 typedef struct bench_staged bench_staged;
 

@@ -768,8 +768,9 @@ static int large_transfer(const bench_env *env, const char *name,
         if (staged != NULL) {
             unsigned threads = bench_staged_threads(staged);
             snprintf(label, sizeof label,
-                     "raw staged: %u copy thread%s, 3 x 8 MiB pinned slots",
-                     threads, threads == 1 ? "" : "s");
+                     "raw staged: %u copy thread%s, %u x %u MiB pinned slots",
+                     threads, threads == 1 ? "" : "s", BENCH_STAGED_SLOTS,
+                     BENCH_STAGED_CHUNK_MIB);
             staged_index = bench_add_variant(&scenario, &(bench_variant_spec){
                 .label = label, .role = BENCH_ROLE_RAW,
                 .op = bench_op_staged_upload, .context = staged,
