@@ -8,10 +8,10 @@
  * and say so) and peak_raise (which must only raise). After every step the
  * three counters equal the model's.
  *
- * fuzz-srcs: lib/checked.c lib/status.c lib/driver.c */
+ * fuzz-srcs: lib/base/checked.c lib/base/status.c lib/driver/driver.c */
 #include "fuzz.h"
 
-#include "checked.h"
+#include "base/checked.h"
 
 static uint64_t budget_reference(uint64_t total, uint64_t free_bytes,
                                  uint64_t resident, uint64_t limit)

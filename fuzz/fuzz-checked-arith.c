@@ -5,10 +5,10 @@
  * helpers run; each must succeed exactly when the true result fits, write
  * the true result then, and leave the output untouched otherwise.
  *
- * fuzz-srcs: lib/checked.c lib/status.c lib/driver.c */
+ * fuzz-srcs: lib/base/checked.c lib/base/status.c lib/driver/driver.c */
 #include "fuzz.h"
 
-#include "checked.h"
+#include "base/checked.h"
 
 #define SENTINEL UINT64_C(0xa5a55a5aa5a55a5a)
 

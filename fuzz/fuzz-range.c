@@ -9,10 +9,10 @@
  * curdi_device_ptr_offset must give base + offset or CURD_E_OVERFLOW with
  * the output untouched.
  *
- * fuzz-srcs: lib/checked.c lib/status.c lib/driver.c */
+ * fuzz-srcs: lib/base/checked.c lib/base/status.c lib/driver/driver.c */
 #include "fuzz.h"
 
-#include "checked.h"
+#include "base/checked.h"
 
 #define SENTINEL UINT64_C(0x5a5aa5a55a5aa5a5)
 

@@ -11,10 +11,10 @@
  * class is CURD_E_OVERFLOW (0: CURD_E_INVALID_ARGUMENT) with the outputs
  * untouched.
  *
- * fuzz-srcs: lib/checked.c lib/status.c lib/driver.c */
+ * fuzz-srcs: lib/base/checked.c lib/base/status.c lib/driver/driver.c */
 #include "fuzz.h"
 
-#include "checked.h"
+#include "base/checked.h"
 
 #define MAX_CLASSES 1024
 

@@ -1,4 +1,4 @@
-/* fuzz-copyplan.c - the copy planner against an independent span reference
+/* fuzz-spans.c - the copy planner against an independent span reference
  * and a byte-by-byte DMA model.
  *
  * Input: a mode byte, then items. Each item starts with a flag byte (which
@@ -17,10 +17,10 @@
  * sliced back out and compared with the buffer. Each span's members must
  * be exactly its group's items, all in (key, offset, item index) order.
  *
- * fuzz-srcs: lib/copyplan.c lib/checked.c lib/status.c lib/driver.c */
+ * fuzz-srcs: lib/transfer/spans.c lib/base/checked.c lib/base/status.c lib/driver/driver.c */
 #include "fuzz.h"
 
-#include "copyplan.h"
+#include "transfer/spans.h"
 
 #define MAX_ITEMS 128
 #define NARROW_BUFFER_LEN 1025
@@ -169,11 +169,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         expect_overflow = true;
 
     /* The plan. */
-    curdi_copy_plan plan;
-    curdi_copy_plan untouched;
+    curdi_span_list plan;
+    curdi_span_list untouched;
     memset(&plan, 0xa5, sizeof plan);
     untouched = plan;
-    curd_status status = curdi_copyplan_build(items, count, &plan);
+    curd_status status = curdi_spans_build(items, count, &plan);
     if (expect_overflow) {
         FUZZ_CHECK(status == CURD_E_OVERFLOW);
         FUZZ_CHECK(memcmp(&plan, &untouched, sizeof plan) == 0);
@@ -250,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(staging);
     }
 
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     FUZZ_CHECK(plan.spans == NULL && plan.item_staging_offset == NULL);
     return 0;
 }

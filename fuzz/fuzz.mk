@@ -29,8 +29,8 @@ FUZZ_LDFLAGS := $(FUZZ_SANITIZE) -fsanitize=fuzzer
 # -timeout: a single input slower than this is a bug (a hang).
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
-FUZZ_SRCS_DEFAULT := lib/checked.c lib/status.c lib/driver.c
-FUZZ_SRCS_pool ?= lib/pool.c lib/clock.c lib/checked.c lib/status.c lib/driver.c
+FUZZ_SRCS_DEFAULT := lib/base/checked.c lib/base/status.c lib/driver/driver.c
+FUZZ_SRCS_pool ?= lib/memory/pool.c lib/base/clock.c lib/base/checked.c lib/base/status.c lib/driver/driver.c
 # The whole library, whatever rooms it has, and the generated PTX string.
 FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS) $(GATHER_PTX_C)
 FUZZ_SRCS_launch ?= $(LIB_SRCS) $(GATHER_PTX_C)
@@ -51,8 +51,8 @@ $(FUZZ_DIR)/tests/support/kernel-load.o: $(BUILD)/tests/kernels/curd-kernels.h
 # beside them and found through CURD_LIBCUDA; the test build is not
 # involved.
 FUZZ_FAKE_CUDA := $(FUZZ_DIR)/libcuda-fake.so.1
-$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/cuda_abi.h \
-                   lib/gather.h | fuzz-toolchain
+$(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h lib/driver/cuda_abi.h \
+                   lib/transfer/gather.h | fuzz-toolchain
 	@mkdir -p $(dir $@)
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm

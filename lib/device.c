@@ -5,7 +5,7 @@
  *
  * A device opens in this order, and closes in the reverse one:
  *   the core (primary context retained and pushed, properties read,
- *   upload stream), the beacon room (the words streams write), the
+ *   upload stream), the fence room (the words streams write), the
  *   landing room (places for small downloads), the memory room (pools),
  *   the resident room, host registrations, the fence room, the gather
  *   room, the transfer room, the program room (the module cache), the dispatch room (its
@@ -21,22 +21,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
-#include "beacon.h"
-#include "checked.h"
-#include "core.h"
-#include "dispatch.h"
-#include "driver.h"
-#include "fence.h"
-#include "gather.h"
-#include "hostreg.h"
-#include "landing.h"
-#include "memory.h"
-#include "program.h"
-#include "resident.h"
-#include "session.h"
-#include "status.h"
-#include "transfer.h"
+#include "launch/batch.h"
+#include "core/fence.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "launch/dispatch.h"
+#include "driver/driver.h"
+#include "transfer/upload_marks.h"
+#include "transfer/gather.h"
+#include "transfer/host_register.h"
+#include "memory/landing.h"
+#include "memory/memory.h"
+#include "launch/program.h"
+#include "memory/resident.h"
+#include "session/session.h"
+#include "base/status.h"
+#include "transfer/transfer.h"
 
 CURD_API void curd_device_options_init(curd_device_options *options)
 {
@@ -95,12 +95,12 @@ typedef struct room {
 } room;
 
 static const room rooms[] = {
-    {curdi_beacon_open, curdi_beacon_close},
+    {curdi_fence_open, curdi_fence_close},
     {curdi_landing_open, curdi_landing_close},
     {curdi_memory_open, curdi_memory_close},
     {curdi_resident_open, curdi_resident_close},
-    {curdi_hostreg_open, curdi_hostreg_close},
-    {curdi_fence_open, curdi_fence_close},
+    {curdi_host_register_open, curdi_host_register_close},
+    {curdi_upload_marks_open, curdi_upload_marks_close},
     {curdi_gather_open, curdi_gather_close},
     {curdi_transfer_open, curdi_transfer_close},
     {curdi_program_open, curdi_program_close},

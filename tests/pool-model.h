@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
+#include "base/checked.h"
 #include "curd.h"
-#include "pool.h"
-#include "status.h"
+#include "memory/pool.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The host upstream

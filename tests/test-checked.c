@@ -1,5 +1,5 @@
 /* test-checked.c - checked arithmetic, ranges, size classes, budgets and
- * counters (lib/checked.c) against independent references: unsigned
+ * counters (lib/base/checked.c) against independent references: unsigned
  * __int128 arithmetic and a size-class table built by a different method. */
 #include <glib.h>
 #include <inttypes.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
+#include "base/checked.h"
 #include "support/curd-test.h"
 
 typedef unsigned __int128 u128;

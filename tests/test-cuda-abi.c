@@ -1,4 +1,4 @@
-/* test-cuda-abi.c - lib/cuda_abi.h against the CUDA toolkit's cuda.h.
+/* test-cuda-abi.c - lib/driver/cuda_abi.h against the CUDA toolkit's cuda.h.
  *
  * curd declares the driver ABI it uses itself (it never includes cuda.h).
  * When the toolkit's header is present (the Makefile then defines
@@ -20,7 +20,7 @@
 #include <cuda.h>
 #endif
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 #ifdef CURD_HAVE_CUDA_H
 
@@ -211,7 +211,7 @@ static void skip_without_cuda_h(void)
 {
     g_test_skip("cuda.h not found at build time (looked in "
                 "$CUDA_HOME/include, default /usr/local/cuda/include); "
-                "install the CUDA toolkit headers to check lib/cuda_abi.h");
+                "install the CUDA toolkit headers to check lib/driver/cuda_abi.h");
 }
 
 #endif

@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 
-#include "checked.h"
+#include "base/checked.h"
 #include "curd.h"
-#include "core.h"
-#include "driver.h"
+#include "core/core.h"
+#include "driver/driver.h"
 #include "support/curd-test.h"
 
 #ifdef CURD_TEST_DEVICE_FAKE
@@ -737,7 +737,7 @@ static void body_fault_sweep_over_self_test_keeps_the_device_usable(void)
     g_test_message("the self-test made %u driver calls, %u failures reported",
                    at - 1, failed_runs);
     /* Its dispatch is synchronous and untimed: no events, one stream
-     * synchronisation (lib/pending.h). */
+     * synchronisation (lib/launch/pending.h). */
     g_assert_cmpuint(at - 1, >=, 8);
     g_assert_cmpuint(failed_runs, >=, 7);
     /* Still usable. */

@@ -17,7 +17,7 @@
 #include <dlfcn.h>
 
 #include "curd.h"
-#include "driver.h"
+#include "driver/driver.h"
 #include "support/curd-test.h"
 
 #define MISSING_PATH "/nonexistent/curd-test-dir/libcuda.so.1"

@@ -1,18 +1,18 @@
-/* test-beacon.c - the fence every synchronous transfer ends with: a word
+/* test-fence.c - the fence every synchronous transfer ends with: a word
  * of page-locked memory its stream writes behind the work, polled, with
- * the driver's own wait where the word cannot serve (lib/beacon.h).
+ * the driver's own wait where the word cannot serve (lib/core/fence.h).
  *
  * Each test moves fresh random bytes both ways at several sizes, poisons
  * what it reads into first and compares every byte with the host model,
- * and reads the beacon room's counts to see which way each fence ended.
- * Each opens device 0 or skips with the reason; test-beacon-fake.c runs
+ * and reads the fence room's counts to see which way each fence ended.
+ * Each opens device 0 or skips with the reason; test-fence-fake.c runs
  * them on the stand-in driver, whose streams write the word at once. */
 #include <glib.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "beacon.h"
+#include "core/fence.h"
 #include "support/curd-test.h"
 #include "support/kernel-load.h"
 #include "transfer-test.h"
@@ -25,7 +25,7 @@ static curd_device *open_polling(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return NULL;
-    if (!curdi_beacon_available(device)) {
+    if (!curdi_fence_available(device)) {
         g_test_skip("the driver has no stream memory operations");
         g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
         return NULL;
@@ -41,7 +41,7 @@ typedef struct beacon_counts {
 static beacon_counts counts_of(curd_device *device)
 {
     beacon_counts counts;
-    curdi_beacon_counts(device, &counts.seen, &counts.synced);
+    curdi_fence_counts(device, &counts.seen, &counts.synced);
     return counts;
 }
 
@@ -103,7 +103,7 @@ static void test_an_unsupported_write_leaves_the_driver_wait(void)
     transfer_test_round_trip(device, 4096);
     g_assert_true(curd_test_faults_fired());
     (void)curd_test_faults_end();
-    g_assert_false(curdi_beacon_available(device));
+    g_assert_false(curdi_fence_available(device));
     /* No write is asked for again. */
     curd_test_faults_begin(1, 999, "cuStreamWriteValue32");
     transfer_test_round_trip(device, 65536);
@@ -174,7 +174,7 @@ static void test_a_refused_write_fails_its_transfer(void)
     curd_test_assert_fix_sentence();
     g_assert_nonnull(strstr(curd_last_error(), "cuStreamWriteValue32"));
     assert_snapshot_equal(transfer_test_take(device), before);
-    g_assert_true(curdi_beacon_available(device));
+    g_assert_true(curdi_fence_available(device));
     g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
     g_free(model);
     transfer_test_round_trip(device, LEN);
@@ -274,5 +274,5 @@ static const transfer_test_case cases[] = {
 
 int main(int argc, char **argv)
 {
-    return transfer_test_main(argc, argv, "beacon", cases, G_N_ELEMENTS(cases));
+    return transfer_test_main(argc, argv, "fence", cases, G_N_ELEMENTS(cases));
 }

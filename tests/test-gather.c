@@ -1,6 +1,6 @@
 /* test-gather.c - scattered batches through both ways the transfer engine
  * moves them: one DMA per span, and the device's gather and scatter
- * kernels with one launch per chunk (lib/gather.cu), each forced by the test
+ * kernels with one launch per chunk (lib/transfer/gather.cu), each forced by the test
  * switch CURD_TRANSFER_PATH (read when the device opens); plus the
  * planner's own choice between them and the engine's tunables from the
  * environment.
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "landing.h"
+#include "memory/landing.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
 
@@ -585,7 +585,7 @@ static void test_the_planner_gathers_many_small_ranges_and_dmas_few(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    /* The defaults (lib/tuning.h): a DMA each below 4 spans, one
+    /* The defaults (lib/transfer/tuning.h): a DMA each below 4 spans, one
      * gathered launch from 4 spans up. Uneven pieces: none join into
      * rows, which would count once. */
     g_assert_cmpuint(
@@ -730,7 +730,7 @@ static uint64_t rows_download(curd_device *device, curd_buffer buffer,
     return after.copy_ops - before.copy_ops;
 }
 
-/* A batch of rows is checked as one range on each side (lib/transfer.c).
+/* A batch of rows is checked as one range on each side (lib/transfer/transfer.c).
  * In registered memory it crosses in one strided DMA straight between the
  * two, with no staging; with a straggler that breaks the device stride
  * it is planned item by item, and the engine still joins the rows, the

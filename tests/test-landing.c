@@ -1,7 +1,7 @@
 /* test-landing.c - the staging slots of downloads into pageable memory
  * land in the device's landing area, each at the place after the last
  * one's, and stage through the pinned pool where they cannot
- * (lib/landing.h).
+ * (lib/memory/landing.h).
  *
  * Each test downloads fresh random bytes into poisoned malloc memory and
  * compares every byte with the host model, and reads the landing room's
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "dispatch-test.h"
-#include "landing.h"
+#include "memory/landing.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
 

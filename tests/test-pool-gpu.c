@@ -16,10 +16,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checked.h"
-#include "core.h"
-#include "driver.h"
-#include "memory.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "memory/memory.h"
 #include "pool-model.h"
 #include "support/curd-test.h"
 

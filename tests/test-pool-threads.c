@@ -13,9 +13,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "checked.h"
+#include "base/checked.h"
 #include "pool-model.h"
-#include "pool.h"
+#include "memory/pool.h"
 #include "support/curd-test.h"
 
 #define THREADS 8

@@ -11,9 +11,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "checked.h"
+#include "base/checked.h"
 #include "pool-model.h"
-#include "pool.h"
+#include "memory/pool.h"
 #include "support/curd-test.h"
 
 #define KIB ((size_t)1024)

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "resident.h"
+#include "core/core.h"
+#include "memory/resident.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
 

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "core.h"
-#include "pool.h"
-#include "resident.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "memory/pool.h"
+#include "memory/resident.h"
 #include "support/curd-test.h"
 
 /* ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-/* test-copyplan.c - the copy planner (lib/copyplan.c) against a
+/* test-spans.c - the copy planner (lib/transfer/spans.c) against a
  * byte-by-byte model.
  *
  * The model keeps a buffer of random bytes per key. A plan is checked by
@@ -11,7 +11,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "copyplan.h"
+#include "transfer/spans.h"
 #include "support/curd-test.h"
 
 typedef unsigned __int128 u128;
@@ -102,7 +102,7 @@ static size_t *model_key_order(const model *m)
 /* Checks the plan of items against the model; see the file comment. */
 static void assert_plan_matches_model(const model *m,
                                       const curdi_copy_item *items,
-                                      size_t count, const curdi_copy_plan *plan)
+                                      size_t count, const curdi_span_list *plan)
 {
     size_t *order = model_key_order(m);
     guint8 *covered = g_malloc0(m->buffer_len + 1);
@@ -218,12 +218,12 @@ static void assert_plan_matches_model(const model *m,
 static size_t plan_and_check(const model *m, const curdi_copy_item *items,
                              size_t count)
 {
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     size_t span_count;
-    g_assert_cmpint(curdi_copyplan_build(items, count, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(items, count, &plan), ==, CURD_OK);
     assert_plan_matches_model(m, items, count, &plan);
     span_count = plan.span_count;
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     g_assert_null(plan.spans);
     g_assert_null(plan.item_staging_offset);
     g_assert_cmpuint(plan.span_count, ==, 0);
@@ -293,14 +293,14 @@ static void test_sixty_four_adjacent_4_kib_reads_become_one_span(void)
     shuffle_items(items, 64);
     g_assert_cmpuint(plan_and_check(m, items, 64), ==, 1);
     /* The span is the whole 256 KiB and item i stages at its offset. */
-    curdi_copy_plan plan;
-    g_assert_cmpint(curdi_copyplan_build(items, 64, &plan), ==, CURD_OK);
+    curdi_span_list plan;
+    g_assert_cmpint(curdi_spans_build(items, 64, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.spans[0].offset, ==, 0);
     g_assert_cmpuint(plan.spans[0].byte_len, ==, 64 * 4096);
     g_assert_cmpuint(plan.staging_bytes, ==, 64 * 4096);
     for (size_t i = 0; i < 64; i++)
         g_assert_cmpuint(plan.item_staging_offset[i], ==, items[i].offset);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     model_free(m);
 }
 
@@ -327,9 +327,9 @@ static void test_overlapping_ranges_fuse_into_their_union(void)
         { m->keys[0], 5000, 10 },
         { m->keys[0], 4000, 1005 }, /* overlaps the previous from below */
     };
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     g_assert_cmpuint(plan_and_check(m, items, G_N_ELEMENTS(items)), ==, 2);
-    g_assert_cmpint(curdi_copyplan_build(items, G_N_ELEMENTS(items), &plan), ==,
+    g_assert_cmpint(curdi_spans_build(items, G_N_ELEMENTS(items), &plan), ==,
                     CURD_OK);
     g_assert_cmpuint(plan.spans[0].offset, ==, 900);
     g_assert_cmpuint(plan.spans[0].byte_len, ==, 3200 - 900);
@@ -338,7 +338,7 @@ static void test_overlapping_ranges_fuse_into_their_union(void)
     g_assert_cmpuint(plan.spans[1].staging_offset, ==, 2300);
     g_assert_cmpuint(plan.item_staging_offset[2], ==, 1300 - 900);
     g_assert_cmpuint(plan.item_staging_offset[4], ==, 2300 + 1000);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     model_free(m);
 }
 
@@ -346,15 +346,15 @@ static void test_duplicate_items_share_one_span_and_one_staging_offset(void)
 {
     model *m = model_new(1, 4096);
     curdi_copy_item items[16];
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     for (size_t i = 0; i < 16; i++)
         items[i] = (curdi_copy_item){ m->keys[0], 512, 1024 };
     g_assert_cmpuint(plan_and_check(m, items, 16), ==, 1);
-    g_assert_cmpint(curdi_copyplan_build(items, 16, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(items, 16, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.staging_bytes, ==, 1024);
     for (size_t i = 0; i < 16; i++)
         g_assert_cmpuint(plan.item_staging_offset[i], ==, 0);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     model_free(m);
 }
 
@@ -385,37 +385,37 @@ static void test_zero_length_items_make_no_span_and_stage_at_zero(void)
         { m->keys[1], 7, 0 },    /* the only item of its buffer */
         { m->keys[0], 150, 0 },  /* at the end of a span: no extension */
     };
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     g_assert_cmpuint(plan_and_check(m, items, G_N_ELEMENTS(items)), ==, 1);
-    g_assert_cmpint(curdi_copyplan_build(items, G_N_ELEMENTS(items), &plan), ==,
+    g_assert_cmpint(curdi_spans_build(items, G_N_ELEMENTS(items), &plan), ==,
                     CURD_OK);
     g_assert_cmpuint(plan.spans[0].byte_len, ==, 50);
     g_assert_cmpuint(plan.staging_bytes, ==, 50);
     for (size_t i = 0; i < G_N_ELEMENTS(items); i++)
         g_assert_cmpuint(plan.item_staging_offset[i], ==, 0);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
 
     /* A batch of nothing but zero-length items plans no span at all. */
     curdi_copy_item empty[] = { { 1, 0, 0 }, { 2, 5, 0 } };
-    g_assert_cmpint(curdi_copyplan_build(empty, 2, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(empty, 2, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 0);
     g_assert_cmpuint(plan.staging_bytes, ==, 0);
     g_assert_cmpuint(plan.item_count, ==, 2);
     g_assert_cmpuint(plan.item_staging_offset[0], ==, 0);
     g_assert_cmpuint(plan.item_staging_offset[1], ==, 0);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     model_free(m);
 }
 
 static void test_empty_batch_gives_empty_plan(void)
 {
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     memset(&plan, 0xa5, sizeof plan);
-    g_assert_cmpint(curdi_copyplan_build(NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 0);
     g_assert_cmpuint(plan.item_count, ==, 0);
     g_assert_cmpuint(plan.staging_bytes, ==, 0);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
 }
 
 /* The build fails with CURD_E_OVERFLOW, leaves the poisoned plan as it
@@ -423,10 +423,10 @@ static void test_empty_batch_gives_empty_plan(void)
 static void assert_overflow_leaves_the_plan_untouched(
     const curdi_copy_item *items, size_t count)
 {
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     memset(&plan, 0xa5, sizeof plan);
-    curdi_copy_plan before = plan;
-    g_assert_cmpint(curdi_copyplan_build(items, count, &plan), ==,
+    curdi_span_list before = plan;
+    g_assert_cmpint(curdi_spans_build(items, count, &plan), ==,
                     CURD_E_OVERFLOW);
     g_assert_cmpmem(&plan, sizeof plan, &before, sizeof before);
     curd_test_assert_fix_sentence();
@@ -452,13 +452,13 @@ static void test_staging_total_past_2_64_is_overflow(void)
     assert_overflow_leaves_the_plan_untouched(items, 2);
 
     /* One byte less in total fits exactly. */
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     memset(&plan, 0xa5, sizeof plan);
     items[1].byte_len = (UINT64_C(1) << 63) - 1;
-    g_assert_cmpint(curdi_copyplan_build(items, 2, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(items, 2, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.staging_bytes, ==, UINT64_MAX);
     g_assert_cmpuint(plan.spans[1].staging_offset, ==, UINT64_C(1) << 63);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
 
     /* Overlap fuses before counting: two full ranges of one buffer are one
      * span, no overflow. */
@@ -466,11 +466,11 @@ static void test_staging_total_past_2_64_is_overflow(void)
         { 9, 0, UINT64_MAX },
         { 9, 1, UINT64_MAX - 1 },
     };
-    g_assert_cmpint(curdi_copyplan_build(same, 2, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(same, 2, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.staging_bytes, ==, UINT64_MAX);
     g_assert_cmpuint(plan.item_staging_offset[1], ==, 1);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
 }
 
 static void test_ranges_ending_at_2_64_minus_1_plan_exactly(void)
@@ -480,31 +480,31 @@ static void test_ranges_ending_at_2_64_minus_1_plan_exactly(void)
         { 3, UINT64_MAX - 10, 5 }, /* adjacent below */
         { 3, UINT64_MAX, 0 },
     };
-    curdi_copy_plan plan;
-    g_assert_cmpint(curdi_copyplan_build(items, 3, &plan), ==, CURD_OK);
+    curdi_span_list plan;
+    g_assert_cmpint(curdi_spans_build(items, 3, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].offset, ==, UINT64_MAX - 10);
     g_assert_cmpuint(plan.spans[0].byte_len, ==, 10);
     g_assert_cmpuint(plan.item_staging_offset[0], ==, 5);
     g_assert_cmpuint(plan.item_staging_offset[1], ==, 0);
     g_assert_cmpuint(plan.item_staging_offset[2], ==, 0);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
 }
 
 static void test_null_arguments_are_invalid_argument(void)
 {
     curdi_copy_item item = { 1, 0, 1 };
-    curdi_copy_plan plan;
-    g_assert_cmpint(curdi_copyplan_build(NULL, 1, &plan), ==,
+    curdi_span_list plan;
+    g_assert_cmpint(curdi_spans_build(NULL, 1, &plan), ==,
                     CURD_E_INVALID_ARGUMENT);
     curd_test_assert_fix_sentence();
-    g_assert_cmpint(curdi_copyplan_build(&item, 1, NULL), ==,
+    g_assert_cmpint(curdi_spans_build(&item, 1, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
     curd_test_assert_fix_sentence();
     /* Freeing NULL or an empty plan is harmless. */
-    curdi_copyplan_free(NULL);
+    curdi_spans_free(NULL);
     memset(&plan, 0, sizeof plan);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
 }
 
 static void test_large_shuffled_batch_plans_in_one_span(void)
@@ -513,16 +513,16 @@ static void test_large_shuffled_batch_plans_in_one_span(void)
      * would take minutes here (and under Valgrind, hours). */
     const size_t count = 100000;
     curdi_copy_item *items = g_new(curdi_copy_item, count);
-    curdi_copy_plan plan;
+    curdi_span_list plan;
     for (size_t i = 0; i < count; i++)
         items[i] = (curdi_copy_item){ 42, (uint64_t)i * 64, 64 };
     shuffle_items(items, count);
-    g_assert_cmpint(curdi_copyplan_build(items, count, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_spans_build(items, count, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.staging_bytes, ==, (uint64_t)count * 64);
     for (size_t i = 0; i < count; i++)
         g_assert_cmpuint(plan.item_staging_offset[i], ==, items[i].offset);
-    curdi_copyplan_free(&plan);
+    curdi_spans_free(&plan);
     g_free(items);
 }
 

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "pool-model.h"
-#include "pool.h"
-#include "staging.h"
+#include "memory/pool.h"
+#include "memory/staging.h"
 #include "support/curd-test.h"
 
 typedef struct fixture {

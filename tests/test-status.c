@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "curd.h"
-#include "driver.h"
-#include "status.h"
+#include "driver/driver.h"
+#include "base/status.h"
 #include "support/curd-test.h"
 
 static gboolean ends_with_fix(const char *sentence)

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "beacon.h"
+#include "core/fence.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
 
@@ -594,9 +594,9 @@ static void test_a_failed_sync_keeps_uploads_pending_until_one_succeeds(void)
     g_assert_cmpint(curd_buffer_upload_async(f.device, f.a, 0, f.host, f.a_len),
                     ==, CURD_OK);
     transfer_test_snapshot before = transfer_test_take(f.device);
-    /* The fence's first call (lib/beacon.h). */
+    /* The fence's first call (lib/core/fence.h). */
     curd_test_faults_begin(1, CU_ERROR_UNKNOWN,
-                           curdi_beacon_available(f.device)
+                           curdi_fence_available(f.device)
                                ? "cuStreamWriteValue32"
                                : "cuStreamSynchronize");
     g_assert_cmpint(curd_device_sync_uploads(f.device), !=, CURD_OK);

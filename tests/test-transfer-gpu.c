@@ -976,7 +976,7 @@ static void test_round_trips_from_many_threads_at_once(void)
 }
 
 /* Uploads that stage at least CURD_UPLOAD_GROWTH_MIN add copy threads for
- * their own time (lib/copyteam.h, curdi_copy_team_grow): set low here, so
+ * their own time (lib/transfer/copy_team.h, curdi_copy_team_grow): set low here, so
  * that every upload of a few MiB grows the team (where the host has cores
  * to spare: the GPU machine, not a two-core runner), from one thread and
  * from several at once, one growth at a time. A device reads the tuning

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "copyteam.h"
+#include "transfer/copy_team.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
 

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "copyteam.h"
+#include "transfer/copy_team.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
-#include "xfer.h"
+#include "transfer/plan.h"
 
 /* ------------------------------------------------------------------------
  * A deferred-DMA device

@@ -1,12 +1,12 @@
 /* test-tuning.c - the transfer engine's tunables from the environment
- * (lib/tuning.c), on the CPU: the defaults, every variable, the size
+ * (lib/transfer/tuning.c), on the CPU: the defaults, every variable, the size
  * suffixes, and values that are ignored. */
 #include <glib.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "support/curd-test.h"
-#include "tuning.h"
+#include "transfer/tuning.h"
 
 static const char *const variables[] = {
     "CURD_TRANSFER_PATH",          "CURD_GATHER_MIN_SPANS",

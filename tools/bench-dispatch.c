@@ -304,7 +304,7 @@ int bench_dispatch_borrowed_small(const bench_env *env)
 }
 
 /* Where the host copies in and out show; the read-back comes into the
- * input's block (lib/dispatch.c says why). */
+ * input's block (lib/launch/dispatch.c says why). */
 int bench_dispatch_borrowed_large(const bench_env *env)
 {
     return measure_borrowed(env, WORDS_LARGE, "dispatch/borrowed-large",

@@ -29,7 +29,7 @@
 
 #define SWEEP_SIZES 7
 /* The last size is left out with --quick. 64 MiB is where a pageable
- * upload starts adding copy threads (lib/tuning.h). */
+ * upload starts adding copy threads (lib/transfer/tuning.h). */
 static const size_t sweep_bytes[SWEEP_SIZES] = {
     4 * BENCH_KIB,  64 * BENCH_KIB,  BENCH_MIB,       16 * BENCH_MIB,
     64 * BENCH_MIB, 256 * BENCH_MIB, 1024 * BENCH_MIB};

@@ -467,7 +467,7 @@ static int crossover_run(const bench_env *env, const char *name, bool upload)
                          "opened with CURD_TRANSFER_PATH=gather and =dma); "
                          "below 1, gathering wins");
     bench_note(scenario, "the crossover sets CURD_GATHER_MIN_SPANS and "
-                         "CURD_GATHER_MAX_SPAN_BYTES (lib/tuning.h)");
+                         "CURD_GATHER_MAX_SPAN_BYTES (lib/transfer/tuning.h)");
     bench_report_scenario(scenario);
     if (env->quick)
         bench_report_skip(name, "1 MiB pieces: left out with --quick");

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "pool.h"
+#include "core/core.h"
+#include "memory/pool.h"
 
 /* Against the machine: the shared pool's k-thread rate is at least this
  * fraction of k private pools' rate. */

@@ -3,12 +3,12 @@
  * Everything a transfer or a pool computes from caller-supplied numbers goes
  * through one of these helpers, so an overflow is a typed error at the one
  * place that can name it, never a wrapped value handed to the driver. */
-#include "checked.h"
+#include "base/checked.h"
 
 #include <inttypes.h>
 #include <limits.h>
 
-#include "status.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * Ranges and device pointers

@@ -1,5 +1,5 @@
 /* clock.c - the library's one clock (see clock.h). */
-#include "clock.h"
+#include "base/clock.h"
 
 #include <time.h>
 

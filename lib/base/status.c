@@ -1,5 +1,5 @@
 /* status.c - status names, the thread's error sentence, tracing, version. */
-#include "status.h"
+#include "base/status.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -4,16 +4,16 @@
  *
  * Read top to bottom: the registry, options, entering, streams and
  * events, properties, then opening and closing the core. */
-#include "core.h"
+#include "core/core.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "driver.h"
-#include "status.h"
+#include "base/checked.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The registry of open devices

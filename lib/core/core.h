@@ -20,15 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
-#include "pool.h"
 
-struct curdi_beacon_room;
+struct curdi_pool;
+struct curdi_fence_room;
 struct curdi_landing_room;
 struct curdi_resident_table;
 struct curdi_host_registry;
-struct curdi_fence_room;
+struct curdi_upload_marks_room;
 struct curdi_gather_room;
 struct curdi_transfer_room;
 struct curdi_program_room;
@@ -68,19 +68,19 @@ struct curd_device {
 
     /* The memory room (memory.c): the two pools every room above takes
      * blocks from, and the application's reclaim callback. */
-    curdi_pool *device_pool;
-    curdi_pool *pinned_pool;
+    struct curdi_pool *device_pool;
+    struct curdi_pool *pinned_pool;
     pthread_mutex_t reclaim_lock;
     curd_reclaim_fn reclaim_fn;
     void *reclaim_context;
 
     /* One pointer per other room above the core, each that room's own
      * state. */
-    struct curdi_beacon_room *beacon;          /* beacon.c */
+    struct curdi_fence_room *fence;         /* core/fence.c */
     struct curdi_landing_room *landing;        /* landing.c */
     struct curdi_resident_table *resident;     /* resident.c */
-    struct curdi_host_registry *host_registry; /* hostreg.c */
-    struct curdi_fence_room *fence;            /* fence.c */
+    struct curdi_host_registry *host_registry; /* host_register.c */
+    struct curdi_upload_marks_room *upload_marks; /* transfer/upload_marks.c */
     struct curdi_gather_room *gather;          /* gather.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
     struct curdi_program_room *program;        /* program.c */

@@ -1,5 +1,5 @@
-/* beacon.c - words a stream writes when its work is done (see beacon.h). */
-#include "beacon.h"
+/* fence.c - words a stream writes when its work is done (see fence.h). */
+#include "core/fence.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,17 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "base/clock.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 #define BEACON_LINE_BYTES 64u
 #define BEACON_PAGE_BYTES (CURDI_BEACON_WORDS * BEACON_LINE_BYTES)
 /* Polls between two readings of the clock. */
 #define BEACON_POLLS_PER_CLOCK 64u
 
-struct curdi_beacon_room {
+struct curdi_fence_room {
     uint64_t spin_ns; /* fixed once the device is open */
     /* The driver has the entry points the words need. */
     bool writable;
@@ -40,45 +40,45 @@ struct curdi_beacon_room {
     _Atomic uint64_t synced;
 };
 
-curd_status curdi_beacon_open(curd_device *device)
+curd_status curdi_fence_open(curd_device *device)
 {
     const curdi_driver *driver = curdi_driver_get();
-    struct curdi_beacon_room *room = calloc(1, sizeof *room);
+    struct curdi_fence_room *room = calloc(1, sizeof *room);
     if (room == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "could not allocate the device's beacon state."
+                          "could not allocate the device's fence state."
                           " Fix: free host memory.");
     if (pthread_mutex_init(&room->page_lock, NULL) != 0) {
         free(room);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "could not initialise the beacon state's lock."
+                          "could not initialise the fence state's lock."
                           " Fix: free system resources.");
     }
     room->writable = driver->cuStreamWriteValue32 != NULL
                      && driver->cuMemHostGetDevicePointer != NULL;
     atomic_store(&room->free_words, UINT64_MAX);
-    device->beacon = room;
+    device->fence = room;
     return CURD_OK;
 }
 
-void curdi_beacon_close(curd_device *device)
+void curdi_fence_close(curd_device *device)
 {
-    struct curdi_beacon_room *room;
-    if (device == NULL || device->beacon == NULL)
+    struct curdi_fence_room *room;
+    if (device == NULL || device->fence == NULL)
         return;
-    room = device->beacon;
+    room = device->fence;
     /* Errors have nowhere to go at close. */
     if (room->page != NULL && curdi_driver_usable())
         (void)curdi_driver_note(curdi_driver_get()->cuMemFreeHost(room->page));
     pthread_mutex_destroy(&room->page_lock);
     free(room);
-    device->beacon = NULL;
+    device->fence = NULL;
 }
 
 /* The page, made on the first call (context current): false when the
  * driver could not make it, this time (the wait is then the driver's; a
  * later wait tries again). */
-static bool make_page(struct curdi_beacon_room *room)
+static bool make_page(struct curdi_fence_room *room)
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result cu_result;
@@ -102,7 +102,7 @@ static bool make_page(struct curdi_beacon_room *room)
     }
     if (cu_result != CURDI_CUDA_SUCCESS) {
         pthread_mutex_unlock(&room->page_lock);
-        curdi_trace("the beacon page could not be made (%u): this wait is "
+        curdi_trace("the fence page could not be made (%u): this wait is "
                     "cuStreamSynchronize",
                     cu_result);
         return false;
@@ -118,7 +118,7 @@ static bool make_page(struct curdi_beacon_room *room)
 }
 
 /* A free word, taken; CURDI_BEACON_WORDS when none is free. */
-static unsigned take_word(struct curdi_beacon_room *room)
+static unsigned take_word(struct curdi_fence_room *room)
 {
     uint64_t free_words = atomic_load_explicit(&room->free_words,
                                                memory_order_relaxed);
@@ -133,7 +133,7 @@ static unsigned take_word(struct curdi_beacon_room *room)
     return CURDI_BEACON_WORDS;
 }
 
-static void give_word(struct curdi_beacon_room *room, unsigned word)
+static void give_word(struct curdi_fence_room *room, unsigned word)
 {
     atomic_fetch_or_explicit(&room->free_words, (uint64_t)1 << word,
                              memory_order_release);
@@ -162,7 +162,7 @@ static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
  * once seen; NOT_READY when the poll ran out or the driver does not
  * support the write (the caller then waits in the driver); the driver's
  * error when it refused the write otherwise. */
-static curdi_cu_result wait_on_word(struct curdi_beacon_room *room,
+static curdi_cu_result wait_on_word(struct curdi_fence_room *room,
                                     unsigned word, curdi_cu_stream stream,
                                     uint64_t spin_ns)
 {
@@ -190,15 +190,15 @@ static curdi_cu_result wait_on_word(struct curdi_beacon_room *room,
     return cu_result;
 }
 
-void curdi_beacon_set_spin(curd_device *device, uint64_t spin_ns)
+void curdi_fence_set_spin(curd_device *device, uint64_t spin_ns)
 {
-    device->beacon->spin_ns = spin_ns;
+    device->fence->spin_ns = spin_ns;
 }
 
-curdi_cu_result curdi_beacon_wait(curd_device *device, curdi_cu_stream stream,
+curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
                                   const char **out_call)
 {
-    struct curdi_beacon_room *room = device->beacon;
+    struct curdi_fence_room *room = device->fence;
     uint64_t spin_ns = room->spin_ns;
     if (spin_ns > 0 && room->writable
         && !atomic_load_explicit(&room->unsupported, memory_order_relaxed)
@@ -223,16 +223,16 @@ curdi_cu_result curdi_beacon_wait(curd_device *device, curdi_cu_stream stream,
         curdi_driver_get()->cuStreamSynchronize(stream));
 }
 
-bool curdi_beacon_available(const curd_device *device)
+bool curdi_fence_available(const curd_device *device)
 {
-    const struct curdi_beacon_room *room = device->beacon;
+    const struct curdi_fence_room *room = device->fence;
     return room->writable && !atomic_load(&room->unsupported);
 }
 
-void curdi_beacon_counts(const curd_device *device, uint64_t *out_seen,
+void curdi_fence_counts(const curd_device *device, uint64_t *out_seen,
                          uint64_t *out_synced)
 {
-    struct curdi_beacon_room *room = device->beacon;
+    struct curdi_fence_room *room = device->fence;
     *out_seen = atomic_load(&room->seen);
     *out_synced = atomic_load(&room->synced);
 }

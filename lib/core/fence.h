@@ -1,4 +1,4 @@
-/* beacon.h - the beacon room: words of page-locked host memory that a
+/* fence.h - the fence room: words of page-locked host memory that a
  * stream's work writes when it reaches them, so that a thread waiting for
  * a short piece of work sees its end with a load instead of a driver
  * wait.
@@ -25,7 +25,7 @@
  * fails never writes the value; the driver wait then reports the
  * failure.
  *
- * Behind curd_device.beacon; lock-free (the free words are one atomic
+ * Behind curd_device.fence; lock-free (the free words are one atomic
  * mask; a word's value belongs to whoever holds the word). */
 #ifndef CURD_LIB_BEACON_H
 #define CURD_LIB_BEACON_H
@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
 
 struct curd_device;
@@ -47,32 +47,32 @@ struct curd_device;
  * A page that cannot be made leaves that wait to the driver; a later one
  * tries again. A driver without cuStreamWriteValue32 or
  * cuMemHostGetDevicePointer gets no page and every wait is the driver's. */
-curd_status curdi_beacon_open(struct curd_device *device);
+curd_status curdi_fence_open(struct curd_device *device);
 /* Frees the page, if made (context current). NULL-safe. */
-void curdi_beacon_close(struct curd_device *device);
+void curdi_fence_close(struct curd_device *device);
 
 /* How long a wait polls its word, in nanoseconds (0: waits are the
  * driver's alone); set once as the device opens, before any wait (the
  * transfer room sets it from the device's tuning, CURD_FENCE_SPIN_US). */
-void curdi_beacon_set_spin(struct curd_device *device, uint64_t spin_ns);
+void curdi_fence_set_spin(struct curd_device *device, uint64_t spin_ns);
 
 /* Waits for the work enqueued on `stream` so far (context current), as
  * above. For a wait that follows its work's enqueue at once: for work
  * that may have ended long ago, cuStreamSynchronize returns at once,
  * where the word still has to cross the bus. Returns the driver's result,
  * with *out_call the call it came from. */
-curdi_cu_result curdi_beacon_wait(struct curd_device *device,
+curdi_cu_result curdi_fence_wait(struct curd_device *device,
                                   curdi_cu_stream stream,
                                   const char **out_call);
 
 /* Whether waits may end on a word: the driver has the entry points and
  * no write was refused as unsupported (the tests' view: which call a
  * fence makes first, once the page is made). */
-bool curdi_beacon_available(const struct curd_device *device);
+bool curdi_fence_available(const struct curd_device *device);
 
 /* How many waits ended on their word and how many in the driver's wait
  * (the tests' view). */
-void curdi_beacon_counts(const struct curd_device *device,
+void curdi_fence_counts(const struct curd_device *device,
                          uint64_t *out_seen, uint64_t *out_synced);
 
 #endif

@@ -2,7 +2,7 @@
  *
  * The only file in curd that names driver symbols. See driver.h for the
  * contract and cuda_abi.h for the entries. */
-#include "driver.h"
+#include "driver/driver.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "base/status.h"
 
 /* What to install, in one place. Neither distribution's default apt
  * sources carry the driver: Debian ships it in non-free (firmware in

@@ -18,7 +18,7 @@
 
 #include <stdbool.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
 
 #define CURDI_DRIVER_MEMBER_(name, symbol, tier, params, args)                \

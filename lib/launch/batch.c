@@ -17,7 +17,7 @@
  *  - a graph batch's executable graph points at that staging and those
  *    device pointers; a changed launch is one cuGraphExecKernelNodeSetParams
  *    per kernel node, found once after the capture. */
-#include "batch.h"
+#include "launch/batch.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -25,16 +25,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "core.h"
-#include "dispatch.h"
-#include "driver.h"
-#include "pending.h"
-#include "program.h"
-#include "resident.h"
-#include "staging.h"
-#include "status.h"
-#include "transfer.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "launch/dispatch.h"
+#include "driver/driver.h"
+#include "launch/pending.h"
+#include "launch/program.h"
+#include "memory/resident.h"
+#include "memory/staging.h"
+#include "base/status.h"
+#include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
  * The room
@@ -95,7 +95,7 @@ typedef struct batch_item {
     batch_launch *launch;   /* launches */
 } batch_item;
 
-/* A run in flight: the batch's curd_pending (lib/pending.h). */
+/* A run in flight: the batch's curd_pending (lib/launch/pending.h). */
 typedef struct batch_run {
     curd_pending base;
     curd_batch *batch;

@@ -4,13 +4,13 @@
  * Read top to bottom: the launch shape, the arguments, then one dispatch
  * from start to end:
  *  1. Check the launch and every argument; resolve every resident buffer
- *     and mark it in use (lib/resident.h), all or none; check every length.
+ *     and mark it in use (lib/memory/resident.h), all or none; check every length.
  *     Nothing is allocated or enqueued before all of it passed.
  *  2. Enter the device; take a pooled stream and two timing events (core),
  *     a device block for each borrowed argument (the device pool) and a
  *     pinned staging block for each one that moves bytes (the pinned pool;
  *     a read-back alone lands in the landing area when it can, at a place
- *     the CPU has not read lately: lib/landing.h).
+ *     the CPU has not read lately: lib/memory/landing.h).
  *  3. Enqueue: inputs up, outputs and scratch zeroed, the launches, the
  *     read-backs into staging, the end event. The caller's input memory is
  *     no longer needed once this returns.
@@ -19,7 +19,7 @@
  * A fault that loses the context marks the device lost (core.h). A
  * dispatch is counted (curd_stats) once its work is complete, and with
  * CURD_TRACE set it writes its stage times as one line. */
-#include "dispatch.h"
+#include "launch/dispatch.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -28,16 +28,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "clock.h"
-#include "core.h"
-#include "driver.h"
-#include "landing.h"
-#include "pending.h"
-#include "program.h"
-#include "resident.h"
-#include "staging.h"
-#include "status.h"
+#include "base/checked.h"
+#include "base/clock.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "memory/landing.h"
+#include "launch/pending.h"
+#include "launch/program.h"
+#include "memory/resident.h"
+#include "memory/staging.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The room: the counters of completed dispatches
@@ -287,7 +287,7 @@ typedef struct bound {
     uint64_t block;       /* HOST: the device block, 0 before it is taken */
     curdi_staging staging; /* HOST inputs and read-backs */
     /* A read-back's place in the landing area, if it took one (staging
-     * then names it: lib/landing.h, curdi_landing_or_staging). */
+     * then names it: lib/memory/landing.h, curdi_landing_or_staging). */
     curdi_landing landing;
     size_t read_offset;   /* read-back: from the device bytes ... */
     size_t read_len;      /* ... this many, into host (0: none) */
@@ -602,7 +602,7 @@ curd_status curdi_dispatch_after_uploads(curd_device *device,
  * A dispatch in flight
  * ---------------------------------------------------------------------- */
 
-/* A dispatch's curd_pending (lib/pending.h) and what it holds. */
+/* A dispatch's curd_pending (lib/launch/pending.h) and what it holds. */
 typedef struct dispatch_run {
     curd_pending base;
     size_t nargs;
@@ -862,7 +862,7 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
 }
 
 /* Checks and enqueues a dispatch; *out_pending receives it. A synchronous
- * dispatch that is not traced runs untimed (lib/pending.h). */
+ * dispatch that is not traced runs untimed (lib/launch/pending.h). */
 static curd_status dispatch_start(curd_device *device,
                                   const curd_program *program,
                                   const curd_launch *launch,

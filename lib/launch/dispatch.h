@@ -4,7 +4,7 @@
  * its arguments, and enqueueing a launch (with its fixpoint iterations).
  *
  * curd_dispatch and curd_dispatch_async stage borrowed memory for one
- * launch; a batch (lib/batch.c) records launches on resident buffers and
+ * launch; a batch (lib/launch/batch.c) records launches on resident buffers and
  * runs them later. Both check a launch and its arguments by the same
  * rules, here.
  *
@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
-#include "resident.h"
+#include "memory/resident.h"
 
 struct curd_device;
 

@@ -1,15 +1,15 @@
 /* pending.c - the shared part of work in flight: one pooled stream, a
  * start and an end event, waiting on the end event, timing, and the
  * public curd_pending_ready / _wait / _free. See pending.h. */
-#include "pending.h"
+#include "launch/pending.h"
 
 #include <string.h>
 
-#include "beacon.h"
-#include "clock.h"
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "core/fence.h"
+#include "base/clock.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 void curdi_pending_init(curd_pending *pending, curd_device *device,
                         const curdi_pending_ops *ops)
@@ -112,12 +112,12 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
     }
     const curdi_driver *driver = curdi_driver_get();
     /* Untimed work is a synchronous call's, waited for as soon as it is
-     * enqueued: the stream writes a word behind it (lib/beacon.h). */
+     * enqueued: the stream writes a word behind it (lib/core/fence.h). */
     const char *call = "cuEventSynchronize";
     curdi_cu_result rc =
         pending->timed
             ? curdi_driver_note(driver->cuEventSynchronize(pending->events[1]))
-            : curdi_beacon_wait(device, pending->stream, &call);
+            : curdi_fence_wait(device, pending->stream, &call);
     if (rc != CURDI_CUDA_SUCCESS) {
         status = curdi_pending_fail_driver(device, rc, call);
         curdi_device_leave(device);

@@ -1,7 +1,7 @@
 /* pending.h - the pending room: work enqueued on one pooled stream and
  * fenced by one timed event, as a public curd_pending.
  *
- * A dispatch (lib/dispatch.c) and a batch run (lib/batch.c) both end in
+ * A dispatch (lib/launch/dispatch.c) and a batch run (lib/launch/batch.c) both end in
  * the same way: a start event, their work, an end event on one stream;
  * then the caller asks whether it is done, waits for it (the end event,
  * never the stream), has outputs copied into its memory and reads the
@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
 
 struct curd_device;
@@ -39,7 +39,7 @@ struct curd_pending {
     curdi_cu_event events[2]; /* start, end (timing enabled) */
     /* Timed work is fenced by its end event and measured from its start;
      * untimed work (a synchronous call that asked for no timing) takes no
-     * events: its wait is the stream's word (lib/beacon.h), or one stream
+     * events: its wait is the stream's word (lib/core/fence.h), or one stream
      * synchronisation, and its device_ns stays 0. */
     bool timed;
     bool events_taken;

@@ -6,7 +6,7 @@
  * Read top to bottom: images (kind, PTX length, entry names for messages),
  * the room (hash table, idle list, counters), loading a module and a
  * function (driver calls, outside the lock), then the entry points. */
-#include "program.h"
+#include "launch/program.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -18,10 +18,10 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "clock.h"
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "base/clock.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* What the JIT options are, as hashed into the key: curd passes only an
  * error log buffer, which does not change the code; bump this when an

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
 
 struct curd_device;

@@ -1,6 +1,6 @@
 /* landing.c - places for downloads' staging, taken in turn (see
  * landing.h). */
-#include "landing.h"
+#include "memory/landing.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* Granules are whole pages: a DMA into a landing starts page-aligned. */
 #define LANDING_GRANULE_ALIGN ((uint64_t)4096)

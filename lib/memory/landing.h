@@ -12,7 +12,7 @@
  * out) went from 27.9 to 25.4 us when it took turns over 16 places, 4 MiB
  * in all; turns over 1 MiB in all helped only partly (the core's L2 holds
  * 2 MiB). Where several cores copy a download out (1 MiB and up, the
- * copy team), the turns must pass all their caches: lib/tuning.h has the
+ * copy team), the turns must pass all their caches: lib/transfer/tuning.h has the
  * area's size and what it bought.
  *
  * The room owns one area (made at the first landing) of CURDI_LANDING_GRANULES
@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "staging.h"
+#include "memory/staging.h"
 
 struct curd_device;
 

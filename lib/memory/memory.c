@@ -2,7 +2,7 @@
  * callback, and the public block, trim and reclaim entry points; their
  * statistics, which lib/device.c composes into curd_device_stats.
  * memory.h says what the upstreams and budgets are. */
-#include "memory.h"
+#include "memory/memory.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "checked.h"
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * Upstreams. Each call pushes the device's context (nesting is fine when
@@ -35,7 +35,7 @@ static curd_status upstream_alloc(curd_device *device, bool pinned,
     void *host_ptr = NULL;
     curdi_cu_result rc =
         /* Mapped: the transfer kernels reach staging across the bus
-         * (lib/gather.h). */
+         * (lib/transfer/gather.h). */
         pinned ? driver->cuMemHostAlloc(&host_ptr, byte_len,
                                         CURDI_CU_MEMHOSTALLOC_PORTABLE
                                             | CURDI_CU_MEMHOSTALLOC_DEVICEMAP)

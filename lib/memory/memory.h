@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "pool.h"
+#include "memory/pool.h"
 
 struct curd_device;
 

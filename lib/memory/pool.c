@@ -98,7 +98,7 @@
  * the pool is closing frees its block upstream instead of caching it, so
  * no block is leaked. Calls that start after destroy has returned are use
  * after free, as for any object. */
-#include "pool.h"
+#include "memory/pool.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -109,9 +109,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "clock.h"
-#include "status.h"
+#include "base/checked.h"
+#include "base/clock.h"
+#include "base/status.h"
 
 #define SHARD_COUNT CURDI_POOL_SHARD_COUNT
 #define SLOTS_MAX 1024u

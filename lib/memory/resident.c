@@ -4,7 +4,7 @@
  * device's resident room built on it (a mutex, the budget, statistics and
  * in-flight marks), then the public curd_buffer_* entry points. See
  * resident.h for the id layout and the rules. */
-#include "resident.h"
+#include "memory/resident.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -13,10 +13,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "checked.h"
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "memory/pool.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * Ids

@@ -203,7 +203,7 @@ curdi_resident_state curdi_resident_probe(struct curd_device *device,
 
 /* The size of the live buffer id into *out_byte_len; false, setting no
  * error sentence, when id names none. For callers that word their own
- * error (lib/transfer.c's whole-buffer lengths). */
+ * error (lib/transfer/transfer.c's whole-buffer lengths). */
 bool curdi_resident_length(struct curd_device *device, uint64_t id,
                            size_t *out_byte_len);
 

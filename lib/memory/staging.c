@@ -1,11 +1,11 @@
 /* staging.c - bounds-checked copies through page-locked staging blocks
  * (see staging.h). */
-#include "staging.h"
+#include "memory/staging.h"
 
 #include <string.h>
 
-#include "checked.h"
-#include "status.h"
+#include "base/checked.h"
+#include "base/status.h"
 
 curd_status curdi_staging_acquire(curdi_pool *pool, size_t byte_len,
                                   curdi_staging *out_staging)

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "pool.h"
+#include "memory/pool.h"
 
 typedef struct curdi_staging {
     curdi_pool *pool;    /* NULL when empty */

@@ -6,7 +6,7 @@
  * per-process key secret, sessions and the room, buffers (alloc, release,
  * eviction), static sets (key, match, upload, release, eviction), then
  * new, free and statistics. */
-#include "session.h"
+#include "session/session.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,12 +23,12 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "checked.h"
-#include "core.h"
-#include "pool.h"
-#include "resident.h"
-#include "status.h"
-#include "transfer.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "memory/pool.h"
+#include "memory/resident.h"
+#include "base/status.h"
+#include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
  * An intrusive hash map: a link lives inside the object it indexes, so

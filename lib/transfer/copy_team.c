@@ -1,4 +1,4 @@
-/* copyteam.c - a few threads per device that split a large host memcpy.
+/* copy_team.c - a few threads per device that split a large host memcpy.
  *
  * A memcpy from ordinary memory into pinned staging runs at what one core
  * can pull through its caches, well under what a PCIe gen5 DMA engine
@@ -21,7 +21,7 @@
  * wakes poll for the job instead of sleeping, until the caller cools the
  * team or the time it gave runs out. Idle workers and a caller waiting
  * for its job's end may also poll for spin_ns before they sleep. */
-#include "copyteam.h"
+#include "transfer/copy_team.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -34,8 +34,8 @@
 #include <emmintrin.h>
 #endif
 
-#include "clock.h"
-#include "status.h"
+#include "base/clock.h"
+#include "base/status.h"
 
 /* How long a caller polls for the workers still copying pieces of its
  * job before it sleeps: a few pieces' time. */

@@ -1,7 +1,7 @@
-/* copyteam.h - a few threads per device that split a large host memcpy.
+/* copy_team.h - a few threads per device that split a large host memcpy.
  *
  * Pure: host threads and memcpy only, no driver. The transfer engine
- * (lib/xfer.c) uses a team to copy into and out of pinned staging at what
+ * (lib/transfer/plan.c) uses a team to copy into and out of pinned staging at what
  * a DMA engine takes, which one core cannot; tests/test-transfer.c drives
  * it on the CPU. */
 #ifndef CURD_LIB_COPYTEAM_H
@@ -14,10 +14,10 @@
 #include "curd.h"
 
 /* The engine splits host copies into pieces of this size for the team
- * (the default; lib/tuning.h). */
+ * (the default; lib/transfer/tuning.h). */
 #define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
 /* Below this a job is copied by its caller alone (the default;
- * lib/tuning.h). A worker that wakes late costs its caller nothing, but
+ * lib/transfer/tuning.h). A worker that wakes late costs its caller nothing, but
  * on the H100 host of doc/PERFORMANCE.md (a virtual machine) a sleeping
  * worker takes tens of microseconds to wake: sharing a 256 KiB download's
  * copy paid only with workers kept polling (CURD_COPY_SPIN_US). */
@@ -38,14 +38,14 @@ typedef struct curdi_copy_piece {
 
 typedef struct curdi_copy_team curdi_copy_team;
 
-/* How a team works (lib/tuning.h gives the transfer room's). */
+/* How a team works (lib/transfer/tuning.h gives the transfer room's). */
 typedef struct curdi_copy_team_config {
     /* Threads to start (0: one per processor online but the caller's, at
      * most CURDI_COPY_TEAM_AUTO_MAX; never more than CURDI_COPY_TEAM_MAX). */
     unsigned worker_count;
     /* Jobs of fewer bytes are copied by their caller alone. Workers that
      * are asleep when a job comes join it as they wake; the caller waits
-     * only for those that joined (lib/copyteam.c). */
+     * only for those that joined (lib/transfer/copy_team.c). */
     size_t parallel_min;
     /* How long an idle worker, and a caller waiting for the workers to
      * finish, poll before they sleep on a condition variable: a job that

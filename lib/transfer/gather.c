@@ -1,14 +1,14 @@
 /* gather.c - the transfer engine's kernels on a device (see gather.h). */
-#include "gather.h"
+#include "transfer/gather.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* The room's state, behind curd_device.gather. lock guards the fields
  * below it and is never held across a driver call. */

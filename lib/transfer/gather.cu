@@ -1,8 +1,8 @@
-// gather.cu - the transfer engine's two kernels (lib/gather.c launches
-// them; lib/xfer.h says when). curd_gather packs scattered ranges of
+// gather.cu - the transfer engine's two kernels (lib/transfer/gather.c launches
+// them; lib/transfer/plan.h says when). curd_gather packs scattered ranges of
 // device memory into one contiguous staging area in page-locked host
 // memory, writing across the bus; curd_scatter places them back from it,
-// reading across the bus. `make kernels-ptx` turns this file into lib/gather.ptx,
+// reading across the bus. `make kernels-ptx` turns this file into lib/transfer/gather.ptx,
 // which the library embeds; the build itself never needs nvcc.
 //
 // One launch moves up to CURD_GATHER_PIECES pieces, passed by value in
@@ -13,7 +13,7 @@
 // that reaches into the tile by binary search (every thread of the block
 // reads the same parameter words), then copies each piece's part of the
 // tile, 16 bytes per thread where source and destination share their
-// alignment. Pieces never share device bytes (lib/xfer.h), so no two
+// alignment. Pieces never share device bytes (lib/transfer/plan.h), so no two
 // blocks write the same byte.
 
 #define CURD_GATHER_PIECES 254

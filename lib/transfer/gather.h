@@ -1,19 +1,19 @@
 /* gather.h - the gather room: the transfer engine's two kernels on a
- * device (lib/gather.cu), loaded on first use, and their launches.
+ * device (lib/transfer/gather.cu), loaded on first use, and their launches.
  *
  * curd_gather packs pieces of device memory, scattered over one or more
  * resident buffers, into one contiguous area of page-locked host memory
  * (a pinned staging slot, or the caller's registered memory); curd_scatter
  * places them back from it. The kernels reach that memory across the bus
  * at its host address, so a chunk of many small spans crosses in one
- * launch, with no DMA and no device staging (lib/xfer.h says when the
+ * launch, with no DMA and no device staging (lib/transfer/plan.h says when the
  * planner chooses it). On the H100 of doc/PERFORMANCE.md a launch and its
  * fence cost about 9.5 us, a DMA and its fence 7 to 12 us, and a kernel
  * followed by a DMA 25 us: the one launch is what keeps 64 scattered
  * reads near one contiguous copy.
  *
  * The kernels come from the PTX committed beside their CUDA C
- * (lib/gather.ptx, embedded as curdi_gather_ptx by the build). The room
+ * (lib/transfer/gather.ptx, embedded as curdi_gather_ptx by the build). The room
  * loads that module with the driver directly, once per device, on the
  * first transfer that gathers; it does not go through the program room,
  * which sits above transfer in lib/LAYERS and whose module cache, bound
@@ -31,23 +31,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "curd.h"
-#include "xfer.h"
+#include "transfer/plan.h"
 
 struct curd_device;
 
-/* The PTX of lib/gather.cu (generated from lib/gather.ptx). */
+/* The PTX of lib/transfer/gather.cu (generated from lib/transfer/gather.ptx). */
 extern const char curdi_gather_ptx[];
 
-/* Must match lib/gather.cu: pieces per launch, bytes per block (one tile
+/* Must match lib/transfer/gather.cu: pieces per launch, bytes per block (one tile
  * of the staging area), threads per block. */
 #define CURDI_GATHER_PIECES 254u
 #define CURDI_GATHER_TILE_BYTES 4096u
 #define CURDI_GATHER_BLOCK_THREADS 256u
 
 /* The kernels' parameter after the staging pointer, laid out as struct
- * curd_gather_table in lib/gather.cu (the PTX declares 4080 bytes,
+ * curd_gather_table in lib/transfer/gather.cu (the PTX declares 4080 bytes,
  * 8-aligned): the pieces of one launch, in stage_offset order, back to
  * back over [range_start, range_end) of the staging area. The stand-in
  * driver (tests/fake/) reads it as the kernels do. */
@@ -66,7 +66,7 @@ typedef struct curdi_gather_table {
 } curdi_gather_table;
 
 _Static_assert(sizeof(curdi_gather_table) == 4080,
-               "curdi_gather_table must match lib/gather.cu");
+               "curdi_gather_table must match lib/transfer/gather.cu");
 
 /* The two kernels of a device whose module is loaded. */
 typedef struct curdi_gather_kernels {

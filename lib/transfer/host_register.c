@@ -1,19 +1,19 @@
-/* hostreg.c - host registrations (see hostreg.h).
+/* host_register.c - host registrations (see host_register.h).
  *
  * Read top to bottom: the registry and its lock, the registered ranges
  * and their use by transfers and fences, opening and closing, then the
  * public curd_host_register and curd_host_unregister. */
-#include "hostreg.h"
+#include "transfer/host_register.h"
 
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "core.h"
-#include "driver.h"
-#include "status.h"
+#include "base/checked.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The state and the registered ranges
@@ -96,7 +96,7 @@ static curdi_host_range *registry_use_range(
     return range;
 }
 
-uintptr_t curdi_hostreg_use(curd_device *device, const void *host,
+uintptr_t curdi_host_register_use(curd_device *device, const void *host,
                             size_t byte_len)
 {
     struct curdi_host_registry *registry = device->host_registry;
@@ -132,7 +132,7 @@ static curdi_host_range *registry_unuse_range(
     return range;
 }
 
-void curdi_hostreg_unuse(curd_device *device, uintptr_t key)
+void curdi_host_register_unuse(curd_device *device, uintptr_t key)
 {
     struct curdi_host_registry *registry = device->host_registry;
     if (key == 0)
@@ -142,7 +142,7 @@ void curdi_hostreg_unuse(curd_device *device, uintptr_t key)
     pthread_mutex_unlock(&registry->lock);
 }
 
-void curdi_hostreg_unuse_items(curd_device *device,
+void curdi_host_register_unuse_items(curd_device *device,
                                const curdi_xfer_item *items, size_t count)
 {
     struct curdi_host_registry *registry = device->host_registry;
@@ -163,7 +163,7 @@ void curdi_hostreg_unuse_items(curd_device *device,
     pthread_mutex_unlock(&registry->lock);
 }
 
-void curdi_hostreg_use_items(curd_device *device, curdi_xfer_item *items,
+void curdi_host_register_use_items(curd_device *device, curdi_xfer_item *items,
                              size_t count)
 {
     struct curdi_host_registry *registry = device->host_registry;
@@ -198,7 +198,7 @@ void curdi_hostreg_use_items(curd_device *device, curdi_xfer_item *items,
  * Opening and closing
  * ---------------------------------------------------------------------- */
 
-curd_status curdi_hostreg_open(curd_device *device)
+curd_status curdi_host_register_open(curd_device *device)
 {
     struct curdi_host_registry *registry = calloc(1, sizeof *registry);
     if (registry == NULL)
@@ -215,7 +215,7 @@ curd_status curdi_hostreg_open(curd_device *device)
     return CURD_OK;
 }
 
-void curdi_hostreg_close(curd_device *device)
+void curdi_host_register_close(curd_device *device)
 {
     struct curdi_host_registry *registry;
     const curdi_driver *driver;
@@ -313,7 +313,7 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
     pthread_mutex_unlock(&registry->lock);
 
     /* Mapped: the transfer kernels reach it across the bus
-     * (lib/gather.h). */
+     * (lib/transfer/gather.h). */
     cu_result = curdi_driver_note(driver->cuMemHostRegister(
         ptr, byte_len,
         CURDI_CU_MEMHOSTREGISTER_PORTABLE | CURDI_CU_MEMHOSTREGISTER_DEVICEMAP));

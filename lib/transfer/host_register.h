@@ -1,5 +1,5 @@
-/* hostreg.h - host registrations: ranges of caller memory page-locked
- * with curd_host_register (defined in hostreg.c with
+/* host_register.h - host registrations: ranges of caller memory page-locked
+ * with curd_host_register (defined in host_register.c with
  * curd_host_unregister), which transfers move straight from or into
  * without staging.
  *
@@ -15,29 +15,29 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "xfer.h"
+#include "transfer/plan.h"
 
 struct curd_device;
 
 /* Creates dev->host_registry; no driver call. */
-curd_status curdi_hostreg_open(struct curd_device *device);
+curd_status curdi_host_register_open(struct curd_device *device);
 /* Unregisters what is still registered (skipped when
  * curdi_driver_usable() is false) and frees the registry. The caller has
  * waited for the device's work. NULL-safe. */
-void curdi_hostreg_close(struct curd_device *device);
+void curdi_host_register_close(struct curd_device *device);
 
 /* Sets each item's registered_key to the start of the registered range
  * that holds its host bytes, marking that range used, or to 0. */
-void curdi_hostreg_use_items(struct curd_device *device,
+void curdi_host_register_use_items(struct curd_device *device,
                              curdi_xfer_item *items, size_t count);
-/* Undoes curdi_hostreg_use_items. */
-void curdi_hostreg_unuse_items(struct curd_device *device,
+/* Undoes curdi_host_register_use_items. */
+void curdi_host_register_unuse_items(struct curd_device *device,
                                const curdi_xfer_item *items, size_t count);
 /* The same for one host range: the start of the registered range that
  * holds it, now marked used, or 0 (not registered: nothing marked). */
-uintptr_t curdi_hostreg_use(struct curd_device *device, const void *host,
+uintptr_t curdi_host_register_use(struct curd_device *device, const void *host,
                             size_t byte_len);
-/* Undoes curdi_hostreg_use; key 0 is a no-op. */
-void curdi_hostreg_unuse(struct curd_device *device, uintptr_t key);
+/* Undoes curdi_host_register_use; key 0 is a no-op. */
+void curdi_host_register_unuse(struct curd_device *device, uintptr_t key);
 
 #endif

@@ -1,16 +1,16 @@
-/* xfer.c - the plan and the engine of a transfer (pure, see xfer.h).
+/* plan.c - the plan and the engine of a transfer (pure, see plan.h).
  *
- * Read top to bottom: the plan (fused spans from lib/copyplan.c, each
+ * Read top to bottom: the plan (fused spans from lib/transfer/spans.c, each
  * decided direct or staged, staged items laid out in one stream), the
  * chunk policy, then the engine that runs a plan through curdi_xfer_ops. */
-#include "xfer.h"
+#include "transfer/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "copyplan.h"
-#include "status.h"
+#include "base/checked.h"
+#include "transfer/spans.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The plan
@@ -59,7 +59,7 @@ static int index_compare(const void *left, const void *right)
     return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/* Decides how a span moves (see xfer.h); member_bytes is the sum of its
+/* Decides how a span moves (see plan.h); member_bytes is the sum of its
  * members' lengths. */
 static void span_decide(curdi_xfer_span *span,
                               const curdi_xfer_item *items,
@@ -242,7 +242,7 @@ static void plan_gather_decide(curdi_xfer_plan *plan,
 }
 
 /* The host address of stream byte 0 when every staged item lies in one
- * registered range where the stream's layout puts it (see xfer.h), else
+ * registered range where the stream's layout puts it (see plan.h), else
  * NULL. Every stream byte belongs to some item, so the run [result,
  * result + stream_bytes) is the union of the items' host ranges, all
  * inside that one range. */
@@ -271,12 +271,12 @@ static unsigned char *plan_gather_host(const curdi_xfer_plan *plan,
     return (unsigned char *)delta;
 }
 
-/* Fills the plan's arrays from the fused spans (lib/copyplan.c): first
+/* Fills the plan's arrays from the fused spans (lib/transfer/spans.c): first
  * each span's device side, member order and mode; then whether the plan
  * gathers; then the stream that the staged spans make, back to back. */
 static curd_status plan_spans(curdi_xfer_plan *plan,
                               const curdi_xfer_item *items,
-                              const curdi_copy_plan *fused,
+                              const curdi_span_list *fused,
                               const curdi_gather_policy *gather,
                               uint64_t max_pitch)
 {
@@ -347,7 +347,7 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
 /* The fused plan of one item, which needs neither a sort nor a block:
  * one span when the item has bytes, none otherwise. */
 static void fuse_one(const curdi_xfer_item *item, curdi_copy_span *span,
-                     size_t *member, curdi_copy_plan *out)
+                     size_t *member, curdi_span_list *out)
 {
     memset(out, 0, sizeof *out);
     *member = 0;
@@ -367,9 +367,9 @@ static void fuse_one(const curdi_xfer_item *item, curdi_copy_span *span,
     out->staging_bytes = item->byte_len;
 }
 
-/* The fused plan of a batch (lib/copyplan.c), which it allocates. */
+/* The fused plan of a batch (lib/transfer/spans.c), which it allocates. */
 static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
-                              curdi_copy_plan *out)
+                              curdi_span_list *out)
 {
     curdi_copy_item *copy_items = NULL;
     curd_status status = curdi_xfer_alloc(count, sizeof *copy_items, false,
@@ -381,7 +381,7 @@ static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
         copy_items[index].offset = items[index].offset;
         copy_items[index].byte_len = items[index].byte_len;
     }
-    status = curdi_copyplan_build(copy_items, count, out);
+    status = curdi_spans_build(copy_items, count, out);
     free(copy_items);
     return status;
 }
@@ -444,7 +444,7 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
                                   uint64_t max_pitch,
                                   curdi_xfer_plan *out_plan)
 {
-    curdi_copy_plan fused;
+    curdi_span_list fused;
     curdi_copy_span one_span;
     size_t one_member;
     curd_status status;
@@ -463,7 +463,7 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
         status = plan_spans(out_plan, items, &fused, gather, max_pitch);
     }
     if (count != 1)
-        curdi_copyplan_free(&fused);
+        curdi_spans_free(&fused);
     if (status != CURD_OK)
         curdi_xfer_plan_free(out_plan);
     return status;
@@ -806,7 +806,7 @@ static curd_status engine_chunk_move(curdi_engine *engine,
     curd_status status;
     engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
     /* gather_host + chunk_start lies inside the registered run of
-     * stream_bytes (xfer.h). */
+     * stream_bytes (plan.h). */
     host = plan->gather_host != NULL ? plan->gather_host + chunk_start
                                      : engine->slots[slot];
     for (size_t index = *span_cursor; index < plan->span_count; index++) {

@@ -1,16 +1,16 @@
-/* xfer.h - the plan and the engine of a transfer (pure: no driver).
+/* plan.h - the plan and the engine of a transfer (pure: no driver).
  *
- * A batch's validated items become fused spans (lib/copyplan.c); each span
+ * A batch's validated items become fused spans (lib/transfer/spans.c); each span
  * is moved either directly (its host side is one registered range) or
  * through a staging stream that is cut into chunks and pipelined: the host
  * copy of one chunk overlaps the DMA of another. Many small spans are
  * gathered: a kernel packs them into a chunk's host side, or unpacks them
- * from it, across the bus (lib/gather.h), so each chunk is one launch
+ * from it, across the bus (lib/transfer/gather.h), so each chunk is one launch
  * however many spans it holds. Equal copies at equal strides (every
  * other 4 KiB of a buffer, the rows of a matrix) join into rows that
  * cross the bus in one strided DMA. The engine reaches the device only
  * through a small table of operations (copy, copy_rows, gathered, mark,
- * wait, finish), which lib/transfer.c fills with driver calls and
+ * wait, finish), which lib/transfer/transfer.c fills with driver calls and
  * tests/test-transfer.c with a deferred-DMA stand-in. */
 #ifndef CURD_LIB_XFER_H
 #define CURD_LIB_XFER_H
@@ -19,9 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "copyteam.h"
+#include "transfer/copy_team.h"
 #include "curd.h"
-#include "tuning.h"
+#include "transfer/tuning.h"
 
 /* malloc (or calloc when zeroed) of count elements, the product checked;
  * NULL for count 0. CURD_E_OVERFLOW or CURD_E_OUT_OF_MEMORY, with a
@@ -123,7 +123,7 @@ typedef struct curdi_xfer_plan {
     /* Each chunk of the staged stream crosses the bus in one kernel
      * launch instead of one DMA per span: a kernel packs the chunk's
      * spans into its page-locked host side (gather), or places them from
-     * it (scatter), reaching that memory across the bus (lib/gather.h). Spans
+     * it (scatter), reaching that memory across the bus (lib/transfer/gather.h). Spans
      * never share device bytes (overlapping items fuse into one span), so
      * the kernel's writes never race; where uploads overlap, the host
      * copies into the stream already let the later item win. */

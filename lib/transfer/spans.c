@@ -1,4 +1,4 @@
-/* copyplan.c - coalescing of copies into fused DMA spans (pure).
+/* spans.c - coalescing of copies into fused DMA spans (pure).
  *
  * The plan is a sort and one sweep: the non-empty items, ordered by
  * (buffer_key, offset) (a batch often comes in that order, and is then not
@@ -8,15 +8,15 @@
  * they are opened, so each item's bytes start at its span's staging offset
  * plus the item's distance from the span's start. O(n log n) time, O(n)
  * memory. */
-#include "copyplan.h"
+#include "transfer/spans.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "status.h"
+#include "base/checked.h"
+#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The sort
@@ -133,8 +133,8 @@ static curd_status plan_sort(const curdi_copy_item *items, size_t count,
     return CURD_OK;
 }
 
-curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
-                                 curdi_copy_plan *out_plan)
+curd_status curdi_spans_build(const curdi_copy_item *items, size_t count,
+                                 curdi_span_list *out_plan)
 {
     curdi_copy_span *spans = NULL;
     uint64_t *item_staging_offset = NULL;
@@ -150,7 +150,7 @@ curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
     if (out_plan == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "copy plan output is NULL. Fix: pass a"
-                          " curdi_copy_plan to fill.");
+                          " curdi_span_list to fill.");
     if (items == NULL && count != 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "copy plan items are NULL with a count of %zu."
@@ -260,7 +260,7 @@ fail:
     return status;
 }
 
-void curdi_copyplan_free(curdi_copy_plan *plan)
+void curdi_spans_free(curdi_span_list *plan)
 {
     if (plan == NULL)
         return;

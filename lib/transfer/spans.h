@@ -1,4 +1,4 @@
-/* copyplan.h - coalescing of copies into fused DMA spans (pure).
+/* spans.h - coalescing of copies into fused DMA spans (pure).
  *
  * Given the items of a batch (each a byte range of one buffer), the planner
  * merges ranges of the same buffer that are adjacent or overlapping into one
@@ -28,7 +28,7 @@ typedef struct curdi_copy_span {
     size_t member_count;
 } curdi_copy_span;
 
-typedef struct curdi_copy_plan {
+typedef struct curdi_span_list {
     curdi_copy_span *spans; /* ordered by (buffer_key, offset) */
     size_t span_count;
     /* Per item, in item order: the offset of its first byte in the staging
@@ -40,16 +40,16 @@ typedef struct curdi_copy_plan {
     size_t *members;
     size_t member_count;
     uint64_t staging_bytes; /* sum of span lengths */
-} curdi_copy_plan;
+} curdi_span_list;
 
 /* Builds the plan; CURD_E_OVERFLOW if any offset + byte_len or the staging
  * total overflows, CURD_E_OUT_OF_MEMORY if the host allocation fails. The
  * ranges are not checked against buffer sizes here: callers do that first.
  * Items that come in (buffer_key, offset) order already are planned in
  * one pass without sorting. */
-curd_status curdi_copyplan_build(const curdi_copy_item *items, size_t count,
-                                 curdi_copy_plan *out_plan);
-void curdi_copyplan_free(curdi_copy_plan *plan);
+curd_status curdi_spans_build(const curdi_copy_item *items, size_t count,
+                                 curdi_span_list *out_plan);
+void curdi_spans_free(curdi_span_list *plan);
 
 /* The planner's sort, which transfer.c also orders download destinations
  * with: entries by (major, minor, index). A merge sort with the

@@ -1,19 +1,19 @@
 /* transfer.c - transfers: the public entry points and what they share.
  *
  * Read top to bottom: opening and closing the room, the counters, the
- * engine's driver side (lib/xfer.h runs plans through it), validation,
+ * engine's driver side (lib/transfer/plan.h runs plans through it), validation,
  * then the public synchronous transfers and batches, fills and
- * asynchronous uploads. Validation is lib/prepare.c's, registrations
- * lib/hostreg.c's, the marks of asynchronous uploads lib/fence.c's, and
- * the copy team lib/copyteam.c's.
+ * asynchronous uploads. Validation is lib/transfer/validate.c's, registrations
+ * lib/transfer/host_register.c's, the marks of asynchronous uploads lib/transfer/upload_marks.c's, and
+ * the copy team lib/transfer/copy_team.c's.
  *
  * How a synchronous transfer or batch runs:
  *  1. Validate every argument and every item; resolve every handle and
- *     mark it in use (lib/resident.h), so no buffer can be freed while its
+ *     mark it in use (lib/memory/resident.h), so no buffer can be freed while its
  *     bytes move; check every range with the checked layer. Any failure
  *     here returns before a driver call: nothing moved, nothing counted.
- *  2. Plan: fuse items into spans (lib/copyplan.c), decide per span
- *     between direct DMA (registered host memory) and staging (lib/xfer.c).
+ *  2. Plan: fuse items into spans (lib/transfer/spans.c), decide per span
+ *     between direct DMA (registered host memory) and staging (lib/transfer/plan.c).
  *  3. Take one pooled non-blocking stream (or the upload stream when a
  *     buffer has asynchronous uploads pending, so the new work is ordered
  *     after them), staging slots from the pinned pool and, for a stream
@@ -22,7 +22,7 @@
  *     DMAs of neighbouring chunks; one cuStreamSynchronize ends it (the
  *     fence).
  *  5. Count, on success only; give back slots, events, stream, marks. */
-#include "transfer.h"
+#include "transfer/transfer.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -32,21 +32,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "beacon.h"
-#include "checked.h"
-#include "copyteam.h"
-#include "core.h"
-#include "driver.h"
-#include "fence.h"
-#include "gather.h"
-#include "hostreg.h"
-#include "landing.h"
-#include "prepare.h"
-#include "resident.h"
-#include "staging.h"
-#include "status.h"
-#include "tuning.h"
-#include "xfer.h"
+#include "core/fence.h"
+#include "base/checked.h"
+#include "transfer/copy_team.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "transfer/upload_marks.h"
+#include "transfer/gather.h"
+#include "transfer/host_register.h"
+#include "memory/landing.h"
+#include "transfer/validate.h"
+#include "memory/resident.h"
+#include "memory/staging.h"
+#include "base/status.h"
+#include "transfer/tuning.h"
+#include "transfer/plan.h"
 
 /* ------------------------------------------------------------------------
  * Opening and closing
@@ -54,7 +54,7 @@
 
 /* The room's state, behind curd_device.transfer: its counters (checked
  * before the work, added after it succeeded), the engine's tuning (read
- * from the environment at open, lib/tuning.h) and the copy team that
+ * from the environment at open, lib/transfer/tuning.h) and the copy team that
  * splits large host copies, started on the first transfer that needs it. */
 struct curdi_transfer_room {
     curdi_tuning tuning;
@@ -86,7 +86,7 @@ curd_status curdi_transfer_open(curd_device *device)
                           " Fix: free system resources.");
     }
     curdi_tuning_from_env(&room->tuning);
-    curdi_beacon_set_spin(device, room->tuning.fence_spin_us * 1000u);
+    curdi_fence_set_spin(device, room->tuning.fence_spin_us * 1000u);
     curdi_landing_set_bytes(device, room->tuning.landing_bytes);
     device->transfer = room;
     return CURD_OK;
@@ -171,7 +171,7 @@ static curdi_copy_team *transfer_team(curd_device *device)
     return team;
 }
 
-/* How long a transfer keeps its team warm (lib/copyteam.h): its first
+/* How long a transfer keeps its team warm (lib/transfer/copy_team.h): its first
  * DMA's latency and a pessimistic 4 GB/s for the rest; it cools the team
  * when it ends. */
 #define TEAM_WARM_BASE_NS 50000u
@@ -274,7 +274,7 @@ typedef struct curdi_gpu_ops {
     /* The copy team sharing the host copies (NULL: the caller copies
      * alone), warmed at once for an upload and on a download's first wait
      * for the device (the DMAs are on their way by then;
-     * lib/copyteam.h): the workers and window still to warm (0 workers
+     * lib/transfer/copy_team.h): the workers and window still to warm (0 workers
      * once warmed), and the warmth to cool. */
     curdi_copy_team *team;
     unsigned warm_workers;
@@ -348,7 +348,7 @@ static curd_status gpu_gathered(void *context, bool upload,
     curdi_gpu_ops *gpu = context;
     (void)byte_len;
     /* The kernels reach the chunk's host side (a pinned staging slot or
-     * registered memory) where the CPU sees it (lib/gather.h): one launch
+     * registered memory) where the CPU sees it (lib/transfer/gather.h): one launch
      * moves the pieces across the bus, no DMA. The stream orders it after
      * the chunk before, and the slot's event after it. */
     return curdi_gather_enqueue(&gpu->kernels, gpu->stream, !upload, host,
@@ -391,13 +391,13 @@ static curd_status gpu_wait(void *context, unsigned slot)
 }
 
 /* The fence of a transfer: waits for what `stream` holds so far, polling
- * the word it writes for as long as the tuning says (lib/beacon.h). fix:
+ * the word it writes for as long as the tuning says (lib/core/fence.h). fix:
  * the failure's Fix sentence. */
 static curd_status transfer_fence(curd_device *device, curdi_cu_stream stream,
                                   const char *fix)
 {
     const char *call;
-    curdi_cu_result cu_result = curdi_beacon_wait(device, stream, &call);
+    curdi_cu_result cu_result = curdi_fence_wait(device, stream, &call);
     if (cu_result != CURDI_CUDA_SUCCESS)
         return curdi_fail_driver((int)cu_result, call, fix);
     return CURD_OK;
@@ -536,7 +536,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
     gpu.driver = driver;
     gpu.device = device;
     if (rows == NULL)
-        curdi_hostreg_use_items(device, items, count);
+        curdi_host_register_use_items(device, items, count);
 
     status = transfer_plan(device, items, count, rows, &plan, &gpu.kernels);
     if (status != CURD_OK)
@@ -600,11 +600,11 @@ static curd_status transfer_run(curd_device *device, const char *what,
                               &pooled_stream);
     if (status != CURD_OK)
         goto done;
-    /* The staging areas come through lib/staging.h like every staged
+    /* The staging areas come through lib/memory/staging.h like every staged
      * transfer's; the engine does its own copies into them, since they go
      * piece by piece and in parallel. A download's slot lands in the
      * landing area instead, at a place the CPU has not read lately, when
-     * it can (lib/landing.h). */
+     * it can (lib/memory/landing.h). */
     for (; slots_taken < host_side.slot_count; slots_taken++) {
         size_t chunk = (size_t)host_side.chunk_bytes;
         status = upload ? curdi_staging_acquire(device->pinned_pool, chunk,
@@ -638,7 +638,7 @@ done:
     if (pooled_stream && gpu.stream != NULL)
         curdi_stream_release(device, gpu.stream);
     if (rows == NULL)
-        curdi_hostreg_unuse_items(device, items, count);
+        curdi_host_register_unuse_items(device, items, count);
     curdi_xfer_plan_free(&plan);
     if (status == CURD_OK) {
         memset(&counts, 0, sizeof counts);
@@ -665,13 +665,13 @@ static bool prepare_first_range(curd_device *device,
     const curdi_xfer_item *first = &prepared->items[0];
     curd_status status;
     /* One item: cannot fail. */
-    (void)curdi_prepare_begin(one, prepared->what, prepared->upload, false,
+    (void)curdi_validate_begin(one, prepared->what, prepared->upload, false,
                               1);
-    status = curdi_prepare_item(one, 0, first->buffer_key,
+    status = curdi_validate_item(one, 0, first->buffer_key,
                                 (size_t)first->offset, byte_len, first->host,
                                 SIZE_MAX);
     if (status == CURD_OK)
-        status = curdi_prepare_end(device, one);
+        status = curdi_validate_end(device, one);
     if (status != CURD_OK) {
         curdi_prepared_release(device, one);
         return false;
@@ -689,7 +689,7 @@ static bool prepare_first_range(curd_device *device,
  * first's offset plus the lengths before it, which cannot wrap when the
  * total's end does not. Items that average CURDI_DIRECT_ITEM_MIN_BYTES
  * or more are left to the planner, which may move them straight from
- * registered memory one DMA each (lib/xfer.h); below that it would stage
+ * registered memory one DMA each (lib/transfer/plan.h); below that it would stage
  * the span, or move it in one DMA exactly when its host side lies in one
  * registered range, as it does the one item. Returns false, having done
  * nothing, when it leaves the batch, or when the one item fails a check
@@ -716,7 +716,7 @@ static bool curdi_transfer_chain(curd_device *device,
  * each side) is checked as one range on each side, from the first row's
  * start to the last row's end: one handle lookup, one range check and one
  * registration lookup instead of as many as it has items, and a plan
- * without the fusing (lib/xfer.h, curdi_xfer_plan_rows). Every item's own
+ * without the fusing (lib/transfer/plan.h, curdi_xfer_plan_rows). Every item's own
  * arguments were checked already, and the rows move forward on both
  * sides, so the two ranges hold all of them. Where the host side lies in
  * one registered range the rows cross in one strided DMA straight between
@@ -754,8 +754,8 @@ static bool curdi_transfer_rows(curd_device *device,
         || !prepare_first_range(device, prepared,
                                 device_end - (size_t)first->offset, &one))
         return false;
-    /* The last row's host end did not wrap (curdi_prepare_item). */
-    host_key = curdi_hostreg_use(
+    /* The last row's host end did not wrap (curdi_validate_item). */
+    host_key = curdi_host_register_use(
         device, first->host,
         (size_t)((uintptr_t)last->host + (uintptr_t)last->byte_len
                  - (uintptr_t)first->host));
@@ -765,7 +765,7 @@ static bool curdi_transfer_rows(curd_device *device,
     }
     *out_status = transfer_run(device, one.what, one.upload, items,
                                prepared->count, one.after_uploads, &shape);
-    curdi_hostreg_unuse(device, host_key);
+    curdi_host_register_unuse(device, host_key);
     curdi_prepared_release(device, &one);
     return true;
 }
@@ -799,7 +799,7 @@ static curd_status transfer_prepared(curd_device *device,
         curdi_prepared_release(device, prepared);
         return status;
     }
-    status = curdi_prepare_end(device, prepared);
+    status = curdi_validate_end(device, prepared);
     if (status != CURD_OK) {
         curdi_prepared_release(device, prepared);
         return status;
@@ -819,7 +819,7 @@ static curd_status transfer_prepared(curd_device *device,
 
 /* A whole-buffer transfer promises CURD_E_RANGE for any byte_len but the
  * buffer's size, even one so large that the host range would wrap, which
- * curdi_prepare_item reported first (status). Looked up on that failure
+ * curdi_validate_item reported first (status). Looked up on that failure
  * path only; a stale handle leaves status as it was. */
 static curd_status whole_length_first(curd_device *device, const char *what,
                                       uint64_t buffer_id, size_t byte_len,
@@ -845,10 +845,10 @@ static curd_status transfer_one(curd_device *device, const char *what,
     curdi_prepared prepared;
     curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
-        status = curdi_prepare_begin(&prepared, what, upload, false, 1);
+        status = curdi_validate_begin(&prepared, what, upload, false, 1);
     if (status != CURD_OK)
         return status;
-    status = curdi_prepare_item(&prepared, 0, buffer_id, offset, byte_len,
+    status = curdi_validate_item(&prepared, 0, buffer_id, offset, byte_len,
                                 host, capacity);
     if (status != CURD_OK) {
         curdi_prepared_release(device, &prepared);
@@ -919,9 +919,9 @@ curd_status curdi_transfer_upload_batch(curd_device *device, const char *what,
     curd_status status = batch_check(device, what, items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_prepare_begin(&prepared, what, true, true, count);
+    status = curdi_validate_begin(&prepared, what, true, true, count);
     for (size_t index = 0; index < count && status == CURD_OK; index++)
-        status = curdi_prepare_item(&prepared, index, items[index].buffer.id,
+        status = curdi_validate_item(&prepared, index, items[index].buffer.id,
                                     items[index].offset, items[index].byte_len,
                                     (unsigned char *)items[index].src,
                                     SIZE_MAX);
@@ -948,10 +948,10 @@ CURD_API curd_status curd_download_batch(curd_device *device,
         batch_check(device, "curd_download_batch", items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_prepare_begin(&prepared, "curd_download_batch", false, true,
+    status = curdi_validate_begin(&prepared, "curd_download_batch", false, true,
                                  count);
     for (size_t index = 0; index < count && status == CURD_OK; index++)
-        status = curdi_prepare_item(&prepared, index, items[index].buffer.id,
+        status = curdi_validate_item(&prepared, index, items[index].buffer.id,
                                     items[index].offset, items[index].byte_len,
                                     items[index].dst,
                                     items[index].dst_capacity);
@@ -1057,13 +1057,13 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     uintptr_t range_key;
     curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
-        status = curdi_prepare_begin(&prepared, what, true, false, 1);
+        status = curdi_validate_begin(&prepared, what, true, false, 1);
     if (status != CURD_OK)
         return status;
-    status = curdi_prepare_item(&prepared, 0, buffer.id, offset, byte_len,
+    status = curdi_validate_item(&prepared, 0, buffer.id, offset, byte_len,
                                 (unsigned char *)pinned_src, SIZE_MAX);
     if (status == CURD_OK)
-        status = curdi_prepare_end(device, &prepared);
+        status = curdi_validate_end(device, &prepared);
     if (status != CURD_OK || byte_len == 0) {
         curdi_prepared_release(device, &prepared);
         return status;
@@ -1083,26 +1083,26 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
 
     /* Room for the pending entry first, so nothing can fail after the
      * copy is enqueued. */
-    status = curdi_fence_upload_reserve(device, pinned_src, byte_len, what,
+    status = curdi_upload_marks_reserve(device, pinned_src, byte_len, what,
                                          &range_key);
     if (status != CURD_OK)
         goto fail;
 
-    /* offset + byte_len <= the buffer's size: checked in curdi_prepare_end. */
+    /* offset + byte_len <= the buffer's size: checked in curdi_validate_end. */
     cu_result = curdi_driver_note(driver->cuMemcpyHtoDAsync(
         (curdi_cu_deviceptr)(prepared.uses[0].device_ptr + offset), pinned_src,
         byte_len, device->upload_stream));
     if (cu_result != CURDI_CUDA_SUCCESS) {
         status = curdi_fail_driver((int)cu_result, "cuMemcpyHtoDAsync",
                                    CURDI_DRIVER_FIX);
-        curdi_fence_upload_cancel(device, range_key);
+        curdi_upload_marks_cancel(device, range_key);
         goto fail;
     }
     /* The use becomes asynchronous before it is listed, so a concurrent
      * curd_device_sync_uploads that ends it finds it so. */
     curdi_resident_async_begin(device, buffer.id);
     prepared.marked = false; /* now ended by curd_device_sync_uploads */
-    curdi_fence_upload_commit(device, buffer.id, range_key);
+    curdi_upload_marks_commit(device, buffer.id, range_key);
     curdi_transfer_counts_add(device, &counts);
     curdi_device_leave(device);
     curdi_prepared_release(device, &prepared);
@@ -1123,7 +1123,7 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     if (status != CURD_OK)
         return status;
     /* Nothing enqueued: nothing to wait for, no fence. */
-    if (!curdi_fence_upload_pending(device, &serial_limit))
+    if (!curdi_upload_marks_pending(device, &serial_limit))
         return CURD_OK;
 
     status = curdi_device_enter(device);
@@ -1139,7 +1139,7 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
             " until a later sync succeeds); check the device with"
             " nvidia-smi");
     if (status == CURD_OK) {
-        curdi_fence_upload_complete(device, serial_limit);
+        curdi_upload_marks_complete(device, serial_limit);
         curdi_transfer_counts_add(device, &counts);
     }
     curdi_device_leave(device);

@@ -2,17 +2,17 @@
  *
  * The public transfers stand on five files, each owning one thing:
  *
- *  - lib/copyteam.c: a few worker threads that split a large host memcpy
+ *  - lib/transfer/copy_team.c: a few worker threads that split a large host memcpy
  *    (into or out of pinned staging) between them. Pure.
- *  - lib/xfer.c: the plan and the engine. A batch's items become fused
- *    spans (lib/copyplan.c), each moved directly or through pipelined
+ *  - lib/transfer/plan.c: the plan and the engine. A batch's items become fused
+ *    spans (lib/transfer/spans.c), each moved directly or through pipelined
  *    staging chunks, gathered on the device when many are small; the
  *    engine reaches the device only through a small table of operations.
- *    Pure, as is lib/tuning.c, its tunables from the environment.
- *  - lib/gather.c: the gather and scatter kernels on a device.
- *  - lib/prepare.c: a call's validated items, their buffers marked in use.
- *  - lib/fence.c: the marks asynchronous uploads hold until a sync.
- *  - lib/transfer.c: the public entry points: the engine's driver side,
+ *    Pure, as is lib/transfer/tuning.c, its tunables from the environment.
+ *  - lib/transfer/gather.c: the gather and scatter kernels on a device.
+ *  - lib/transfer/validate.c: a call's validated items, their buffers marked in use.
+ *  - lib/transfer/upload_marks.c: the marks asynchronous uploads hold until a sync.
+ *  - lib/transfer/transfer.c: the public entry points: the engine's driver side,
  *    staging from the pinned pool, one pooled non-blocking stream,
  *    exactly one fence, telemetry; fills and asynchronous uploads. Its
  *    state (counters, the copy team) is behind curd_device.transfer. */

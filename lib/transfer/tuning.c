@@ -1,6 +1,6 @@
 /* tuning.c - the transfer engine's tunables from the environment (see
  * tuning.h). */
-#include "tuning.h"
+#include "transfer/tuning.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "status.h"
+#include "base/status.h"
 
 void curdi_tuning_defaults(curdi_tuning *tuning)
 {

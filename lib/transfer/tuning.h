@@ -13,10 +13,10 @@
 
 #include <stdint.h>
 
-#include "copyteam.h"
+#include "transfer/copy_team.h"
 
 /* How a transfer's staged bytes cross between their device ranges and
- * the one contiguous stream that crosses the bus (lib/xfer.h). */
+ * the one contiguous stream that crosses the bus (lib/transfer/plan.h). */
 typedef enum curdi_transfer_path {
     /* Gather/scatter when the plan has enough small spans (below). */
     CURDI_PATH_AUTO = 0,
@@ -36,18 +36,18 @@ typedef struct curdi_gather_policy {
 
 typedef struct curdi_tuning {
     curdi_gather_policy gather;
-    /* Staging chunks (lib/xfer.h, curdi_xfer_chunk_bytes): a stream up to
+    /* Staging chunks (lib/transfer/plan.h, curdi_xfer_chunk_bytes): a stream up to
      * chunk_min_bytes is one chunk; longer ones are cut into quarters
      * kept between the two. */
     uint64_t chunk_min_bytes;          /* CURD_CHUNK_MIN_BYTES */
     uint64_t chunk_max_bytes;          /* CURD_CHUNK_MAX_BYTES */
     uint64_t slots;                    /* CURD_STAGING_SLOTS */
-    /* Copy threads (lib/copyteam.h); 0: one per processor online but the
+    /* Copy threads (lib/transfer/copy_team.h); 0: one per processor online but the
      * caller's, at most CURDI_COPY_TEAM_AUTO_MAX. */
     uint64_t copy_threads;             /* CURD_COPY_THREADS */
     uint64_t copy_piece_bytes;         /* CURD_COPY_PIECE_BYTES */
     uint64_t copy_parallel_min;        /* CURD_COPY_PARALLEL_MIN */
-    /* Microseconds the copy threads poll before they sleep (lib/copyteam.h,
+    /* Microseconds the copy threads poll before they sleep (lib/transfer/copy_team.h,
      * spin_ns); 0: they sleep at once. */
     uint64_t copy_spin_us;             /* CURD_COPY_SPIN_US */
     /* Copy threads an upload that stages at least upload_growth_min bytes
@@ -59,15 +59,15 @@ typedef struct curdi_tuning {
     uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
     uint64_t streaming_upload_min;     /* CURD_STREAMING_UPLOAD_MIN */
     /* A single upload from pageable memory of at most this many bytes goes
-     * to the driver as it is (lib/xfer.h,
+     * to the driver as it is (lib/transfer/plan.h,
      * curdi_xfer_plan_pageable_direct); 0: never. */
     uint64_t pageable_direct_max;      /* CURD_PAGEABLE_DIRECT_MAX */
     /* Microseconds a transfer's final wait polls the word its stream
-     * writes before it waits in the driver (lib/beacon.h); 0: it waits in
+     * writes before it waits in the driver (lib/core/fence.h); 0: it waits in
      * the driver at once. */
     uint64_t fence_spin_us;           /* CURD_FENCE_SPIN_US */
     /* Bytes of the landing area that the staging slots of downloads into
-     * pageable memory take turns over (lib/landing.h); 0: they stage
+     * pageable memory take turns over (lib/memory/landing.h); 0: they stage
      * through the pinned pool. */
     uint64_t landing_bytes;            /* CURD_LANDING_BYTES */
 } curdi_tuning;
@@ -132,7 +132,7 @@ typedef struct curdi_tuning {
  * the H100 host; 1 MiB downloads are copied by the caller and 6 copy
  * threads), so a place's lines have left those caches by the time the
  * turns come back to it; a landing takes at most a quarter
- * (lib/landing.h). Measured there with curd (medians of 300 downloads
+ * (lib/memory/landing.h). Measured there with curd (medians of 300 downloads
  * into malloc memory, three rounds; no landing / 4 MiB / 16 MiB):
  * 256 KiB 29.9-30.4 / 28.1-28.2 / 25.4-28.5 us, 512 KiB 55.1-55.8 /
  * 47.2-50.5 / 43.1-50.2 us, 1 MiB 87.3-104 / 81.6-87.9 / 60.2-70.6 us;

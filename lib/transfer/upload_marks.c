@@ -1,13 +1,13 @@
-/* fence.c - marks held until a fence (see fence.h). */
-#include "fence.h"
+/* upload_marks.c - marks held until a fence (see upload_marks.h). */
+#include "transfer/upload_marks.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "core.h"
-#include "hostreg.h"
-#include "resident.h"
-#include "status.h"
+#include "core/core.h"
+#include "transfer/host_register.h"
+#include "memory/resident.h"
+#include "base/status.h"
 
 /* An asynchronous upload not yet completed by a wait on its stream. */
 typedef struct curdi_upload_mark {
@@ -16,7 +16,7 @@ typedef struct curdi_upload_mark {
     uint64_t serial;     /* enqueue order */
 } curdi_upload_mark;
 
-struct curdi_fence_room {
+struct curdi_upload_marks_room {
     pthread_mutex_t lock;
     curdi_upload_mark *marks; /* in enqueue order */
     size_t mark_count;
@@ -27,9 +27,9 @@ struct curdi_fence_room {
     uint64_t next_serial;
 };
 
-curd_status curdi_fence_open(curd_device *device)
+curd_status curdi_upload_marks_open(curd_device *device)
 {
-    struct curdi_fence_room *fence = calloc(1, sizeof *fence);
+    struct curdi_upload_marks_room *fence = calloc(1, sizeof *fence);
     if (fence == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's fence state."
@@ -41,25 +41,25 @@ curd_status curdi_fence_open(curd_device *device)
                           " Fix: free system resources.");
     }
     fence->next_serial = 1;
-    device->fence = fence;
+    device->upload_marks = fence;
     return CURD_OK;
 }
 
-void curdi_fence_close(curd_device *device)
+void curdi_upload_marks_close(curd_device *device)
 {
-    if (device == NULL || device->fence == NULL)
+    if (device == NULL || device->upload_marks == NULL)
         return;
-    free(device->fence->marks);
-    pthread_mutex_destroy(&device->fence->lock);
-    free(device->fence);
-    device->fence = NULL;
+    free(device->upload_marks->marks);
+    pthread_mutex_destroy(&device->upload_marks->lock);
+    free(device->upload_marks);
+    device->upload_marks = NULL;
 }
 
-curd_status curdi_fence_upload_reserve(curd_device *device, const void *src,
+curd_status curdi_upload_marks_reserve(curd_device *device, const void *src,
                                        size_t byte_len, const char *what,
                                        uintptr_t *out_range_key)
 {
-    struct curdi_fence_room *fence = device->fence;
+    struct curdi_upload_marks_room *fence = device->upload_marks;
     /* Room for the mark first, so nothing can fail after the copy is
      * enqueued. */
     pthread_mutex_lock(&fence->lock);
@@ -77,23 +77,23 @@ curd_status curdi_fence_upload_reserve(curd_device *device, const void *src,
     }
     fence->marks_reserved++;
     pthread_mutex_unlock(&fence->lock);
-    *out_range_key = curdi_hostreg_use(device, src, byte_len);
+    *out_range_key = curdi_host_register_use(device, src, byte_len);
     return CURD_OK;
 }
 
-void curdi_fence_upload_cancel(curd_device *device, uintptr_t range_key)
+void curdi_upload_marks_cancel(curd_device *device, uintptr_t range_key)
 {
-    struct curdi_fence_room *fence = device->fence;
-    curdi_hostreg_unuse(device, range_key);
+    struct curdi_upload_marks_room *fence = device->upload_marks;
+    curdi_host_register_unuse(device, range_key);
     pthread_mutex_lock(&fence->lock);
     fence->marks_reserved--;
     pthread_mutex_unlock(&fence->lock);
 }
 
-void curdi_fence_upload_commit(curd_device *device, uint64_t buffer_id,
+void curdi_upload_marks_commit(curd_device *device, uint64_t buffer_id,
                                uintptr_t range_key)
 {
-    struct curdi_fence_room *fence = device->fence;
+    struct curdi_upload_marks_room *fence = device->upload_marks;
     pthread_mutex_lock(&fence->lock);
     fence->marks_reserved--;
     fence->marks[fence->mark_count++] =
@@ -101,10 +101,10 @@ void curdi_fence_upload_commit(curd_device *device, uint64_t buffer_id,
     pthread_mutex_unlock(&fence->lock);
 }
 
-bool curdi_fence_upload_pending(curd_device *device,
+bool curdi_upload_marks_pending(curd_device *device,
                                 uint64_t *out_serial_limit)
 {
-    struct curdi_fence_room *fence = device->fence;
+    struct curdi_upload_marks_room *fence = device->upload_marks;
     size_t pending;
     pthread_mutex_lock(&fence->lock);
     *out_serial_limit = fence->next_serial;
@@ -113,9 +113,9 @@ bool curdi_fence_upload_pending(curd_device *device,
     return pending != 0;
 }
 
-void curdi_fence_upload_complete(curd_device *device, uint64_t serial_limit)
+void curdi_upload_marks_complete(curd_device *device, uint64_t serial_limit)
 {
-    struct curdi_fence_room *fence = device->fence;
+    struct curdi_upload_marks_room *fence = device->upload_marks;
     size_t kept = 0;
     /* Everything enqueued before serial_limit is done. Marks are in serial
      * order; a concurrent sync may have taken some. The rooms below take
@@ -124,7 +124,7 @@ void curdi_fence_upload_complete(curd_device *device, uint64_t serial_limit)
     for (size_t index = 0; index < fence->mark_count; index++) {
         curdi_upload_mark *mark = &fence->marks[index];
         if (mark->serial < serial_limit) {
-            curdi_hostreg_unuse(device, mark->range_key);
+            curdi_host_register_unuse(device, mark->range_key);
             curdi_resident_async_end(device, mark->buffer_id);
         } else {
             fence->marks[kept++] = *mark;

@@ -1,4 +1,4 @@
-/* fence.h - the fence room: marks that keep buffers and host ranges in
+/* upload_marks.h - the fence room: marks that keep buffers and host ranges in
  * use until the device work that uses them is known complete.
  *
  * A synchronous call needs no list: it marks what it uses, waits for its
@@ -11,7 +11,7 @@
  *
  * Marks are listed in enqueue order, each with a serial; a wait on the
  * stream completes every mark enqueued before it, so completion names a
- * serial limit rather than marks. Behind curd_device.fence, under one
+ * serial limit rather than marks. Behind curd_device.upload_marks, under one
  * lock never held across a driver call. */
 #ifndef CURD_LIB_FENCE_H
 #define CURD_LIB_FENCE_H
@@ -24,12 +24,12 @@
 
 struct curd_device;
 
-/* Creates dev->fence; no driver call. */
-curd_status curdi_fence_open(struct curd_device *device);
+/* Creates dev->upload_marks; no driver call. */
+curd_status curdi_upload_marks_open(struct curd_device *device);
 /* Frees the list. The marks it still holds die with their rooms (the
  * resident table and the host registry close after it, whatever their
  * marks), and curd_device_close waited for the device first. NULL-safe. */
-void curdi_fence_close(struct curd_device *device);
+void curdi_upload_marks_close(struct curd_device *device);
 
 /* An asynchronous upload of byte_len bytes from src, in three steps around
  * its enqueue. reserve: makes room for its mark (CURD_E_OUT_OF_MEMORY
@@ -37,22 +37,22 @@ void curdi_fence_close(struct curd_device *device);
  * *out_range_key is that range's start, or 0. Then either cancel (the
  * enqueue failed) or commit (it is enqueued: the mark now holds the
  * buffer's asynchronous use and the range until completion). */
-curd_status curdi_fence_upload_reserve(struct curd_device *device,
+curd_status curdi_upload_marks_reserve(struct curd_device *device,
                                        const void *src, size_t byte_len,
                                        const char *what,
                                        uintptr_t *out_range_key);
-void curdi_fence_upload_cancel(struct curd_device *device,
+void curdi_upload_marks_cancel(struct curd_device *device,
                                uintptr_t range_key);
-void curdi_fence_upload_commit(struct curd_device *device, uint64_t buffer_id,
+void curdi_upload_marks_commit(struct curd_device *device, uint64_t buffer_id,
                                uintptr_t range_key);
 /* Whether any upload is in flight; *out_serial_limit marks those enqueued
- * so far, for curdi_fence_upload_complete once a wait on the upload
+ * so far, for curdi_upload_marks_complete once a wait on the upload
  * stream has returned. */
-bool curdi_fence_upload_pending(struct curd_device *device,
+bool curdi_upload_marks_pending(struct curd_device *device,
                                 uint64_t *out_serial_limit);
 /* Releases the marks of every upload enqueued before serial_limit: its
  * range's use and its buffer's asynchronous mark. */
-void curdi_fence_upload_complete(struct curd_device *device,
+void curdi_upload_marks_complete(struct curd_device *device,
                                  uint64_t serial_limit);
 
 #endif

@@ -1,13 +1,13 @@
-/* prepare.c - a transfer's validated items (see prepare.h). */
-#include "prepare.h"
+/* validate.c - a transfer's validated items (see validate.h). */
+#include "transfer/validate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "checked.h"
-#include "copyplan.h"
-#include "status.h"
+#include "base/checked.h"
+#include "transfer/spans.h"
+#include "base/status.h"
 
 void curdi_prepared_release(curd_device *device,
                                    curdi_prepared *prepared)
@@ -35,7 +35,7 @@ const char *curdi_item_what(const curdi_prepared *prepared,
     return scratch;
 }
 
-curd_status curdi_prepare_begin(curdi_prepared *prepared,
+curd_status curdi_validate_begin(curdi_prepared *prepared,
                                        const char *what, bool upload,
                                        bool batch, size_t count)
 {
@@ -64,7 +64,7 @@ curd_status curdi_prepare_begin(curdi_prepared *prepared,
     return CURD_OK;
 }
 
-curd_status curdi_prepare_item_fail(const curdi_prepared *prepared, size_t index,
+curd_status curdi_validate_item_fail(const curdi_prepared *prepared, size_t index,
                         size_t byte_len, const unsigned char *host,
                         size_t capacity)
 {
@@ -100,7 +100,7 @@ curd_status curdi_prepare_item_fail(const curdi_prepared *prepared, size_t index
  * writes them at once) and have no meaningful result: refused.
  * Destinations usually come in address order, each starting at or after
  * the end of the one before, which proves that none overlap without
- * sorting (curdi_prepare_item watched for it); otherwise sort, which also
+ * sorting (curdi_validate_item watched for it); otherwise sort, which also
  * finds the pair to name. */
 static curd_status check_destinations(const curdi_prepared *prepared)
 {
@@ -127,7 +127,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
     curdi_order_sort(spans, spans + prepared->count, used);
     for (size_t index = 1; index < used; index++) {
         const curdi_xfer_item *before = &items[spans[index - 1].index];
-        /* host + byte_len was checked not to wrap by curdi_prepare_item. */
+        /* host + byte_len was checked not to wrap by curdi_validate_item. */
         if ((uintptr_t)items[spans[index].index].host
             < (uintptr_t)before->host + (uintptr_t)before->byte_len) {
             status = curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -147,7 +147,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
 /* After every item's arguments: destinations, then handles (all marked
  * in use, or none), then ranges. On an error, curdi_prepared_release
  * (which the caller calls either way) ends whatever marks were taken. */
-curd_status curdi_prepare_end(curd_device *device,
+curd_status curdi_validate_end(curd_device *device,
                                      curdi_prepared *prepared)
 {
     char scratch[160];

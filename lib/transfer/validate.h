@@ -1,10 +1,10 @@
-/* prepare.h - a transfer's validated items: the checks every transfer
+/* validate.h - a transfer's validated items: the checks every transfer
  * entry point makes before a byte moves, reachable by any room that
  * records transfers (the public transfers in transfer.c today).
  *
- * A call's items are built in three steps: curdi_prepare_begin,
- * curdi_prepare_item for each item (its arguments: NULL host memory,
- * capacity, address-space wrap, the batch total), curdi_prepare_end
+ * A call's items are built in three steps: curdi_validate_begin,
+ * curdi_validate_item for each item (its arguments: NULL host memory,
+ * capacity, address-space wrap, the batch total), curdi_validate_end
  * (download destinations must not overlap; every handle resolved and
  * marked in use, all or none; every range inside its buffer); then always
  * curdi_prepared_release, which ends the marks. Any failure returns a
@@ -17,8 +17,8 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "resident.h"
-#include "xfer.h"
+#include "memory/resident.h"
+#include "transfer/plan.h"
 
 struct curd_device;
 
@@ -61,22 +61,22 @@ typedef struct curdi_prepared {
 
 /* count items (one lives inline: a single transfer allocates nothing).
  * batch: messages name items "<what> item <i>". */
-curd_status curdi_prepare_begin(curdi_prepared *prepared, const char *what,
+curd_status curdi_validate_begin(curdi_prepared *prepared, const char *what,
                                 bool upload, bool batch, size_t count);
-/* Ends the marks curdi_prepare_end took and frees the items. */
+/* Ends the marks curdi_validate_end took and frees the items. */
 void curdi_prepared_release(struct curd_device *device,
                             curdi_prepared *prepared);
 /* Destinations, handles, ranges: see above. */
-curd_status curdi_prepare_end(struct curd_device *device,
+curd_status curdi_validate_end(struct curd_device *device,
                               curdi_prepared *prepared);
 /* "<what>" for a single transfer, "<what> item <i>" in a batch, formatted
  * into scratch only on the way to an error message. */
 const char *curdi_item_what(const curdi_prepared *prepared, size_t index,
                             char *scratch, size_t scratch_len);
-/* The sentence for item `index`, which curdi_prepare_item found bad. Out
+/* The sentence for item `index`, which curdi_validate_item found bad. Out
  * of line and cold: the checks themselves run for every item of every
  * batch. */
-curd_status curdi_prepare_item_fail(const curdi_prepared *prepared,
+curd_status curdi_validate_item_fail(const curdi_prepared *prepared,
                                     size_t index, size_t byte_len,
                                     const unsigned char *host, size_t capacity)
     __attribute__((noinline, cold));
@@ -85,7 +85,7 @@ curd_status curdi_prepare_item_fail(const curdi_prepared *prepared,
  * item index - 1 (the caller checked its buffer and length); the second
  * sets the pitches. Either side must move forward, so a row never wraps
  * back over an earlier one. */
-static inline bool curdi_prepare_next_row(curdi_prepared *prepared,
+static inline bool curdi_validate_next_row(curdi_prepared *prepared,
                                           size_t index, size_t offset,
                                           uintptr_t host, size_t byte_len)
 {
@@ -104,7 +104,7 @@ static inline bool curdi_prepare_next_row(curdi_prepared *prepared,
 
 /* Checks item `index`'s arguments (everything but its handle and range,
  * which need the resident table) and records it. */
-static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
+static inline curd_status curdi_validate_item(curdi_prepared *prepared,
                                              size_t index, uint64_t buffer_id,
                                              size_t offset, size_t byte_len,
                                              unsigned char *host,
@@ -115,7 +115,7 @@ static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
     if ((byte_len != 0 && host == NULL) || byte_len > capacity
         || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
         || byte_len > UINT64_MAX - prepared->total_bytes)
-        return curdi_prepare_item_fail(prepared, index, byte_len, host,
+        return curdi_validate_item_fail(prepared, index, byte_len, host,
                                        capacity);
     prepared->total_bytes += byte_len;
     if (byte_len != 0) {
@@ -134,7 +134,7 @@ static inline curd_status curdi_prepare_item(curdi_prepared *prepared,
                      && (index == 0
                          || (prepared->rows && buffer_id == prepared->ids[0]
                              && byte_len == prepared->items[0].byte_len
-                             && curdi_prepare_next_row(prepared, index, offset,
+                             && curdi_validate_next_row(prepared, index, offset,
                                                        (uintptr_t)host,
                                                        byte_len)));
     prepared->ids[index] = buffer_id;

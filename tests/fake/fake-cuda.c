@@ -51,7 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 #include "fake.h"
 
 #define FAKE_API __attribute__((visibility("default")))

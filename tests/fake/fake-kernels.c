@@ -7,7 +7,7 @@
  * every access by the allocation it lands in (a GPU faults outside it),
  * and is 1-D like the kernels themselves. */
 #include "fake.h"
-#include "gather.h"
+#include "transfer/gather.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -503,10 +503,10 @@ static curdi_cu_result run_hand_fill(const fake_launch *launch,
     return CURDI_CUDA_SUCCESS;
 }
 
-/* lib/gather.cu: curd_gather and curd_scatter, block by block and thread
+/* lib/transfer/gather.cu: curd_gather and curd_scatter, block by block and thread
  * by thread as the GPU runs them, so the grid the library sizes and the
  * kernel's tiling, search and alignment cases are what the tests check.
- * The parameter table is lib/gather.h's. */
+ * The parameter table is lib/transfer/gather.h's. */
 
 /* copy_range and copy_words: what each of the block's threads copies. */
 static void gather_copy_range(uint8_t *dst, const uint8_t *src, uint32_t n,

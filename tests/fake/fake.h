@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cuda_abi.h"
+#include "driver/cuda_abi.h"
 
 #define FAKE_MAX_PARAMS 32
 #define FAKE_NAME_BYTES 128

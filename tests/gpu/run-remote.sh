@@ -99,7 +99,7 @@ elif command -v compute-sanitizer >/dev/null; then
                 # not errors in the programs that load kernels or fill the
                 # device.
                 local api_errors=explicit
-                case $t in test-pool-gpu | test-program | test-dispatch* | test-batch | test-device | test-fault-sweep | test-soak-gpu | test-beacon | test-landing)
+                case $t in test-pool-gpu | test-program | test-dispatch* | test-batch | test-device | test-fault-sweep | test-soak-gpu | test-fence | test-landing)
                     api_errors=no ;;
                 esac
                 args+=(--leak-check full --report-api-errors "$api_errors") ;;

@@ -5,7 +5,7 @@
 #
 #   make kernels-ptx   regenerates tests/kernels/*.ptx from the .cu files
 #                      with the CUDA toolkit's nvcc (NVCC=...), and the
-#                      library's own kernels (lib/*.cu -> lib/*.ptx, the
+#                      library's own kernels (lib/*/*.cu -> lib/*/*.ptx, the
 #                      transfer engine's gather and scatter) the same way.
 #                      The normal build never needs nvcc: it uses the
 #                      committed PTX.
@@ -25,7 +25,7 @@
 
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 PTXAS ?= $(CUDA_HOME)/bin/ptxas
-KERNEL_CU := $(sort $(wildcard tests/kernels/*.cu lib/*.cu))
+KERNEL_CU := $(sort $(wildcard tests/kernels/*.cu lib/*/*.cu))
 KERNEL_PTX := $(sort $(wildcard tests/kernels/*.ptx))
 KERNELS_HEADER := $(BUILD)/tests/kernels/curd-kernels.h
 KERNEL_PTX_ISA := 8.0
@@ -42,9 +42,9 @@ kernels-ptx:
 	    if grep -q '^\.extern \.func' $$ptx; then echo "$$ptx calls an unresolved function" >&2; exit 1; fi; \
 	done
 	$(Q)if command -v $(PTXAS) >/dev/null 2>&1; then \
-	    for ptx in tests/kernels/*.ptx lib/*.ptx; do for arch in sm_75 sm_90; do \
+	    for ptx in tests/kernels/*.ptx lib/*/*.ptx; do for arch in sm_75 sm_90; do \
 	        $(PTXAS) -arch=$$arch $$ptx -o /dev/null || exit 1; done; done; \
-	    echo "  PTXAS   every tests/kernels/*.ptx and lib/*.ptx assembles for sm_75 and sm_90"; fi
+	    echo "  PTXAS   every tests/kernels/*.ptx and lib/*/*.ptx assembles for sm_75 and sm_90"; fi
 
 # Each PTX file becomes one C string, line by line.
 $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk

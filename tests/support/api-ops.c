@@ -451,9 +451,9 @@ static unsigned char *piece_model(const api_world *w, const piece *p)
 
 /* Rows: 32 of 4 KiB at one stride of the large buffer into registered
  * memory at another, and 16 at a third stride into pageable memory, so
- * that each group crosses in one strided DMA (lib/xfer.h). Each group
+ * that each group crosses in one strided DMA (lib/transfer/plan.h). Each group
  * alone is a batch of rows, checked as one range on each side
- * (lib/transfer.c): the first 32 in registered memory, the last 16 in
+ * (lib/transfer/transfer.c): the first 32 in registered memory, the last 16 in
  * pageable memory. */
 #define ROW_PIECES 48u
 #define REGISTERED_ROW_PIECES 32u

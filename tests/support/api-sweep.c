@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "driver.h"
-#include "gather.h"
-#include "program.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "transfer/gather.h"
+#include "launch/program.h"
 #include "support/driver-faults.h"
 #include "support/fake-live.h"
 

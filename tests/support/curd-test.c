@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "driver/driver.h"
 #include "support/driver-faults.h"
 #include "support/fake-live.h"
 

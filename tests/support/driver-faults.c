@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "driver.h"
+#include "driver/driver.h"
 
 static curdi_driver saved_table;
 static curdi_driver *live_table;

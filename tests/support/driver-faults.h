@@ -2,7 +2,7 @@
  * the fuzzers (no GLib: fuzz/ links it too).
  *
  * driver_faults_begin() wraps every entry of the library's driver table
- * (lib/driver.h's test-only interface, reached through libcurd.a) with a
+ * (lib/driver/driver.h's test-only interface, reached through libcurd.a) with a
  * counting wrapper generated from CURDI_CUDA_ENTRY_LIST: from then on
  * driver calls are numbered 1, 2, 3, ... and call number fail_at (0: none)
  * returns cu_result instead of reaching the driver. With only_entry
