@@ -1,7 +1,7 @@
 /* transfer.c - transfers: the public entry points and what they share.
  *
  * Read top to bottom: opening and closing the room, the counters, the
- * engine's driver side (lib/transfer/plan.h runs plans through it), validation,
+ * engine's driver side (lib/transfer/engine.h runs plans through it), validation,
  * then the public synchronous transfers and batches, fills and
  * asynchronous uploads. Validation is lib/transfer/validate.c's, registrations
  * lib/transfer/host_register.c's, the marks of asynchronous uploads lib/transfer/upload_marks.c's, and
@@ -46,6 +46,7 @@
 #include "memory/staging.h"
 #include "base/status.h"
 #include "transfer/tuning.h"
+#include "transfer/engine.h"
 #include "transfer/plan.h"
 
 /* ------------------------------------------------------------------------
@@ -268,7 +269,7 @@ typedef struct curdi_gpu_ops {
     const curdi_driver *driver;
     curd_device *device;
     curdi_cu_stream stream;
-    curdi_cu_event events[CURDI_XFER_SLOTS_MAX];
+    curdi_cu_event events[CURDI_PLAN_SLOTS_MAX];
     /* Gathering plans: the kernels. */
     curdi_gather_kernels kernels;
     /* The copy team sharing the host copies (NULL: the caller copies
@@ -308,7 +309,7 @@ static curd_status gpu_copy(void *context, bool upload,
 }
 
 static curd_status gpu_copy_rows(void *context, bool upload,
-                                 const curdi_xfer_run *run)
+                                 const curdi_plan_rows *run)
 {
     curdi_gpu_ops *gpu = context;
     curdi_cu_memcpy2d copy;
@@ -343,7 +344,7 @@ static curd_status gpu_copy_rows(void *context, bool upload,
 
 static curd_status gpu_gathered(void *context, bool upload,
                                 unsigned char *host, uint64_t byte_len,
-                                const curdi_xfer_piece *pieces, size_t count)
+                                const curdi_engine_piece *pieces, size_t count)
 {
     curdi_gpu_ops *gpu = context;
     (void)byte_len;
@@ -437,10 +438,10 @@ static void stream_drain(const curdi_driver *driver,
 
 /* The chunk size a plan's stream is moved in, under the device's tuning. */
 static uint64_t transfer_chunk_bytes(const curd_device *device,
-                                     const curdi_xfer_plan *plan)
+                                     const curdi_plan *plan)
 {
     const curdi_tuning *tuning = &device->transfer->tuning;
-    return curdi_xfer_chunk_bytes(plan->stream_bytes, tuning->chunk_min_bytes,
+    return curdi_plan_chunk_bytes(plan->stream_bytes, tuning->chunk_min_bytes,
                                   tuning->chunk_max_bytes);
 }
 
@@ -456,20 +457,20 @@ typedef struct row_shape {
  * host memory, leaves one DMA per span. rows: see transfer_run. Context
  * current. */
 static curd_status transfer_plan(curd_device *device,
-                                 const curdi_xfer_item *items, size_t count,
+                                 const curdi_transfer_item *items, size_t count,
                                  const row_shape *rows,
-                                 curdi_xfer_plan *plan,
+                                 curdi_plan *plan,
                                  curdi_gather_kernels *kernels)
 {
     const curdi_gather_policy *policy = &device->transfer->tuning.gather;
     curd_status status;
     if (rows != NULL)
-        return curdi_xfer_plan_rows(items, count, rows->device_pitch,
-                                    rows->host_pitch, plan);
+        return curdi_plan_build_rows(items, count, rows->device_pitch,
+                                     rows->host_pitch, plan);
     if (policy->path == CURDI_PATH_DMA)
         policy = NULL;
-    status = curdi_xfer_plan_build(items, count, policy,
-                                   device->max_copy_pitch, plan);
+    status = curdi_plan_build(items, count, policy,
+                              device->max_copy_pitch, plan);
     if (status != CURD_OK || !plan->gather)
         return status;
     /* Asked only of plans that would gather: it takes a lock. */
@@ -478,11 +479,11 @@ static curd_status transfer_plan(curd_device *device,
                  : curdi_gather_kernels_get(device, kernels);
     if (status == CURD_OK)
         return CURD_OK;
-    curdi_xfer_plan_free(plan);
+    curdi_plan_free(plan);
     if (status != CURD_E_PROGRAM)
         return status;
-    return curdi_xfer_plan_build(items, count, NULL, device->max_copy_pitch,
-                                 plan);
+    return curdi_plan_build(items, count, NULL, device->max_copy_pitch,
+                            plan);
 }
 
 /* Runs validated items whose buffers the caller holds marked: the device
@@ -492,17 +493,17 @@ static curd_status transfer_plan(curd_device *device,
  * (curdi_transfer_rows), whose host extent the caller marked registered
  * (items[0].registered_key) or found not to be (0: staged). */
 static curd_status transfer_run(curd_device *device, const char *what,
-                                bool upload, curdi_xfer_item *items,
+                                bool upload, curdi_transfer_item *items,
                                 size_t count, bool after_uploads,
                                 const row_shape *rows)
 {
     const curdi_tuning *tuning = &device->transfer->tuning;
     const curdi_driver *driver;
-    curdi_xfer_plan plan;
+    curdi_plan plan;
     curdi_gpu_ops gpu;
     curdi_transfer_counts counts;
-    curdi_xfer_result result;
-    curdi_xfer_ops ops = {.copy = gpu_copy,
+    curdi_engine_result result;
+    curdi_engine_ops ops = {.copy = gpu_copy,
                           .copy_rows = gpu_copy_rows,
                           .max_pitch = device->max_copy_pitch,
                           .gathered = gpu_gathered,
@@ -510,10 +511,10 @@ static curd_status transfer_run(curd_device *device, const char *what,
                           .wait = gpu_wait,
                           .finish = gpu_finish,
                           .context = &gpu};
-    unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
-    curdi_staging staging[CURDI_XFER_SLOTS_MAX];
-    curdi_landing landings[CURDI_XFER_SLOTS_MAX];
-    curdi_xfer_staging host_side;
+    unsigned char *slots[CURDI_PLAN_SLOTS_MAX] = {NULL};
+    curdi_staging staging[CURDI_PLAN_SLOTS_MAX];
+    curdi_landing landings[CURDI_PLAN_SLOTS_MAX];
+    curdi_engine_staging host_side;
     uint64_t chunk_count = 0;
     unsigned slots_taken = 0;
     unsigned event_count = 0;
@@ -542,8 +543,8 @@ static curd_status transfer_run(curd_device *device, const char *what,
     if (status != CURD_OK)
         goto done;
     if (upload)
-        (void)curdi_xfer_plan_pageable_direct(&plan, items, count,
-                                              tuning->pageable_direct_max);
+        (void)curdi_plan_pageable_direct(&plan, items, count,
+                                         tuning->pageable_direct_max);
     host_side.slots = slots;
     host_side.piece_bytes = tuning->copy_piece_bytes;
     long_upload = upload && plan.stream_bytes >= tuning->upload_growth_min;
@@ -554,7 +555,7 @@ static curd_status transfer_run(curd_device *device, const char *what,
         /* Straight to registered memory there is nothing to stage. */
         if (plan.gather_host == NULL)
             host_side.slot_count =
-                curdi_xfer_slot_count(chunk_count, tuning->slots);
+                curdi_plan_slot_count(chunk_count, tuning->slots);
         event_count = chunk_count > 1u ? host_side.slot_count : 0u;
         /* A long upload copies through the cache: streaming stores made
          * the 256 MiB one slower, grown or not (doc/PERFORMANCE.md, the
@@ -623,8 +624,8 @@ static curd_status transfer_run(curd_device *device, const char *what,
         events_taken = true;
     }
 
-    status = curdi_xfer_execute(&plan, items, upload, &host_side, &ops,
-                                gpu.team, &result);
+    status = curdi_engine_run(&plan, items, upload, &host_side, &ops,
+                              gpu.team, &result);
     if (status != CURD_OK)
         stream_drain(driver, gpu.stream);
 
@@ -639,7 +640,7 @@ done:
         curdi_stream_release(device, gpu.stream);
     if (rows == NULL)
         curdi_host_register_unuse_items(device, items, count);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     if (status == CURD_OK) {
         memset(&counts, 0, sizeof counts);
         if (upload)
@@ -662,7 +663,7 @@ static bool prepare_first_range(curd_device *device,
                                 const curdi_prepared *prepared,
                                 size_t byte_len, curdi_prepared *one)
 {
-    const curdi_xfer_item *first = &prepared->items[0];
+    const curdi_transfer_item *first = &prepared->items[0];
     curd_status status;
     /* One item: cannot fail. */
     (void)curdi_validate_begin(one, prepared->what, prepared->upload, false,
@@ -716,7 +717,7 @@ static bool curdi_transfer_chain(curd_device *device,
  * each side) is checked as one range on each side, from the first row's
  * start to the last row's end: one handle lookup, one range check and one
  * registration lookup instead of as many as it has items, and a plan
- * without the fusing (lib/transfer/plan.h, curdi_xfer_plan_rows). Every item's own
+ * without the fusing (lib/transfer/plan.h, curdi_plan_build_rows). Every item's own
  * arguments were checked already, and the rows move forward on both
  * sides, so the two ranges hold all of them. Where the host side lies in
  * one registered range the rows cross in one strided DMA straight between
@@ -733,9 +734,9 @@ static bool curdi_transfer_rows(curd_device *device,
                                 const curdi_prepared *prepared,
                                 curd_status *out_status)
 {
-    curdi_xfer_item *items = prepared->items;
-    const curdi_xfer_item *first = &items[0];
-    const curdi_xfer_item *last = &items[prepared->count - 1];
+    curdi_transfer_item *items = prepared->items;
+    const curdi_transfer_item *first = &items[0];
+    const curdi_transfer_item *last = &items[prepared->count - 1];
     row_shape shape = {prepared->row_device_pitch, prepared->row_host_pitch};
     curdi_prepared one;
     size_t device_end;
@@ -743,7 +744,7 @@ static bool curdi_transfer_rows(curd_device *device,
     /* Rows are one DMA; where the tuning gathers even one DMA of their
      * bytes (CURD_TRANSFER_PATH=gather, CURD_GATHER_MIN_SPANS=1), they go
      * through the kernels like any ranges: the planner's business. */
-    if (curdi_xfer_wants_gather(&device->transfer->tuning.gather, 1,
+    if (curdi_plan_wants_gather(&device->transfer->tuning.gather, 1,
                                 prepared->total_bytes)
         || shape.device_pitch > device->max_copy_pitch
         || shape.host_pitch > device->max_copy_pitch

@@ -1,14 +1,15 @@
 /* transfer.h - transfers between caller memory and resident buffers.
  *
- * The public transfers stand on five files, each owning one thing:
+ * The public transfers stand on these files, each owning one thing:
  *
  *  - lib/transfer/copy_team.c: a few worker threads that split a large host memcpy
  *    (into or out of pinned staging) between them. Pure.
- *  - lib/transfer/plan.c: the plan and the engine. A batch's items become fused
- *    spans (lib/transfer/spans.c), each moved directly or through pipelined
- *    staging chunks, gathered on the device when many are small; the
- *    engine reaches the device only through a small table of operations.
- *    Pure, as is lib/transfer/tuning.c, its tunables from the environment.
+ *  - lib/transfer/plan.c: the plan. A batch's items become fused spans
+ *    (lib/transfer/spans.c), each moved directly or through pipelined
+ *    staging chunks, gathered on the device when many are small.
+ *  - lib/transfer/engine.c: runs a plan, reaching the device only through
+ *    a small table of operations. Pure, as are the plan and
+ *    lib/transfer/tuning.c, its tunables from the environment.
  *  - lib/transfer/gather.c: the gather and scatter kernels on a device.
  *  - lib/transfer/validate.c: a call's validated items, their buffers marked in use.
  *  - lib/transfer/upload_marks.c: the marks asynchronous uploads hold until a sync.

@@ -53,7 +53,7 @@ curd_status curdi_validate_begin(curdi_prepared *prepared,
         return CURD_OK;
     }
     /* One block: every field of all three is 64-bit aligned. */
-    status = curdi_xfer_alloc(count,
+    status = curdi_plan_alloc(count,
                               sizeof *prepared->items + sizeof *prepared->uses
                                   + sizeof *prepared->ids,
                               false, (void **)&prepared->items);
@@ -104,7 +104,7 @@ curd_status curdi_validate_item_fail(const curdi_prepared *prepared, size_t inde
  * finds the pair to name. */
 static curd_status check_destinations(const curdi_prepared *prepared)
 {
-    const curdi_xfer_item *items = prepared->items;
+    const curdi_transfer_item *items = prepared->items;
     curdi_order_entry *spans = NULL;
     size_t used = 0;
     curd_status status = CURD_OK;
@@ -112,7 +112,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
         return CURD_OK;
     /* The entries and the sort's scratch: 2 * count entries of 24 bytes
      * take less than the items' own block (88 bytes each). */
-    status = curdi_xfer_alloc(2u * prepared->count, sizeof *spans, false,
+    status = curdi_plan_alloc(2u * prepared->count, sizeof *spans, false,
                               (void **)&spans);
     if (status != CURD_OK)
         return status;
@@ -126,7 +126,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
     }
     curdi_order_sort(spans, spans + prepared->count, used);
     for (size_t index = 1; index < used; index++) {
-        const curdi_xfer_item *before = &items[spans[index - 1].index];
+        const curdi_transfer_item *before = &items[spans[index - 1].index];
         /* host + byte_len was checked not to wrap by curdi_validate_item. */
         if ((uintptr_t)items[spans[index].index].host
             < (uintptr_t)before->host + (uintptr_t)before->byte_len) {
@@ -164,7 +164,7 @@ curd_status curdi_validate_end(curd_device *device,
     prepared->marked = true;
 
     for (size_t index = 0; index < prepared->count; index++) {
-        curdi_xfer_item *item = &prepared->items[index];
+        curdi_transfer_item *item = &prepared->items[index];
         const curdi_resident_use *use = &prepared->uses[index];
         /* offset + byte_len <= byte_len of the buffer without overflow:
          * exactly when curdi_range_check passes, which words the error

@@ -31,7 +31,7 @@ typedef struct curdi_prepared {
     bool batch;       /* items are named "<what> item <i>" */
     size_t count;
     uint64_t total_bytes;
-    curdi_xfer_item *items;
+    curdi_transfer_item *items;
     curdi_resident_use *uses;
     uint64_t *ids;
     /* Downloads: whether the destinations seen so far come in address
@@ -54,7 +54,7 @@ typedef struct curdi_prepared {
     bool rows;
     uint64_t row_device_pitch;
     uint64_t row_host_pitch;
-    curdi_xfer_item one_item;
+    curdi_transfer_item one_item;
     curdi_resident_use one_use;
     uint64_t one_id;
 } curdi_prepared;
@@ -89,7 +89,7 @@ static inline bool curdi_validate_next_row(curdi_prepared *prepared,
                                           size_t index, size_t offset,
                                           uintptr_t host, size_t byte_len)
 {
-    const curdi_xfer_item *before = &prepared->items[index - 1];
+    const curdi_transfer_item *before = &prepared->items[index - 1];
     uint64_t device_pitch = (uint64_t)offset - before->offset;
     uint64_t host_pitch = (uint64_t)(host - (uintptr_t)before->host);
     if (offset <= before->offset || host <= (uintptr_t)before->host)
@@ -110,7 +110,7 @@ static inline curd_status curdi_validate_item(curdi_prepared *prepared,
                                              unsigned char *host,
                                              size_t capacity)
 {
-    curdi_xfer_item *item = &prepared->items[index];
+    curdi_transfer_item *item = &prepared->items[index];
     uintptr_t end;
     if ((byte_len != 0 && host == NULL) || byte_len > capacity
         || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
