@@ -575,3 +575,83 @@ unsigned curdi_plan_slot_count(uint64_t chunk_count, uint64_t max_slots)
         max_slots = CURDI_PLAN_SLOTS_MAX;
     return (unsigned)(chunk_count < max_slots ? chunk_count : max_slots);
 }
+
+/* ------------------------------------------------------------------------
+ * The host side's policy
+ * ---------------------------------------------------------------------- */
+
+void curdi_plan_decide_host(curdi_plan *plan, const curdi_transfer_item *items,
+                            size_t count, bool upload,
+                            const curdi_tuning *tuning,
+                            curdi_plan_host *out_host)
+{
+    memset(out_host, 0, sizeof *out_host);
+    if (upload)
+        (void)curdi_plan_pageable_direct(plan, items, count,
+                                         tuning->pageable_direct_max);
+    out_host->grows_team =
+        upload && plan->stream_bytes >= tuning->upload_growth_min;
+    if (plan->stream_bytes > 0) {
+        out_host->chunk_bytes =
+            curdi_plan_chunk_bytes(plan->stream_bytes,
+                                   tuning->chunk_min_bytes,
+                                   tuning->chunk_max_bytes);
+        out_host->chunk_count =
+            (plan->stream_bytes + out_host->chunk_bytes - 1u)
+            / out_host->chunk_bytes;
+        /* Straight to registered memory there is nothing to stage, and
+         * no host copy to share. */
+        if (plan->gather_host == NULL) {
+            out_host->slot_count =
+                curdi_plan_slot_count(out_host->chunk_count, tuning->slots);
+            out_host->wants_team =
+                plan->stream_bytes >= tuning->copy_parallel_min;
+        }
+        out_host->event_count =
+            out_host->chunk_count > 1u ? out_host->slot_count : 0u;
+        /* A long upload copies through the cache: streaming stores made
+         * the 256 MiB one slower, grown or not (doc/PERFORMANCE.md, the
+         * fifth and ninth runs). */
+        out_host->streaming =
+            upload ? plan->stream_bytes >= tuning->streaming_upload_min
+                         && !out_host->grows_team
+                   : plan->stream_bytes >= tuning->streaming_download_min;
+    }
+    out_host->copy_ops_bound =
+        (uint64_t)plan->span_count + count + out_host->chunk_count;
+}
+
+/* How long a run keeps its team warm (lib/transfer/copy_team.h). */
+#define TEAM_WARM_BASE_NS 50000u
+#define TEAM_WARM_BYTES_PER_NS 4u
+
+void curdi_plan_team_share(const curdi_tuning *tuning, unsigned team_workers,
+                           uint64_t chunk_bytes, uint64_t stream_bytes,
+                           curdi_plan_team *out_team)
+{
+    uint64_t share = chunk_bytes / ((uint64_t)team_workers + 1u);
+    uint64_t pieces;
+    if (share < CURDI_COPY_PIECE_MIN_BYTES)
+        share = CURDI_COPY_PIECE_MIN_BYTES;
+    out_team->piece_bytes = share < tuning->copy_piece_bytes
+                                ? share
+                                : tuning->copy_piece_bytes;
+    pieces = (chunk_bytes + out_team->piece_bytes - 1u)
+             / out_team->piece_bytes;
+    out_team->warm_workers =
+        pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u);
+    out_team->warm_window_ns =
+        TEAM_WARM_BASE_NS + stream_bytes / TEAM_WARM_BYTES_PER_NS;
+}
+
+unsigned curdi_plan_team_growth(const curdi_tuning *tuning, long processors,
+                                unsigned team_workers)
+{
+    long spare = processors - 2 - (long)team_workers;
+    if (spare <= 0)
+        return 0;
+    /* The tuning's bound is CURDI_COPY_THREADS_MAX. */
+    return (uint64_t)spare < tuning->upload_growth_threads
+               ? (unsigned)spare
+               : (unsigned)tuning->upload_growth_threads;
+}

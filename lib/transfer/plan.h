@@ -213,4 +213,70 @@ uint64_t curdi_plan_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
 #define CURDI_PLAN_SLOTS_MAX CURDI_STAGING_SLOTS_MAX
 unsigned curdi_plan_slot_count(uint64_t chunk_count, uint64_t max_slots);
 
+/* ------------------------------------------------------------------------
+ * The host side's policy: how a plan's stream is cut and copied, decided
+ * here so the CPU tests cover it (tests/test-plan.c) and the run only
+ * takes what it says.
+ * ---------------------------------------------------------------------- */
+
+/* What a plan's host side needs under a device's tuning. */
+typedef struct curdi_plan_host {
+    /* The stream in chunks of chunk_bytes (curdi_plan_chunk_bytes),
+     * chunk_count of them (0: nothing staged), cycling through slot_count
+     * staging slots (0 when the plan gathers straight to its registered
+     * memory: nothing to stage), with an event per slot when there is
+     * more than one chunk. */
+    uint64_t chunk_bytes;
+    uint64_t chunk_count;
+    unsigned slot_count;
+    unsigned event_count;
+    /* Host copies use curdi_copy_streaming: a download of at least
+     * streaming_download_min, an upload of at least streaming_upload_min
+     * that is not a long one. */
+    bool streaming;
+    /* The stream is at least copy_parallel_min and has host copies: the
+     * device's copy team shares them. */
+    bool wants_team;
+    /* A long upload (at least upload_growth_min staged): it grows the
+     * team for its own time and copies through the cache. */
+    bool grows_team;
+    /* An upper bound on the DMAs, for the counters' check before the
+     * work: one per span or item, plus one per chunk boundary a span
+     * crosses. */
+    uint64_t copy_ops_bound;
+} curdi_plan_host;
+
+/* Decides the host side of plan, of count items, for an upload or a
+ * download under tuning. An upload's plan of one small item from
+ * pageable memory first becomes direct (curdi_plan_pageable_direct, up
+ * to tuning's pageable_direct_max), so the plan may change. */
+void curdi_plan_decide_host(curdi_plan *plan, const curdi_transfer_item *items,
+                            size_t count, bool upload,
+                            const curdi_tuning *tuning,
+                            curdi_plan_host *out_host);
+
+/* How a run shares its host copies with a copy team of team_workers
+ * threads (the caller copies too). */
+typedef struct curdi_plan_team {
+    /* The size host copies are cut into: the tuning's, or smaller, so
+     * that each worker and the caller get a piece of a small chunk. */
+    uint64_t piece_bytes;
+    /* The workers given pieces (one piece of a chunk is the caller's),
+     * warmed for warm_window_ns: the first DMA's latency and a
+     * pessimistic 4 GB/s for the rest of the stream. */
+    unsigned warm_workers;
+    uint64_t warm_window_ns;
+} curdi_plan_team;
+
+void curdi_plan_team_share(const curdi_tuning *tuning, unsigned team_workers,
+                           uint64_t chunk_bytes, uint64_t stream_bytes,
+                           curdi_plan_team *out_team);
+
+/* The workers a long upload adds to a team of team_workers threads on a
+ * host of processors online: the tuning's, but never so many that the
+ * team, the caller and the rest of the system (one processor) share a
+ * processor. */
+unsigned curdi_plan_team_growth(const curdi_tuning *tuning, long processors,
+                                unsigned team_workers);
+
 #endif
