@@ -135,7 +135,11 @@ curd_status curdi_transfer_counts_check(curd_device *device,
     };
     for (size_t index = 0; index < sizeof checks / sizeof checks[0]; index++) {
         uint64_t sum;
-        uint64_t current = atomic_load(checks[index].counter);
+        uint64_t current;
+        /* Adding nothing cannot pass the limit. */
+        if (checks[index].amount == 0)
+            continue;
+        current = atomic_load(checks[index].counter);
         if (!curdi_u64_add(current, checks[index].amount, &sum))
             return curdi_fail(CURD_E_OVERFLOW,
                               "%s: the statistics counter %s (%" PRIu64
