@@ -97,52 +97,6 @@ static void span_decide(curdi_plan_span *span,
     }
 }
 
-void curdi_plan_rows_start(curdi_plan_rows *run, uint64_t device_key,
-                           uintptr_t host_key, uint64_t device_ptr,
-                           uintptr_t host, uint64_t byte_len)
-{
-    run->device_ptr = device_ptr;
-    run->host = host;
-    run->width = byte_len;
-    run->count = 1;
-    run->device_pitch = 0;
-    run->host_pitch = 0;
-    run->device_key = device_key;
-    run->host_key = host_key;
-}
-
-/* Called for every copy of a plan, twice (the planner and the engine),
- * so the common case is two compares. */
-bool curdi_plan_rows_join(curdi_plan_rows *run, uint64_t device_key,
-                          uintptr_t host_key, uint64_t device_ptr,
-                          uintptr_t host, uint64_t byte_len,
-                          uint64_t max_pitch)
-{
-    if (run->count == 0 || byte_len != run->width
-        || device_key != run->device_key || host_key != run->host_key
-        || host_key == 0)
-        return false;
-    if (run->count >= 2) {
-        if (device_ptr != run->next_device || host != run->next_host)
-            return false;
-    } else {
-        /* The second row sets the pitches. */
-        if (device_ptr <= run->device_ptr || host <= run->host
-            || device_ptr - run->device_ptr < byte_len
-            || device_ptr - run->device_ptr > max_pitch
-            || host - run->host < byte_len || host - run->host > max_pitch)
-            return false;
-        run->device_pitch = device_ptr - run->device_ptr;
-        run->host_pitch = host - run->host;
-    }
-    run->count++;
-    /* Past the end of memory the sums wrap to an address no next row can
-     * have. */
-    run->next_device = device_ptr + run->device_pitch;
-    run->next_host = host + (uintptr_t)run->host_pitch;
-    return true;
-}
-
 bool curdi_plan_wants_gather(const curdi_gather_policy *policy,
                              size_t dma_count, uint64_t span_bytes)
 {
