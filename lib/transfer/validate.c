@@ -402,28 +402,44 @@ curd_status curdi_validate_transfer(curd_device *device,
 }
 
 /* The checks before a batch's items: a device, and items unless there are
- * none (a batch of nothing succeeds at once). */
-static curd_status batch_check(curd_device *device, const char *what,
+ * none (a batch of nothing succeeds at once, holding nothing); then room
+ * for count items. */
+static curd_status batch_begin(curd_device *device, curdi_prepared *prepared,
+                               const char *what, bool upload,
                                const void *items, size_t count)
 {
     curd_status status = curdi_device_check(device, what);
+    memset(prepared, 0, sizeof *prepared);
     if (status == CURD_OK && count != 0 && items == NULL)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: items is NULL but count is %zu. Fix: pass an"
                             " array of count items, or count 0.",
                             what, count);
+    if (status == CURD_OK && count != 0)
+        status = curdi_validate_begin(prepared, what, upload, true, count);
     return status;
+}
+
+/* After a batch's items were checked one by one (status): the prepared
+ * run, or on failure nothing held. */
+static curd_status batch_end(curd_device *device, curdi_prepared *prepared,
+                             curd_status status)
+{
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, prepared);
+        return status;
+    }
+    return prepare_run(device, prepared, false);
 }
 
 curd_status curdi_validate_uploads(curd_device *device,
                                    curdi_prepared *prepared, const char *what,
                                    const curd_upload *items, size_t count)
 {
-    curd_status status = batch_check(device, what, items, count);
-    memset(prepared, 0, sizeof *prepared);
+    curd_status status =
+        batch_begin(device, prepared, what, true, items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_validate_begin(prepared, what, true, true, count);
     /* The library never writes through an upload's source; the item type
      * is shared with downloads, hence the cast. Uploads have no
      * capacity: SIZE_MAX. */
@@ -433,11 +449,7 @@ curd_status curdi_validate_uploads(curd_device *device,
                                      items[index].byte_len,
                                      (unsigned char *)items[index].src,
                                      SIZE_MAX);
-    if (status != CURD_OK) {
-        curdi_prepared_release(device, prepared);
-        return status;
-    }
-    return prepare_run(device, prepared, false);
+    return batch_end(device, prepared, status);
 }
 
 curd_status curdi_validate_downloads(curd_device *device,
@@ -445,19 +457,14 @@ curd_status curdi_validate_downloads(curd_device *device,
                                      const char *what,
                                      const curd_download *items, size_t count)
 {
-    curd_status status = batch_check(device, what, items, count);
-    memset(prepared, 0, sizeof *prepared);
+    curd_status status =
+        batch_begin(device, prepared, what, false, items, count);
     if (status != CURD_OK || count == 0)
         return status;
-    status = curdi_validate_begin(prepared, what, false, true, count);
     for (size_t index = 0; index < count && status == CURD_OK; index++)
         status = curdi_validate_item(prepared, index, items[index].buffer.id,
                                      items[index].offset,
                                      items[index].byte_len, items[index].dst,
                                      items[index].dst_capacity);
-    if (status != CURD_OK) {
-        curdi_prepared_release(device, prepared);
-        return status;
-    }
-    return prepare_run(device, prepared, false);
+    return batch_end(device, prepared, status);
 }
