@@ -64,14 +64,14 @@ typedef struct curdi_prepared {
     /* Whether the items so far continue one another: all non-empty, of
      * one buffer, each starting where the one before ends on the device
      * and in host memory; and where the last one ends on each side
-     * (wrapping: see curdi_transfer_chain). */
+     * (wrapping: see prepare_chain in validate.c). */
     bool chain;
     size_t chain_offset_end;
     uintptr_t chain_host_end;
     /* Whether the items so far are rows: all of one buffer and one
      * non-zero length, each one device pitch and one host pitch after the
      * one before (the second sets the pitches, each at least the length,
-     * so rows never overlap; see curdi_transfer_rows). */
+     * so rows never overlap; see prepare_rows in validate.c). */
     bool rows;
     uint64_t row_device_pitch;
     uint64_t row_host_pitch;
