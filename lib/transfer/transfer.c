@@ -176,6 +176,20 @@ void curdi_transfer_counts_add(curd_device *device,
  * The run of a synchronous transfer
  * ---------------------------------------------------------------------- */
 
+/* What a run of bytes in copy_ops DMAs and fences adds to the counters,
+ * in the direction it moves. */
+static void run_counts(bool upload, uint64_t bytes, uint64_t copy_ops,
+                       uint64_t fences, curdi_transfer_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (upload)
+        out->h2d_bytes = bytes;
+    else
+        out->d2h_bytes = bytes;
+    out->copy_ops = copy_ops;
+    out->fences = fences;
+}
+
 /* Moves validated items and ends them (curdi_run_resources_give_back
  * releases the prepared items too): plan, the counters' check, the
  * resources, the engine, the counters. */
@@ -191,13 +205,8 @@ static curd_status transfer_run(curd_device *device, curdi_prepared *prepared)
     }
     status = curdi_run_plan(device, prepared, &run);
     if (status == CURD_OK) {
-        memset(&counts, 0, sizeof counts);
-        if (prepared->upload)
-            counts.h2d_bytes = run.plan.dma_bytes;
-        else
-            counts.d2h_bytes = run.plan.dma_bytes;
-        counts.copy_ops = run.host.copy_ops_bound;
-        counts.fences = 1;
+        run_counts(prepared->upload, run.plan.dma_bytes,
+                   run.host.copy_ops_bound, 1, &counts);
         status = curdi_transfer_counts_check(device, &counts, prepared->what);
     }
     if (status == CURD_OK)
@@ -207,13 +216,8 @@ static curd_status transfer_run(curd_device *device, curdi_prepared *prepared)
                                   prepared->upload, &run.staging, &run.ops,
                                   run.team, &result);
     if (status == CURD_OK) {
-        memset(&counts, 0, sizeof counts);
-        if (prepared->upload)
-            counts.h2d_bytes = result.dma_bytes;
-        else
-            counts.d2h_bytes = result.dma_bytes;
-        counts.copy_ops = result.dma_ops;
-        counts.fences = result.fences;
+        run_counts(prepared->upload, result.dma_bytes, result.dma_ops,
+                   result.fences, &counts);
         curdi_transfer_counts_add(device, &counts);
     }
     curdi_run_resources_give_back(&run, status);
