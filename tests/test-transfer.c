@@ -1,7 +1,7 @@
 /* test-transfer.c - the transfer plan, the pipelined engine and the copy
  * team, on the CPU.
  *
- * The engine reaches the device only through curdi_xfer_ops. Here those
+ * The engine reaches the device only through curdi_engine_ops. Here those
  * ops stand for a device whose "memory" is host memory and whose DMAs are
  * *deferred*: a copy is queued, and runs only when the engine waits on a
  * later mark or finishes. So an engine that refilled a staging slot before
@@ -19,6 +19,7 @@
 #include "transfer/copy_team.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
+#include "transfer/engine.h"
 #include "transfer/plan.h"
 
 /* ------------------------------------------------------------------------
@@ -32,7 +33,7 @@ typedef struct fake_dma {
     uint64_t device_ptr;
     unsigned char *host;
     uint64_t byte_len; /* of each row */
-    curdi_xfer_piece *pieces;
+    curdi_engine_piece *pieces;
     size_t piece_count;
     /* A strided DMA's rows (1 for a plain one) and their pitches. */
     uint64_t rows;
@@ -47,8 +48,8 @@ typedef struct fake_dma {
 typedef struct fake_device {
     GArray *queue;    /* fake_dma, not yet run */
     size_t ran;       /* entries of queue already run */
-    size_t marks[CURDI_XFER_SLOTS_MAX]; /* queue length at each slot's last mark */
-    bool marked[CURDI_XFER_SLOTS_MAX];
+    size_t marks[CURDI_PLAN_SLOTS_MAX]; /* queue length at each slot's last mark */
+    bool marked[CURDI_PLAN_SLOTS_MAX];
     unsigned finishes;
     unsigned copies;
     unsigned calls;   /* every op, for fault injection */
@@ -62,7 +63,7 @@ typedef struct fake_device {
 static void fake_run_kernel(const fake_dma *kernel)
 {
     for (size_t i = 0; i < kernel->piece_count; i++) {
-        const curdi_xfer_piece *piece = &kernel->pieces[i];
+        const curdi_engine_piece *piece = &kernel->pieces[i];
         void *device = (void *)(uintptr_t)piece->device_ptr;
         unsigned char *staged = kernel->host + piece->stage_offset;
         if (kernel->upload)
@@ -116,7 +117,7 @@ static curd_status fake_copy(void *context, bool upload, uint64_t device_ptr,
 /* A strided DMA, checked as the driver checks one: at least two rows, each
  * pitch between the width and the device's largest. */
 static curd_status fake_copy_rows(void *context, bool upload,
-                                  const curdi_xfer_run *run)
+                                  const curdi_plan_rows *run)
 {
     fake_device *fake = context;
     fake_dma dma = {upload, run->device_ptr, (unsigned char *)run->host,
@@ -140,7 +141,7 @@ static curd_status fake_copy_rows(void *context, bool upload,
  * pieces, a queued operation (and a fault point) like a DMA. */
 static curd_status fake_gathered(void *context, bool upload,
                                  unsigned char *host, uint64_t byte_len,
-                                 const curdi_xfer_piece *pieces, size_t count)
+                                 const curdi_engine_piece *pieces, size_t count)
 {
     fake_device *fake = context;
     fake_dma kernel = {upload, 0, host, byte_len, NULL, count, 1, 0, 0};
@@ -168,7 +169,7 @@ static curd_status fake_mark(void *context, unsigned slot)
     fake_device *fake = context;
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
-    g_assert_cmpuint(slot, <, CURDI_XFER_SLOTS_MAX);
+    g_assert_cmpuint(slot, <, CURDI_PLAN_SLOTS_MAX);
     fake->marks[slot] = fake->queue->len;
     fake->marked[slot] = true;
     return CURD_OK;
@@ -225,7 +226,7 @@ typedef struct scenario {
     unsigned char *arena_ref;   /* downloads: what the arena must hold */
     uintptr_t registered_start; /* [start, end) counts as registered */
     uintptr_t registered_end;
-    curdi_xfer_item *items;
+    curdi_transfer_item *items;
     size_t count;
 } scenario;
 
@@ -272,7 +273,7 @@ static void scenario_make(scenario *s, bool upload, size_t count,
                           + (uintptr_t)g_test_rand_int_range(0, ARENA_BYTES / 2);
     s->registered_end = s->registered_start
                         + (uintptr_t)g_test_rand_int_range(0, ARENA_BYTES / 2);
-    s->items = g_new0(curdi_xfer_item, count);
+    s->items = g_new0(curdi_transfer_item, count);
     s->count = count;
 
     for (size_t i = 0; i < count;) {
@@ -289,7 +290,7 @@ static void scenario_make(scenario *s, bool upload, size_t count,
         if (kind == 3)
             run = (size_t)g_test_rand_int_range(2, 12);
         for (size_t r = 0; r < run && i < count; r++, i++) {
-            curdi_xfer_item *item = &s->items[i];
+            curdi_transfer_item *item = &s->items[i];
             size_t room = s->buffer_len[b] - offset;
             size_t len = room == 0 ? 0
                                    : (size_t)g_test_rand_int_range(0, (gint32)room + 1);
@@ -334,7 +335,7 @@ static void scenario_make(scenario *s, bool upload, size_t count,
 
     if (upload) {
         for (size_t i = 0; i < count; i++) {
-            const curdi_xfer_item *item = &s->items[i];
+            const curdi_transfer_item *item = &s->items[i];
             int b = (int)(item->buffer_key - 0x100u);
             if (item->byte_len > 0)
                 memcpy(s->reference[b] + item->offset, item->host,
@@ -345,7 +346,7 @@ static void scenario_make(scenario *s, bool upload, size_t count,
         curd_test_poison(s->arena, ARENA_BYTES);
         s->arena_ref = g_memdup2(s->arena, ARENA_BYTES);
         for (size_t i = 0; i < count; i++) {
-            const curdi_xfer_item *item = &s->items[i];
+            const curdi_transfer_item *item = &s->items[i];
             int b = (int)(item->buffer_key - 0x100u);
             if (item->byte_len > 0)
                 memcpy(s->arena_ref + (item->host - s->arena),
@@ -365,7 +366,7 @@ static void scenario_check(const scenario *s, bool upload)
 /* The chunk size the library picks by default for a stream. */
 static uint64_t default_chunk(uint64_t stream_bytes)
 {
-    return curdi_xfer_chunk_bytes(stream_bytes, CURDI_CHUNK_MIN_BYTES_DEFAULT,
+    return curdi_plan_chunk_bytes(stream_bytes, CURDI_CHUNK_MIN_BYTES_DEFAULT,
                                   CURDI_CHUNK_MAX_BYTES_DEFAULT);
 }
 
@@ -373,15 +374,15 @@ static uint64_t default_chunk(uint64_t stream_bytes)
  * chunk_bytes (none when it gathers straight to registered memory), host
  * copies in pieces of the default size, streaming stores where the
  * library would use them by default. */
-static curd_status run_plan(const curdi_xfer_plan *plan,
-                            const curdi_xfer_item *items, bool upload,
+static curd_status run_plan(const curdi_plan *plan,
+                            const curdi_transfer_item *items, bool upload,
                             uint64_t chunk_bytes, fake_device *fake,
-                            curdi_copy_team *team, curdi_xfer_result *result)
+                            curdi_copy_team *team, curdi_engine_result *result)
 {
-    unsigned char *slots[CURDI_XFER_SLOTS_MAX] = {NULL};
-    curdi_xfer_staging staging = {slots, 0, chunk_bytes,
+    unsigned char *slots[CURDI_PLAN_SLOTS_MAX] = {NULL};
+    curdi_engine_staging staging = {slots, 0, chunk_bytes,
                                   CURDI_COPY_PIECE_BYTES, false};
-    curdi_xfer_ops ops = {.copy = fake_copy,
+    curdi_engine_ops ops = {.copy = fake_copy,
                           .copy_rows = fake_copy_rows,
                           .max_pitch = fake->max_pitch,
                           .gathered = fake_gathered,
@@ -394,7 +395,7 @@ static curd_status run_plan(const curdi_xfer_plan *plan,
         uint64_t chunks = (plan->stream_bytes + chunk_bytes - 1) / chunk_bytes;
         if (plan->gather_host == NULL)
             staging.slot_count =
-                curdi_xfer_slot_count(chunks, CURDI_STAGING_SLOTS_DEFAULT);
+                curdi_plan_slot_count(chunks, CURDI_STAGING_SLOTS_DEFAULT);
         for (unsigned i = 0; i < staging.slot_count; i++) {
             slots[i] = g_malloc((size_t)chunk_bytes);
             curd_test_poison(slots[i], (size_t)chunk_bytes);
@@ -405,8 +406,8 @@ static curd_status run_plan(const curdi_xfer_plan *plan,
     }
     if (plan->gather)
         fake->chunk_len = chunk_bytes;
-    status = curdi_xfer_execute(plan, items, upload, &staging, &ops, team,
-                                result);
+    status = curdi_engine_run(plan, items, upload, &staging, &ops, team,
+                              result);
     /* What the caller does on failure: drain what was enqueued. */
     fake_run_until(fake, fake->queue->len);
     for (unsigned i = 0; i < staging.slot_count; i++)
@@ -418,11 +419,11 @@ static curd_status run_plan(const curdi_xfer_plan *plan,
  * Tests: the plan
  * ---------------------------------------------------------------------- */
 
-static curdi_xfer_item item_at(uint64_t key, unsigned char *base,
+static curdi_transfer_item item_at(uint64_t key, unsigned char *base,
                                uint64_t offset, uint64_t len,
                                unsigned char *host, uintptr_t registered)
 {
-    curdi_xfer_item item = {key, (uint64_t)(uintptr_t)base, offset, len, host,
+    curdi_transfer_item item = {key, (uint64_t)(uintptr_t)base, offset, len, host,
                             registered};
     return item;
 }
@@ -432,9 +433,9 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
     enum { PIECES = 64, PIECE = 4096 };
     unsigned char *device = g_malloc(PIECES * PIECE);
     unsigned char *dst = g_malloc(PIECES * PIECE);
-    curdi_xfer_item items[PIECES];
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_transfer_item items[PIECES];
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     curd_test_fill_random(device, PIECES * PIECE);
     curd_test_poison(dst, PIECES * PIECE);
@@ -443,7 +444,7 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
         size_t piece = (i * 37u) % PIECES;
         items[i] = item_at(1, device, piece * PIECE, PIECE, dst + piece * PIECE, 0);
     }
-    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_plan_build(items, PIECES, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
     g_assert_cmpuint(plan.stream_bytes, ==, PIECES * PIECE);
@@ -459,7 +460,7 @@ static void test_adjacent_reads_fuse_into_one_staged_span(void)
     g_assert_cmpuint(fake.finishes, ==, 1);
     assert_same_bytes(dst, device, PIECES * PIECE);
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(device);
     g_free(dst);
 }
@@ -473,17 +474,17 @@ static void test_a_small_pageable_upload_goes_to_the_driver_as_it_is(void)
     enum { LEN = 8192 };
     unsigned char *device = g_malloc(2 * LEN);
     unsigned char *src = g_malloc(2 * LEN);
-    curdi_xfer_item items[2];
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_transfer_item items[2];
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     curd_test_fill_random(src, 2 * LEN);
     curd_test_poison(device, 2 * LEN);
     items[0] = item_at(1, device, 0, LEN, src, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, 0, &plan), ==, CURD_OK);
-    g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN - 1));
+    g_assert_cmpint(curdi_plan_build(items, 1, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_false(curdi_plan_pageable_direct(&plan, items, 1, LEN - 1));
     g_assert_cmpuint(plan.stream_bytes, ==, LEN);
-    g_assert_true(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN));
+    g_assert_true(curdi_plan_pageable_direct(&plan, items, 1, LEN));
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT);
     g_assert_true(plan.spans[0].host == src);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
@@ -495,18 +496,18 @@ static void test_a_small_pageable_upload_goes_to_the_driver_as_it_is(void)
     g_assert_cmpuint(result.dma_bytes, ==, LEN);
     assert_same_bytes(device, src, LEN);
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
 
     /* Registered, or two items: left alone. */
     items[0] = item_at(1, device, 0, LEN, src, 7);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 1, NULL, 0, &plan), ==, CURD_OK);
-    g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 1, LEN));
-    curdi_xfer_plan_free(&plan);
+    g_assert_cmpint(curdi_plan_build(items, 1, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_false(curdi_plan_pageable_direct(&plan, items, 1, LEN));
+    curdi_plan_free(&plan);
     items[0] = item_at(1, device, 0, LEN, src, 0);
     items[1] = item_at(1, device, LEN, LEN, src + LEN, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
-    g_assert_false(curdi_xfer_plan_pageable_direct(&plan, items, 2, 4 * LEN));
-    curdi_xfer_plan_free(&plan);
+    g_assert_cmpint(curdi_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_false(curdi_plan_pageable_direct(&plan, items, 2, 4 * LEN));
+    curdi_plan_free(&plan);
     g_free(device);
     g_free(src);
 }
@@ -516,16 +517,16 @@ static void test_registered_run_adjacent_on_both_sides_is_one_direct_dma(void)
     enum { PIECES = 64, PIECE = 4096 };
     unsigned char *device = g_malloc(PIECES * PIECE);
     unsigned char *dst = g_malloc(PIECES * PIECE);
-    curdi_xfer_item items[PIECES];
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_transfer_item items[PIECES];
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     curd_test_fill_random(device, PIECES * PIECE);
     curd_test_poison(dst, PIECES * PIECE);
     for (size_t i = 0; i < PIECES; i++)
         items[i] = item_at(1, device, i * PIECE, PIECE, dst + i * PIECE,
                            (uintptr_t)dst);
-    g_assert_cmpint(curdi_xfer_plan_build(items, PIECES, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_plan_build(items, PIECES, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT);
     g_assert_true(plan.spans[0].host == dst);
@@ -537,7 +538,7 @@ static void test_registered_run_adjacent_on_both_sides_is_one_direct_dma(void)
     g_assert_cmpuint(result.dma_bytes, ==, PIECES * PIECE);
     assert_same_bytes(dst, device, PIECES * PIECE);
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(device);
     g_free(dst);
 }
@@ -546,16 +547,16 @@ static void test_registered_items_in_another_order_are_staged_when_small(void)
 {
     unsigned char *device = g_malloc(3 * 100);
     unsigned char *dst = g_malloc(3 * 100);
-    curdi_xfer_item items[3];
-    curdi_xfer_plan plan;
+    curdi_transfer_item items[3];
+    curdi_plan plan;
     /* Device order 0,1,2 but host order 2,1,0: not one run. */
     for (size_t i = 0; i < 3; i++)
         items[i] = item_at(1, device, i * 100, 100, dst + (2 - i) * 100,
                            (uintptr_t)dst);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_STAGED);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(device);
     g_free(dst);
 }
@@ -566,7 +567,7 @@ static void test_registered_items_in_another_order_are_staged_when_small(void)
  * second in key `second_key` at the same stride; moved through the engine
  * of a device whose largest pitch is max_pitch, every byte compared (the
  * bytes between the rows keep their poison on the side written). With
- * plan_of_rows the plan is curdi_xfer_plan_rows' (the items must then be
+ * plan_of_rows the plan is curdi_plan_build_rows' (the items must then be
  * rows of one key). Returns the DMAs, and the strided ones in *strided. */
 static uint64_t strided_items_move(bool upload, size_t count, size_t len,
                                    size_t device_stride, size_t host_stride,
@@ -579,9 +580,9 @@ static uint64_t strided_items_move(bool upload, size_t count, size_t len,
     unsigned char *device = g_malloc(device_len);
     unsigned char *host = g_malloc(host_len);
     unsigned char *expected = g_malloc(upload ? device_len : host_len);
-    curdi_xfer_item *items = g_new(curdi_xfer_item, count);
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_transfer_item *items = g_new(curdi_transfer_item, count);
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     if (upload) {
         curd_test_poison(device, device_len);
@@ -608,14 +609,14 @@ static uint64_t strided_items_move(bool upload, size_t count, size_t len,
             memcpy(expected + i * host_stride, device_row, len);
     }
     if (plan_of_rows) {
-        g_assert_cmpint(curdi_xfer_plan_rows(items, count, device_stride,
+        g_assert_cmpint(curdi_plan_build_rows(items, count, device_stride,
                                              host_stride, &plan),
                         ==, CURD_OK);
         /* Registered rows are one span, kept inline. */
         g_assert_true((plan.spans == &plan.one_span) == registered);
     } else {
         g_assert_cmpint(
-            curdi_xfer_plan_build(items, count, NULL, max_pitch, &plan), ==,
+            curdi_plan_build(items, count, NULL, max_pitch, &plan), ==,
             CURD_OK);
     }
     fake_init(&fake);
@@ -632,7 +633,7 @@ static uint64_t strided_items_move(bool upload, size_t count, size_t len,
         assert_same_bytes(host, expected, host_len);
     *strided = fake.strided;
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(items);
     g_free(device);
     g_free(host);
@@ -714,15 +715,15 @@ static void test_large_registered_items_move_directly_one_dma_each(void)
     const size_t piece = CURDI_DIRECT_ITEM_MIN_BYTES;
     unsigned char *device = g_malloc(2 * piece);
     unsigned char *src = g_malloc(2 * piece);
-    curdi_xfer_item items[2];
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_transfer_item items[2];
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     curd_test_fill_random(src, 2 * piece);
     /* Swapped on the host: a fused span, not one run. */
     items[0] = item_at(1, device, 0, piece, src + piece, (uintptr_t)src);
     items[1] = item_at(1, device, piece, piece, src, (uintptr_t)src);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 1);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
@@ -733,7 +734,7 @@ static void test_large_registered_items_move_directly_one_dma_each(void)
     assert_same_bytes(device, src + piece, piece);
     assert_same_bytes(device + piece, src, piece);
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(device);
     g_free(src);
 }
@@ -741,25 +742,25 @@ static void test_large_registered_items_move_directly_one_dma_each(void)
 static void test_zero_length_items_get_no_span_and_no_dma(void)
 {
     unsigned char device[16];
-    curdi_xfer_item items[3];
-    curdi_xfer_plan plan;
+    curdi_transfer_item items[3];
+    curdi_plan plan;
     items[0] = item_at(1, device, 0, 0, NULL, 0);
     items[1] = item_at(2, device, 16, 0, NULL, 0);
     items[2] = item_at(1, device, 5, 0, device, 0);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
     g_assert_cmpuint(plan.span_count, ==, 0);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
     g_assert_cmpuint(plan.dma_bytes, ==, 0);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
 }
 
 static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
 {
     unsigned char device[64];
     unsigned char first[40], second[40];
-    curdi_xfer_item items[2];
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_transfer_item items[2];
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     unsigned char expected[64];
     memset(device, 0, sizeof device);
@@ -770,7 +771,7 @@ static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
     memset(expected, 0, sizeof expected);
     memset(expected, 0xAA, 20);
     memset(expected + 20, 0x55, 40);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
+    g_assert_cmpint(curdi_plan_build(items, 2, NULL, 0, &plan), ==, CURD_OK);
     g_assert_true(plan.overlapping);
     g_assert_cmpuint(plan.stream_bytes, ==, 60);
     g_assert_cmpuint(plan.dma_bytes, ==, 60);
@@ -780,7 +781,7 @@ static void test_overlapping_uploads_are_flagged_and_the_later_item_wins(void)
                     CURD_OK);
     assert_same_bytes(device, expected, sizeof device);
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
 }
 
 static void test_chunk_size_policy(void)
@@ -795,34 +796,34 @@ static void test_chunk_size_policy(void)
     g_assert_cmpuint(default_chunk(UINT64_MAX), ==, 8 * mib);
     g_assert_cmpuint(default_chunk(10 * mib + 3) % 4096, ==, 0);
     /* A small minimum pipelines a few hundred KiB in quarters. */
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * 1024, 64 * 1024, 8 * mib), ==,
+    g_assert_cmpuint(curdi_plan_chunk_bytes(256 * 1024, 64 * 1024, 8 * mib), ==,
                      64 * 1024);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * 1024 + 1, 64 * 1024, 8 * mib),
+    g_assert_cmpuint(curdi_plan_chunk_bytes(256 * 1024 + 1, 64 * 1024, 8 * mib),
                      ==, 68 * 1024);
-    g_assert_cmpuint(curdi_xfer_chunk_bytes(256 * mib, mib, 32 * mib), ==,
+    g_assert_cmpuint(curdi_plan_chunk_bytes(256 * mib, mib, 32 * mib), ==,
                      32 * mib);
-    g_assert_cmpuint(curdi_xfer_slot_count(1, 3), ==, 1);
-    g_assert_cmpuint(curdi_xfer_slot_count(2, 3), ==, 2);
-    g_assert_cmpuint(curdi_xfer_slot_count(3, 3), ==, 3);
-    g_assert_cmpuint(curdi_xfer_slot_count(1000, 3), ==, 3);
-    g_assert_cmpuint(curdi_xfer_slot_count(1000, 8), ==, 8);
-    g_assert_cmpuint(curdi_xfer_slot_count(1000, 1000), ==,
-                     CURDI_XFER_SLOTS_MAX);
+    g_assert_cmpuint(curdi_plan_slot_count(1, 3), ==, 1);
+    g_assert_cmpuint(curdi_plan_slot_count(2, 3), ==, 2);
+    g_assert_cmpuint(curdi_plan_slot_count(3, 3), ==, 3);
+    g_assert_cmpuint(curdi_plan_slot_count(1000, 3), ==, 3);
+    g_assert_cmpuint(curdi_plan_slot_count(1000, 8), ==, 8);
+    g_assert_cmpuint(curdi_plan_slot_count(1000, 1000), ==,
+                     CURDI_PLAN_SLOTS_MAX);
 }
 
 static void test_gather_crossover_policy(void)
 {
     curdi_gather_policy policy = {CURDI_PATH_AUTO, 4, 1000};
-    g_assert_false(curdi_xfer_wants_gather(NULL, 100, 100));
-    g_assert_false(curdi_xfer_wants_gather(&policy, 0, 0));
-    g_assert_false(curdi_xfer_wants_gather(&policy, 3, 30));
-    g_assert_true(curdi_xfer_wants_gather(&policy, 4, 4000));
-    g_assert_false(curdi_xfer_wants_gather(&policy, 4, 4004));
+    g_assert_false(curdi_plan_wants_gather(NULL, 100, 100));
+    g_assert_false(curdi_plan_wants_gather(&policy, 0, 0));
+    g_assert_false(curdi_plan_wants_gather(&policy, 3, 30));
+    g_assert_true(curdi_plan_wants_gather(&policy, 4, 4000));
+    g_assert_false(curdi_plan_wants_gather(&policy, 4, 4004));
     policy.path = CURDI_PATH_DMA;
-    g_assert_false(curdi_xfer_wants_gather(&policy, 100, 100));
+    g_assert_false(curdi_plan_wants_gather(&policy, 100, 100));
     policy.path = CURDI_PATH_GATHER;
-    g_assert_true(curdi_xfer_wants_gather(&policy, 1, UINT64_MAX));
-    g_assert_false(curdi_xfer_wants_gather(&policy, 0, 0));
+    g_assert_true(curdi_plan_wants_gather(&policy, 1, UINT64_MAX));
+    g_assert_false(curdi_plan_wants_gather(&policy, 0, 0));
 }
 
 /* ------------------------------------------------------------------------
@@ -841,14 +842,14 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
 {
     for (int round = 0; round < rounds; round++) {
         scenario s;
-        curdi_xfer_plan plan;
-        curdi_xfer_result result;
+        curdi_plan plan;
+        curdi_engine_result result;
         fake_device fake;
         size_t count = (size_t)g_test_rand_int_range(1, (gint32)max_items + 1);
         uint64_t chunk;
         uint64_t expected_bytes = 0;
         scenario_make(&s, upload, count, max_buffer);
-        g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy,
+        g_assert_cmpint(curdi_plan_build(s.items, s.count, policy,
                                               TEST_MAX_PITCH, &plan), ==,
                         CURD_OK);
         for (size_t i = 0; i < plan.span_count; i++)
@@ -875,7 +876,7 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
         if (plan.stream_bytes == 0)
             g_assert_cmpuint(expected_bytes, <=, plan.dma_bytes);
         fake_fini(&fake);
-        curdi_xfer_plan_free(&plan);
+        curdi_plan_free(&plan);
         scenario_free(&s);
     }
 }
@@ -908,11 +909,11 @@ static void test_scattered_reads_into_one_registered_run_gather_straight_there(v
                                 g_malloc(PIECES * STRIDE)};
     unsigned char *dst = g_malloc(2 * PIECES * PIECE);
     unsigned char *expected = g_malloc(2 * PIECES * PIECE);
-    curdi_xfer_item items[2 * PIECES];
+    curdi_transfer_item items[2 * PIECES];
     const curdi_gather_policy policy = {CURDI_PATH_AUTO, 4,
                                         CURDI_GATHER_MAX_SPAN_BYTES_DEFAULT};
-    curdi_xfer_plan plan;
-    curdi_xfer_result result;
+    curdi_plan plan;
+    curdi_engine_result result;
     fake_device fake;
     for (int b = 0; b < 2; b++)
         curd_test_fill_random(device[b], PIECES * STRIDE);
@@ -923,7 +924,7 @@ static void test_scattered_reads_into_one_registered_run_gather_straight_there(v
                            dst + i * PIECE, (uintptr_t)dst);
         memcpy(expected + i * PIECE, device[b] + piece * STRIDE, PIECE);
     }
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, &policy, 0, &plan),
+    g_assert_cmpint(curdi_plan_build(items, 2 * PIECES, &policy, 0, &plan),
                     ==, CURD_OK);
     /* Each piece alone would be one direct DMA. */
     g_assert_true(plan.gather);
@@ -938,14 +939,14 @@ static void test_scattered_reads_into_one_registered_run_gather_straight_there(v
     g_assert_cmpuint(result.fences, ==, 1);
     assert_same_bytes(dst, expected, 2 * PIECES * PIECE);
     fake_fini(&fake);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     /* Without the kernels: one direct DMA per piece. */
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2 * PIECES, NULL, 0, &plan), ==,
+    g_assert_cmpint(curdi_plan_build(items, 2 * PIECES, NULL, 0, &plan), ==,
                     CURD_OK);
     g_assert_false(plan.gather);
     g_assert_cmpuint(plan.stream_bytes, ==, 0);
     g_assert_cmpuint(plan.span_count, ==, 2 * PIECES);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(device[0]);
     g_free(device[1]);
     g_free(dst);
@@ -960,8 +961,8 @@ static void test_the_planner_gathers_many_small_spans_only(void)
     const curdi_gather_policy policy = {CURDI_PATH_AUTO, 4, 64 * 1024};
     unsigned char *device = g_malloc(SPANS * 2 * 128 * 1024);
     unsigned char *host = g_malloc(SPANS * 128 * 1024);
-    curdi_xfer_item items[SPANS];
-    curdi_xfer_plan plan;
+    curdi_transfer_item items[SPANS];
+    curdi_plan plan;
     struct {
         size_t count;
         uint64_t len;
@@ -972,12 +973,12 @@ static void test_the_planner_gathers_many_small_spans_only(void)
         for (size_t i = 0; i < cases[c].count; i++)
             items[i] = item_at(1, device, i * 2 * 128 * 1024, cases[c].len,
                                host + i * cases[c].len, 0);
-        g_assert_cmpint(curdi_xfer_plan_build(items, cases[c].count, &policy, 0, &plan),
+        g_assert_cmpint(curdi_plan_build(items, cases[c].count, &policy, 0, &plan),
                         ==, CURD_OK);
         g_assert_true(plan.gather == cases[c].gather);
         g_assert_null(plan.gather_host);
         g_assert_cmpuint(plan.staged_span_count, ==, cases[c].count);
-        curdi_xfer_plan_free(&plan);
+        curdi_plan_free(&plan);
     }
     /* Registered items of 256 KiB, swapped on the host: one DMA each
      * even when gathering is forced. */
@@ -985,11 +986,11 @@ static void test_the_planner_gathers_many_small_spans_only(void)
                        (uintptr_t)host);
     items[1] = item_at(1, device, 256 * 1024, 256 * 1024, host,
                        (uintptr_t)host);
-    g_assert_cmpint(curdi_xfer_plan_build(items, 2, &policy_gather, 0, &plan), ==,
+    g_assert_cmpint(curdi_plan_build(items, 2, &policy_gather, 0, &plan), ==,
                     CURD_OK);
     g_assert_false(plan.gather);
     g_assert_cmpuint(plan.spans[0].mode, ==, CURDI_SPAN_DIRECT_ITEMS);
-    curdi_xfer_plan_free(&plan);
+    curdi_plan_free(&plan);
     g_free(device);
     g_free(host);
 }
@@ -1005,8 +1006,8 @@ static void test_the_crossover_counts_ranges_at_one_stride_once(void)
     const curdi_gather_policy policy = {CURDI_PATH_AUTO, 4, 64 * 1024};
     unsigned char *device = g_malloc(SPANS * STRIDE);
     unsigned char *host = g_malloc(SPANS * LEN);
-    curdi_xfer_item items[SPANS];
-    curdi_xfer_plan plan;
+    curdi_transfer_item items[SPANS];
+    curdi_plan plan;
     struct {
         uintptr_t registered;
         uint64_t uneven; /* bytes off every other span */
@@ -1024,11 +1025,11 @@ static void test_the_crossover_counts_ranges_at_one_stride_once(void)
                                LEN - (i % 2 == 1 ? cases[c].uneven : 0),
                                host + i * LEN,
                                cases[c].registered ? (uintptr_t)host : 0);
-        g_assert_cmpint(curdi_xfer_plan_build(items, SPANS, &policy,
+        g_assert_cmpint(curdi_plan_build(items, SPANS, &policy,
                                               cases[c].max_pitch, &plan),
                         ==, CURD_OK);
         g_assert_true(plan.gather == cases[c].gather);
-        curdi_xfer_plan_free(&plan);
+        curdi_plan_free(&plan);
     }
     g_free(device);
     g_free(host);
@@ -1044,15 +1045,15 @@ static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
         unsigned char *device = g_malloc(len);
         unsigned char *host = g_malloc(len);
         unsigned char *expected = g_malloc(len);
-        curdi_xfer_item item;
-        curdi_xfer_plan plan;
-        curdi_xfer_result result;
+        curdi_transfer_item item;
+        curdi_plan plan;
+        curdi_engine_result result;
         fake_device fake;
         curd_test_fill_random(device, len);
         curd_test_fill_random(host, len);
         memcpy(expected, upload ? host : device, len);
         item = item_at(9, device, 0, len, host, 0);
-        g_assert_cmpint(curdi_xfer_plan_build(&item, 1, NULL, 0, &plan), ==, CURD_OK);
+        g_assert_cmpint(curdi_plan_build(&item, 1, NULL, 0, &plan), ==, CURD_OK);
         fake_init(&fake);
         g_assert_cmpint(run_plan(&plan, &item, upload, 13, &fake, NULL, &result),
                         ==, CURD_OK);
@@ -1060,7 +1061,7 @@ static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
         g_assert_cmpuint(result.fences, ==, 1);
         assert_same_bytes(upload ? device : host, expected, len);
         fake_fini(&fake);
-        curdi_xfer_plan_free(&plan);
+        curdi_plan_free(&plan);
         g_free(device);
         g_free(host);
         g_free(expected);
@@ -1074,13 +1075,13 @@ static void test_every_failing_op_returns_its_error_and_frees_everything(void)
         const curdi_gather_policy *policy = run < 2 ? NULL : &policy_gather;
         for (unsigned fail_at = 1;; fail_at++) {
             scenario s;
-            curdi_xfer_plan plan;
-            curdi_xfer_result result = {99, 99, 99};
+            curdi_plan plan;
+            curdi_engine_result result = {99, 99, 99};
             fake_device fake;
             curd_status status;
             g_test_rand_int(); /* vary the scenarios a little */
             scenario_make(&s, upload, 12, 2048);
-            g_assert_cmpint(curdi_xfer_plan_build(s.items, s.count, policy,
+            g_assert_cmpint(curdi_plan_build(s.items, s.count, policy,
                                               TEST_MAX_PITCH, &plan), ==,
                             CURD_OK);
             fake_init(&fake);
@@ -1091,7 +1092,7 @@ static void test_every_failing_op_returns_its_error_and_frees_everything(void)
                 g_assert_cmpint(status, ==, CURD_OK);
                 scenario_check(&s, upload);
                 fake_fini(&fake);
-                curdi_xfer_plan_free(&plan);
+                curdi_plan_free(&plan);
                 scenario_free(&s);
                 break;
             }
@@ -1099,7 +1100,7 @@ static void test_every_failing_op_returns_its_error_and_frees_everything(void)
             /* A failed run reports no result. */
             g_assert_cmpuint(result.dma_ops, ==, 99);
             fake_fini(&fake);
-            curdi_xfer_plan_free(&plan);
+            curdi_plan_free(&plan);
             scenario_free(&s);
         }
     }
@@ -1363,9 +1364,9 @@ static void test_large_pipelined_transfer_through_the_team(void)
         unsigned char *device = g_malloc(len);
         unsigned char *host = g_malloc(len);
         unsigned char *expected = g_malloc(len);
-        curdi_xfer_item items[3];
-        curdi_xfer_plan plan;
-        curdi_xfer_result result;
+        curdi_transfer_item items[3];
+        curdi_plan plan;
+        curdi_engine_result result;
         fake_device fake;
         curd_test_fill_random(device, len);
         curd_test_fill_random(host, len);
@@ -1374,7 +1375,7 @@ static void test_large_pipelined_transfer_through_the_team(void)
         items[1] = item_at(1, device, 1000, len - 2000, host + 1000, 0);
         items[2] = item_at(1, device, len - 1000, 1000, host + len - 1000, 0);
         memcpy(expected, upload ? host : device, len);
-        g_assert_cmpint(curdi_xfer_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
+        g_assert_cmpint(curdi_plan_build(items, 3, NULL, 0, &plan), ==, CURD_OK);
         fake_init(&fake);
         g_assert_cmpint(run_plan(&plan, items, upload,
                                  default_chunk(plan.stream_bytes),
@@ -1384,7 +1385,7 @@ static void test_large_pipelined_transfer_through_the_team(void)
         g_assert_cmpuint(result.fences, ==, 1);
         assert_same_bytes(upload ? device : host, expected, len);
         fake_fini(&fake);
-        curdi_xfer_plan_free(&plan);
+        curdi_plan_free(&plan);
         g_free(device);
         g_free(host);
         g_free(expected);

@@ -1,7 +1,7 @@
 /* copy_team.h - a few threads per device that split a large host memcpy.
  *
  * Pure: host threads and memcpy only, no driver. The transfer engine
- * (lib/transfer/plan.c) uses a team to copy into and out of pinned staging at what
+ * (lib/transfer/engine.c) uses a team to copy into and out of pinned staging at what
  * a DMA engine takes, which one core cannot; tests/test-transfer.c drives
  * it on the CPU. */
 #ifndef CURD_LIB_COPYTEAM_H

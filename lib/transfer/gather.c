@@ -209,7 +209,7 @@ curd_status curdi_gather_kernels_get(curd_device *device,
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
                                  unsigned char *stage,
-                                 const curdi_xfer_piece *pieces, size_t count)
+                                 const curdi_engine_piece *pieces, size_t count)
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_function function = to_stage ? kernels->gather : kernels->scatter;
@@ -222,7 +222,7 @@ curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
         size_t batch = count - first < CURDI_GATHER_PIECES
                            ? count - first
                            : CURDI_GATHER_PIECES;
-        const curdi_xfer_piece *last = &pieces[first + batch - 1];
+        const curdi_engine_piece *last = &pieces[first + batch - 1];
         unsigned grid;
         curdi_cu_result cu_result;
         memset(&table, 0, sizeof table);

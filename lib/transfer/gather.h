@@ -33,7 +33,7 @@
 
 #include "driver/cuda_abi.h"
 #include "curd.h"
-#include "transfer/plan.h"
+#include "transfer/engine.h"
 
 struct curd_device;
 
@@ -105,6 +105,6 @@ curd_status curdi_gather_kernels_get(struct curd_device *device,
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
                                  unsigned char *stage,
-                                 const curdi_xfer_piece *pieces, size_t count);
+                                 const curdi_engine_piece *pieces, size_t count);
 
 #endif

@@ -143,7 +143,7 @@ void curdi_host_register_unuse(curd_device *device, uintptr_t key)
 }
 
 void curdi_host_register_unuse_items(curd_device *device,
-                               const curdi_xfer_item *items, size_t count)
+                               const curdi_transfer_item *items, size_t count)
 {
     struct curdi_host_registry *registry = device->host_registry;
     curdi_host_range *hint = NULL;
@@ -163,7 +163,7 @@ void curdi_host_register_unuse_items(curd_device *device,
     pthread_mutex_unlock(&registry->lock);
 }
 
-void curdi_host_register_use_items(curd_device *device, curdi_xfer_item *items,
+void curdi_host_register_use_items(curd_device *device, curdi_transfer_item *items,
                              size_t count)
 {
     struct curdi_host_registry *registry = device->host_registry;
@@ -172,7 +172,7 @@ void curdi_host_register_use_items(curd_device *device, curdi_xfer_item *items,
      * found for one item is a valid hint for the next. */
     pthread_mutex_lock(&registry->lock);
     for (size_t index = 0; index < count; index++) {
-        curdi_xfer_item *item = &items[index];
+        curdi_transfer_item *item = &items[index];
         uintptr_t start = (uintptr_t)item->host;
         curdi_host_range *range;
         /* Most often inside the range of the item before (the checks of

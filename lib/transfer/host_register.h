@@ -29,10 +29,10 @@ void curdi_host_register_close(struct curd_device *device);
 /* Sets each item's registered_key to the start of the registered range
  * that holds its host bytes, marking that range used, or to 0. */
 void curdi_host_register_use_items(struct curd_device *device,
-                             curdi_xfer_item *items, size_t count);
+                             curdi_transfer_item *items, size_t count);
 /* Undoes curdi_host_register_use_items. */
 void curdi_host_register_unuse_items(struct curd_device *device,
-                               const curdi_xfer_item *items, size_t count);
+                               const curdi_transfer_item *items, size_t count);
 /* The same for one host range: the start of the registered range that
  * holds it, now marked used, or 0 (not registered: nothing marked). */
 uintptr_t curdi_host_register_use(struct curd_device *device, const void *host,

@@ -1,8 +1,8 @@
-/* plan.c - the plan and the engine of a transfer (pure, see plan.h).
+/* plan.c - the plan of a transfer (pure, see plan.h).
  *
  * Read top to bottom: the plan (fused spans from lib/transfer/spans.c, each
- * decided direct or staged, staged items laid out in one stream), the
- * chunk policy, then the engine that runs a plan through curdi_xfer_ops. */
+ * decided direct or staged, staged items laid out in one stream), then
+ * the chunk policy. lib/transfer/engine.c runs the plans. */
 #include "transfer/plan.h"
 
 #include <stdlib.h>
@@ -16,7 +16,7 @@
  * The plan
  * ---------------------------------------------------------------------- */
 
-curd_status curdi_xfer_alloc(size_t count, size_t element_bytes, bool zeroed,
+curd_status curdi_plan_alloc(size_t count, size_t element_bytes, bool zeroed,
                              void **out)
 {
     size_t bytes;
@@ -41,7 +41,7 @@ curd_status curdi_xfer_alloc(size_t count, size_t element_bytes, bool zeroed,
     return CURD_OK;
 }
 
-void curdi_xfer_plan_free(curdi_xfer_plan *plan)
+void curdi_plan_free(curdi_plan *plan)
 {
     if (plan == NULL)
         return;
@@ -61,12 +61,12 @@ static int index_compare(const void *left, const void *right)
 
 /* Decides how a span moves (see plan.h); member_bytes is the sum of its
  * members' lengths. */
-static void span_decide(curdi_xfer_span *span,
-                              const curdi_xfer_item *items,
+static void span_decide(curdi_plan_span *span,
+                              const curdi_transfer_item *items,
                               const size_t *members, uint64_t span_offset,
                               uint64_t member_bytes)
 {
-    const curdi_xfer_item *first = &items[members[span->first_member]];
+    const curdi_transfer_item *first = &items[members[span->first_member]];
     uintptr_t key = first->registered_key;
     /* host - offset, wrapping: equal for every member exactly when each
      * member's host bytes sit where the span's layout puts them. */
@@ -74,7 +74,7 @@ static void span_decide(curdi_xfer_span *span,
     bool contiguous = key != 0;
     bool all_registered = key != 0;
     for (size_t index = 0; index < span->member_count; index++) {
-        const curdi_xfer_item *item =
+        const curdi_transfer_item *item =
             &items[members[span->first_member + index]];
         if (item->registered_key == 0)
             all_registered = false;
@@ -97,55 +97,7 @@ static void span_decide(curdi_xfer_span *span,
     }
 }
 
-/* Makes run the one row [device_ptr, + byte_len) <-> [host, + byte_len). */
-static void run_start(curdi_xfer_run *run, uint64_t device_key,
-                      uintptr_t host_key, uint64_t device_ptr, uintptr_t host,
-                      uint64_t byte_len)
-{
-    run->device_ptr = device_ptr;
-    run->host = host;
-    run->width = byte_len;
-    run->count = 1;
-    run->device_pitch = 0;
-    run->host_pitch = 0;
-    run->device_key = device_key;
-    run->host_key = host_key;
-}
-
-/* Adds that copy to run as its next row and returns true when it is one
- * (see curdi_xfer_run; max_pitch 0: nothing joins); otherwise returns
- * false and leaves run as it was. Called for every copy of a plan, twice
- * (the planner and the engine), so the common case is two compares. */
-static bool run_join(curdi_xfer_run *run, uint64_t device_key,
-                     uintptr_t host_key, uint64_t device_ptr, uintptr_t host,
-                     uint64_t byte_len, uint64_t max_pitch)
-{
-    if (run->count == 0 || byte_len != run->width
-        || device_key != run->device_key || host_key != run->host_key
-        || host_key == 0)
-        return false;
-    if (run->count >= 2) {
-        if (device_ptr != run->next_device || host != run->next_host)
-            return false;
-    } else {
-        /* The second row sets the pitches. */
-        if (device_ptr <= run->device_ptr || host <= run->host
-            || device_ptr - run->device_ptr < byte_len
-            || device_ptr - run->device_ptr > max_pitch
-            || host - run->host < byte_len || host - run->host > max_pitch)
-            return false;
-        run->device_pitch = device_ptr - run->device_ptr;
-        run->host_pitch = host - run->host;
-    }
-    run->count++;
-    /* Past the end of memory the sums wrap to an address no next row can
-     * have. */
-    run->next_device = device_ptr + run->device_pitch;
-    run->next_host = host + (uintptr_t)run->host_pitch;
-    return true;
-}
-
-bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
+bool curdi_plan_wants_gather(const curdi_gather_policy *policy,
                              size_t dma_count, uint64_t span_bytes)
 {
     if (policy == NULL || dma_count == 0
@@ -161,7 +113,7 @@ bool curdi_xfer_wants_gather(const curdi_gather_policy *policy,
  * and direct ones small enough that one DMA each costs more than their
  * share of a kernel (every direct one when gathering is forced). Spans
  * moved item by item are large by definition and stay so. */
-static bool span_gatherable(const curdi_xfer_span *span,
+static bool span_gatherable(const curdi_plan_span *span,
                             const curdi_gather_policy *policy)
 {
     if (span->mode == CURDI_SPAN_STAGED)
@@ -178,15 +130,15 @@ static bool span_gatherable(const curdi_xfer_span *span,
 
 /* Counts one more DMA unless the copy joins run, as the engine will move
  * it. */
-static void plan_count_dma(curdi_xfer_run *run, size_t *dmas,
+static void plan_count_dma(curdi_plan_rows *run, size_t *dmas,
                            uint64_t device_key, uintptr_t host_key,
                            uint64_t device_ptr, uintptr_t host,
                            uint64_t byte_len, uint64_t max_pitch)
 {
-    if (run_join(run, device_key, host_key, device_ptr, host, byte_len,
+    if (curdi_plan_rows_join(run, device_key, host_key, device_ptr, host, byte_len,
                  max_pitch))
         return;
-    run_start(run, device_key, host_key, device_ptr, host, byte_len);
+    curdi_plan_rows_start(run, device_key, host_key, device_ptr, host, byte_len);
     (*dmas)++;
 }
 
@@ -194,23 +146,23 @@ static void plan_count_dma(curdi_xfer_run *run, size_t *dmas,
  * spans would take without the kernels: the direct ones one after another
  * and the staged ones through the stream, rows joined. Its gatherable
  * spans then become staged ones, moved by the kernels. */
-static void plan_gather_decide(curdi_xfer_plan *plan,
-                               const curdi_xfer_item *items,
+static void plan_gather_decide(curdi_plan *plan,
+                               const curdi_transfer_item *items,
                                const curdi_gather_policy *policy,
                                uint64_t max_pitch)
 {
     size_t dmas = 0;
     uint64_t candidate_bytes = 0;
     uint64_t stream = 0;
-    curdi_xfer_run direct_run;
-    curdi_xfer_run staged_run;
+    curdi_plan_rows direct_run;
+    curdi_plan_rows staged_run;
     if (policy == NULL)
         return;
     memset(&direct_run, 0, sizeof direct_run);
     memset(&staged_run, 0, sizeof staged_run);
     for (size_t index = 0; index < plan->span_count; index++) {
-        const curdi_xfer_span *span = &plan->spans[index];
-        const curdi_xfer_item *first;
+        const curdi_plan_span *span = &plan->spans[index];
+        const curdi_transfer_item *first;
         if (!span_gatherable(span, policy))
             continue;
         first = &items[plan->members[span->first_member]];
@@ -229,10 +181,10 @@ static void plan_gather_decide(curdi_xfer_plan *plan,
          * refuses as too long. */
         candidate_bytes += span->byte_len;
     }
-    if (!curdi_xfer_wants_gather(policy, dmas, candidate_bytes))
+    if (!curdi_plan_wants_gather(policy, dmas, candidate_bytes))
         return;
     for (size_t index = 0; index < plan->span_count; index++) {
-        curdi_xfer_span *span = &plan->spans[index];
+        curdi_plan_span *span = &plan->spans[index];
         if (!span_gatherable(span, policy))
             continue;
         span->mode = CURDI_SPAN_STAGED;
@@ -246,10 +198,10 @@ static void plan_gather_decide(curdi_xfer_plan *plan,
  * NULL. Every stream byte belongs to some item, so the run [result,
  * result + stream_bytes) is the union of the items' host ranges, all
  * inside that one range. */
-static unsigned char *plan_gather_host(const curdi_xfer_plan *plan,
-                                       const curdi_xfer_item *items)
+static unsigned char *plan_gather_host(const curdi_plan *plan,
+                                       const curdi_transfer_item *items)
 {
-    const curdi_xfer_item *first;
+    const curdi_transfer_item *first;
     uintptr_t delta;
     if (plan->staged_item_count == 0)
         return NULL;
@@ -274,18 +226,18 @@ static unsigned char *plan_gather_host(const curdi_xfer_plan *plan,
 /* Fills the plan's arrays from the fused spans (lib/transfer/spans.c): first
  * each span's device side, member order and mode; then whether the plan
  * gathers; then the stream that the staged spans make, back to back. */
-static curd_status plan_spans(curdi_xfer_plan *plan,
-                              const curdi_xfer_item *items,
+static curd_status plan_spans(curdi_plan *plan,
+                              const curdi_transfer_item *items,
                               const curdi_span_list *fused,
                               const curdi_gather_policy *gather,
                               uint64_t max_pitch)
 {
     uint64_t stream = 0;
     for (size_t index = 0; index < plan->span_count; index++) {
-        curdi_xfer_span *span = &plan->spans[index];
+        curdi_plan_span *span = &plan->spans[index];
         const curdi_copy_span *source = &fused->spans[index];
         const size_t *members = &fused->members[source->first_member];
-        const curdi_xfer_item *first = &items[members[0]];
+        const curdi_transfer_item *first = &items[members[0]];
         curd_status status;
         span->first_member = source->first_member;
         span->member_count = source->member_count;
@@ -313,7 +265,7 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
     plan_gather_decide(plan, items, gather, max_pitch);
 
     for (size_t index = 0; index < plan->span_count; index++) {
-        curdi_xfer_span *span = &plan->spans[index];
+        curdi_plan_span *span = &plan->spans[index];
         const curdi_copy_span *source = &fused->spans[index];
         const size_t *members = &fused->members[source->first_member];
         if (span->mode == CURDI_SPAN_DIRECT_ITEMS)
@@ -346,7 +298,7 @@ static curd_status plan_spans(curdi_xfer_plan *plan,
 
 /* The fused plan of one item, which needs neither a sort nor a block:
  * one span when the item has bytes, none otherwise. */
-static void fuse_one(const curdi_xfer_item *item, curdi_copy_span *span,
+static void fuse_one(const curdi_transfer_item *item, curdi_copy_span *span,
                      size_t *member, curdi_span_list *out)
 {
     memset(out, 0, sizeof *out);
@@ -368,11 +320,11 @@ static void fuse_one(const curdi_xfer_item *item, curdi_copy_span *span,
 }
 
 /* The fused plan of a batch (lib/transfer/spans.c), which it allocates. */
-static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
+static curd_status fuse_batch(const curdi_transfer_item *items, size_t count,
                               curdi_span_list *out)
 {
     curdi_copy_item *copy_items = NULL;
-    curd_status status = curdi_xfer_alloc(count, sizeof *copy_items, false,
+    curd_status status = curdi_plan_alloc(count, sizeof *copy_items, false,
                                           (void **)&copy_items);
     if (status != CURD_OK)
         return status;
@@ -387,7 +339,7 @@ static curd_status fuse_batch(const curdi_xfer_item *items, size_t count,
 }
 
 /* Points the plan's arrays at its storage for one span and one item. */
-static void plan_inline(curdi_xfer_plan *plan)
+static void plan_inline(curdi_plan *plan)
 {
     plan->spans = &plan->one_span;
     plan->item_stream_offset = &plan->one_stream_offset;
@@ -399,7 +351,7 @@ static void plan_inline(curdi_xfer_plan *plan)
  * block for span_count spans and member_count members: the spans, the
  * per-item stream offsets (zeroed), the members and the staged items;
  * 64-bit fields first keep every array aligned. */
-static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
+static curd_status plan_arrays(curdi_plan *plan, size_t count,
                                size_t span_count, size_t member_count)
 {
     size_t block_bytes = 0;
@@ -428,7 +380,7 @@ static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
                               " plan of %zu items. Fix: free host memory or"
                               " split the batch.",
                               block_bytes, count);
-        plan->spans = (curdi_xfer_span *)(void *)block;
+        plan->spans = (curdi_plan_span *)(void *)block;
         plan->item_stream_offset =
             (uint64_t *)(void *)(plan->spans + span_count);
         plan->members = (size_t *)(void *)(plan->item_stream_offset + count);
@@ -439,10 +391,10 @@ static curd_status plan_arrays(curdi_xfer_plan *plan, size_t count,
     return CURD_OK;
 }
 
-curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
-                                  const curdi_gather_policy *gather,
-                                  uint64_t max_pitch,
-                                  curdi_xfer_plan *out_plan)
+curd_status curdi_plan_build(const curdi_transfer_item *items, size_t count,
+                             const curdi_gather_policy *gather,
+                             uint64_t max_pitch,
+                             curdi_plan *out_plan)
 {
     curdi_span_list fused;
     curdi_copy_span one_span;
@@ -465,16 +417,16 @@ curd_status curdi_xfer_plan_build(const curdi_xfer_item *items, size_t count,
     if (count != 1)
         curdi_spans_free(&fused);
     if (status != CURD_OK)
-        curdi_xfer_plan_free(out_plan);
+        curdi_plan_free(out_plan);
     return status;
 }
 
 /* Rows in registered memory: one direct span, the rows' whole extent. */
-static void plan_direct_rows(const curdi_xfer_item *first, uint64_t row_count,
+static void plan_direct_rows(const curdi_transfer_item *first, uint64_t row_count,
                              uint64_t device_pitch, uint64_t host_pitch,
-                             curdi_xfer_plan *plan)
+                             curdi_plan *plan)
 {
-    curdi_xfer_span *span = &plan->one_span;
+    curdi_plan_span *span = &plan->one_span;
     plan_inline(plan);
     plan->span_count = 1;
     span->device_ptr = first->device_base + first->offset;
@@ -485,16 +437,16 @@ static void plan_direct_rows(const curdi_xfer_item *first, uint64_t row_count,
     span->first_member = 0;
     span->member_count = 1;
     plan->dma_bytes = span->byte_len;
-    run_start(&plan->rows, first->buffer_key, first->registered_key,
-              span->device_ptr, (uintptr_t)first->host, first->byte_len);
+    curdi_plan_rows_start(&plan->rows, first->buffer_key, first->registered_key,
+                          span->device_ptr, (uintptr_t)first->host, first->byte_len);
     plan->rows.count = row_count;
     plan->rows.device_pitch = device_pitch;
     plan->rows.host_pitch = host_pitch;
 }
 
-curd_status curdi_xfer_plan_rows(const curdi_xfer_item *items, size_t count,
-                                 uint64_t device_pitch, uint64_t host_pitch,
-                                 curdi_xfer_plan *plan)
+curd_status curdi_plan_build_rows(const curdi_transfer_item *items, size_t count,
+                                  uint64_t device_pitch, uint64_t host_pitch,
+                                  curdi_plan *plan)
 {
     uint64_t width = items[0].byte_len;
     curd_status status;
@@ -512,7 +464,7 @@ curd_status curdi_xfer_plan_rows(const curdi_xfer_item *items, size_t count,
         return status;
     plan->span_count = count;
     for (size_t row = 0; row < count; row++) {
-        curdi_xfer_span *span = &plan->spans[row];
+        curdi_plan_span *span = &plan->spans[row];
         /* row * width < the rows' total, which lies in one buffer. */
         uint64_t stream_offset = (uint64_t)row * width;
         span->device_ptr = items[row].device_base + items[row].offset;
@@ -534,11 +486,11 @@ curd_status curdi_xfer_plan_rows(const curdi_xfer_item *items, size_t count,
     return CURD_OK;
 }
 
-bool curdi_xfer_plan_pageable_direct(curdi_xfer_plan *plan,
-                                     const curdi_xfer_item *items,
-                                     size_t count, uint64_t max_bytes)
+bool curdi_plan_pageable_direct(curdi_plan *plan,
+                                const curdi_transfer_item *items,
+                                size_t count, uint64_t max_bytes)
 {
-    curdi_xfer_span *span = plan->spans;
+    curdi_plan_span *span = plan->spans;
     if (count != 1 || plan->span_count != 1 || plan->gather
         || span->mode != CURDI_SPAN_STAGED || items[0].registered_key != 0
         || items[0].byte_len == 0 || items[0].byte_len > max_bytes)
@@ -553,7 +505,7 @@ bool curdi_xfer_plan_pageable_direct(curdi_xfer_plan *plan,
     return true;
 }
 
-uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
+uint64_t curdi_plan_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
                                 uint64_t max_bytes)
 {
     const uint64_t granule = 4096u;
@@ -571,494 +523,89 @@ uint64_t curdi_xfer_chunk_bytes(uint64_t stream_bytes, uint64_t min_bytes,
     return chunk;
 }
 
-unsigned curdi_xfer_slot_count(uint64_t chunk_count, uint64_t max_slots)
+unsigned curdi_plan_slot_count(uint64_t chunk_count, uint64_t max_slots)
 {
-    if (max_slots > CURDI_XFER_SLOTS_MAX)
-        max_slots = CURDI_XFER_SLOTS_MAX;
+    if (max_slots > CURDI_PLAN_SLOTS_MAX)
+        max_slots = CURDI_PLAN_SLOTS_MAX;
     return (unsigned)(chunk_count < max_slots ? chunk_count : max_slots);
 }
 
 /* ------------------------------------------------------------------------
- * The engine
+ * The host side's policy
  * ---------------------------------------------------------------------- */
 
-typedef struct curdi_engine {
-    const curdi_xfer_plan *plan;
-    const curdi_xfer_item *items;
-    bool upload;
-    unsigned char *const *slots;
-    unsigned slot_count;
-    uint64_t chunk_bytes;
-    uint64_t piece_bytes;
-    bool streaming;
-    const curdi_xfer_ops *ops;
-    curdi_copy_team *team;
-    /* The DMAs not yet enqueued: rows that the next copy may join
-     * (engine_copy), enqueued before anything else reaches the device. */
-    curdi_xfer_run run;
-    uint64_t max_pitch; /* 0: copies never join */
-    curdi_xfer_result result;
-    curdi_copy_piece *pieces; /* scratch for one chunk's host copies */
-    /* Gathering plans: scratch for one chunk's device pieces. */
-    curdi_xfer_piece *chunk_pieces;
-} curdi_engine;
-
-/* A cursor over the staged items in stream order. With no overlaps the
- * items' ends grow with their starts, so skipping those that end before
- * a chunk is exact; with overlaps it is still correct (each item is
- * checked against the chunk), just not minimal. */
-typedef struct curdi_item_cursor {
-    size_t first;
-} curdi_item_cursor;
-
-static uint64_t item_stream_end(const curdi_engine *engine, size_t item)
+void curdi_plan_decide_host(curdi_plan *plan, const curdi_transfer_item *items,
+                            size_t count, bool upload,
+                            const curdi_tuning *tuning,
+                            curdi_plan_host *out_host)
 {
-    return engine->plan->item_stream_offset[item]
-           + engine->items[item].byte_len;
-}
-
-/* Enqueues the rows held back, if any: one DMA, strided when there are
- * several rows. */
-static curd_status engine_flush(curdi_engine *engine)
-{
-    curdi_xfer_run *run = &engine->run;
-    const curdi_xfer_ops *ops = engine->ops;
-    curd_status status;
-    if (run->count == 0)
-        return CURD_OK;
-    if (run->count == 1)
-        status = ops->copy(ops->context, engine->upload, run->device_ptr,
-                           (unsigned char *)run->host, run->width);
-    else
-        status = ops->copy_rows(ops->context, engine->upload, run);
-    if (status == CURD_OK) {
-        engine->result.dma_ops++;
-        /* The rows lie in one buffer: their bytes fit in 64 bits. */
-        engine->result.dma_bytes += run->width * run->count;
-    }
-    run->count = 0;
-    return status;
-}
-
-/* One DMA between [device_ptr, + byte_len) in the buffer device_key and
- * host memory in the area host_key (0: pageable): held back while the
- * next copies may join it into rows (run_join). */
-static curd_status engine_copy(curdi_engine *engine, uint64_t device_key,
-                               uintptr_t host_key, uint64_t device_ptr,
-                               unsigned char *host, uint64_t byte_len)
-{
-    curd_status status;
-    if (run_join(&engine->run, device_key, host_key, device_ptr,
-                 (uintptr_t)host, byte_len, engine->max_pitch))
-        return CURD_OK;
-    status = engine_flush(engine);
-    if (status != CURD_OK)
-        return status;
-    run_start(&engine->run, device_key, host_key, device_ptr,
-              (uintptr_t)host, byte_len);
-    return CURD_OK;
-}
-
-/* ops->mark and ops->wait after the DMAs held back. */
-static curd_status engine_mark(curdi_engine *engine, unsigned slot)
-{
-    curd_status status = engine_flush(engine);
-    if (status != CURD_OK)
-        return status;
-    return engine->ops->mark(engine->ops->context, slot);
-}
-
-static curd_status engine_wait(curdi_engine *engine, unsigned slot)
-{
-    curd_status status = engine_flush(engine);
-    if (status != CURD_OK)
-        return status;
-    return engine->ops->wait(engine->ops->context, slot);
-}
-
-/* The buffer key of a span: its members share the buffer. */
-static uint64_t span_buffer_key(const curdi_engine *engine,
-                                const curdi_xfer_span *span)
-{
-    return engine->items[engine->plan->members[span->first_member]]
-        .buffer_key;
-}
-
-/* Adds host copies of byte_len bytes, cut into team-sized pieces unless
- * `whole`. */
-static void engine_piece(curdi_engine *engine, unsigned char *dst,
-                               const unsigned char *src, uint64_t byte_len,
-                               size_t *count, bool whole)
-{
-    while (byte_len > 0) {
-        uint64_t part = whole || byte_len <= engine->piece_bytes
-                            ? byte_len
-                            : engine->piece_bytes;
-        curdi_copy_piece *piece = &engine->pieces[(*count)++];
-        piece->dst = dst;
-        piece->src = src;
-        piece->byte_len = (size_t)part;
-        dst += part;
-        src += part;
-        byte_len -= part;
-    }
-}
-
-/* The stream bytes of chunk `chunk`: [*out_start, *out_end), the last
- * chunk cut at the stream's end. chunk is below the chunk count, so its
- * start lies below stream_bytes and neither sum can wrap. */
-static void engine_chunk_range(const curdi_engine *engine,
-                                     uint64_t chunk, uint64_t *out_start,
-                                     uint64_t *out_end)
-{
-    uint64_t start = chunk * engine->chunk_bytes;
-    uint64_t end = start + engine->chunk_bytes;
-    *out_start = start;
-    *out_end = end < engine->plan->stream_bytes ? end
-                                                : engine->plan->stream_bytes;
-}
-
-/* Host copies between chunk `chunk` (in slot `slot`) and the caller's
- * memory: into the slot for an upload, out of it for a download. */
-static void engine_host_copy(curdi_engine *engine,
-                                   curdi_item_cursor *cursor, uint64_t chunk,
-                                   unsigned slot)
-{
-    const curdi_xfer_plan *plan = engine->plan;
-    uint64_t chunk_start, chunk_end;
-    engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
-    unsigned char *base = engine->slots[slot];
-    size_t count = 0;
-
-    if (engine->upload && plan->overlapping) {
-        /* Later items win where uploads overlap: copy in item order, one
-         * after another. Rare, so a plain scan of every staged item. */
-        for (size_t index = 0; index < engine->plan->span_count; index++) {
-            const curdi_xfer_span *span = &plan->spans[index];
-            if (span->mode != CURDI_SPAN_STAGED
-                || span->stream_offset >= chunk_end
-                || span->stream_offset + span->byte_len <= chunk_start)
-                continue;
-            for (size_t member = 0; member < span->member_count; member++) {
-                size_t item = plan->members[span->first_member + member];
-                uint64_t start = plan->item_stream_offset[item];
-                uint64_t end = item_stream_end(engine, item);
-                uint64_t from = start > chunk_start ? start : chunk_start;
-                uint64_t to = end < chunk_end ? end : chunk_end;
-                if (from >= to)
-                    continue;
-                /* from - chunk_start < chunk_bytes (the slot's size) and
-                 * from - start < the item's byte_len (its src range). */
-                memcpy(base + (from - chunk_start),
-                       engine->items[item].host + (from - start),
-                       (size_t)(to - from));
-            }
+    memset(out_host, 0, sizeof *out_host);
+    if (upload)
+        (void)curdi_plan_pageable_direct(plan, items, count,
+                                         tuning->pageable_direct_max);
+    out_host->grows_team =
+        upload && plan->stream_bytes >= tuning->upload_growth_min;
+    if (plan->stream_bytes > 0) {
+        out_host->chunk_bytes =
+            curdi_plan_chunk_bytes(plan->stream_bytes,
+                                   tuning->chunk_min_bytes,
+                                   tuning->chunk_max_bytes);
+        out_host->chunk_count =
+            (plan->stream_bytes + out_host->chunk_bytes - 1u)
+            / out_host->chunk_bytes;
+        /* Straight to registered memory there is nothing to stage, and
+         * no host copy to share. */
+        if (plan->gather_host == NULL) {
+            out_host->slot_count =
+                curdi_plan_slot_count(out_host->chunk_count, tuning->slots);
+            out_host->wants_team =
+                plan->stream_bytes >= tuning->copy_parallel_min;
         }
-        return;
+        out_host->event_count =
+            out_host->chunk_count > 1u ? out_host->slot_count : 0u;
+        /* A long upload copies through the cache: streaming stores made
+         * the 256 MiB one slower, grown or not (doc/PERFORMANCE.md, the
+         * fifth and ninth runs). */
+        out_host->streaming =
+            upload ? plan->stream_bytes >= tuning->streaming_upload_min
+                         && !out_host->grows_team
+                   : plan->stream_bytes >= tuning->streaming_download_min;
     }
-
-    while (cursor->first < plan->staged_item_count
-           && item_stream_end(engine,
-                                    plan->staged_items[cursor->first])
-                  <= chunk_start)
-        cursor->first++;
-    for (size_t index = cursor->first; index < plan->staged_item_count;
-         index++) {
-        size_t item = plan->staged_items[index];
-        uint64_t start = plan->item_stream_offset[item];
-        uint64_t end = item_stream_end(engine, item);
-        uint64_t from;
-        uint64_t to;
-        if (start >= chunk_end)
-            break;
-        from = start > chunk_start ? start : chunk_start;
-        to = end < chunk_end ? end : chunk_end;
-        if (from >= to)
-            continue;
-        /* Both sides in bounds as above. Pieces of overlapping downloads
-         * stay whole so the scratch (sized for one piece per item plus the
-         * cuts of one chunk) suffices. */
-        if (engine->upload)
-            engine_piece(engine, base + (from - chunk_start),
-                               engine->items[item].host + (from - start),
-                               to - from, &count, plan->overlapping);
-        else
-            engine_piece(engine, engine->items[item].host + (from - start),
-                               base + (from - chunk_start), to - from, &count,
-                               plan->overlapping);
-    }
-    curdi_copy_team_run(engine->team, engine->pieces, count,
-                        engine->streaming);
+    out_host->copy_ops_bound =
+        (uint64_t)plan->span_count + count + out_host->chunk_count;
 }
 
-/* Moves chunk `chunk` between its host side (slot `slot`, or the
- * registered memory of a plan that gathers straight there) and the
- * spans' device bytes: one DMA per span piece, or, for a gathering plan,
- * one gathered move of the whole chunk. */
-static curd_status engine_chunk_move(curdi_engine *engine,
-                                     size_t *span_cursor, uint64_t chunk,
-                                     unsigned slot)
+/* How long a run keeps its team warm (lib/transfer/copy_team.h). */
+#define TEAM_WARM_BASE_NS 50000u
+#define TEAM_WARM_BYTES_PER_NS 4u
+
+void curdi_plan_team_share(const curdi_tuning *tuning, unsigned team_workers,
+                           uint64_t chunk_bytes, uint64_t stream_bytes,
+                           curdi_plan_team *out_team)
 {
-    const curdi_xfer_plan *plan = engine->plan;
-    uint64_t chunk_start, chunk_end;
-    unsigned char *host;
-    size_t count = 0;
-    curd_status status;
-    engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
-    /* gather_host + chunk_start lies inside the registered run of
-     * stream_bytes (plan.h). */
-    host = plan->gather_host != NULL ? plan->gather_host + chunk_start
-                                     : engine->slots[slot];
-    for (size_t index = *span_cursor; index < plan->span_count; index++) {
-        const curdi_xfer_span *span = &plan->spans[index];
-        curdi_xfer_piece piece;
-        uint64_t span_end;
-        uint64_t from;
-        uint64_t to;
-        if (span->mode != CURDI_SPAN_STAGED)
-            continue;
-        if (span->stream_offset >= chunk_end)
-            break;
-        span_end = span->stream_offset + span->byte_len;
-        if (span_end <= chunk_start) {
-            *span_cursor = index + 1;
-            continue;
-        }
-        from = span->stream_offset > chunk_start ? span->stream_offset
-                                                 : chunk_start;
-        to = span_end < chunk_end ? span_end : chunk_end;
-        /* device_ptr + (from - stream_offset) stays inside the span, which
-         * lies inside a buffer whose range was checked. */
-        piece.device_ptr = span->device_ptr + (from - span->stream_offset);
-        piece.stage_offset = from - chunk_start;
-        piece.byte_len = to - from;
-        if (plan->gather) {
-            /* At most one piece per staged span in a chunk: the scratch
-             * holds staged_span_count of them. */
-            engine->chunk_pieces[count++] = piece;
-            continue;
-        }
-        /* The chunk's host side is one staging slot. */
-        status = engine_copy(engine, span_buffer_key(engine, span),
-                             (uintptr_t)host, piece.device_ptr,
-                             host + piece.stage_offset, piece.byte_len);
-        if (status != CURD_OK)
-            return status;
-    }
-    if (!plan->gather)
-        return CURD_OK;
-    status = engine_flush(engine);
-    if (status != CURD_OK)
-        return status;
-    status = engine->ops->gathered(engine->ops->context, engine->upload, host,
-                                   chunk_end - chunk_start,
-                                   engine->chunk_pieces, count);
-    if (status == CURD_OK) {
-        engine->result.dma_ops++;
-        engine->result.dma_bytes += chunk_end - chunk_start;
-    }
-    return status;
+    uint64_t share = chunk_bytes / ((uint64_t)team_workers + 1u);
+    uint64_t pieces;
+    if (share < CURDI_COPY_PIECE_MIN_BYTES)
+        share = CURDI_COPY_PIECE_MIN_BYTES;
+    out_team->piece_bytes = share < tuning->copy_piece_bytes
+                                ? share
+                                : tuning->copy_piece_bytes;
+    pieces = (chunk_bytes + out_team->piece_bytes - 1u)
+             / out_team->piece_bytes;
+    out_team->warm_workers =
+        pieces - 1u > UINT32_MAX ? UINT32_MAX : (unsigned)(pieces - 1u);
+    out_team->warm_window_ns =
+        TEAM_WARM_BASE_NS + stream_bytes / TEAM_WARM_BYTES_PER_NS;
 }
 
-static curd_status engine_direct(curdi_engine *engine)
+unsigned curdi_plan_team_growth(const curdi_tuning *tuning, long processors,
+                                unsigned team_workers)
 {
-    const curdi_xfer_plan *plan = engine->plan;
-    if (plan->rows.count > 0) {
-        /* Held back like any rows; the final flush sends them. Nothing
-         * was held before the first span. */
-        engine->run = plan->rows;
-        return CURD_OK;
-    }
-    for (size_t index = 0; index < plan->span_count; index++) {
-        const curdi_xfer_span *span = &plan->spans[index];
-        const curdi_xfer_item *first =
-            &engine->items[plan->members[span->first_member]];
-        curd_status status = CURD_OK;
-        if (span->mode == CURDI_SPAN_DIRECT) {
-            /* The span's host side lies in its members' one registered
-             * range (0 for a small pageable upload: never joined). */
-            status = engine_copy(engine, first->buffer_key,
-                                 first->registered_key, span->device_ptr,
-                                 span->host, span->byte_len);
-        } else if (span->mode == CURDI_SPAN_DIRECT_ITEMS) {
-            /* In item order: where uploads overlap, the later one lands
-             * last (one stream runs its copies in order; rows never
-             * overlap one another). */
-            for (size_t member = 0;
-                 member < span->member_count && status == CURD_OK; member++) {
-                const curdi_xfer_item *item =
-                    &engine->items[plan->members[span->first_member + member]];
-                status = engine_copy(engine, item->buffer_key,
-                                     item->registered_key,
-                                     item->device_base + item->offset,
-                                     item->host, item->byte_len);
-            }
-        }
-        if (status != CURD_OK)
-            return status;
-    }
-    return CURD_OK;
-}
-
-static curd_status engine_staged(curdi_engine *engine)
-{
-    const curdi_xfer_plan *plan = engine->plan;
-    uint64_t chunk_count =
-        (plan->stream_bytes + engine->chunk_bytes - 1u) / engine->chunk_bytes;
-    unsigned slot_count = engine->slot_count;
-    curdi_item_cursor fill_cursor = {0};
-    size_t span_cursor = 0;
-    curd_status status;
-
-    if (plan->gather_host != NULL) {
-        /* No pinned staging and no host copies: the kernels move the
-         * chunks straight between the registered memory and the spans, one
-         * after another on the device's queue. */
-        for (uint64_t chunk = 0; chunk < chunk_count; chunk++) {
-            status = engine_chunk_move(engine, &span_cursor, chunk, 0);
-            if (status != CURD_OK)
-                return status;
-        }
-        return CURD_OK;
-    }
-    if (engine->upload) {
-        for (uint64_t chunk = 0; chunk < chunk_count; chunk++) {
-            unsigned slot = (unsigned)(chunk % slot_count);
-            if (chunk >= slot_count) {
-                /* The DMAs of chunk - slot_count read this slot. */
-                status = engine_wait(engine, slot);
-                if (status != CURD_OK)
-                    return status;
-            }
-            engine_host_copy(engine, &fill_cursor, chunk, slot);
-            status = engine_chunk_move(engine, &span_cursor, chunk, slot);
-            if (status != CURD_OK)
-                return status;
-            if (chunk + slot_count < chunk_count) {
-                status = engine_mark(engine, slot);
-                if (status != CURD_OK)
-                    return status;
-            }
-        }
-        return CURD_OK;
-    }
-
-    /* Download: up to slot_count chunks in flight. Chunk k's DMAs go into
-     * slot k % slot_count as soon as the chunk before it in that slot has
-     * been copied out, so while the host copies chunk k out, the DMAs of
-     * the next slot_count - 1 chunks are queued. Every chunk but the last
-     * is marked and waited for; the last one is copied out after the
-     * fence (by the caller of this function, see curdi_xfer_execute). */
-    for (uint64_t chunk = 0, issued = 0; chunk < chunk_count; chunk++) {
-        unsigned slot = (unsigned)(chunk % slot_count);
-        while (issued < chunk_count && issued < chunk + slot_count) {
-            unsigned issue_slot = (unsigned)(issued % slot_count);
-            status = engine_chunk_move(engine, &span_cursor, issued,
-                                             issue_slot);
-            if (status != CURD_OK)
-                return status;
-            if (issued + 1u < chunk_count) {
-                status = engine_mark(engine, issue_slot);
-                if (status != CURD_OK)
-                    return status;
-            }
-            issued++;
-        }
-        if (chunk + 1u == chunk_count)
-            break;
-        status = engine_wait(engine, slot);
-        if (status != CURD_OK)
-            return status;
-        engine_host_copy(engine, &fill_cursor, chunk, slot);
-    }
-    return CURD_OK;
-}
-
-/* Checks that staging fits the plan and allocates the engine's scratch. */
-static curd_status engine_prepare(curdi_engine *engine)
-{
-    const curdi_xfer_plan *plan = engine->plan;
-    size_t capacity;
-    curd_status status;
-    if (plan->stream_bytes == 0)
-        return CURD_OK;
-    if (engine->chunk_bytes == 0
-        || (plan->gather_host == NULL
-            && (engine->slot_count == 0 || engine->piece_bytes == 0))
-        || (plan->gather && engine->ops->gathered == NULL))
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "a staged transfer was started without staging"
-                          " slots, chunks or a gather operation. Fix: pass"
-                          " what the plan needs.");
-    if (plan->gather) {
-        status = curdi_xfer_alloc(plan->staged_span_count,
-                                  sizeof *engine->chunk_pieces, false,
-                                  (void **)&engine->chunk_pieces);
-        if (status != CURD_OK)
-            return status;
-    }
-    if (plan->gather_host != NULL)
-        return CURD_OK;
-    /* One piece per staged item, plus the cuts of one chunk. */
-    capacity = plan->staged_item_count + 1u;
-    if (!plan->overlapping
-        && !curdi_size_add(capacity,
-                           (size_t)(engine->chunk_bytes / engine->piece_bytes)
-                               + 1u,
-                           &capacity))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "a transfer's copy pieces overflow. Fix: split"
-                          " the batch.");
-    return curdi_xfer_alloc(capacity, sizeof *engine->pieces, false,
-                            (void **)&engine->pieces);
-}
-
-curd_status curdi_xfer_execute(const curdi_xfer_plan *plan,
-                               const curdi_xfer_item *items, bool upload,
-                               const curdi_xfer_staging *staging,
-                               const curdi_xfer_ops *ops,
-                               curdi_copy_team *team,
-                               curdi_xfer_result *out_result)
-{
-    curdi_engine engine;
-    curd_status status;
-    memset(&engine, 0, sizeof engine);
-    engine.plan = plan;
-    engine.items = items;
-    engine.upload = upload;
-    engine.slots = staging->slots;
-    engine.slot_count = staging->slot_count;
-    engine.chunk_bytes = staging->chunk_bytes;
-    engine.piece_bytes = staging->piece_bytes;
-    engine.streaming = staging->streaming;
-    engine.ops = ops;
-    engine.team = team;
-
-    engine.max_pitch = ops->copy_rows != NULL ? ops->max_pitch : 0u;
-
-    status = engine_prepare(&engine);
-    if (status == CURD_OK)
-        status = engine_direct(&engine);
-    if (status == CURD_OK && plan->stream_bytes > 0)
-        status = engine_staged(&engine);
-    if (status == CURD_OK)
-        status = engine_flush(&engine);
-    if (status == CURD_OK && engine.result.dma_ops > 0) {
-        status = ops->finish(ops->context);
-        if (status == CURD_OK)
-            engine.result.fences++;
-    }
-    if (status == CURD_OK && !upload && plan->stream_bytes > 0
-        && plan->gather_host == NULL) {
-        uint64_t chunk_count =
-            (plan->stream_bytes + engine.chunk_bytes - 1u) / engine.chunk_bytes;
-        curdi_item_cursor cursor = {0};
-        engine_host_copy(&engine, &cursor, chunk_count - 1u,
-                         (unsigned)((chunk_count - 1u) % engine.slot_count));
-    }
-    free(engine.pieces);
-    free(engine.chunk_pieces);
-    if (status == CURD_OK && out_result != NULL)
-        *out_result = engine.result;
-    return status;
+    long spare = processors - 2 - (long)team_workers;
+    if (spare <= 0)
+        return 0;
+    /* The tuning's bound is CURDI_COPY_THREADS_MAX. */
+    return (uint64_t)spare < tuning->upload_growth_threads
+               ? (unsigned)spare
+               : (unsigned)tuning->upload_growth_threads;
 }

@@ -1,21 +1,29 @@
 /* transfer.h - transfers between caller memory and resident buffers.
  *
- * The public transfers stand on five files, each owning one thing:
+ * The public transfers stand on these files, each owning one thing:
  *
  *  - lib/transfer/copy_team.c: a few worker threads that split a large host memcpy
  *    (into or out of pinned staging) between them. Pure.
- *  - lib/transfer/plan.c: the plan and the engine. A batch's items become fused
- *    spans (lib/transfer/spans.c), each moved directly or through pipelined
- *    staging chunks, gathered on the device when many are small; the
- *    engine reaches the device only through a small table of operations.
- *    Pure, as is lib/transfer/tuning.c, its tunables from the environment.
- *  - lib/transfer/gather.c: the gather and scatter kernels on a device.
- *  - lib/transfer/validate.c: a call's validated items, their buffers marked in use.
+ *  - lib/transfer/plan.c: the plan. A batch's items become fused spans
+ *    (lib/transfer/spans.c), each moved directly or through pipelined
+ *    staging chunks, gathered on the device when many are small; and the
+ *    host side's policy: chunks, slots, streaming stores, the copy team.
+ *  - lib/transfer/engine.c: runs a plan, reaching the device only through
+ *    a small table of operations. Pure, as are the plan and
+ *    lib/transfer/tuning.c, its tunables from the environment.
+ *  - lib/transfer/state.h: the device's transfer state (tuning, counters,
+ *    copy team), behind curd_device.transfer.
+ *  - lib/transfer/validate.c: a call's validation, in one call: its
+ *    items checked, their buffers marked in use, their registered ranges
+ *    looked up.
  *  - lib/transfer/upload_marks.c: the marks asynchronous uploads hold until a sync.
- *  - lib/transfer/transfer.c: the public entry points: the engine's driver side,
- *    staging from the pinned pool, one pooled non-blocking stream,
- *    exactly one fence, telemetry; fills and asynchronous uploads. Its
- *    state (counters, the copy team) is behind curd_device.transfer. */
+ *  - lib/transfer/gather.c: the gather and scatter kernels on a device.
+ *  - lib/transfer/run.c: a synchronous transfer's run: the plan, the
+ *    resources taken in one call and given back in one, and the engine's
+ *    driver side (one pooled non-blocking stream, staging from the pinned
+ *    pool, exactly one fence).
+ *  - lib/transfer/transfer.c: the public entry points and the counters;
+ *    fills and asynchronous uploads. */
 #ifndef CURD_LIB_TRANSFER_H
 #define CURD_LIB_TRANSFER_H
 

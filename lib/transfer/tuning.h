@@ -36,7 +36,7 @@ typedef struct curdi_gather_policy {
 
 typedef struct curdi_tuning {
     curdi_gather_policy gather;
-    /* Staging chunks (lib/transfer/plan.h, curdi_xfer_chunk_bytes): a stream up to
+    /* Staging chunks (lib/transfer/plan.h, curdi_plan_chunk_bytes): a stream up to
      * chunk_min_bytes is one chunk; longer ones are cut into quarters
      * kept between the two. */
     uint64_t chunk_min_bytes;          /* CURD_CHUNK_MIN_BYTES */
@@ -60,7 +60,7 @@ typedef struct curdi_tuning {
     uint64_t streaming_upload_min;     /* CURD_STREAMING_UPLOAD_MIN */
     /* A single upload from pageable memory of at most this many bytes goes
      * to the driver as it is (lib/transfer/plan.h,
-     * curdi_xfer_plan_pageable_direct); 0: never. */
+     * curdi_plan_pageable_direct); 0: never. */
     uint64_t pageable_direct_max;      /* CURD_PAGEABLE_DIRECT_MAX */
     /* Microseconds a transfer's final wait polls the word its stream
      * writes before it waits in the driver (lib/core/fence.h); 0: it waits in

@@ -6,14 +6,24 @@
 #include <string.h>
 
 #include "base/checked.h"
-#include "transfer/spans.h"
 #include "base/status.h"
+#include "core/core.h"
+#include "transfer/host_register.h"
+#include "transfer/spans.h"
 
-void curdi_prepared_release(curd_device *device,
-                                   curdi_prepared *prepared)
+void curdi_prepared_release(curd_device *device, curdi_prepared *prepared)
 {
+    if (prepared->registrations_used) {
+        if (prepared->moved_as_rows)
+            curdi_host_register_unuse(device, prepared->rows_key);
+        else
+            curdi_host_register_unuse_items(device, prepared->items,
+                                            prepared->count);
+    }
+    prepared->registrations_used = false;
     if (prepared->marked)
-        curdi_resident_use_end(device, prepared->uses, prepared->count);
+        curdi_resident_use_end(device, prepared->uses,
+                               prepared->marked_count);
     prepared->marked = false;
     /* One block for all three arrays, starting with the items. */
     if (prepared->items != &prepared->one_item)
@@ -53,7 +63,7 @@ curd_status curdi_validate_begin(curdi_prepared *prepared,
         return CURD_OK;
     }
     /* One block: every field of all three is 64-bit aligned. */
-    status = curdi_xfer_alloc(count,
+    status = curdi_plan_alloc(count,
                               sizeof *prepared->items + sizeof *prepared->uses
                                   + sizeof *prepared->ids,
                               false, (void **)&prepared->items);
@@ -104,7 +114,7 @@ curd_status curdi_validate_item_fail(const curdi_prepared *prepared, size_t inde
  * finds the pair to name. */
 static curd_status check_destinations(const curdi_prepared *prepared)
 {
-    const curdi_xfer_item *items = prepared->items;
+    const curdi_transfer_item *items = prepared->items;
     curdi_order_entry *spans = NULL;
     size_t used = 0;
     curd_status status = CURD_OK;
@@ -112,7 +122,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
         return CURD_OK;
     /* The entries and the sort's scratch: 2 * count entries of 24 bytes
      * take less than the items' own block (88 bytes each). */
-    status = curdi_xfer_alloc(2u * prepared->count, sizeof *spans, false,
+    status = curdi_plan_alloc(2u * prepared->count, sizeof *spans, false,
                               (void **)&spans);
     if (status != CURD_OK)
         return status;
@@ -126,7 +136,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
     }
     curdi_order_sort(spans, spans + prepared->count, used);
     for (size_t index = 1; index < used; index++) {
-        const curdi_xfer_item *before = &items[spans[index - 1].index];
+        const curdi_transfer_item *before = &items[spans[index - 1].index];
         /* host + byte_len was checked not to wrap by curdi_validate_item. */
         if ((uintptr_t)items[spans[index].index].host
             < (uintptr_t)before->host + (uintptr_t)before->byte_len) {
@@ -162,9 +172,10 @@ curd_status curdi_validate_end(curd_device *device,
     if (status != CURD_OK)
         return status;
     prepared->marked = true;
+    prepared->marked_count = prepared->count;
 
     for (size_t index = 0; index < prepared->count; index++) {
-        curdi_xfer_item *item = &prepared->items[index];
+        curdi_transfer_item *item = &prepared->items[index];
         const curdi_resident_use *use = &prepared->uses[index];
         /* offset + byte_len <= byte_len of the buffer without overflow:
          * exactly when curdi_range_check passes, which words the error
@@ -181,3 +192,279 @@ curd_status curdi_validate_end(curd_device *device,
     return CURD_OK;
 }
 
+
+/* ------------------------------------------------------------------------
+ * A synchronous transfer's validation in one call
+ * ---------------------------------------------------------------------- */
+
+/* The one item from the batch's first item's offset and host address,
+ * byte_len long, checked and its buffer marked into *one (allocates
+ * nothing); false, with nothing held, when a check fails (its sentence
+ * would not name the batch's item: the caller then goes item by item). */
+static bool prepare_first_range(curd_device *device,
+                                const curdi_prepared *prepared,
+                                size_t byte_len, curdi_prepared *one)
+{
+    const curdi_transfer_item *first = &prepared->items[0];
+    curd_status status;
+    /* One item: cannot fail. */
+    (void)curdi_validate_begin(one, prepared->what, prepared->upload, false,
+                               1);
+    status = curdi_validate_item(one, 0, first->buffer_key,
+                                 (size_t)first->offset, byte_len, first->host,
+                                 SIZE_MAX);
+    if (status == CURD_OK)
+        status = curdi_validate_end(device, one);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, one);
+        return false;
+    }
+    return true;
+}
+
+/* A batch whose items continue one another (prepared->chain) asks for
+ * exactly the bytes of one item: from the first one's offset and host
+ * address, the batch's total length. Checked as that item, it costs one
+ * handle lookup, one range check and a plan of one instead of as many as
+ * it has items; the planner would have fused it into the same one span
+ * (one DMA, the same counts). Every item's own arguments were checked
+ * already, and the one range holds all of theirs: item i starts at the
+ * first's offset plus the lengths before it, which cannot wrap when the
+ * total's end does not. Items that average CURDI_DIRECT_ITEM_MIN_BYTES
+ * or more are left to the planner, which may move them straight from
+ * registered memory one DMA each (lib/transfer/plan.h); below that it
+ * would stage the span, or move it in one DMA exactly when its host side
+ * lies in one registered range, as it does the one item. Returns false,
+ * having done nothing, when it leaves the batch, or when the one item
+ * fails a check (its sentence would not name the item): the caller then
+ * checks item by item, which words the error. Else the prepared items
+ * are that one item, marked. */
+static bool prepare_chain(curd_device *device, curdi_prepared *prepared)
+{
+    curdi_prepared one;
+    if (prepared->total_bytes > SIZE_MAX
+        || prepared->total_bytes / prepared->count
+               >= CURDI_DIRECT_ITEM_MIN_BYTES
+        || !prepare_first_range(device, prepared,
+                                (size_t)prepared->total_bytes, &one))
+        return false;
+    /* The batch's block held no marks; the one item lives inline, so its
+     * arrays point into *prepared once it moves there. */
+    curdi_prepared_release(device, prepared);
+    *prepared = one;
+    prepared->items = &prepared->one_item;
+    prepared->uses = &prepared->one_use;
+    prepared->ids = &prepared->one_id;
+    return true;
+}
+
+/* A batch of rows (prepared->rows: one buffer, one length, one pitch on
+ * each side) is checked as one range on each side, from the first row's
+ * start to the last row's end: one handle lookup, one range check and one
+ * registration lookup instead of as many as it has items, and a plan
+ * without the fusing (lib/transfer/plan.h, curdi_plan_build_rows). Every
+ * item's own arguments were checked already, and the rows move forward on
+ * both sides, so the two ranges hold all of them. Where the host side
+ * lies in one registered range the rows cross in one strided DMA straight
+ * between the two; otherwise they are staged (a host side partly
+ * registered too: registering all of it, or none, is what pays), and
+ * their DMAs join into rows at the staging side. Either way the planner
+ * would have come to the same DMAs. Contiguous rows are left to the chain
+ * or the planner, which move them in one plain DMA. Returns false, having
+ * done nothing, when it leaves the batch (a pitch past the device's
+ * largest, a tuning that gathers one DMA) or when the device range
+ * fails a check (its sentence would not name the item): the caller then
+ * checks item by item, which words the error. Else the prepared items
+ * are the rows, the one range's mark and registration held. */
+static bool prepare_rows(curd_device *device, curdi_prepared *prepared)
+{
+    curdi_transfer_item *items = prepared->items;
+    const curdi_transfer_item *first = &items[0];
+    const curdi_transfer_item *last = &items[prepared->count - 1];
+    curdi_prepared one;
+    size_t device_end;
+    uintptr_t host_key;
+    /* Rows are one DMA; where the tuning gathers even one DMA of their
+     * bytes (CURD_TRANSFER_PATH=gather, CURD_GATHER_MIN_SPANS=1), they go
+     * through the kernels like any ranges: the planner's business. */
+    if (curdi_plan_wants_gather(&device->transfer->tuning.gather, 1,
+                                prepared->total_bytes)
+        || prepared->row_device_pitch > device->max_copy_pitch
+        || prepared->row_host_pitch > device->max_copy_pitch
+        || (prepared->row_device_pitch == first->byte_len
+            && prepared->row_host_pitch == first->byte_len)
+        || !curdi_size_add((size_t)last->offset, (size_t)last->byte_len,
+                           &device_end)
+        || !prepare_first_range(device, prepared,
+                                device_end - (size_t)first->offset, &one))
+        return false;
+    /* The last row's host end did not wrap (curdi_validate_item). */
+    host_key = curdi_host_register_use(
+        device, first->host,
+        (size_t)((uintptr_t)last->host + (uintptr_t)last->byte_len
+                 - (uintptr_t)first->host));
+    for (size_t row = 0; row < prepared->count; row++) {
+        items[row].device_base = one.items[0].device_base;
+        items[row].registered_key = host_key;
+    }
+    /* The one range's mark moves to the batch, which held none. */
+    prepared->uses[0] = one.uses[0];
+    prepared->marked = true;
+    prepared->marked_count = 1;
+    prepared->after_uploads = one.after_uploads;
+    prepared->moved_as_rows = true;
+    prepared->rows_key = host_key;
+    prepared->registrations_used = true;
+    return true;
+}
+
+/* A whole-buffer transfer whose byte_len is not the buffer's size. */
+static curd_status fail_whole_length(const char *what, size_t byte_len,
+                                     size_t buffer_len)
+{
+    return curdi_fail(CURD_E_RANGE,
+                      "%s: byte_len is %zu but the buffer holds %zu bytes;"
+                      " nothing was moved. Fix: pass exactly the buffer's"
+                      " size, or use the _at/_range form for part of it.",
+                      what, byte_len, buffer_len);
+}
+
+/* A call whose items are recorded, from there to a prepared run: the
+ * shortcuts of chains and rows, else the handles and ranges, then the
+ * registered ranges of what moves. whole: the one item's byte_len must
+ * equal the buffer's size. On failure nothing is held. */
+static curd_status prepare_run(curd_device *device, curdi_prepared *prepared,
+                               bool whole)
+{
+    curd_status status = CURD_OK;
+    /* A chain becomes its one item, marked; its registration below. */
+    bool chained = prepared->chain && prepared->count > 1
+                   && prepare_chain(device, prepared);
+    if (!chained && prepared->rows && prepared->count > 1
+        && prepare_rows(device, prepared))
+        return CURD_OK;
+    if (!chained)
+        status = curdi_validate_end(device, prepared);
+    if (status == CURD_OK && whole
+        && prepared->uses[0].byte_len != prepared->items[0].byte_len)
+        status = fail_whole_length(prepared->what,
+                                   (size_t)prepared->items[0].byte_len,
+                                   prepared->uses[0].byte_len);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, prepared);
+        return status;
+    }
+    if (prepared->total_bytes > 0) {
+        curdi_host_register_use_items(device, prepared->items,
+                                      prepared->count);
+        prepared->registrations_used = true;
+    }
+    return CURD_OK;
+}
+
+/* A whole-buffer transfer promises CURD_E_RANGE for any byte_len but the
+ * buffer's size, even one so large that the host range would wrap, which
+ * curdi_validate_item reported first (status). Looked up on that failure
+ * path only; a stale handle leaves status as it was. */
+static curd_status whole_length_first(curd_device *device, const char *what,
+                                      uint64_t buffer_id, size_t byte_len,
+                                      curd_status status)
+{
+    size_t buffer_len = 0;
+    if (status == CURD_E_OVERFLOW
+        && curdi_resident_length(device, buffer_id, &buffer_len)
+        && buffer_len != byte_len)
+        return fail_whole_length(what, byte_len, buffer_len);
+    return status;
+}
+
+curd_status curdi_validate_transfer(curd_device *device,
+                                    curdi_prepared *prepared,
+                                    const char *what, bool upload, bool whole,
+                                    uint64_t buffer_id, size_t offset,
+                                    size_t byte_len, unsigned char *host,
+                                    size_t capacity)
+{
+    curd_status status = curdi_device_check(device, what);
+    if (status == CURD_OK)
+        status = curdi_validate_begin(prepared, what, upload, false, 1);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_validate_item(prepared, 0, buffer_id, offset, byte_len,
+                                 host, capacity);
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, prepared);
+        return whole ? whole_length_first(device, what, buffer_id, byte_len,
+                                          status)
+                     : status;
+    }
+    return prepare_run(device, prepared, whole);
+}
+
+/* The checks before a batch's items: a device, and items unless there are
+ * none (a batch of nothing succeeds at once, holding nothing); then room
+ * for count items. */
+static curd_status batch_begin(curd_device *device, curdi_prepared *prepared,
+                               const char *what, bool upload,
+                               const void *items, size_t count)
+{
+    curd_status status = curdi_device_check(device, what);
+    memset(prepared, 0, sizeof *prepared);
+    if (status == CURD_OK && count != 0 && items == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: items is NULL but count is %zu. Fix: pass an"
+                            " array of count items, or count 0.",
+                            what, count);
+    if (status == CURD_OK && count != 0)
+        status = curdi_validate_begin(prepared, what, upload, true, count);
+    return status;
+}
+
+/* After a batch's items were checked one by one (status): the prepared
+ * run, or on failure nothing held. */
+static curd_status batch_end(curd_device *device, curdi_prepared *prepared,
+                             curd_status status)
+{
+    if (status != CURD_OK) {
+        curdi_prepared_release(device, prepared);
+        return status;
+    }
+    return prepare_run(device, prepared, false);
+}
+
+curd_status curdi_validate_uploads(curd_device *device,
+                                   curdi_prepared *prepared, const char *what,
+                                   const curd_upload *items, size_t count)
+{
+    curd_status status =
+        batch_begin(device, prepared, what, true, items, count);
+    if (status != CURD_OK || count == 0)
+        return status;
+    /* The library never writes through an upload's source; the item type
+     * is shared with downloads, hence the cast. Uploads have no
+     * capacity: SIZE_MAX. */
+    for (size_t index = 0; index < count && status == CURD_OK; index++)
+        status = curdi_validate_item(prepared, index, items[index].buffer.id,
+                                     items[index].offset,
+                                     items[index].byte_len,
+                                     (unsigned char *)items[index].src,
+                                     SIZE_MAX);
+    return batch_end(device, prepared, status);
+}
+
+curd_status curdi_validate_downloads(curd_device *device,
+                                     curdi_prepared *prepared,
+                                     const char *what,
+                                     const curd_download *items, size_t count)
+{
+    curd_status status =
+        batch_begin(device, prepared, what, false, items, count);
+    if (status != CURD_OK || count == 0)
+        return status;
+    for (size_t index = 0; index < count && status == CURD_OK; index++)
+        status = curdi_validate_item(prepared, index, items[index].buffer.id,
+                                     items[index].offset,
+                                     items[index].byte_len, items[index].dst,
+                                     items[index].dst_capacity);
+    return batch_end(device, prepared, status);
+}

@@ -1,16 +1,26 @@
-/* validate.h - a transfer's validated items: the checks every transfer
- * entry point makes before a byte moves, reachable by any room that
- * records transfers (the public transfers in transfer.c today).
+/* validate.h - a transfer's validation: the checks every transfer entry
+ * point makes before a byte moves, and what they leave a run.
  *
- * A call's items are built in three steps: curdi_validate_begin,
- * curdi_validate_item for each item (its arguments: NULL host memory,
- * capacity, address-space wrap, the batch total), curdi_validate_end
- * (download destinations must not overlap; every handle resolved and
- * marked in use, all or none; every range inside its buffer); then always
- * curdi_prepared_release, which ends the marks. Any failure returns a
- * typed status with its sentence before anything moved or was counted. */
-#ifndef CURD_LIB_PREPARE_H
-#define CURD_LIB_PREPARE_H
+ * A synchronous transfer or batch is validated in one call
+ * (curdi_validate_transfer, curdi_validate_uploads,
+ * curdi_validate_downloads): the device, every item's arguments (NULL
+ * host memory, capacity, address-space wrap, the batch total), download
+ * destinations (no overlap), every handle resolved and marked in use (all
+ * or none), every range inside its buffer, and the registered host
+ * ranges looked up and marked used. What it returns is one prepared run
+ * (curdi_prepared): the items as the run moves them, which a batch whose
+ * items continue one another, or are rows at one pitch, is checked as
+ * (one range, lib/transfer/plan.h), and everything the items hold. Any
+ * failure returns a typed status with its sentence before anything moved
+ * or was counted, holding nothing; on success curdi_prepared_release (or
+ * the run that takes the prepared items, lib/transfer/run.h) ends it.
+ *
+ * The steps one call takes are here too, for the asynchronous upload,
+ * which holds its marks past the call: curdi_validate_begin,
+ * curdi_validate_item for each item, curdi_validate_end (destinations,
+ * handles, ranges), then always curdi_prepared_release. */
+#ifndef CURD_LIB_VALIDATE_H
+#define CURD_LIB_VALIDATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,6 +29,7 @@
 #include "curd.h"
 #include "memory/resident.h"
 #include "transfer/plan.h"
+#include "transfer/state.h"
 
 struct curd_device;
 
@@ -31,7 +42,7 @@ typedef struct curdi_prepared {
     bool batch;       /* items are named "<what> item <i>" */
     size_t count;
     uint64_t total_bytes;
-    curdi_xfer_item *items;
+    curdi_transfer_item *items;
     curdi_resident_use *uses;
     uint64_t *ids;
     /* Downloads: whether the destinations seen so far come in address
@@ -39,31 +50,63 @@ typedef struct curdi_prepared {
     bool ascending;
     uintptr_t previous_end;
     bool after_uploads; /* a buffer has asynchronous uploads pending */
+    /* Marks held: uses[0, marked_count) (every item's, or the one range
+     * of a batch of rows). */
     bool marked;
+    size_t marked_count;
+    /* Registered ranges marked used (curdi_host_register_use_items), or,
+     * for rows, the one range rows_key that holds them all (0: none). */
+    bool registrations_used;
+    /* The items are rows moved as rows (row_device_pitch and
+     * row_host_pitch; lib/transfer/plan.h, curdi_plan_build_rows). */
+    bool moved_as_rows;
+    uintptr_t rows_key;
     /* Whether the items so far continue one another: all non-empty, of
      * one buffer, each starting where the one before ends on the device
      * and in host memory; and where the last one ends on each side
-     * (wrapping: see curdi_transfer_chain). */
+     * (wrapping: see prepare_chain in validate.c). */
     bool chain;
     size_t chain_offset_end;
     uintptr_t chain_host_end;
     /* Whether the items so far are rows: all of one buffer and one
      * non-zero length, each one device pitch and one host pitch after the
      * one before (the second sets the pitches, each at least the length,
-     * so rows never overlap; see curdi_transfer_rows). */
+     * so rows never overlap; see prepare_rows in validate.c). */
     bool rows;
     uint64_t row_device_pitch;
     uint64_t row_host_pitch;
-    curdi_xfer_item one_item;
+    curdi_transfer_item one_item;
     curdi_resident_use one_use;
     uint64_t one_id;
 } curdi_prepared;
 
-/* count items (one lives inline: a single transfer allocates nothing).
+/* A single transfer in one call (see above): item buffer_id, offset,
+ * byte_len, host, capacity (SIZE_MAX for an upload). whole: byte_len
+ * must be the buffer's size (CURD_E_RANGE otherwise, before any other
+ * range error). */
+curd_status curdi_validate_transfer(struct curd_device *device,
+                                    curdi_prepared *prepared,
+                                    const char *what, bool upload, bool whole,
+                                    uint64_t buffer_id, size_t offset,
+                                    size_t byte_len, unsigned char *host,
+                                    size_t capacity);
+/* A batch in one call (see above); a batch of nothing succeeds at once,
+ * holding nothing. */
+curd_status curdi_validate_uploads(struct curd_device *device,
+                                   curdi_prepared *prepared, const char *what,
+                                   const curd_upload *items, size_t count);
+curd_status curdi_validate_downloads(struct curd_device *device,
+                                     curdi_prepared *prepared,
+                                     const char *what,
+                                     const curd_download *items, size_t count);
+
+/* The steps. count items (one lives inline: a single transfer allocates
+ * nothing).
  * batch: messages name items "<what> item <i>". */
 curd_status curdi_validate_begin(curdi_prepared *prepared, const char *what,
                                 bool upload, bool batch, size_t count);
-/* Ends the marks curdi_validate_end took and frees the items. */
+/* Ends the marks and registered-range uses the prepared items hold and
+ * frees them. */
 void curdi_prepared_release(struct curd_device *device,
                             curdi_prepared *prepared);
 /* Destinations, handles, ranges: see above. */
@@ -89,7 +132,7 @@ static inline bool curdi_validate_next_row(curdi_prepared *prepared,
                                           size_t index, size_t offset,
                                           uintptr_t host, size_t byte_len)
 {
-    const curdi_xfer_item *before = &prepared->items[index - 1];
+    const curdi_transfer_item *before = &prepared->items[index - 1];
     uint64_t device_pitch = (uint64_t)offset - before->offset;
     uint64_t host_pitch = (uint64_t)(host - (uintptr_t)before->host);
     if (offset <= before->offset || host <= (uintptr_t)before->host)
@@ -110,7 +153,7 @@ static inline curd_status curdi_validate_item(curdi_prepared *prepared,
                                              unsigned char *host,
                                              size_t capacity)
 {
-    curdi_xfer_item *item = &prepared->items[index];
+    curdi_transfer_item *item = &prepared->items[index];
     uintptr_t end;
     if ((byte_len != 0 && host == NULL) || byte_len > capacity
         || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
