@@ -29,7 +29,7 @@
 #include "core/core.h"
 #include "launch/dispatch.h"
 #include "driver/driver.h"
-#include "launch/pending.h"
+#include "core/pending.h"
 #include "launch/program.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
@@ -95,7 +95,7 @@ typedef struct batch_item {
     batch_launch *launch;   /* launches */
 } batch_item;
 
-/* A run in flight: the batch's curd_pending (lib/launch/pending.h). */
+/* A run in flight: the batch's curd_pending (lib/core/pending.h). */
 typedef struct batch_run {
     curd_pending base;
     curd_batch *batch;

@@ -1,7 +1,7 @@
 /* pending.c - the shared part of work in flight: one pooled stream, a
  * start and an end event, waiting on the end event, timing, and the
  * public curd_pending_ready / _wait / _free. See pending.h. */
-#include "launch/pending.h"
+#include "core/pending.h"
 
 #include <string.h>
 
