@@ -642,7 +642,14 @@ static void test_a_buffer_of_the_other_device_is_named_as_such(void)
     modelled_check(&on1);
     modelled_free(&on0);
     modelled_free(&on1);
-    close_two(dev0, dev1);
+    /* A device closed already is refused as such, on either side. */
+    curd_copy nothing = {{0}, 0, {0}, 0, 0};
+    g_assert_cmpint(curd_device_close(dev1), ==, CURD_OK);
+    expect_refused(curd_buffer_copy(dev0, dev1, &nothing, 1),
+                   CURD_E_INVALID_ARGUMENT);
+    expect_refused(curd_buffer_copy(dev1, dev0, &nothing, 1),
+                   CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_device_close(dev0), ==, CURD_OK);
 }
 
 static const transfer_test_case cases[] = {
