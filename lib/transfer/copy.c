@@ -91,51 +91,37 @@ void curdi_copy_stats_reset(curd_device *device)
     atomic_store(&room->peer_ops, 0);
 }
 
+/* The room's counters and what counts adds to each. */
+static void copy_steps(struct curdi_copy_room *room,
+                       const curdi_copy_counts *counts,
+                       curdi_counter_step steps[4])
+{
+    steps[0] = (curdi_counter_step){&room->d2d_bytes, counts->d2d_bytes,
+                                    "d2d_bytes"};
+    steps[1] = (curdi_counter_step){&room->d2d_ops, counts->d2d_ops,
+                                    "d2d_ops"};
+    steps[2] = (curdi_counter_step){&room->peer_bytes, counts->peer_bytes,
+                                    "peer_bytes"};
+    steps[3] = (curdi_counter_step){&room->peer_ops, counts->peer_ops,
+                                    "peer_ops"};
+}
+
 curd_status curdi_copy_counts_check(curd_device *device,
                                     const curdi_copy_counts *counts,
                                     const char *what)
 {
-    struct curdi_copy_room *room = device->copy;
-    const struct {
-        _Atomic uint64_t *counter;
-        uint64_t amount;
-        const char *name;
-    } checks[] = {
-        {&room->d2d_bytes, counts->d2d_bytes, "d2d_bytes"},
-        {&room->d2d_ops, counts->d2d_ops, "d2d_ops"},
-        {&room->peer_bytes, counts->peer_bytes, "peer_bytes"},
-        {&room->peer_ops, counts->peer_ops, "peer_ops"},
-    };
-    for (size_t index = 0; index < sizeof checks / sizeof checks[0]; index++) {
-        uint64_t sum;
-        uint64_t current = atomic_load(checks[index].counter);
-        if (!curdi_u64_add(current, checks[index].amount, &sum))
-            return curdi_fail(CURD_E_OVERFLOW,
-                              "%s: the statistics counter %s (%" PRIu64
-                              ") would pass 2^64-1 by %" PRIu64
-                              "; nothing was copied. Fix: call"
-                              " curd_device_stats_reset().",
-                              what, checks[index].name, current,
-                              checks[index].amount);
-    }
-    return CURD_OK;
+    curdi_counter_step steps[4];
+    copy_steps(device->copy, counts, steps);
+    return curdi_counters_check(steps, 4, what);
 }
 
 void curdi_copy_counts_add(curd_device *device,
                            const curdi_copy_counts *counts)
 {
-    struct curdi_copy_room *room = device->copy;
-    _Atomic uint64_t *counters[] = {&room->d2d_bytes, &room->d2d_ops,
-                                    &room->peer_bytes, &room->peer_ops};
-    const uint64_t amounts[] = {counts->d2d_bytes, counts->d2d_ops,
-                                counts->peer_bytes, counts->peer_ops};
-    for (size_t index = 0; index < sizeof amounts / sizeof amounts[0]; index++)
-        /* Checked before the work; only a concurrent caller between the
-         * check and here could push one past 2^64, which the repairs
-         * counter then shows. */
-        if (amounts[index] != 0
-            && curdi_counter_add(counters[index], amounts[index]) != CURD_OK)
-            atomic_fetch_add(&device->accounting_repairs, 1u);
+    curdi_counter_step steps[4];
+    copy_steps(device->copy, counts, steps);
+    atomic_fetch_add(&device->accounting_repairs,
+                     curdi_counters_add(steps, 4));
 }
 
 /* ------------------------------------------------------------------------
