@@ -27,9 +27,9 @@ curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
     curd_status status = curdi_fail_driver(
         (int)rc, call,
         curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
-            ? "the kernel faulted and the device's context is lost: close"
-              " the device and open it again; run the kernel under"
-              " compute-sanitizer to find the fault"
+            ? "a kernel or a copy faulted and the device's context is"
+              " lost: close the device and open it again; run the work"
+              " under compute-sanitizer to find the fault"
             : CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
         curdi_device_mark_lost(device);

@@ -85,8 +85,9 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
  * finished pending. */
 void curdi_pending_timing(const curd_pending *pending, curd_timing *timing);
 
-/* A driver failure while enqueueing or waiting for kernels: its status
- * with a Fix sentence; a lost context marks the device lost (core.h). */
+/* A driver failure while enqueueing or waiting for pending work (kernels,
+ * copies): its status with a Fix sentence; a lost context marks the
+ * device lost (core.h). */
 curd_status curdi_pending_fail_driver(struct curd_device *device,
                                       curdi_cu_result rc, const char *call);
 
