@@ -520,6 +520,57 @@ static void test_two_handles_of_one_gpu_copy_within_it(void)
     g_assert_cmpint(curd_device_close(first), ==, CURD_OK);
 }
 
+/* Threads copying at once, each its own buffers, half of them between the
+ * two devices (racing to enable peer access first) and half within
+ * device 0: every byte right, every copy counted. */
+typedef struct copy_thread_work {
+    curd_device *dev0, *dev1;
+    unsigned index;
+} copy_thread_work;
+
+enum { COPY_THREADS = 4, COPY_ROUNDS = 16, COPY_THREAD_BYTES = 300000 };
+
+static gpointer copy_thread_run(gpointer data)
+{
+    const copy_thread_work *work = data;
+    curd_device *src_device = work->index % 2 == 0 ? work->dev1 : work->dev0;
+    modelled src = modelled_new(src_device, COPY_THREAD_BYTES, true);
+    modelled dst = modelled_new(work->dev0, COPY_THREAD_BYTES, false);
+    for (unsigned round = 0; round < COPY_ROUNDS; round++) {
+        uint64_t at = (uint64_t)round * 1000u;
+        curd_copy copy = copy_of(&dst, at, &src, at,
+                                 COPY_THREAD_BYTES - 20000u);
+        g_assert_cmpint(curd_buffer_copy(work->dev0, src_device, &copy, 1),
+                        ==, CURD_OK);
+        memcpy(dst.model + at, src.model + at, COPY_THREAD_BYTES - 20000u);
+    }
+    modelled_check(&dst);
+    modelled_free(&dst);
+    modelled_free(&src);
+    return NULL;
+}
+
+static void test_threads_copy_at_once(void)
+{
+    curd_device *dev0, *dev1;
+    if (!open_two(NULL, &dev0, &dev1))
+        return;
+    copy_counts before = counts_of(dev0);
+    copy_thread_work work[COPY_THREADS];
+    GThread *threads[COPY_THREADS];
+    for (unsigned i = 0; i < COPY_THREADS; i++) {
+        work[i] = (copy_thread_work){dev0, dev1, i};
+        threads[i] = g_thread_new("copies", copy_thread_run, &work[i]);
+    }
+    for (unsigned i = 0; i < COPY_THREADS; i++)
+        g_thread_join(threads[i]);
+    uint64_t per_thread = (uint64_t)COPY_ROUNDS * (COPY_THREAD_BYTES - 20000u);
+    uint64_t halves = COPY_THREADS / 2;
+    assert_counted(dev0, before, halves * per_thread, halves * COPY_ROUNDS,
+                   halves * per_thread, halves * COPY_ROUNDS);
+    close_two(dev0, dev1);
+}
+
 /* ------------------------------------------------------------------------
  * Bad input
  * ---------------------------------------------------------------------- */
@@ -676,6 +727,7 @@ static const transfer_test_case cases[] = {
      test_copies_between_two_devices_staged_without_peer_access},
     {"two-devices/peer-access-is-enabled-once-per-ordered-pair",
      test_peer_access_is_enabled_once_per_ordered_pair},
+    {"two-devices/threads-copy-at-once", test_threads_copy_at_once},
     {"bad-input/refused-before-anything-moves",
      test_bad_input_is_refused_before_anything_moves},
     {"bad-input/a-buffer-of-the-other-device-is-named-as-such",
