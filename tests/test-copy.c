@@ -286,32 +286,53 @@ static void test_an_asynchronous_copy_holds_its_buffers_until_waited(void)
 }
 
 /* A copy's source with an asynchronous upload pending reads the uploaded
- * bytes: the upload stream is waited for first. */
+ * bytes: its device's upload stream is synchronised first (on the
+ * stand-in driver, whose fences end on their word, that is the only
+ * stream synchronisation of the call). */
+static void copy_after_async_upload(curd_device *dst_device,
+                                    curd_device *src_device)
+{
+    size_t len = 1u << 20;
+    modelled src = modelled_new(src_device, len, false);
+    modelled dst = modelled_new(dst_device, len, false);
+    curd_block pinned;
+    g_assert_cmpint(curd_block_acquire(src_device, CURD_POOL_PINNED, len,
+                                       &pinned),
+                    ==, CURD_OK);
+    curd_test_fill_random(pinned.host_ptr, len);
+    memcpy(src.model, pinned.host_ptr, len);
+    g_assert_cmpint(curd_buffer_upload_async(src_device, src.buffer, 0,
+                                             pinned.host_ptr, len),
+                    ==, CURD_OK);
+    curd_copy copy = copy_of(&dst, 0, &src, 0, len);
+    curd_test_faults_begin(0, 0, "cuStreamSynchronize");
+    g_assert_cmpint(curd_buffer_copy(dst_device, src_device, &copy, 1), ==,
+                    CURD_OK);
+    g_assert_cmpuint(curd_test_faults_end(), >=, 1);
+    memcpy(dst.model, src.model, len);
+    g_assert_cmpint(curd_device_sync_uploads(src_device), ==, CURD_OK);
+    modelled_check(&dst);
+    g_assert_cmpint(curd_block_release(src_device, &pinned), ==, CURD_OK);
+    modelled_free(&dst);
+    modelled_free(&src);
+}
+
 static void test_a_copy_sees_an_asynchronous_upload_before_it(void)
 {
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    size_t len = 1u << 20;
-    modelled src = modelled_new(device, len, false);
-    modelled dst = modelled_new(device, len, false);
-    curd_block pinned;
-    g_assert_cmpint(curd_block_acquire(device, CURD_POOL_PINNED, len, &pinned),
-                    ==, CURD_OK);
-    curd_test_fill_random(pinned.host_ptr, len);
-    memcpy(src.model, pinned.host_ptr, len);
-    g_assert_cmpint(curd_buffer_upload_async(device, src.buffer, 0,
-                                             pinned.host_ptr, len),
-                    ==, CURD_OK);
-    curd_copy copy = copy_of(&dst, 0, &src, 0, len);
-    g_assert_cmpint(curd_buffer_copy(device, device, &copy, 1), ==, CURD_OK);
-    memcpy(dst.model, src.model, len);
-    g_assert_cmpint(curd_device_sync_uploads(device), ==, CURD_OK);
-    modelled_check(&dst);
-    g_assert_cmpint(curd_block_release(device, &pinned), ==, CURD_OK);
-    modelled_free(&dst);
-    modelled_free(&src);
+    copy_after_async_upload(device, device);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+static void test_a_copy_sees_an_asynchronous_upload_on_its_source(void)
+{
+    curd_device *dev0, *dev1;
+    if (!open_two(NULL, &dev0, &dev1))
+        return;
+    copy_after_async_upload(dev0, dev1);
+    close_two(dev0, dev1);
 }
 
 /* A batch: upload into a, copy a into b, download b, run twice, streamed
@@ -728,6 +749,8 @@ static const transfer_test_case cases[] = {
     {"two-devices/peer-access-is-enabled-once-per-ordered-pair",
      test_peer_access_is_enabled_once_per_ordered_pair},
     {"two-devices/threads-copy-at-once", test_threads_copy_at_once},
+    {"two-devices/a-copy-sees-an-async-upload-on-its-source",
+     test_a_copy_sees_an_asynchronous_upload_on_its_source},
     {"bad-input/refused-before-anything-moves",
      test_bad_input_is_refused_before_anything_moves},
     {"bad-input/a-buffer-of-the-other-device-is-named-as-such",

@@ -376,9 +376,11 @@ static curd_status work_resolve(copy_work *work, const curd_copy *copies,
 /* The spans: one per copy that moves bytes, a copy that continues the
  * span before it on both sides joining it, unless the joined span would
  * read bytes it writes (copies of one buffer chained along it). Byte and
- * op counts for the device that counts them. */
-static void work_plan(copy_work *work, const curd_copy *copies,
-                      bool one_context)
+ * op counts for the device that counts them; CURD_E_OVERFLOW when the
+ * bytes of all copies (one buffer may be named again and again) pass
+ * 2^64 - 1. */
+static curd_status work_plan(copy_work *work, const curd_copy *copies,
+                             bool one_context, const char *what)
 {
     size_t count = work->count;
     uint64_t bytes = 0;
@@ -390,7 +392,12 @@ static void work_plan(copy_work *work, const curd_copy *copies,
         uint64_t dst_ptr = work->uses[index].device_ptr + copy->dst_offset;
         uint64_t src_ptr =
             work->uses[count + index].device_ptr + copy->src_offset;
-        bytes += copy->byte_len; /* at most the sum of buffer sizes */
+        if (!curdi_u64_add(bytes, copy->byte_len, &bytes))
+            return curdi_fail(CURD_E_OVERFLOW,
+                              "%s: the copies' lengths add up past 2^64-1"
+                              " bytes at copy %zu; nothing was copied. Fix:"
+                              " copy in smaller calls.",
+                              what, index);
         copy_span *last =
             work->span_count != 0 ? &work->spans[work->span_count - 1] : NULL;
         if (last != NULL && last->dst_ptr + last->byte_len == dst_ptr
@@ -412,6 +419,7 @@ static void work_plan(copy_work *work, const curd_copy *copies,
         work->counts.peer_bytes = bytes;
         work->counts.peer_ops = work->span_count;
     }
+    return CURD_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -436,7 +444,8 @@ static curd_status after_uploads(curd_device *device,
                : curdi_pending_fail_driver(device, rc, "cuStreamSynchronize");
 }
 
-/* The same for the source device, whose context is pushed for it. */
+/* The same for a source device other than the destination, whose
+ * context is pushed for it. */
 static curd_status source_after_uploads(copy_work *work)
 {
     curd_device *src = work->src_device;
@@ -686,10 +695,10 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
     work->base.timed = timed;
     status = work_resolve(work, copies, what);
     bool one_context = dst == src || dst->context == src->context;
-    if (status == CURD_OK) {
-        work_plan(work, copies, one_context);
+    if (status == CURD_OK)
+        status = work_plan(work, copies, one_context, what);
+    if (status == CURD_OK)
         status = curdi_copy_counts_check(dst, &work->counts, what);
-    }
     if (status != CURD_OK || (!timed && work->span_count == 0)) {
         curdi_pending_release(&work->base);
         return status;
@@ -702,8 +711,10 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
     peer_route route = PEER_DIRECT;
     if (!one_context && work->span_count != 0)
         status = peer_route_of(dst, src, &route);
+    /* One device: both sides' uses are its own. */
     if (status == CURD_OK)
-        status = after_uploads(dst, work->uses, count);
+        status = after_uploads(dst, work->uses,
+                               dst == src ? 2 * count : count);
     if (status == CURD_OK)
         status = source_after_uploads(work);
     if (status == CURD_OK)
