@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "driver/cuda_abi.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
 
@@ -106,6 +107,16 @@ static void assert_counted(curd_device *device, copy_counts before,
     g_assert_cmpuint(after.d2d_ops - before.d2d_ops, ==, d2d_ops);
     g_assert_cmpuint(after.peer_bytes - before.peer_bytes, ==, peer_bytes);
     g_assert_cmpuint(after.peer_ops - before.peer_ops, ==, peer_ops);
+}
+
+/* A refused or failed call: its status and a Fix sentence (callers check
+ * that nothing was counted or moved, and free the buffers after, which
+ * proves no mark was left). */
+static void expect_refused(curd_status status, curd_status expected)
+{
+    g_assert_cmpstr(curd_status_name(status), ==,
+                    curd_status_name(expected));
+    curd_test_assert_fix_sentence();
 }
 
 /* ------------------------------------------------------------------------
@@ -518,6 +529,41 @@ static void test_peer_access_is_enabled_once_per_ordered_pair(void)
     close_two(dev0, dev1);
 }
 
+/* Enabling peer access: a failure fails the copy (nothing remembered, the
+ * next copy asks again); a refusal the driver gives for pairs that cannot
+ * be peers routes the copy through staging instead. */
+static void test_enabling_peer_access_fails_or_falls_back(void)
+{
+    curd_device *dev0, *dev1;
+    if (!open_two(NULL, &dev0, &dev1))
+        return;
+    modelled src = modelled_new(dev1, 100000, true);
+    modelled dst = modelled_new(dev0, 100000, false);
+    curd_copy copy = copy_of(&dst, 0, &src, 0, 100000);
+    copy_counts before = counts_of(dev0);
+    curd_test_faults_begin(1, CURDI_CUDA_ERROR_UNKNOWN,
+                           "cuCtxEnablePeerAccess");
+    curd_status status = curd_buffer_copy(dev0, dev1, &copy, 1);
+    g_assert_true(curd_test_faults_fired());
+    curd_test_faults_end();
+    expect_refused(status, CURD_E_DRIVER);
+    assert_counted(dev0, before, 0, 0, 0, 0);
+    /* Asked again: a refusal of this pair now, so the bytes go staged. */
+    curd_test_faults_begin(1, CURDI_CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                           "cuCtxEnablePeerAccess");
+    g_assert_cmpint(curd_buffer_copy(dev0, dev1, &copy, 1), ==, CURD_OK);
+    g_assert_true(curd_test_faults_fired());
+    /* Remembered: the next copy does not ask. */
+    g_assert_cmpint(curd_buffer_copy(dev0, dev1, &copy, 1), ==, CURD_OK);
+    g_assert_cmpuint(curd_test_faults_end(), ==, 1);
+    assert_counted(dev0, before, 0, 0, 200000, 2);
+    memcpy(dst.model, src.model, 100000);
+    modelled_check(&dst);
+    modelled_free(&dst);
+    modelled_free(&src);
+    close_two(dev0, dev1);
+}
+
 /* Two curd_devices of one GPU share its context: a copy between them is a
  * copy within one device. */
 static void test_two_handles_of_one_gpu_copy_within_it(void)
@@ -595,15 +641,6 @@ static void test_threads_copy_at_once(void)
 /* ------------------------------------------------------------------------
  * Bad input
  * ---------------------------------------------------------------------- */
-
-/* Every refused call: its status, a Fix sentence, nothing counted or
- * moved, and no buffer left marked (each can be freed after). */
-static void expect_refused(curd_status status, curd_status expected)
-{
-    g_assert_cmpstr(curd_status_name(status), ==,
-                    curd_status_name(expected));
-    curd_test_assert_fix_sentence();
-}
 
 static void test_bad_input_is_refused_before_anything_moves(void)
 {
@@ -749,6 +786,8 @@ static const transfer_test_case cases[] = {
     {"two-devices/peer-access-is-enabled-once-per-ordered-pair",
      test_peer_access_is_enabled_once_per_ordered_pair},
     {"two-devices/threads-copy-at-once", test_threads_copy_at_once},
+    {"two-devices/enabling-peer-access-fails-or-falls-back",
+     test_enabling_peer_access_fails_or_falls_back},
     {"two-devices/a-copy-sees-an-async-upload-on-its-source",
      test_a_copy_sees_an_asynchronous_upload_on_its_source},
     {"bad-input/refused-before-anything-moves",
