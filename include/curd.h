@@ -830,8 +830,8 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
  *    in which it reads and writes. Copies of one call apply in order: a
  *    later copy may read what an earlier one wrote.
  *  - Every buffer named is marked in use (it cannot be freed, CURD_E_BUSY)
- *    until the synchronous call returns or the pending is waited for or
- *    freed. Buffers with asynchronous uploads pending are waited for
+ *    until the copies complete: the synchronous call returns, or
+ *    curd_pending_wait (or _free) of the asynchronous one returns. Buffers with asynchronous uploads pending are waited for
  *    first (their device's upload stream is synchronised). Like a
  *    dispatch's, an asynchronous copy is not ordered with other work the
  *    caller starts before it completes: do not write its source or touch

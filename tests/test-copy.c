@@ -282,9 +282,19 @@ static void test_an_asynchronous_copy_holds_its_buffers_until_waited(void)
     g_assert_cmpint(curd_pending_wait(pending, &timing), ==, CURD_OK);
     g_assert_cmpuint(timing.wall_ns, >, 0);
     assert_counted(device, before, len, 1, 0, 0);
-    g_assert_cmpint(curd_pending_free(pending), ==, CURD_OK);
     model_apply(models, 2, &copy, 1);
     modelled_check(&dst);
+    g_assert_cmpint(curd_pending_free(pending), ==, CURD_OK);
+    /* Complete: its buffers are free to go before the pending does. */
+    modelled scratch = modelled_new(device, 64, false);
+    curd_copy small = copy_of(&scratch, 0, &src, 0, 64);
+    g_assert_cmpint(curd_buffer_copy_async(device, device, &small, 1, &pending),
+                    ==, CURD_OK);
+    g_assert_cmpint(curd_pending_wait(pending, NULL), ==, CURD_OK);
+    memcpy(scratch.model, src.model, 64);
+    modelled_check(&scratch);
+    modelled_free(&scratch);
+    g_assert_cmpint(curd_pending_free(pending), ==, CURD_OK);
     /* Freed without a wait: the work completes (and counts) at the free. */
     before = counts_of(device);
     g_assert_cmpint(curd_buffer_copy_async(device, device, &copy, 1, &pending),

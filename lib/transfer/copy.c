@@ -267,11 +267,17 @@ typedef struct copy_work {
     unsigned slot_count; /* 1 when everything fits one chunk */
 } copy_work;
 
+/* The copies are in place: counted, and their buffers free to be freed
+ * from now on (before the pending itself is). */
 static void work_complete(curd_pending *pending, bool copy_out)
 {
     (void)copy_out; /* a copy writes no host memory */
     copy_work *work = (copy_work *)(void *)pending;
     curdi_copy_counts_add(pending->device, &work->counts);
+    curdi_resident_use_end(pending->device, work->uses, work->count);
+    curdi_resident_use_end(work->src_device, work->uses + work->count,
+                           work->count);
+    work->dst_marked = work->src_marked = false;
 }
 
 /* Gives back the source side's stream and events (draining the stream

@@ -764,6 +764,21 @@ static void copy_within_async_finish(api_world *w, curd_status status)
     copy_within_finish(w, status);
 }
 
+static void copy_pending_made(api_world *w)
+{
+    fresh_all(w);
+    API_OK(copy_within_async_call(w));
+}
+
+/* Waited for (the wait failed or not): freeing it gives back everything,
+ * and the copy is in place or can be made again. */
+static void copy_wait_finish(api_world *w, curd_status status)
+{
+    API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+    copy_within_finish(w, status);
+}
+
 /* A second device (ordinal 1 where there is one, else a second handle of
  * device 0) in extra, opened with CURD_PEER_ACCESS as given, with a
  * buffer (made) holding host's fresh bytes, which host_copy keeps. */
@@ -1651,6 +1666,10 @@ const api_op api_ops[] = {
      ready_finish, 0},
     {"curd_pending_free", "a-dispatch-not-waited-for", pending_made,
      pending_free_call, pending_free_finish, API_MAY_LET_GO},
+    {"curd_pending_wait", "a-copy-in-flight", copy_pending_made, wait_call,
+     copy_wait_finish, 0},
+    {"curd_pending_free", "a-copy-not-waited-for", copy_pending_made,
+     pending_free_call, copy_within_finish, API_MAY_LET_GO},
     {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,
      wait_call, batch_wait_finish, 0},
     {"curd_pending_free", "a-batch-run-not-waited-for", graph_batch_pending,
