@@ -24,7 +24,10 @@
  *    answer per source context. An answer of "no", or a driver that
  *    refuses with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED or _TOO_MANY_PEERS,
  *    is remembered as "staged"; any other failure fails the call and is
- *    asked again next time;
+ *    asked again next time. (Should the source's context be reset after
+ *    a fault and made again at the same address, the answer outlives the
+ *    access it stood for; cuMemcpyPeerAsync is still correct without
+ *    peer access, the driver then stages it itself);
  *  - two GPUs without it (or CURD_PEER_ACCESS=0 at either device's open):
  *    staged through one pinned block of the destination device's pool, in
  *    two slots of up to 8 MiB. Chunk i goes down on a pooled stream of the
