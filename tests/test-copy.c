@@ -554,8 +554,18 @@ static void test_enabling_peer_access_fails_or_falls_back(void)
     curd_test_faults_begin(1, CURDI_CUDA_ERROR_UNKNOWN,
                            "cuCtxEnablePeerAccess");
     curd_status status = curd_buffer_copy(dev0, dev1, &copy, 1);
-    g_assert_true(curd_test_faults_fired());
+    gboolean asked = curd_test_faults_fired();
     curd_test_faults_end();
+    if (!asked) {
+        /* A pair of GPUs without peer access never asks to enable it. */
+        g_assert_cmpint(status, ==, CURD_OK);
+        g_test_skip("the driver offers no peer access between devices 0"
+                    " and 1");
+        modelled_free(&dst);
+        modelled_free(&src);
+        close_two(dev0, dev1);
+        return;
+    }
     expect_refused(status, CURD_E_DRIVER);
     assert_counted(dev0, before, 0, 0, 0, 0);
     /* Asked again: a refusal of this pair now, so the bytes go staged. */
