@@ -290,6 +290,14 @@ typedef struct curd_stats {
     uint64_t graph_replays;  /* of those, replays of a captured graph */
     uint64_t graph_captures; /* graphs captured and instantiated */
     uint64_t graph_updates;  /* kernel nodes changed in place */
+    /* Fields above are curd 1.0's second part; those below came with
+     * curd 1.1 (a caller built before passes its smaller struct_size).
+     * Copies between resident buffers (curd_buffer_copy, _copy_async,
+     * curd_batch_copy), counted on success only: bytes copied, and ops,
+     * one per DMA span (adjacent copies fused count one). A copy between
+     * two devices counts on its destination device. */
+    uint64_t d2d_bytes, d2d_ops;   /* copies within one device */
+    uint64_t peer_bytes, peer_ops; /* copies between devices (dst device counts) */
 } curd_stats;
 
 /* stats->struct_size must be set by the caller: at least up to
@@ -797,6 +805,77 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing);
  * downloads. */
 CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                                           curd_pending **out_pending);
+
+/* ------------------------------------------------------------------------
+ * Copies between resident buffers
+ * A copy moves bytes from one resident buffer to another without touching
+ * host memory: within one device (a device-to-device DMA) or between two
+ * devices open in this process (one curd_device per GPU). Each curd_copy
+ * is one contiguous span; a call takes many, checks every one of them
+ * before anything is enqueued, moves each in one DMA (copies that
+ * continue one another on both sides are fused into one) and ends with
+ * one fence (the synchronous call) or one curd_pending (the asynchronous
+ * one).
+ *
+ * Rules:
+ *  - Every dst buffer belongs to dst_device and every src buffer to
+ *    src_device (the same device for a copy within one device). A handle
+ *    of the other device is CURD_E_INVALID_ARGUMENT; a freed, forged or
+ *    foreign one CURD_E_STALE_HANDLE. Ranges are checked on both sides:
+ *    past a buffer's end CURD_E_RANGE, offset + byte_len past 2^64
+ *    CURD_E_OVERFLOW. A byte_len of 0 is allowed (its handles and offsets
+ *    are still checked) and moves nothing.
+ *  - A copy whose source and destination ranges overlap in one buffer is
+ *    refused (CURD_E_INVALID_ARGUMENT): a DMA does not define the order
+ *    in which it reads and writes. Copies of one call apply in order: a
+ *    later copy may read what an earlier one wrote.
+ *  - Every buffer named is marked in use (it cannot be freed, CURD_E_BUSY)
+ *    until the copies complete: the synchronous call returns, or
+ *    curd_pending_wait (or _free) of the asynchronous one returns. Buffers with asynchronous uploads pending are waited for
+ *    first (their device's upload stream is synchronised). Like a
+ *    dispatch's, an asynchronous copy is not ordered with other work the
+ *    caller starts before it completes: do not write its source or touch
+ *    its destination until then.
+ *  - Between two devices: when the driver says the destination device can
+ *    reach the source's memory (cuDeviceCanAccessPeer), peer access is
+ *    enabled once for that ordered pair, on the first copy that needs it,
+ *    and the bytes go over NVLink or PCIe directly (cuMemcpyPeerAsync on
+ *    the destination device's stream). Otherwise they are staged through
+ *    pinned host memory of the destination device's pool, in chunks of up
+ *    to 8 MiB in two slots: the source device copies one chunk down while
+ *    the destination copies the one before up, ordered by events, with no
+ *    host wait in between. The environment variable CURD_PEER_ACCESS=0,
+ *    read when a device opens, makes every copy from or to that device
+ *    staged. Both devices must stay open until the copy completes.
+ *  - Counted in curd_stats (d2d_*, peer_*) on success only; a failed copy
+ *    counts nothing, and may have written part of its destination ranges.
+ * ---------------------------------------------------------------------- */
+typedef struct curd_copy {
+    curd_buffer dst;
+    uint64_t dst_offset;
+    curd_buffer src;
+    uint64_t src_offset;
+    uint64_t byte_len;
+} curd_copy;
+
+/* Copies every span and waits for them (one fence on dst_device).
+ * copies may be NULL when count is 0 (then nothing happens). */
+CURD_API curd_status curd_buffer_copy(curd_device *dst_device,
+                                      curd_device *src_device,
+                                      const curd_copy *copies, size_t count);
+/* The same, enqueued: returns at once with *out_pending, which
+ * curd_pending_wait waits for (timing from the destination device's
+ * events) and curd_pending_free frees; the buffers stay marked in use
+ * until then. */
+CURD_API curd_status curd_buffer_copy_async(curd_device *dst_device,
+                                            curd_device *src_device,
+                                            const curd_copy *copies,
+                                            size_t count,
+                                            curd_pending **out_pending);
+/* Records one copy within the batch's device (both buffers its own, their
+ * ranges checked as above, byte_len at least 1), run in order with the
+ * batch's other items and captured into a graph batch's graph. */
+CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy);
 
 /* ------------------------------------------------------------------------
  * Sessions

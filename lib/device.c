@@ -8,9 +8,11 @@
  *   upload stream), the fence room (the words streams write), the
  *   landing room (places for small downloads), the memory room (pools),
  *   the resident room, host registrations, the fence room, the gather
- *   room, the transfer room, the program room (the module cache), the dispatch room (its
- *   counters), the batch room and the session room; then it is entered in
- *   the registry of open devices, which every entry point checks.
+ *   room, the transfer room, the copy room (peer answers and its
+ *   counters), the program room (the module cache), the dispatch room
+ *   (its counters), the batch room and the session room; then it is
+ *   entered in the registry of open devices, which every entry point
+ *   checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
  * open in turn to prove it). */
@@ -37,6 +39,7 @@
 #include "session/session.h"
 #include "base/status.h"
 #include "transfer/transfer.h"
+#include "transfer/copy.h"
 
 CURD_API void curd_device_options_init(curd_device_options *options)
 {
@@ -103,6 +106,7 @@ static const room rooms[] = {
     {curdi_upload_marks_open, curdi_upload_marks_close},
     {curdi_gather_open, curdi_gather_close},
     {curdi_transfer_open, curdi_transfer_close},
+    {curdi_copy_open, curdi_copy_close},
     {curdi_program_open, curdi_program_close},
     {curdi_dispatch_open, curdi_dispatch_close},
     {curdi_batch_open, curdi_batch_close},
@@ -354,6 +358,7 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     curdi_resident_stats(device, &result.resident_bytes,
                          &result.resident_buffers);
     curdi_transfer_stats(device, &result);
+    curdi_copy_stats(device, &result);
     curdi_batch_counts batches;
     curdi_batch_counts_read(device, &batches);
     result.batch_runs = batches.runs;
@@ -387,6 +392,7 @@ CURD_API curd_status curd_device_stats_reset(curd_device *device)
     curdi_memory_stats_reset(device);
     curdi_resident_stats_reset(device);
     curdi_transfer_stats_reset(device);
+    curdi_copy_stats_reset(device);
     curdi_program_counts_reset(device);
     curdi_dispatch_stats_reset(device);
     curdi_batch_counts_reset(device);

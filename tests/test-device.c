@@ -737,7 +737,7 @@ static void body_fault_sweep_over_self_test_keeps_the_device_usable(void)
     g_test_message("the self-test made %u driver calls, %u failures reported",
                    at - 1, failed_runs);
     /* Its dispatch is synchronous and untimed: no events, one stream
-     * synchronisation (lib/launch/pending.h). */
+     * synchronisation (lib/core/pending.h). */
     g_assert_cmpuint(at - 1, >=, 8);
     g_assert_cmpuint(failed_runs, >=, 7);
     /* Still usable. */

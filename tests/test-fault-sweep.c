@@ -194,6 +194,9 @@ int main(int argc, char **argv)
 {
 #ifdef FAULT_SWEEP_ON_FAKE
     curd_test_require_fake_driver();
+    /* Two stand-in devices, so that copies between devices are swept on
+     * both of their routes (the world itself opens device 0). */
+    g_setenv("FAKE_CUDA_DEVICES", "2", TRUE);
 #endif
     g_test_init(&argc, &argv, NULL);
     api_check_set_handler(glib_handler);

@@ -210,6 +210,39 @@ curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount)
     return CURD_OK;
 }
 
+curd_status curdi_counters_check(const curdi_counter_step *steps,
+                                 size_t count, const char *what)
+{
+    for (size_t index = 0; index < count; index++) {
+        uint64_t sum;
+        uint64_t current;
+        /* Adding nothing cannot pass the limit. */
+        if (steps[index].amount == 0)
+            continue;
+        current = atomic_load(steps[index].counter);
+        if (!curdi_u64_add(current, steps[index].amount, &sum))
+            return curdi_fail(CURD_E_OVERFLOW,
+                              "%s: the statistics counter %s (%" PRIu64
+                              ") would pass 2^64-1 by %" PRIu64
+                              "; nothing was moved. Fix: call"
+                              " curd_device_stats_reset().",
+                              what, steps[index].name, current,
+                              steps[index].amount);
+    }
+    return CURD_OK;
+}
+
+unsigned curdi_counters_add(const curdi_counter_step *steps, size_t count)
+{
+    unsigned missed = 0;
+    for (size_t index = 0; index < count; index++)
+        if (steps[index].amount != 0
+            && curdi_counter_add(steps[index].counter, steps[index].amount)
+                   != CURD_OK)
+            missed++;
+    return missed;
+}
+
 /* Set by the first repair in the process, so the trace says it once. */
 static atomic_flag curdi_repair_reported = ATOMIC_FLAG_INIT;
 

@@ -68,6 +68,23 @@ uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
 /* Atomic counters that never saturate: add fails (CURD_E_OVERFLOW, counter
  * unchanged) if it would pass UINT64_MAX. */
 curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount);
+/* One counter of a room's statistics and what a call adds to it. */
+typedef struct curdi_counter_step {
+    _Atomic uint64_t *counter;
+    uint64_t amount;
+    const char *name; /* the curd_stats field, for the sentence */
+} curdi_counter_step;
+
+/* Checks, before the work, that every counter can take its amount:
+ * CURD_E_OVERFLOW naming the field and `what` (the public call) when one
+ * would pass 2^64 - 1, nothing done. */
+curd_status curdi_counters_check(const curdi_counter_step *steps,
+                                 size_t count, const char *what);
+/* Adds the amounts once the work succeeded. Returns how many could not be
+ * added: checked before, only a concurrent caller between the check and
+ * here can push one past 2^64 - 1, and the caller counts each as an
+ * accounting repair. */
+unsigned curdi_counters_add(const curdi_counter_step *steps, size_t count);
 /* Subtract from a statistics-only counter: an underflow sets it to zero,
  * returns false and the caller counts an accounting repair. The first
  * repair in the process is reported through curdi_trace (here, once). */

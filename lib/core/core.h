@@ -31,6 +31,7 @@ struct curdi_host_registry;
 struct curdi_upload_marks_room;
 struct curdi_gather_room;
 struct curdi_transfer_room;
+struct curdi_copy_room;
 struct curdi_program_room;
 struct curdi_dispatch_room;
 struct curdi_batch_room;
@@ -83,6 +84,7 @@ struct curd_device {
     struct curdi_upload_marks_room *upload_marks; /* transfer/upload_marks.c */
     struct curdi_gather_room *gather;          /* gather.c */
     struct curdi_transfer_room *transfer;      /* transfer.c */
+    struct curdi_copy_room *copy;              /* transfer/copy.c */
     struct curdi_program_room *program;        /* program.c */
     struct curdi_dispatch_room *dispatch;      /* dispatch.c */
     struct curdi_batch_room *batch;            /* batch.c */

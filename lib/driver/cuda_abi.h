@@ -138,6 +138,7 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(ERROR_INVALID_IMAGE, 200)                                               \
     X(ERROR_INVALID_CONTEXT, 201)                                             \
     X(ERROR_NO_BINARY_FOR_GPU, 209)                                           \
+    X(ERROR_PEER_ACCESS_UNSUPPORTED, 217)                                     \
     X(ERROR_ECC_UNCORRECTABLE, 214)                                           \
     X(ERROR_INVALID_PTX, 218)                                                 \
     X(ERROR_NVLINK_UNCORRECTABLE, 220)                                        \
@@ -151,8 +152,10 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(ERROR_ILLEGAL_ADDRESS, 700)                                             \
     X(ERROR_LAUNCH_OUT_OF_RESOURCES, 701)                                     \
     X(ERROR_LAUNCH_TIMEOUT, 702)                                              \
+    X(ERROR_PEER_ACCESS_ALREADY_ENABLED, 704)                                 \
     X(ERROR_CONTEXT_IS_DESTROYED, 709)                                        \
     X(ERROR_ASSERT, 710)                                                      \
+    X(ERROR_TOO_MANY_PEERS, 711)                                              \
     X(ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712)                              \
     X(ERROR_HOST_MEMORY_NOT_REGISTERED, 713)                                  \
     X(ERROR_HARDWARE_STACK_ERROR, 714)                                        \
@@ -464,7 +467,21 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
     X(cuStreamWriteValue32, "cuStreamWriteValue32_v2", OPTIONAL,              \
       (curdi_cu_stream stream, curdi_cu_deviceptr address, uint32_t value,    \
        unsigned int flags),                                                   \
-      (stream, address, value, flags))
+      (stream, address, value, flags))                                        \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", REQUIRED,                       \
+      (curdi_cu_stream stream, curdi_cu_event event, unsigned int flags),     \
+      (stream, event, flags))                                                 \
+    X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", REQUIRED,               \
+      (int *can_access, curdi_cu_device dev, curdi_cu_device peer_dev),       \
+      (can_access, dev, peer_dev))                                            \
+    X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", REQUIRED,               \
+      (curdi_cu_context peer_context, unsigned int flags),                    \
+      (peer_context, flags))                                                  \
+    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", REQUIRED,                       \
+      (curdi_cu_deviceptr dst, curdi_cu_context dst_context,                  \
+       curdi_cu_deviceptr src, curdi_cu_context src_context, size_t byte_len, \
+       curdi_cu_stream stream),                                               \
+      (dst, dst_context, src, src_context, byte_len, stream))
 
 #define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
     typedef curdi_cu_result (*curdi_pfn_##name) params;

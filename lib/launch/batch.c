@@ -29,11 +29,12 @@
 #include "core/core.h"
 #include "launch/dispatch.h"
 #include "driver/driver.h"
-#include "launch/pending.h"
+#include "core/pending.h"
 #include "launch/program.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
+#include "transfer/copy.h"
 #include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
@@ -57,7 +58,8 @@ typedef enum item_kind {
     ITEM_FILL = 1,
     ITEM_UPLOAD = 2,
     ITEM_LAUNCH = 3,
-    ITEM_DOWNLOAD = 4
+    ITEM_DOWNLOAD = 4,
+    ITEM_COPY = 5 /* within the batch's device (transfer/copy.h) */
 } item_kind;
 
 /* A buffer the batch names, once however many items name it. */
@@ -93,9 +95,11 @@ typedef struct batch_item {
     void *dst;              /* downloads */
     size_t staging_offset;  /* uploads and downloads */
     batch_launch *launch;   /* launches */
+    uint32_t src_buffer;    /* copies: the source's entry in buffers ... */
+    size_t src_offset;      /* ... and offset (buffer, offset: the dst) */
 } batch_item;
 
-/* A run in flight: the batch's curd_pending (lib/launch/pending.h). */
+/* A run in flight: the batch's curd_pending (lib/core/pending.h). */
 typedef struct batch_run {
     curd_pending base;
     curd_batch *batch;
@@ -122,6 +126,7 @@ struct curd_batch {
     size_t download_bytes;
     curdi_staging up, down;     /* kept between runs */
     curdi_transfer_counts counts; /* what one run adds */
+    curdi_copy_counts copies;     /* ... to the copy counters too */
     uint64_t launches;          /* kernel launches one run enqueues */
     batch_run run;
     bool running;               /* run is enqueued and not yet released */
@@ -169,6 +174,7 @@ static void batch_empty(curd_batch *batch)
     batch->upload_bytes = 0;
     batch->download_bytes = 0;
     memset(&batch->counts, 0, sizeof batch->counts);
+    memset(&batch->copies, 0, sizeof batch->copies);
     batch->counts.fences = 1; /* every run, empty or not, is one fence */
     batch->launches = 0;
     batch->any_dirty = false;
@@ -328,10 +334,11 @@ static void buffer_unref(curd_batch *batch, uint32_t index)
     batch->buffers[index].refs--;
 }
 
-/* Appends an item whose buffer entry is reserved; grows the staging
- * layout and the run's counts. */
+/* Appends an item naming use (and, for a copy, src_use as its source;
+ * else NULL); grows the staging layout and the run's counts. */
 static curd_status item_append(curd_batch *batch, batch_item item,
                                const curdi_resident_use *use,
+                               const curdi_resident_use *src_use,
                                const char *what)
 {
     size_t *layout = item.kind == ITEM_UPLOAD     ? &batch->upload_bytes
@@ -359,6 +366,11 @@ static curd_status item_append(curd_batch *batch, batch_item item,
         fits = curdi_u64_add(more.copy_ops, 1u, &more.copy_ops)
                && curdi_u64_add(more.d2h_bytes, item.byte_len,
                                 &more.d2h_bytes);
+    curdi_copy_counts more_copies = batch->copies;
+    if (item.kind == ITEM_COPY)
+        fits = curdi_u64_add(more_copies.d2d_ops, 1u, &more_copies.d2d_ops)
+               && curdi_u64_add(more_copies.d2d_bytes, item.byte_len,
+                                &more_copies.d2d_bytes);
     if (!fits)
         return curdi_fail(CURD_E_OVERFLOW,
                           "%s: the batch's byte counts would pass 2^64."
@@ -366,16 +378,18 @@ static curd_status item_append(curd_batch *batch, batch_item item,
                           what);
     if (!curdi_array_reserve((void **)&batch->items, &batch->item_capacity,
                              batch->item_count + 1u, sizeof *batch->items)
-        || (use != NULL && !reserve_buffer_entries(batch, 1u)))
+        || !reserve_buffer_entries(batch, src_use != NULL ? 2u : 1u))
         return fail_memory(what);
     /* Nothing fails from here on. */
     if (layout != NULL) {
         item.staging_offset = *layout;
         *layout = end & ~(size_t)(STAGING_ALIGN - 1u);
     }
-    if (use != NULL)
-        item.buffer = buffer_ref(batch, use);
+    item.buffer = buffer_ref(batch, use);
+    if (src_use != NULL)
+        item.src_buffer = buffer_ref(batch, src_use);
     batch->counts = more;
+    batch->copies = more_copies;
     batch->items[batch->item_count++] = item;
     batch->recapture = true;
     return CURD_OK;
@@ -417,7 +431,7 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
         item.src = host;
     else if (kind == ITEM_DOWNLOAD)
         item.dst = (void *)(uintptr_t)host;
-    return item_append(batch, item, &use, what);
+    return item_append(batch, item, &use, NULL, what);
 }
 
 /* The checks of a launch's arguments that batches add to dispatch's: only
@@ -544,6 +558,7 @@ static void run_complete(curd_pending *pending, bool copy_out)
                    item->byte_len);
     }
     curdi_transfer_counts_add(batch->device, &batch->counts);
+    curdi_copy_counts_add(batch->device, &batch->copies);
     curdi_dispatch_count_launches(batch->device, batch->launches);
     atomic_fetch_add(&room->runs, 1u);
     if (run->replayed)
@@ -640,6 +655,14 @@ static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
             rc = driver->cuMemcpyDtoHAsync(
                 batch->down.host + item->staging_offset, at, item->byte_len,
                 stream);
+            break;
+        case ITEM_COPY:
+            call = "cuMemcpyDtoDAsync";
+            rc = driver->cuMemcpyDtoDAsync(
+                at,
+                (curdi_cu_deviceptr)(batch->buffers[item->src_buffer].device_ptr
+                                     + item->src_offset),
+                item->byte_len, stream);
             break;
         case ITEM_LAUNCH: {
             const batch_launch *launch = item->launch;
@@ -855,6 +878,8 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
         return status;
     curd_device *device = batch->device;
     status = curdi_transfer_counts_check(device, &batch->counts, what);
+    if (status == CURD_OK)
+        status = curdi_copy_counts_check(device, &batch->copies, what);
     if (status != CURD_OK)
         return status;
     curdi_pending_init(&batch->run.base, device, &run_ops);
@@ -1047,6 +1072,23 @@ CURD_API curd_status curd_batch_download(curd_batch *batch,
 {
     return record_range(batch, ITEM_DOWNLOAD, buffer, false, offset,
                         byte_len, dst, 0, "curd_batch_download");
+}
+
+CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy)
+{
+    const char *what = "curd_batch_copy";
+    curdi_resident_use uses[2];
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK)
+        status = curdi_copy_check_one(batch->device, copy, what, uses);
+    if (status != CURD_OK)
+        return status;
+    /* Both ranges lie inside their buffers, whose sizes are size_t. */
+    batch_item item = {.kind = ITEM_COPY,
+                       .offset = (size_t)copy->dst_offset,
+                       .byte_len = (size_t)copy->byte_len,
+                       .src_offset = (size_t)copy->src_offset};
+    return item_append(batch, item, &uses[0], &uses[1], what);
 }
 
 /* Takes the entries of a launch's BUFFER arguments (room for nargs more

@@ -33,7 +33,7 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "memory/landing.h"
-#include "launch/pending.h"
+#include "core/pending.h"
 #include "launch/program.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
@@ -602,7 +602,7 @@ curd_status curdi_dispatch_after_uploads(curd_device *device,
  * A dispatch in flight
  * ---------------------------------------------------------------------- */
 
-/* A dispatch's curd_pending (lib/launch/pending.h) and what it holds. */
+/* A dispatch's curd_pending (lib/core/pending.h) and what it holds. */
 typedef struct dispatch_run {
     curd_pending base;
     size_t nargs;
@@ -862,7 +862,7 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
 }
 
 /* Checks and enqueues a dispatch; *out_pending receives it. A synchronous
- * dispatch that is not traced runs untimed (lib/launch/pending.h). */
+ * dispatch that is not traced runs untimed (lib/core/pending.h). */
 static curd_status dispatch_start(curd_device *device,
                                   const curd_program *program,
                                   const curd_launch *launch,

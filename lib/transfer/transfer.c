@@ -116,60 +116,40 @@ void curdi_transfer_stats_reset(curd_device *device)
  * Counters: checked before the work, added after it succeeded.
  * ---------------------------------------------------------------------- */
 
+/* The room's counters and what counts adds to each. */
+static void transfer_steps(struct curdi_transfer_room *room,
+                           const curdi_transfer_counts *counts,
+                           curdi_counter_step steps[6])
+{
+    steps[0] = (curdi_counter_step){&room->h2d_bytes, counts->h2d_bytes,
+                                    "h2d_bytes"};
+    steps[1] = (curdi_counter_step){&room->d2h_bytes, counts->d2h_bytes,
+                                    "d2h_bytes"};
+    steps[2] = (curdi_counter_step){&room->copy_ops, counts->copy_ops,
+                                    "copy_ops"};
+    steps[3] = (curdi_counter_step){&room->fences, counts->fences, "fences"};
+    steps[4] = (curdi_counter_step){&room->fill_ops, counts->fill_ops,
+                                    "fill_ops"};
+    steps[5] = (curdi_counter_step){&room->fill_bytes, counts->fill_bytes,
+                                    "fill_bytes"};
+}
+
 curd_status curdi_transfer_counts_check(curd_device *device,
                                         const curdi_transfer_counts *counts,
                                         const char *what)
 {
-    struct curdi_transfer_room *room = device->transfer;
-    struct {
-        _Atomic uint64_t *counter;
-        uint64_t amount;
-        const char *name;
-    } checks[] = {
-        {&room->h2d_bytes, counts->h2d_bytes, "h2d_bytes"},
-        {&room->d2h_bytes, counts->d2h_bytes, "d2h_bytes"},
-        {&room->copy_ops, counts->copy_ops, "copy_ops"},
-        {&room->fences, counts->fences, "fences"},
-        {&room->fill_ops, counts->fill_ops, "fill_ops"},
-        {&room->fill_bytes, counts->fill_bytes, "fill_bytes"},
-    };
-    for (size_t index = 0; index < sizeof checks / sizeof checks[0]; index++) {
-        uint64_t sum;
-        uint64_t current;
-        /* Adding nothing cannot pass the limit. */
-        if (checks[index].amount == 0)
-            continue;
-        current = atomic_load(checks[index].counter);
-        if (!curdi_u64_add(current, checks[index].amount, &sum))
-            return curdi_fail(CURD_E_OVERFLOW,
-                              "%s: the statistics counter %s (%" PRIu64
-                              ") would pass 2^64-1 by %" PRIu64
-                              "; nothing was moved. Fix: call"
-                              " curd_device_stats_reset().",
-                              what, checks[index].name, current,
-                              checks[index].amount);
-    }
-    return CURD_OK;
+    curdi_counter_step steps[6];
+    transfer_steps(device->transfer, counts, steps);
+    return curdi_counters_check(steps, 6, what);
 }
 
 void curdi_transfer_counts_add(curd_device *device,
                                const curdi_transfer_counts *counts)
 {
-    struct curdi_transfer_room *room = device->transfer;
-    _Atomic uint64_t *counters[] = {&room->h2d_bytes, &room->d2h_bytes,
-                                    &room->copy_ops,  &room->fences,
-                                    &room->fill_ops,  &room->fill_bytes};
-    const uint64_t amounts[] = {counts->h2d_bytes, counts->d2h_bytes,
-                                counts->copy_ops,  counts->fences,
-                                counts->fill_ops,  counts->fill_bytes};
-    for (size_t index = 0; index < sizeof amounts / sizeof amounts[0]; index++) {
-        /* Checked before the work; only a concurrent caller between the
-         * check and here could push one past 2^64, which the repairs
-         * counter then shows. */
-        if (amounts[index] != 0
-            && curdi_counter_add(counters[index], amounts[index]) != CURD_OK)
-            atomic_fetch_add(&device->accounting_repairs, 1u);
-    }
+    curdi_counter_step steps[6];
+    transfer_steps(device->transfer, counts, steps);
+    atomic_fetch_add(&device->accounting_repairs,
+                     curdi_counters_add(steps, 6));
 }
 
 /* ------------------------------------------------------------------------

@@ -43,7 +43,18 @@
  *                       (CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM is 0)
  *   FAKE_CUDA_NO_STREAM_MEMOPS  when set (read at each call),
  *                       cuStreamWriteValue32 returns
- *                       CUDA_ERROR_NOT_SUPPORTED */
+ *                       CUDA_ERROR_NOT_SUPPORTED
+ *   FAKE_CUDA_NO_PEER_ACCESS  when set (read at each call), no device
+ *                       reaches another's memory: cuDeviceCanAccessPeer
+ *                       says 0 and cuCtxEnablePeerAccess returns
+ *                       CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (so the staged
+ *                       path of copies between devices runs on the CPU)
+ *
+ * With several devices (FAKE_CUDA_DEVICES), every device's memory is host
+ * memory of one process, so a copy between devices is a memmove like any
+ * other; what is modelled is the bookkeeping: which context enabled peer
+ * access to which (cuCtxEnablePeerAccess a second time is
+ * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, as on a GPU). */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -145,6 +156,9 @@ static struct CUctx_st contexts[FAKE_MAX_DEVICES];
 static size_t used_bytes[FAKE_MAX_DEVICES];
 /* A context's sticky fault (0: none), cleared when it is destroyed. */
 static curdi_cu_result sticky[FAKE_MAX_DEVICES];
+/* peer_enabled[a][b]: context a enabled access to context b's memory;
+ * forgotten when a is destroyed. */
+static bool peer_enabled[FAKE_MAX_DEVICES][FAKE_MAX_DEVICES];
 static long jit_compilations;
 static bool initialised;
 static bool deinitialised;
@@ -480,6 +494,7 @@ static void destroy_broken_context(int dev)
     }
     used_bytes[dev] = 0;
     sticky[dev] = 0;
+    memset(peer_enabled[dev], 0, sizeof peer_enabled[dev]);
 }
 
 static curdi_cu_result f_cuDevicePrimaryCtxRelease(curdi_cu_device dev)
@@ -739,6 +754,59 @@ static curdi_cu_result f_cuMemcpyDtoDAsync(curdi_cu_deviceptr dst,
                 byte_len, (uintptr_t)dst, byte_len, stream, true);
 }
 
+/* A copy between two contexts' memory: each side must be device memory
+ * (of any device: the fake does not tell them apart by address), the
+ * contexts live. Peer access is not required, as on a GPU (the driver
+ * then stages the copy itself). */
+static curdi_cu_result f_cuMemcpyPeerAsync(curdi_cu_deviceptr dst,
+                                           curdi_cu_context dst_context,
+                                           curdi_cu_deviceptr src,
+                                           curdi_cu_context src_context,
+                                           size_t byte_len,
+                                           curdi_cu_stream stream)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (dst_context == NULL || dst_context->retain_count == 0
+        || src_context == NULL || src_context->retain_count == 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_CONTEXT);
+    if (byte_len != 0 && find_range((uintptr_t)src, byte_len) == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
+                byte_len, (uintptr_t)dst, byte_len, stream, true);
+}
+
+static curdi_cu_result f_cuDeviceCanAccessPeer(int *can_access,
+                                               curdi_cu_device dev,
+                                               curdi_cu_device peer_dev)
+{
+    ENTER_NO_CONTEXT();
+    if (can_access == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (!valid_device(dev) || !valid_device(peer_dev))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_DEVICE);
+    *can_access = dev != peer_dev && getenv("FAKE_CUDA_NO_PEER_ACCESS") == NULL;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuCtxEnablePeerAccess(curdi_cu_context peer_context,
+                                               unsigned int flags)
+{
+    ENTER_CONTEXT(device);
+    if (flags != 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (peer_context == NULL || peer_context->retain_count == 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_CONTEXT);
+    if (peer_context->device == device)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_DEVICE);
+    if (getenv("FAKE_CUDA_NO_PEER_ACCESS") != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    if (peer_enabled[device][peer_context->device])
+        return unlock_with(CURDI_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    peer_enabled[device][peer_context->device] = true;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
 /* One strided copy between device and host memory, as the driver checks
  * it: linear memory only (no arrays), each pitch at least the width and
  * at most FAKE_MAX_PITCH, and every row of the device side (the whole
@@ -913,6 +981,21 @@ static curdi_cu_result f_cuEventRecord(curdi_cu_event event,
     ENTER_CONTEXT(device);
     (void)device;
     if (find(FAKE_EVENT, event) == NULL || !valid_stream(stream))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* Work runs at once here, so there is nothing to wait for: the stream
+ * and the event (of any device, as on a GPU) must be live. */
+static curdi_cu_result f_cuStreamWaitEvent(curdi_cu_stream stream,
+                                           curdi_cu_event event,
+                                           unsigned int flags)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (flags != 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (!valid_stream(stream) || find(FAKE_EVENT, event) == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
@@ -1863,7 +1946,8 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * summed; "context_stack": this thread's pushed contexts;
  * "jit_compilations": PTX images compiled since the library loaded (a
  * running count, not a live one); "sticky_faults": contexts holding a
- * sticky fault. -1 for an unknown name. */
+ * sticky fault; "peer_access": ordered pairs of contexts with peer access
+ * enabled. -1 for an unknown name. */
 FAKE_API long fake_cuda_live(const char *what);
 FAKE_API long fake_cuda_live(const char *what)
 {
@@ -1876,6 +1960,10 @@ FAKE_API long fake_cuda_live(const char *what)
         count = stack_depth;
     } else if (strcmp(what, "jit_compilations") == 0) {
         count = jit_compilations;
+    } else if (strcmp(what, "peer_access") == 0) {
+        for (int i = 0; i < FAKE_MAX_DEVICES; i++)
+            for (int j = 0; j < FAKE_MAX_DEVICES; j++)
+                count += peer_enabled[i][j];
     } else if (strcmp(what, "sticky_faults") == 0) {
         for (int i = 0; i < FAKE_MAX_DEVICES; i++)
             count += sticky[i] != 0;

@@ -705,6 +705,143 @@ static void sync_finish(api_world *w, curd_status status)
 }
 
 /* ------------------------------------------------------------------------
+ * Copies between buffers. Every copy reads buffers that no copy of the
+ * same call writes, so a failed call (which may have written part of its
+ * destinations, curd.h) can be made again and must then leave exactly
+ * the model's bytes.
+ * ---------------------------------------------------------------------- */
+#define COPY_SPAN (1u << 20)
+
+/* Within the world's device: small's bytes into two places of large. */
+static void copies_within(const api_world *w, curd_copy copies[2])
+{
+    copies[0] = (curd_copy){w->large, 1000, w->small, 0, API_SMALL_BYTES};
+    copies[1] = (curd_copy){w->large, COPY_SPAN + 5, w->small, 7,
+                            API_SMALL_BYTES - 7};
+}
+
+static curd_status copy_within_call(api_world *w)
+{
+    curd_copy copies[2];
+    copies_within(w, copies);
+    return curd_buffer_copy(w->device, w->device, copies, 2);
+}
+
+/* Made again after a failure; the bytes as the model says, the model
+ * kept for the entries after. */
+static void copy_within_finish(api_world *w, curd_status status)
+{
+    if (lost(status))
+        return;
+    if (status != CURD_OK)
+        API_OK(copy_within_call(w));
+    memcpy(w->large_model + 1000, w->small_model, API_SMALL_BYTES);
+    memcpy(w->large_model + COPY_SPAN + 5, w->small_model + 7,
+           API_SMALL_BYTES - 7);
+    api_world_expect_buffer(w, w->large, w->large_model, API_LARGE_BYTES);
+    api_world_expect_buffer(w, w->small, w->small_model, API_SMALL_BYTES);
+}
+
+static curd_status copy_within_async_call(api_world *w)
+{
+    curd_copy copies[2];
+    copies_within(w, copies);
+    w->pending = NULL;
+    curd_status status =
+        curd_buffer_copy_async(w->device, w->device, copies, 2, &w->pending);
+    API_CHECK((status == CURD_OK) == (w->pending != NULL),
+              "out_pending written by a failed copy, or not by a good one");
+    return status;
+}
+
+static void copy_within_async_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        API_OK(curd_pending_wait(w->pending, NULL));
+        API_OK(curd_pending_free(w->pending));
+        w->pending = NULL;
+    }
+    copy_within_finish(w, status);
+}
+
+static void copy_pending_made(api_world *w)
+{
+    fresh_all(w);
+    API_OK(copy_within_async_call(w));
+}
+
+/* Waited for (the wait failed or not): freeing it gives back everything,
+ * and the copy is in place or can be made again. */
+static void copy_wait_finish(api_world *w, curd_status status)
+{
+    API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+    copy_within_finish(w, status);
+}
+
+/* A second device (ordinal 1 where there is one, else a second handle of
+ * device 0) in extra, opened with CURD_PEER_ACCESS as given, with a
+ * buffer (made) holding host's fresh bytes, which host_copy keeps. */
+static void second_device_with(api_world *w, const char *peer_access)
+{
+    int count = 0;
+    curd_device_options options;
+    API_OK(curd_device_count(&count));
+    api_world_options(&options);
+    fresh_all(w);
+    if (peer_access != NULL)
+        setenv("CURD_PEER_ACCESS", peer_access, 1);
+    curd_status status =
+        curd_device_open(count >= 2 ? 1 : 0, &options, &w->extra);
+    unsetenv("CURD_PEER_ACCESS");
+    API_OK(status);
+    API_OK(curd_buffer_alloc(w->extra, API_LARGE_BYTES, &w->made));
+    API_OK(curd_buffer_upload(w->extra, w->made, w->host, API_LARGE_BYTES));
+}
+
+static void second_device(api_world *w)
+{
+    second_device_with(w, NULL);
+}
+
+static void second_device_staged(api_world *w)
+{
+    second_device_with(w, "0");
+}
+
+/* Three spans from the second device's buffer into the world's: three
+ * staging chunks when staged, so the third waits for the first's slot. */
+static curd_status copy_between_call(api_world *w)
+{
+    curd_copy copies[3] = {
+        {w->large, 0, w->made, 0, COPY_SPAN},
+        {w->small, 0, w->made, COPY_SPAN + 100, API_SMALL_BYTES},
+        {w->large, COPY_SPAN + 10, w->made, 2u * COPY_SPAN, 77},
+    };
+    return curd_buffer_copy(w->device, w->extra, copies, 3);
+}
+
+static void copy_between_finish(api_world *w, curd_status status)
+{
+    if (!lost(status)) {
+        if (status != CURD_OK)
+            API_OK(copy_between_call(w));
+        memcpy(w->large_model, w->host_copy, COPY_SPAN);
+        memcpy(w->small_model, w->host_copy + COPY_SPAN + 100,
+               API_SMALL_BYTES);
+        memcpy(w->large_model + COPY_SPAN + 10, w->host_copy + 2u * COPY_SPAN,
+               77);
+        api_world_expect_buffer(w, w->large, w->large_model, API_LARGE_BYTES);
+        api_world_expect_buffer(w, w->small, w->small_model, API_SMALL_BYTES);
+        API_OK(curd_buffer_free(w->extra, w->made));
+    }
+    /* Closed whatever happened: a lost device's close frees what it
+     * holds. */
+    (void)curd_device_close(w->extra);
+    w->extra = NULL;
+}
+
+/* ------------------------------------------------------------------------
  * Programs. The world keeps one idle module (module_cache_count 1), so
  * loading a second image evicts the first.
  * ---------------------------------------------------------------------- */
@@ -982,6 +1119,16 @@ static void graph_batch(api_world *w)
     batch_of_words(w, CURD_BATCH_GRAPH, false);
 }
 
+/* The streamed batch, and a copy of large's first bytes into small after
+ * its download. */
+static void streamed_batch_with_copy(api_world *w)
+{
+    api_world_reset_buffers(w);
+    streamed_batch(w);
+    curd_copy copy = {w->small, 0, w->large, 0, API_SMALL_BYTES};
+    API_OK(curd_batch_copy(w->batch, &copy));
+}
+
 /* Captured by a run, then fresh words for the next; the statistics as
  * the next run finds them. */
 static void graph_batch_ran(api_world *w)
@@ -1054,6 +1201,18 @@ static void graph_reused(api_world *w, curd_status status, uint64_t updates)
                                        w->stats.graph_captures));
     }
     batch_run_finish(w, status);
+}
+
+/* batch_run_finish's checks (a failed run is run again), and the copy
+ * in place. */
+static void batch_copy_finish(api_world *w, curd_status status)
+{
+    bool works = !api_world_lost(w, status);
+    batch_run_finish(w, status);
+    if (!works)
+        return;
+    memcpy(w->small_model, w->large_model, API_SMALL_BYTES);
+    api_world_expect_buffer(w, w->small, w->small_model, API_SMALL_BYTES);
 }
 
 static void graph_replayed_finish(api_world *w, curd_status status)
@@ -1480,6 +1639,17 @@ const api_op api_ops[] = {
      upload_async_call, upload_async_finish, 0},
     {"curd_device_sync_uploads", "one-upload-pending", upload_pending,
      sync_call, sync_finish, 0},
+    {"curd_buffer_copy", "within-one-device", fresh_all, copy_within_call,
+     copy_within_finish, 0},
+    {"curd_buffer_copy_async", "within-one-device", fresh_all,
+     copy_within_async_call, copy_within_async_finish, 0},
+    /* With one device (a GPU host of one, or the fuzzer's stand-in) the
+     * second device is another handle of device 0: a copy within its
+     * context; the stand-in sweep has two devices (test-fault-sweep.c). */
+    {"curd_buffer_copy", "from-a-second-device-with-peer-access",
+     second_device, copy_between_call, copy_between_finish, 0},
+    {"curd_buffer_copy", "from-a-second-device-staged",
+     second_device_staged, copy_between_call, copy_between_finish, 0},
     {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy,
      load_call, load_finish, 0},
     {"curd_program_free", "unloads-an-idle-module-past-the-bound",
@@ -1496,6 +1666,10 @@ const api_op api_ops[] = {
      ready_finish, 0},
     {"curd_pending_free", "a-dispatch-not-waited-for", pending_made,
      pending_free_call, pending_free_finish, API_MAY_LET_GO},
+    {"curd_pending_wait", "a-copy-in-flight", copy_pending_made, wait_call,
+     copy_wait_finish, 0},
+    {"curd_pending_free", "a-copy-not-waited-for", copy_pending_made,
+     pending_free_call, copy_within_finish, API_MAY_LET_GO},
     {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,
      wait_call, batch_wait_finish, 0},
     {"curd_pending_free", "a-batch-run-not-waited-for", graph_batch_pending,
@@ -1508,6 +1682,8 @@ const api_op api_ops[] = {
      streamed_batch, batch_run_call, batch_run_finish, 0},
     {"curd_batch_run", "graph-captured", graph_batch, batch_run_call,
      batch_run_finish, 0},
+    {"curd_batch_run", "streamed-with-a-copy", streamed_batch_with_copy,
+     batch_run_call, batch_copy_finish, 0},
     {"curd_batch_run", "graph-replayed", graph_batch_ran, batch_run_call,
      graph_replayed_finish, 0},
     {"curd_batch_run", "graph-updated-in-place-after-set-args",
@@ -1561,6 +1737,7 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_batch_clear", "records: resolves a resident buffer"},
     {"curd_batch_upload", "records: resolves a resident buffer"},
     {"curd_batch_download", "records: resolves a resident buffer"},
+    {"curd_batch_copy", "records: resolves two resident buffers"},
     {"curd_batch_set_args", "records: checks the arguments, resolves"
                             " resident buffers, rebuilds the parameter"
                             " list; the next run updates the graph"},

@@ -91,6 +91,13 @@ const api_stat_field api_stat_fields[] = {
     API_FIELD_(graph_replays, API_STAT_EXACT),
     API_FIELD_(graph_captures, API_STAT_EXACT),
     API_FIELD_(graph_updates, API_STAT_EXACT),
+    /* Copies between buffers count once complete (a synchronous copy's
+     * fence, a pending's wait, a batch run's): a failed one counts
+     * nothing, on either device. */
+    API_FIELD_(d2d_bytes, API_STAT_EXACT),
+    API_FIELD_(d2d_ops, API_STAT_EXACT),
+    API_FIELD_(peer_bytes, API_STAT_EXACT),
+    API_FIELD_(peer_ops, API_STAT_EXACT),
 };
 const size_t api_stat_field_count =
     sizeof api_stat_fields / sizeof api_stat_fields[0];

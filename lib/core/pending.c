@@ -1,7 +1,7 @@
 /* pending.c - the shared part of work in flight: one pooled stream, a
  * start and an end event, waiting on the end event, timing, and the
  * public curd_pending_ready / _wait / _free. See pending.h. */
-#include "launch/pending.h"
+#include "core/pending.h"
 
 #include <string.h>
 
@@ -27,9 +27,9 @@ curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
     curd_status status = curdi_fail_driver(
         (int)rc, call,
         curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
-            ? "the kernel faulted and the device's context is lost: close"
-              " the device and open it again; run the kernel under"
-              " compute-sanitizer to find the fault"
+            ? "a kernel or a copy faulted and the device's context is"
+              " lost: close the device and open it again; run the work"
+              " under compute-sanitizer to find the fault"
             : CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
         curdi_device_mark_lost(device);

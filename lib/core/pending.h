@@ -1,14 +1,18 @@
 /* pending.h - the pending room: work enqueued on one pooled stream and
  * fenced by one timed event, as a public curd_pending.
  *
- * A dispatch (lib/launch/dispatch.c) and a batch run (lib/launch/batch.c) both end in
- * the same way: a start event, their work, an end event on one stream;
+ * A dispatch (lib/launch/dispatch.c), a batch run (lib/launch/batch.c)
+ * and a copy between buffers (lib/transfer/copy.c) all end in the same
+ * way: a start event, their work, an end event on one stream;
  * then the caller asks whether it is done, waits for it (the end event,
  * never the stream), has outputs copied into its memory and reads the
  * timing; or frees it. This room owns that shared part; each owner embeds
  * a curd_pending first in its own struct and gives two operations: what to
  * do once the work is complete (copy outputs, count), and how to give back
  * what it holds.
+ *
+ * It stands in core/, below every room that hands one out, since it
+ * needs only the core, the fence and the driver.
  *
  * A pending belongs to one thread at a time (curd.h). */
 #ifndef CURD_LIB_PENDING_H
@@ -81,8 +85,9 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
  * finished pending. */
 void curdi_pending_timing(const curd_pending *pending, curd_timing *timing);
 
-/* A driver failure while enqueueing or waiting for kernels: its status
- * with a Fix sentence; a lost context marks the device lost (core.h). */
+/* A driver failure while enqueueing or waiting for pending work (kernels,
+ * copies): its status with a Fix sentence; a lost context marks the
+ * device lost (core.h). */
 curd_status curdi_pending_fail_driver(struct curd_device *device,
                                       curdi_cu_result rc, const char *call);
 
