@@ -75,7 +75,10 @@ typedef enum curd_status {
     CURD_E_BUSY = 10,            /* in use by work that has not completed */
     CURD_E_UNSUPPORTED = 11,     /* not possible here (e.g. after fork) */
     CURD_E_PROGRAM = 12,         /* a module image failed to load or link */
-    CURD_E_DEVICE_LOST = 13      /* the context is unusable (sticky fault) */
+    CURD_E_DEVICE_LOST = 13,     /* the context is unusable (sticky fault) */
+    CURD_E_COMM = 14             /* a communicator failed or was aborted: a
+                                    peer died, timed out, or NCCL reported
+                                    an error */
 } curd_status;
 
 /* "CURD_OK", "CURD_E_RANGE", ...; "CURD_E_UNKNOWN" for other values. */
