@@ -192,6 +192,16 @@ $(FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
 tests: $(FAKE_CUDA)
 
+# A stand-in libnccl (tests/fake/fake-nccl.c) on that driver: ranks are
+# threads, collectives are computed on the host. -fwrapv: integer sums and
+# products wrap, as they do on a GPU.
+FAKE_NCCL := $(BUILD)/tests/libnccl-fake.so.2
+$(FAKE_NCCL): tests/fake/fake-nccl.c lib/driver/nccl_abi.h lib/driver/cuda_abi.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread
+tests: $(FAKE_NCCL)
+
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it
 # covers exactly the suite that needs no GPU, even on a GPU host.
 VALGRIND := CURD_LIBCUDA=/nonexistent/libcuda.so.1 \
@@ -257,7 +267,8 @@ check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-tsan CC=clang \
 	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
-	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 $(TSAN_BINS)
+	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 \
+	    build-tsan/tests/libnccl-fake.so.2 $(TSAN_BINS)
 	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	    tests/run-tests.sh --wrap '$(TSAN_RUN)' $(TSAN_BINS)
 
