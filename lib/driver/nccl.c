@@ -191,6 +191,14 @@ curd_status curdi_fail_nccl(curdi_nccl_result nccl_result,
     curd_status status = curdi_nccl_status_of(nccl_result);
     if (status == CURD_OK) /* a caller bug; never report success as failure */
         status = CURD_E_COMM;
+    return curdi_fail_nccl_as(status, nccl_result, comm, call, fix);
+}
+
+curd_status curdi_fail_nccl_as(curd_status status,
+                               curdi_nccl_result nccl_result,
+                               curdi_nccl_comm comm, const char *call,
+                               const char *fix)
+{
     /* NCCL's own words: the last error it recorded for this communicator
      * (or the thread's, for NULL), then the description of the code. */
     const char *detail = NULL;

@@ -47,6 +47,13 @@ curd_status curdi_fail_nccl(curdi_nccl_result nccl_result,
                             curdi_nccl_comm comm, const char *call,
                             const char *fix);
 
+/* The same with the status chosen by the caller: CURD_E_COMM for an error
+ * a running communicator reported, whatever its code. */
+curd_status curdi_fail_nccl_as(curd_status status,
+                               curdi_nccl_result nccl_result,
+                               curdi_nccl_comm comm, const char *call,
+                               const char *fix);
+
 /* Test-only: the writable table, so a test can wrap entries to inject
  * failures (or clear an optional one). NULL before a successful load. */
 curdi_nccl *curdi_nccl_table_for_test(void);
