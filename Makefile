@@ -196,10 +196,11 @@ tests: $(FAKE_CUDA)
 # threads, collectives are computed on the host. -fwrapv: integer sums and
 # products wrap, as they do on a GPU.
 FAKE_NCCL := $(BUILD)/tests/libnccl-fake.so.2
-$(FAKE_NCCL): tests/fake/fake-nccl.c lib/driver/nccl_abi.h lib/driver/cuda_abi.h
+$(FAKE_NCCL): tests/fake/fake-nccl.c tests/support/float16.h lib/driver/nccl_abi.h \
+              lib/driver/cuda_abi.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread
 tests: $(FAKE_NCCL)
 
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it

@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "driver/nccl_abi.h"
+#include "support/float16.h"
 
 #define FAKE_API __attribute__((visibility("default")))
 #define FAKE_NCCL_MAX_RANKS 64
@@ -182,75 +183,6 @@ static size_t type_bytes(curdi_nccl_data_type type)
     }
 }
 
-static float half_to_float(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 31u,
-             mantissa = h & 1023u, bits;
-    if (exponent == 0 && mantissa == 0)
-        bits = sign;
-    else if (exponent == 0) { /* subnormal: normalise */
-        exponent = 113;
-        while ((mantissa & 1024u) == 0) {
-            mantissa <<= 1;
-            exponent--;
-        }
-        bits = sign | exponent << 23 | (mantissa & 1023u) << 13;
-    } else if (exponent == 31)
-        bits = sign | 0x7f800000u | mantissa << 13;
-    else
-        bits = sign | (exponent + 112) << 23 | mantissa << 13;
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-static uint16_t float_to_half(float value)
-{
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    int exponent = (int)((bits >> 23) & 255u) - 112;
-    uint32_t mantissa = bits & 0x7fffffu;
-    if (((bits >> 23) & 255u) == 255u)
-        return (uint16_t)(sign | 0x7c00u | (mantissa != 0 ? 0x200u : 0));
-    if (exponent >= 31)
-        return (uint16_t)(sign | 0x7c00u);
-    if (exponent <= 0) {
-        if (exponent < -10)
-            return sign;
-        mantissa |= 0x800000u;
-        unsigned shift = (unsigned)(14 - exponent);
-        uint32_t half = mantissa >> shift, rest = mantissa & ((1u << shift) - 1);
-        uint32_t midpoint = 1u << (shift - 1);
-        if (rest > midpoint || (rest == midpoint && (half & 1u)))
-            half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = (uint32_t)exponent << 10 | mantissa >> 13;
-    uint32_t rest = mantissa & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))
-        half++; /* may carry into the exponent, as rounding should */
-    return (uint16_t)(sign | half);
-}
-
-static float bfloat_to_float(uint16_t b)
-{
-    uint32_t bits = (uint32_t)b << 16;
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-static uint16_t float_to_bfloat(float value)
-{
-    uint32_t bits;
-    memcpy(&bits, &value, sizeof bits);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((bits >> 16) | 0x40u);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    return (uint16_t)(bits >> 16);
-}
-
 #define FAKE_COMBINE(a, b, op)                                               \
     ((op) == CURDI_NCCL_Prod  ? (a) * (b)                                    \
      : (op) == CURDI_NCCL_Max ? ((a) > (b) ? (a) : (b))                      \
@@ -306,9 +238,9 @@ static void reduce(void *out, const void *const *inputs, int n, size_t count,
     case CURDI_NCCL_Float64:
         FAKE_REDUCE_AS(double, FAKE_SAME, FAKE_SAME) break;
     case CURDI_NCCL_Float16:
-        FAKE_REDUCE_AS(half_as_float, half_to_float, float_to_half) break;
+        FAKE_REDUCE_AS(half_as_float, float16_to_float, float_to_float16) break;
     case CURDI_NCCL_Bfloat16:
-        FAKE_REDUCE_AS(bfloat_as_float, bfloat_to_float, float_to_bfloat)
+        FAKE_REDUCE_AS(bfloat_as_float, bfloat16_to_float, float_to_bfloat16)
         break;
     default:
         break;
