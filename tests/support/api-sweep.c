@@ -91,6 +91,9 @@ const api_stat_field api_stat_fields[] = {
     API_FIELD_(graph_replays, API_STAT_EXACT),
     API_FIELD_(graph_captures, API_STAT_EXACT),
     API_FIELD_(graph_updates, API_STAT_EXACT),
+    /* Collectives count once complete: a failed run counts nothing. */
+    API_FIELD_(collective_ops, API_STAT_EXACT),
+    API_FIELD_(collective_bytes, API_STAT_EXACT),
 };
 const size_t api_stat_field_count =
     sizeof api_stat_fields / sizeof api_stat_fields[0];

@@ -118,6 +118,8 @@ typedef struct api_world {
     size_t item; /* the batch's launch */
     curd_session *session;
     const curd_static_set *set;
+    curd_comm *comm, *comm_child; /* one-rank communicators */
+    curd_comm_id comm_id;
     curd_stats stats; /* read by a setup, for its finish to compare */
 } api_world;
 
