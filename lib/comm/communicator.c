@@ -480,7 +480,7 @@ static curd_status init_rank(curd_comm *comm, const curdi_nccl_unique_id *id,
     curdi_nccl_config config = nonblocking_config();
     curdi_nccl_result result = nccl->ncclCommInitRankConfig(
         &comm->nccl, comm->size, *id, comm->rank,
-        curdi_nccl_config_abi(&config));
+        &config);
     curdi_device_leave(comm->device);
     if (result == CURDI_NCCL_Success || result == CURDI_NCCL_InProgress)
         return CURD_OK;
@@ -772,7 +772,7 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     }
     curdi_nccl_config config = nonblocking_config();
     curdi_nccl_result result = nccl->ncclCommSplit(
-        comm->nccl, color, key, &child->nccl, curdi_nccl_config_abi(&config));
+        comm->nccl, color, key, &child->nccl, &config);
     curdi_device_leave(comm->device);
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
         status = curdi_fail_nccl(result, comm->nccl, "ncclCommSplit", NULL);

@@ -6,8 +6,9 @@
  * relies on; NCCL keeps them stable across 2.x (an opaque communicator, a
  * 128-byte unique id, enum values that are only ever appended,
  * ncclConfig_t versioned by its size and version fields).
- * tests/test-nccl-abi.c compiles them next to a real nccl.h when one is
- * found and checks every value and every signature.
+ * tests/test-nccl-abi.c reads a real nccl.h when one is found and checks
+ * every value, every entry's name, return type and parameter count, and
+ * the config's fields against these.
  *
  * As in cuda_abi.h, the enums are `unsigned int`: nccl.h declares them as
  * C enums whose constants are all non-negative, which GCC and Clang give
@@ -85,8 +86,9 @@ enum { CURDI_NCCL_RED_OP_LIST(CURDI_NCCL_ENUM_) };
  * reads `size` first and copies no more than its own struct's size, and
  * `version` tells it which fields the caller knew, so this layout is
  * accepted by every release from 2.14 on (an older one ignores the tail)
- * and by later ones (which default the fields appended after it). Under
- * curd's own tag, since test-nccl-abi includes nccl.h too. */
+ * and by later ones (which default the fields appended after it). The
+ * entries take it by pointer; test-nccl-abi checks the field order and
+ * types against nccl.h. */
 typedef struct curdi_nccl_config {
     size_t size;
     unsigned int magic;
@@ -106,7 +108,6 @@ typedef struct curdi_nccl_config {
     int channels_per_net_peer;
     int nvlink_centric_sched;
 } curdi_nccl_config;
-typedef struct ncclConfig_v22800 curdi_nccl_config_abi_t;
 
 /* NCCL_CONFIG_INITIALIZER's values for this layout: every tunable left
  * undefined (NCCL_CONFIG_UNDEF_INT / _PTR) so NCCL picks its defaults,
@@ -133,13 +134,6 @@ typedef struct ncclConfig_v22800 curdi_nccl_config_abi_t;
         .nvlink_centric_sched = CURDI_NCCL_CONFIG_UNDEF_INT,                 \
     }
 
-/* The same memory seen as the type the entry points declare. */
-static inline curdi_nccl_config_abi_t *
-curdi_nccl_config_abi(curdi_nccl_config *config)
-{
-    return (curdi_nccl_config_abi_t *)(void *)config;
-}
-
 /* The entries that return an ncclResult_t: X(name, tier, params, args).
  * tier is REQUIRED or OPTIONAL (NULL in the table when the library lacks
  * it). The same list drives the table in nccl.h, the fault-injection
@@ -150,11 +144,11 @@ curdi_nccl_config_abi(curdi_nccl_config *config)
       (unique_id))                                                           \
     X(ncclCommInitRankConfig, REQUIRED,                                      \
       (curdi_nccl_comm * comm, int nranks, curdi_nccl_unique_id comm_id,     \
-       int rank, curdi_nccl_config_abi_t *config),                           \
+       int rank, curdi_nccl_config *config),                             \
       (comm, nranks, comm_id, rank, config))                                 \
     X(ncclCommSplit, OPTIONAL,                                               \
       (curdi_nccl_comm comm, int color, int key, curdi_nccl_comm *new_comm,  \
-       curdi_nccl_config_abi_t *config),                                     \
+       curdi_nccl_config *config),                                       \
       (comm, color, key, new_comm, config))                                  \
     X(ncclCommFinalize, REQUIRED, (curdi_nccl_comm comm), (comm))            \
     X(ncclCommDestroy, REQUIRED, (curdi_nccl_comm comm), (comm))             \

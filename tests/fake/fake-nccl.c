@@ -495,9 +495,8 @@ FAKE_API curdi_nccl_result ncclGetUniqueId(curdi_nccl_unique_id *id)
     return CURDI_NCCL_Success;
 }
 
-static bool config_ok(const curdi_nccl_config_abi_t *abi)
+static bool config_ok(const curdi_nccl_config *config)
 {
-    const curdi_nccl_config *config = (const curdi_nccl_config *)(const void *)abi;
     return config == NULL ||
            (config->magic == CURDI_NCCL_API_MAGIC &&
             config->size >= offsetof(curdi_nccl_config, blocking) +
@@ -506,7 +505,7 @@ static bool config_ok(const curdi_nccl_config_abi_t *abi)
 
 FAKE_API curdi_nccl_result ncclCommInitRankConfig(
     curdi_nccl_comm *out, int nranks, curdi_nccl_unique_id id, int rank,
-    curdi_nccl_config_abi_t *config)
+    curdi_nccl_config *config)
 {
     if (out == NULL || nranks < 1 || nranks > FAKE_NCCL_MAX_RANKS ||
         rank < 0 || rank >= nranks || !config_ok(config))
@@ -587,7 +586,7 @@ static bool finish_split(fake_clique *parent)
 
 FAKE_API curdi_nccl_result ncclCommSplit(curdi_nccl_comm comm, int color,
                                          int key, curdi_nccl_comm *out,
-                                         curdi_nccl_config_abi_t *config)
+                                         curdi_nccl_config *config)
 {
     if (comm == NULL || out == NULL || !config_ok(config) || color < -1)
         return fail(comm, CURDI_NCCL_InvalidArgument,
