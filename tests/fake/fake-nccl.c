@@ -815,11 +815,10 @@ FAKE_API curdi_nccl_result ncclGroupEnd(void)
     if (--group_depth > 0)
         return CURDI_NCCL_Success;
     curdi_nccl_result result = post_groups();
-    if (group_capacity > 64) {
-        free(group_calls);
-        group_calls = NULL;
-        group_capacity = 0;
-    }
+    /* Thread-local: freed here, so a rank's thread leaves nothing. */
+    free(group_calls);
+    group_calls = NULL;
+    group_capacity = 0;
     return result;
 }
 
