@@ -82,6 +82,7 @@ typedef struct lane {
     curdi_cu_stream stream;
     curdi_cu_event done;
     bool event_taken;
+    bool recorded; /* its event is recorded behind NCCL's work */
     bool finished; /* its event completed */
     bool marked;   /* its uses began */
     size_t first_use, use_count;
@@ -298,10 +299,38 @@ static void run_release(curd_pending *pending)
     free(run);
 }
 
-/* curdi_comm_work_done_fn: every lane's event completed. */
+/* Records each lane's event behind the work NCCL has enqueued on its
+ * stream. Only once no communicator of the run reports ncclInProgress:
+ * a non-blocking NCCL may still be enqueueing before then (connecting to
+ * its peers), and an event recorded earlier would complete ahead of the
+ * work. */
+static curd_status record_lanes(collective_run *run)
+{
+    for (size_t at = 0; at < run->lane_count; at++) {
+        lane *l = &run->lanes[at];
+        if (l->recorded)
+            continue;
+        curd_status status = curdi_device_enter(l->device);
+        if (status != CURD_OK)
+            return status;
+        curdi_cu_result rc = curdi_driver_note(
+            curdi_driver_get()->cuEventRecord(l->done, l->stream));
+        curdi_device_leave(l->device);
+        if (rc != CURDI_CUDA_SUCCESS)
+            return curdi_pending_fail_driver(l->device, rc, "cuEventRecord");
+        l->recorded = true;
+    }
+    return CURD_OK;
+}
+
+/* curdi_comm_work_done_fn, called once NCCL has enqueued everything:
+ * every lane's event completed. */
 static bool lanes_done(void *context, curd_status *status)
 {
     collective_run *run = context;
+    *status = record_lanes(run);
+    if (*status != CURD_OK)
+        return true;
     for (size_t index = 0; index < run->lane_count; index++) {
         lane *l = &run->lanes[index];
         if (l->finished)
@@ -333,8 +362,40 @@ static curd_status run_wait(curd_pending *pending)
                            run->what);
 }
 
-static const curdi_pending_ops run_ops = {run_complete, run_release,
-                                          run_wait};
+/* Ready: no communicator still enqueueing or failed (a failure is
+ * "ready": the wait reports it), and every lane's event complete. */
+static curd_status run_ready(curd_pending *pending, int *out_ready)
+{
+    collective_run *run = (collective_run *)pending;
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    for (size_t index = 0; index < run->comm_count; index++) {
+        curd_comm *comm = run->comms[index];
+        curdi_nccl_result async_error = CURDI_NCCL_Success;
+        if (comm->nccl == NULL ||
+            nccl->ncclCommGetAsyncError(comm->nccl, &async_error) !=
+                CURDI_NCCL_Success ||
+            (async_error != CURDI_NCCL_Success &&
+             async_error != CURDI_NCCL_InProgress)) {
+            *out_ready = 1;
+            return CURD_OK;
+        }
+        if (async_error == CURDI_NCCL_InProgress) {
+            *out_ready = 0;
+            return CURD_OK;
+        }
+    }
+    bool done = lanes_done(run, &status);
+    *out_ready = done;
+    return status;
+}
+
+static const curdi_pending_ops run_ops = {.complete = run_complete,
+                                          .release = run_release,
+                                          .wait = run_wait,
+                                          .ready = run_ready};
 
 /* One allocation for the run and its arrays (count is bounded, so the
  * sizes cannot overflow). */
@@ -545,18 +606,9 @@ static curd_status enqueue(collective_run *run)
             curdi_comm_abort(run->comms[index]);
         return status;
     }
-    for (size_t at = 0; at < run->lane_count; at++) {
-        lane *l = &run->lanes[at];
-        status = curdi_device_enter(l->device);
-        if (status != CURD_OK)
-            return status;
-        curdi_cu_result rc = curdi_driver_note(
-            curdi_driver_get()->cuEventRecord(l->done, l->stream));
-        curdi_device_leave(l->device);
-        if (rc != CURDI_CUDA_SUCCESS)
-            return curdi_pending_fail_driver(l->device, rc, "cuEventRecord");
-    }
-    return CURD_OK;
+    /* The usual case: NCCL enqueued everything in the group's end, and
+     * the events go behind it now; else the wait records them. */
+    return end == CURDI_NCCL_Success ? record_lanes(run) : CURD_OK;
 }
 
 /* Checks, plans, marks and enqueues; on CURD_OK *out is the run in

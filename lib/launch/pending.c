@@ -194,6 +194,8 @@ CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
         *out_ready = 1;
         return CURD_OK;
     }
+    if (pending->ops->ready != NULL)
+        return pending->ops->ready(pending, out_ready);
     status = curdi_device_enter(pending->device);
     if (status != CURD_OK)
         return status;

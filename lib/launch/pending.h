@@ -35,6 +35,10 @@ typedef struct curdi_pending_ops {
      * communicators with a timeout: lib/comm/collective.c). The device
      * is not entered; device_ns stays 0. */
     curd_status (*wait)(curd_pending *pending);
+    /* Optional, with wait: whether the work is complete, instead of
+     * querying the end event (*out_ready 1 also when the wait would
+     * fail at once). */
+    curd_status (*ready)(curd_pending *pending, int *out_ready);
 } curdi_pending_ops;
 
 struct curd_pending {
