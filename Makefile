@@ -262,7 +262,7 @@ check-asan:
 # ThreadSanitizer needs clang here and a fixed address layout on some
 # kernels, hence setarch -R when it is available.
 TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c) \
-               tests/test-soak-gpu-fake.c)
+               tests/test-soak-gpu-fake.c tests/test-comm-fake.c)
 TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
