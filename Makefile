@@ -7,8 +7,8 @@
 #   make check-plain     just the unit tests (what the Debian build runs)
 #   make check-gpu       the unit tests with every skip counted as a failure
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
-#   make check-tsan      the *thread* tests and the soak rebuilt in build-tsan/
-#                        with TSan
+#   make check-tsan      the *thread* tests, the soak and test-comm-fake rebuilt
+#                        in build-tsan/ with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS,
 #                        folder by folder

@@ -144,7 +144,9 @@ void curdi_comm_abort(curd_comm *comm)
     curdi_nccl_result result = nccl->ncclCommAbort(comm->nccl);
     if (entered)
         curdi_device_leave(comm->device);
-    if (result != CURDI_NCCL_Success)
+    /* ncclInProgress: the abort goes on in NCCL's own thread (its
+     * kernels were told to stop before the call returned). */
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress)
         curdi_trace("ncclCommAbort failed with %s; its resources stay with "
                     "NCCL",
                     curdi_nccl_result_name(result));
@@ -265,8 +267,10 @@ static curd_status destroy_nccl(curd_comm *comm, const char *what)
     status = curdi_comm_wait(&comm, 1, NULL, NULL, what);
     if (status != CURD_OK)
         return status; /* aborted by the wait */
+    /* A non-blocking communicator's destroy may finish in NCCL's own
+     * thread (ncclInProgress): the handle is NCCL's from here on. */
     result = nccl->ncclCommDestroy(comm->nccl);
-    if (result != CURDI_NCCL_Success) {
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
         status = curdi_fail_nccl_as(CURD_E_COMM, result, comm->nccl,
                                     "ncclCommDestroy",
                                     "the communicator was aborted and freed "
