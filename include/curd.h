@@ -1008,9 +1008,14 @@ typedef struct curd_comm_id {
 typedef struct curd_comm_options {
     size_t struct_size;
     uint32_t flags;      /* none yet: must be 0 */
-    /* How long any wait on the communicator may take, in ms. 0: the
-     * default, $CURD_COMM_TIMEOUT_MS when set, else 30000. */
+    /* How long any wait on the communicator's work (collectives, its
+     * close) may take, in ms. 0: the default, $CURD_COMM_TIMEOUT_MS when
+     * set, else 30000. */
     uint32_t timeout_ms;
+    /* How long opening (and splitting) may wait for every rank to join:
+     * NCCL's setup takes seconds. 0: the larger of timeout_ms and
+     * 60000. */
+    uint32_t open_timeout_ms;
 } curd_comm_options;
 
 CURD_API void curd_comm_options_init(curd_comm_options *options);

@@ -523,7 +523,7 @@ static void assert_all_reduce_works(pair *p)
 static void test_bad_input_is_refused_and_enqueues_nothing(void)
 {
     pair p;
-    if (!pair_open(&p, 2000))
+    if (!pair_open(&p, 10000))
         return;
     curd_buffer mine, theirs;
     unsigned char bytes[4096];
@@ -644,7 +644,7 @@ static void test_bad_input_is_refused_and_enqueues_nothing(void)
 static void test_a_closed_communicator_is_refused(void)
 {
     pair p;
-    if (!pair_open(&p, 2000))
+    if (!pair_open(&p, 10000))
         return;
     int rank = -1, size = -1;
     for (int r = 0; r < RANKS; r++) {
@@ -703,6 +703,37 @@ static void test_a_rank_that_never_calls_times_out(void)
     pair_close(&p);
 }
 
+/* Rank 1 never joins: rank 0's open fails within its open timeout, and
+ * leaves nothing behind. */
+static void test_a_rank_that_never_joins_times_out(void)
+{
+    curd_device *devices[RANKS];
+    if (!devices_open(devices))
+        return;
+    if (nccl_there()) {
+        curd_comm_id id;
+        check_ok(curd_comm_id_new(&id), "curd_comm_id_new");
+        curd_comm_options options;
+        curd_comm_options_init(&options);
+        options.open_timeout_ms = 300;
+        curd_comm *comm = NULL;
+        gint64 start = g_get_monotonic_time();
+        check_refused(curd_comm_open(devices[0], &id, 0, RANKS, &options,
+                                     &comm),
+                      CURD_E_COMM, "a rank alone");
+        gint64 waited_ms = (g_get_monotonic_time() - start) / 1000;
+        g_assert_nonnull(strstr(curd_last_error(), "open_timeout_ms"));
+        g_assert_cmpint(waited_ms, >=, 300);
+        g_assert_cmpint(waited_ms, <, 300 + 5000);
+        g_assert_null(comm);
+    }
+    for (int r = 0; r < RANKS; r++)
+        check_ok(curd_device_close(devices[r]), "curd_device_close");
+#ifdef CURD_TEST_COMM_FAKE
+    g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
+#endif
+}
+
 /* Both ranks call, with their sends and receives disagreeing: NCCL or the
  * timeout catches it, never a hang. */
 static void test_sends_and_receives_that_disagree_fail(void)
@@ -746,7 +777,7 @@ static void test_sends_and_receives_that_disagree_fail(void)
 static void test_a_device_closed_under_its_communicator(void)
 {
     pair p;
-    if (!pair_open(&p, 2000))
+    if (!pair_open(&p, 10000))
         return;
     check_ok(curd_device_close(p.devices[1]), "curd_device_close");
     p.devices[1] = NULL;
@@ -909,7 +940,7 @@ static void test_ranks_in_threads_joined_by_an_id(void)
 static void test_a_split_without_nccl_split_is_unsupported(void)
 {
     pair p;
-    if (!pair_open(&p, 2000))
+    if (!pair_open(&p, 10000))
         return;
     curdi_nccl *table = curdi_nccl_table_for_test();
     g_assert_nonnull(table);
@@ -1139,6 +1170,8 @@ int main(int argc, char **argv)
                     test_a_closed_communicator_is_refused);
     g_test_add_func(PATH_ROOT "/a-rank-that-never-calls-times-out",
                     test_a_rank_that_never_calls_times_out);
+    g_test_add_func(PATH_ROOT "/a-rank-that-never-joins-times-out",
+                    test_a_rank_that_never_joins_times_out);
     g_test_add_func(PATH_ROOT "/sends-and-receives-that-disagree-fail",
                     test_sends_and_receives_that_disagree_fail);
     g_test_add_func(PATH_ROOT "/a-device-closed-under-its-communicator",

@@ -358,7 +358,7 @@ static bool lanes_done(void *context, curd_status *status)
 static curd_status run_wait(curd_pending *pending)
 {
     collective_run *run = (collective_run *)pending;
-    return curdi_comm_wait(run->comms, run->comm_count, lanes_done, run,
+    return curdi_comm_wait(run->comms, run->comm_count, false, lanes_done, run,
                            run->what);
 }
 

@@ -176,8 +176,8 @@ static void poll_pause(uint64_t waited_ns)
 }
 
 curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
-                            curdi_comm_work_done_fn work_done, void *context,
-                            const char *what)
+                            bool opening, curdi_comm_work_done_fn work_done,
+                            void *context, const char *what)
 {
     const curdi_nccl *nccl = NULL;
     curd_status status = curdi_nccl_ready(&nccl);
@@ -224,19 +224,23 @@ curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
         }
         uint64_t waited_ns = curdi_clock_ns() - start_ns;
         for (size_t index = 0; index < count; index++) {
-            uint32_t timeout_ms = comms[index]->timeout_ms;
+            uint32_t timeout_ms = opening ? comms[index]->open_timeout_ms
+                                          : comms[index]->timeout_ms;
             if (waited_ns / 1000000u < timeout_ms)
                 continue;
             status = curdi_fail(
                 CURD_E_COMM,
-                "%s: rank %d of %d waited %u ms (its timeout) and the work "
-                "did not complete: a peer died, stopped answering or never "
-                "made the matching call. Every communicator of this call was "
+                "%s: rank %d of %d waited %u ms (its timeout) and the %s did "
+                "not complete: a peer died, stopped answering or never made "
+                "the matching call. Every communicator of this call was "
                 "aborted. Fix: close them and open new ones on every rank "
                 "(the device is still usable); make every rank make the same "
-                "calls, or raise curd_comm_options.timeout_ms "
-                "(CURD_COMM_TIMEOUT_MS) if the peers are only slow.",
-                what, comms[index]->rank, comms[index]->size, timeout_ms);
+                "calls, or raise curd_comm_options.%s if the peers are only "
+                "slow.",
+                what, comms[index]->rank, comms[index]->size, timeout_ms,
+                opening ? "joining of every rank" : "work",
+                opening ? "open_timeout_ms"
+                        : "timeout_ms (CURD_COMM_TIMEOUT_MS)");
             abort_all(comms, count);
             return status;
         }
@@ -264,7 +268,7 @@ static curd_status destroy_nccl(curd_comm *comm, const char *what)
         curdi_comm_abort(comm);
         return status;
     }
-    status = curdi_comm_wait(&comm, 1, NULL, NULL, what);
+    status = curdi_comm_wait(&comm, 1, false, NULL, NULL, what);
     if (status != CURD_OK)
         return status; /* aborted by the wait */
     /* A non-blocking communicator's destroy may finish in NCCL's own
@@ -349,10 +353,18 @@ curd_status curdi_comm_check(const curd_comm *comm, const char *what)
     return curdi_device_check(comm->device, what);
 }
 
+/* The two timeouts of a communicator (curd_comm_options). */
+typedef struct comm_timeouts {
+    uint32_t wait_ms;
+    uint32_t open_ms;
+} comm_timeouts;
+
+#define CURDI_COMM_OPEN_TIMEOUT_FLOOR_MS 60000u
+
 static curd_status check_options(const curd_comm_options *options,
-                                 const char *what, uint32_t *out_timeout_ms)
+                                 const char *what, comm_timeouts *out)
 {
-    uint32_t timeout_ms = 0;
+    uint32_t timeout_ms = 0, open_timeout_ms = 0;
     if (options != NULL) {
         curd_status status = curdi_options_check(
             options, sizeof *options, sizeof *options, "curd_comm_options");
@@ -364,6 +376,7 @@ static curd_status check_options(const curd_comm_options *options,
                               "defined yet. Fix: set flags to 0.",
                               what, options->flags);
         timeout_ms = options->timeout_ms;
+        open_timeout_ms = options->open_timeout_ms;
     }
     if (timeout_ms == 0) {
         timeout_ms = CURDI_COMM_DEFAULT_TIMEOUT_MS;
@@ -385,7 +398,11 @@ static curd_status check_options(const curd_comm_options *options,
             timeout_ms = (uint32_t)parsed;
         }
     }
-    *out_timeout_ms = timeout_ms;
+    out->wait_ms = timeout_ms;
+    out->open_ms = open_timeout_ms != 0 ? open_timeout_ms
+                   : timeout_ms > CURDI_COMM_OPEN_TIMEOUT_FLOOR_MS
+                       ? timeout_ms
+                       : CURDI_COMM_OPEN_TIMEOUT_FLOOR_MS;
     return CURD_OK;
 }
 
@@ -400,7 +417,7 @@ static curd_status check_out(curd_comm **out_comm, const char *what)
 }
 
 static curd_comm *comm_new(curd_device *device, int rank, int size,
-                           uint32_t timeout_ms, const char *what)
+                           const comm_timeouts *timeouts, const char *what)
 {
     curd_comm *comm = calloc(1, sizeof *comm);
     if (comm == NULL) {
@@ -413,7 +430,8 @@ static curd_comm *comm_new(curd_device *device, int rank, int size,
     comm->device = device;
     comm->rank = rank;
     comm->size = size;
-    comm->timeout_ms = timeout_ms;
+    comm->timeout_ms = timeouts->wait_ms;
+    comm->open_timeout_ms = timeouts->open_ms;
     return comm;
 }
 
@@ -498,15 +516,15 @@ static curd_status init_rank(curd_comm *comm, const curdi_nccl_unique_id *id,
 
 static curd_status open_checked(curd_device *device,
                                 const curdi_nccl_unique_id *id, int rank,
-                                int nranks, uint32_t timeout_ms,
+                                int nranks, const comm_timeouts *timeouts,
                                 const char *what, curd_comm **out_comm)
 {
-    curd_comm *comm = comm_new(device, rank, nranks, timeout_ms, what);
+    curd_comm *comm = comm_new(device, rank, nranks, timeouts, what);
     if (comm == NULL)
         return CURD_E_OUT_OF_MEMORY;
     curd_status status = init_rank(comm, id, what);
     if (status == CURD_OK)
-        status = curdi_comm_wait(&comm, 1, NULL, NULL, what);
+        status = curdi_comm_wait(&comm, 1, true, NULL, NULL, what);
     if (status != CURD_OK) {
         curdi_comm_abort(comm);
         free(comm);
@@ -534,7 +552,7 @@ CURD_API curd_status curd_comm_open(curd_device *device,
                                     curd_comm **out_comm)
 {
     const char *what = "curd_comm_open";
-    uint32_t timeout_ms = 0;
+    comm_timeouts timeouts = {0, 0};
     curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
         status = check_out(out_comm, what);
@@ -546,13 +564,13 @@ CURD_API curd_status curd_comm_open(curd_device *device,
     if (status == CURD_OK)
         status = check_rank(rank, nranks, what);
     if (status == CURD_OK)
-        status = check_options(options, what, &timeout_ms);
+        status = check_options(options, what, &timeouts);
     if (status != CURD_OK)
         return status;
     *out_comm = NULL;
     curdi_nccl_unique_id unique;
     memcpy(unique.internal, id->bytes, sizeof unique.internal);
-    return open_checked(device, &unique, rank, nranks, timeout_ms, what,
+    return open_checked(device, &unique, rank, nranks, &timeouts, what,
                         out_comm);
 }
 
@@ -562,7 +580,7 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
                                         curd_comm **comms)
 {
     const char *what = "curd_comm_open_all";
-    uint32_t timeout_ms = 0;
+    comm_timeouts timeouts = {0, 0};
     if (devices == NULL || comms == NULL || count < 1)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: devices %p, comms %p, count %d. Fix: pass "
@@ -583,7 +601,7 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
                                   what, other, index,
                                   devices[index]->ordinal);
     }
-    curd_status status = check_options(options, what, &timeout_ms);
+    curd_status status = check_options(options, what, &timeouts);
     if (status != CURD_OK)
         return status;
     const curdi_nccl *nccl = NULL;
@@ -597,7 +615,7 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
                           "free host memory and try again.",
                           what, count);
     for (int index = 0; index < count && status == CURD_OK; index++)
-        if ((made[index] = comm_new(devices[index], index, count, timeout_ms,
+        if ((made[index] = comm_new(devices[index], index, count, &timeouts,
                                     what)) == NULL)
             status = CURD_E_OUT_OF_MEMORY;
     curd_comm_id id;
@@ -625,7 +643,8 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
         }
     }
     if (status == CURD_OK)
-        status = curdi_comm_wait(made, (size_t)count, NULL, NULL, what);
+        status = curdi_comm_wait(made, (size_t)count, true, NULL, NULL,
+                                 what);
     if (status != CURD_OK) {
         for (int index = 0; index < count; index++)
             if (made[index] != NULL) {
@@ -668,12 +687,12 @@ CURD_API curd_status curd_comm_open_from_env(curd_device *device,
                                              curd_comm **out_comm)
 {
     const char *what = "curd_comm_open_from_env";
-    uint32_t timeout_ms = 0;
+    comm_timeouts timeouts = {0, 0};
     curd_status status = curdi_device_check(device, what);
     if (status == CURD_OK)
         status = check_out(out_comm, what);
     if (status == CURD_OK)
-        status = check_options(options, what, &timeout_ms);
+        status = check_options(options, what, &timeouts);
     if (status != CURD_OK)
         return status;
     size_t launcher = 0;
@@ -735,7 +754,7 @@ CURD_API curd_status curd_comm_open_from_env(curd_device *device,
     *out_comm = NULL;
     curdi_nccl_unique_id unique;
     memcpy(unique.internal, id.bytes, sizeof unique.internal);
-    return open_checked(device, &unique, rank, size, timeout_ms, what,
+    return open_checked(device, &unique, rank, size, &timeouts, what,
                         out_comm);
 }
 
@@ -766,7 +785,8 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
         return status;
     *out_comm = NULL;
     /* Its rank and size are known once the split completes. */
-    curd_comm *child = comm_new(comm->device, 0, 0, comm->timeout_ms, what);
+    const comm_timeouts inherited = {comm->timeout_ms, comm->open_timeout_ms};
+    curd_comm *child = comm_new(comm->device, 0, 0, &inherited, what);
     if (child == NULL)
         return CURD_E_OUT_OF_MEMORY;
     status = curdi_device_enter(comm->device);
@@ -786,8 +806,8 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     }
     /* The parent reports the split's progress; the child its own init. */
     curd_comm *both[2] = {comm, child};
-    status = curdi_comm_wait(both, child->nccl != NULL ? 2 : 1, NULL, NULL,
-                             what);
+    status = curdi_comm_wait(both, child->nccl != NULL ? 2 : 1, true, NULL,
+                             NULL, what);
     if (status == CURD_OK && child->nccl != NULL) {
         result = nccl->ncclCommUserRank(child->nccl, &child->rank);
         if (result == CURDI_NCCL_Success)

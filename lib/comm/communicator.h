@@ -28,7 +28,8 @@ struct curd_comm {
     curdi_nccl_comm nccl;
     int rank;
     int size;
-    uint32_t timeout_ms;
+    uint32_t timeout_ms;      /* waits on its work */
+    uint32_t open_timeout_ms; /* waits for the ranks to join (and split) */
     struct curd_comm *registry_prev, *registry_next;
     struct curd_comm *room_next; /* the device's open communicators */
 };
@@ -52,12 +53,13 @@ typedef bool (*curdi_comm_work_done_fn)(void *context, curd_status *status);
 
 /* Polls until every communicator of comms reports no work in progress and
  * work_done (NULL: nothing more) says the work completed, or until a
- * communicator's timeout passes, measured from this call. On an NCCL
- * error or a timeout every communicator of comms is aborted and the
- * status is CURD_E_COMM (what names the call). */
+ * communicator's timeout passes (its open timeout when `opening`),
+ * measured from this call. On an NCCL error or a timeout every
+ * communicator of comms is aborted and the status is CURD_E_COMM (what
+ * names the call). */
 curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
-                            curdi_comm_work_done_fn work_done, void *context,
-                            const char *what);
+                            bool opening, curdi_comm_work_done_fn work_done,
+                            void *context, const char *what);
 
 /* Aborts the communicator's NCCL side (its device entered when it can
  * be); the curd_comm stays, refusing further work with CURD_E_COMM. */
