@@ -1059,7 +1059,9 @@ CURD_API curd_status curd_comm_rank(const curd_comm *comm, int *out_rank);
 CURD_API curd_status curd_comm_size(const curd_comm *comm, int *out_size);
 /* Waits for the communicator's work and frees it (aborting it when the
  * wait fails or times out; the status says so, and it is freed anyway).
- * NULL is a no-op; a second close is CURD_E_INVALID_ARGUMENT. */
+ * CURD_E_BUSY, with nothing done, while an asynchronous collective run on
+ * it is not yet freed. NULL is a no-op; a second close is
+ * CURD_E_INVALID_ARGUMENT. */
 CURD_API curd_status curd_comm_close(curd_comm *comm);
 
 typedef enum curd_dtype {

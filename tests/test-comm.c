@@ -821,6 +821,8 @@ static void test_async_runs_hold_their_buffers(void)
         check_refused(curd_buffer_free(p.devices[r], buffers[r]),
                       CURD_E_BUSY, "freeing a buffer in flight");
     }
+    check_refused(curd_comm_close(p.comms[0]), CURD_E_BUSY,
+                  "closing a communicator with a run in flight");
     int ready = 0;
     check_ok(curd_pending_ready(pending[0], &ready), "curd_pending_ready");
     for (int r = 0; r < RANKS; r++) {

@@ -1,6 +1,7 @@
 /* collective.c - collectives on resident buffers. See collective.h. */
 #include "comm/collective.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,7 @@ typedef struct collective_run {
     curd_comm **comms;
     uint64_t *ids;
     curdi_resident_use *uses;
+    bool counted_in_flight; /* in its communicators' runs_in_flight */
 } collective_run;
 
 /* ------------------------------------------------------------------------
@@ -296,6 +298,9 @@ static void run_release(curd_pending *pending)
             curdi_resident_use_end(l->device, run->uses + l->first_use,
                                    l->use_count);
     }
+    for (size_t index = 0; run->counted_in_flight && index < run->comm_count;
+         index++)
+        atomic_fetch_sub(&run->comms[index]->runs_in_flight, 1);
     free(run);
 }
 
@@ -607,8 +612,14 @@ static curd_status enqueue(collective_run *run)
         return status;
     }
     /* The usual case: NCCL enqueued everything in the group's end, and
-     * the events go behind it now; else the wait records them. */
-    return end == CURDI_NCCL_Success ? record_lanes(run) : CURD_OK;
+     * the events go behind it now; else the wait records them. Failing
+     * here leaves NCCL's work enqueued: the communicators are aborted, so
+     * the release's drain cannot wait on a peer. */
+    status = end == CURDI_NCCL_Success ? record_lanes(run) : CURD_OK;
+    if (status != CURD_OK)
+        for (size_t index = 0; index < run->comm_count; index++)
+            curdi_comm_abort(run->comms[index]);
+    return status;
 }
 
 /* Checks, plans, marks and enqueues; on CURD_OK *out is the run in
@@ -664,6 +675,10 @@ static curd_status start(const curd_collective *ops, size_t count,
         curdi_pending_release(&run->base);
         return status;
     }
+    /* The communicators cannot be closed under the run (run_release). */
+    for (size_t index = 0; index < run->comm_count; index++)
+        atomic_fetch_add(&run->comms[index]->runs_in_flight, 1);
+    run->counted_in_flight = true;
     run->base.enqueue_ns = curdi_clock_ns() - run->base.start_ns;
     *out = run;
     return CURD_OK;

@@ -300,7 +300,11 @@ void curdi_comm_room_close(curd_device *device)
         pthread_mutex_unlock(&room->lock);
         if (comm == NULL)
             break;
-        bool entered = curdi_driver_usable() &&
+        /* With a run still in flight (a pending not freed) the work may
+         * wait on a peer for ever: aborted, it ends, and the device's close
+         * cannot hang in its synchronisation. */
+        bool entered = atomic_load(&comm->runs_in_flight) == 0 &&
+                       curdi_driver_usable() &&
                        curdi_device_enter(device) == CURD_OK;
         if (entered) {
             (void)destroy_nccl(comm, "curd_device_close");
@@ -863,12 +867,25 @@ CURD_API curd_status curd_comm_close(curd_comm *comm)
     const char *what = "curd_comm_close";
     if (comm == NULL)
         return CURD_OK;
-    if (!registry_remove(comm))
+    pthread_mutex_lock(&registry_lock);
+    bool live = registry_live_locked(comm);
+    int in_flight = live ? atomic_load(&comm->runs_in_flight) : 0;
+    pthread_mutex_unlock(&registry_lock);
+    if (!live)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: communicator %p is not open (closed already, "
                           "or never returned by curd_comm_open); nothing was "
                           "done. Fix: close each communicator once.",
                           what, (const void *)comm);
+    if (in_flight != 0)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: communicator %p (rank %d of %d) has %d "
+                          "asynchronous collective run(s) not yet freed; "
+                          "nothing was done. Fix: curd_pending_wait and "
+                          "curd_pending_free them first.",
+                          what, (const void *)comm, comm->rank, comm->size,
+                          in_flight);
+    (void)registry_remove(comm);
     curd_status status = CURD_OK;
     if (comm->device != NULL) {
         room_detach(comm);

@@ -15,6 +15,7 @@
 #ifndef CURD_LIB_COMM_COMMUNICATOR_H
 #define CURD_LIB_COMM_COMMUNICATOR_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -32,6 +33,9 @@ struct curd_comm {
     uint32_t open_timeout_ms; /* waits for the ranks to join (and split) */
     struct curd_comm *registry_prev, *registry_next;
     struct curd_comm *room_next; /* the device's open communicators */
+    /* Collective runs enqueued and not yet released (their pending not
+     * freed): the communicator cannot be closed under them. */
+    atomic_int runs_in_flight;
 };
 
 /* The device's room: its open communicators and the collective counts. */
