@@ -7,8 +7,8 @@
 #   make check-plain     just the unit tests (what the Debian build runs)
 #   make check-gpu       the unit tests with every skip counted as a failure
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
-#   make check-tsan      the *thread* tests and the soak rebuilt in build-tsan/
-#                        with TSan
+#   make check-tsan      the *thread* tests, the soak and test-comm-fake rebuilt
+#                        in build-tsan/ with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS,
 #                        folder by folder
@@ -192,6 +192,17 @@ $(FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/fake.h
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
 tests: $(FAKE_CUDA)
 
+# A stand-in libnccl (tests/fake/fake-nccl.c) on that driver: ranks are
+# threads, collectives are computed on the host. -fwrapv: integer sums and
+# products wrap, as they do on a GPU.
+FAKE_NCCL := $(BUILD)/tests/libnccl-fake.so.2
+$(FAKE_NCCL): tests/fake/fake-nccl.c tests/support/float16.h lib/driver/nccl_abi.h \
+              lib/driver/cuda_abi.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread
+tests: $(FAKE_NCCL)
+
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it
 # covers exactly the suite that needs no GPU, even on a GPU host.
 VALGRIND := CURD_LIBCUDA=/nonexistent/libcuda.so.1 \
@@ -251,13 +262,14 @@ check-asan:
 # ThreadSanitizer needs clang here and a fixed address layout on some
 # kernels, hence setarch -R when it is available.
 TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c) \
-               tests/test-soak-gpu-fake.c)
+               tests/test-soak-gpu-fake.c tests/test-comm-fake.c)
 TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-tsan CC=clang \
 	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
-	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 $(TSAN_BINS)
+	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 \
+	    build-tsan/tests/libnccl-fake.so.2 $(TSAN_BINS)
 	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	    tests/run-tests.sh --wrap '$(TSAN_RUN)' $(TSAN_BINS)
 

@@ -94,6 +94,8 @@ static inline void fuzz_use_stand_in_driver(void)
     char *slash = strrchr(path, '/');
     if (slash == NULL)
         return;
+    strcpy(slash + 1, "libnccl-fake.so.2"); /* the stand-in NCCL too */
+    setenv("CURD_LIBNCCL", path, 0);
     strcpy(slash + 1, "libcuda-fake.so.1");
     setenv("CURD_LIBCUDA", path, 1);
 }

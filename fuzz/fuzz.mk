@@ -38,7 +38,8 @@ FUZZ_SRCS_session ?= $(LIB_SRCS) $(GATHER_PTX_C)
 # The fault sweep's list, world and invariants (tests/support/api-*.c),
 # and the fault injection and live counts they use.
 FUZZ_SWEEP_SRCS := $(addprefix tests/support/,api-ops.c api-sweep.c \
-                     api-world.c driver-faults.c fake-live.c kernel-load.c)
+                     api-world.c driver-faults.c fake-live.c kernel-load.c \
+                     nccl-faults.c)
 FUZZ_SRCS_api-faults ?= $(LIB_SRCS) $(GATHER_PTX_C) $(FUZZ_SWEEP_SRCS)
 # They include tests/support/ headers, and kernel-load.c the harness
 # kernels' PTX (tests/kernels/kernels.mk generates the header).
@@ -57,6 +58,15 @@ $(FUZZ_FAKE_CUDA): tests/fake/fake-cuda.c tests/fake/fake-kernels.c tests/fake/f
 	@echo "  FUZZCC  $@"
 	$(Q)$(FUZZ_CC) $(CPPFLAGS) -g -O1 -std=gnu11 -fPIC -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -lm
 $(FUZZ_DIR)/fuzz-transfer-validate $(FUZZ_DIR)/fuzz-launch $(FUZZ_DIR)/fuzz-session $(FUZZ_DIR)/fuzz-api-faults: $(FUZZ_FAKE_CUDA)
+# fuzz-api-faults reaches communicators too: the stand-in NCCL beside it,
+# found through CURD_LIBNCCL.
+FUZZ_FAKE_NCCL := $(FUZZ_DIR)/libnccl-fake.so.2
+$(FUZZ_FAKE_NCCL): tests/fake/fake-nccl.c tests/support/float16.h lib/driver/nccl_abi.h \
+                   lib/driver/cuda_abi.h | fuzz-toolchain
+	@mkdir -p $(dir $@)
+	@echo "  FUZZCC  $@"
+	$(Q)$(FUZZ_CC) $(CPPFLAGS) -Itests -g -O1 -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread
+$(FUZZ_DIR)/fuzz-api-faults: $(FUZZ_FAKE_NCCL)
 
 FUZZ_NAMES := $(patsubst fuzz/fuzz-%.c,%,$(sort $(wildcard fuzz/fuzz-*.c)))
 FUZZ_BINS := $(addprefix $(FUZZ_DIR)/fuzz-,$(FUZZ_NAMES))

@@ -10,9 +10,9 @@
  *   the resident room, host registrations, the fence room, the gather
  *   room, the transfer room, the copy room (peer answers and its
  *   counters), the program room (the module cache), the dispatch room
- *   (its counters), the batch room and the session room; then it is
- *   entered in the registry of open devices, which every entry point
- *   checks.
+ *   (its counters), the batch room, the session room and the
+ *   communicator room; then it is entered in the registry of open
+ *   devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
  * open in turn to prove it). */
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/communicator.h"
 #include "launch/batch.h"
 #include "core/fence.h"
 #include "base/checked.h"
@@ -111,6 +112,7 @@ static const room rooms[] = {
     {curdi_dispatch_open, curdi_dispatch_close},
     {curdi_batch_open, curdi_batch_close},
     {curdi_session_open, curdi_session_close},
+    {curdi_comm_room_open, curdi_comm_room_close},
 };
 #define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
 
@@ -262,6 +264,10 @@ CURD_API curd_status curd_device_close(curd_device *device)
             curdi_device_mark_lost(device);
         }
     }
+    /* Communicators first: their work may wait on peers, which the
+     * synchronisation below must not (they are waited for up to their
+     * timeout, then aborted). Closing the room again below is a no-op. */
+    curdi_comm_room_close(device);
     /* A device whose context a fault lost has nothing left to wait for:
      * that it fails again is no news at close. */
     if (pushed && curdi_driver_usable() && !atomic_load(&device->lost)) {
@@ -375,6 +381,7 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     result.modules_cached = programs.modules_cached;
     result.module_evictions = programs.evictions;
     curdi_dispatch_stats(device, &result);
+    curdi_comm_stats(device, &result);
     /* An older caller's struct gets the fields it has (the check above
      * proved it has 1.0's); a newer caller's extra fields are left as
      * they were. */
@@ -396,6 +403,7 @@ CURD_API curd_status curd_device_stats_reset(curd_device *device)
     curdi_program_counts_reset(device);
     curdi_dispatch_stats_reset(device);
     curdi_batch_counts_reset(device);
+    curdi_comm_stats_reset(device);
     atomic_store(&device->accounting_repairs, 0);
     return CURD_OK;
 }

@@ -38,9 +38,10 @@ static void test_names_cover_every_status(void)
         {CURD_E_UNSUPPORTED, "CURD_E_UNSUPPORTED"},
         {CURD_E_PROGRAM, "CURD_E_PROGRAM"},
         {CURD_E_DEVICE_LOST, "CURD_E_DEVICE_LOST"},
+        {CURD_E_COMM, "CURD_E_COMM"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(expected); i++) {
-        /* The numbers are ABI: they must be 0..13 in this order. */
+        /* The numbers are ABI: they must be 0..14 in this order. */
         g_assert_cmpint(expected[i].status, ==, (int)i);
         g_assert_cmpstr(curd_status_name(expected[i].status), ==,
                         expected[i].name);
@@ -49,7 +50,7 @@ static void test_names_cover_every_status(void)
 
 static void test_unknown_status_has_unknown_name(void)
 {
-    g_assert_cmpstr(curd_status_name((curd_status)14), ==, "CURD_E_UNKNOWN");
+    g_assert_cmpstr(curd_status_name((curd_status)15), ==, "CURD_E_UNKNOWN");
     g_assert_cmpstr(curd_status_name((curd_status)-1), ==, "CURD_E_UNKNOWN");
     g_assert_cmpstr(curd_status_name((curd_status)g_test_rand_int_range(
                         1000, G_MAXINT32)),

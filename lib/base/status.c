@@ -59,6 +59,8 @@ CURD_API const char *curd_status_name(curd_status status)
         return "CURD_E_PROGRAM";
     case CURD_E_DEVICE_LOST:
         return "CURD_E_DEVICE_LOST";
+    case CURD_E_COMM:
+        return "CURD_E_COMM";
     }
     return "CURD_E_UNKNOWN";
 }

@@ -36,6 +36,7 @@ struct curdi_program_room;
 struct curdi_dispatch_room;
 struct curdi_batch_room;
 struct curdi_session_room;
+struct curdi_comm_room;
 
 struct curd_device {
     /* The core (core.c). Fixed after curdi_core_open but for the pools of
@@ -89,6 +90,7 @@ struct curd_device {
     struct curdi_dispatch_room *dispatch;      /* dispatch.c */
     struct curdi_batch_room *batch;            /* batch.c */
     struct curdi_session_room *session;        /* session.c */
+    struct curdi_comm_room *comm;              /* comm/communicator.c */
 };
 
 /* ------------------------------------------------------------------------

@@ -95,6 +95,17 @@ void curdi_pending_release(curd_pending *pending)
         curdi_stream_release(device, stream);
 }
 
+/* The work completed: the times, then the owner's completion. */
+static void finish_complete(curd_pending *pending, uint64_t wait_start,
+                            uint64_t device_ns, bool copy_out)
+{
+    pending->completed = true;
+    pending->device_ns = device_ns;
+    pending->wait_ns = curdi_clock_ns() - wait_start;
+    pending->ops->complete(pending, copy_out);
+    pending->wall_ns = curdi_clock_ns() - pending->start_ns;
+}
+
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
 {
     curd_device *device = pending->device;
@@ -103,6 +114,13 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
      * and freeing the pending then drains the work without completing
      * it. */
     pending->waited = true;
+    if (pending->ops->wait != NULL) {
+        curd_status status = pending->ops->wait(pending);
+        if (status != CURD_OK)
+            return status;
+        finish_complete(pending, wait_start, 0, copy_out);
+        return CURD_OK;
+    }
     curd_status status = curdi_device_enter(device);
     if (status != CURD_OK) {
         /* Entering reported a context the device did not survive. */
@@ -128,12 +146,11 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         rc = curdi_driver_note(driver->cuEventElapsedTime(
             &device_ms, pending->events[0], pending->events[1]));
     curdi_device_leave(device);
-    pending->completed = true;
-    pending->device_ns =
-        rc == CURDI_CUDA_SUCCESS ? (uint64_t)((double)device_ms * 1e6) : 0;
-    pending->wait_ns = curdi_clock_ns() - wait_start;
-    pending->ops->complete(pending, copy_out);
-    pending->wall_ns = curdi_clock_ns() - pending->start_ns;
+    finish_complete(pending, wait_start,
+                    rc == CURDI_CUDA_SUCCESS
+                        ? (uint64_t)((double)device_ms * 1e6)
+                        : 0,
+                    copy_out);
     return CURD_OK;
 }
 
@@ -156,8 +173,8 @@ static curd_status check_pending(const curd_pending *pending, const char *what)
     if (pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: pending is NULL. Fix: pass the curd_pending"
-                          " that curd_dispatch_async or curd_batch_run_async"
-                          " returned.",
+                          " that curd_dispatch_async, curd_batch_run_async or"
+                          " curd_collective_run_async returned.",
                           what);
     return curdi_device_check(pending->device, what);
 }
@@ -177,6 +194,8 @@ CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
         *out_ready = 1;
         return CURD_OK;
     }
+    if (pending->ops->ready != NULL)
+        return pending->ops->ready(pending, out_ready);
     status = curdi_device_enter(pending->device);
     if (status != CURD_OK)
         return status;

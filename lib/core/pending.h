@@ -34,6 +34,15 @@ typedef struct curdi_pending_ops {
      * lost with the context) and frees the struct if the owner allocated
      * it for this work; the base's stream and events go back after. */
     void (*release)(curd_pending *pending);
+    /* Optional: waits for the work itself, instead of the end event, and
+     * returns its own status and sentence (collectives poll their
+     * communicators with a timeout: lib/comm/collective.c). The device
+     * is not entered; device_ns stays 0. */
+    curd_status (*wait)(curd_pending *pending);
+    /* Optional, with wait: whether the work is complete, instead of
+     * querying the end event (*out_ready 1 also when the wait would
+     * fail at once). */
+    curd_status (*ready)(curd_pending *pending, int *out_ready);
 } curdi_pending_ops;
 
 struct curd_pending {

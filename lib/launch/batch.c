@@ -588,7 +588,8 @@ static void run_release(curd_pending *pending)
     batch->running = false;
 }
 
-static const curdi_pending_ops run_ops = {run_complete, run_release};
+static const curdi_pending_ops run_ops = {.complete = run_complete,
+                                          .release = run_release};
 
 /* Marks every buffer the batch names in use; CURD_E_STALE_HANDLE, naming
  * the buffer, when one was freed since it was recorded. */

@@ -669,7 +669,8 @@ static void run_release(curd_pending *pending)
     free(run);
 }
 
-static const curdi_pending_ops run_ops = {run_complete, run_release};
+static const curdi_pending_ops run_ops = {.complete = run_complete,
+                                          .release = run_release};
 
 /* Allocates the run and resolves every argument: all checks before
  * anything is taken from a pool. */

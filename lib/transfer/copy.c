@@ -320,7 +320,8 @@ static void work_release(curd_pending *pending)
     free(work);
 }
 
-static const curdi_pending_ops work_ops = {work_complete, work_release};
+static const curdi_pending_ops work_ops = {.complete = work_complete,
+                                           .release = work_release};
 
 /* Allocates the work and its arrays for count copies. */
 static curd_status work_new(curd_device *dst, curd_device *src, size_t count,

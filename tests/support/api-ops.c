@@ -13,6 +13,7 @@
 #include "support/api-sweep.h"
 #include "support/kernel-load.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1338,6 +1339,171 @@ static void batch_free_finish(api_world *w, curd_status status)
 }
 
 /* ------------------------------------------------------------------------
+ * Communicators of one rank on the world's device (NCCL accepts a
+ * communicator of one rank, and every collective on it), and collectives
+ * on the small buffer in place: a sum over one rank leaves it as it was.
+ * ---------------------------------------------------------------------- */
+static void comm_options(curd_comm_options *options)
+{
+    curd_comm_options_init(options);
+    options->timeout_ms = 5000;
+}
+
+static void new_comm_id(api_world *w)
+{
+    w->comm = NULL;
+    API_OK(curd_comm_id_new(&w->comm_id));
+}
+
+static void one_rank_open(api_world *w)
+{
+    curd_comm_options options;
+    comm_options(&options);
+    w->comm = NULL;
+    API_OK(curd_comm_open_all(&w->device, 1, &options, &w->comm));
+}
+
+static void one_rank_fresh(api_world *w)
+{
+    fresh(w, API_SMALL_BYTES);
+    one_rank_open(w);
+}
+
+/* Closes the world's communicators; one a failure aborted closes too. */
+static void comm_close_all(api_world *w)
+{
+    curd_status status = curd_comm_close(w->comm_child);
+    API_CHECK(status == CURD_OK || status == CURD_E_COMM,
+              "curd_comm_close: %s: %s", curd_status_name(status),
+              curd_last_error());
+    status = curd_comm_close(w->comm);
+    API_CHECK(status == CURD_OK || status == CURD_E_COMM,
+              "curd_comm_close: %s: %s", curd_status_name(status),
+              curd_last_error());
+    w->comm = w->comm_child = NULL;
+}
+
+static void comm_made_finish(api_world *w, curd_status status)
+{
+    API_CHECK((status == CURD_OK) == (w->comm != NULL),
+              "out_comm written by a failed open, or not by a good one");
+    comm_close_all(w);
+}
+
+static curd_status comm_open_call(api_world *w)
+{
+    curd_comm_options options;
+    comm_options(&options);
+    return curd_comm_open(w->device, &w->comm_id, 0, 1, &options, &w->comm);
+}
+
+static curd_status comm_open_all_call(api_world *w)
+{
+    curd_comm_options options;
+    comm_options(&options);
+    w->comm = NULL;
+    curd_status status = curd_comm_open_all(&w->device, 1, &options, &w->comm);
+    if (status != CURD_OK)
+        API_CHECK(w->comm == NULL, "comms written by a failed open");
+    return status;
+}
+
+/* A launcher's rank variables and NCCL's address, a fresh port each run
+ * (NCCL's root listens there while rank 0 opens). */
+static void launcher_environment(api_world *w)
+{
+    static unsigned runs;
+    char address[64];
+    snprintf(address, sizeof address, "127.0.0.1:%u", 30000u + runs++ % 20000u);
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("NCCL_COMM_ID", address, 1);
+    w->comm = NULL;
+}
+
+static curd_status comm_open_from_env_call(api_world *w)
+{
+    curd_comm_options options;
+    comm_options(&options);
+    return curd_comm_open_from_env(w->device, &options, &w->comm);
+}
+
+static void comm_open_from_env_finish(api_world *w, curd_status status)
+{
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("NCCL_COMM_ID");
+    comm_made_finish(w, status);
+}
+
+static curd_status comm_split_call(api_world *w)
+{
+    w->comm_child = NULL;
+    return curd_comm_split(w->comm, 0, 0, &w->comm_child);
+}
+
+static void comm_split_finish(api_world *w, curd_status status)
+{
+    API_CHECK((status == CURD_OK) == (w->comm_child != NULL),
+              "out_comm written by a failed split, or not by a good one");
+    comm_close_all(w);
+}
+
+static curd_status comm_close_call(api_world *w)
+{
+    curd_status status = curd_comm_close(w->comm);
+    w->comm = NULL; /* freed whatever it said (curd_comm_open(3)) */
+    return status;
+}
+
+static curd_collective small_all_reduce(api_world *w)
+{
+    return (curd_collective){.comm = w->comm,
+                             .kind = CURD_COLLECTIVE_ALL_REDUCE,
+                             .dtype = CURD_DTYPE_UINT8,
+                             .op = CURD_REDUCE_SUM,
+                             .send = w->small,
+                             .recv = w->small,
+                             .count = API_SMALL_BYTES};
+}
+
+static curd_status collective_run_call(api_world *w)
+{
+    curd_collective op = small_all_reduce(w);
+    return curd_collective_run(&op, 1);
+}
+
+/* A sum over one rank, in place: the bytes stay, run or not. */
+static void collective_finish(api_world *w, curd_status status)
+{
+    if (!lost(status) && !api_world_lost(w, CURD_OK))
+        api_world_expect_buffer(w, w->small, w->small_model,
+                                API_SMALL_BYTES);
+    comm_close_all(w);
+}
+
+static curd_status collective_run_async_call(api_world *w)
+{
+    curd_collective op = small_all_reduce(w);
+    w->pending = NULL;
+    curd_status status = curd_collective_run_async(&op, 1, &w->pending);
+    API_CHECK((status == CURD_OK) == (w->pending != NULL),
+              "out_pending written by a failed run, or not by a good one");
+    return status;
+}
+
+static void collective_async_finish(api_world *w, curd_status status)
+{
+    if (w->pending != NULL) {
+        curd_timing timing = {.struct_size = sizeof timing};
+        API_OK(curd_pending_wait(w->pending, &timing));
+        API_OK(curd_pending_free(w->pending));
+        w->pending = NULL;
+    }
+    collective_finish(w, status);
+}
+
+/* ------------------------------------------------------------------------
  * Sessions: allocations that miss, releases that free (too large for the
  * idle budget, or evicting idle buffers), a static set uploaded on a miss
  * and freed at its last release, and a session freed with what it lent
@@ -1708,6 +1874,21 @@ const api_op api_ops[] = {
      unretained_set_held, release_static_call, release_static_finish, 0},
     {"curd_session_free", "frees-what-it-lent-and-holds", session_holding,
      session_free_call, session_free_finish, 0},
+    {"curd_comm_open", "one-rank", new_comm_id, comm_open_call,
+     comm_made_finish, 0},
+    {"curd_comm_open_all", "one-device", nothing, comm_open_all_call,
+     comm_made_finish, 0},
+    {"curd_comm_open_from_env", "one-rank-at-an-address",
+     launcher_environment, comm_open_from_env_call, comm_open_from_env_finish,
+     0},
+    {"curd_comm_split", "one-rank-into-one", one_rank_open, comm_split_call,
+     comm_split_finish, 0},
+    {"curd_comm_close", "one-rank", one_rank_open, comm_close_call,
+     no_finish, 0},
+    {"curd_collective_run", "one-rank-all-reduce-in-place", one_rank_fresh,
+     collective_run_call, collective_finish, 0},
+    {"curd_collective_run_async", "one-rank-all-reduce-in-place",
+     one_rank_fresh, collective_run_async_call, collective_async_finish, 0},
 };
 const size_t api_op_count = sizeof api_ops / sizeof api_ops[0];
 
@@ -1744,6 +1925,10 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_session_options_init", "fills a struct"},
     {"curd_session_new", "host memory and the session room's list"},
     {"curd_session_stats_get", "copies the session's counters"},
+    {"curd_comm_options_init", "fills a struct"},
+    {"curd_comm_id_new", "asks NCCL alone (ncclGetUniqueId)"},
+    {"curd_comm_rank", "reads the communicator"},
+    {"curd_comm_size", "reads the communicator"},
 };
 const size_t api_quiet_function_count =
     sizeof api_quiet_functions / sizeof api_quiet_functions[0];

@@ -9,9 +9,11 @@
 
 #include "core/core.h"
 #include "driver/driver.h"
+#include "driver/nccl.h"
 #include "transfer/gather.h"
 #include "launch/program.h"
 #include "support/driver-faults.h"
+#include "support/nccl-faults.h"
 #include "support/fake-live.h"
 
 const int api_fault_results[] = {CURDI_CUDA_ERROR_UNKNOWN,
@@ -98,6 +100,9 @@ const api_stat_field api_stat_fields[] = {
     API_FIELD_(d2d_ops, API_STAT_EXACT),
     API_FIELD_(peer_bytes, API_STAT_EXACT),
     API_FIELD_(peer_ops, API_STAT_EXACT),
+    /* Collectives count once complete: a failed run counts nothing. */
+    API_FIELD_(collective_ops, API_STAT_EXACT),
+    API_FIELD_(collective_bytes, API_STAT_EXACT),
 };
 const size_t api_stat_field_count =
     sizeof api_stat_fields / sizeof api_stat_fields[0];
@@ -336,53 +341,82 @@ static void reopen(api_world *w, api_tally *tally)
 /* ------------------------------------------------------------------------
  * Runs
  * ---------------------------------------------------------------------- */
-static void typed_error(curd_status status, int cu_result)
+/* The fault of one run: a driver call failing with a CUresult, or an
+ * NCCL call failing with an ncclResult_t. */
+typedef struct fault {
+    bool nccl;
+    unsigned fail_at;
+    int result;
+} fault;
+
+static void typed_error(curd_status status, const fault *f)
 {
     const char *message = curd_last_error();
     size_t length = strlen(message);
-    curd_status mapped = curdi_driver_status_of((curdi_cu_result)cu_result);
     API_CHECK(strcmp(curd_status_name(status), "CURD_E_UNKNOWN") != 0,
               "status %d is no curd_status", (int)status);
     API_CHECK(strstr(message, "Fix: ") != NULL && length > 0 &&
                   message[length - 1] == '.',
               "%s without a Fix sentence: \"%s\"", curd_status_name(status),
               message);
+    if (f->nccl) {
+        /* A failed call's own mapping, or CURD_E_COMM: a communicator
+         * that reported it, or was aborted for it. */
+        curd_status mapped =
+            curdi_nccl_status_of((curdi_nccl_result)f->result);
+        API_CHECK(status == mapped || status == CURD_E_COMM,
+                  "%s, where the injected NCCL failure maps to %s: %s",
+                  curd_status_name(status), curd_status_name(mapped),
+                  message);
+        return;
+    }
+    curd_status mapped = curdi_driver_status_of((curdi_cu_result)f->result);
     API_CHECK(status == mapped,
               "%s, where the injected failure maps to %s: %s",
               curd_status_name(status), curd_status_name(mapped), message);
-    API_CHECK(curd_last_driver_code() == cu_result,
+    API_CHECK(curd_last_driver_code() == f->result,
               "the last driver code is %d, not the injected %d",
-              curd_last_driver_code(), cu_result);
+              curd_last_driver_code(), f->result);
 }
 
-bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
-                   int cu_result, api_tally *tally)
+static void describe(const api_op *op, const fault *f, const char *entry)
 {
     snprintf(api_run_description, sizeof api_run_description,
-             "%s (%s), driver call %u failing with %d", op->function,
-             op->path, fail_at, cu_result);
+             "%s (%s), %s call %u%s%s%s failing with %d", op->function,
+             op->path, f->nccl ? "NCCL" : "driver", f->fail_at,
+             entry != NULL ? " (" : "", entry != NULL ? entry : "",
+             entry != NULL ? ")" : "", f->result);
+}
+
+/* One run (api-sweep.h); *out_calls is how many calls of the faulted
+ * kind it made. */
+static bool sweep_run(api_world *w, const api_op *op, const fault *f,
+                      api_tally *tally, unsigned *out_calls)
+{
+    describe(op, f, NULL);
     held held_before = held_now(w);
     op->setup(w);
     curd_stats before = api_stats_of(w->device);
-    API_CHECK(driver_faults_begin(fail_at, cu_result, NULL),
+    API_CHECK(f->nccl ? nccl_faults_begin(f->fail_at, (unsigned)f->result)
+                      : driver_faults_begin(f->fail_at, f->result, NULL),
               "faults armed already");
     curd_status status = op->call(w);
-    unsigned calls = driver_faults_end();
-    bool fired = driver_faults_fired();
+    unsigned calls = f->nccl ? nccl_faults_end() : driver_faults_end();
+    const char *entry = f->nccl ? nccl_faults_fired_entry()
+                                : driver_faults_fired_entry();
+    bool fired = entry != NULL;
+    *out_calls = calls;
     if (fired) {
-        snprintf(api_run_description, sizeof api_run_description,
-                 "%s (%s), driver call %u (%s) failing with %d",
-                 op->function, op->path, fail_at,
-                 driver_faults_fired_entry(), cu_result);
+        describe(op, f, entry);
         tally->points++;
-    } else if (fail_at == 0) {
+    } else if (f->fail_at == 0 && !f->nccl) {
         tally->clean_calls += calls;
     }
     bool gone = api_world_lost(w, status);
     if (status != CURD_OK) {
         API_CHECK(fired, "%s without a failure injected: %s",
                   curd_status_name(status), curd_last_error());
-        typed_error(status, cu_result);
+        typed_error(status, f);
         if (!gone) {
             curd_stats after = api_stats_of(w->device);
             api_stats_check(&before, &after, op->failure_may);
@@ -390,9 +424,14 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
         tally->failed++;
     }
     op->finish(w, status);
+    long communicators = 0;
+    API_CHECK(!fake_live_nccl_comms(&communicators) || communicators == 0,
+              "%ld communicators live in the stand-in NCCL after the "
+              "entry's finish",
+              communicators);
     /* The caller's memory as the next run finds it. */
     memcpy(w->host_copy, w->host, w->host_len);
-    if (status == CURD_OK && driver_faults_fired_release()) {
+    if (!f->nccl && status == CURD_OK && driver_faults_fired_release()) {
         /* With a context current, as the library made the call. */
         API_OK(curdi_device_enter(w->device));
         tally->released += driver_faults_complete_release();
@@ -405,8 +444,7 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
         /* A context that cannot be made current keeps what lives in it:
          * a call that let go of its objects anyway abandoned them. */
         bool abandoning =
-            fired &&
-            strcmp(driver_faults_fired_entry(), "cuCtxPushCurrent") == 0 &&
+            fired && !f->nccl && strcmp(entry, "cuCtxPushCurrent") == 0 &&
             (status == CURD_OK ||
              strcmp(op->function, "curd_device_close") == 0);
         API_CHECK(api_world_bystander_sum(w) == w->bystander_sum,
@@ -421,6 +459,22 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
     device_works(w);
     api_run_description[0] = '\0';
     return fired;
+}
+
+bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
+                   int cu_result, api_tally *tally)
+{
+    fault f = {false, fail_at, cu_result};
+    unsigned calls;
+    return sweep_run(w, op, &f, tally, &calls);
+}
+
+bool api_sweep_nccl_run(api_world *w, const api_op *op, unsigned fail_at,
+                        unsigned nccl_result, api_tally *tally)
+{
+    fault f = {true, fail_at, (int)nccl_result};
+    unsigned calls;
+    return sweep_run(w, op, &f, tally, &calls);
 }
 
 void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
@@ -439,5 +493,17 @@ void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
                       " calls", op->function, op->path);
             fail_at++;
         }
+    }
+    /* Then every NCCL call of the entries that make some, each failing
+     * with a system error (what a dead peer's socket gives). */
+    fault no_fault = {true, 0, 0};
+    unsigned nccl_calls = 0;
+    (void)sweep_run(w, op, &no_fault, tally, &nccl_calls);
+    for (unsigned fail_at = 1; nccl_calls > 0; fail_at++) {
+        if (!api_sweep_nccl_run(w, op, fail_at, CURDI_NCCL_SystemError,
+                                tally))
+            break;
+        API_CHECK(fail_at < 10000, "%s (%s): more than 10000 NCCL calls",
+                  op->function, op->path);
     }
 }

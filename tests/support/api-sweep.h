@@ -118,6 +118,8 @@ typedef struct api_world {
     size_t item; /* the batch's launch */
     curd_session *session;
     const curd_static_set *set;
+    curd_comm *comm, *comm_child; /* one-rank communicators */
+    curd_comm_id comm_id;
     curd_stats stats; /* read by a setup, for its finish to compare */
 } api_world;
 
@@ -225,9 +227,15 @@ void api_world_close_checked(api_world *w, api_tally *tally);
  * arms nothing. */
 bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
                    int cu_result, api_tally *tally);
+/* The same with NCCL call `fail_at` failing with nccl_result (an
+ * ncclResult_t): the status is the one that result maps to, or
+ * CURD_E_COMM (the communicator reported or was aborted for it). */
+bool api_sweep_nccl_run(api_world *w, const api_op *op, unsigned fail_at,
+                        unsigned nccl_result, api_tally *tally);
 /* A clean run (counting its driver calls, of which there must be some),
  * then every driver call of op failed in turn with each of the first
- * result_count api_fault_results. */
+ * result_count api_fault_results; then, for an entry that makes NCCL
+ * calls, every NCCL call in turn with ncclSystemError. */
 void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
                   api_tally *tally);
 

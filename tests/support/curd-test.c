@@ -1,7 +1,9 @@
 /* curd-test.c - helpers shared by the test programs (see curd-test.h). */
 #include "support/curd-test.h"
 
+#include <dlfcn.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,9 +127,30 @@ gboolean curd_test_fake_live(const char *const *kinds, size_t count,
     return fake_live_read(kinds, count, counts);
 }
 
+char *curd_test_fake_nccl_path(void)
+{
+    char *driver = curd_test_fake_driver_path();
+    char *dir = g_path_get_dirname(driver);
+    char *path = g_build_filename(dir, "libnccl-fake.so.2", NULL);
+    g_free(dir);
+    g_free(driver);
+    return path;
+}
+
+long curd_test_fake_nccl_live(void)
+{
+    long count = 0;
+    (void)fake_live_nccl_comms(&count); /* never loaded: none made */
+    return count;
+}
+
 void curd_test_require_fake_driver(void)
 {
     char *path = curd_test_fake_driver_path();
+    char *nccl = curd_test_fake_nccl_path();
+    /* Kept when set: a test's subprocess may point it elsewhere. */
+    g_setenv("CURD_LIBNCCL", nccl, FALSE);
+    g_free(nccl);
     g_setenv("CURD_LIBCUDA", path, TRUE);
     g_setenv("CURD_REQUIRE_GPU", "1", TRUE);
     g_free(path);

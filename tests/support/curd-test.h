@@ -44,7 +44,13 @@ char *curd_test_fake_driver_path(void);
  * library: the program has made no driver call yet. */
 gboolean curd_test_fake_live(const char *const *kinds, size_t count,
                              long *counts);
-/* Points curd at that stand-in driver (CURD_LIBCUDA) and sets
+/* The stand-in NCCL (tests/fake/fake-nccl.c) beside it,
+ * libnccl-fake.so.2; the caller frees the path with g_free. */
+char *curd_test_fake_nccl_path(void);
+/* Its live communicators (fake_nccl_live); 0 when it was never loaded. */
+long curd_test_fake_nccl_live(void);
+/* Points curd at that stand-in driver (CURD_LIBCUDA) and NCCL
+ * (CURD_LIBNCCL) and sets
  * CURD_REQUIRE_GPU, so that a missing device fails a test instead of
  * skipping it. Call before g_test_init. */
 void curd_test_require_fake_driver(void);

@@ -14,4 +14,8 @@
  * driver call yet, or a real driver. */
 bool fake_live_read(const char *const *kinds, size_t count, long *counts);
 
+/* The stand-in NCCL's live communicators (fake_nccl_live) into *count;
+ * false when CURD_LIBNCCL names no loaded library. */
+bool fake_live_nccl_comms(long *count);
+
 #endif

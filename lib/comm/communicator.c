@@ -1,0 +1,903 @@
+/* communicator.c - curd_comm: opening, splitting, closing, and the wait
+ * that keeps every communicator call from hanging. See communicator.h. */
+#include "comm/communicator.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/status.h"
+#include "core/core.h"
+#include "driver/driver.h"
+
+#define CURDI_COMM_DEFAULT_TIMEOUT_MS 30000u
+
+struct curdi_comm_room {
+    pthread_mutex_t lock;
+    curd_comm *head;
+    _Atomic uint64_t ops;
+    _Atomic uint64_t bytes;
+};
+
+/* The registry of live communicators, a list through the communicators
+ * themselves. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static curd_comm *registry_head;
+
+static void registry_add(curd_comm *comm)
+{
+    pthread_mutex_lock(&registry_lock);
+    comm->registry_prev = NULL;
+    comm->registry_next = registry_head;
+    if (registry_head != NULL)
+        registry_head->registry_prev = comm;
+    registry_head = comm;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static bool registry_live_locked(const curd_comm *comm)
+{
+    for (const curd_comm *at = registry_head; at != NULL;
+         at = at->registry_next)
+        if (at == comm)
+            return true;
+    return false;
+}
+
+/* Removes comm; false when it was not live (closed, or never opened). */
+static bool registry_remove(curd_comm *comm)
+{
+    pthread_mutex_lock(&registry_lock);
+    bool live = registry_live_locked(comm);
+    if (live) {
+        if (comm->registry_prev != NULL)
+            comm->registry_prev->registry_next = comm->registry_next;
+        else
+            registry_head = comm->registry_next;
+        if (comm->registry_next != NULL)
+            comm->registry_next->registry_prev = comm->registry_prev;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    return live;
+}
+
+/* ------------------------------------------------------------------------
+ * The device's room
+ * ---------------------------------------------------------------------- */
+curd_status curdi_comm_room_open(curd_device *device)
+{
+    struct curdi_comm_room *room = calloc(1, sizeof *room);
+    if (room == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: the communicator room could not"
+                          " be allocated. Fix: free host memory and try"
+                          " again.");
+    if (pthread_mutex_init(&room->lock, NULL) != 0) {
+        free(room);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_device_open: the communicator room's lock"
+                          " could not be created. Fix: free system"
+                          " resources and try again.");
+    }
+    device->comm = room;
+    return CURD_OK;
+}
+
+static void room_attach(curd_comm *comm)
+{
+    struct curdi_comm_room *room = comm->device->comm;
+    pthread_mutex_lock(&room->lock);
+    comm->room_next = room->head;
+    room->head = comm;
+    pthread_mutex_unlock(&room->lock);
+}
+
+static void room_detach(curd_comm *comm)
+{
+    struct curdi_comm_room *room = comm->device->comm;
+    pthread_mutex_lock(&room->lock);
+    curd_comm **link = &room->head;
+    while (*link != NULL && *link != comm)
+        link = &(*link)->room_next;
+    if (*link != NULL)
+        *link = comm->room_next;
+    pthread_mutex_unlock(&room->lock);
+    comm->room_next = NULL;
+}
+
+void curdi_comm_count(curd_device *device, uint64_t ops, uint64_t bytes)
+{
+    atomic_fetch_add(&device->comm->ops, ops);
+    atomic_fetch_add(&device->comm->bytes, bytes);
+}
+
+void curdi_comm_stats(curd_device *device, curd_stats *stats)
+{
+    stats->collective_ops = atomic_load(&device->comm->ops);
+    stats->collective_bytes = atomic_load(&device->comm->bytes);
+}
+
+void curdi_comm_stats_reset(curd_device *device)
+{
+    atomic_store(&device->comm->ops, 0);
+    atomic_store(&device->comm->bytes, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Waiting, aborting, destroying
+ * ---------------------------------------------------------------------- */
+void curdi_comm_abort(curd_comm *comm)
+{
+    if (comm->nccl == NULL)
+        return;
+    const curdi_nccl *nccl = NULL;
+    if (curdi_nccl_ready(&nccl) != CURD_OK)
+        return; /* unreachable: the communicator was made through it */
+    bool entered = comm->device != NULL && curdi_driver_usable() &&
+                   curdi_device_enter(comm->device) == CURD_OK;
+    curdi_nccl_result result = nccl->ncclCommAbort(comm->nccl);
+    if (entered)
+        curdi_device_leave(comm->device);
+    /* ncclInProgress: the abort goes on in NCCL's own thread (its
+     * kernels were told to stop before the call returned). */
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress)
+        curdi_trace("ncclCommAbort failed with %s; its resources stay with "
+                    "NCCL",
+                    curdi_nccl_result_name(result));
+    comm->nccl = NULL;
+}
+
+static void abort_all(curd_comm *const *comms, size_t count)
+{
+    for (size_t index = 0; index < count; index++)
+        curdi_comm_abort(comms[index]);
+}
+
+/* Between polls: spin for the first 50 us (a small collective completes
+ * in tens of microseconds), then yield the core, then sleep 50 us, so a
+ * long wait costs little CPU while a short one is seen at once. */
+static void poll_pause(uint64_t waited_ns)
+{
+    if (waited_ns < 50000u) {
+        curdi_clock_pause();
+    } else if (waited_ns < 2000000u) {
+        sched_yield();
+    } else {
+        struct timespec nap = {0, 50000};
+        while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
+            ;
+    }
+}
+
+curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
+                            bool opening, curdi_comm_work_done_fn work_done,
+                            void *context, const char *what)
+{
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    uint64_t start_ns = curdi_clock_ns();
+    for (;;) {
+        bool in_progress = false;
+        for (size_t index = 0; index < count; index++) {
+            curd_comm *comm = comms[index];
+            curdi_nccl_result async_error = CURDI_NCCL_Success;
+            curdi_nccl_result result =
+                nccl->ncclCommGetAsyncError(comm->nccl, &async_error);
+            const char *call = "ncclCommGetAsyncError";
+            if (result == CURDI_NCCL_Success) {
+                if (async_error == CURDI_NCCL_InProgress) {
+                    in_progress = true;
+                    continue;
+                }
+                result = async_error;
+                call = "the communicator's work (ncclCommGetAsyncError)";
+            }
+            if (result == CURDI_NCCL_Success)
+                continue;
+            char call_text[160];
+            snprintf(call_text, sizeof call_text, "%s: %s on rank %d of %d",
+                     what, call, comm->rank, comm->size);
+            status = curdi_fail_nccl_as(
+                CURD_E_COMM, result, comm->nccl, call_text,
+                "every communicator of this call was aborted: close them "
+                "and open new ones on every rank (the device is still "
+                "usable); check that every peer is alive, and run with "
+                "NCCL_DEBUG=WARN for NCCL's view");
+            abort_all(comms, count);
+            return status;
+        }
+        if (!in_progress) {
+            curd_status work_status = CURD_OK;
+            if (work_done == NULL || work_done(context, &work_status)) {
+                if (work_status != CURD_OK)
+                    abort_all(comms, count);
+                return work_status;
+            }
+        }
+        uint64_t waited_ns = curdi_clock_ns() - start_ns;
+        for (size_t index = 0; index < count; index++) {
+            uint32_t timeout_ms = opening ? comms[index]->open_timeout_ms
+                                          : comms[index]->timeout_ms;
+            if (waited_ns / 1000000u < timeout_ms)
+                continue;
+            status = curdi_fail(
+                CURD_E_COMM,
+                "%s: rank %d of %d waited %u ms (its timeout) and the %s did "
+                "not complete: a peer died, stopped answering or never made "
+                "the matching call. Every communicator of this call was "
+                "aborted. Fix: close them and open new ones on every rank "
+                "(the device is still usable); make every rank make the same "
+                "calls, or raise curd_comm_options.%s if the peers are only "
+                "slow.",
+                what, comms[index]->rank, comms[index]->size, timeout_ms,
+                opening ? "joining of every rank" : "work",
+                opening ? "open_timeout_ms"
+                        : "timeout_ms (CURD_COMM_TIMEOUT_MS)");
+            abort_all(comms, count);
+            return status;
+        }
+        poll_pause(waited_ns);
+    }
+}
+
+/* Lets go of the communicator's NCCL side: finalize (its work flushed
+ * within the timeout), then destroy; abort when either fails. The device
+ * is entered by the caller. Returns the status of the wait. */
+static curd_status destroy_nccl(curd_comm *comm, const char *what)
+{
+    if (comm->nccl == NULL)
+        return CURD_OK;
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    curdi_nccl_result result = nccl->ncclCommFinalize(comm->nccl);
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
+        status = curdi_fail_nccl_as(CURD_E_COMM, result, comm->nccl,
+                                    "ncclCommFinalize",
+                                    "the communicator was aborted and freed "
+                                    "anyway; nothing is left to do");
+        curdi_comm_abort(comm);
+        return status;
+    }
+    status = curdi_comm_wait(&comm, 1, false, NULL, NULL, what);
+    if (status != CURD_OK)
+        return status; /* aborted by the wait */
+    /* A non-blocking communicator's destroy may finish in NCCL's own
+     * thread (ncclInProgress): the handle is NCCL's from here on. */
+    result = nccl->ncclCommDestroy(comm->nccl);
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
+        status = curdi_fail_nccl_as(CURD_E_COMM, result, comm->nccl,
+                                    "ncclCommDestroy",
+                                    "the communicator was aborted and freed "
+                                    "anyway; nothing is left to do");
+        curdi_comm_abort(comm);
+        return status;
+    }
+    comm->nccl = NULL;
+    return CURD_OK;
+}
+
+void curdi_comm_room_close(curd_device *device)
+{
+    struct curdi_comm_room *room = device->comm;
+    if (room == NULL)
+        return;
+    /* Detached one by one, the lock not held across NCCL's waits. */
+    for (;;) {
+        pthread_mutex_lock(&room->lock);
+        curd_comm *comm = room->head;
+        if (comm != NULL)
+            room->head = comm->room_next;
+        pthread_mutex_unlock(&room->lock);
+        if (comm == NULL)
+            break;
+        /* With a run still in flight (a pending not freed) the work may
+         * wait on a peer for ever: aborted, it ends, and the device's close
+         * cannot hang in its synchronisation. */
+        bool entered = atomic_load(&comm->runs_in_flight) == 0 &&
+                       curdi_driver_usable() &&
+                       curdi_device_enter(device) == CURD_OK;
+        if (entered) {
+            (void)destroy_nccl(comm, "curd_device_close");
+            curdi_device_leave(device);
+        } else {
+            curdi_comm_abort(comm);
+        }
+        comm->room_next = NULL;
+        comm->device = NULL;
+    }
+    pthread_mutex_destroy(&room->lock);
+    free(room);
+    device->comm = NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Checks
+ * ---------------------------------------------------------------------- */
+curd_status curdi_comm_check(const curd_comm *comm, const char *what)
+{
+    if (comm == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the communicator is NULL. Fix: pass one that "
+                          "curd_comm_open (or _open_all, _open_from_env, "
+                          "_split) returned.",
+                          what);
+    pthread_mutex_lock(&registry_lock);
+    bool live = registry_live_locked(comm);
+    pthread_mutex_unlock(&registry_lock);
+    if (!live)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: communicator %p is not open (closed already, "
+                          "or never returned by curd_comm_open); nothing was "
+                          "done. Fix: use each communicator until its "
+                          "curd_comm_close only.",
+                          what, (const void *)comm);
+    if (comm->device == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the device of communicator %p (rank %d of %d) "
+                          "was closed, which closed the communicator; "
+                          "nothing was done. Fix: close communicators before "
+                          "their device, and curd_comm_close this one.",
+                          what, (const void *)comm, comm->rank, comm->size);
+    if (comm->nccl == NULL)
+        return curdi_fail(CURD_E_COMM,
+                          "%s: communicator %p (rank %d of %d) was aborted "
+                          "after an earlier failure; nothing was done. Fix: "
+                          "close it and open a new one on every rank.",
+                          what, (const void *)comm, comm->rank, comm->size);
+    return curdi_device_check(comm->device, what);
+}
+
+/* The two timeouts of a communicator (curd_comm_options). */
+typedef struct comm_timeouts {
+    uint32_t wait_ms;
+    uint32_t open_ms;
+} comm_timeouts;
+
+#define CURDI_COMM_OPEN_TIMEOUT_FLOOR_MS 60000u
+
+static curd_status check_options(const curd_comm_options *options,
+                                 const char *what, comm_timeouts *out)
+{
+    uint32_t timeout_ms = 0, open_timeout_ms = 0;
+    if (options != NULL) {
+        curd_status status = curdi_options_check(
+            options, sizeof *options, sizeof *options, "curd_comm_options");
+        if (status != CURD_OK)
+            return status;
+        if (options->flags != 0)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s: options->flags is 0x%x; no flag is "
+                              "defined yet. Fix: set flags to 0.",
+                              what, options->flags);
+        timeout_ms = options->timeout_ms;
+        open_timeout_ms = options->open_timeout_ms;
+    }
+    if (timeout_ms == 0) {
+        timeout_ms = CURDI_COMM_DEFAULT_TIMEOUT_MS;
+        const char *value = getenv("CURD_COMM_TIMEOUT_MS");
+        if (value != NULL && value[0] != '\0') {
+            char *end = NULL;
+            errno = 0;
+            unsigned long parsed = strtoul(value, &end, 10);
+            if (errno != 0 || *end != '\0' || parsed == 0 ||
+                parsed > UINT32_MAX || value[0] == '-')
+                return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                                  "%s: CURD_COMM_TIMEOUT_MS is \"%s\", not a "
+                                  "number of milliseconds from 1 to %u. "
+                                  "Fix: set it to a positive number of "
+                                  "milliseconds, or unset it for the "
+                                  "default of %u.",
+                                  what, value, UINT32_MAX,
+                                  CURDI_COMM_DEFAULT_TIMEOUT_MS);
+            timeout_ms = (uint32_t)parsed;
+        }
+    }
+    out->wait_ms = timeout_ms;
+    out->open_ms = open_timeout_ms != 0 ? open_timeout_ms
+                   : timeout_ms > CURDI_COMM_OPEN_TIMEOUT_FLOOR_MS
+                       ? timeout_ms
+                       : CURDI_COMM_OPEN_TIMEOUT_FLOOR_MS;
+    return CURD_OK;
+}
+
+static curd_status check_out(curd_comm **out_comm, const char *what)
+{
+    if (out_comm == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_comm is NULL. Fix: pass the address of a "
+                          "curd_comm pointer.",
+                          what);
+    return CURD_OK;
+}
+
+static curd_comm *comm_new(curd_device *device, int rank, int size,
+                           const comm_timeouts *timeouts, const char *what)
+{
+    curd_comm *comm = calloc(1, sizeof *comm);
+    if (comm == NULL) {
+        curdi_fail(CURD_E_OUT_OF_MEMORY,
+                   "%s: the communicator could not be allocated. Fix: free "
+                   "host memory and try again.",
+                   what);
+        return NULL;
+    }
+    comm->device = device;
+    comm->rank = rank;
+    comm->size = size;
+    comm->timeout_ms = timeouts->wait_ms;
+    comm->open_timeout_ms = timeouts->open_ms;
+    return comm;
+}
+
+/* Enters an initialised communicator in the registry and its room. */
+static void comm_publish(curd_comm *comm)
+{
+    registry_add(comm);
+    room_attach(comm);
+}
+
+/* A non-blocking config: NCCL's defaults for everything else. */
+static curdi_nccl_config nonblocking_config(void)
+{
+    curdi_nccl_config config = CURDI_NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    return config;
+}
+
+/* ------------------------------------------------------------------------
+ * The public calls
+ * ---------------------------------------------------------------------- */
+CURD_API void curd_comm_options_init(curd_comm_options *options)
+{
+    if (options == NULL)
+        return;
+    memset(options, 0, sizeof *options);
+    options->struct_size = sizeof *options;
+}
+
+_Static_assert(sizeof(curd_comm_id) == sizeof(curdi_nccl_unique_id),
+               "curd_comm_id must be ncclUniqueId's 128 bytes");
+
+CURD_API curd_status curd_comm_id_new(curd_comm_id *id)
+{
+    if (id == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_comm_id_new: id is NULL. Fix: pass the "
+                          "address of a curd_comm_id.");
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    curdi_nccl_unique_id unique;
+    curdi_nccl_result result = nccl->ncclGetUniqueId(&unique);
+    if (result != CURDI_NCCL_Success)
+        return curdi_fail_nccl(result, NULL, "curd_comm_id_new: "
+                                             "ncclGetUniqueId",
+                               "check that this host has a network "
+                               "interface NCCL can use (NCCL_SOCKET_IFNAME)"
+                               " and, if NCCL_COMM_ID is set, that it reads"
+                               " host:port");
+    memcpy(id->bytes, unique.internal, sizeof id->bytes);
+    return CURD_OK;
+}
+
+/* Starts rank `rank` of a communicator on the device (entered here): the
+ * NCCL call only, inside or outside a group. On a failure the caller
+ * aborts what NCCL may have made (outside the group). */
+static curd_status init_rank(curd_comm *comm, const curdi_nccl_unique_id *id,
+                             const char *what)
+{
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status == CURD_OK)
+        status = curdi_device_enter(comm->device);
+    if (status != CURD_OK)
+        return status;
+    curdi_nccl_config config = nonblocking_config();
+    curdi_nccl_result result = nccl->ncclCommInitRankConfig(
+        &comm->nccl, comm->size, *id, comm->rank,
+        &config);
+    curdi_device_leave(comm->device);
+    if (result == CURDI_NCCL_Success || result == CURDI_NCCL_InProgress)
+        return CURD_OK;
+    char call[128];
+    snprintf(call, sizeof call, "%s: ncclCommInitRankConfig of rank %d of %d",
+             what, comm->rank, comm->size);
+    return curdi_fail_nccl(result, comm->nccl, call,
+                           "give every rank the same id and size, each rank "
+                           "once, one GPU per rank");
+}
+
+static curd_status open_checked(curd_device *device,
+                                const curdi_nccl_unique_id *id, int rank,
+                                int nranks, const comm_timeouts *timeouts,
+                                const char *what, curd_comm **out_comm)
+{
+    curd_comm *comm = comm_new(device, rank, nranks, timeouts, what);
+    if (comm == NULL)
+        return CURD_E_OUT_OF_MEMORY;
+    curd_status status = init_rank(comm, id, what);
+    if (status == CURD_OK)
+        status = curdi_comm_wait(&comm, 1, true, NULL, NULL, what);
+    if (status != CURD_OK) {
+        curdi_comm_abort(comm);
+        free(comm);
+        return status;
+    }
+    comm_publish(comm);
+    *out_comm = comm;
+    return CURD_OK;
+}
+
+static curd_status check_rank(int rank, int nranks, const char *what)
+{
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: rank %d of %d is outside the communicator. "
+                          "Fix: pass nranks >= 1 and 0 <= rank < nranks.",
+                          what, rank, nranks);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_comm_open(curd_device *device,
+                                    const curd_comm_id *id, int rank,
+                                    int nranks,
+                                    const curd_comm_options *options,
+                                    curd_comm **out_comm)
+{
+    const char *what = "curd_comm_open";
+    comm_timeouts timeouts = {0, 0};
+    curd_status status = curdi_device_check(device, what);
+    if (status == CURD_OK)
+        status = check_out(out_comm, what);
+    if (status == CURD_OK && id == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: id is NULL. Fix: pass the curd_comm_id "
+                            "that curd_comm_id_new made on one rank.",
+                            what);
+    if (status == CURD_OK)
+        status = check_rank(rank, nranks, what);
+    if (status == CURD_OK)
+        status = check_options(options, what, &timeouts);
+    if (status != CURD_OK)
+        return status;
+    *out_comm = NULL;
+    curdi_nccl_unique_id unique;
+    memcpy(unique.internal, id->bytes, sizeof unique.internal);
+    return open_checked(device, &unique, rank, nranks, &timeouts, what,
+                        out_comm);
+}
+
+CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
+                                        int count,
+                                        const curd_comm_options *options,
+                                        curd_comm **comms)
+{
+    const char *what = "curd_comm_open_all";
+    comm_timeouts timeouts = {0, 0};
+    if (devices == NULL || comms == NULL || count < 1)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: devices %p, comms %p, count %d. Fix: pass "
+                          "count >= 1 devices and room for count "
+                          "communicators.",
+                          what, (const void *)devices, (const void *)comms,
+                          count);
+    for (int index = 0; index < count; index++) {
+        curd_status status = curdi_device_check(devices[index], what);
+        if (status != CURD_OK)
+            return status;
+        for (int other = 0; other < index; other++)
+            if (devices[other]->ordinal == devices[index]->ordinal)
+                return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                                  "%s: devices %d and %d are both GPU %d; "
+                                  "NCCL takes one rank per GPU. Fix: pass "
+                                  "each GPU's device once.",
+                                  what, other, index,
+                                  devices[index]->ordinal);
+    }
+    curd_status status = check_options(options, what, &timeouts);
+    if (status != CURD_OK)
+        return status;
+    const curdi_nccl *nccl = NULL;
+    status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    curd_comm **made = calloc((size_t)count, sizeof *made);
+    if (made == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: no host memory for %d communicators. Fix: "
+                          "free host memory and try again.",
+                          what, count);
+    for (int index = 0; index < count && status == CURD_OK; index++)
+        if ((made[index] = comm_new(devices[index], index, count, &timeouts,
+                                    what)) == NULL)
+            status = CURD_E_OUT_OF_MEMORY;
+    curd_comm_id id;
+    if (status == CURD_OK)
+        status = curd_comm_id_new(&id);
+    if (status == CURD_OK) {
+        /* One thread starts every rank: only inside one group can each
+         * rank's init wait for the others. */
+        curdi_nccl_unique_id unique;
+        memcpy(unique.internal, id.bytes, sizeof unique.internal);
+        curdi_nccl_result result = nccl->ncclGroupStart();
+        if (result != CURDI_NCCL_Success)
+            status = curdi_fail_nccl(result, NULL, "ncclGroupStart", NULL);
+        for (int index = 0; index < count && status == CURD_OK &&
+                            result == CURDI_NCCL_Success;
+             index++)
+            status = init_rank(made[index], &unique, what);
+        if (result == CURDI_NCCL_Success) {
+            result = nccl->ncclGroupEnd();
+            if (status == CURD_OK && result != CURDI_NCCL_Success &&
+                result != CURDI_NCCL_InProgress)
+                status = curdi_fail_nccl(result, NULL,
+                                         "curd_comm_open_all: ncclGroupEnd",
+                                         NULL);
+        }
+    }
+    if (status == CURD_OK)
+        status = curdi_comm_wait(made, (size_t)count, true, NULL, NULL,
+                                 what);
+    if (status != CURD_OK) {
+        for (int index = 0; index < count; index++)
+            if (made[index] != NULL) {
+                curdi_comm_abort(made[index]);
+                free(made[index]);
+            }
+        free(made);
+        return status;
+    }
+    for (int index = 0; index < count; index++) {
+        comm_publish(made[index]);
+        comms[index] = made[index];
+    }
+    free(made);
+    return CURD_OK;
+}
+
+/* The first of the launchers' rank and size variables that is set. */
+static const char *const launcher_variables[][3] = {
+    {"torchrun", "RANK", "WORLD_SIZE"},
+    {"Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"Slurm", "SLURM_PROCID", "SLURM_NTASKS"},
+};
+
+static bool parse_int(const char *text, int *out)
+{
+    if (text == NULL || text[0] == '\0')
+        return false;
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || *end != '\0' || value < 0 || value > INT32_MAX)
+        return false;
+    *out = (int)value;
+    return true;
+}
+
+CURD_API curd_status curd_comm_open_from_env(curd_device *device,
+                                             const curd_comm_options *options,
+                                             curd_comm **out_comm)
+{
+    const char *what = "curd_comm_open_from_env";
+    comm_timeouts timeouts = {0, 0};
+    curd_status status = curdi_device_check(device, what);
+    if (status == CURD_OK)
+        status = check_out(out_comm, what);
+    if (status == CURD_OK)
+        status = check_options(options, what, &timeouts);
+    if (status != CURD_OK)
+        return status;
+    size_t launcher = 0;
+    size_t launcher_count =
+        sizeof launcher_variables / sizeof launcher_variables[0];
+    while (launcher < launcher_count &&
+           getenv(launcher_variables[launcher][1]) == NULL)
+        launcher++;
+    if (launcher == launcher_count)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: no launcher's rank variable is set (RANK, "
+                          "OMPI_COMM_WORLD_RANK, SLURM_PROCID). Fix: start "
+                          "the program under torchrun, mpirun or srun, or "
+                          "use curd_comm_open with an id of your own.",
+                          what);
+    const char *rank_name = launcher_variables[launcher][1];
+    const char *size_name = launcher_variables[launcher][2];
+    int rank = -1, size = 0;
+    if (!parse_int(getenv(rank_name), &rank) ||
+        !parse_int(getenv(size_name), &size) || size < 1 || rank >= size)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s's %s=\"%s\" and %s=\"%s\" are not a rank "
+                          "below a size. Fix: check the launcher's "
+                          "environment.",
+                          what, launcher_variables[launcher][0], rank_name,
+                          getenv(rank_name), size_name,
+                          getenv(size_name) != NULL ? getenv(size_name) : "");
+    /* NCCL's own bootstrap: every rank's unique id is the address in
+     * NCCL_COMM_ID, and rank 0's init listens there. */
+    const char *comm_id = getenv("NCCL_COMM_ID");
+    if (comm_id == NULL || comm_id[0] == '\0') {
+        const char *address = getenv("MASTER_ADDR");
+        int port = 0;
+        if (address == NULL || address[0] == '\0' ||
+            !parse_int(getenv("MASTER_PORT"), &port) || port < 1 ||
+            port >= 65535)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s: neither NCCL_COMM_ID nor MASTER_ADDR and "
+                              "MASTER_PORT say where rank 0 listens. Fix: "
+                              "export NCCL_COMM_ID=<rank 0's host>:<a free "
+                              "port> to every rank (mpirun -x, srun "
+                              "--export), or set MASTER_ADDR and "
+                              "MASTER_PORT.",
+                              what);
+        char address_port[300];
+        snprintf(address_port, sizeof address_port, "%s:%d", address,
+                 port + 1);
+        if (setenv("NCCL_COMM_ID", address_port, 1) != 0)
+            return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                              "%s: NCCL_COMM_ID could not be set. Fix: free "
+                              "host memory, or export NCCL_COMM_ID "
+                              "yourself.",
+                              what);
+    }
+    curd_comm_id id;
+    status = curd_comm_id_new(&id);
+    if (status != CURD_OK)
+        return status;
+    *out_comm = NULL;
+    curdi_nccl_unique_id unique;
+    memcpy(unique.internal, id.bytes, sizeof unique.internal);
+    return open_checked(device, &unique, rank, size, &timeouts, what,
+                        out_comm);
+}
+
+CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
+                                     curd_comm **out_comm)
+{
+    const char *what = "curd_comm_split";
+    curd_status status = curdi_comm_check(comm, what);
+    if (status == CURD_OK)
+        status = check_out(out_comm, what);
+    if (status == CURD_OK && color < CURD_COMM_SPLIT_NONE)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: color %d is negative. Fix: pass a colour "
+                            ">= 0, or CURD_COMM_SPLIT_NONE to take no part.",
+                            what, color);
+    const curdi_nccl *nccl = NULL;
+    if (status == CURD_OK)
+        status = curdi_nccl_ready(&nccl);
+    if (status == CURD_OK && nccl->ncclCommSplit == NULL)
+        status = curdi_fail(CURD_E_UNSUPPORTED,
+                            "%s: this NCCL (version code %d) has no "
+                            "ncclCommSplit, which came in NCCL 2.18. Fix: "
+                            "upgrade NCCL (libnccl2) to 2.18 or newer, or "
+                            "open the smaller communicators with "
+                            "curd_comm_open.",
+                            what, nccl->version);
+    if (status != CURD_OK)
+        return status;
+    *out_comm = NULL;
+    /* Its rank and size are known once the split completes. */
+    const comm_timeouts inherited = {comm->timeout_ms, comm->open_timeout_ms};
+    curd_comm *child = comm_new(comm->device, 0, 0, &inherited, what);
+    if (child == NULL)
+        return CURD_E_OUT_OF_MEMORY;
+    status = curdi_device_enter(comm->device);
+    if (status != CURD_OK) {
+        free(child);
+        return status;
+    }
+    curdi_nccl_config config = nonblocking_config();
+    curdi_nccl_result result = nccl->ncclCommSplit(
+        comm->nccl, color, key, &child->nccl, &config);
+    curdi_device_leave(comm->device);
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
+        status = curdi_fail_nccl(result, comm->nccl, "ncclCommSplit", NULL);
+        curdi_comm_abort(child);
+        free(child);
+        return status;
+    }
+    /* The parent reports the split's progress; the child its own init. */
+    curd_comm *both[2] = {comm, child};
+    status = curdi_comm_wait(both, child->nccl != NULL ? 2 : 1, true, NULL,
+                             NULL, what);
+    if (status == CURD_OK && child->nccl != NULL) {
+        result = nccl->ncclCommUserRank(child->nccl, &child->rank);
+        if (result == CURDI_NCCL_Success)
+            result = nccl->ncclCommCount(child->nccl, &child->size);
+        if (result != CURDI_NCCL_Success)
+            status = curdi_fail_nccl(result, child->nccl,
+                                     "curd_comm_split: ncclCommUserRank or "
+                                     "ncclCommCount",
+                                     NULL);
+    }
+    if (status != CURD_OK || child->nccl == NULL) {
+        curdi_comm_abort(child);
+        free(child);
+        return status;
+    }
+    comm_publish(child);
+    *out_comm = child;
+    return CURD_OK;
+}
+
+static curd_status check_readable(const curd_comm *comm, const void *out,
+                                  const char *what)
+{
+    curd_status status = curdi_comm_check(comm, what);
+    if (status == CURD_E_COMM)
+        status = CURD_OK; /* an aborted communicator still has its rank */
+    if (status == CURD_OK && out == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: the out pointer is NULL. Fix: pass the "
+                            "address of an int.",
+                            what);
+    return status;
+}
+
+CURD_API curd_status curd_comm_rank(const curd_comm *comm, int *out_rank)
+{
+    curd_status status = check_readable(comm, out_rank, "curd_comm_rank");
+    if (status == CURD_OK)
+        *out_rank = comm->rank;
+    return status;
+}
+
+CURD_API curd_status curd_comm_size(const curd_comm *comm, int *out_size)
+{
+    curd_status status = check_readable(comm, out_size, "curd_comm_size");
+    if (status == CURD_OK)
+        *out_size = comm->size;
+    return status;
+}
+
+CURD_API curd_status curd_comm_close(curd_comm *comm)
+{
+    const char *what = "curd_comm_close";
+    if (comm == NULL)
+        return CURD_OK;
+    pthread_mutex_lock(&registry_lock);
+    bool live = registry_live_locked(comm);
+    int in_flight = live ? atomic_load(&comm->runs_in_flight) : 0;
+    pthread_mutex_unlock(&registry_lock);
+    if (!live)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: communicator %p is not open (closed already, "
+                          "or never returned by curd_comm_open); nothing was "
+                          "done. Fix: close each communicator once.",
+                          what, (const void *)comm);
+    if (in_flight != 0)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: communicator %p (rank %d of %d) has %d "
+                          "asynchronous collective run(s) not yet freed; "
+                          "nothing was done. Fix: curd_pending_wait and "
+                          "curd_pending_free them first.",
+                          what, (const void *)comm, comm->rank, comm->size,
+                          in_flight);
+    (void)registry_remove(comm);
+    curd_status status = CURD_OK;
+    if (comm->device != NULL) {
+        room_detach(comm);
+        bool entered = curdi_driver_usable() &&
+                       curdi_device_enter(comm->device) == CURD_OK;
+        if (entered) {
+            status = destroy_nccl(comm, what);
+            curdi_device_leave(comm->device);
+        } else {
+            curdi_comm_abort(comm);
+        }
+    }
+    free(comm);
+    return status;
+}

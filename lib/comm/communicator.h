@@ -1,0 +1,78 @@
+/* communicator.h - the communicator room: curd_comm, one NCCL rank bound
+ * to one curd_device, and the one wait every communicator call ends in.
+ *
+ * A curd_comm lives in two lists: the process-wide registry of live
+ * communicators (so a closed or forged pointer is refused without being
+ * read) and its device's room (so curd_device_close closes what is still
+ * open, leaving a shell that curd_comm_close frees). Both are intrusive:
+ * joining them allocates nothing, so no step after NCCL's init can fail.
+ *
+ * Every wait goes through curdi_comm_wait: it polls NCCL's asynchronous
+ * error of each communicator and, once none is in progress, the work's
+ * own completion, until each communicator's timeout; on an error or a
+ * timeout it aborts every communicator it was given (NCCL's work on them
+ * then ends, so the streams drain) and fails with CURD_E_COMM. */
+#ifndef CURD_LIB_COMM_COMMUNICATOR_H
+#define CURD_LIB_COMM_COMMUNICATOR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "driver/nccl.h"
+#include "curd.h"
+
+struct curd_comm {
+    /* NULL once curd_device_close detached the communicator. */
+    curd_device *device;
+    /* NULL once aborted (after a failure) or destroyed. */
+    curdi_nccl_comm nccl;
+    int rank;
+    int size;
+    uint32_t timeout_ms;      /* waits on its work */
+    uint32_t open_timeout_ms; /* waits for the ranks to join (and split) */
+    struct curd_comm *registry_prev, *registry_next;
+    struct curd_comm *room_next; /* the device's open communicators */
+    /* Collective runs enqueued and not yet released (their pending not
+     * freed): the communicator cannot be closed under them. */
+    atomic_int runs_in_flight;
+};
+
+/* The device's room: its open communicators and the collective counts. */
+curd_status curdi_comm_room_open(curd_device *device);
+/* Closes every communicator still open on the device (waiting for its
+ * work up to its timeout, aborting it past that) and detaches it. */
+void curdi_comm_room_close(curd_device *device);
+
+/* What every entry point checks of a communicator: live in the registry
+ * (else CURD_E_INVALID_ARGUMENT), its device not closed
+ * (CURD_E_INVALID_ARGUMENT), not aborted (CURD_E_COMM), and its device
+ * usable (curdi_device_check). */
+curd_status curdi_comm_check(const curd_comm *comm, const char *what);
+
+/* Whether the work the wait is for has completed: true with *status CURD_OK
+ * when it has, false while it runs, true with a failed *status (its
+ * sentence set) when asking failed. */
+typedef bool (*curdi_comm_work_done_fn)(void *context, curd_status *status);
+
+/* Polls until every communicator of comms reports no work in progress and
+ * work_done (NULL: nothing more) says the work completed, or until a
+ * communicator's timeout passes (its open timeout when `opening`),
+ * measured from this call. On an NCCL error or a timeout every
+ * communicator of comms is aborted and the status is CURD_E_COMM (what
+ * names the call). */
+curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
+                            bool opening, curdi_comm_work_done_fn work_done,
+                            void *context, const char *what);
+
+/* Aborts the communicator's NCCL side (its device entered when it can
+ * be); the curd_comm stays, refusing further work with CURD_E_COMM. */
+void curdi_comm_abort(curd_comm *comm);
+
+/* Counts complete collectives for curd_stats (collective_ops,
+ * collective_bytes). */
+void curdi_comm_count(curd_device *device, uint64_t ops, uint64_t bytes);
+void curdi_comm_stats(curd_device *device, curd_stats *stats);
+void curdi_comm_stats_reset(curd_device *device);
+
+#endif
