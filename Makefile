@@ -82,9 +82,15 @@ TOOL_CPPFLAGS = $(filter-out -Ilib,$(CPPFLAGS))
 TOOLS := $(BUILD)/tools/curd-info $(BUILD)/tools/curd-bench
 INSTALL_TOOLS := $(patsubst $(BUILD)/tools/%,$(BUILD)/tools/install/%,$(TOOLS))
 INFO_OBJS := $(addprefix $(BUILD)/tools/,curd-info.o json-writer.o)
-BENCH_HARNESS_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
-                        $(sort $(wildcard tools/bench-*.c)) tools/json-writer.c)
-BENCH_OBJS := $(BUILD)/tools/curd-bench.o $(BENCH_HARNESS_OBJS)
+# curd-bench lives in tools/curd-bench/ (its README.md says where what is);
+# its objects go to $(BUILD)/bench/ (rules in mk/bench.mk). The harness,
+# the raw baselines and the scenarios are shared with curd-bench-internal.
+BENCH_HARNESS_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
+                        $(sort $(wildcard tools/curd-bench/harness/*.c \
+                                          tools/curd-bench/raw/*.c \
+                                          tools/curd-bench/scenarios/*.c))) \
+                      $(BUILD)/tools/json-writer.o
+BENCH_OBJS := $(BUILD)/bench/curd-bench.o $(BENCH_HARNESS_OBJS)
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \
         check-tsan check-exports check-layers install uninstall clean

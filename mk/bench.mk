@@ -9,15 +9,25 @@
 all: bench-internal
 bench-internal: $(BUILD)/bench/curd-bench-internal
 
-# bench/internal/ may include lib/ headers (it measures them); it shares
-# the tools' harness (tools/bench-*.c).
-BENCH_INTERNAL_OBJS := $(patsubst bench/internal/%.c,$(BUILD)/bench/%.o,\
-                         $(sort $(wildcard bench/internal/*.c)))
+# tools/curd-bench/ includes its own headers as "folder/room.h" (its
+# LAYERS file orders them) and tools/json-writer.h; curd-bench's files see
+# only the public header, like the other tools.
+BENCH_CPPFLAGS = $(TOOL_CPPFLAGS) -Itools/curd-bench -Itools
 
-$(BUILD)/bench/%.o: bench/internal/%.c
+$(BUILD)/bench/%.o: tools/curd-bench/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CPPFLAGS) -Itools $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
+	$(Q)$(CC) $(BENCH_CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
+
+# tools/curd-bench/internal/ may include lib/ headers too (it measures
+# them); it shares curd-bench's harness and scenarios.
+BENCH_INTERNAL_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
+                         $(sort $(wildcard tools/curd-bench/internal/*.c)))
+
+$(BUILD)/bench/internal/%.o: tools/curd-bench/internal/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) -Itools/curd-bench -Itools $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/bench/curd-bench-internal: $(BENCH_INTERNAL_OBJS) $(BENCH_HARNESS_OBJS) $(STATIC)
 	@echo "  LD      $@"

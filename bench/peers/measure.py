@@ -2,7 +2,7 @@
 """Measure PyTorch and CuPy on curd-bench's scenarios, as CSV rows.
 
 What users would otherwise pick, timed the way curd-bench times curd and the
-raw driver (tools/README-bench.md): every path is checked byte for byte
+raw driver (tools/curd-bench/README.md): every path is checked byte for byte
 first, then warmed up, calibrated so that a sample lasts about 5 ms (one
 operation per sample for 16 MiB and more), and sampled; each operation
 includes the synchronisation that makes its work complete, so the host

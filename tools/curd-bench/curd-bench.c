@@ -4,12 +4,12 @@
  * then times the raw driver doing the work in the fewest calls and curd
  * doing the same work, interleaved, and prints median (min, max) per
  * operation, the curd/raw ratios and the targets of the issues with PASS or
- * MISS. tools/README-bench.md says what each scenario compares.
+ * MISS. tools/curd-bench/README.md says what each scenario compares.
  *
  * It uses only the public API of libcurd.so.1; the raw driver it loads on
- * its own (bench-cuda.c). Exit status: see bench-main.h. */
-#include "bench-main.h"
-#include "bench-scenarios.h"
+ * its own (harness/cuda.c). Exit status: see harness/main.h. */
+#include "harness/main.h"
+#include "scenarios/scenarios.h"
 
 static const bench_scenario_entry scenarios[] = {
     {"pool/device-hit",

@@ -1,6 +1,6 @@
-/* bench-check-memory.c - that a block handed out for a benchmark holds
+/* check-memory.c - that a block handed out for a benchmark holds
  * what is written to it, read back through the raw driver. */
-#include "bench-common.h"
+#include "harness/check-memory.h"
 
 #include <string.h>
 

@@ -1,5 +1,7 @@
-/* bench-common.c - timing, statistics and reporting for curd-bench. */
-#include "bench-common.h"
+/* common.c - timing, statistics and reporting for curd-bench. */
+#include "harness/common.h"
+#include "harness/clock.h"
+#include "harness/progress.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -82,13 +84,6 @@ const char *bench_failure(void)
 /* ------------------------------------------------------------------------
  * Clock, random bytes, comparison.
  * ---------------------------------------------------------------------- */
-uint64_t bench_now_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
 static uint64_t splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15u);

@@ -1,4 +1,4 @@
-/* bench-common.h - the harness shared by curd-bench's scenarios.
+/* common.h - the harness shared by curd-bench's scenarios.
  *
  * A scenario sets up its memory, checks every path it will time for
  * correctness (random bytes in, every byte compared out), then declares its
@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bench-cuda.h"
 #include "curd.h"
+#include "harness/cuda.h"
 
 #define BENCH_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
@@ -90,10 +90,8 @@ const char *bench_failure(void);
     } while (0)
 
 /* ------------------------------------------------------------------------
- * Clock, random bytes, comparison.
+ * Random bytes, comparison, host memory.
  * ---------------------------------------------------------------------- */
-uint64_t bench_now_ns(void);
-
 /* Fills byte_len bytes with fresh pseudo-random bytes from *state
  * (splitmix64), fast enough for 256 MiB. */
 void bench_fill_random(uint64_t *state, void *dst, size_t byte_len);
@@ -103,20 +101,6 @@ void bench_poison(void *dst, size_t byte_len);
  * offset. */
 int bench_compare(const char *what, const void *expected, const void *actual,
                   size_t byte_len);
-
-/* The PTX text of the harness kernel tests/kernels/<file>, compiled into
- * the tool from the committed PTX (bench-kernels.c); NULL for none. */
-const char *bench_kernel_ptx(const char *file);
-/* desc for `entry` of the harness kernel tests/kernels/<file> (image NULL
- * when there is no such file). */
-void bench_kernel_desc(curd_program_desc *desc, const char *file,
-                       const char *entry);
-/* Loads desc through curd into *program and, when module is not NULL,
- * through the raw driver into *module and *function (the primary context
- * pushed around it); 0, or -1 after bench_fail(). */
-int bench_kernel_load(const bench_env *env, const curd_program_desc *desc,
-                      curd_program **program, bench_cu_module *module,
-                      bench_cu_function *function);
 
 /* Page-aligned host memory from malloc's family (pageable), or NULL after
  * bench_fail(). Free with free(). */
@@ -248,50 +232,6 @@ void bench_check_extra_ns(bench_scenario *scenario, int index,
 void bench_note(bench_scenario *scenario, const char *format, ...)
     BENCH_PRINTF(2, 3);
 
-/* Hands a finished scenario to the report (printed as text at once unless
- * the run prints JSON to standard output). */
-void bench_report_scenario(const bench_scenario *scenario);
-/* A variant that could not run here (a driver entry missing). */
-void bench_report_skip(const char *scenario_name, const char *reason);
-
-/* ------------------------------------------------------------------------
- * The report (bench-report.c): a table on standard output, JSON and CSV.
- * ---------------------------------------------------------------------- */
-typedef struct bench_report_options {
-    bool json_stdout;       /* JSON on stdout, no table */
-    const char *json_path;  /* also write JSON here (NULL: no) */
-    bool csv_stdout;        /* CSV on stdout, no table */
-    const char *csv_path;   /* also write CSV here (NULL: no) */
-} bench_report_options;
-
-void bench_report_begin(const bench_env *env,
-                        const bench_report_options *options);
-/* Prints the summary, writes the JSON and the CSV; returns the number of
- * MISSes, or -1 if a file could not be written (errno says why). failure:
- * NULL, or the sentence of the failure that stopped the run. */
-int bench_report_end(const char *failure);
-
-/* The CSV's header line, without its newline; bench/peers writes the
- * same columns. */
-#define BENCH_CSV_HEADER                                                      \
-    "scenario,variant,role,size_bytes,threads,median,p10,p90,unit,"          \
-    "ratio_vs_raw"
-
-/* ------------------------------------------------------------------------
- * Progress (bench-progress.c): one line on standard error, rewritten in
- * place, only when standard error is a terminal and the run has lasted a
- * second; silent otherwise.
- * ---------------------------------------------------------------------- */
-/* The run is about to take scenario_count scenarios. */
-void bench_progress_begin(unsigned scenario_count);
-/* Scenario number index (from 0) starts. */
-void bench_progress_scenario(unsigned index, const char *name);
-/* A scenario's samples: done of total rounds. */
-void bench_progress_samples(unsigned done, unsigned total);
-/* Clears the line, so that what is printed next starts a clean line; the
- * next update draws it again. */
-void bench_progress_clear(void);
-
 /* ------------------------------------------------------------------------
  * Raw driver access: the device's primary context made current around raw
  * calls (pushed and popped: libcurd's own calls in between are unaffected).
@@ -302,45 +242,5 @@ void bench_raw_leave(const bench_env *env);
  * the raw driver. */
 int bench_stream_acquire(const bench_env *env, bench_cu_stream *out);
 void bench_stream_release(const bench_env *env, bench_cu_stream stream);
-
-/* ------------------------------------------------------------------------
- * Devices opened under the library's tuning variables (bench-tuned.c):
- * libcurd reads CURD_TRANSFER_PATH, CURD_COPY_THREADS, ... (man curd)
- * when a device opens, so a scenario compares settings side by side by
- * opening one more curd_device of the same ordinal per setting (they
- * share the primary context, and the raw driver's view of it).
- * ---------------------------------------------------------------------- */
-typedef struct bench_tuned {
-    bench_env env; /* the run's, with a device of its own */
-    bool open;
-} bench_tuned;
-
-/* Opens env's device again with settings ("NAME=VALUE" strings, NULL
- * ended; NULL: none) set in the environment while it opens; the run's own
- * values of those variables are put back after. 0, or -1 after
- * bench_fail(). */
-int bench_tuned_open(bench_tuned *tuned, const bench_env *env,
-                     const char *const *settings);
-/* Closes it (nothing when not open). */
-void bench_tuned_close(bench_tuned *tuned);
-/* The CURD_ variables of this process's environment but CURD_LIBCUDA,
- * "NAME=VALUE" separated by spaces, into out; "" when there are none. */
-void bench_tuning_environment(char *out, size_t capacity);
-
-/* ------------------------------------------------------------------------
- * Memory checks (bench-check-memory.c): that a block holds what is written
- * to it, read back through raw copies independent of the path checked.
- * Each enters the context itself.
- * ---------------------------------------------------------------------- */
-/* Random bytes in through cuMemcpyHtoD, out through cuMemcpyDtoH into
- * poisoned memory; at most 4 KiB. */
-int bench_check_device_memory(const bench_env *env, uint64_t *seed,
-                              bench_cu_deviceptr device_ptr, size_t byte_len,
-                              const char *what);
-/* Random bytes written on the host, through a scratch device allocation
- * and back into poisoned pageable memory; at most 4 KiB. */
-int bench_check_host_memory(const bench_env *env, uint64_t *seed,
-                            void *host_ptr, size_t byte_len,
-                            const char *what);
 
 #endif

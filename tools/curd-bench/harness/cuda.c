@@ -1,12 +1,12 @@
-/* bench-cuda.c - loads the raw CUDA driver for curd-bench's baselines. */
-#include "bench-cuda.h"
+/* cuda.c - loads the raw CUDA driver for curd-bench's baselines. */
+#include "harness/cuda.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* The CUDA version whose ABI the declarations in bench-cuda.h follow. */
+/* The CUDA version whose ABI the declarations in harness/cuda.h follow. */
 #define BENCH_CUDA_ABI_VERSION 12000
 /* CU_GET_PROC_ADDRESS_LEGACY_STREAM: the entries libcurd resolves too. */
 #define BENCH_CU_GET_PROC_ADDRESS_LEGACY_STREAM 1u

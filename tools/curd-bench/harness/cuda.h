@@ -1,4 +1,4 @@
-/* bench-cuda.h - the raw CUDA driver, as curd-bench reaches it on its own.
+/* cuda.h - the raw CUDA driver, as curd-bench reaches it on its own.
  *
  * The baselines time the driver doing the work in the fewest calls. The
  * tool loads libcuda.so.1 itself (dlopen, never a link-time dependency)

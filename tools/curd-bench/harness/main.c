@@ -1,5 +1,7 @@
-/* bench-main.c - the command line and the run of a benchmark program. */
-#include "bench-main.h"
+/* main.c - the command line and the run of a benchmark program. */
+#include "harness/main.h"
+#include "harness/progress.h"
+#include "harness/report.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,10 +1,10 @@
-/* bench-main.h - the command line and the run of a benchmark program
+/* main.h - the command line and the run of a benchmark program
  * (curd-bench, curd-bench-internal): options, the device, the raw driver,
  * then each selected scenario in turn. */
 #ifndef CURD_BENCH_MAIN_H
 #define CURD_BENCH_MAIN_H
 
-#include "bench-common.h"
+#include "harness/common.h"
 
 typedef struct bench_scenario_entry {
     const char *name;    /* "group/name" */

@@ -1,11 +1,14 @@
-/* bench-progress.c - the progress line on standard error.
+/* progress.c - the progress line on standard error.
  *
  * Shown only when standard error is a terminal (a log or a pipe stays
  * clean) and only once the run has lasted a second (a short run is not
  * worth a line), redrawn at most ten times a second: "\r" returns to the
  * start of the line and "\033[K" erases what the last draw left. */
-#include "bench-common.h"
+#include "harness/progress.h"
+#include "harness/clock.h"
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-/* bench-report-csv.c - a run as CSV (--csv): one row per measured variant,
+/* report-csv.c - a run as CSV (--csv): one row per measured variant,
  *
  *   scenario,variant,role,size_bytes,threads,median,p10,p90,unit,ratio_vs_raw
  *
@@ -9,7 +9,7 @@
  * chart joins their sizes into one line. bench/peers/ writes the same
  * columns, and scripts/bench-plot.sh reads them. Fields are quoted as RFC
  * 4180 says when they hold a comma or a quote. */
-#include "bench-report.h"
+#include "harness/report-csv.h"
 
 #include <string.h>
 

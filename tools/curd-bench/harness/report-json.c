@@ -1,6 +1,6 @@
-/* bench-report-json.c - a run as JSON (--json): the run's settings, every
+/* report-json.c - a run as JSON (--json): the run's settings, every
  * variant with every sample, every check, the notes and the skips. */
-#include "bench-report.h"
+#include "harness/report-json.h"
 
 #include "json-writer.h"
 

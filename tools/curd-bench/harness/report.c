@@ -1,7 +1,14 @@
-/* bench-report.c - the report of a run: the table on standard output as
+/* report.c - the report of a run: the table on standard output as
  * scenarios finish, then the targets, and the JSON and CSV written at the
- * end (bench-report-json.c, bench-report-csv.c). */
-#include "bench-report.h"
+ * end (report-json.c, report-csv.c). */
+#include "harness/report.h"
+
+#include "harness/clock.h"
+#include "harness/progress.h"
+#include "harness/report-csv.h"
+#include "harness/report-json.h"
+#include "harness/report-run.h"
+#include "harness/tuned.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -60,12 +67,6 @@ static void format_times(char *out, size_t capacity,
     snprintf(out, capacity, "%s %s (%s, %s)", median, unit, low, high);
 }
 
-double bench_gb_per_s(uint64_t byte_count, double ns)
-{
-    /* Decimal GB/s: bytes per nanosecond. */
-    return ns > 0.0 ? (double)byte_count / ns : 0.0;
-}
-
 static double mops_per_s(double ns_per_op)
 {
     return ns_per_op > 0.0 ? 1e3 / ns_per_op : 0.0;
@@ -87,20 +88,6 @@ static void format_rate(char *out, size_t capacity,
     } else {
         out[0] = '\0';
     }
-}
-
-const char *bench_role_name(bench_role role)
-{
-    return role == BENCH_ROLE_CURD  ? "curd"
-           : role == BENCH_ROLE_REF ? "ref"
-                                    : "raw";
-}
-
-const char *bench_check_result(const bench_check *check)
-{
-    if (!check->has_target)
-        return "-";
-    return check->pass ? "PASS" : "MISS";
 }
 
 static void format_check_value(char *out, size_t capacity,

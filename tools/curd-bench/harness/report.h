@@ -1,38 +1,31 @@
-/* bench-report.h - what the report's writers share (bench-report.c: the
- * table; bench-report-json.c; bench-report-csv.c). Private to them. */
+/* report.h - the report (report.c): a table on standard output as each
+ * scenario finishes, then the summary, the JSON (report-json.c) and the
+ * CSV (report-csv.c). report.c dispatches to the writers; they share
+ * report-run.h and never call back into it. */
 #ifndef CURD_BENCH_REPORT_H
 #define CURD_BENCH_REPORT_H
 
-#include <stdio.h>
+#include <stdbool.h>
 
-#include "bench-common.h"
+#include "harness/common.h"
 
-typedef struct bench_report_skip_entry {
-    char name[64];
-    char reason[160];
-} bench_report_skip_entry;
+typedef struct bench_report_options {
+    bool json_stdout;       /* JSON on stdout, no table */
+    const char *json_path;  /* also write JSON here (NULL: no) */
+    bool csv_stdout;        /* CSV on stdout, no table */
+    const char *csv_path;   /* also write CSV here (NULL: no) */
+} bench_report_options;
 
-/* A finished run, as the writers see it. */
-typedef struct bench_report_run {
-    const bench_env *env;
-    bench_scenario *const *scenarios;
-    size_t scenario_count;
-    const bench_report_skip_entry *skips;
-    size_t skip_count;
-    const char *failure; /* NULL, or what stopped the run */
-    unsigned passes;
-    unsigned misses;
-    double wall_s;
-} bench_report_run;
-
-/* "curd", "raw", "ref". */
-const char *bench_role_name(bench_role role);
-/* "PASS", "MISS", or "-" for a value reported without a target. */
-const char *bench_check_result(const bench_check *check);
-/* Decimal GB/s (bytes per nanosecond) of byte_count moved in ns. */
-double bench_gb_per_s(uint64_t byte_count, double ns);
-
-void bench_report_write_json(FILE *out, const bench_report_run *run);
-void bench_report_write_csv(FILE *out, const bench_report_run *run);
+void bench_report_begin(const bench_env *env,
+                        const bench_report_options *options);
+/* Hands a finished scenario to the report (printed as text at once unless
+ * the run prints JSON to standard output). */
+void bench_report_scenario(const bench_scenario *scenario);
+/* A variant that could not run here (a driver entry missing). */
+void bench_report_skip(const char *scenario_name, const char *reason);
+/* Prints the summary, writes the JSON and the CSV; returns the number of
+ * MISSes, or -1 if a file could not be written (errno says why). failure:
+ * NULL, or the sentence of the failure that stopped the run. */
+int bench_report_end(const char *failure);
 
 #endif

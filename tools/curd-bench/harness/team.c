@@ -1,5 +1,5 @@
-/* bench-team.c - the same operation on k threads at once. */
-#include "bench-team.h"
+/* team.c - the same operation on k threads at once. */
+#include "harness/team.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-/* bench-team.h - the same operation on k threads at once, for throughput
+/* team.h - the same operation on k threads at once, for throughput
  * variants (pool/threads).
  *
  * A team's workers are created once and wait on a barrier between
@@ -11,7 +11,7 @@
 #ifndef CURD_BENCH_TEAM_H
 #define CURD_BENCH_TEAM_H
 
-#include "bench-common.h"
+#include "harness/common.h"
 
 #define BENCH_TEAM_MAX_THREADS 8
 

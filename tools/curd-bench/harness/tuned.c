@@ -1,6 +1,6 @@
-/* bench-tuned.c - devices opened under libcurd's tuning variables (see
- * bench-common.h). */
-#include "bench-common.h"
+/* tuned.c - devices opened under libcurd's tuning variables (see
+ * harness/common.h). */
+#include "harness/tuned.h"
 
 #include <stdio.h>
 #include <stdlib.h>

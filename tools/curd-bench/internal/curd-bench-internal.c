@@ -4,9 +4,9 @@
  * Linked statically with libcurd.a, built by `make bench-internal` as
  * $(BUILD)/bench/curd-bench-internal, never installed or packaged. It
  * shares curd-bench's harness, options and report (tools/bench-*.c).
- * Exit status: see tools/bench-main.h. */
-#include "bench-internal.h"
-#include "bench-main.h"
+ * Exit status: see tools/curd-bench/harness/main.h. */
+#include "harness/main.h"
+#include "internal/internal.h"
 
 static const bench_scenario_entry scenarios[] = {
     {"pool/device-hit",

@@ -1,4 +1,4 @@
-/* bench-internal-pool.c - the pools alone, without the public API.
+/* pool.c - the pools alone, without the public API.
  *
  * pool/device-hit, pool/pinned-hit  curdi_pool_acquire + release of 4 KiB
  *     on the device's own pool, beside curd_block_acquire + release: the
@@ -11,14 +11,16 @@
  *     what this machine allows for this work (cores, hyperthread siblings,
  *     clocks, the cost of locked instructions under load), and the shared
  *     pool is judged against it as well as against the k-fold line. */
-#include "bench-internal.h"
-#include "bench-pool.h"
+#include "internal/internal.h"
+#include "scenarios/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/core.h"
+#include "harness/check-memory.h"
+#include "harness/report.h"
 #include "memory/pool.h"
 
 /* Against the machine: the shared pool's k-thread rate is at least this

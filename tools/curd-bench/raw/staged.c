@@ -1,5 +1,5 @@
-/* bench-staged.c - the raw staged upload that bench-staged.h describes. */
-#include "bench-staged.h"
+/* staged.c - the raw staged upload that raw/staged.h describes. */
+#include "raw/staged.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-/* bench-staged.h - the best staged upload from malloc memory that the raw
+/* staged.h - the best staged upload from malloc memory that the raw
  * driver and this host's cores allow, as the baseline curd's long pageable
  * upload is held to (transfer/pageable-upload-256M).
  *
@@ -17,7 +17,7 @@
 #ifndef CURD_BENCH_STAGED_H
 #define CURD_BENCH_STAGED_H
 
-#include "bench-common.h"
+#include "harness/common.h"
 
 /* As many threads as curd copies a long upload with on the 16-core H100
  * host (its 6 copy threads, the 6 a long upload adds and the caller), at

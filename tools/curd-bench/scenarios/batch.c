@@ -1,4 +1,4 @@
-/* bench-batch.c - curd-bench's batch scenarios: recorded launches on
+/* batch.c - curd-bench's batch scenarios: recorded launches on
  * resident data run with one fence, streamed and as a replayed CUDA graph,
  * against the raw driver doing the same work on its own stream and graph.
  *
@@ -9,8 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench-scenarios.h"
-#include "bench-transfer.h"
+#include "harness/kernels.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
 
 #define WORDS 1024u /* 4 KiB of uint32 */
 #define LAUNCHES 8u

@@ -1,4 +1,4 @@
-/* bench-dispatch.c - curd-bench scenarios for programs and dispatch.
+/* dispatch.c - curd-bench scenarios for programs and dispatch.
  *
  * dispatch/borrowed-small  4 KiB of words in, add_one, 4 KiB out, one
  *                          fence: curd_dispatch on the caller's malloc
@@ -23,7 +23,9 @@
  * The kernel is add_one (tests/kernels/add_one.ptx, the committed PTX,
  * compiled into the tool: bench_kernel_ptx): the build needs no nvcc, and
  * the raw driver and curd load the same text. */
-#include "bench-scenarios.h"
+#include "harness/kernels.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* bench-pipeline.c - curd-bench's pipeline scenario: the passes of a
+/* pipeline.c - curd-bench's pipeline scenario: the passes of a
  * multi-pass program, with a session (sizes reused, immutable tables
  * cached) against the same passes without one.
  *
@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench-scenarios.h"
+#include "harness/kernels.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
 
 #define PASSES 50u
 #define BUFFERS 8u

@@ -1,4 +1,4 @@
-/* bench-pool.c - curd-bench scenarios for the memory pools, through the
+/* pool.c - curd-bench scenarios for the memory pools, through the
  * public API.
  *
  * pool/device-hit   a device-pool cache hit (curd_block_acquire + release
@@ -15,8 +15,10 @@
  * checks and handle validation included. The pool alone (its internal
  * calls) and the machine's ceiling (private pools per thread) are timed by
  * curd-bench-internal, which is not shipped. */
-#include "bench-pool.h"
-#include "bench-scenarios.h"
+#include "scenarios/pool.h"
+#include "harness/check-memory.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +27,7 @@ const unsigned bench_pool_thread_counts[BENCH_POOL_THREAD_COUNTS] = {1, 2, 4,
                                                                      8};
 
 /* ------------------------------------------------------------------------
- * Shared with curd-bench-internal (bench-pool.h).
+ * Shared with curd-bench-internal (scenarios/pool.h).
  * ---------------------------------------------------------------------- */
 int bench_block_acquire_release(void *opaque, uint64_t iterations)
 {

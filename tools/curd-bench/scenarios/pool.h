@@ -1,11 +1,11 @@
-/* bench-pool.h - what the pool scenarios of curd-bench (bench-pool.c) and
- * of curd-bench-internal (bench/internal/) share: the public block loop,
+/* pool.h - what the pool scenarios of curd-bench (scenarios/pool.c) and
+ * of curd-bench-internal (tools/curd-bench/internal/) share: the public block loop,
  * priming, the pool's hit counters, the thread counts and their targets. */
 #ifndef CURD_BENCH_POOL_H
 #define CURD_BENCH_POOL_H
 
-#include "bench-common.h"
-#include "bench-team.h"
+#include "harness/common.h"
+#include "harness/team.h"
 
 #define BENCH_POOL_BLOCK_BYTES (4 * BENCH_KIB)
 

@@ -1,4 +1,4 @@
-/* bench-scattered.c - 64 scattered 4 KiB pieces (one in each 8 KiB of
+/* scattered.c - 64 scattered 4 KiB pieces (one in each 8 KiB of
  * one resident buffer) read into, or written from, one contiguous 256 KiB
  * of host memory in one batch.
  *
@@ -28,8 +28,10 @@
  * and index_copy_, 49.8 us; on the H100 of doc/PERFORMANCE.md,
  * bench/peers/measure.py); a read of 256 KiB into malloc memory within
  * 1.5x of one pinned copy. */
-#include "bench-scenarios.h"
-#include "bench-transfer.h"
+#include "harness/report.h"
+#include "harness/tuned.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

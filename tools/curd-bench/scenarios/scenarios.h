@@ -1,11 +1,11 @@
-/* bench-scenarios.h - curd-bench's scenarios (bench-pool.c,
- * bench-transfer.c, bench-sweep.c, bench-scattered.c, bench-tune.c,
- * bench-dispatch.c, bench-batch.c, bench-session.c, bench-pipeline.c);
- * tools/README-bench.md says what each compares. */
+/* scenarios.h - curd-bench's scenarios (scenarios/pool.c,
+ * scenarios/transfer.c, scenarios/sweep.c, scenarios/scattered.c, scenarios/tune.c,
+ * scenarios/dispatch.c, scenarios/batch.c, scenarios/session.c, scenarios/pipeline.c);
+ * tools/curd-bench/README.md says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
 
-#include "bench-common.h"
+#include "harness/common.h"
 
 int bench_pool_device_hit(const bench_env *env);
 int bench_pool_pinned_hit(const bench_env *env);

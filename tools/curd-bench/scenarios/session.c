@@ -1,4 +1,4 @@
-/* bench-session.c - curd-bench scenarios for sessions, through the public
+/* session.c - curd-bench scenarios for sessions, through the public
  * API.
  *
  * session/reuse        a session's alloc+release of a 4 KiB buffer it
@@ -17,8 +17,10 @@
  * against what a pipeline pays without one. Every path is checked first:
  * buffers read back through raw cuMemcpyDtoH, the session's counters and
  * the device's h2d_bytes proving hits hit and move nothing. */
-#include "bench-scenarios.h"
-#include "bench-transfer.h"
+#include "harness/check-memory.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
 
 #include <stdlib.h>
 #include <string.h>

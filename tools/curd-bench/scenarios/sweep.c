@@ -1,4 +1,4 @@
-/* bench-sweep.c - bandwidth against transfer size, curd against the raw
+/* sweep.c - bandwidth against transfer size, curd against the raw
  * driver at every size.
  *
  * transfer/upload-sweep    host to device at 4 KiB, 64 KiB, 1 MiB, 16 MiB,
@@ -20,8 +20,9 @@
  * of memory (within noise: 1.05x). The CSV names the variants by the five
  * series (the label adds the size), which `make bench-plot` draws as
  * lines. */
-#include "bench-scenarios.h"
-#include "bench-transfer.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

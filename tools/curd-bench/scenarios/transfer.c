@@ -1,4 +1,4 @@
-/* bench-transfer.c - curd-bench scenarios for resident-buffer transfers.
+/* transfer.c - curd-bench scenarios for resident-buffer transfers.
  *
  * transfer/fused-reads          64 adjacent 4 KiB range reads of one
  *                               resident buffer in one curd_download_batch,
@@ -7,7 +7,7 @@
  * transfer/pageable-upload-256M curd_buffer_upload from malloc memory against
  *                               cuMemcpyHtoD (fenced) from the same memory,
  *                               cuMemcpyHtoDAsync from pinned memory and the
- *                               raw staged upload (bench-staged.h).
+ *                               raw staged upload (raw/staged.h).
  * transfer/pinned-upload-256M   curd uploads from a registered source against
  *                               raw cuMemcpyHtoDAsync from pinned memory.
  * transfer/pageable-download-256M, transfer/pinned-download-256M likewise.
@@ -17,9 +17,10 @@
  * cuStreamSynchronize; raw pinned memory comes from cuMemHostAlloc. The raw
  * variants address the same resident buffer as curd (its device pointer),
  * so both sides move the same bytes between the same memory. */
-#include "bench-scenarios.h"
-#include "bench-staged.h"
-#include "bench-transfer.h"
+#include "harness/report.h"
+#include "raw/staged.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

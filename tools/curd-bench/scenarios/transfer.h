@@ -1,10 +1,10 @@
-/* bench-transfer.h - the copies that the transfer scenarios (bench-transfer.c)
- * and the size sweeps (bench-sweep.c) time, and the set-up and checks
+/* transfer.h - the copies that the transfer scenarios (scenarios/transfer.c)
+ * and the size sweeps (scenarios/sweep.c) time, and the set-up and checks
  * around them. */
 #ifndef CURD_BENCH_TRANSFER_H
 #define CURD_BENCH_TRANSFER_H
 
-#include "bench-common.h"
+#include "harness/common.h"
 
 /* What one timed variant works on. */
 typedef struct bench_copy_op {

@@ -1,9 +1,9 @@
-/* bench-tune.c - libcurd's transfer tunables side by side, to choose their
+/* tune.c - libcurd's transfer tunables side by side, to choose their
  * defaults (run on request: --scenario tune).
  *
  * libcurd reads its tuning variables (man curd, ENVIRONMENT) when a device
  * opens; each variant here is one more curd_device of the same ordinal,
- * opened under its settings (bench-tuned.c), with a buffer of its own.
+ * opened under its settings (harness/tuned.c), with a buffer of its own.
  * The run's own environment applies to every variant but where a
  * variant's setting overrides it, so a further dimension can be swept by
  * running the group again under other values.
@@ -22,8 +22,10 @@
  * tune/gather-writes      the same, uploads.
  * With --quick the sizes shrink (a smoke test of the paths, not a
  * measurement). */
-#include "bench-scenarios.h"
-#include "bench-transfer.h"
+#include "harness/report.h"
+#include "harness/tuned.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
