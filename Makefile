@@ -230,6 +230,7 @@ check:
 	    --step check-layers 'scripts/check-layers.sh' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
+	    --step check-exit-codes '$(MAKE) --no-print-directory check-exit-codes' \
 	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
 	    $(TEST_BINS)
 

@@ -3,12 +3,15 @@
  *
  * usage: curd-info [--json] [--help] [--version]
  *
- * Exit status: 0 every device passed; 1 a device failed to open or its
- * self-test failed; 2 no usable CUDA driver; 3 a driver but no device;
- * 64 a bad command line. curd-info uses only the public API of
- * libcurd.so.1. */
+ * Exit status, as every program curd ships (curd-bench, the examples): 0
+ * every device passed; 1 a device failed to open or its self-test failed;
+ * 2 a bad command line; 3 no usable CUDA driver, or a driver but no
+ * device. Errors go to standard error, each line starting "curd-info: ";
+ * with --json the report on standard output also carries the error.
+ * curd-info uses only the public API of libcurd.so.1. */
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +23,8 @@
 enum {
     EXIT_ALL_PASSED = 0,
     EXIT_DEVICE_FAILED = 1,
-    EXIT_NO_DRIVER = 2,
-    EXIT_NO_DEVICE = 3,
-    EXIT_USAGE = 64
+    EXIT_USAGE = 2,
+    EXIT_NO_DRIVER_OR_DEVICE = 3
 };
 
 /* ------------------------------------------------------------------------
@@ -214,12 +216,13 @@ static void usage(FILE *to)
           "  --json      the same report as one JSON object\n"
           "  --version   print the versions and exit\n"
           "  --help      this text\n"
-          "Exit status: 0 all passed, 1 a device failed, 2 no CUDA driver, "
-          "3 no device,\n64 a bad command line.\n",
+          "Exit status: 0 all passed, 1 a device failed, 2 a bad command "
+          "line,\n3 no CUDA driver or no device.\n",
           to);
 }
 
-/* Driver-level failures: one line, a distinct exit status. */
+/* Driver-level failures: one line on standard error (and, with --json,
+ * the error in the report), one exit status. */
 static int report_no_gpu(json_writer *json, curd_status status,
                          int driver_version, const char *message)
 {
@@ -236,11 +239,23 @@ static int report_no_gpu(json_writer *json, curd_status status,
         json_member_string(json, "message", message);
         json_object_end(json);
         putchar('\n');
-    } else {
-        printf("curd-info: %s: %s\n",
-               no_device ? "no CUDA device" : "no CUDA driver", message);
     }
-    return no_device ? EXIT_NO_DEVICE : EXIT_NO_DRIVER;
+    fprintf(stderr, "curd-info: %s: %s\n",
+            no_device ? "no CUDA device" : "no CUDA driver", message);
+    return EXIT_NO_DRIVER_OR_DEVICE;
+}
+
+/* Names the option getopt refused: a short one by its letter (inside
+ * "-xy" getopt stops at 'x' while optind still points at "-xy"), a long
+ * one as written (its optopt is 0, or its value, which is above any
+ * character). */
+static void bad_option(const char *argument, int short_option)
+{
+    if (short_option > 0 && short_option <= UCHAR_MAX)
+        fprintf(stderr, "curd-info: unknown option '-%c'\n", short_option);
+    else
+        fprintf(stderr, "curd-info: unknown option '%s'\n", argument);
+    usage(stderr);
 }
 
 /* -1 to go on, else the exit status (after --help, --version or a bad
@@ -271,9 +286,7 @@ static int parse_options(int argc, char **argv, bool *json)
             usage(stdout);
             return EXIT_ALL_PASSED;
         default:
-            fprintf(stderr, "curd-info: unknown argument '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
+            bad_option(argv[optind - 1], optopt);
             return EXIT_USAGE;
         }
     }

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,27 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Says what getopt refused. optopt is a short option's letter (inside
+ * "-xy" getopt stops at 'x' while optind still points at "-xy"), 0 for an
+ * unknown long option, and a long option's value (above any character)
+ * for one that lacks its value or was given one it takes none of; then
+ * argument is that long option as written. */
+static void bad_option(const bench_program *program, const char *argument,
+                       int refused)
+{
+    if (refused > 0 && refused <= UCHAR_MAX)
+        fprintf(stderr, "%s: unknown option '-%c'\n", program->name, refused);
+    else if (refused == 0)
+        fprintf(stderr, "%s: unknown option '%s'\n", program->name, argument);
+    else if (strchr(argument, '=') != NULL)
+        fprintf(stderr, "%s: option '%.*s' takes no value\n", program->name,
+                (int)(strchr(argument, '=') - argument), argument);
+    else
+        fprintf(stderr, "%s: option '%s' needs a value (%s=VALUE)\n",
+                program->name, argument, argument);
+    usage(program, stderr);
+}
+
 /* -1 to go on, else the exit status (after --help, --version or a bad
  * argument). */
 static int parse_options(const bench_program *program, int argc, char **argv,
@@ -194,14 +216,18 @@ static int parse_options(const bench_program *program, int argc, char **argv,
             usage(program, stdout);
             return 0;
         default:
-            fprintf(stderr, "%s: unknown option or missing value: '%s'\n",
-                    program->name, argv[optind - 1]);
-            usage(program, stderr);
+            bad_option(program, argv[optind - 1], optopt);
             return EXIT_USAGE;
         }
         if (!good) {
-            fprintf(stderr, "%s: bad value '%s' for %s\n", program->name,
-                    optarg, argv[optind - 1]);
+            /* The option as written, without its "=VALUE"; "--opt VALUE"
+             * took two arguments. */
+            const char *written = argv[optind - 1] == optarg
+                                      ? argv[optind - 2]
+                                      : argv[optind - 1];
+            fprintf(stderr, "%s: bad value '%s' for %.*s. Fix: see --help.\n",
+                    program->name, optarg, (int)strcspn(written, "="),
+                    written);
             return EXIT_USAGE;
         }
     }
@@ -357,8 +383,15 @@ int bench_main(const bench_program *program, int argc, char **argv)
         goto done;
     exit_code = 0;
     if (options.list) {
+        int name_width = 0;
+        for (index = 0; index < program->scenario_count; index++) {
+            size_t name_len = strlen(program->scenarios[index].name);
+            if (name_len > (size_t)name_width)
+                name_width = (int)name_len;
+        }
         for (index = 0; index < program->scenario_count; index++)
-            printf("%-32s %s%s\n", program->scenarios[index].name,
+            printf("%-*s  %s%s\n", name_width,
+                   program->scenarios[index].name,
                    program->scenarios[index].summary,
                    program->scenarios[index].on_request ? " (on request)"
                                                         : "");

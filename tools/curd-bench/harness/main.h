@@ -21,10 +21,12 @@ typedef struct bench_program {
     unsigned scenario_count;
 } bench_program;
 
-/* Exit status: 0 when every scenario ran (MISS included, unless
+/* Exit status, the convention of every program curd ships (man
+ * curd-bench): 0 when every scenario ran (MISS included, unless
  * --fail-on-miss), 1 when a check or a call failed, 2 for bad usage, 3
- * when there is no driver or no such device, 4 when the time limit passed,
- * 5 for a MISS under --fail-on-miss. */
+ * when there is no driver or no such device; two failures of the work of
+ * its own: 4 when the time limit passed, 5 for a MISS under
+ * --fail-on-miss. */
 int bench_main(const bench_program *program, int argc, char **argv);
 
 #endif
