@@ -73,6 +73,11 @@ test_bins = $(patsubst tests/%.c,$(1)/tests/%,$(TEST_SRCS))
 TEST_BINS := $(call test_bins,$(BUILD))
 TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
                        $(sort $(wildcard tests/support/*.c)))
+# Named only by the test programs' pattern rule, the support objects would
+# be intermediate files to make: deleted after a build, so that the next
+# `make tests` rebuilt them and relinked every test. `make check` proves
+# that a second build does nothing (check-rebuild).
+.SECONDARY: $(TEST_SUPPORT_OBJS)
 
 # The tools use only the public header (no -Ilib) and link libcurd.so.1 like
 # any consumer, so a fixed libcurd1 reaches them. $(BUILD)/tools/ copies find
@@ -157,10 +162,22 @@ $(BUILD)/tools/%.o: tools/%.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TOOL_CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
 
-info:
+# When curd-info fails (no driver, say), `make info` ends with its one
+# sentence and a non-zero status: make cannot fail a recipe without adding
+# its own "*** [...] Error N" line, so the sentence is kept in
+# $(BUILD)/info.failed and info's recipe, expanded once info-report has
+# run, hands it to $(error) instead.
+.PHONY: info-report
+info: info-report
+	$(if $(shell cat $(BUILD)/info.failed 2>/dev/null),$(error $(shell sed 's/\.$$//' $(BUILD)/info.failed)))
+info-report:
 	$(Q)$(SETUP) build
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) lib $(BUILD)/tools/curd-info
-	$(BUILD)/tools/curd-info
+	$(Q)rm -f $(BUILD)/info.failed; status=0; \
+	    $(BUILD)/tools/curd-info 2>$(BUILD)/info.stderr || status=$$?; \
+	    if [ $$status -eq 0 ]; then cat $(BUILD)/info.stderr >&2; \
+	    elif [ -s $(BUILD)/info.stderr ]; then cp $(BUILD)/info.stderr $(BUILD)/info.failed; \
+	    else echo "curd-info exited $$status" >$(BUILD)/info.failed; fi
 
 # ---------------------------------------------------------------------------
 # Tests
@@ -228,6 +245,7 @@ check:
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-layers 'scripts/check-layers.sh' \
+	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
 	    --step check-exit-codes '$(MAKE) --no-print-directory check-exit-codes' \
@@ -245,6 +263,18 @@ check-exports: $(SHARED)
 
 check-layers:
 	$(Q)scripts/check-layers.sh
+
+# After a build, a second `make all tests` has nothing to do (make -q);
+# otherwise this names what it would still run.
+.PHONY: check-rebuild
+check-rebuild:
+	$(Q)if $(MAKE) --no-print-directory -q all tests; then \
+	    echo "check-rebuild: after a build, make all tests has nothing to do"; \
+	else \
+	    echo "check-rebuild: make all tests after a build would still run:"; \
+	    $(MAKE) --no-print-directory -n all tests | grep -v '^echo\|^mkdir' | head -n 20; \
+	    exit 1; \
+	fi
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined

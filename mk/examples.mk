@@ -23,5 +23,16 @@ $(BUILD)/examples/bin/%: examples/%.c include/curd.h $(SHARED)
 	$(Q)$(CC) -std=c11 $(WARNINGS) $< -o $@ $(EXAMPLE_FLAGS)
 
 .PHONY: check-exit-codes
+# `make info` without a driver must end with curd-info's sentence and a
+# non-zero status, not with make's "Error N" line.
 check-exit-codes: $(TOOLS) $(EXAMPLE_BINS)
 	$(Q)scripts/check-exit-codes.sh $(TOOLS) $(EXAMPLE_BINS)
+	$(Q)status=0; CURD_LIBCUDA=/nonexistent/libcuda.so.1 $(MAKE) --no-print-directory -s \
+	    info SETUP=true >$(BUILD)/make-info.log 2>&1 || status=$$?; \
+	    last=$$(tail -n 1 $(BUILD)/make-info.log); \
+	    case "$$status:$$last" in \
+	    0:*) echo "check-exit-codes: make info without a driver exited 0"; exit 1 ;; \
+	    *"Error "[0-9]*) echo "check-exit-codes: make info ends with: $$last"; exit 1 ;; \
+	    *"Fix: "*) echo "check-exit-codes: make info without a driver ends with the sentence, status $$status" ;; \
+	    *) echo "check-exit-codes: make info without a driver ends with: $$last"; exit 1 ;; \
+	    esac
