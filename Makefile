@@ -231,14 +231,23 @@ FUZZ_SMOKE_STEP = if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuzz
 # The sanitizer runs are one step each in `make check`: the log stays in
 # $(BUILD)/; shown are its summary line and, on a failure, what is not a
 # pass or a comment (failed tests, sanitizer reports).
-sanitizer_step = mkdir -p $(BUILD) && $(MAKE) --no-print-directory $(1) >$(BUILD)/$(1).log 2>&1; \
-                 status=$$?; [ $$status -eq 0 ] || grep -v -e "^ok " -e "^\#" -e "^1\.\." $(BUILD)/$(1).log | tail -n 80; \
+# While it runs, the step shows run-tests.sh's "[N/M] program" lines, so
+# that a terminal or a CI log sees which program the sanitizer is on.
+sanitizer_step = mkdir -p $(BUILD) && echo "building and running in $(1:check-%=build-%)/" && \
+                 { $(MAKE) --no-print-directory $(DEFAULT_JOBS) $(1) 2>&1; echo $$? >$(BUILD)/$(1).status; } \
+                 | tee $(BUILD)/$(1).log | grep --line-buffered -E "^\# \[[0-9]+/[0-9]+\] "; \
+                 status=$$(cat $(BUILD)/$(1).status); \
+                 [ $$status -eq 0 ] || grep -v -e "^ok " -e "^\#" -e "^1\.\." $(BUILD)/$(1).log | tail -n 80; \
                  grep -E "^[0-9]+ passed, " $(BUILD)/$(1).log; echo "log: $(BUILD)/$(1).log"; exit $$status
+
+# `make check` builds in parallel unless the command line gave its own -j:
+# -j as many as there are processors (MAKEFLAGS only shows -j to recipes).
+DEFAULT_JOBS = $$(case " $$MAKEFLAGS " in *" -j"*) ;; *) echo -j$$(nproc) ;; esac)
 
 # The last line `make check` prints is the one summary of every step.
 check:
 	$(Q)$(SETUP) check
-	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) all tests
+	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) $(DEFAULT_JOBS) all tests
 	$(Q)tests/run-tests.sh --valgrind '$(VALGRIND)' \
 	    --step fuzz-smoke '$(FUZZ_SMOKE_STEP)' \
 	    --step check-asan '$(call sanitizer_step,check-asan)' \
