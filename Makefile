@@ -256,6 +256,7 @@ check:
 	    --step check-layers 'scripts/check-layers.sh' \
 	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
+	    --step check-dist 'scripts/make-dist.sh $(VERSION) $(BUILD)/dist-check' \
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
 	    --step check-exit-codes '$(MAKE) --no-print-directory check-exit-codes' \
 	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
