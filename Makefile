@@ -260,6 +260,7 @@ check:
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
 	    --step check-exit-codes '$(MAKE) --no-print-directory check-exit-codes' \
 	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
+	    --step check-bench-plot '$(MAKE) --no-print-directory check-bench-plot' \
 	    $(TEST_BINS)
 
 check-plain: tests

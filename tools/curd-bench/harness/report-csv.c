@@ -6,12 +6,14 @@
  * it moves nothing); ratio_vs_raw is the median over the median of the
  * scenario's first raw variant of the same size and thread count (empty
  * when there is none). A sweep's variants are named by their series, so a
- * chart joins their sizes into one line. bench/peers/ writes the same
+ * chart joins their sizes into one line. Before the header, lines
+ * starting "# " name the generator, the device, the driver and the date. bench/peers/ writes the same
  * columns, and scripts/bench-plot.sh reads them. Fields are quoted as RFC
  * 4180 says when they hold a comma or a quote. */
 #include "harness/report-csv.h"
 
 #include <string.h>
+#include <time.h>
 
 static void write_field(FILE *out, const char *text)
 {
@@ -59,9 +61,32 @@ static void write_row(FILE *out, const bench_scenario *scenario,
     fputc('\n', out);
 }
 
+/* "# key: value" lines before the header: what the numbers were measured
+ * on, for the charts' titles (scripts/bench-plot.sh); a CSV reader skips
+ * lines that start with '#'. */
+static void write_metadata(FILE *out, const bench_report_run *run)
+{
+    const bench_env *env = run->env;
+    char date[32] = "unknown";
+    time_t now = time(NULL);
+    struct tm utc;
+    if (gmtime_r(&now, &utc) != NULL)
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    fprintf(out, "# generator: curd-bench %d.%d.%d (libcurd %s)\n",
+            CURD_VERSION_MAJOR, CURD_VERSION_MINOR, CURD_VERSION_PATCH,
+            curd_version_string());
+    fprintf(out, "# device: %s (%s, compute %d.%d)\n", env->props.name,
+            env->props.pci_bus_id, env->props.compute_capability_major,
+            env->props.compute_capability_minor);
+    fprintf(out, "# driver: CUDA %d.%d (%d)\n", env->driver_version / 1000,
+            env->driver_version % 1000 / 10, env->driver_version);
+    fprintf(out, "# date: %s\n", date);
+}
+
 void bench_report_write_csv(FILE *out, const bench_report_run *run)
 {
     size_t index;
+    write_metadata(out, run);
     fputs(BENCH_CSV_HEADER "\n", out);
     for (index = 0; index < run->scenario_count; index++) {
         const bench_scenario *scenario = run->scenarios[index];
