@@ -194,8 +194,14 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
-	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) -o $@ \
+	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) $(TEST_EXTRA_OBJS) -o $@ \
 	    $(LDFLAGS) $(STATIC) $(GLIB_LIBS) $(LIBS) -lm
+
+# tests/test-json-writer tests the tools' JSON writer, which is no part of
+# the library: it links that one object too.
+$(BUILD)/tests/test-json-writer: $(BUILD)/tools/json-writer.o
+$(BUILD)/tests/test-json-writer: TEST_EXTRA_CFLAGS += -Itools
+$(BUILD)/tests/test-json-writer: TEST_EXTRA_OBJS := $(BUILD)/tools/json-writer.o
 
 # tests/test-cuda-abi also compiles the CUDA toolkit's own cuda.h, when there
 # is one, to check the library's declarations against it. The build never
