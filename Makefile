@@ -261,6 +261,7 @@ check:
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-layers 'scripts/check-layers.sh' \
 	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
+	    --step check-run-tests 'scripts/check-run-tests.sh' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
 	    --step check-dist 'scripts/make-dist.sh $(VERSION) $(BUILD)/dist-check' \
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
