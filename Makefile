@@ -86,7 +86,7 @@ TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
 TOOL_CPPFLAGS = $(filter-out -Ilib,$(CPPFLAGS))
 TOOLS := $(BUILD)/tools/curd-info $(BUILD)/tools/curd-bench
 INSTALL_TOOLS := $(patsubst $(BUILD)/tools/%,$(BUILD)/tools/install/%,$(TOOLS))
-INFO_OBJS := $(addprefix $(BUILD)/tools/,curd-info.o json-writer.o)
+INFO_OBJS := $(addprefix $(BUILD)/tools/,curd-info.o json-writer.o options.o)
 # curd-bench lives in tools/curd-bench/ (its README.md says where what is);
 # its objects go to $(BUILD)/bench/ (rules in mk/bench.mk). The harness,
 # the raw baselines and the scenarios are shared with curd-bench-internal.
@@ -94,7 +94,7 @@ BENCH_HARNESS_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
                         $(sort $(wildcard tools/curd-bench/harness/*.c \
                                           tools/curd-bench/raw/*.c \
                                           tools/curd-bench/scenarios/*.c))) \
-                      $(BUILD)/tools/json-writer.o
+                      $(BUILD)/tools/json-writer.o $(BUILD)/tools/options.o
 BENCH_OBJS := $(BUILD)/bench/curd-bench.o $(BENCH_HARNESS_OBJS)
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \

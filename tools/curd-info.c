@@ -11,7 +11,6 @@
  * curd-info uses only the public API of libcurd.so.1. */
 #include <getopt.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,7 @@
 
 #include "curd.h"
 #include "json-writer.h"
+#include "options.h"
 
 enum {
     EXIT_ALL_PASSED = 0,
@@ -245,19 +245,6 @@ static int report_no_gpu(json_writer *json, curd_status status,
     return EXIT_NO_DRIVER_OR_DEVICE;
 }
 
-/* Names the option getopt refused: a short one by its letter (inside
- * "-xy" getopt stops at 'x' while optind still points at "-xy"), a long
- * one as written (its optopt is 0, or its value, which is above any
- * character). */
-static void bad_option(const char *argument, int short_option)
-{
-    if (short_option > 0 && short_option <= UCHAR_MAX)
-        fprintf(stderr, "curd-info: unknown option '-%c'\n", short_option);
-    else
-        fprintf(stderr, "curd-info: unknown option '%s'\n", argument);
-    usage(stderr);
-}
-
 /* -1 to go on, else the exit status (after --help, --version or a bad
  * argument). */
 static int parse_options(int argc, char **argv, bool *json)
@@ -286,7 +273,8 @@ static int parse_options(int argc, char **argv, bool *json)
             usage(stdout);
             return EXIT_ALL_PASSED;
         default:
-            bad_option(argv[optind - 1], optopt);
+            tool_bad_option("curd-info", argv[optind - 1], optopt);
+            usage(stderr);
             return EXIT_USAGE;
         }
     }

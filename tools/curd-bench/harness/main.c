@@ -2,10 +2,10 @@
 #include "harness/main.h"
 #include "harness/progress.h"
 #include "harness/report.h"
+#include "options.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,27 +117,6 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Says what getopt refused. optopt is a short option's letter (inside
- * "-xy" getopt stops at 'x' while optind still points at "-xy"), 0 for an
- * unknown long option, and a long option's value (above any character)
- * for one that lacks its value or was given one it takes none of; then
- * argument is that long option as written. */
-static void bad_option(const bench_program *program, const char *argument,
-                       int refused)
-{
-    if (refused > 0 && refused <= UCHAR_MAX)
-        fprintf(stderr, "%s: unknown option '-%c'\n", program->name, refused);
-    else if (refused == 0)
-        fprintf(stderr, "%s: unknown option '%s'\n", program->name, argument);
-    else if (strchr(argument, '=') != NULL)
-        fprintf(stderr, "%s: option '%.*s' takes no value\n", program->name,
-                (int)(strchr(argument, '=') - argument), argument);
-    else
-        fprintf(stderr, "%s: option '%s' needs a value (%s=VALUE)\n",
-                program->name, argument, argument);
-    usage(program, stderr);
-}
-
 /* -1 to go on, else the exit status (after --help, --version or a bad
  * argument). */
 static int parse_options(const bench_program *program, int argc, char **argv,
@@ -216,7 +195,8 @@ static int parse_options(const bench_program *program, int argc, char **argv,
             usage(program, stdout);
             return 0;
         default:
-            bad_option(program, argv[optind - 1], optopt);
+            tool_bad_option(program->name, argv[optind - 1], optopt);
+            usage(program, stderr);
             return EXIT_USAGE;
         }
         if (!good) {
