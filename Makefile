@@ -73,6 +73,11 @@ test_bins = $(patsubst tests/%.c,$(1)/tests/%,$(TEST_SRCS))
 TEST_BINS := $(call test_bins,$(BUILD))
 TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
                        $(sort $(wildcard tests/support/*.c)))
+# Named only by the test programs' pattern rule, the support objects would
+# be intermediate files to make: deleted after a build, so that the next
+# `make tests` rebuilt them and relinked every test. `make check` proves
+# that a second build does nothing (check-rebuild).
+.SECONDARY: $(TEST_SUPPORT_OBJS)
 
 # The tools use only the public header (no -Ilib) and link libcurd.so.1 like
 # any consumer, so a fixed libcurd1 reaches them. $(BUILD)/tools/ copies find
@@ -81,10 +86,16 @@ TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
 TOOL_CPPFLAGS = $(filter-out -Ilib,$(CPPFLAGS))
 TOOLS := $(BUILD)/tools/curd-info $(BUILD)/tools/curd-bench
 INSTALL_TOOLS := $(patsubst $(BUILD)/tools/%,$(BUILD)/tools/install/%,$(TOOLS))
-INFO_OBJS := $(addprefix $(BUILD)/tools/,curd-info.o json-writer.o)
-BENCH_HARNESS_OBJS := $(patsubst tools/%.c,$(BUILD)/tools/%.o,\
-                        $(sort $(wildcard tools/bench-*.c)) tools/json-writer.c)
-BENCH_OBJS := $(BUILD)/tools/curd-bench.o $(BENCH_HARNESS_OBJS)
+INFO_OBJS := $(addprefix $(BUILD)/tools/,curd-info.o json-writer.o options.o)
+# curd-bench lives in tools/curd-bench/ (its README.md says where what is);
+# its objects go to $(BUILD)/bench/ (rules in mk/bench.mk). The harness,
+# the raw baselines and the scenarios are shared with curd-bench-internal.
+BENCH_HARNESS_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
+                        $(sort $(wildcard tools/curd-bench/harness/*.c \
+                                          tools/curd-bench/raw/*.c \
+                                          tools/curd-bench/scenarios/*.c))) \
+                      $(BUILD)/tools/json-writer.o $(BUILD)/tools/options.o
+BENCH_OBJS := $(BUILD)/bench/curd-bench.o $(BENCH_HARNESS_OBJS)
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \
         check-tsan check-exports check-layers install uninstall clean
@@ -151,10 +162,22 @@ $(BUILD)/tools/%.o: tools/%.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TOOL_CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
 
-info:
+# When curd-info fails (no driver, say), `make info` ends with its one
+# sentence and a non-zero status: make cannot fail a recipe without adding
+# its own "*** [...] Error N" line, so the sentence is kept in
+# $(BUILD)/info.failed and info's recipe, expanded once info-report has
+# run, hands it to $(error) instead.
+.PHONY: info-report
+info: info-report
+	$(if $(shell cat $(BUILD)/info.failed 2>/dev/null),$(error $(shell sed 's/\.$$//' $(BUILD)/info.failed)))
+info-report:
 	$(Q)$(SETUP) build
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) lib $(BUILD)/tools/curd-info
-	$(BUILD)/tools/curd-info
+	$(Q)rm -f $(BUILD)/info.failed; status=0; \
+	    $(BUILD)/tools/curd-info 2>$(BUILD)/info.stderr || status=$$?; \
+	    if [ $$status -eq 0 ]; then cat $(BUILD)/info.stderr >&2; \
+	    elif [ -s $(BUILD)/info.stderr ]; then cp $(BUILD)/info.stderr $(BUILD)/info.failed; \
+	    else echo "curd-info exited $$status" >$(BUILD)/info.failed; fi
 
 # ---------------------------------------------------------------------------
 # Tests
@@ -171,8 +194,14 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
-	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) -o $@ \
+	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) $(TEST_EXTRA_OBJS) -o $@ \
 	    $(LDFLAGS) $(STATIC) $(GLIB_LIBS) $(LIBS) -lm
+
+# tests/test-json-writer tests the tools' JSON writer, which is no part of
+# the library: it links that one object too.
+$(BUILD)/tests/test-json-writer: $(BUILD)/tools/json-writer.o
+$(BUILD)/tests/test-json-writer: TEST_EXTRA_CFLAGS += -Itools
+$(BUILD)/tests/test-json-writer: TEST_EXTRA_OBJS := $(BUILD)/tools/json-writer.o
 
 # tests/test-cuda-abi also compiles the CUDA toolkit's own cuda.h, when there
 # is one, to check the library's declarations against it. The build never
@@ -219,23 +248,37 @@ FUZZ_SMOKE_STEP = if [ -f fuzz/fuzz.mk ]; then $(MAKE) --no-print-directory fuzz
 # The sanitizer runs are one step each in `make check`: the log stays in
 # $(BUILD)/; shown are its summary line and, on a failure, what is not a
 # pass or a comment (failed tests, sanitizer reports).
-sanitizer_step = mkdir -p $(BUILD) && $(MAKE) --no-print-directory $(1) >$(BUILD)/$(1).log 2>&1; \
-                 status=$$?; [ $$status -eq 0 ] || grep -v -e "^ok " -e "^\#" -e "^1\.\." $(BUILD)/$(1).log | tail -n 80; \
+# While it runs, the step shows run-tests.sh's "[N/M] program" lines, so
+# that a terminal or a CI log sees which program the sanitizer is on.
+sanitizer_step = mkdir -p $(BUILD) && echo "building and running in $(1:check-%=build-%)/" && \
+                 { $(MAKE) --no-print-directory $(DEFAULT_JOBS) $(1) 2>&1; echo $$? >$(BUILD)/$(1).status; } \
+                 | tee $(BUILD)/$(1).log | grep --line-buffered -E "^\# \[[0-9]+/[0-9]+\] "; \
+                 status=$$(cat $(BUILD)/$(1).status); \
+                 [ $$status -eq 0 ] || grep -v -e "^ok " -e "^\#" -e "^1\.\." $(BUILD)/$(1).log | tail -n 80; \
                  grep -E "^[0-9]+ passed, " $(BUILD)/$(1).log; echo "log: $(BUILD)/$(1).log"; exit $$status
+
+# `make check` builds in parallel unless the command line gave its own -j:
+# -j as many as there are processors (MAKEFLAGS only shows -j to recipes).
+DEFAULT_JOBS = $$(case " $$MAKEFLAGS " in *" -j"*) ;; *) echo -j$$(nproc) ;; esac)
 
 # The last line `make check` prints is the one summary of every step.
 check:
 	$(Q)$(SETUP) check
-	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) all tests
+	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) $(DEFAULT_JOBS) all tests
 	$(Q)tests/run-tests.sh --valgrind '$(VALGRIND)' \
 	    --step fuzz-smoke '$(FUZZ_SMOKE_STEP)' \
 	    --step check-asan '$(call sanitizer_step,check-asan)' \
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-layers 'scripts/check-layers.sh' \
+	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
+	    --step check-run-tests 'scripts/check-run-tests.sh' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
+	    --step check-dist 'scripts/make-dist.sh $(VERSION) $(BUILD)/dist-check' \
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
+	    --step check-exit-codes '$(MAKE) --no-print-directory check-exit-codes' \
 	    --step bench-smoke '$(MAKE) --no-print-directory bench-smoke' \
+	    --step check-bench-plot '$(MAKE) --no-print-directory check-bench-plot' \
 	    $(TEST_BINS)
 
 check-plain: tests
@@ -249,6 +292,18 @@ check-exports: $(SHARED)
 
 check-layers:
 	$(Q)scripts/check-layers.sh
+
+# After a build, a second `make all tests` has nothing to do (make -q);
+# otherwise this names what it would still run.
+.PHONY: check-rebuild
+check-rebuild:
+	$(Q)if $(MAKE) --no-print-directory -q all tests; then \
+	    echo "check-rebuild: after a build, make all tests has nothing to do"; \
+	else \
+	    echo "check-rebuild: make all tests after a build would still run:"; \
+	    $(MAKE) --no-print-directory -n all tests | grep -v '^echo\|^mkdir' | head -n 20; \
+	    exit 1; \
+	fi
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined

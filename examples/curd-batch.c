@@ -9,9 +9,13 @@
  * every byte, and prints what the device counted: DMA operations and
  * fences.
  *
- * Exit status: 0 all checked out; 1 something failed; 2 no usable CUDA
- * driver (the CURD_E_NO_DRIVER sentence goes to standard error); 3 no
- * device.
+ * Exit status, as every program curd ships (curd-info, curd-bench and the
+ * examples): 0 when all of that holds; 1 when something failed; 2 for a
+ * bad command line (the examples take no arguments); 3 when there is no
+ * usable CUDA driver or no device (the library's CURD_E_NO_DRIVER or
+ * CURD_E_NO_DEVICE sentence, ending in "Fix: ...", says which). Every
+ * error goes to standard error as one line starting "curd-batch: "; standard
+ * output carries only results.
  */
 #include <curd.h>
 #include <stdio.h>
@@ -20,13 +24,11 @@
 
 enum { RECORD_BYTES = 4096, RECORD_COUNT = 64 };
 
-static int report(const char *call, curd_status status)
+static int fail(const char *call, curd_status status)
 {
-    fprintf(stderr, "%s: %s: %s\n", call, curd_status_name(status),
-            curd_last_error());
-    if (status == CURD_E_NO_DRIVER)
-        return 2;
-    return status == CURD_E_NO_DEVICE ? 3 : 1;
+    fprintf(stderr, "curd-batch: %s: %s: %s\n", call,
+            curd_status_name(status), curd_last_error());
+    return status == CURD_E_NO_DRIVER || status == CURD_E_NO_DEVICE ? 3 : 1;
 }
 
 /* Uploads every record, downloads the even ones, compares. */
@@ -59,12 +61,13 @@ static int exchange(curd_device *device, curd_buffer table,
     if (status == CURD_OK)
         status = curd_device_stats(device, &after);
     if (status != CURD_OK)
-        return report("batch transfer", status);
+        return fail("batch transfer", status);
 
     for (size_t i = 0; i < RECORD_COUNT / 2; i++)
         if (memcmp(back + i * RECORD_BYTES, records + 2 * i * RECORD_BYTES,
                    RECORD_BYTES) != 0) {
-            fprintf(stderr, "record %zu came back wrong\n", 2 * i);
+            fprintf(stderr, "curd-batch: record %zu came back wrong\n",
+                    2 * i);
             return 1;
         }
     printf("64 records up, 32 back: %llu DMA operations, %llu fences\n",
@@ -73,7 +76,7 @@ static int exchange(curd_device *device, curd_buffer table,
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     unsigned char *records = malloc(RECORD_BYTES * RECORD_COUNT);
     unsigned char *back = malloc(RECORD_BYTES * RECORD_COUNT / 2);
@@ -82,8 +85,15 @@ int main(void)
     curd_status status;
     int result;
 
+    if (argc > 1) {
+        fprintf(stderr, "curd-batch: unexpected argument '%s'; usage: "
+                        "curd-batch\n", argv[1]);
+        free(records);
+        free(back);
+        return 2;
+    }
     if (records == NULL || back == NULL) {
-        fprintf(stderr, "out of host memory\n");
+        fprintf(stderr, "curd-batch: out of host memory\n");
         free(records);
         free(back);
         return 1;
@@ -96,13 +106,13 @@ int main(void)
         status = curd_buffer_alloc(device, RECORD_BYTES * RECORD_COUNT,
                                    &table);
         result = status == CURD_OK ? exchange(device, table, records, back)
-                                   : report("curd_buffer_alloc", status);
+                                   : fail("curd_buffer_alloc", status);
         /* Closing frees the table too. */
         status = curd_device_close(device);
         if (status != CURD_OK && result == 0)
-            result = report("curd_device_close", status);
+            result = fail("curd_device_close", status);
     } else {
-        result = report("curd_device_open", status);
+        result = fail("curd_device_open", status);
     }
     free(records);
     free(back);

@@ -13,10 +13,13 @@
  *    on the GPU, reads back a part of it and prints the timing;
  * and checks every word against what the host computes.
  *
- * Exit status, as every curd example: 0 when all of that holds; 1 when
- * something failed; 2 when there is no usable CUDA driver (its
- * CURD_E_NO_DRIVER sentence goes to standard error); 3 when the driver
- * sees no device.
+ * Exit status, as every program curd ships (curd-info, curd-bench and the
+ * examples): 0 when all of that holds; 1 when something failed; 2 for a
+ * bad command line (the examples take no arguments); 3 when there is no
+ * usable CUDA driver or no device (the library's CURD_E_NO_DRIVER or
+ * CURD_E_NO_DEVICE sentence, ending in "Fix: ...", says which). Every
+ * error goes to standard error as one line starting "curd-dispatch: "; standard
+ * output carries only results.
  */
 #include <curd.h>
 #include <inttypes.h>
@@ -63,9 +66,9 @@ static const char add_one_ptx[] =
 
 static int fail(const char *call, curd_status status)
 {
-    fprintf(stderr, "%s: %s: %s\n", call, curd_status_name(status),
-            curd_last_error());
-    return 1;
+    fprintf(stderr, "curd-dispatch: %s: %s: %s\n", call,
+            curd_status_name(status), curd_last_error());
+    return status == CURD_E_NO_DRIVER || status == CURD_E_NO_DEVICE ? 3 : 1;
 }
 
 /* Whether got[i] == want[i] + 1 for every i; names the first that is not. */
@@ -74,7 +77,7 @@ static int check_added(const char *what, const uint32_t *got,
 {
     for (uint32_t i = 0; i < count; i++)
         if (got[i] != want[i] + 1u) {
-            fprintf(stderr, "%s: word %" PRIu32 " is %" PRIu32
+            fprintf(stderr, "curd-dispatch: %s: word %" PRIu32 " is %" PRIu32
                             ", expected %" PRIu32 "\n",
                     what, i, got[i], want[i] + 1u);
             return 1;
@@ -157,18 +160,20 @@ static int resident(curd_device *device, const curd_program *program,
     return result;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    int count = 0;
-    curd_status status = curd_device_count(&count);
-    if (status == CURD_E_NO_DRIVER) {
-        fprintf(stderr, "no CUDA driver: %s\n", curd_last_error());
+    if (argc > 1) {
+        fprintf(stderr, "curd-dispatch: unexpected argument '%s'; usage: "
+                        "curd-dispatch\n", argv[1]);
         return 2;
     }
+    int count = 0;
+    curd_status status = curd_device_count(&count);
     if (status != CURD_OK)
         return fail("curd_device_count", status);
     if (count == 0) {
-        fprintf(stderr, "no CUDA device\n");
+        fprintf(stderr, "curd-dispatch: the CUDA driver sees no device. "
+                        "Fix: check nvidia-smi and CUDA_VISIBLE_DEVICES.\n");
         return 3;
     }
 
@@ -192,7 +197,7 @@ int main(void)
     uint32_t *data = malloc(COUNT * sizeof *data);
     uint32_t *before = malloc(COUNT * sizeof *before);
     if (data == NULL || before == NULL) {
-        fprintf(stderr, "out of host memory\n");
+        fprintf(stderr, "curd-dispatch: out of host memory\n");
     } else {
         for (uint32_t i = 0; i < COUNT; i++)
             data[i] = before[i] = i * 2654435761u;

@@ -7,10 +7,13 @@
  * a device it also keeps 1 MiB resident on device 0, uploads a pattern,
  * reads it back and compares.
  *
- * Exit status, as every curd example: 0 when all of that holds; 1 when
- * something failed; 2 when there is no usable CUDA driver (the library
- * loads anyway and says so: its CURD_E_NO_DRIVER sentence goes to standard
- * error); 3 when the driver sees no device.
+ * Exit status, as every program curd ships (curd-info, curd-bench and the
+ * examples): 0 when all of that holds; 1 when something failed; 2 for a
+ * bad command line (the examples take no arguments); 3 when there is no
+ * usable CUDA driver or no device (the library's CURD_E_NO_DRIVER or
+ * CURD_E_NO_DEVICE sentence, ending in "Fix: ...", says which). Every
+ * error goes to standard error as one line starting "curd-hello: "; standard
+ * output carries only results.
  */
 #include <curd.h>
 #include <stdio.h>
@@ -19,9 +22,9 @@
 
 static int fail(const char *call, curd_status status)
 {
-    fprintf(stderr, "%s: %s: %s\n", call, curd_status_name(status),
-            curd_last_error());
-    return 1;
+    fprintf(stderr, "curd-hello: %s: %s: %s\n", call,
+            curd_status_name(status), curd_last_error());
+    return status == CURD_E_NO_DRIVER || status == CURD_E_NO_DEVICE ? 3 : 1;
 }
 
 /* Uploads a pattern into a resident buffer, downloads it, compares. */
@@ -35,7 +38,7 @@ static int round_trip(curd_device *device)
     int result = 1;
 
     if (src == NULL || dst == NULL) {
-        fprintf(stderr, "out of host memory\n");
+        fprintf(stderr, "curd-hello: out of host memory\n");
         goto out;
     }
     for (size_t i = 0; i < byte_len; i++)
@@ -53,7 +56,8 @@ static int round_trip(curd_device *device)
     if (status != CURD_OK)
         result = fail("curd_buffer_upload/download", status);
     else if (memcmp(src, dst, byte_len) != 0)
-        fprintf(stderr, "round trip: the bytes read back differ\n");
+        fprintf(stderr,
+                "curd-hello: round trip: the bytes read back differ\n");
     else {
         printf("device 0: 1 MiB round trip ok\n");
         result = 0;
@@ -65,28 +69,32 @@ out:
     return result;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     int count = 0;
     curd_status status;
 
-    printf("curd %s\n", curd_version_string());
+    if (argc > 1) {
+        fprintf(stderr, "curd-hello: unexpected argument '%s'; usage: "
+                        "curd-hello\n", argv[1]);
+        return 2;
+    }
     if (curd_version() != CURD_VERSION_NUMBER) {
-        fprintf(stderr, "built against curd.h %d but loaded library %u\n",
+        fprintf(stderr, "curd-hello: built against curd.h %d but loaded "
+                        "library %u\n",
                 CURD_VERSION_NUMBER, curd_version());
         return 1;
     }
 
     status = curd_device_count(&count);
-    if (status == CURD_E_NO_DRIVER) {
-        fprintf(stderr, "no CUDA driver: %s\n", curd_last_error());
-        return 2;
-    }
     if (status != CURD_OK)
         return fail("curd_device_count", status);
-    printf("%d CUDA device(s)\n", count);
-    if (count == 0)
+    if (count == 0) {
+        fprintf(stderr, "curd-hello: the CUDA driver sees no device. Fix: "
+                        "check nvidia-smi and CUDA_VISIBLE_DEVICES.\n");
         return 3;
+    }
+    printf("curd %s, %d CUDA device(s)\n", curd_version_string(), count);
 
     curd_device *device;
     status = curd_device_open(0, NULL, &device);

@@ -9,9 +9,13 @@
  * second registered frame, checks every byte and unregisters both. A driver without
  * cuMemHostRegister still runs the transfers, through staging.
  *
- * Exit status: 0 all checked out; 1 something failed; 2 no usable CUDA
- * driver (the CURD_E_NO_DRIVER sentence goes to standard error); 3 no
- * device.
+ * Exit status, as every program curd ships (curd-info, curd-bench and the
+ * examples): 0 when all of that holds; 1 when something failed; 2 for a
+ * bad command line (the examples take no arguments); 3 when there is no
+ * usable CUDA driver or no device (the library's CURD_E_NO_DRIVER or
+ * CURD_E_NO_DEVICE sentence, ending in "Fix: ...", says which). Every
+ * error goes to standard error as one line starting "curd-register: "; standard
+ * output carries only results.
  */
 #include <curd.h>
 #include <stdbool.h>
@@ -21,19 +25,13 @@
 
 #define FRAME_BYTES ((size_t)16 << 20)
 
-static int explain(const char *call, curd_status status)
+static int fail(const char *call, curd_status status)
 {
-    fprintf(stderr, "curd-register: %s failed with %s: %s\n", call,
+    fprintf(stderr, "curd-register: %s: %s: %s\n", call,
             curd_status_name(status), curd_last_error());
-    switch (status) {
-    case CURD_E_NO_DRIVER:
-        return 2;
-    case CURD_E_NO_DEVICE:
-        return 3;
-    default:
-        return 1;
-    }
+    return status == CURD_E_NO_DRIVER || status == CURD_E_NO_DEVICE ? 3 : 1;
 }
+
 
 /* Registers a frame; false (and a note) when the driver cannot. */
 static bool try_register(curd_device *device, void *frame)
@@ -60,7 +58,7 @@ static int round_trip(curd_device *device, unsigned char *out,
     if (status == CURD_OK)
         status = curd_buffer_download(device, frame, in, FRAME_BYTES);
     if (status != CURD_OK)
-        result = explain("the round trip", status);
+        result = fail("the round trip", status);
     else if (memcmp(out, in, FRAME_BYTES) != 0) {
         fprintf(stderr, "curd-register: the frame differs\n");
         result = 1;
@@ -75,7 +73,7 @@ static int round_trip(curd_device *device, unsigned char *out,
     return result;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     unsigned char *out = aligned_alloc(4096, FRAME_BYTES);
     unsigned char *in = aligned_alloc(4096, FRAME_BYTES);
@@ -83,6 +81,12 @@ int main(void)
     curd_status status;
     int result = 1;
 
+    if (argc > 1) {
+        fprintf(stderr, "curd-register: unexpected argument '%s'; usage: "
+                        "curd-register\n", argv[1]);
+        result = 2;
+        goto done;
+    }
     if (out == NULL || in == NULL) {
         fprintf(stderr, "curd-register: out of host memory\n");
         goto done;
@@ -93,13 +97,13 @@ int main(void)
 
     status = curd_device_open(0, NULL, &device);
     if (status != CURD_OK) {
-        result = explain("curd_device_open", status);
+        result = fail("curd_device_open", status);
         goto done;
     }
     result = round_trip(device, out, in);
     status = curd_device_close(device);
     if (status != CURD_OK && result == 0)
-        result = explain("curd_device_close", status);
+        result = fail("curd_device_close", status);
 done:
     free(out);
     free(in);

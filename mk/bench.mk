@@ -9,15 +9,25 @@
 all: bench-internal
 bench-internal: $(BUILD)/bench/curd-bench-internal
 
-# bench/internal/ may include lib/ headers (it measures them); it shares
-# the tools' harness (tools/bench-*.c).
-BENCH_INTERNAL_OBJS := $(patsubst bench/internal/%.c,$(BUILD)/bench/%.o,\
-                         $(sort $(wildcard bench/internal/*.c)))
+# tools/curd-bench/ includes its own headers as "folder/room.h" (its
+# LAYERS file orders them) and tools/json-writer.h; curd-bench's files see
+# only the public header, like the other tools.
+BENCH_CPPFLAGS = $(TOOL_CPPFLAGS) -Itools/curd-bench -Itools
 
-$(BUILD)/bench/%.o: bench/internal/%.c
+$(BUILD)/bench/%.o: tools/curd-bench/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CPPFLAGS) -Itools $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
+	$(Q)$(CC) $(BENCH_CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
+
+# tools/curd-bench/internal/ may include lib/ headers too (it measures
+# them); it shares curd-bench's harness and scenarios.
+BENCH_INTERNAL_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
+                         $(sort $(wildcard tools/curd-bench/internal/*.c)))
+
+$(BUILD)/bench/internal/%.o: tools/curd-bench/internal/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) -Itools/curd-bench -Itools $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/bench/curd-bench-internal: $(BENCH_INTERNAL_OBJS) $(BENCH_HARNESS_OBJS) $(STATIC)
 	@echo "  LD      $@"
@@ -40,10 +50,20 @@ bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE
 	@echo "curd-bench (tune/ included) and curd-bench-internal ran every scenario on the stand-in driver"
 
 # PNG charts of curd-bench's CSV (curd-bench --csv=FILE), plus any peers'
-# rows (bench/peers/measure.py) given in BENCH_CSV too; gnuplot comes from
+# rows (bench/peers/measure.py) given in BENCH_CSV too, each file's series
+# and bars labelled by its name; gnuplot comes from
 # `scripts/setup-deps.sh plot`. The default input is a hand-made sample
-# that only shows what the charts look like.
+# that only shows what the charts look like, and every chart says so.
 BENCH_CSV ?= bench/sample-hand-made.csv
 bench-plot:
 	$(Q)$(SETUP) plot
+	$(Q)$(if $(filter bench/sample-hand-made.csv,$(BENCH_CSV)),echo "bench-plot: no BENCH_CSV given, so these charts show the hand-made sample, not a measurement")
 	$(Q)scripts/bench-plot.sh $(BUILD)/bench-plot $(BENCH_CSV)
+
+# `make check` step: the charts of the bench-smoke CSV and of the sample
+# carry their legends, units, device, driver and date
+# (scripts/check-bench-plot.sh; a skip when gnuplot is missing).
+.PHONY: check-bench-plot
+check-bench-plot:
+	$(Q)[ -f $(BUILD)/bench-smoke.csv ] || $(MAKE) --no-print-directory bench-smoke
+	$(Q)scripts/check-bench-plot.sh $(BUILD)/bench-plot-check $(BUILD)/bench-smoke.csv

@@ -10,6 +10,7 @@
 set -eu
 [ $# -eq 1 ] || { echo "usage: $0 FILE.csv" >&2; exit 2; }
 awk -F, '
+    /^#/ { next } # the metadata lines
     { label = substr($0, length($1) + 2) }
     $1 ~ /upload/ && $1 !~ /download/ && label ~ /download|DtoH/ { bad = bad $0 "\n" }
     $1 ~ /download/ && $1 !~ /upload/ && label ~ /upload|HtoD/ { bad = bad $0 "\n" }

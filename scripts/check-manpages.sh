@@ -6,7 +6,9 @@
 #   - every .Xr reference to a curd page in section 3 names a documented
 #     function;
 #   - mandoc -Tlint finds no error or warning in man/*.3 and man/*.1 (the
-#     tools' pages).
+#     tools' pages);
+#   - groff (what man-db renders with) titles no page "BSD ..." and ends
+#     it with curd's version (.Os curd X.Y.Z, or .TH's fourth field).
 # usage: scripts/check-manpages.sh [HEADER]
 set -eu
 header=${1:-include/curd.h}
@@ -41,6 +43,21 @@ if ! command -v mandoc >/dev/null 2>&1; then
     fail=1
 elif ! mandoc -Tlint -W warning man/*.3 man/*.1; then
     fail=1
+fi
+
+version=$(sed -n 's/^#define CURD_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$header" | paste -sd.)
+if command -v groff >/dev/null 2>&1; then
+    for page in man/*.3 man/*.1; do
+        groff -mandoc -Tutf8 -P-c "$page" 2>/dev/null >"$tmp/page" || true
+        if head -n 1 "$tmp/page" | grep -q BSD; then
+            echo "$page: groff titles it '$(head -n 1 "$tmp/page" | sed 's/  */ /g')'"
+            fail=1
+        fi
+        if ! tail -n 1 "$tmp/page" | grep -q "curd $version"; then
+            echo "$page: its footer does not name curd $version: '$(tail -n 1 "$tmp/page" | sed 's/  */ /g')'"
+            fail=1
+        fi
+    done
 fi
 
 if [ "$fail" -eq 0 ]; then

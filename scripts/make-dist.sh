@@ -17,7 +17,16 @@ if [ -n "$(git status --porcelain --untracked-files=no)" ]; then
     echo "make-dist.sh: uncommitted changes are not in $name.tar.gz (it is the last commit)" >&2
 fi
 mkdir -p "$outdir"
-git archive --format=tar --prefix="$name/" HEAD -- . ':(exclude)debian' |
+# tar.umask: no file of the tarball group- or world-writable, whatever the
+# umask of the machine that makes it (git's default keeps group write).
+git -c tar.umask=0022 archive --format=tar --prefix="$name/" HEAD -- . ':(exclude)debian' |
     gzip -n -9 >"$outdir/$name.tar.gz.tmp"
+writable=$(tar -tvzf "$outdir/$name.tar.gz.tmp" | awk 'substr($1, 6, 1) == "w" || substr($1, 9, 1) == "w"' | head -n 3)
+if [ -n "$writable" ]; then
+    echo "make-dist.sh: group- or world-writable entries in $name.tar.gz:" >&2
+    echo "$writable" >&2
+    rm -f "$outdir/$name.tar.gz.tmp"
+    exit 1
+fi
 mv "$outdir/$name.tar.gz.tmp" "$outdir/$name.tar.gz"
 echo "$outdir/$name.tar.gz"

@@ -7,7 +7,7 @@
 #   build     the library and tools (make, make info)
 #   check     the whole test suite (make check): GLib, Valgrind, clang with
 #             libFuzzer and the sanitizer runtimes, mandoc for the manual
-#             page check
+#             page check, gnuplot for the charts' check
 #   package   dpkg-buildpackage -us -uc -b
 #   release   make dist, the source package and its checks in .ci/run:
 #             git, lintian, mandoc
@@ -18,7 +18,7 @@ packages=""
 for what in "${@:-build}"; do
     case "$what" in
     build) packages="$packages make gcc libc6-dev binutils libxxhash-dev" ;;
-    check) packages="$packages make gcc libc6-dev binutils libxxhash-dev pkg-config libglib2.0-dev valgrind clang libclang-rt-dev mandoc" ;;
+    check) packages="$packages make gcc libc6-dev binutils libxxhash-dev pkg-config libglib2.0-dev valgrind clang libclang-rt-dev mandoc gnuplot-nox" ;;
     package) packages="$packages build-essential debhelper dpkg-dev libxxhash-dev pkg-config libglib2.0-dev" ;;
     release) packages="$packages git lintian mandoc" ;;
     plot) packages="$packages gnuplot-nox" ;;

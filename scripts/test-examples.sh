@@ -2,16 +2,16 @@
 # Builds each example program (*.c, or *.c.gz as Debian may install them)
 # of a directory with the flags given, runs it, and checks its exit status:
 #   0   it ran and checked what it does;
-#   2   no usable CUDA driver: standard error must carry the library's
-#       CURD_E_NO_DRIVER sentence, ending with its Fix;
-#   3   a driver but no device;
+#   3   no usable CUDA driver or no device: standard error must carry a
+#       sentence ending with its Fix (the library's CURD_E_NO_DRIVER one
+#       when there is no driver) and standard output must be empty;
 # anything else (a failure, a crash) fails the test.
 #
 # usage: scripts/test-examples.sh [--expect STATUS] DIR OUTDIR CC-ARGS...
 #   CC-ARGS    what to compile and link with, e.g.
 #              $(pkg-config --cflags --libs curd)
 #   --expect   require exactly that status (make check runs the examples
-#              once without a driver, --expect 2, and once on the stand-in
+#              once without a driver, --expect 3, and once on the stand-in
 #              driver, --expect 0)
 set -eu
 expect=""
@@ -43,8 +43,12 @@ for source in "$dir"/*.c "$dir"/*.c.gz; do
     "$outdir/$name" >"$outdir/$name.out" 2>"$outdir/$name.err" || status=$?
     verdict=ok
     case "$status" in
-    0 | 3) ;;
-    2) grep -q "Fix: install the NVIDIA driver" "$outdir/$name.err" || verdict="exit 2 without the no-driver sentence" ;;
+    0) ;;
+    3) if ! grep -q "^$name: .*Fix: " "$outdir/$name.err"; then
+           verdict="exit 3 without a '$name: ... Fix: ...' sentence"
+       elif [ -s "$outdir/$name.out" ]; then
+           verdict="exit 3 with output on standard output"
+       fi ;;
     *) verdict="exit status $status" ;;
     esac
     if [ -n "$expect" ] && [ "$status" != "$expect" ]; then

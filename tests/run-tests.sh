@@ -2,6 +2,11 @@
 # Runs each g_test program with --tap, then any extra checks, and prints one
 # closing line:
 #   N passed, N failed, N skipped
+# As it goes it prints "[N/M] name" before each program, each Valgrind run
+# as it ends and each step, so that a log or a terminal shows where a long
+# run stands. A skip reason longer than a line that was already given in
+# full (the no-driver sentence, a few hundred times without a GPU) is
+# shortened to its first words and "(as above)".
 #
 # usage: tests/run-tests.sh [options] PROGRAM...
 #   --skip-is-failure   a skipped test counts as failed (make check-gpu)
@@ -48,12 +53,35 @@ result() { # status name
     esac
 }
 
+# Prints a program's TAP with each long skip reason in full only the first
+# time the whole run meets it ($work/reasons keeps those seen).
+show_tap() { # log
+    awk -v reasons="$work/reasons" '
+        BEGIN { while ((getline line < reasons) > 0) seen[line] = 1 }
+        /# SKIP / {
+            reason = substr($0, index($0, "# SKIP ") + 7)
+            if (length(reason) > 100) {
+                if (reason in seen) {
+                    print substr($0, 1, index($0, "# SKIP ") + 6) substr(reason, 1, 60) "... (as above)"
+                    next
+                }
+                seen[reason] = 1
+                print reason >> reasons
+            }
+        }
+        { print }' "$1"
+}
+
+total=$#
+n=0
 for program in "$@"; do
+    n=$((n + 1))
+    echo "# [$n/$total] $(basename "$program")"
     # $wrap is split into words on purpose: it is a command prefix.
     # shellcheck disable=SC2086
     env $wrap "$program" --tap >"$log" 2>&1
     status=$?
-    cat "$log"
+    show_tap "$log"
     s=$(grep -c '^ok .*# SKIP' "$log")
     p=$(grep '^ok ' "$log" | grep -vc '# SKIP')
     f=$(grep -c '^not ok ' "$log")
@@ -70,14 +98,18 @@ done
 # are processors (CURD_TEST_JOBS overrides), then report them in order.
 if [ -n "$valgrind" ] && [ $# -gt 0 ]; then
     jobs=${CURD_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+    echo "# valgrind: $total programs, $jobs at once; each is named as it ends"
     n=0
     for program in "$@"; do
         n=$((n + 1))
         printf '%s %s\n' "$n" "$program"
     done | xargs -n 2 -P "$jobs" sh -c '
         # shellcheck disable=SC2086
-        env $0 "$3" --tap >"$1/$2.log" 2>&1
-        echo $? >"$1/$2.status"' "$valgrind" "$work"
+        env $0 "$4" --tap >"$1/$3.log" 2>&1
+        status=$?
+        echo $status >"$1/$3.status"
+        echo "# valgrind [$3/$2] $(basename "$4"): exit $status"' \
+        "$valgrind" "$work" "$total"
     n=0
     for program in "$@"; do
         n=$((n + 1))
@@ -93,8 +125,8 @@ fi
 i=1
 while [ "$i" -le "$step_count" ]; do
     eval "name=\$step_name_$i cmd=\$step_cmd_$i"
-    echo "# $name"
-    { sh -c "$cmd" 2>&1; echo $? >"$log.status"; } | sed 's/^/# /'
+    echo "# [step $i/$step_count] $name"
+    { sh -c "$cmd" 2>&1; echo $? >"$log.status"; } | sed -u 's/^/# /'
     case $(cat "$log.status") in
     0) result pass "$name" ;;
     77) result skip "$name" ;;

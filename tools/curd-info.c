@@ -3,10 +3,12 @@
  *
  * usage: curd-info [--json] [--help] [--version]
  *
- * Exit status: 0 every device passed; 1 a device failed to open or its
- * self-test failed; 2 no usable CUDA driver; 3 a driver but no device;
- * 64 a bad command line. curd-info uses only the public API of
- * libcurd.so.1. */
+ * Exit status, as every program curd ships (curd-bench, the examples): 0
+ * every device passed; 1 a device failed to open or its self-test failed;
+ * 2 a bad command line; 3 no usable CUDA driver, or a driver but no
+ * device. Errors go to standard error, each line starting "curd-info: ";
+ * with --json the report on standard output also carries the error.
+ * curd-info uses only the public API of libcurd.so.1. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -16,13 +18,13 @@
 
 #include "curd.h"
 #include "json-writer.h"
+#include "options.h"
 
 enum {
     EXIT_ALL_PASSED = 0,
     EXIT_DEVICE_FAILED = 1,
-    EXIT_NO_DRIVER = 2,
-    EXIT_NO_DEVICE = 3,
-    EXIT_USAGE = 64
+    EXIT_USAGE = 2,
+    EXIT_NO_DRIVER_OR_DEVICE = 3
 };
 
 /* ------------------------------------------------------------------------
@@ -214,12 +216,13 @@ static void usage(FILE *to)
           "  --json      the same report as one JSON object\n"
           "  --version   print the versions and exit\n"
           "  --help      this text\n"
-          "Exit status: 0 all passed, 1 a device failed, 2 no CUDA driver, "
-          "3 no device,\n64 a bad command line.\n",
+          "Exit status: 0 all passed, 1 a device failed, 2 a bad command "
+          "line,\n3 no CUDA driver or no device.\n",
           to);
 }
 
-/* Driver-level failures: one line, a distinct exit status. */
+/* Driver-level failures: one line on standard error (and, with --json,
+ * the error in the report), one exit status. */
 static int report_no_gpu(json_writer *json, curd_status status,
                          int driver_version, const char *message)
 {
@@ -236,11 +239,10 @@ static int report_no_gpu(json_writer *json, curd_status status,
         json_member_string(json, "message", message);
         json_object_end(json);
         putchar('\n');
-    } else {
-        printf("curd-info: %s: %s\n",
-               no_device ? "no CUDA device" : "no CUDA driver", message);
     }
-    return no_device ? EXIT_NO_DEVICE : EXIT_NO_DRIVER;
+    fprintf(stderr, "curd-info: %s: %s\n",
+            no_device ? "no CUDA device" : "no CUDA driver", message);
+    return EXIT_NO_DRIVER_OR_DEVICE;
 }
 
 /* -1 to go on, else the exit status (after --help, --version or a bad
@@ -271,8 +273,7 @@ static int parse_options(int argc, char **argv, bool *json)
             usage(stdout);
             return EXIT_ALL_PASSED;
         default:
-            fprintf(stderr, "curd-info: unknown argument '%s'\n",
-                    argv[optind - 1]);
+            tool_bad_option("curd-info", argv[optind - 1], optopt);
             usage(stderr);
             return EXIT_USAGE;
         }

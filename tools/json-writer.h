@@ -5,7 +5,15 @@
  * follows the previous one. Strings are escaped as RFC 8259 requires
  * (quote, backslash, control characters); other bytes pass through, so
  * UTF-8 stays UTF-8. Numbers that are not finite are written as null.
- * The writer does not check the nesting: the tools' code shapes it. */
+ * The writer does not check the nesting: the tools' code shapes it.
+ *
+ * Why not libjansson or json-c: the tools only write JSON, never read it,
+ * as they go and from fixed shapes; what a library would add is a DOM
+ * built and freed per report and a runtime dependency of curd-tools (and
+ * a build dependency), for the one part that matters here, the string
+ * escaping, which is 25 lines below and tested byte for byte
+ * (tests/test-json-writer.c). The day a tool reads JSON, a library earns
+ * its place. */
 #ifndef CURD_TOOLS_JSON_WRITER_H
 #define CURD_TOOLS_JSON_WRITER_H
 

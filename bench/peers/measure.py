@@ -2,7 +2,7 @@
 """Measure PyTorch and CuPy on curd-bench's scenarios, as CSV rows.
 
 What users would otherwise pick, timed the way curd-bench times curd and the
-raw driver (tools/README-bench.md): every path is checked byte for byte
+raw driver (tools/curd-bench/README.md): every path is checked byte for byte
 first, then warmed up, calibrated so that a sample lasts about 5 ms (one
 operation per sample for 16 MiB and more), and sampled; each operation
 includes the synchronisation that makes its work complete, so the host
@@ -22,7 +22,7 @@ draws both in the same charts. Scenarios (curd-bench's names):
                               gathered on the device and copied out at once
   transfer/fused-writes       the same pieces written from the host: one
                               copy up, placed on the device by a scatter
-  dispatch/add-one-roundtrip  4 KiB in, add one on the device, 4 KiB out
+  dispatch/borrowed-small     4 KiB in, add one on the device, 4 KiB out
 
 Without a GPU, or without torch and cupy, it says so and exits 0 with no
 rows: there is nothing to compare on such a machine, and that is not a
@@ -201,7 +201,7 @@ def torch_rows(rows, torch):
     def add_one(n):
         for _ in range(n):
             (values.to(cuda) + 1).cpu()
-    rows.add("dispatch/add-one-roundtrip", "4 KiB in, add one, 4 KiB out",
+    rows.add("dispatch/borrowed-small", "4 KiB in, add one, 4 KiB out",
              "torch", SMALL_BYTES, add_one)
 
 
@@ -289,7 +289,7 @@ def cupy_rows(rows, cp, np):
     def add_one(n):
         for _ in range(n):
             cp.asnumpy(cp.asarray(values) + 1)
-    rows.add("dispatch/add-one-roundtrip", "4 KiB in, add one, 4 KiB out",
+    rows.add("dispatch/borrowed-small", "4 KiB in, add one, 4 KiB out",
              "cupy", SMALL_BYTES, add_one)
 
 
@@ -320,6 +320,27 @@ def available_peers():
     return peers, notes
 
 
+def metadata():
+    """The "# key: value" lines curd-bench writes before its header too
+    (generator, device, driver, date), for the charts' titles."""
+    lines = [("generator", "bench/peers/measure.py")]
+    try:
+        import torch
+        if torch.cuda.is_available():
+            lines.append(("device", torch.cuda.get_device_name(0)))
+    except ImportError:
+        pass
+    try:
+        import cupy
+        version = cupy.cuda.runtime.driverGetVersion()
+        lines.append(("driver", "CUDA %d.%d (%d)" % (
+            version // 1000, version % 1000 // 10, version)))
+    except Exception:  # no cupy, or no driver: the chart says "unknown"
+        pass
+    lines.append(("date", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--csv", metavar="PATH",
@@ -341,6 +362,8 @@ def main():
 
     out = open(args.csv, "w") if args.csv else sys.stdout
     try:
+        for key, value in metadata():
+            out.write("# %s: %s\n" % (key, value))
         out.write(HEADER + "\n")
         rows = Rows(out, args.quick)
         for name, run in peers:

@@ -72,6 +72,6 @@ $(KERNEL_TEST_BINS): $(KERNELS_HEADER)
 $(KERNEL_TEST_BINS): TEST_EXTRA_CFLAGS += -I$(BUILD)/tests/kernels
 
 # curd-bench's dispatch and batch scenarios launch add_one from the same
-# committed PTX (tools/bench-kernels.c).
-$(BUILD)/tools/bench-kernels.o: $(KERNELS_HEADER)
-$(BUILD)/tools/bench-kernels.o: TOOL_CPPFLAGS += -I$(BUILD)/tests/kernels
+# committed PTX (tools/curd-bench/harness/kernels.c).
+$(BUILD)/bench/harness/kernels.o: $(KERNELS_HEADER)
+$(BUILD)/bench/harness/kernels.o: TOOL_CPPFLAGS += -I$(BUILD)/tests/kernels

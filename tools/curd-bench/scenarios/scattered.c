@@ -1,0 +1,493 @@
+/* scattered.c - 64 scattered 4 KiB pieces (one in each 8 KiB of
+ * one resident buffer) read into, or written from, one contiguous 256 KiB
+ * of host memory in one batch.
+ *
+ * transfer/scattered-reads   the pieces at one stride (every other 4 KiB):
+ *                            curd_download_batch as the planner moves them
+ *                            (rows: one strided DMA), and on a device
+ *                            opened with CURD_TRANSFER_PATH=gather (the
+ *                            kernels); against one contiguous 256 KiB read
+ *                            of the same bytes into the same kind of memory
+ *                            (curd, and the raw driver into pinned and
+ *                            malloc memory, and into malloc memory staged by
+ *                            hand: one DMA into pinned memory, then memcpy)
+ *                            and 64 raw cuMemcpyDtoHAsync. Into malloc and
+ *                            into registered memory.
+ * transfer/scattered-writes  the same with curd_upload_batch and raw
+ *                            cuMemcpyHtoD*.
+ * transfer/scattered-reads-irregular, transfer/scattered-writes-irregular
+ *                            each piece at a random point of its 8 KiB, so
+ *                            no two join into rows: the planner gathers
+ *                            them with the kernels; the other device is
+ *                            opened with CURD_TRANSFER_PATH=dma (a DMA per
+ *                            piece).
+ *
+ * Targets (issue 11): the batch within 1.2x of one contiguous copy into
+ * the same kind of memory, and at least 2x faster than PyTorch doing the
+ * same (reads: a gather kernel and one copy, 53.7 us; writes: one copy
+ * and index_copy_, 49.8 us; on the H100 of doc/PERFORMANCE.md,
+ * bench/peers/measure.py); a read of 256 KiB into malloc memory within
+ * 1.5x of one pinned copy. */
+#include "harness/report.h"
+#include "harness/tuned.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PIECES 64
+#define PIECE_BYTES (4 * BENCH_KIB)
+#define STRIDE_BYTES (8 * BENCH_KIB)
+#define SOURCE_BYTES (PIECES * STRIDE_BYTES)
+#define TOTAL_BYTES (PIECES * PIECE_BYTES)
+/* Half of PyTorch's 64 strided 4 KiB reads and writes,
+ * doc/PERFORMANCE.md. */
+#define PYTORCH_READS_HALF_NS 26850.0
+#define PYTORCH_WRITES_HALF_NS 24900.0
+
+enum memory_kind { MALLOC_MEMORY, REGISTERED_MEMORY, KINDS };
+
+/* One device's share: the scattered buffer, registered host memory of its
+ * own (a range is registered once per process), the batches. */
+typedef struct device_side {
+    const bench_env *env;
+    curd_buffer buffer;
+    bench_cu_deviceptr device_ptr;
+    unsigned char *registered;
+    bool registered_done;
+    curd_download downs[KINDS][PIECES];
+    curd_upload ups[KINDS][PIECES];
+    bench_copy_op ops[KINDS];
+} device_side;
+
+typedef struct scattered {
+    const bench_env *env;
+    bool upload;
+    bool irregular;
+    size_t offsets[PIECES]; /* each piece's place in the buffer */
+    bool with_registered;
+    bench_tuned other_device; /* opened for sides[1] */
+    /* 0: the planner's choice; 1: the other path (the kernels for pieces
+     * at one stride, a DMA per piece for irregular ones). */
+    device_side sides[2];
+    /* On the main device: TOTAL_BYTES in one buffer, for the one copy. */
+    curd_buffer contiguous;
+    bench_cu_deviceptr contiguous_ptr;
+    bench_cu_stream stream;
+    bool have_stream;
+    unsigned char *source;   /* the buffers' bytes (reads) */
+    unsigned char *pieces;   /* the pieces of source, back to back */
+    unsigned char *host;     /* malloc memory of TOTAL_BYTES */
+    unsigned char *scratch;  /* SOURCE_BYTES for checks */
+    unsigned char *expected; /* SOURCE_BYTES: what a write leaves */
+    void *pinned;            /* TOTAL_BYTES of cuMemHostAlloc memory */
+    bench_copy_op contiguous_ops[KINDS];
+    bench_copy_op raw_pieces;
+    bench_copy_op raw_pinned;
+    bench_copy_op raw_pageable;
+    bench_copy_op raw_staged;
+} scattered;
+
+static void side_free(device_side *side)
+{
+    if (side->env == NULL)
+        return;
+    if (side->registered_done)
+        curd_host_unregister(side->env->device, side->registered);
+    if (side->buffer.id != 0)
+        curd_buffer_free(side->env->device, side->buffer);
+    free(side->registered);
+}
+
+static void scattered_free(scattered *s)
+{
+    const bench_env *env = s->env;
+    side_free(&s->sides[0]);
+    side_free(&s->sides[1]);
+    bench_tuned_close(&s->other_device);
+    if (s->contiguous.id != 0)
+        curd_buffer_free(env->device, s->contiguous);
+    if (s->pinned != NULL && bench_raw_enter(env) == 0) {
+        env->cu->cuMemFreeHost(s->pinned);
+        bench_raw_leave(env);
+    }
+    if (s->have_stream)
+        bench_stream_release(env, s->stream);
+    free(s->source);
+    free(s->pieces);
+    free(s->host);
+    free(s->scratch);
+    free(s->expected);
+}
+
+static int side_init(scattered *s, device_side *side, const bench_env *env)
+{
+    uint64_t device_ptr = 0;
+    side->env = env;
+    BENCH_CURD(curd_buffer_alloc(env->device, SOURCE_BYTES, &side->buffer));
+    BENCH_CURD(curd_buffer_device_ptr(env->device, side->buffer, &device_ptr));
+    side->device_ptr = (bench_cu_deviceptr)device_ptr;
+    if (bench_raw_copy_in(env, side->device_ptr, s->source, SOURCE_BYTES) != 0)
+        return -1;
+    if (s->with_registered) {
+        side->registered = bench_host_alloc(TOTAL_BYTES, "registered memory");
+        if (side->registered == NULL)
+            return -1;
+        memcpy(side->registered, s->pieces, TOTAL_BYTES);
+        BENCH_CURD(curd_host_register(env->device, side->registered,
+                                      TOTAL_BYTES));
+        side->registered_done = true;
+    }
+    for (unsigned kind = 0; kind < KINDS; kind++) {
+        unsigned char *host = kind == MALLOC_MEMORY ? s->host : side->registered;
+        for (size_t i = 0; i < PIECES; i++) {
+            side->downs[kind][i] = (curd_download){
+                side->buffer, s->offsets[i], PIECE_BYTES,
+                host + i * PIECE_BYTES, PIECE_BYTES};
+            side->ups[kind][i] = (curd_upload){
+                side->buffer, s->offsets[i], host + i * PIECE_BYTES,
+                PIECE_BYTES};
+        }
+        memset(&side->ops[kind], 0, sizeof side->ops[kind]);
+        side->ops[kind].env = env;
+        side->ops[kind].items = side->downs[kind];
+        side->ops[kind].upload_items = side->ups[kind];
+        side->ops[kind].item_count = PIECES;
+        side->ops[kind].host = host;
+    }
+    return 0;
+}
+
+static bench_copy_op raw_op(const scattered *s, bench_cu_deviceptr device_ptr,
+                            void *host, size_t byte_len)
+{
+    bench_copy_op op;
+    memset(&op, 0, sizeof op);
+    op.env = s->env;
+    op.device_ptr = device_ptr;
+    op.stream = s->stream;
+    op.host = host;
+    op.byte_len = byte_len;
+    return op;
+}
+
+static int scattered_init(scattered *s, const bench_env *env, bool upload,
+                          bool irregular)
+{
+    static const char *const dma_path[] = {"CURD_TRANSFER_PATH=dma", NULL};
+    static const char *const gather_path[] = {"CURD_TRANSFER_PATH=gather",
+                                              NULL};
+    uint64_t seed = env->seed ^ (upload ? 0x9119u : 0x8118u);
+    uint64_t device_ptr = 0;
+    memset(s, 0, sizeof *s);
+    s->env = env;
+    s->upload = upload;
+    s->irregular = irregular;
+    for (size_t i = 0; i < PIECES; i++) {
+        /* Irregular: a random 64-byte step into the slot's free half. */
+        uint64_t step = 0;
+        if (irregular)
+            bench_fill_random(&seed, (unsigned char *)&step, sizeof step);
+        s->offsets[i] = i * STRIDE_BYTES
+                        + (size_t)(step % ((STRIDE_BYTES - PIECE_BYTES) / 64
+                                           + 1)) * 64u;
+    }
+    s->with_registered = bench_has_host_register(env);
+    s->source = bench_host_alloc(SOURCE_BYTES, "the source bytes");
+    s->pieces = bench_host_alloc(TOTAL_BYTES, "the pieces");
+    s->host = bench_host_alloc(TOTAL_BYTES, "the caller's memory");
+    s->scratch = bench_host_alloc(SOURCE_BYTES, "the read-back buffer");
+    s->expected = bench_host_alloc(SOURCE_BYTES, "the expected bytes");
+    if (s->source == NULL || s->pieces == NULL || s->host == NULL ||
+        s->scratch == NULL || s->expected == NULL)
+        return -1;
+    bench_fill_random(&seed, s->source, SOURCE_BYTES);
+    for (size_t i = 0; i < PIECES; i++)
+        memcpy(s->pieces + i * PIECE_BYTES, s->source + s->offsets[i],
+               PIECE_BYTES);
+    /* Writes leave the pieces in poisoned buffers. */
+    bench_poison(s->expected, SOURCE_BYTES);
+    for (size_t i = 0; i < PIECES; i++)
+        memcpy(s->expected + s->offsets[i], s->pieces + i * PIECE_BYTES,
+               PIECE_BYTES);
+    memcpy(s->host, s->pieces, TOTAL_BYTES);
+    if (bench_stream_acquire(env, &s->stream) != 0)
+        return -1;
+    s->have_stream = true;
+    if (bench_raw_enter(env) != 0)
+        return -1;
+    bench_cu_result cu_result = env->cu->cuMemHostAlloc(
+        &s->pinned, TOTAL_BYTES, BENCH_CU_MEMHOSTALLOC_PORTABLE);
+    bench_raw_leave(env);
+    if (cu_result != BENCH_CUDA_SUCCESS) {
+        s->pinned = NULL;
+        return bench_fail_cu("cuMemHostAlloc", cu_result);
+    }
+    memcpy(s->pinned, s->pieces, TOTAL_BYTES);
+    if (bench_tuned_open(&s->other_device, env,
+                         irregular ? dma_path : gather_path) != 0)
+        return -1;
+    if (side_init(s, &s->sides[0], env) != 0 ||
+        side_init(s, &s->sides[1], &s->other_device.env) != 0)
+        return -1;
+    BENCH_CURD(curd_buffer_alloc(env->device, TOTAL_BYTES, &s->contiguous));
+    BENCH_CURD(curd_buffer_device_ptr(env->device, s->contiguous, &device_ptr));
+    s->contiguous_ptr = (bench_cu_deviceptr)device_ptr;
+    if (bench_raw_copy_in(env, s->contiguous_ptr, s->pieces, TOTAL_BYTES) != 0)
+        return -1;
+    for (unsigned kind = 0; kind < KINDS; kind++) {
+        s->contiguous_ops[kind] = raw_op(s, s->contiguous_ptr,
+                                         s->sides[0].ops[kind].host,
+                                         TOTAL_BYTES);
+        s->contiguous_ops[kind].buffer = s->contiguous;
+    }
+    s->raw_pieces = raw_op(s, s->sides[0].device_ptr, s->pinned, TOTAL_BYTES);
+    s->raw_pieces.item_count = PIECES;
+    s->raw_pieces.piece_bytes = PIECE_BYTES;
+    s->raw_pieces.offsets = s->offsets;
+    s->raw_pinned = raw_op(s, s->contiguous_ptr, s->pinned, TOTAL_BYTES);
+    s->raw_pageable = raw_op(s, s->contiguous_ptr, s->host, TOTAL_BYTES);
+    s->raw_staged = s->raw_pageable;
+    s->raw_staged.bounce = s->pinned;
+    return 0;
+}
+
+/* A read into the op's host memory must give the pieces. */
+static int check_read(scattered *s, bench_op_fn run, bench_copy_op *op,
+                      const char *what)
+{
+    return bench_check_read_into(run, op, op->host, s->pieces, TOTAL_BYTES,
+                                 what);
+}
+
+/* A write into a poisoned buffer must leave the pieces where they go and
+ * the poison elsewhere. */
+static int check_write(scattered *s, bench_op_fn run, bench_copy_op *op,
+                       bench_cu_deviceptr device_ptr, bool strided,
+                       const char *what)
+{
+    return bench_check_write_to(s->env, run, op, device_ptr, s->scratch,
+                                strided ? s->expected : s->pieces,
+                                strided ? SOURCE_BYTES : TOTAL_BYTES, what);
+}
+
+static int scattered_check(scattered *s)
+{
+    const char *const side_names[2] = {
+        "planner", s->irregular ? "a DMA per piece" : "the kernels"};
+    static const char *const kind_names[KINDS] = {"malloc", "registered"};
+    bench_op_fn batch = s->upload ? bench_op_curd_upload_batch
+                                  : bench_op_curd_download_batch;
+    bench_op_fn one = s->upload ? bench_op_curd_upload : bench_op_curd_download;
+    char what[128];
+    for (unsigned kind = 0; kind < KINDS; kind++) {
+        if (kind == REGISTERED_MEMORY && !s->with_registered)
+            continue;
+        for (unsigned side = 0; side < 2; side++) {
+            bench_copy_op *op = &s->sides[side].ops[kind];
+            snprintf(what, sizeof what, "64 scattered 4 KiB %s, %s memory, %s",
+                     s->upload ? "writes" : "reads", kind_names[kind],
+                     side_names[side]);
+            if (s->upload ? check_write(s, batch, op, s->sides[side].device_ptr,
+                                        true, what)
+                          : check_read(s, batch, op, what))
+                return -1;
+        }
+        snprintf(what, sizeof what, "one 256 KiB %s, %s memory",
+                 s->upload ? "upload" : "download", kind_names[kind]);
+        if (s->upload ? check_write(s, one, &s->contiguous_ops[kind],
+                                    s->contiguous_ptr, false, what)
+                      : check_read(s, one, &s->contiguous_ops[kind], what))
+            return -1;
+    }
+    if (s->upload)
+        return check_write(s, bench_op_raw_htod_pieces, &s->raw_pieces,
+                           s->sides[0].device_ptr, true,
+                           "64 x cuMemcpyHtoDAsync 4 KiB") ||
+               check_write(s, bench_op_raw_htod_async, &s->raw_pinned,
+                           s->contiguous_ptr, false,
+                           "cuMemcpyHtoDAsync 256 KiB") ||
+               check_write(s, bench_op_raw_htod_sync, &s->raw_pageable,
+                           s->contiguous_ptr, false, "cuMemcpyHtoD 256 KiB") ||
+               check_write(s, bench_op_raw_htod_staged, &s->raw_staged,
+                           s->contiguous_ptr, false,
+                           "memcpy + cuMemcpyHtoDAsync 256 KiB");
+    return check_read(s, bench_op_raw_dtoh_pieces, &s->raw_pieces,
+                      "64 x cuMemcpyDtoHAsync 4 KiB") ||
+           check_read(s, bench_op_raw_dtoh_async, &s->raw_pinned,
+                      "cuMemcpyDtoHAsync 256 KiB") ||
+           check_read(s, bench_op_raw_dtoh_sync, &s->raw_pageable,
+                      "cuMemcpyDtoH 256 KiB") ||
+           check_read(s, bench_op_raw_dtoh_staged, &s->raw_staged,
+                      "cuMemcpyDtoHAsync + memcpy 256 KiB");
+}
+
+static int scattered_run(const bench_env *env, const char *name, bool upload,
+                         bool irregular)
+{
+    scattered *s = calloc(1, sizeof *s);
+    bench_scenario *scenario = malloc(sizeof *scenario);
+    const char *verb = upload ? "writes" : "reads";
+    const char *batch_call = upload ? "curd_upload_batch" : "curd_download_batch";
+    /* index: [0..2] malloc memory (the planner, the other path, one
+     * contiguous copy), [3..5] the same into registered memory, [6..9]
+     * raw: the pieces, one pinned copy, one malloc copy, one malloc copy
+     * staged by hand through pinned memory. */
+    char label[96];
+    const char *other_path = irregular ? "dma" : "gather";
+    enum { VARIANTS = 10 };
+    int index[VARIANTS] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    int result = -1;
+
+    if (s == NULL || scenario == NULL) {
+        bench_fail("out of host memory for %s", name);
+        goto done;
+    }
+    if (scattered_init(s, env, upload, irregular) != 0
+        || scattered_check(s) != 0)
+        goto done;
+    bench_scenario_init(scenario, env, name, env->samples,
+                        "64 scattered 4 KiB %s (one in each 8 KiB, %s) %s"
+                        " one 256 KiB of host memory, one batch", verb,
+                        irregular ? "at random points" : "at one stride",
+                        upload ? "from" : "into");
+    {
+        bench_op_fn batch = upload ? bench_op_curd_upload_batch
+                                   : bench_op_curd_download_batch;
+        bench_op_fn one = upload ? bench_op_curd_upload : bench_op_curd_download;
+        const char *direction = upload ? "HtoD" : "DtoH";
+        /* label: what (a format of one %s, given `word`), then memory. */
+        const struct {
+            bench_role role;
+            bench_op_fn op;
+            bench_copy_op *context;
+            const char *what;
+            const char *word;
+            const char *memory;
+        } variants[VARIANTS] = {
+            {BENCH_ROLE_CURD, batch, &s->sides[0].ops[MALLOC_MEMORY],
+             "%s 64 x 4 KiB scattered", batch_call, "malloc"},
+            {BENCH_ROLE_CURD, batch, &s->sides[1].ops[MALLOC_MEMORY],
+             "same, CURD_TRANSFER_PATH=%s", other_path, "malloc"},
+            {BENCH_ROLE_CURD, one, &s->contiguous_ops[MALLOC_MEMORY],
+             "curd_buffer_%s 256 KiB contiguous",
+             upload ? "upload" : "download", "malloc"},
+            {BENCH_ROLE_CURD, batch, &s->sides[0].ops[REGISTERED_MEMORY],
+             "%s 64 x 4 KiB scattered", batch_call, "registered"},
+            {BENCH_ROLE_CURD, batch, &s->sides[1].ops[REGISTERED_MEMORY],
+             "same, CURD_TRANSFER_PATH=%s", other_path, "registered"},
+            {BENCH_ROLE_CURD, one, &s->contiguous_ops[REGISTERED_MEMORY],
+             "curd_buffer_%s 256 KiB contiguous",
+             upload ? "upload" : "download", "registered"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_pieces : bench_op_raw_dtoh_pieces,
+             &s->raw_pieces, "64 x cuMemcpy%sAsync 4 KiB scattered",
+             direction, "pinned"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_async : bench_op_raw_dtoh_async,
+             &s->raw_pinned, "1 x cuMemcpy%sAsync 256 KiB", direction,
+             "pinned"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_sync : bench_op_raw_dtoh_sync,
+             &s->raw_pageable, "1 x cuMemcpy%s 256 KiB", direction,
+             "malloc"},
+            {BENCH_ROLE_RAW,
+             upload ? bench_op_raw_htod_staged : bench_op_raw_dtoh_staged,
+             &s->raw_staged, "1 x cuMemcpy%sAsync 256 KiB staged by memcpy",
+             direction, "malloc"},
+        };
+        for (unsigned i = 0; i < VARIANTS; i++) {
+            char what[64];
+            if (i >= 3 && i < 6 && !s->with_registered)
+                continue;
+            snprintf(what, sizeof what, variants[i].what, variants[i].word);
+            snprintf(label, sizeof label, "%s, %s", what,
+                     variants[i].memory);
+            index[i] = bench_add_variant(scenario, &(bench_variant_spec){
+                .label = label, .role = variants[i].role,
+                .op = variants[i].op, .context = variants[i].context,
+                .bytes_per_op = TOTAL_BYTES});
+            if (index[i] < 0)
+                goto done;
+        }
+    }
+    if (bench_measure(scenario) != 0)
+        goto done;
+
+    double pytorch_half_ns =
+        upload ? PYTORCH_WRITES_HALF_NS : PYTORCH_READS_HALF_NS;
+    const char *pytorch_target =
+        upload ? "< 24.9 us: 2x PyTorch's 49.8 us copy + scatter"
+               : "< 26.9 us: 2x PyTorch's 53.7 us gather";
+    bench_check_ratio(scenario, index[0], index[2], 1.2,
+                      "within 1.2x of one contiguous copy");
+    bench_check_median_ns(scenario, index[0], pytorch_half_ns,
+                          pytorch_target);
+    bench_check_ratio(scenario, index[0], index[1], 0.0, NULL);
+    bench_check_ratio(scenario, index[0], index[6], 0.0, NULL);
+    bench_check_ratio(scenario, index[0], index[8], 0.0, NULL);
+    if (!upload)
+        bench_check_ratio(scenario, index[2], index[7], 1.5,
+                          "within 1.5x of one pinned copy");
+    else
+        bench_check_ratio(scenario, index[2], index[7], 0.0, NULL);
+    /* What one core's copy costs the same bytes without curd: the bound
+     * of the target above (doc/PERFORMANCE.md, the eleventh run). */
+    bench_check_ratio(scenario, index[2], index[9], 0.0, NULL);
+    bench_check_ratio(scenario, index[9], index[7], 0.0, NULL);
+    if (s->with_registered) {
+        bench_check_ratio(scenario, index[3], index[5], 1.2,
+                          "within 1.2x of one contiguous copy");
+        bench_check_ratio(scenario, index[3], index[7], 1.2,
+                          "within 1.2x of one pinned copy");
+        bench_check_median_ns(scenario, index[3], pytorch_half_ns,
+                              pytorch_target);
+        bench_check_ratio(scenario, index[3], index[4], 0.0, NULL);
+    }
+    if (bench_note_batch_cost(scenario, &s->sides[0].ops[MALLOC_MEMORY], upload,
+                              "planner, malloc") != 0 ||
+        bench_note_batch_cost(scenario, &s->sides[1].ops[MALLOC_MEMORY], upload,
+                              irregular ? "a DMA per piece, malloc"
+                                        : "the kernels, malloc") != 0)
+        goto done;
+    if (s->with_registered &&
+        bench_note_batch_cost(scenario, &s->sides[0].ops[REGISTERED_MEMORY],
+                              upload, "planner, registered") != 0)
+        goto done;
+    bench_report_scenario(scenario);
+    if (!s->with_registered)
+        bench_report_skip(name, "registered memory: no cuMemHostRegister in "
+                                "this driver");
+    result = 0;
+
+done:
+    if (s != NULL)
+        scattered_free(s);
+    free(s);
+    free(scenario);
+    return result;
+}
+
+int bench_transfer_scattered_reads(const bench_env *env)
+{
+    return scattered_run(env, "transfer/scattered-reads", false, false);
+}
+
+int bench_transfer_scattered_writes(const bench_env *env)
+{
+    return scattered_run(env, "transfer/scattered-writes", true, false);
+}
+
+int bench_transfer_scattered_reads_irregular(const bench_env *env)
+{
+    return scattered_run(env, "transfer/scattered-reads-irregular", false,
+                         true);
+}
+
+int bench_transfer_scattered_writes_irregular(const bench_env *env)
+{
+    return scattered_run(env, "transfer/scattered-writes-irregular", true,
+                         true);
+}
