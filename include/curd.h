@@ -126,7 +126,14 @@ typedef struct curd_device_options {
 } curd_device_options;
 
 CURD_API void curd_device_options_init(curd_device_options *options);
-/* options may be NULL for the defaults. */
+/* options may be NULL for the defaults. The device shares the GPU's
+ * primary context with every other user of it in the process (the CUDA
+ * runtime, cuBLAS, PyTorch). A kernel fault breaks that context for all
+ * of them, and only a reset mends it: the last curd device of the GPU to
+ * close after a fault resets it, and so does an open that finds it
+ * broken while no curd device of the GPU is open (another library's
+ * kernel faulted). A reset frees everything any user had in the context;
+ * it was unusable already. */
 CURD_API curd_status curd_device_open(int ordinal,
                                       const curd_device_options *options,
                                       curd_device **out_device);
@@ -584,7 +591,9 @@ CURD_API curd_status curd_program_info(const curd_program *program,
  * A kernel fault (illegal address, trap, ...) leaves the CUDA context
  * unusable: the call returns CURD_E_DEVICE_LOST, and so does every later
  * call on that device (and on the others open on that GPU) until it is
- * closed; a device opened again afterwards works.
+ * closed; a device opened again afterwards works (the last close resets
+ * the GPU's primary context, which is broken for every user of it in the
+ * process: see curd_device_open).
  * ---------------------------------------------------------------------- */
 typedef enum curd_arg_kind {
     CURD_ARG_NULL = 0,

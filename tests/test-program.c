@@ -1350,18 +1350,76 @@ static void test_a_faulting_kernel_spoils_the_context_until_reopened(void)
     /* Close reports it and releases the context; a new open works. */
     curd_status closed = curd_device_close(device);
     g_assert_true(closed == CURD_OK || closed == CURD_E_DEVICE_LOST);
-    /* The NVIDIA driver 580 keeps a broken primary context broken for the
-     * process's life; the stand-in mends it once released. */
-    curd_status reopened = curd_device_open(0, NULL, &device);
-    if (reopened == CURD_E_DEVICE_LOST && !ON_FAKE) {
-        curd_test_assert_fix_sentence();
-        return;
-    }
-    g_assert_cmpint(reopened, ==, CURD_OK);
+    /* The driver keeps a broken primary context broken after its last
+     * release; the last close reset it, so the next open works. */
+    g_assert_cmpint(curd_device_open(0, NULL, &device), ==, CURD_OK);
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);
     program = load_ok(device, "fault.ptx", "curd_fault");
     g_assert_cmpint(curd_program_free(program), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Another library's kernel faults on the primary context while no curd
+ * device has it open (the raw driver here, as that library would): the
+ * next curd_device_open finds the context broken, resets it and works.
+ * In a subprocess, as above. */
+static void test_open_mends_a_context_another_library_broke(void)
+{
+    if (!g_test_subprocess()) {
+        curd_device *probe = curd_test_gpu_open();
+        if (probe == NULL)
+            return;
+        g_assert_cmpint(curd_device_close(probe), ==, CURD_OK);
+        g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
+                               G_TEST_SUBPROCESS_INHERIT_STDERR);
+        g_test_trap_assert_passed();
+        return;
+    }
+    /* Opening and closing a device once loads the driver and leaves the
+     * primary context healthy and unretained. */
+    curd_device *device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_device cu_device = 0;
+    curdi_cu_context context = NULL;
+    curdi_cu_module module = NULL;
+    curdi_cu_function function = NULL;
+    g_assert_cmpint(driver->cuDeviceGet(&cu_device, 0), ==, 0);
+    g_assert_cmpint(driver->cuDevicePrimaryCtxRetain(&context, cu_device), ==,
+                    0);
+    g_assert_cmpint(driver->cuCtxPushCurrent(context), ==, 0);
+    g_assert_cmpint(driver->cuModuleLoadDataEx(&module,
+                                               kernel_ptx("fault.ptx"), 0,
+                                               NULL, NULL),
+                    ==, 0);
+    g_assert_cmpint(driver->cuModuleGetFunction(&function, module,
+                                                "curd_fault"),
+                    ==, 0);
+    uint64_t target = 0; /* a write through a null pointer */
+    uint64_t offset = 0;
+    uint32_t trap = 0;
+    void *params[] = {&target, &offset, &trap};
+    curdi_cu_stream stream = NULL;
+    g_assert_cmpint(driver->cuStreamCreate(&stream,
+                                           CURDI_CU_STREAM_NON_BLOCKING),
+                    ==, 0);
+    curdi_cu_result rc = driver->cuLaunchKernel(function, 1, 1, 1, 32, 1, 1,
+                                                0, stream, params, NULL);
+    if (rc == CURDI_CUDA_SUCCESS)
+        rc = driver->cuCtxSynchronize();
+    g_assert_cmpint(curdi_driver_status_of(rc), ==, CURD_E_DEVICE_LOST);
+    curdi_cu_context popped = NULL;
+    (void)driver->cuCtxPopCurrent(&popped);
+    (void)driver->cuDevicePrimaryCtxRelease(cu_device);
+
+    device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    char report[512];
+    g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
+                    CURD_OK);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -1419,6 +1477,8 @@ static const struct {
      test_a_graph_replays_captured_launches_and_takes_new_params},
     {"/kernels/a-faulting-kernel-spoils-the-context-until-reopened",
      test_a_faulting_kernel_spoils_the_context_until_reopened},
+    {"/kernels/open-mends-a-context-another-library-broke",
+     test_open_mends_a_context_another_library_broke},
 };
 
 int main(int argc, char **argv)

@@ -570,6 +570,82 @@ static void free_host_state(curd_device *device)
     free(device);
 }
 
+/* Retains the primary context and makes it current; on a failure
+ * neither is left. */
+static curd_status retain_and_enter(const curdi_driver *driver,
+                                    curd_device *device)
+{
+    curdi_cu_result rc =
+        driver->cuDevicePrimaryCtxRetain(&device->context, device->cu_device);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDevicePrimaryCtxRetain", NULL);
+    rc = driver->cuCtxPushCurrent(device->context);
+    if (rc != CURDI_CUDA_SUCCESS) {
+        curd_status status =
+            curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+        release_context(driver, device);
+        return status;
+    }
+    return CURD_OK;
+}
+
+/* Whether the current context holds a fault: another library's kernel
+ * may have broken the primary context while no curd device had it open
+ * (curd's own close resets it, reset_if_lost below), and such a context
+ * answers every call with the fault. The wait costs nothing on a context
+ * with no work. Any other failure of the probe is left to the calls
+ * after it, which report it with their own names. */
+static bool context_broken(const curdi_driver *driver)
+{
+    curdi_cu_result rc = curdi_driver_note(driver->cuCtxSynchronize());
+    return curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST;
+}
+
+static void count_device(curd_device *device, void *context);
+
+/* Resets a broken primary context that no curd device of the ordinal
+ * has open, and retains and enters it afresh. The context is unusable
+ * for every user in the process already; the reset, the only thing that
+ * mends it, frees what they held in it (curd.h says so). Entered on
+ * entry; on CURD_OK entered again, else neither retained nor entered. */
+static curd_status mend_broken_context(const curdi_driver *driver,
+                                       curd_device *device)
+{
+    unsigned open_on_ordinal = 0;
+    curdi_devices_for_ordinal(device->ordinal, count_device,
+                              &open_on_ordinal);
+    pop_context(driver);
+    release_context(driver, device);
+    if (open_on_ordinal != 0)
+        /* They share the broken context: their next call says so, and
+         * the last of them to close resets it. */
+        curdi_devices_for_ordinal(device->ordinal, mark_lost, NULL);
+    if (open_on_ordinal != 0 || driver->cuDevicePrimaryCtxReset == NULL)
+        return curdi_fail(
+            CURD_E_DEVICE_LOST,
+            "curd_device_open: device %d's primary context holds a fault"
+            " (a kernel's illegal address or trap, curd's or another"
+            " library's), and %s. Fix: %s.",
+            device->ordinal,
+            open_on_ordinal != 0
+                ? "curd devices still open on it keep it from being reset"
+                : "this driver cannot reset it (no cuDevicePrimaryCtxReset)",
+            open_on_ordinal != 0
+                ? "close every curd device of this GPU; the last close"
+                  " resets the context, and the next open works"
+                : "restart the process");
+    curdi_cu_result rc =
+        curdi_driver_note(driver->cuDevicePrimaryCtxReset(device->cu_device));
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDevicePrimaryCtxReset",
+                                 "the device's primary context holds a fault"
+                                 " and could not be reset; restart the"
+                                 " process");
+    curdi_trace("device %d: reset a primary context a fault had broken",
+                device->ordinal);
+    return retain_and_enter(driver, device);
+}
+
 curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
                             const curd_device_options *options,
                             curd_device **out_device)
@@ -593,23 +669,27 @@ curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
     device->cu_device = cu_device;
     device->options = *options;
 
-    curdi_cu_result rc =
-        driver->cuDevicePrimaryCtxRetain(&device->context, cu_device);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        status = curdi_fail_driver((int)rc, "cuDevicePrimaryCtxRetain", NULL);
-        free_host_state(device);
-        return status;
+    status = retain_and_enter(driver, device);
+    if (status == CURD_OK && context_broken(driver)) {
+        status = mend_broken_context(driver, device);
+        if (status == CURD_OK && context_broken(driver)) {
+            pop_context(driver);
+            release_context(driver, device);
+            status = curdi_fail(
+                CURD_E_DEVICE_LOST,
+                "curd_device_open: device %d's primary context still"
+                " reports a fault after it was reset. Fix: check the GPU"
+                " (nvidia-smi); restart the process if it stays so.",
+                ordinal);
+        }
     }
-    rc = driver->cuCtxPushCurrent(device->context);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        status = curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
-        release_context(driver, device);
+    if (status != CURD_OK) {
         free_host_state(device);
         return status;
     }
     status = read_props(driver, device);
     if (status == CURD_OK) {
-        rc = driver->cuStreamCreate(&device->upload_stream,
+        curdi_cu_result rc = driver->cuStreamCreate(&device->upload_stream,
                                     CURDI_CU_STREAM_NON_BLOCKING);
         if (rc != CURDI_CUDA_SUCCESS) {
             device->upload_stream = NULL;
