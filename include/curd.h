@@ -715,6 +715,39 @@ CURD_API curd_status curd_pending_wait(curd_pending *pending,
 CURD_API curd_status curd_pending_free(curd_pending *pending);
 
 /* ------------------------------------------------------------------------
+ * Working beside other CUDA code
+ * curd's work and another library's (cuBLAS, the CUDA runtime, PyTorch,
+ * the caller's own kernels) are ordered on the device, with no host wait,
+ * through the driver's own handles, passed as void *: a CUstream (a
+ * cudaStream_t is one) or a CUevent (a cudaEvent_t). curd.h does not
+ * include cuda.h. A stream must belong to the device's primary context
+ * (the one the CUDA runtime uses for the same GPU); NULL is that
+ * context's legacy default stream.
+ * ---------------------------------------------------------------------- */
+/* Every transfer, dispatch and batch run of the device enqueued after
+ * this call starts after the work enqueued on cu_stream so far; work
+ * enqueued on it later is not waited for. Costs nothing once that work
+ * has completed. A stream of another context is CURD_E_INVALID_ARGUMENT,
+ * nothing changed. */
+CURD_API curd_status curd_device_wait_stream(curd_device *device,
+                                             void *cu_stream);
+/* The same for the work cu_event marks now (its last record; recording
+ * it again later changes nothing here). The event may belong to any
+ * context, another GPU's too, as cuStreamWaitEvent allows. */
+CURD_API curd_status curd_device_wait_event(curd_device *device,
+                                            void *cu_event);
+/* The other way: work enqueued on cu_stream after this call starts after
+ * the pending's work (the stream waits on its end event; no host wait).
+ * The pending stays the caller's to wait for or free. */
+CURD_API curd_status curd_pending_stream_wait(curd_pending *pending,
+                                              void *cu_stream);
+/* The pending's end event (a CUevent), for cuStreamWaitEvent,
+ * cudaStreamWaitEvent or cuEventQuery: valid until curd_pending_free;
+ * never record or destroy it. */
+CURD_API curd_status curd_pending_event(curd_pending *pending,
+                                        void **out_cu_event);
+
+/* ------------------------------------------------------------------------
  * Batches
  * A batch records work on resident buffers: fills, clears, uploads,
  * kernel launches and range downloads, each checked when it is recorded.

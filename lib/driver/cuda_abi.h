@@ -347,6 +347,12 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_event event), (event))                                        \
     X(cuEventQuery, "cuEventQuery", REQUIRED, (curdi_cu_event event),         \
       (event))                                                                \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", REQUIRED,                       \
+      (curdi_cu_stream stream, curdi_cu_event event, unsigned int flags),     \
+      (stream, event, flags))                                                 \
+    X(cuStreamGetCtx, "cuStreamGetCtx", REQUIRED,                             \
+      (curdi_cu_stream stream, curdi_cu_context * context),                   \
+      (stream, context))                                                      \
     X(cuEventElapsedTime, "cuEventElapsedTime", REQUIRED,                     \
       (float *milliseconds, curdi_cu_event start, curdi_cu_event end),        \
       (milliseconds, start, end))                                             \

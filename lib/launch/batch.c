@@ -1233,8 +1233,10 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                           " a curd_pending pointer.",
                           what);
     curd_status status = run_start(batch, true, what);
-    if (status == CURD_OK)
+    if (status == CURD_OK) {
+        curdi_pending_publish(&batch->run.base);
         *out_pending = &batch->run.base;
+    }
     return status;
 }
 

@@ -927,8 +927,12 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
                                          const curd_arg *args, size_t nargs,
                                          curd_pending **out_pending)
 {
-    return dispatch_start(device, program, launch, args, nargs, true,
-                          "curd_dispatch_async", out_pending);
+    curd_status status = dispatch_start(device, program, launch, args, nargs,
+                                        true, "curd_dispatch_async",
+                                        out_pending);
+    if (status == CURD_OK)
+        curdi_pending_publish(*out_pending);
+    return status;
 }
 
 CURD_API curd_status curd_dispatch(curd_device *device,

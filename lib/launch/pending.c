@@ -3,6 +3,7 @@
  * public curd_pending_ready / _wait / _free. See pending.h. */
 #include "launch/pending.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "core/fence.h"
@@ -11,6 +12,66 @@
 #include "driver/driver.h"
 #include "base/status.h"
 
+/* ------------------------------------------------------------------------
+ * The registry of live pendings
+ * ---------------------------------------------------------------------- */
+/* Chains through the pendings themselves, hashed by address, so entering
+ * one allocates nothing; a lookup reads only pendings in the registry,
+ * never the pointer it was asked about. One short lock: a dispatch or a
+ * batch run handed out takes it twice (enter, leave). */
+#define LIVE_BUCKETS 1024u
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static curd_pending *live_buckets[LIVE_BUCKETS];
+
+static curd_pending **live_bucket(const curd_pending *pending)
+{
+    uint64_t key = (uint64_t)(uintptr_t)pending;
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull; /* a 64-bit mixer's multiplier */
+    key ^= key >> 33;
+    return &live_buckets[key & (LIVE_BUCKETS - 1u)];
+}
+
+void curdi_pending_publish(curd_pending *pending)
+{
+    pthread_mutex_lock(&live_lock);
+    curd_pending **bucket = live_bucket(pending);
+    pending->live_next = *bucket;
+    *bucket = pending;
+    pending->published = true;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void unpublish(curd_pending *pending)
+{
+    if (!pending->published)
+        return;
+    pthread_mutex_lock(&live_lock);
+    for (curd_pending **link = live_bucket(pending); *link != NULL;
+         link = &(*link)->live_next) {
+        if (*link == pending) {
+            *link = pending->live_next;
+            break;
+        }
+    }
+    pending->published = false;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static bool live(const curd_pending *pending)
+{
+    bool found = false;
+    pthread_mutex_lock(&live_lock);
+    for (const curd_pending *entry = *live_bucket(pending);
+         entry != NULL && !found; entry = entry->live_next)
+        found = entry == pending;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+/* ------------------------------------------------------------------------
+ * The shared part of work in flight
+ * ---------------------------------------------------------------------- */
 void curdi_pending_init(curd_pending *pending, curd_device *device,
                         const curdi_pending_ops *ops)
 {
@@ -83,6 +144,7 @@ void curdi_pending_release(curd_pending *pending)
     curdi_cu_stream stream = pending->stream;
     curdi_cu_event events[2] = {pending->events[0], pending->events[1]};
     bool events_taken = pending->events_taken;
+    unpublish(pending);
     if (!pending->completed && stream != NULL
         && curdi_device_enter(device) == CURD_OK) {
         curdi_pending_drain(pending);
@@ -159,6 +221,13 @@ static curd_status check_pending(const curd_pending *pending, const char *what)
                           " that curd_dispatch_async or curd_batch_run_async"
                           " returned.",
                           what);
+    if (!live(pending))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: pending %p is not live (freed already, or"
+                          " never returned by curd); nothing was read from"
+                          " it. Fix: use a curd_pending between the call that"
+                          " returned it and its curd_pending_free().",
+                          what, (const void *)pending);
     return curdi_device_check(pending->device, what);
 }
 
@@ -229,4 +298,48 @@ CURD_API curd_status curd_pending_free(curd_pending *pending)
         status = curdi_pending_finish(pending, false);
     curdi_pending_release(pending);
     return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Ordering a caller's stream after the work
+ * ---------------------------------------------------------------------- */
+CURD_API curd_status curd_pending_stream_wait(curd_pending *pending,
+                                              void *cu_stream)
+{
+    const char *what = "curd_pending_stream_wait";
+    curd_status status = check_pending(pending, what);
+    if (status != CURD_OK)
+        return status;
+    curd_device *device = pending->device;
+    status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_stream stream = (curdi_cu_stream)cu_stream;
+    status = curdi_stream_check_foreign(device, stream, what);
+    if (status == CURD_OK) {
+        curdi_cu_result rc = curdi_driver_note(
+            curdi_driver_get()->cuStreamWaitEvent(stream, pending->events[1],
+                                                  0));
+        if (rc != CURDI_CUDA_SUCCESS)
+            status = curdi_pending_fail_driver(device, rc,
+                                               "cuStreamWaitEvent");
+    }
+    curdi_device_leave(device);
+    return status;
+}
+
+CURD_API curd_status curd_pending_event(curd_pending *pending,
+                                        void **out_cu_event)
+{
+    const char *what = "curd_pending_event";
+    curd_status status = check_pending(pending, what);
+    if (status != CURD_OK)
+        return status;
+    if (out_cu_event == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_cu_event is NULL. Fix: pass the address of"
+                          " a void * (a CUevent).",
+                          what);
+    *out_cu_event = pending->events[1];
+    return CURD_OK;
 }

@@ -50,6 +50,10 @@ struct curd_pending {
     uint64_t wait_ns;         /* blocked in the wait */
     uint64_t device_ns;       /* start to end event, once waited */
     uint64_t wall_ns;         /* from start_ns to the wait's end */
+    /* Handed to the caller (curdi_pending_publish): in the registry of
+     * live pendings through live_next until released. */
+    bool published;
+    struct curd_pending *live_next;
 };
 
 /* Zeroes the base and names its owner's operations; start_ns is now; the
@@ -77,6 +81,12 @@ void curdi_pending_release(curd_pending *pending);
  * for the stream), and runs ops->complete (copy_out as given) on
  * success. The pending stays allocated. */
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
+/* Enters a pending the caller is about to receive in the process-wide
+ * registry of live pendings, which every public call on a pending asks
+ * before it reads one, so a freed pending is a typed error; released,
+ * it leaves the registry. Cannot fail (the registry's links live in the
+ * pendings). */
+void curdi_pending_publish(curd_pending *pending);
 /* Fills a caller's timing (struct_size checked by the caller) from a
  * finished pending. */
 void curdi_pending_timing(const curd_pending *pending, curd_timing *timing);

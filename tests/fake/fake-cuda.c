@@ -96,6 +96,7 @@ typedef struct fake_object {
     fake_module_info module; /* modules: the entries */
     fake_graph *graph; /* graphs and executable graphs: the nodes;
                           streams: the graph being captured, or NULL */
+    bool not_ready; /* events: recorded while fake_cuda_hold_events held */
 } fake_object;
 
 struct CUctx_st {
@@ -146,6 +147,12 @@ static size_t used_bytes[FAKE_MAX_DEVICES];
 /* A context's sticky fault (0: none), cleared when it is destroyed. */
 static curdi_cu_result sticky[FAKE_MAX_DEVICES];
 static long jit_compilations;
+/* Events recorded while this is set answer cuEventQuery with
+ * CUDA_ERROR_NOT_READY until fake_cuda_hold_events(0): the one way a test
+ * sees work of someone else's that has not completed yet, since streams
+ * here run at once. */
+static bool hold_events;
+static long stream_waits; /* cuStreamWaitEvent calls that succeeded */
 static bool initialised;
 static bool deinitialised;
 
@@ -661,6 +668,15 @@ static bool valid_stream(curdi_cu_stream stream)
     return stream != NULL && find(FAKE_STREAM, stream) != NULL;
 }
 
+/* A stream a caller hands curd to order work against
+ * (curd_device_wait_stream, curd_pending_stream_wait): the legacy null
+ * stream is one the caller may pass; curd only records on it or makes it
+ * wait, and never enqueues work of its own there. */
+static bool valid_caller_stream(curdi_cu_stream stream)
+{
+    return stream == NULL || find(FAKE_STREAM, stream) != NULL;
+}
+
 static bool capturing(curdi_cu_stream stream);
 static curdi_cu_result capture_node(curdi_cu_stream stream,
                                     const struct fake_node *node);
@@ -912,8 +928,10 @@ static curdi_cu_result f_cuEventRecord(curdi_cu_event event,
 {
     ENTER_CONTEXT(device);
     (void)device;
-    if (find(FAKE_EVENT, event) == NULL || !valid_stream(stream))
+    fake_object *o = find(FAKE_EVENT, event);
+    if (o == NULL || !valid_caller_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    o->not_ready = hold_events;
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -928,7 +946,46 @@ static curdi_cu_result f_cuEventSynchronize(curdi_cu_event event)
 
 static curdi_cu_result f_cuEventQuery(curdi_cu_event event)
 {
-    return f_cuEventSynchronize(event);
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *o = find(FAKE_EVENT, event);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    return unlock_with(o->not_ready ? CURDI_CUDA_ERROR_NOT_READY
+                                    : CURDI_CUDA_SUCCESS);
+}
+
+/* An event of any context may be waited on, as with the driver. */
+static curdi_cu_result f_cuStreamWaitEvent(curdi_cu_stream stream,
+                                           curdi_cu_event event,
+                                           unsigned int flags)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (flags != 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (find(FAKE_EVENT, event) == NULL || !valid_caller_stream(stream))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    stream_waits++;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* The legacy null stream belongs to the current context. */
+static curdi_cu_result f_cuStreamGetCtx(curdi_cu_stream stream,
+                                        curdi_cu_context *context)
+{
+    ENTER_CONTEXT(device);
+    if (context == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (stream == NULL) {
+        *context = &contexts[device];
+        return unlock_with(CURDI_CUDA_SUCCESS);
+    }
+    fake_object *o = find(FAKE_STREAM, stream);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    *context = &contexts[o->device];
+    return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
 static curdi_cu_result f_cuEventElapsedTime(float *milliseconds,
@@ -1862,8 +1919,9 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * "context_retains": the primary-context retain counts of every device,
  * summed; "context_stack": this thread's pushed contexts;
  * "jit_compilations": PTX images compiled since the library loaded (a
- * running count, not a live one); "sticky_faults": contexts holding a
- * sticky fault. -1 for an unknown name. */
+ * running count, not a live one); "stream_waits": cuStreamWaitEvent
+ * calls that succeeded (a running count too); "sticky_faults": contexts
+ * holding a sticky fault. -1 for an unknown name. */
 FAKE_API long fake_cuda_live(const char *what);
 FAKE_API long fake_cuda_live(const char *what)
 {
@@ -1876,6 +1934,8 @@ FAKE_API long fake_cuda_live(const char *what)
         count = stack_depth;
     } else if (strcmp(what, "jit_compilations") == 0) {
         count = jit_compilations;
+    } else if (strcmp(what, "stream_waits") == 0) {
+        count = stream_waits;
     } else if (strcmp(what, "sticky_faults") == 0) {
         for (int i = 0; i < FAKE_MAX_DEVICES; i++)
             count += sticky[i] != 0;
@@ -1897,6 +1957,20 @@ FAKE_API long fake_cuda_live(const char *what)
     }
     pthread_mutex_unlock(&lock);
     return count;
+}
+
+/* Holds (1) or lets go (0) the events recorded from now on: held, a
+ * query of them answers CUDA_ERROR_NOT_READY; letting go completes every
+ * held one. */
+FAKE_API void fake_cuda_hold_events(int hold);
+FAKE_API void fake_cuda_hold_events(int hold)
+{
+    pthread_mutex_lock(&lock);
+    hold_events = hold != 0;
+    if (!hold_events)
+        for (fake_object *o = objects; o != NULL; o = o->next)
+            o->not_ready = false;
+    pthread_mutex_unlock(&lock);
 }
 
 /* Simulates the driver's exit-time teardown now. */

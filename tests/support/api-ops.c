@@ -926,6 +926,27 @@ static void pending_free_finish(api_world *w, curd_status status)
 }
 
 /* ------------------------------------------------------------------------
+ * Working beside other CUDA code: the legacy default stream (NULL) stands
+ * for a caller's stream, and a dispatch's end event for a caller's event.
+ * ---------------------------------------------------------------------- */
+static curd_status wait_stream_call(api_world *w)
+{
+    return curd_device_wait_stream(w->device, NULL);
+}
+
+static curd_status wait_event_call(api_world *w)
+{
+    void *event = NULL;
+    API_OK(curd_pending_event(w->pending, &event));
+    return curd_device_wait_event(w->device, event);
+}
+
+static curd_status pending_stream_wait_call(api_world *w)
+{
+    return curd_pending_stream_wait(w->pending, NULL);
+}
+
+/* ------------------------------------------------------------------------
  * Batches: add_one over a resident buffer (made), recorded as a fill, an
  * upload of the words, the launch and a download back into them; run
  * streamed (the launch cooperative) or as a graph: captured, replayed,
@@ -1496,6 +1517,12 @@ const api_op api_ops[] = {
      ready_finish, 0},
     {"curd_pending_free", "a-dispatch-not-waited-for", pending_made,
      pending_free_call, pending_free_finish, API_MAY_LET_GO},
+    {"curd_device_wait_stream", "the-legacy-default-stream", nothing,
+     wait_stream_call, no_finish, 0},
+    {"curd_device_wait_event", "a-dispatch-in-flight", pending_made,
+     wait_event_call, ready_finish, 0},
+    {"curd_pending_stream_wait", "a-dispatch-in-flight", pending_made,
+     pending_stream_wait_call, ready_finish, 0},
     {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,
      wait_call, batch_wait_finish, 0},
     {"curd_pending_free", "a-batch-run-not-waited-for", graph_batch_pending,
@@ -1553,6 +1580,7 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_program_desc_init", "fills a struct"},
     {"curd_program_info", "returns what the load read"},
     {"curd_launch_init", "fills a struct"},
+    {"curd_pending_event", "hands out the end event it holds"},
     {"curd_batch_options_init", "fills a struct"},
     {"curd_batch_new", "host memory and the batch room's list"},
     {"curd_batch_reset", "forgets the items (host memory); a captured graph"

@@ -231,7 +231,8 @@ typedef struct held {
 
 /* The stand-in's live objects, less those the world's device holds on
  * purpose: its pools' blocks (live and cached), its idle streams and
- * events, its upload stream, and its loaded modules (the program room's
+ * events, the events it keeps of others' work to wait for (dropped by
+ * the next stream it takes), its upload stream, and its loaded modules (the program room's
  * and, once a transfer gathered, the transfer kernels'). */
 static held held_now(api_world *w)
 {
@@ -251,6 +252,7 @@ static held held_now(api_world *w)
     h.counts[3] -= (long)(device->idle_event_count +
                           device->idle_timed_event_count);
     pthread_mutex_unlock(&device->pool_lock);
+    h.counts[3] -= (long)atomic_load(&device->wait_count);
     curdi_program_counts programs;
     curdi_program_counts_read(device, &programs);
     h.counts[4] -= (long)programs.modules_loaded +

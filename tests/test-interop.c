@@ -1,0 +1,437 @@
+/* test-interop.c - curd's work ordered with a caller's own CUDA work, both
+ * ways, with no host wait: curd_device_wait_stream and _wait_event (curd
+ * waits for the caller), curd_pending_stream_wait and curd_pending_event
+ * (the caller waits for curd).
+ *
+ * The caller here is what another library would be: it retains the
+ * primary context itself, creates its own stream and launches add_one
+ * (tests/kernels/) with cuLaunchKernel, through the driver table curd
+ * loaded. Each test runs many launches on one side before the other side
+ * reads or adds, so that on a GPU a missing order shows as wrong words.
+ *
+ * Every test opens device 0 or skips with the reason; test-interop-fake
+ * includes this file with CURD_TEST_INTEROP_FAKE defined: the stand-in
+ * libcuda (tests/fake/) runs every test, with two devices for the test of
+ * a stream of another context, and its held events for the test that
+ * curd stops waiting once the caller's work completed. */
+#include <dlfcn.h>
+#include <glib.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "dispatch-test.h"
+#include "driver/driver.h"
+#include "launch/program.h"
+#include "support/curd-test.h"
+
+#ifdef CURD_TEST_INTEROP_FAKE
+#define PATH_ROOT "/interop-fake"
+#define ON_FAKE TRUE
+#else
+#define PATH_ROOT "/interop"
+#define ON_FAKE FALSE
+#endif
+
+/* Launches on one side before the other side looks: long enough on a
+ * GPU that the other side would overtake them if nothing ordered it. */
+#define LAUNCHES 64u
+#define WORDS (1u << 20)
+
+/* ------------------------------------------------------------------------
+ * The caller: its own retain of the primary context, its own stream.
+ * ---------------------------------------------------------------------- */
+typedef struct caller {
+    const curdi_driver *driver;
+    curdi_cu_device cu_device;
+    curdi_cu_context context;
+    curdi_cu_stream stream;
+} caller;
+
+static void caller_push(const caller *c)
+{
+    g_assert_cmpint(c->driver->cuCtxPushCurrent(c->context), ==, 0);
+}
+
+static void caller_pop(const caller *c)
+{
+    curdi_cu_context popped = NULL;
+    g_assert_cmpint(c->driver->cuCtxPopCurrent(&popped), ==, 0);
+}
+
+/* The caller of GPU `ordinal` (curd has loaded the driver by then). */
+static caller caller_begin(int ordinal)
+{
+    caller c = {.driver = curdi_driver_get()};
+    g_assert_nonnull(c.driver);
+    g_assert_cmpint(c.driver->cuDeviceGet(&c.cu_device, ordinal), ==, 0);
+    g_assert_cmpint(c.driver->cuDevicePrimaryCtxRetain(&c.context,
+                                                       c.cu_device),
+                    ==, 0);
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuStreamCreate(&c.stream,
+                                             CURDI_CU_STREAM_NON_BLOCKING),
+                    ==, 0);
+    caller_pop(&c);
+    return c;
+}
+
+static void caller_sync(const caller *c)
+{
+    caller_push(c);
+    g_assert_cmpint(c->driver->cuStreamSynchronize(c->stream), ==, 0);
+    caller_pop(c);
+}
+
+static void caller_end(caller *c)
+{
+    caller_push(c);
+    g_assert_cmpint(c->driver->cuStreamSynchronize(c->stream), ==, 0);
+    g_assert_cmpint(c->driver->cuStreamDestroy(c->stream), ==, 0);
+    caller_pop(c);
+    g_assert_cmpint(c->driver->cuDevicePrimaryCtxRelease(c->cu_device), ==,
+                    0);
+}
+
+/* add_one over the buffer's words, `launches` times, on the caller's
+ * stream (the kernel's function from curd's program, as a library that
+ * loaded the same PTX would have its own). */
+static void caller_add_one(const caller *c, const curd_program *program,
+                           curd_device *device, curd_buffer buffer,
+                           uint32_t launches)
+{
+    uint64_t device_ptr = 0;
+    check_ok(curd_buffer_device_ptr(device, buffer, &device_ptr),
+             "curd_buffer_device_ptr");
+    uint32_t n = WORDS;
+    void *params[] = {&device_ptr, &n};
+    caller_push(c);
+    for (uint32_t i = 0; i < launches; i++)
+        g_assert_cmpint(c->driver->cuLaunchKernel(
+                            curdi_program_function(program), WORDS / 256u, 1,
+                            1, 256, 1, 1, 0, c->stream, params, NULL),
+                        ==, 0);
+    caller_pop(c);
+}
+
+/* A resident buffer of WORDS random words; *out_model their copy. */
+static curd_buffer words_buffer(curd_device *device, uint32_t **out_model)
+{
+    uint32_t *words = random_words(WORDS);
+    curd_buffer buffer = upload_new(device, words, WORDS * sizeof *words);
+    *out_model = words;
+    return buffer;
+}
+
+/* The buffer holds the model plus `added` in every word. */
+static void assert_added(curd_device *device, curd_buffer buffer,
+                         const uint32_t *model, uint32_t added,
+                         const char *what)
+{
+    uint32_t *got = g_new(uint32_t, WORDS);
+    uint32_t *want = g_new(uint32_t, WORDS);
+    curd_test_poison(got, WORDS * sizeof *got);
+    for (uint32_t i = 0; i < WORDS; i++)
+        want[i] = model[i] + added;
+    check_ok(curd_buffer_download(device, buffer, got, WORDS * sizeof *got),
+             "curd_buffer_download");
+    assert_words(got, want, WORDS, what);
+    g_free(want);
+    g_free(got);
+}
+
+/* A dispatch of add_one over the buffer, `iterations` times, in flight. */
+static curd_pending *curd_add_one_async(curd_device *device,
+                                        const curd_program *program,
+                                        curd_buffer buffer,
+                                        uint32_t iterations)
+{
+    uint32_t n = WORDS;
+    curd_launch launch = launch_over(n, 256);
+    launch.iterations = iterations;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                       curd_arg_scalar(&n, sizeof n)};
+    curd_pending *pending = NULL;
+    check_ok(curd_dispatch_async(device, program, &launch, args, 2, &pending),
+             "curd_dispatch_async");
+    return pending;
+}
+
+/* ------------------------------------------------------------------------
+ * curd after the caller
+ * ---------------------------------------------------------------------- */
+static void test_curd_waits_for_the_callers_stream(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    caller_add_one(&c, program, device, buffer, LAUNCHES);
+    check_ok(curd_device_wait_stream(device, c.stream),
+             "curd_device_wait_stream");
+    /* The download starts after the caller's launches, with no host wait
+     * of the caller's. */
+    assert_added(device, buffer, model, LAUNCHES, "after the caller's stream");
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* The event as it was recorded when curd was told: recording it again
+ * later (on an idle stream, so it completes at once) does not let curd's
+ * work start before the launches it marked. */
+static void test_curd_waits_for_the_callers_event_as_recorded_then(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    curdi_cu_event event = NULL;
+    curdi_cu_stream idle = NULL;
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuEventCreate(&event,
+                                            CURDI_CU_EVENT_DISABLE_TIMING),
+                    ==, 0);
+    g_assert_cmpint(c.driver->cuStreamCreate(&idle,
+                                             CURDI_CU_STREAM_NON_BLOCKING),
+                    ==, 0);
+    caller_pop(&c);
+    caller_add_one(&c, program, device, buffer, LAUNCHES);
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuEventRecord(event, c.stream), ==, 0);
+    caller_pop(&c);
+    check_ok(curd_device_wait_event(device, event), "curd_device_wait_event");
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuEventRecord(event, idle), ==, 0);
+    caller_pop(&c);
+    assert_added(device, buffer, model, LAUNCHES, "after the caller's event");
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuStreamDestroy(idle), ==, 0);
+    g_assert_cmpint(c.driver->cuEventDestroy(event), ==, 0);
+    caller_pop(&c);
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
+ * The caller after curd
+ * ---------------------------------------------------------------------- */
+/* curd adds LAUNCHES, the caller's stream waits (by `through_event`: the
+ * pending's end event, which the caller waits on itself; else
+ * curd_pending_stream_wait) and adds one more: every word is up by
+ * LAUNCHES + 1 only if the caller's launch came after all of curd's. */
+static void caller_after_a_dispatch(gboolean through_event)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    curd_pending *pending =
+        curd_add_one_async(device, program, buffer, LAUNCHES);
+    if (through_event) {
+        void *event = NULL;
+        check_ok(curd_pending_event(pending, &event), "curd_pending_event");
+        g_assert_nonnull(event);
+        caller_push(&c);
+        g_assert_cmpint(c.driver->cuStreamWaitEvent(
+                            c.stream, (curdi_cu_event)event, 0),
+                        ==, 0);
+        caller_pop(&c);
+    } else {
+        check_ok(curd_pending_stream_wait(pending, c.stream),
+                 "curd_pending_stream_wait");
+    }
+    caller_add_one(&c, program, device, buffer, 1);
+    caller_sync(&c);
+    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    assert_added(device, buffer, model, LAUNCHES + 1u,
+                 "the caller's launch after curd's");
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+static void test_the_callers_stream_waits_for_a_pending(void)
+{
+    caller_after_a_dispatch(FALSE);
+}
+
+static void test_a_pendings_end_event_orders_the_callers_stream(void)
+{
+    caller_after_a_dispatch(TRUE);
+}
+
+/* ------------------------------------------------------------------------
+ * Bad input
+ * ---------------------------------------------------------------------- */
+static void test_a_stream_of_another_context_is_refused(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    int count = 0;
+    check_ok(curd_device_count(&count), "curd_device_count");
+    if (count < 2) {
+        check_ok(curd_device_close(device), "curd_device_close");
+        g_test_skip("one GPU: no stream of another context to pass");
+        return;
+    }
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller other = caller_begin(1);
+    g_assert_cmpint(curd_device_wait_stream(device, other.stream), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "another CUDA context"));
+    curd_pending *pending = curd_add_one_async(device, program, buffer, 1);
+    g_assert_cmpint(curd_pending_stream_wait(pending, other.stream), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    /* Refused, the pending is as it was: it completes with its words. */
+    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    assert_added(device, buffer, model, 1, "after the refused calls");
+    caller_end(&other);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* A freed pending is refused by every call that takes one, without
+ * being read (Valgrind would see a read of freed memory). */
+static void test_a_freed_pending_is_refused(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    curd_pending *pending = curd_add_one_async(device, program, buffer, 1);
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    void *event = NULL;
+    int ready = -1;
+    g_assert_cmpint(curd_pending_stream_wait(pending, NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "not live"));
+    g_assert_cmpint(curd_pending_event(pending, &event), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_null(event);
+    g_assert_cmpint(curd_pending_ready(pending, &ready), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(ready, ==, -1);
+    g_assert_cmpint(curd_pending_wait(pending, NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_pending_free(pending), ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_device_wait_event(device, NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
+ * The stand-in's held events: curd waits while the caller's work runs,
+ * and stops asking once it completed.
+ * ---------------------------------------------------------------------- */
+static void fake_hold_events(int hold)
+{
+    void *fake = dlopen(getenv("CURD_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
+    g_assert_nonnull(fake);
+    void (*hold_fn)(int) =
+        (void (*)(int))(uintptr_t)dlsym(fake, "fake_cuda_hold_events");
+    g_assert_nonnull(hold_fn);
+    hold_fn(hold);
+    dlclose(fake);
+}
+
+static long fake_stream_waits(void)
+{
+    static const char *const kinds[] = {"stream_waits"};
+    long count = -1;
+    g_assert_true(curd_test_fake_live(kinds, 1, &count));
+    return count;
+}
+
+static void test_waits_end_once_the_callers_work_completed(void)
+{
+    if (!ON_FAKE) {
+        g_test_skip("needs the stand-in's held events");
+        return;
+    }
+    curd_device *device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    fake_hold_events(1);
+    check_ok(curd_device_wait_stream(device, c.stream),
+             "curd_device_wait_stream");
+    long before = fake_stream_waits();
+    /* Two transfers, two streams: each waits for the caller's work. */
+    assert_added(device, buffer, model, 0, "while the caller's work runs");
+    assert_added(device, buffer, model, 0, "while the caller's work runs");
+    g_assert_cmpint(fake_stream_waits() - before, ==, 2);
+    fake_hold_events(0);
+    /* Complete: the next stream drops it, and none after it waits. */
+    before = fake_stream_waits();
+    assert_added(device, buffer, model, 0, "after the caller's work");
+    assert_added(device, buffer, model, 0, "after the caller's work");
+    g_assert_cmpint(fake_stream_waits() - before, ==, 0);
+    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+int main(int argc, char **argv)
+{
+#ifdef CURD_TEST_INTEROP_FAKE
+    /* A second GPU for the stream of another context; set before the
+     * stand-in loads. */
+    g_setenv("FAKE_CUDA_DEVICES", "2", TRUE);
+    curd_test_require_fake_driver();
+#endif
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func(PATH_ROOT "/curd-waits-for-the-callers-stream",
+                    test_curd_waits_for_the_callers_stream);
+    g_test_add_func(PATH_ROOT
+                    "/curd-waits-for-the-callers-event-as-recorded-then",
+                    test_curd_waits_for_the_callers_event_as_recorded_then);
+    g_test_add_func(PATH_ROOT "/the-callers-stream-waits-for-a-pending",
+                    test_the_callers_stream_waits_for_a_pending);
+    g_test_add_func(PATH_ROOT "/a-pendings-end-event-orders-the-callers-stream",
+                    test_a_pendings_end_event_orders_the_callers_stream);
+    g_test_add_func(PATH_ROOT "/a-stream-of-another-context-is-refused",
+                    test_a_stream_of_another_context_is_refused);
+    g_test_add_func(PATH_ROOT "/a-freed-pending-is-refused",
+                    test_a_freed_pending_is_refused);
+    g_test_add_func(PATH_ROOT "/waits-end-once-the-callers-work-completed",
+                    test_waits_end_once_the_callers_work_completed);
+    return g_test_run();
+}
