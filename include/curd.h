@@ -668,6 +668,16 @@ typedef struct curd_launch {
     /* Launches in a row on one stream, each seeing the last one's writes
      * (fixpoint iterations); curd_launch_init sets 1; 0 is invalid. */
     uint32_t iterations;
+    /* curd 1.1: a CUstream of the device's primary context (a
+     * cudaStream_t) to enqueue the dispatch on instead of curd's own, the
+     * cuBLAS SetStream habit; NULL (curd_launch_init): curd's. The work
+     * is ordered after what the caller enqueued there before, and the
+     * caller's later work after it; curd adds no fence of its own (a
+     * synchronous dispatch waits for its end event only). What it holds
+     * (staging, device blocks) goes back once the stream has passed its
+     * end event, never earlier. Batch launches take none: a batch's
+     * stream is curd_batch_options.cu_stream. */
+    void *cu_stream;
 } curd_launch;
 
 CURD_API void curd_launch_init(curd_launch *launch);
@@ -790,6 +800,11 @@ typedef struct curd_batch curd_batch;
 typedef struct curd_batch_options {
     size_t struct_size;
     uint32_t flags; /* CURD_BATCH_* */
+    /* curd 1.1: a CUstream of the device's primary context to enqueue
+     * every run on instead of curd's own (as curd_launch.cu_stream); a
+     * graph batch is captured on it too, so nothing else may enqueue
+     * there while a run captures. NULL (the default): curd's. */
+    void *cu_stream;
 } curd_batch_options;
 
 CURD_API void curd_batch_options_init(curd_batch_options *options);

@@ -1,7 +1,8 @@
 /* test-interop.c - curd's work ordered with a caller's own CUDA work, both
  * ways, with no host wait: curd_device_wait_stream and _wait_event (curd
  * waits for the caller), curd_pending_stream_wait and curd_pending_event
- * (the caller waits for curd).
+ * (the caller waits for curd), and curd's work enqueued on the caller's
+ * stream (curd_launch.cu_stream, curd_batch_options.cu_stream).
  *
  * The caller here is what another library would be: it retains the
  * primary context itself, creates its own stream and launches add_one
@@ -16,6 +17,7 @@
  * curd stops waiting once the caller's work completed. */
 #include <dlfcn.h>
 #include <glib.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +160,27 @@ static curd_pending *curd_add_one_async(curd_device *device,
     return pending;
 }
 
+/* add_one over fresh borrowed words by a synchronous dispatch on
+ * cu_stream: every word comes back plus one. */
+static void add_one_on_stream(curd_device *device,
+                              const curd_program *program, void *cu_stream)
+{
+    uint32_t n = 4099;
+    uint32_t *data = random_words(n);
+    uint32_t *want = g_memdup2(data, n * sizeof *data);
+    for (uint32_t i = 0; i < n; i++)
+        want[i] += 1u;
+    curd_launch launch = launch_over(n, 256);
+    launch.cu_stream = cu_stream;
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    check_ok(curd_dispatch(device, program, &launch, args, 2),
+             "curd_dispatch on the caller's stream");
+    assert_words(data, want, n, "add_one, borrowed, on the caller's stream");
+    g_free(data);
+    g_free(want);
+}
+
 /* ------------------------------------------------------------------------
  * curd after the caller
  * ---------------------------------------------------------------------- */
@@ -280,6 +303,163 @@ static void test_a_pendings_end_event_orders_the_callers_stream(void)
 }
 
 /* ------------------------------------------------------------------------
+ * curd's work on the caller's stream
+ * ---------------------------------------------------------------------- */
+/* The caller adds LAUNCHES, an asynchronous dispatch on its stream adds
+ * one (ordered by the stream alone: no wait was asked for), the caller
+ * adds one more after it; the caller synchronises its stream, then the
+ * pending's wait has nothing left to wait for. A synchronous dispatch of
+ * borrowed memory on the stream comes back right too. */
+static void test_a_dispatch_runs_on_the_callers_stream(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    caller_add_one(&c, program, device, buffer, LAUNCHES);
+    uint32_t n = WORDS;
+    curd_launch launch = launch_over(n, 256);
+    launch.cu_stream = c.stream;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                       curd_arg_scalar(&n, sizeof n)};
+    curd_pending *pending = NULL;
+    check_ok(curd_dispatch_async(device, program, &launch, args, 2, &pending),
+             "curd_dispatch_async on the caller's stream");
+    caller_add_one(&c, program, device, buffer, 1);
+    caller_sync(&c);
+    int ready = 0;
+    check_ok(curd_pending_ready(pending, &ready), "curd_pending_ready");
+    g_assert_cmpint(ready, ==, 1);
+    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    assert_added(device, buffer, model, LAUNCHES + 2u,
+                 "a dispatch between the caller's launches");
+    add_one_on_stream(device, program, c.stream);
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* A batch made with the caller's stream runs there, streamed or as a
+ * graph (captured on it, then replayed), between the caller's launches. */
+static void batch_on_the_callers_stream(uint32_t flags)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = flags;
+    options.cu_stream = c.stream;
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(device, &options, &batch), "curd_batch_new");
+    uint32_t n = WORDS;
+    curd_launch launch = launch_over(n, 256);
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                       curd_arg_scalar(&n, sizeof n)};
+    size_t item = 0;
+    check_ok(curd_batch_launch(batch, program, &launch, args, 2, &item),
+             "curd_batch_launch");
+    for (int run = 0; run < 2; run++) {
+        caller_add_one(&c, program, device, buffer, LAUNCHES);
+        curd_pending *pending = NULL;
+        check_ok(curd_batch_run_async(batch, &pending),
+                 "curd_batch_run_async on the caller's stream");
+        caller_add_one(&c, program, device, buffer, 1);
+        caller_sync(&c);
+        check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+        check_ok(curd_pending_free(pending), "curd_pending_free");
+    }
+    /* A synchronous run there waits for its own end event. */
+    check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+    assert_added(device, buffer, model, 2u * (LAUNCHES + 2u) + 1u,
+                 "batch runs between the caller's launches");
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+static void test_a_streamed_batch_runs_on_the_callers_stream(void)
+{
+    batch_on_the_callers_stream(0);
+}
+
+static void test_a_graph_batch_runs_on_the_callers_stream(void)
+{
+    batch_on_the_callers_stream(CURD_BATCH_GRAPH);
+}
+
+/* A caller built against curd 1.0 passes a curd_launch that ends
+ * before cu_stream: accepted, on curd's own stream. */
+static void test_a_curd_1_0_launch_still_runs(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t n = 4099;
+    uint32_t *data = random_words(n);
+    uint32_t *want = g_memdup2(data, n * sizeof *data);
+    for (uint32_t i = 0; i < n; i++)
+        want[i] += 1u;
+    curd_launch launch = launch_over(n, 256);
+    launch.struct_size = offsetof(curd_launch, cu_stream);
+    launch.cu_stream = (void *)&launch; /* past its struct_size: unread */
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    check_ok(curd_dispatch(device, program, &launch, args, 2),
+             "curd_dispatch with curd 1.0's curd_launch");
+    assert_words(data, want, n, "add_one, curd 1.0's launch");
+    g_free(data);
+    g_free(want);
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* A batch's launch takes no stream of its own. */
+static void test_a_batch_launch_naming_a_stream_is_refused(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(device, NULL, &batch), "curd_batch_new");
+    uint32_t n = WORDS;
+    curd_launch launch = launch_over(n, 256);
+    launch.cu_stream = c.stream;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                       curd_arg_scalar(&n, sizeof n)};
+    size_t item = 99;
+    g_assert_cmpint(curd_batch_launch(batch, program, &launch, args, 2,
+                                      &item),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpuint(item, ==, 99);
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
  * Bad input
  * ---------------------------------------------------------------------- */
 static void test_a_stream_of_another_context_is_refused(void)
@@ -306,6 +486,27 @@ static void test_a_stream_of_another_context_is_refused(void)
     g_assert_cmpint(curd_pending_stream_wait(pending, other.stream), ==,
                     CURD_E_INVALID_ARGUMENT);
     curd_test_assert_fix_sentence();
+    /* Nor does a dispatch or a batch run go there. */
+    uint32_t n = WORDS;
+    curd_launch launch = launch_over(n, 256);
+    launch.cu_stream = other.stream;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                       curd_arg_scalar(&n, sizeof n)};
+    g_assert_cmpint(curd_dispatch(device, program, &launch, args, 2), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.cu_stream = other.stream;
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(device, &options, &batch), "curd_batch_new");
+    launch.cu_stream = NULL;
+    size_t item = 0;
+    check_ok(curd_batch_launch(batch, program, &launch, args, 2, &item),
+             "curd_batch_launch");
+    g_assert_cmpint(curd_batch_run(batch, NULL), ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    check_ok(curd_batch_free(batch), "curd_batch_free");
     /* Refused, the pending is as it was: it completes with its words. */
     check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
     check_ok(curd_pending_free(pending), "curd_pending_free");
@@ -427,6 +628,16 @@ int main(int argc, char **argv)
                     test_the_callers_stream_waits_for_a_pending);
     g_test_add_func(PATH_ROOT "/a-pendings-end-event-orders-the-callers-stream",
                     test_a_pendings_end_event_orders_the_callers_stream);
+    g_test_add_func(PATH_ROOT "/a-dispatch-runs-on-the-callers-stream",
+                    test_a_dispatch_runs_on_the_callers_stream);
+    g_test_add_func(PATH_ROOT "/a-streamed-batch-runs-on-the-callers-stream",
+                    test_a_streamed_batch_runs_on_the_callers_stream);
+    g_test_add_func(PATH_ROOT "/a-graph-batch-runs-on-the-callers-stream",
+                    test_a_graph_batch_runs_on_the_callers_stream);
+    g_test_add_func(PATH_ROOT "/a-curd-1.0-launch-still-runs",
+                    test_a_curd_1_0_launch_still_runs);
+    g_test_add_func(PATH_ROOT "/a-batch-launch-naming-a-stream-is-refused",
+                    test_a_batch_launch_naming_a_stream_is_refused);
     g_test_add_func(PATH_ROOT "/a-stream-of-another-context-is-refused",
                     test_a_stream_of_another_context_is_refused);
     g_test_add_func(PATH_ROOT "/a-freed-pending-is-refused",

@@ -112,6 +112,9 @@ typedef struct batch_run {
 struct curd_batch {
     curd_device *device;
     uint32_t flags;
+    /* The caller's stream every run goes on (curd_batch_options), or
+     * NULL for a pooled one. */
+    void *cu_stream;
     batch_item *items;
     size_t item_count, item_capacity;
     batch_buffer *buffers;
@@ -254,6 +257,27 @@ static curd_status fail_memory(const char *what)
 }
 
 /* The checks every call that changes a batch starts with. */
+/* curdi_dispatch_check_shape for a batch's launch, which runs on the
+ * batch's stream and takes none of its own. */
+static curd_status check_batch_shape(const curd_batch *batch,
+                                     const curd_program *program,
+                                     const curd_launch *launch,
+                                     const char *what,
+                                     curdi_launch_shape *out)
+{
+    curd_status status = curdi_dispatch_check_shape(batch->device, program,
+                                                    launch, what, out);
+    if (status == CURD_OK && out->cu_stream != NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the launch names stream %p, but a batch's"
+                          " launches run on the batch's stream. Fix: leave"
+                          " curd_launch.cu_stream NULL and set"
+                          " curd_batch_options.cu_stream when the batch is"
+                          " made.",
+                          what, out->cu_stream);
+    return status;
+}
+
 static curd_status check_batch(const curd_batch *batch, const char *what)
 {
     if (batch == NULL)
@@ -876,8 +900,11 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
         curdi_pending_release(&batch->run.base);
         return status;
     }
-    status = curdi_dispatch_after_uploads(device, batch->uses,
-                                          batch->run.use_count);
+    status = curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
+                                      what);
+    if (status == CURD_OK)
+        status = curdi_dispatch_after_uploads(device, batch->uses,
+                                              batch->run.use_count);
     if (status == CURD_OK)
         status = run_staging(batch, &batch->up, batch->upload_bytes,
                              &batch->run.took_up);
@@ -962,6 +989,7 @@ CURD_API curd_status curd_batch_new(curd_device *device,
         return fail_memory(what);
     batch->device = device;
     batch->flags = given.flags;
+    batch->cu_stream = given.cu_stream;
     batch_empty(batch);
     struct curdi_batch_room *room = device->batch;
     pthread_mutex_lock(&room->lock);
@@ -1079,8 +1107,7 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
     if (status == CURD_OK)
         status = curdi_program_check(program, batch->device, what);
     if (status == CURD_OK)
-        status = curdi_dispatch_check_shape(batch->device, program, launch,
-                                            what, &shape);
+        status = check_batch_shape(batch, program, launch, what, &shape);
     if (status == CURD_OK && nargs != 0
         && (uses = calloc(nargs, sizeof *uses)) == NULL)
         status = fail_memory(what);
@@ -1198,8 +1225,8 @@ CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
     if (status == CURD_OK)
         status = launch_item(batch, item, what, &recorded);
     if (status == CURD_OK)
-        status = curdi_dispatch_check_shape(batch->device, recorded->program,
-                                            launch, what, &shape);
+        status = check_batch_shape(batch, recorded->program, launch, what,
+                                   &shape);
     if (status == CURD_OK
         && (shape.cooperative != recorded->shape.cooperative
             || shape.iterations != recorded->shape.iterations))

@@ -150,11 +150,15 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
                                        curdi_launch_shape *out)
 {
     curd_launch given;
-    curd_status status = curdi_options_check(launch, sizeof given,
-                                             sizeof given, "curd_launch");
+    curd_status status = curdi_options_check(
+        launch, sizeof given, offsetof(curd_launch, cu_stream), "curd_launch");
     if (status != CURD_OK)
         return status;
-    memcpy(&given, launch, sizeof given);
+    /* A curd 1.0 caller's struct ends before cu_stream: NULL for it. */
+    memset(&given, 0, sizeof given);
+    memcpy(&given, launch,
+           launch->struct_size < sizeof given ? launch->struct_size
+                                              : sizeof given);
     const curd_device_props *props = &device->props;
     const curdi_program_attrs *attrs = curdi_program_attrs_of(program);
     if ((given.flags & ~CURD_LAUNCH_FLAGS_KNOWN) != 0)
@@ -273,6 +277,7 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
     memcpy(out->block, given.block, sizeof out->block);
     out->dynamic_shared_bytes = given.dynamic_shared_bytes;
     out->iterations = given.iterations;
+    out->cu_stream = given.cu_stream;
     return CURD_OK;
 }
 
@@ -903,7 +908,10 @@ static curd_status dispatch_start(curd_device *device,
         curdi_pending_release(&run->base);
         return lost_if(device, status);
     }
-    status = curdi_dispatch_after_uploads(device, run->uses, run->use_count);
+    status = curdi_pending_use_stream(&run->base, shape.cu_stream, what);
+    if (status == CURD_OK)
+        status = curdi_dispatch_after_uploads(device, run->uses,
+                                              run->use_count);
     if (status == CURD_OK)
         status = run_acquire(run, args);
     if (status == CURD_OK && run->trace)

@@ -44,6 +44,7 @@ typedef struct curdi_launch_shape {
     unsigned dynamic_shared_bytes;
     bool cooperative;
     uint32_t iterations;
+    void *cu_stream; /* the caller's stream (curd 1.1), or NULL */
 } curdi_launch_shape;
 
 /* Checks a curd_launch against the device's and the kernel's limits

@@ -97,10 +97,31 @@ curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
     return status;
 }
 
+curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
+                                     const char *what)
+{
+    if (cu_stream == NULL)
+        return CURD_OK;
+    curd_status status = curdi_stream_check_foreign(
+        pending->device, (curdi_cu_stream)cu_stream, what);
+    if (status != CURD_OK)
+        return status;
+    pending->caller_stream = (curdi_cu_stream)cu_stream;
+    pending->timed = true;
+    return CURD_OK;
+}
+
 curd_status curdi_pending_acquire(curd_pending *pending)
 {
-    curd_status status =
-        curdi_stream_acquire(pending->device, &pending->stream);
+    curd_status status;
+    if (pending->caller_stream != NULL) {
+        status = curdi_stream_order_after_waits(pending->device,
+                                                pending->caller_stream);
+        if (status == CURD_OK)
+            pending->stream = pending->caller_stream;
+    } else {
+        status = curdi_stream_acquire(pending->device, &pending->stream);
+    }
     if (status != CURD_OK || !pending->timed)
         return status;
     status = curdi_events_acquire_timed(pending->device, pending->events, 2);
@@ -150,10 +171,12 @@ void curdi_pending_release(curd_pending *pending)
         curdi_pending_drain(pending);
         curdi_device_leave(device);
     }
+    bool pooled = pending->caller_stream == NULL;
     pending->ops->release(pending); /* may free it */
     if (events_taken)
         curdi_events_release_timed(device, events, 2);
-    if (stream != NULL)
+    /* The caller's stream stays the caller's. */
+    if (stream != NULL && pooled)
         curdi_stream_release(device, stream);
 }
 

@@ -36,6 +36,10 @@ struct curd_pending {
     const curdi_pending_ops *ops;
     struct curd_device *device;
     curdi_cu_stream stream;   /* pooled; NULL until acquired */
+    /* The caller's stream the work goes on instead of a pooled one
+     * (curdi_pending_use_stream), or NULL. Such work is always timed: its
+     * end event is what its wait and its release go by. */
+    curdi_cu_stream caller_stream;
     curdi_cu_event events[2]; /* start, end (timing enabled) */
     /* Timed work is fenced by its end event and measured from its start;
      * untimed work (a synchronous call that asked for no timing) takes no
@@ -60,8 +64,15 @@ struct curd_pending {
  * work is timed unless the owner clears `timed` before acquiring. */
 void curdi_pending_init(curd_pending *pending, struct curd_device *device,
                         const curdi_pending_ops *ops);
-/* Takes a pooled stream and, for timed work, the two timed events.
- * Context current. */
+/* Has the work go on the caller's cu_stream (NULL: a pooled one, as
+ * before): checked to belong to the device's context (CURD_E_INVALID_
+ * ARGUMENT naming `what`), and the work made timed. Before acquire;
+ * context current. */
+curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
+                                     const char *what);
+/* Takes a pooled stream (or, for work on the caller's stream, orders
+ * that stream after the device's waits, core.h) and, for timed work, the
+ * two timed events. Context current. */
 curd_status curdi_pending_acquire(curd_pending *pending);
 /* Records the start event (begin) and the end event (end, which also sets
  * enqueue_ns) on the pending's stream; untimed work records neither.
