@@ -297,6 +297,9 @@ typedef struct curd_stats {
     uint64_t graph_replays;  /* of those, replays of a captured graph */
     uint64_t graph_captures; /* graphs captured and instantiated */
     uint64_t graph_updates;  /* kernel nodes changed in place */
+    /* curd 1.1: bytes of the live imported buffers (curd_buffer_import),
+     * a level; they count in no resident statistic or budget. */
+    uint64_t imported_bytes;
 } curd_stats;
 
 /* stats->struct_size must be set by the caller: at least up to
@@ -352,6 +355,22 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
  * on another thread) is CURD_E_BUSY: nothing is freed, and the caller frees
  * it after completing that work. Never deferred. */
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer);
+/* Names byte_len bytes of device memory at device_ptr that another
+ * library allocated (cudaMalloc, PyTorch, RMM: a CUdeviceptr) as a
+ * curd_buffer that every transfer, dispatch and batch takes, checked like
+ * any other. The range must lie whole in one allocation of the device's
+ * primary context (cuPointerGetAttribute says so): else
+ * CURD_E_INVALID_ARGUMENT (not device memory, another device's or
+ * context's) or CURD_E_RANGE (past the allocation's end). curd never
+ * frees the memory: curd_buffer_free forgets the handle (CURD_E_BUSY
+ * while work that uses it is in flight), and the owner must keep the
+ * memory allocated until then. It counts in no budget and no resident
+ * statistic, only in curd_stats.imported_bytes. The export is
+ * curd_buffer_device_ptr. */
+CURD_API curd_status curd_buffer_import(curd_device *device,
+                                        uint64_t device_ptr,
+                                        uint64_t byte_len,
+                                        curd_buffer *out_buffer);
 CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
                                       size_t *out_byte_len);
 /* The CUdeviceptr, for interoperation with other CUDA code. Valid until the

@@ -2,7 +2,8 @@
  * ways, with no host wait: curd_device_wait_stream and _wait_event (curd
  * waits for the caller), curd_pending_stream_wait and curd_pending_event
  * (the caller waits for curd), and curd's work enqueued on the caller's
- * stream (curd_launch.cu_stream, curd_batch_options.cu_stream).
+ * stream (curd_launch.cu_stream, curd_batch_options.cu_stream); and the
+ * caller's device memory as a curd_buffer (curd_buffer_import).
  *
  * The caller here is what another library would be: it retains the
  * primary context itself, creates its own stream and launches add_one
@@ -556,6 +557,148 @@ static void test_a_freed_pending_is_refused(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Imported memory
+ * ---------------------------------------------------------------------- */
+/* byte_len bytes of device memory the caller allocates itself. */
+static curdi_cu_deviceptr caller_alloc(const caller *c, size_t byte_len)
+{
+    curdi_cu_deviceptr device_ptr = 0;
+    caller_push(c);
+    g_assert_cmpint(c->driver->cuMemAlloc(&device_ptr, byte_len), ==, 0);
+    caller_pop(c);
+    return device_ptr;
+}
+
+static void caller_free(const caller *c, curdi_cu_deviceptr device_ptr)
+{
+    caller_push(c);
+    g_assert_cmpint(c->driver->cuMemFree(device_ptr), ==, 0);
+    caller_pop(c);
+}
+
+/* The caller's allocation, imported from an offset on: uploaded into,
+ * dispatched on, read back by a batch and a download, and the caller's
+ * own read sees curd's bytes; it counts only as imported bytes, freeing
+ * it forgets it (the caller frees the memory), and a free while a
+ * dispatch on it is in flight is refused. */
+static void test_imported_memory_is_a_buffer_like_any_other(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    caller c = caller_begin(0);
+    const size_t offset = 256;
+    const size_t byte_len = WORDS * sizeof(uint32_t);
+    curdi_cu_deviceptr memory = caller_alloc(&c, offset + byte_len);
+    curd_stats before = curd_test_device_stats(device);
+    curd_buffer buffer;
+    check_ok(curd_buffer_import(device, memory + offset, byte_len, &buffer),
+             "curd_buffer_import");
+    curd_stats imported = curd_test_device_stats(device);
+    g_assert_cmpuint(imported.imported_bytes, ==, byte_len);
+    g_assert_cmpuint(imported.resident_bytes.current, ==,
+                     before.resident_bytes.current);
+    g_assert_cmpuint(imported.device_pool.live_bytes.current, ==,
+                     before.device_pool.live_bytes.current);
+    uint64_t device_ptr = 0;
+    check_ok(curd_buffer_device_ptr(device, buffer, &device_ptr),
+             "curd_buffer_device_ptr");
+    g_assert_cmpuint(device_ptr, ==, memory + offset);
+
+    uint32_t *model = random_words(WORDS);
+    check_ok(curd_buffer_upload(device, buffer, model, byte_len),
+             "curd_buffer_upload");
+    curd_pending *pending = curd_add_one_async(device, program, buffer, 3);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_E_BUSY);
+    curd_test_assert_fix_sentence();
+    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+
+    uint32_t *got = g_new(uint32_t, WORDS);
+    uint32_t *want = g_new(uint32_t, WORDS);
+    for (uint32_t i = 0; i < WORDS; i++)
+        want[i] = model[i] + 3u;
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(device, NULL, &batch), "curd_batch_new");
+    curd_test_poison(got, byte_len);
+    check_ok(curd_batch_download(batch, buffer, 0, byte_len, got),
+             "curd_batch_download");
+    check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+    assert_words(got, want, WORDS, "a batch's download of imported memory");
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    curd_test_poison(got, byte_len);
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuMemcpyDtoH(got, memory + offset, byte_len),
+                    ==, 0);
+    caller_pop(&c);
+    assert_words(got, want, WORDS, "the caller's own read");
+
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    g_assert_cmpint(curd_buffer_upload(device, buffer, model, 4), ==,
+                    CURD_E_STALE_HANDLE);
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(after.imported_bytes, ==, 0);
+    g_assert_cmpuint(after.resident_bytes.freed, ==,
+                     before.resident_bytes.freed);
+    caller_free(&c, memory);
+    caller_end(&c);
+    g_free(got);
+    g_free(want);
+    g_free(model);
+    check_ok(curd_program_free(program), "curd_program_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* What is not device memory of this device, whole in one allocation, is
+ * refused, with nothing imported. */
+static void test_an_import_that_is_not_this_devices_memory_is_refused(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    caller c = caller_begin(0);
+    const size_t byte_len = 4096;
+    curdi_cu_deviceptr memory = caller_alloc(&c, byte_len);
+    curd_buffer buffer = {.id = 7};
+    unsigned char *host = g_malloc(byte_len);
+    g_assert_cmpint(curd_buffer_import(device, (uint64_t)(uintptr_t)host,
+                                       byte_len, &buffer),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_buffer_import(device, memory + 16, byte_len, &buffer),
+                    ==, CURD_E_RANGE);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_buffer_import(device, memory, 0, &buffer), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_buffer_import(device, memory, UINT64_MAX, &buffer),
+                    ==, CURD_E_OVERFLOW);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_buffer_import(device, 0, byte_len, &buffer), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_buffer_import(device, memory, byte_len, NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    int count = 0;
+    check_ok(curd_device_count(&count), "curd_device_count");
+    if (count >= 2) {
+        caller other = caller_begin(1);
+        curdi_cu_deviceptr theirs = caller_alloc(&other, byte_len);
+        g_assert_cmpint(curd_buffer_import(device, theirs, byte_len, &buffer),
+                        ==, CURD_E_INVALID_ARGUMENT);
+        curd_test_assert_fix_sentence();
+        g_assert_nonnull(strstr(curd_last_error(), "memory of device 1"));
+        caller_free(&other, theirs);
+        caller_end(&other);
+    }
+    g_assert_cmpuint(buffer.id, ==, 7);
+    g_assert_cmpuint(curd_test_device_stats(device).imported_bytes, ==, 0);
+    g_free(host);
+    caller_free(&c, memory);
+    caller_end(&c);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
  * The stand-in's held events: curd waits while the caller's work runs,
  * and stops asking once it completed.
  * ---------------------------------------------------------------------- */
@@ -642,6 +785,11 @@ int main(int argc, char **argv)
                     test_a_stream_of_another_context_is_refused);
     g_test_add_func(PATH_ROOT "/a-freed-pending-is-refused",
                     test_a_freed_pending_is_refused);
+    g_test_add_func(PATH_ROOT "/imported-memory-is-a-buffer-like-any-other",
+                    test_imported_memory_is_a_buffer_like_any_other);
+    g_test_add_func(PATH_ROOT
+                    "/an-import-that-is-not-this-devices-memory-is-refused",
+                    test_an_import_that_is_not_this_devices_memory_is_refused);
     g_test_add_func(PATH_ROOT "/waits-end-once-the-callers-work-completed",
                     test_waits_end_once_the_callers_work_completed);
     return g_test_run();

@@ -41,6 +41,7 @@ typedef unsigned int curdi_cu_graph_node_type;    /* CUgraphNodeType */
 typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
 typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
 typedef unsigned int curdi_cu_mempool_attribute; /* CUmemPool_attribute */
+typedef unsigned int curdi_cu_pointer_attribute; /* CUpointer_attribute */
 /* CUdriverProcAddressQueryResult */
 typedef unsigned int curdi_cu_proc_address_query_result;
 
@@ -241,7 +242,12 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_GRAPH_EXEC_UPDATE_SUCCESS, 0)                                        \
     X(CU_GRAPH_NODE_TYPE_KERNEL, 0)                                           \
     X(CU_GRAPH_EXEC_UPDATE_ERROR, 1)                                          \
-    X(CU_STREAM_WRITE_VALUE_DEFAULT, 0x0)
+    X(CU_STREAM_WRITE_VALUE_DEFAULT, 0x0)                                     \
+    X(CU_POINTER_ATTRIBUTE_CONTEXT, 1)                                        \
+    X(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 2)                                    \
+    X(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, 9)                                 \
+    X(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, 11)                              \
+    X(CU_POINTER_ATTRIBUTE_RANGE_SIZE, 12)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -353,6 +359,10 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
     X(cuStreamGetCtx, "cuStreamGetCtx", REQUIRED,                             \
       (curdi_cu_stream stream, curdi_cu_context * context),                   \
       (stream, context))                                                      \
+    X(cuPointerGetAttribute, "cuPointerGetAttribute", REQUIRED,               \
+      (void *data, curdi_cu_pointer_attribute attribute,                      \
+       curdi_cu_deviceptr device_ptr),                                        \
+      (data, attribute, device_ptr))                                          \
     X(cuEventElapsedTime, "cuEventElapsedTime", REQUIRED,                     \
       (float *milliseconds, curdi_cu_event start, curdi_cu_event end),        \
       (milliseconds, start, end))                                             \

@@ -955,6 +955,40 @@ static curdi_cu_result f_cuEventQuery(curdi_cu_event event)
                                     : CURDI_CUDA_SUCCESS);
 }
 
+/* Device memory the fake allocated (any device's, as with unified
+ * addressing); anything else is CUDA_ERROR_INVALID_VALUE, as the driver
+ * answers for memory it does not know. */
+static curdi_cu_result f_cuPointerGetAttribute(void *data,
+                                               curdi_cu_pointer_attribute
+                                                   attribute,
+                                               curdi_cu_deviceptr device_ptr)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *o = find_range((uintptr_t)device_ptr, 1);
+    if (data == NULL || o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    switch (attribute) {
+    case CURDI_CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(curdi_cu_context *)data = &contexts[o->device];
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = CURDI_CU_MEMORYTYPE_DEVICE;
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = o->device;
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(curdi_cu_deviceptr *)data = (uintptr_t)o->address;
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = o->byte_len;
+        break;
+    default:
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
 /* An event of any context may be waited on, as with the driver. */
 static curdi_cu_result f_cuStreamWaitEvent(curdi_cu_stream stream,
                                            curdi_cu_event event,

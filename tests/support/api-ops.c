@@ -926,6 +926,33 @@ static void pending_free_finish(api_world *w, curd_status status)
 }
 
 /* ------------------------------------------------------------------------
+ * Imported memory: the small buffer's own memory imported again, as
+ * another library's allocation would be.
+ * ---------------------------------------------------------------------- */
+static curd_status import_call(api_world *w)
+{
+    uint64_t device_ptr = 0;
+    API_OK(curd_buffer_device_ptr(w->device, w->small, &device_ptr));
+    w->made.id = 0;
+    return curd_buffer_import(w->device, device_ptr, API_SMALL_BYTES,
+                              &w->made);
+}
+
+/* Imported, the handle reads the small buffer's bytes; freed, it is
+ * forgotten and the small buffer's memory stays. */
+static void import_finish(api_world *w, curd_status status)
+{
+    if (status != CURD_OK) {
+        API_CHECK(w->made.id == 0, "a failed import wrote out_buffer");
+        return;
+    }
+    api_world_expect_buffer(w, w->made, w->small_model, API_SMALL_BYTES);
+    API_OK(curd_buffer_free(w->device, w->made));
+    w->made.id = 0;
+    api_world_expect_buffer(w, w->small, w->small_model, API_SMALL_BYTES);
+}
+
+/* ------------------------------------------------------------------------
  * Working beside other CUDA code: the legacy default stream (NULL) stands
  * for a caller's stream, and a dispatch's end event for a caller's event.
  * ---------------------------------------------------------------------- */
@@ -1517,6 +1544,9 @@ const api_op api_ops[] = {
      ready_finish, 0},
     {"curd_pending_free", "a-dispatch-not-waited-for", pending_made,
      pending_free_call, pending_free_finish, API_MAY_LET_GO},
+    {"curd_buffer_import", "the-small-buffers-memory",
+     api_world_reset_buffers,
+     import_call, import_finish, 0},
     {"curd_device_wait_stream", "the-legacy-default-stream", nothing,
      wait_stream_call, no_finish, 0},
     {"curd_device_wait_event", "a-dispatch-in-flight", pending_made,

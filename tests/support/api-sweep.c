@@ -91,6 +91,8 @@ const api_stat_field api_stat_fields[] = {
     API_FIELD_(graph_replays, API_STAT_EXACT),
     API_FIELD_(graph_captures, API_STAT_EXACT),
     API_FIELD_(graph_updates, API_STAT_EXACT),
+    /* A failed import imports nothing; a free forgets, or not. */
+    API_FIELD_(imported_bytes, API_STAT_EXACT),
 };
 const size_t api_stat_field_count =
     sizeof api_stat_fields / sizeof api_stat_fields[0];

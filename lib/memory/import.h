@@ -1,0 +1,16 @@
+/* import.h - the import room: device memory another library allocated,
+ * named as a curd_buffer (curd_buffer_import).
+ *
+ * import.c checks the range with the driver (cuPointerGetAttribute: it
+ * must lie whole in one allocation of the device's context) and hands it
+ * to the resident room, which keeps it as a live buffer flagged imported:
+ * every transfer, dispatch and batch takes it like any other, curd never
+ * frees it (curd_buffer_free forgets it) and it counts in no budget, only
+ * in curd_stats.imported_bytes. The room has no state of its own and
+ * nothing to open or close. */
+#ifndef CURD_LIB_IMPORT_H
+#define CURD_LIB_IMPORT_H
+
+#include "curd.h"
+
+#endif
