@@ -415,12 +415,11 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
 {
     curdi_resident_use use;
     curd_status status = check_batch(batch, what);
-    if (status == CURD_OK && kind != ITEM_FILL && host == NULL)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: the host pointer is NULL. Fix: pass caller"
-                            " memory of byte_len bytes; it must stay valid"
-                            " until the batch is reset or freed.",
-                            what);
+    /* Every host range goes through the transfers' check (a NULL one
+     * with byte_len 0 is refused below, as an empty item). */
+    if (status == CURD_OK && kind != ITEM_FILL)
+        status = curdi_host_range_check(host, byte_len, what,
+                                        kind == ITEM_UPLOAD ? "src" : "dst");
     if (status == CURD_OK && !whole && byte_len == 0)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: byte_len is 0, so the item would do"

@@ -389,14 +389,12 @@ static curd_status check_arg(const curd_arg *args, size_t nargs, size_t index,
                           " nothing was enqueued. Fix: pass caller memory of"
                           " byte_len bytes.",
                           what, index, arg->byte_len);
-    uintptr_t host_end;
-    if (__builtin_add_overflow((uintptr_t)arg->host, arg->byte_len,
-                               &host_end))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "%s: argument %zu's host address %p plus %zu bytes"
-                          " passes the end of the address space; nothing was"
-                          " enqueued. Fix: pass a valid host range.",
-                          what, index, arg->host, arg->byte_len);
+    size_t host_bytes = arg->host == NULL ? 0 : arg->byte_len;
+    if (curdi_host_range_bad(arg->host, host_bytes)) {
+        char name[48];
+        snprintf(name, sizeof name, "argument %zu's host address", index);
+        return curdi_host_range_check(arg->host, host_bytes, what, name);
+    }
     if (arg->kind == CURD_ARG_HOST && arg->byte_len == 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: borrowed argument %zu has byte_len 0. Fix:"
