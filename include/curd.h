@@ -697,17 +697,30 @@ typedef struct curd_launch {
      * end event, never earlier. Batch launches take none: a batch's
      * stream is curd_batch_options.cu_stream. */
     void *cu_stream;
+    /* curd 1.1: where curd_dispatch writes the dispatch's timing (its
+     * struct_size set by the caller), without CURD_TRACE; NULL: none.
+     * curd_dispatch_async's comes from curd_pending_wait instead, and
+     * batch launches take none. */
+    struct curd_timing *timing;
 } curd_launch;
 
 CURD_API void curd_launch_init(curd_launch *launch);
 
-/* The time a dispatch took, in nanoseconds. */
+/* The time a dispatch took, in nanoseconds. A caller built against curd
+ * 1.0 passes the struct without the fields from staging_ns on; they are
+ * then not written. */
 typedef struct curd_timing {
     size_t struct_size;
     uint64_t wall_ns;    /* from the call's start to the results in place */
-    uint64_t device_ns;  /* the kernel launches, by device events */
+    uint64_t device_ns;  /* the kernel launches alone, by device events (a
+                            batch run: all its work) */
     uint64_t enqueue_ns; /* validating, staging and enqueueing */
     uint64_t wait_ns;    /* blocked waiting for the device */
+    /* curd 1.1, a dispatch's, by device events: its inputs' uploads and
+     * its outputs' zeroing before the launches, and its read-backs after
+     * them (0 for a batch run). */
+    uint64_t staging_ns;
+    uint64_t readback_ns;
 } curd_timing;
 
 /* Runs the launch and waits: on CURD_OK every output is in place. */

@@ -275,6 +275,13 @@ static curd_status check_batch_shape(const curd_batch *batch,
                           " curd_batch_options.cu_stream when the batch is"
                           " made.",
                           what, out->cu_stream);
+    if (status == CURD_OK && out->timing != NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the launch names a curd_timing, but a batch's"
+                          " launches are timed with its run. Fix: leave"
+                          " curd_launch.timing NULL and pass a curd_timing"
+                          " to curd_batch_run.",
+                          what);
     return status;
 }
 
@@ -1271,8 +1278,8 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
     const char *what = "curd_batch_run";
     curd_status status = CURD_OK;
     if (timing != NULL)
-        status = curdi_result_struct_check(timing, sizeof *timing, what,
-                                           "timing", "curd_timing");
+        status = curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
+                                           what, "timing", "curd_timing");
     /* Untimed unless asked: one stream synchronisation is the fence. */
     if (status == CURD_OK)
         status = run_start(batch, timing != NULL, what);

@@ -38,6 +38,7 @@
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
+#include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
  * The room: the counters of completed dispatches
@@ -278,6 +279,11 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
     out->dynamic_shared_bytes = given.dynamic_shared_bytes;
     out->iterations = given.iterations;
     out->cu_stream = given.cu_stream;
+    out->timing = given.timing;
+    if (given.timing != NULL)
+        return curdi_result_struct_check(given.timing, CURDI_TIMING_SIZE_1_0,
+                                         what, "launch->timing",
+                                         "curd_timing");
     return CURD_OK;
 }
 
@@ -615,6 +621,10 @@ typedef struct dispatch_run {
     void **params;            /* the launch's parameter list */
     size_t use_count;
     uint32_t launches;        /* the launch's iterations */
+    /* What its copies, zeroing and wait add to the transfer counters,
+     * checked before it is enqueued and added once it completed. */
+    curdi_transfer_counts counts;
+    curd_timing *timing;      /* curd_launch.timing, or NULL */
     /* CURD_TRACE: what ran, and when validation and staging ended (ns
      * since start_ns); set only when tracing. */
     bool trace;
@@ -638,6 +648,7 @@ static void run_complete(curd_pending *pending, bool copy_out)
     }
     uint64_t end = curdi_clock_ns();
     struct curdi_dispatch_room *room = pending->device->dispatch;
+    curdi_transfer_counts_add(pending->device, &run->counts);
     atomic_fetch_add(&room->dispatches, 1);
     atomic_fetch_add(&room->launches, run->launches);
     atomic_fetch_add(&room->device_ns, pending->device_ns);
@@ -761,6 +772,44 @@ static curd_status run_prepare(curd_device *device,
     return CURD_OK;
 }
 
+/* What run_enqueue will move, set and wait for, as a transfer counts it:
+ * an input's upload and a read-back are a copy each (h2d_bytes,
+ * d2h_bytes), an output's zeroing a fill, the wait one fence. Checked
+ * against the counters before anything is taken. */
+static curd_status run_count(dispatch_run *run, const curd_arg *args,
+                             const char *what)
+{
+    curdi_transfer_counts counts = {.fences = 1};
+    bool fits = true;
+    for (size_t index = 0; index < run->nargs; index++) {
+        const curd_arg *arg = &args[index];
+        const bound *b = &run->bounds[index];
+        if (!is_binding(arg))
+            continue;
+        if (arg->kind == CURD_ARG_HOST && reads_input(arg)) {
+            fits = fits && curdi_u64_add(counts.h2d_bytes, arg->byte_len,
+                                         &counts.h2d_bytes);
+            counts.copy_ops++;
+        } else if (!reads_input(arg) && b->device_bytes != 0) {
+            fits = fits && curdi_u64_add(counts.fill_bytes, b->device_bytes,
+                                         &counts.fill_bytes);
+            counts.fill_ops++;
+        }
+        if (b->read_len != 0) {
+            fits = fits && curdi_u64_add(counts.d2h_bytes, b->read_len,
+                                         &counts.d2h_bytes);
+            counts.copy_ops++;
+        }
+    }
+    if (!fits)
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: the dispatch's bytes add up past 2^64-1."
+                          " Fix: dispatch on fewer or shorter bindings.",
+                          what);
+    run->counts = counts;
+    return curdi_transfer_counts_check(run->base.device, &counts, what);
+}
+
 /* Takes the blocks, the stream and the events; stages the inputs. Context
  * current. */
 static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
@@ -847,8 +896,12 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
         run->params[index] = args[index].kind == CURD_ARG_SCALAR
                                  ? (void *)(uintptr_t)args[index].value
                                  : &run->bounds[index].device_ptr;
-    status = curdi_dispatch_enqueue_launch(device, program, shape,
-                                           run->params, stream);
+    status = curdi_pending_mark(&run->base, false);
+    if (status == CURD_OK)
+        status = curdi_dispatch_enqueue_launch(device, program, shape,
+                                               run->params, stream);
+    if (status == CURD_OK)
+        status = curdi_pending_mark(&run->base, true);
     if (status != CURD_OK)
         return status;
     for (size_t index = 0; index < run->nargs; index++) {
@@ -886,13 +939,28 @@ static curd_status dispatch_start(curd_device *device,
     if (status == CURD_OK)
         status = curdi_dispatch_check_shape(device, program, launch, what,
                                             &shape);
+    if (status == CURD_OK && timed && shape.timing != NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: launch->timing is set, but an asynchronous"
+                            " dispatch's timing comes from curd_pending_wait."
+                            " Fix: leave launch->timing NULL and pass a"
+                            " curd_timing to curd_pending_wait.",
+                            what);
     if (status == CURD_OK)
         status = run_prepare(device, program, args, nargs, what, &run);
+    if (status == CURD_OK) {
+        status = run_count(run, args, what);
+        if (status != CURD_OK)
+            curdi_pending_release(&run->base);
+    }
     if (status != CURD_OK)
         return status;
     run->launches = shape.iterations;
+    run->timing = shape.timing;
     run->trace = curdi_trace_enabled();
-    run->base.timed = timed || run->trace;
+    /* Timed work is split: device_ns is the kernels alone. */
+    run->base.timed = timed || run->trace || shape.timing != NULL;
+    run->base.split = true;
     if (run->trace) {
         run->prepared_ns = curdi_clock_ns() - run->base.start_ns;
         snprintf(run->trace_label, sizeof run->trace_label,
@@ -952,6 +1020,9 @@ CURD_API curd_status curd_dispatch(curd_device *device,
     if (status != CURD_OK)
         return status;
     status = curdi_pending_finish(pending, true);
+    curd_timing *timing = ((dispatch_run *)(void *)pending)->timing;
+    if (status == CURD_OK && timing != NULL)
+        curdi_pending_timing(pending, timing);
     curdi_pending_release(pending);
     return status;
 }

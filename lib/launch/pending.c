@@ -111,6 +111,12 @@ curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
     return CURD_OK;
 }
 
+/* The timed events the work holds. */
+static unsigned event_count(const curd_pending *pending)
+{
+    return pending->split ? 4u : 2u;
+}
+
 curd_status curdi_pending_acquire(curd_pending *pending)
 {
     curd_status status;
@@ -124,7 +130,8 @@ curd_status curdi_pending_acquire(curd_pending *pending)
     }
     if (status != CURD_OK || !pending->timed)
         return status;
-    status = curdi_events_acquire_timed(pending->device, pending->events, 2);
+    status = curdi_events_acquire_timed(pending->device, pending->events,
+                                        event_count(pending));
     if (status == CURD_OK)
         pending->events_taken = true;
     return status;
@@ -142,6 +149,13 @@ static curd_status record(curd_pending *pending, unsigned which)
 curd_status curdi_pending_begin(curd_pending *pending)
 {
     return pending->timed ? record(pending, 0) : CURD_OK;
+}
+
+curd_status curdi_pending_mark(curd_pending *pending, bool kernels_end)
+{
+    if (!pending->timed || !pending->split)
+        return CURD_OK;
+    return record(pending, kernels_end ? 3u : 2u);
 }
 
 curd_status curdi_pending_end(curd_pending *pending)
@@ -163,8 +177,9 @@ void curdi_pending_release(curd_pending *pending)
 {
     curd_device *device = pending->device;
     curdi_cu_stream stream = pending->stream;
-    curdi_cu_event events[2] = {pending->events[0], pending->events[1]};
-    bool events_taken = pending->events_taken;
+    curdi_cu_event events[4];
+    memcpy(events, pending->events, sizeof events);
+    unsigned taken = pending->events_taken ? event_count(pending) : 0u;
     unpublish(pending);
     if (!pending->completed && stream != NULL
         && curdi_device_enter(device) == CURD_OK) {
@@ -173,11 +188,23 @@ void curdi_pending_release(curd_pending *pending)
     }
     bool pooled = pending->caller_stream == NULL;
     pending->ops->release(pending); /* may free it */
-    if (events_taken)
-        curdi_events_release_timed(device, events, 2);
+    if (taken != 0)
+        curdi_events_release_timed(device, events, taken);
     /* The caller's stream stays the caller's. */
     if (stream != NULL && pooled)
         curdi_stream_release(device, stream);
+}
+
+/* Nanoseconds from one completed event to another; 0 where the driver
+ * cannot tell (a statistic, not worth failing a wait for). */
+static uint64_t elapsed_ns(const curdi_driver *driver, curdi_cu_event from,
+                           curdi_cu_event to)
+{
+    float ms = 0.0f;
+    curdi_cu_result rc =
+        curdi_driver_note(driver->cuEventElapsedTime(&ms, from, to));
+    return rc == CURDI_CUDA_SUCCESS && ms > 0.0f ? (uint64_t)((double)ms * 1e6)
+                                                 : 0u;
 }
 
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
@@ -208,14 +235,19 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         curdi_device_leave(device);
         return status;
     }
-    float device_ms = 0.0f;
-    if (pending->timed)
-        rc = curdi_driver_note(driver->cuEventElapsedTime(
-            &device_ms, pending->events[0], pending->events[1]));
+    if (pending->timed && pending->split) {
+        pending->staging_ns = elapsed_ns(driver, pending->events[0],
+                                         pending->events[2]);
+        pending->device_ns = elapsed_ns(driver, pending->events[2],
+                                        pending->events[3]);
+        pending->readback_ns = elapsed_ns(driver, pending->events[3],
+                                          pending->events[1]);
+    } else if (pending->timed) {
+        pending->device_ns = elapsed_ns(driver, pending->events[0],
+                                        pending->events[1]);
+    }
     curdi_device_leave(device);
     pending->completed = true;
-    pending->device_ns =
-        rc == CURDI_CUDA_SUCCESS ? (uint64_t)((double)device_ms * 1e6) : 0;
     pending->wait_ns = curdi_clock_ns() - wait_start;
     pending->ops->complete(pending, copy_out);
     pending->wall_ns = curdi_clock_ns() - pending->start_ns;
@@ -229,7 +261,13 @@ void curdi_pending_timing(const curd_pending *pending, curd_timing *timing)
     result.device_ns = pending->device_ns;
     result.enqueue_ns = pending->enqueue_ns;
     result.wait_ns = pending->wait_ns;
-    memcpy(timing, &result, sizeof result);
+    result.staging_ns = pending->staging_ns;
+    result.readback_ns = pending->readback_ns;
+    /* An older caller's struct gets the fields it has; a newer caller's
+     * extra fields are left as they were. */
+    memcpy(timing, &result,
+           timing->struct_size < sizeof result ? timing->struct_size
+                                               : sizeof result);
 }
 
 /* ------------------------------------------------------------------------
@@ -288,8 +326,8 @@ CURD_API curd_status curd_pending_wait(curd_pending *pending,
     const char *what = "curd_pending_wait";
     curd_status status = check_pending(pending, what);
     if (status == CURD_OK && timing != NULL)
-        status = curdi_result_struct_check(timing, sizeof *timing, what,
-                                           "timing", "curd_timing");
+        status = curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
+                                           what, "timing", "curd_timing");
     if (status != CURD_OK)
         return status;
     if (pending->waited)

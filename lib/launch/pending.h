@@ -15,6 +15,7 @@
 #define CURD_LIB_PENDING_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "driver/cuda_abi.h"
@@ -40,19 +41,28 @@ struct curd_pending {
      * (curdi_pending_use_stream), or NULL. Such work is always timed: its
      * end event is what its wait and its release go by. */
     curdi_cu_stream caller_stream;
-    curdi_cu_event events[2]; /* start, end (timing enabled) */
+    /* start, end, and for split work the launches' start and end
+     * (timing enabled). */
+    curdi_cu_event events[4];
     /* Timed work is fenced by its end event and measured from its start;
      * untimed work (a synchronous call that asked for no timing) takes no
      * events: its wait is the stream's word (lib/core/fence.h), or one stream
      * synchronisation, and its device_ns stays 0. */
     bool timed;
+    /* Timed work whose owner marks where its kernels start and end
+     * (curdi_pending_mark): device_ns is then the kernels alone, with
+     * staging_ns before and readback_ns after. */
+    bool split;
     bool events_taken;
     bool waited;              /* a wait began */
     bool completed;           /* the end event completed; complete ran */
     uint64_t start_ns;        /* the public call began */
     uint64_t enqueue_ns;      /* from start_ns to the end event's record */
     uint64_t wait_ns;         /* blocked in the wait */
-    uint64_t device_ns;       /* start to end event, once waited */
+    uint64_t device_ns;       /* start to end event (split: the
+                                 kernels), once waited */
+    uint64_t staging_ns;      /* split: start to the kernels */
+    uint64_t readback_ns;     /* split: the kernels to the end */
     uint64_t wall_ns;         /* from start_ns to the wait's end */
     /* Handed to the caller (curdi_pending_publish): in the registry of
      * live pendings through live_next until released. */
@@ -79,6 +89,9 @@ curd_status curdi_pending_acquire(curd_pending *pending);
  * Context current. */
 curd_status curdi_pending_begin(curd_pending *pending);
 curd_status curdi_pending_end(curd_pending *pending);
+/* For split work, between begin and end: records where the kernels start
+ * (`kernels_end` false) or end; nothing for other work. Context current. */
+curd_status curdi_pending_mark(curd_pending *pending, bool kernels_end);
 /* After a failure part way: whatever was enqueued finishes (a stream
  * synchronisation; skipped when the driver is unusable). Context
  * current. */
@@ -98,7 +111,10 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
  * it leaves the registry. Cannot fail (the registry's links live in the
  * pendings). */
 void curdi_pending_publish(curd_pending *pending);
-/* Fills a caller's timing (struct_size checked by the caller) from a
+/* The oldest curd_timing a caller may pass (curd 1.0's). */
+#define CURDI_TIMING_SIZE_1_0 offsetof(curd_timing, staging_ns)
+/* Fills a caller's timing (struct_size checked by the caller against
+ * CURDI_TIMING_SIZE_1_0: only the fields it has are written) from a
  * finished pending. */
 void curdi_pending_timing(const curd_pending *pending, curd_timing *timing);
 

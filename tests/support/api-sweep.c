@@ -61,6 +61,7 @@ const size_t api_fault_result_count =
 const api_stat_field api_stat_fields[] = {
     API_POOL_(device_pool),
     API_POOL_(pinned_pool),
+    /* Transfers, and dispatches' traffic, count on success only. */
     API_FIELD_(h2d_bytes, API_STAT_EXACT),
     API_FIELD_(d2h_bytes, API_STAT_EXACT),
     API_FIELD_(copy_ops, API_STAT_EXACT),
