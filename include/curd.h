@@ -523,7 +523,14 @@ typedef enum curd_image_kind {
     CURD_IMAGE_FATBIN = 3  /* 0xBA55ED50, little-endian */
 } curd_image_kind;
 
-#define CURD_PROGRAM_FLAGS_KNOWN 0u
+/* curd 1.1: jit_optimization_level is given (else the driver's default,
+ * 4). */
+#define CURD_PROGRAM_OPTIMIZATION_LEVEL (1u << 0)
+/* curd 1.1: the JIT generates line information (for profilers and
+ * compute-sanitizer). */
+#define CURD_PROGRAM_LINE_INFO (1u << 1)
+#define CURD_PROGRAM_FLAGS_KNOWN                                              \
+    (CURD_PROGRAM_OPTIMIZATION_LEVEL | CURD_PROGRAM_LINE_INFO)
 
 typedef struct curd_program_desc {
     size_t struct_size;
@@ -531,7 +538,15 @@ typedef struct curd_program_desc {
     size_t image_bytes; /* for PTX, the text's length (a NUL inside ends it);
                            curd copies what it needs */
     const char *entry;  /* the kernel's name (extern "C" or mangled) */
-    uint32_t flags;     /* none yet: 0 */
+    uint32_t flags;     /* CURD_PROGRAM_* */
+    /* curd 1.1: the JIT's options for PTX (a binary ignores them), part of
+     * the module cache's key: the same image with other options is
+     * another module. */
+    uint32_t jit_optimization_level; /* 0 to 4, with the flag above */
+    uint32_t jit_max_registers; /* per thread, at most 255; 0: no limit */
+    /* The compute capability to compile for, as 10 * major + minor (90
+     * for 9.0), at most the device's; 0: the device's own. */
+    uint32_t jit_target;
 } curd_program_desc;
 
 CURD_API void curd_program_desc_init(curd_program_desc *desc);
@@ -572,6 +587,14 @@ typedef struct curd_program_props {
  * cannot share the name curd_program_info.) */
 CURD_API curd_status curd_program_info(const curd_program *program,
                                        curd_program_props *props);
+/* curd 1.1: the JIT's information log of the program's module (what
+ * ptxas said: registers, spills; empty for a binary or a quiet JIT),
+ * kept from its load, as a NUL-terminated string into dst of capacity
+ * bytes (cut short to fit); *out_len, when not NULL, receives its whole
+ * length without the NUL. A failed load's error log is in its
+ * curd_last_error sentence. No driver call. */
+CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
+                                      size_t capacity, size_t *out_len);
 
 /* ------------------------------------------------------------------------
  * Dispatch

@@ -225,7 +225,10 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                                \
     X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                          \
     X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                                   \
+    X(CU_JIT_MAX_REGISTERS, 0)                                                \
     X(CU_JIT_WALL_TIME, 2)                                                    \
+    X(CU_JIT_TARGET, 9)                                                       \
+    X(CU_JIT_GENERATE_LINE_INFO, 13)                                          \
     X(CU_JIT_OPTIMIZATION_LEVEL, 7)                                           \
     X(CU_JIT_GENERATE_DEBUG_INFO, 11)                                         \
     X(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0)                             \

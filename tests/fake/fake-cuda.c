@@ -1111,6 +1111,35 @@ static void write_jit_log(unsigned int option_count,
     option_values[size_index] = (void *)(uintptr_t)written;
 }
 
+/* A compiled PTX's information log: the options the JIT was given (-1:
+ * not given), so the tests see what curd passed. */
+static void write_info_log(unsigned int option_count,
+                           curdi_cu_jit_option *options, void **option_values)
+{
+    char *buffer = NULL;
+    size_t capacity = 0;
+    long level = -1, registers = -1, target = -1, line_info = -1;
+    for (unsigned int i = 0; i < option_count; i++) {
+        long value = (long)(uintptr_t)option_values[i];
+        switch (options[i]) {
+        case CURDI_CU_JIT_INFO_LOG_BUFFER: buffer = option_values[i]; break;
+        case CURDI_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            capacity = (size_t)(uintptr_t)option_values[i];
+            break;
+        case CURDI_CU_JIT_OPTIMIZATION_LEVEL: level = value; break;
+        case CURDI_CU_JIT_MAX_REGISTERS: registers = value; break;
+        case CURDI_CU_JIT_TARGET: target = value; break;
+        case CURDI_CU_JIT_GENERATE_LINE_INFO: line_info = value; break;
+        default: break;
+        }
+    }
+    if (buffer != NULL && capacity != 0)
+        snprintf(buffer, capacity,
+                 "fake ptxas info: optimization level %ld, max registers"
+                 " %ld, target %ld, line info %ld",
+                 level, registers, target, line_info);
+}
+
 static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
                                             const void *image,
                                             unsigned int option_count,
@@ -1156,6 +1185,8 @@ static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
     o->module.kind = kind;
     o->address = o; /* the handle */
     *module = (curdi_cu_module)(void *)o;
+    if (kind == FAKE_IMAGE_PTX)
+        write_info_log(option_count, options, option_values);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 

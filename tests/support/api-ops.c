@@ -1609,6 +1609,7 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_device_resident_bytes", "reads the resident room"},
     {"curd_program_desc_init", "fills a struct"},
     {"curd_program_info", "returns what the load read"},
+    {"curd_program_log", "copies the log the load kept"},
     {"curd_launch_init", "fills a struct"},
     {"curd_pending_event", "hands out the end event it holds"},
     {"curd_batch_options_init", "fills a struct"},
