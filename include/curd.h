@@ -492,6 +492,24 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
                                               curd_buffer buffer, size_t offset,
                                               const void *pinned_src,
                                               size_t byte_len);
+/* curd 1.1: enqueues a download of byte_len bytes from offset in the
+ * buffer into page-locked host memory (a pinned block, a range registered
+ * with curd_host_register, or memory another library page-locked: the
+ * driver says so, else CURD_E_INVALID_ARGUMENT) and returns at once with
+ * a curd_pending (declared with the dispatches below): curd_pending_wait
+ * fences it (the bytes are then in pinned_dst), curd_pending_free drains
+ * it; curd_pending_stream_wait and _event order other work after it.
+ * Until then pinned_dst must stay allocated, the buffer cannot be freed
+ * (CURD_E_BUSY) and the registration cannot be unregistered. It runs
+ * after the buffer's pending asynchronous uploads, and counts (d2h_bytes,
+ * copy_ops, a fence) once complete. */
+struct curd_pending;
+CURD_API curd_status curd_buffer_download_async(curd_device *device,
+                                                curd_buffer buffer,
+                                                size_t offset,
+                                                void *pinned_dst,
+                                                size_t byte_len,
+                                                struct curd_pending **out_pending);
 /* Waits for every upload enqueued by curd_buffer_upload_async: one fence,
  * or none when nothing is pending. If it fails, the uploads stay pending
  * (their buffers stay busy) until a later call succeeds. */

@@ -699,6 +699,96 @@ static void test_an_import_that_is_not_this_devices_memory_is_refused(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Asynchronous downloads
+ * ---------------------------------------------------------------------- */
+/* Into a registered range, after an asynchronous upload of the same
+ * bytes, and into a pinned block: the bytes land by the wait, the buffer
+ * and the registration stay busy until then, and it counts as a
+ * download does. Pageable memory and a range past the buffer are
+ * refused. */
+static void test_an_asynchronous_download_lands_in_page_locked_memory(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    const size_t byte_len = WORDS * sizeof(uint32_t);
+    const size_t offset = 4096;
+    const size_t part = byte_len - 2 * offset;
+    uint32_t *model = random_words(WORDS);
+    curd_buffer buffer;
+    check_ok(curd_buffer_alloc(device, byte_len, &buffer), "curd_buffer_alloc");
+    curd_block staged;
+    check_ok(curd_block_acquire(device, CURD_POOL_PINNED, byte_len, &staged),
+             "curd_block_acquire");
+    memcpy(staged.host_ptr, model, byte_len);
+    check_ok(curd_buffer_upload_async(device, buffer, 0, staged.host_ptr,
+                                      byte_len),
+             "curd_buffer_upload_async");
+    unsigned char *registered = g_malloc(part);
+    curd_test_poison(registered, part);
+    check_ok(curd_host_register(device, registered, part),
+             "curd_host_register");
+    curd_stats before = curd_test_device_stats(device);
+    curd_pending *pending = NULL;
+    check_ok(curd_buffer_download_async(device, buffer, offset, registered,
+                                        part, &pending),
+             "curd_buffer_download_async");
+    g_assert_cmpint(curd_host_unregister(device, registered), ==,
+                    CURD_E_BUSY);
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_E_BUSY);
+    curd_timing timing = {.struct_size = sizeof timing};
+    check_ok(curd_pending_wait(pending, &timing), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    g_assert_true(memcmp(registered, (unsigned char *)model + offset, part)
+                  == 0);
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(after.d2h_bytes - before.d2h_bytes, ==, part);
+    g_assert_cmpuint(after.copy_ops - before.copy_ops, ==, 1);
+    g_assert_cmpuint(after.fences - before.fences, ==, 1);
+    check_ok(curd_device_sync_uploads(device), "curd_device_sync_uploads");
+    check_ok(curd_host_unregister(device, registered),
+             "curd_host_unregister");
+
+    /* Into a pinned block, and the caller's stream after it. */
+    memset(staged.host_ptr, 0, byte_len);
+    caller c = caller_begin(0);
+    check_ok(curd_buffer_download_async(device, buffer, 0, staged.host_ptr,
+                                        byte_len, &pending),
+             "curd_buffer_download_async into a pinned block");
+    check_ok(curd_pending_stream_wait(pending, c.stream),
+             "curd_pending_stream_wait");
+    caller_sync(&c);
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    g_assert_true(memcmp(staged.host_ptr, model, byte_len) == 0);
+    caller_end(&c);
+
+    /* Refused: pageable memory, a range past the buffer, no bytes; none
+     * counts anything. */
+    curd_stats pre = curd_test_device_stats(device);
+    g_assert_cmpint(curd_buffer_download_async(device, buffer, 0, registered,
+                                               part, &pending),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "page-locked"));
+    g_assert_cmpint(curd_buffer_download_async(device, buffer, 8,
+                                               staged.host_ptr, byte_len,
+                                               &pending),
+                    ==, CURD_E_RANGE);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_buffer_download_async(device, buffer, 0,
+                                               staged.host_ptr, 0, &pending),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_stats refused = curd_test_device_stats(device);
+    g_assert_cmpuint(refused.d2h_bytes, ==, pre.d2h_bytes);
+    g_assert_cmpuint(refused.copy_ops, ==, pre.copy_ops);
+    check_ok(curd_block_release(device, &staged), "curd_block_release");
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    g_free(registered);
+    g_free(model);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* ------------------------------------------------------------------------
  * The stand-in's held events: curd waits while the caller's work runs,
  * and stops asking once it completed.
  * ---------------------------------------------------------------------- */
@@ -790,6 +880,9 @@ int main(int argc, char **argv)
     g_test_add_func(PATH_ROOT
                     "/an-import-that-is-not-this-devices-memory-is-refused",
                     test_an_import_that_is_not_this_devices_memory_is_refused);
+    g_test_add_func(PATH_ROOT
+                    "/an-asynchronous-download-lands-in-page-locked-memory",
+                    test_an_asynchronous_download_lands_in_page_locked_memory);
     g_test_add_func(PATH_ROOT "/waits-end-once-the-callers-work-completed",
                     test_waits_end_once_the_callers_work_completed);
     return g_test_run();

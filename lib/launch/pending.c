@@ -279,8 +279,8 @@ static curd_status check_pending(const curd_pending *pending, const char *what)
     if (pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: pending is NULL. Fix: pass the curd_pending"
-                          " that curd_dispatch_async or curd_batch_run_async"
-                          " returned.",
+                          " that curd_dispatch_async, curd_batch_run_async"
+                          " or curd_buffer_download_async returned.",
                           what);
     if (!live(pending))
         return curdi_fail(CURD_E_INVALID_ARGUMENT,

@@ -2,6 +2,7 @@
 #include "memory/import.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/checked.h"
@@ -10,30 +11,90 @@
 #include "driver/driver.h"
 #include "memory/resident.h"
 
-/* One attribute of the allocation holding device_ptr into *data. Memory
- * the driver does not know (host memory, a freed or made-up address) is
- * CUDA_ERROR_INVALID_VALUE there, and CURD_E_INVALID_ARGUMENT here. */
+/* One attribute of the allocation holding `address` into *data; *known
+ * false, with no sentence, for memory the driver does not know (host
+ * memory that is not page-locked, freed or made up: its
+ * CUDA_ERROR_INVALID_VALUE), which each caller words its own way. */
 static curd_status read_attribute(curd_device *device, void *data,
                                   curdi_cu_pointer_attribute attribute,
-                                  const char *name, uint64_t device_ptr)
+                                  const char *name, uint64_t address,
+                                  bool *known)
 {
     curdi_cu_result rc =
         curdi_driver_note(curdi_driver_get()->cuPointerGetAttribute(
-            data, attribute, (curdi_cu_deviceptr)device_ptr));
-    if (rc == CURDI_CUDA_SUCCESS)
+            data, attribute, (curdi_cu_deviceptr)address));
+    *known = rc != CURDI_CUDA_ERROR_INVALID_VALUE;
+    if (rc == CURDI_CUDA_SUCCESS || !*known)
         return CURD_OK;
-    if (rc == CURDI_CUDA_ERROR_INVALID_VALUE)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_buffer_import: 0x%" PRIx64 " is not device"
-                          " memory the CUDA driver knows (host memory, freed,"
-                          " or not an address cuMemAlloc or cudaMalloc"
-                          " returned). Fix: pass an address inside a live"
-                          " device allocation of device %d.",
-                          device_ptr, device->ordinal);
     curd_status status = curdi_fail_driver((int)rc, name, CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
         curdi_device_mark_lost(device);
     return status;
+}
+
+/* The allocation holding `address`: its memory type, start and size;
+ * *known false where the driver knows none. */
+static curd_status read_allocation(curd_device *device, uint64_t address,
+                                   unsigned int *memory_type,
+                                   uint64_t *start, uint64_t *size,
+                                   bool *known)
+{
+    curdi_cu_deviceptr range_start = 0;
+    size_t range_size = 0;
+    curd_status status = read_attribute(
+        device, memory_type, CURDI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)", address,
+        known);
+    if (status == CURD_OK && *known)
+        status = read_attribute(
+            device, &range_start, CURDI_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+            "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)",
+            address, known);
+    if (status == CURD_OK && *known)
+        status = read_attribute(
+            device, &range_size, CURDI_CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+            "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_RANGE_SIZE)", address,
+            known);
+    *start = (uint64_t)range_start;
+    *size = (uint64_t)range_size;
+    return status;
+}
+
+/* Whether [address, address + byte_len) lies whole in [start, start +
+ * size), which holds address. The first two tests never hold for an
+ * allocation the driver reported for address; they keep the subtraction
+ * in the third from wrapping. */
+static bool inside(uint64_t address, uint64_t byte_len, uint64_t start,
+                   uint64_t size)
+{
+    return address >= start && address - start <= size
+           && byte_len <= size - (address - start);
+}
+
+curd_status curdi_pinned_range_check(curd_device *device, const void *host,
+                                     size_t byte_len, const char *what)
+{
+    unsigned int memory_type = 0;
+    uint64_t start = 0, size = 0;
+    bool known = false;
+    uint64_t address = (uint64_t)(uintptr_t)host;
+    curd_status status = read_allocation(device, address, &memory_type,
+                                         &start, &size, &known);
+    if (status != CURD_OK)
+        return status;
+    if (!known || memory_type != CURDI_CU_MEMORYTYPE_HOST
+        || !inside(address, byte_len, start, size))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: [%p, +%zu) is not page-locked host memory"
+                          " whole in one allocation or registration%s. Fix:"
+                          " pass a pinned block (curd_block_acquire), a"
+                          " range registered with curd_host_register, or"
+                          " memory another library page-locked.",
+                          what, host, byte_len,
+                          known && memory_type != CURDI_CU_MEMORYTYPE_HOST
+                              ? " (it is device memory)"
+                              : "");
+    return CURD_OK;
 }
 
 /* The range is device memory of this device's context, whole in one
@@ -42,14 +103,20 @@ static curd_status check_range(curd_device *device, uint64_t device_ptr,
                                uint64_t byte_len, uint64_t end)
 {
     unsigned int memory_type = 0;
+    uint64_t start = 0, size = 0;
+    bool known = false;
     int ordinal = -1;
     curdi_cu_context context = NULL;
-    curdi_cu_deviceptr start = 0;
-    size_t size = 0;
-    curd_status status = read_attribute(
-        device, &memory_type, CURDI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-        "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)",
-        device_ptr);
+    curd_status status = read_allocation(device, device_ptr, &memory_type,
+                                         &start, &size, &known);
+    if (status == CURD_OK && !known)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_buffer_import: 0x%" PRIx64 " is not device"
+                          " memory the CUDA driver knows (host memory, freed,"
+                          " or not an address cuMemAlloc or cudaMalloc"
+                          " returned). Fix: pass an address inside a live"
+                          " device allocation of device %d.",
+                          device_ptr, device->ordinal);
     if (status == CURD_OK && memory_type != CURDI_CU_MEMORYTYPE_DEVICE)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_buffer_import: 0x%" PRIx64 " is page-locked"
@@ -61,7 +128,7 @@ static curd_status check_range(curd_device *device, uint64_t device_ptr,
         status = read_attribute(
             device, &ordinal, CURDI_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
             "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)",
-            device_ptr);
+            device_ptr, &known);
     if (status == CURD_OK && ordinal != device->ordinal)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_buffer_import: 0x%" PRIx64 " is memory of"
@@ -72,7 +139,7 @@ static curd_status check_range(curd_device *device, uint64_t device_ptr,
         status = read_attribute(
             device, &context, CURDI_CU_POINTER_ATTRIBUTE_CONTEXT,
             "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_CONTEXT)",
-            device_ptr);
+            device_ptr, &known);
     /* Memory of a stream-ordered pool reports no context; any other
      * must be the primary context's. */
     if (status == CURD_OK && context != NULL && context != device->context)
@@ -82,29 +149,15 @@ static curd_status check_range(curd_device *device, uint64_t device_ptr,
                           " primary context. Fix: import memory allocated"
                           " in the primary context (the CUDA runtime's).",
                           device_ptr, device->ordinal);
-    if (status == CURD_OK)
-        status = read_attribute(
-            device, &start, CURDI_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
-            "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)",
-            device_ptr);
-    if (status == CURD_OK)
-        status = read_attribute(
-            device, &size, CURDI_CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-            "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_RANGE_SIZE)",
-            device_ptr);
     if (status != CURD_OK)
         return status;
-    /* The driver's allocation holds device_ptr, so the first two never
-     * hold; they keep the subtraction in the third from wrapping. */
-    if (device_ptr < (uint64_t)start || device_ptr - (uint64_t)start > size
-        || byte_len > (uint64_t)size - (device_ptr - (uint64_t)start))
+    if (!inside(device_ptr, byte_len, start, size))
         return curdi_fail(CURD_E_RANGE,
                           "curd_buffer_import: [0x%" PRIx64 ", 0x%" PRIx64
                           ") passes the end of its allocation [0x%" PRIx64
                           ", 0x%" PRIx64 "). Fix: import at most the"
                           " allocation's bytes from that address.",
-                          device_ptr, end, (uint64_t)start,
-                          (uint64_t)start + (uint64_t)size);
+                          device_ptr, end, start, start + size);
     return CURD_OK;
 }
 

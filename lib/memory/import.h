@@ -11,6 +11,19 @@
 #ifndef CURD_LIB_IMPORT_H
 #define CURD_LIB_IMPORT_H
 
+#include <stddef.h>
+
 #include "curd.h"
+
+struct curd_device;
+
+/* The room also answers, for the rooms above, whether host memory is
+ * page-locked (cuPointerGetAttribute: CU_MEMORYTYPE_HOST), so a copy
+ * into it runs asynchronously: [host, host + byte_len) must lie whole in
+ * one allocation or registration (curd's or another library's), else
+ * CURD_E_INVALID_ARGUMENT naming `what`. Context current. */
+curd_status curdi_pinned_range_check(struct curd_device *device,
+                                     const void *host, size_t byte_len,
+                                     const char *what);
 
 #endif

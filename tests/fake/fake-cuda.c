@@ -955,16 +955,22 @@ static curdi_cu_result f_cuEventQuery(curdi_cu_event event)
                                     : CURDI_CUDA_SUCCESS);
 }
 
-/* Device memory the fake allocated (any device's, as with unified
- * addressing); anything else is CUDA_ERROR_INVALID_VALUE, as the driver
- * answers for memory it does not know. */
+/* Memory the fake allocated or registered (any device's, as with
+ * unified addressing); anything else is CUDA_ERROR_INVALID_VALUE, as the
+ * driver answers for memory it does not know. */
 static curdi_cu_result f_cuPointerGetAttribute(void *data,
                                                curdi_cu_pointer_attribute
                                                    attribute,
                                                curdi_cu_deviceptr device_ptr)
 {
     ENTER_NO_CONTEXT();
+    /* Device memory, else page-locked host memory (allocated or
+     * registered), as unified addressing lets the driver tell apart. */
     fake_object *o = find_range((uintptr_t)device_ptr, 1);
+    if (o == NULL)
+        o = find_range_of(FAKE_HOST_MEMORY, (uintptr_t)device_ptr, 1);
+    if (o == NULL)
+        o = find_range_of(FAKE_REGISTERED, (uintptr_t)device_ptr, 1);
     if (data == NULL || o == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     switch (attribute) {
@@ -972,7 +978,9 @@ static curdi_cu_result f_cuPointerGetAttribute(void *data,
         *(curdi_cu_context *)data = &contexts[o->device];
         break;
     case CURDI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned int *)data = CURDI_CU_MEMORYTYPE_DEVICE;
+        *(unsigned int *)data = o->kind == FAKE_DEVICE_MEMORY
+                                    ? CURDI_CU_MEMORYTYPE_DEVICE
+                                    : CURDI_CU_MEMORYTYPE_HOST;
         break;
     case CURDI_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
         *(int *)data = o->device;

@@ -953,6 +953,32 @@ static void import_finish(api_world *w, curd_status status)
 }
 
 /* ------------------------------------------------------------------------
+ * An asynchronous download of the small buffer into registered memory (or,
+ * where the driver cannot register, nowhere page-locked: refused).
+ * ---------------------------------------------------------------------- */
+static curd_status download_async_call(api_world *w)
+{
+    w->pending = NULL;
+    return curd_buffer_download_async(w->device, w->small, 0, w->registered,
+                                      API_SMALL_BYTES, &w->pending);
+}
+
+/* Waited for, the bytes are the small buffer's; failed, no pending. */
+static void download_async_finish(api_world *w, curd_status status)
+{
+    if (status != CURD_OK) {
+        API_CHECK(w->pending == NULL, "a failed download wrote out_pending");
+        return;
+    }
+    curd_status waited = curd_pending_wait(w->pending, NULL);
+    API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+    API_OK(waited);
+    API_CHECK(memcmp(w->registered, w->small_model, API_SMALL_BYTES) == 0,
+              "the downloaded bytes differ from the small buffer's");
+}
+
+/* ------------------------------------------------------------------------
  * Working beside other CUDA code: the legacy default stream (NULL) stands
  * for a caller's stream, and a dispatch's end event for a caller's event.
  * ---------------------------------------------------------------------- */
@@ -1547,6 +1573,8 @@ const api_op api_ops[] = {
     {"curd_buffer_import", "the-small-buffers-memory",
      api_world_reset_buffers,
      import_call, import_finish, 0},
+    {"curd_buffer_download_async", "into-registered-memory",
+     api_world_reset_buffers, download_async_call, download_async_finish, 0},
     {"curd_device_wait_stream", "the-legacy-default-stream", nothing,
      wait_stream_call, no_finish, 0},
     {"curd_device_wait_event", "a-dispatch-in-flight", pending_made,
