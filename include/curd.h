@@ -495,7 +495,8 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
 /* curd 1.1: enqueues a download of byte_len bytes from offset in the
  * buffer into page-locked host memory (a pinned block, a range registered
  * with curd_host_register, or memory another library page-locked: the
- * driver says so, else CURD_E_INVALID_ARGUMENT) and returns at once with
+ * driver says so of its first and last byte, else
+ * CURD_E_INVALID_ARGUMENT) and returns at once with
  * a curd_pending (declared with the dispatches below): curd_pending_wait
  * fences it (the bytes are then in pinned_dst), curd_pending_free drains
  * it; curd_pending_stream_wait and _event order other work after it.

@@ -71,29 +71,43 @@ static bool inside(uint64_t address, uint64_t byte_len, uint64_t start,
            && byte_len <= size - (address - start);
 }
 
+/* Whether the driver reports `address` as page-locked host memory. */
+static curd_status page_locked(curd_device *device, uint64_t address,
+                               bool *out)
+{
+    unsigned int memory_type = 0;
+    bool known = false;
+    curd_status status = read_attribute(
+        device, &memory_type, CURDI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+        "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE)", address,
+        &known);
+    *out = status == CURD_OK && known
+           && memory_type == CURDI_CU_MEMORYTYPE_HOST;
+    return status;
+}
+
 curd_status curdi_pinned_range_check(curd_device *device, const void *host,
                                      size_t byte_len, const char *what)
 {
-    unsigned int memory_type = 0;
-    uint64_t start = 0, size = 0;
-    bool known = false;
-    uint64_t address = (uint64_t)(uintptr_t)host;
-    curd_status status = read_allocation(device, address, &memory_type,
-                                         &start, &size, &known);
+    /* Its first and its last byte: the range attributes are documented
+     * for device pointers only. A range whose middle is not page-locked
+     * would still be copied right, by the driver's own staging. */
+    uint64_t first = (uint64_t)(uintptr_t)host;
+    bool first_locked = false, last_locked = false;
+    curd_status status = page_locked(device, first, &first_locked);
+    if (status == CURD_OK && first_locked)
+        status = page_locked(device, first + byte_len - 1u, &last_locked);
     if (status != CURD_OK)
         return status;
-    if (!known || memory_type != CURDI_CU_MEMORYTYPE_HOST
-        || !inside(address, byte_len, start, size))
+    if (!first_locked || !last_locked)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: [%p, +%zu) is not page-locked host memory"
-                          " whole in one allocation or registration%s. Fix:"
-                          " pass a pinned block (curd_block_acquire), a"
-                          " range registered with curd_host_register, or"
-                          " memory another library page-locked.",
+                          " (its %s byte is not). Fix: pass a pinned block"
+                          " (curd_block_acquire), a range registered with"
+                          " curd_host_register, or memory another library"
+                          " page-locked.",
                           what, host, byte_len,
-                          known && memory_type != CURDI_CU_MEMORYTYPE_HOST
-                              ? " (it is device memory)"
-                              : "");
+                          first_locked ? "last" : "first");
     return CURD_OK;
 }
 

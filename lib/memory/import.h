@@ -19,8 +19,9 @@ struct curd_device;
 
 /* The room also answers, for the rooms above, whether host memory is
  * page-locked (cuPointerGetAttribute: CU_MEMORYTYPE_HOST), so a copy
- * into it runs asynchronously: [host, host + byte_len) must lie whole in
- * one allocation or registration (curd's or another library's), else
+ * into it runs asynchronously: the first and the last byte of [host,
+ * host + byte_len) (byte_len > 0) must be, in an allocation or
+ * registration of curd's or another library's, else
  * CURD_E_INVALID_ARGUMENT naming `what`. Context current. */
 curd_status curdi_pinned_range_check(struct curd_device *device,
                                      const void *host, size_t byte_len,
