@@ -505,12 +505,10 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
  * after the buffer's pending asynchronous uploads, and counts (d2h_bytes,
  * copy_ops, a fence) once complete. */
 struct curd_pending;
-CURD_API curd_status curd_buffer_download_async(curd_device *device,
-                                                curd_buffer buffer,
-                                                size_t offset,
-                                                void *pinned_dst,
-                                                size_t byte_len,
-                                                struct curd_pending **out_pending);
+CURD_API curd_status
+curd_buffer_download_async(curd_device *device, curd_buffer buffer,
+                           size_t offset, void *pinned_dst, size_t byte_len,
+                           struct curd_pending **out_pending);
 /* Waits for every upload enqueued by curd_buffer_upload_async: one fence,
  * or none when nothing is pending. If it fails, the uploads stay pending
  * (their buffers stay busy) until a later call succeeds. */

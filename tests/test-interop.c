@@ -144,6 +144,37 @@ static void assert_added(curd_device *device, curd_buffer buffer,
     g_free(got);
 }
 
+/* What most tests stand on: device 0, add_one, a buffer of WORDS random
+ * words (model: their copy) and the caller of GPU 0. False when the test
+ * skips (no GPU). */
+typedef struct scene {
+    curd_device *device;
+    curd_program *program;
+    uint32_t *model;
+    curd_buffer buffer;
+    caller c;
+} scene;
+
+static gboolean scene_begin(scene *s)
+{
+    s->device = curd_test_gpu_open();
+    if (s->device == NULL)
+        return FALSE;
+    s->program = load(s->device, "add_one.ptx", "curd_add_one");
+    s->buffer = words_buffer(s->device, &s->model);
+    s->c = caller_begin(0);
+    return TRUE;
+}
+
+static void scene_end(scene *s)
+{
+    caller_end(&s->c);
+    g_free(s->model);
+    check_ok(curd_buffer_free(s->device, s->buffer), "curd_buffer_free");
+    check_ok(curd_program_free(s->program), "curd_program_free");
+    check_ok(curd_device_close(s->device), "curd_device_close");
+}
+
 /* A dispatch of add_one over the buffer, `iterations` times, in flight. */
 static curd_pending *curd_add_one_async(curd_device *device,
                                         const curd_program *program,
@@ -187,24 +218,17 @@ static void add_one_on_stream(curd_device *device,
  * ---------------------------------------------------------------------- */
 static void test_curd_waits_for_the_callers_stream(void)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    scene s;
+    if (!scene_begin(&s))
         return;
-    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
-    caller_add_one(&c, program, device, buffer, LAUNCHES);
-    check_ok(curd_device_wait_stream(device, c.stream),
+    caller_add_one(&s.c, s.program, s.device, s.buffer, LAUNCHES);
+    check_ok(curd_device_wait_stream(s.device, s.c.stream),
              "curd_device_wait_stream");
     /* The download starts after the caller's launches, with no host wait
      * of the caller's. */
-    assert_added(device, buffer, model, LAUNCHES, "after the caller's stream");
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_program_free(program), "curd_program_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    assert_added(s.device, s.buffer, s.model, LAUNCHES,
+                 "after the caller's stream");
+    scene_end(&s);
 }
 
 /* The event as it was recorded when curd was told: recording it again
@@ -212,41 +236,35 @@ static void test_curd_waits_for_the_callers_stream(void)
  * work start before the launches it marked. */
 static void test_curd_waits_for_the_callers_event_as_recorded_then(void)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    scene s;
+    if (!scene_begin(&s))
         return;
-    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
     curdi_cu_event event = NULL;
     curdi_cu_stream idle = NULL;
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuEventCreate(&event,
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuEventCreate(&event,
                                             CURDI_CU_EVENT_DISABLE_TIMING),
                     ==, 0);
-    g_assert_cmpint(c.driver->cuStreamCreate(&idle,
+    g_assert_cmpint(s.c.driver->cuStreamCreate(&idle,
                                              CURDI_CU_STREAM_NON_BLOCKING),
                     ==, 0);
-    caller_pop(&c);
-    caller_add_one(&c, program, device, buffer, LAUNCHES);
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuEventRecord(event, c.stream), ==, 0);
-    caller_pop(&c);
-    check_ok(curd_device_wait_event(device, event), "curd_device_wait_event");
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuEventRecord(event, idle), ==, 0);
-    caller_pop(&c);
-    assert_added(device, buffer, model, LAUNCHES, "after the caller's event");
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuStreamDestroy(idle), ==, 0);
-    g_assert_cmpint(c.driver->cuEventDestroy(event), ==, 0);
-    caller_pop(&c);
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_program_free(program), "curd_program_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    caller_pop(&s.c);
+    caller_add_one(&s.c, s.program, s.device, s.buffer, LAUNCHES);
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuEventRecord(event, s.c.stream), ==, 0);
+    caller_pop(&s.c);
+    check_ok(curd_device_wait_event(s.device, event),
+             "curd_device_wait_event");
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuEventRecord(event, idle), ==, 0);
+    caller_pop(&s.c);
+    assert_added(s.device, s.buffer, s.model, LAUNCHES,
+                 "after the caller's event");
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuStreamDestroy(idle), ==, 0);
+    g_assert_cmpint(s.c.driver->cuEventDestroy(event), ==, 0);
+    caller_pop(&s.c);
+    scene_end(&s);
 }
 
 /* ------------------------------------------------------------------------
@@ -258,39 +276,31 @@ static void test_curd_waits_for_the_callers_event_as_recorded_then(void)
  * LAUNCHES + 1 only if the caller's launch came after all of curd's. */
 static void caller_after_a_dispatch(gboolean through_event)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    scene s;
+    if (!scene_begin(&s))
         return;
-    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
     curd_pending *pending =
-        curd_add_one_async(device, program, buffer, LAUNCHES);
+        curd_add_one_async(s.device, s.program, s.buffer, LAUNCHES);
     if (through_event) {
         void *event = NULL;
         check_ok(curd_pending_event(pending, &event), "curd_pending_event");
         g_assert_nonnull(event);
-        caller_push(&c);
-        g_assert_cmpint(c.driver->cuStreamWaitEvent(
-                            c.stream, (curdi_cu_event)event, 0),
+        caller_push(&s.c);
+        g_assert_cmpint(s.c.driver->cuStreamWaitEvent(
+                            s.c.stream, (curdi_cu_event)event, 0),
                         ==, 0);
-        caller_pop(&c);
+        caller_pop(&s.c);
     } else {
-        check_ok(curd_pending_stream_wait(pending, c.stream),
+        check_ok(curd_pending_stream_wait(pending, s.c.stream),
                  "curd_pending_stream_wait");
     }
-    caller_add_one(&c, program, device, buffer, 1);
-    caller_sync(&c);
+    caller_add_one(&s.c, s.program, s.device, s.buffer, 1);
+    caller_sync(&s.c);
     check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
     check_ok(curd_pending_free(pending), "curd_pending_free");
-    assert_added(device, buffer, model, LAUNCHES + 1u,
+    assert_added(s.device, s.buffer, s.model, LAUNCHES + 1u,
                  "the caller's launch after curd's");
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_program_free(program), "curd_program_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    scene_end(&s);
 }
 
 static void test_the_callers_stream_waits_for_a_pending(void)
@@ -313,83 +323,68 @@ static void test_a_pendings_end_event_orders_the_callers_stream(void)
  * borrowed memory on the stream comes back right too. */
 static void test_a_dispatch_runs_on_the_callers_stream(void)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    scene s;
+    if (!scene_begin(&s))
         return;
-    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
-    caller_add_one(&c, program, device, buffer, LAUNCHES);
+    caller_add_one(&s.c, s.program, s.device, s.buffer, LAUNCHES);
     uint32_t n = WORDS;
     curd_launch launch = launch_over(n, 256);
-    launch.cu_stream = c.stream;
-    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+    launch.cu_stream = s.c.stream;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, s.buffer),
                        curd_arg_scalar(&n, sizeof n)};
     curd_pending *pending = NULL;
-    check_ok(curd_dispatch_async(device, program, &launch, args, 2, &pending),
+    check_ok(curd_dispatch_async(s.device, s.program, &launch, args, 2,
+                                 &pending),
              "curd_dispatch_async on the caller's stream");
-    caller_add_one(&c, program, device, buffer, 1);
-    caller_sync(&c);
+    caller_add_one(&s.c, s.program, s.device, s.buffer, 1);
+    caller_sync(&s.c);
     int ready = 0;
     check_ok(curd_pending_ready(pending, &ready), "curd_pending_ready");
     g_assert_cmpint(ready, ==, 1);
     check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
     check_ok(curd_pending_free(pending), "curd_pending_free");
-    assert_added(device, buffer, model, LAUNCHES + 2u,
+    assert_added(s.device, s.buffer, s.model, LAUNCHES + 2u,
                  "a dispatch between the caller's launches");
-    add_one_on_stream(device, program, c.stream);
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_program_free(program), "curd_program_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    add_one_on_stream(s.device, s.program, s.c.stream);
+    scene_end(&s);
 }
 
 /* A batch made with the caller's stream runs there, streamed or as a
  * graph (captured on it, then replayed), between the caller's launches. */
 static void batch_on_the_callers_stream(uint32_t flags)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    scene s;
+    if (!scene_begin(&s))
         return;
-    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
     curd_batch_options options;
     curd_batch_options_init(&options);
     options.flags = flags;
-    options.cu_stream = c.stream;
+    options.cu_stream = s.c.stream;
     curd_batch *batch = NULL;
-    check_ok(curd_batch_new(device, &options, &batch), "curd_batch_new");
+    check_ok(curd_batch_new(s.device, &options, &batch), "curd_batch_new");
     uint32_t n = WORDS;
     curd_launch launch = launch_over(n, 256);
-    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, s.buffer),
                        curd_arg_scalar(&n, sizeof n)};
     size_t item = 0;
-    check_ok(curd_batch_launch(batch, program, &launch, args, 2, &item),
+    check_ok(curd_batch_launch(batch, s.program, &launch, args, 2, &item),
              "curd_batch_launch");
     for (int run = 0; run < 2; run++) {
-        caller_add_one(&c, program, device, buffer, LAUNCHES);
+        caller_add_one(&s.c, s.program, s.device, s.buffer, LAUNCHES);
         curd_pending *pending = NULL;
         check_ok(curd_batch_run_async(batch, &pending),
                  "curd_batch_run_async on the caller's stream");
-        caller_add_one(&c, program, device, buffer, 1);
-        caller_sync(&c);
+        caller_add_one(&s.c, s.program, s.device, s.buffer, 1);
+        caller_sync(&s.c);
         check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
         check_ok(curd_pending_free(pending), "curd_pending_free");
     }
     /* A synchronous run there waits for its own end event. */
     check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
-    assert_added(device, buffer, model, 2u * (LAUNCHES + 2u) + 1u,
+    assert_added(s.device, s.buffer, s.model, 2u * (LAUNCHES + 2u) + 1u,
                  "batch runs between the caller's launches");
     check_ok(curd_batch_free(batch), "curd_batch_free");
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_program_free(program), "curd_program_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    scene_end(&s);
 }
 
 static void test_a_streamed_batch_runs_on_the_callers_stream(void)
@@ -432,32 +427,24 @@ static void test_a_curd_1_0_launch_still_runs(void)
 /* A batch's launch takes no stream of its own. */
 static void test_a_batch_launch_naming_a_stream_is_refused(void)
 {
-    curd_device *device = curd_test_gpu_open();
-    if (device == NULL)
+    scene s;
+    if (!scene_begin(&s))
         return;
-    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
     curd_batch *batch = NULL;
-    check_ok(curd_batch_new(device, NULL, &batch), "curd_batch_new");
+    check_ok(curd_batch_new(s.device, NULL, &batch), "curd_batch_new");
     uint32_t n = WORDS;
     curd_launch launch = launch_over(n, 256);
-    launch.cu_stream = c.stream;
-    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+    launch.cu_stream = s.c.stream;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, s.buffer),
                        curd_arg_scalar(&n, sizeof n)};
     size_t item = 99;
-    g_assert_cmpint(curd_batch_launch(batch, program, &launch, args, 2,
+    g_assert_cmpint(curd_batch_launch(batch, s.program, &launch, args, 2,
                                       &item),
                     ==, CURD_E_INVALID_ARGUMENT);
     curd_test_assert_fix_sentence();
     g_assert_cmpuint(item, ==, 99);
     check_ok(curd_batch_free(batch), "curd_batch_free");
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_program_free(program), "curd_program_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    scene_end(&s);
 }
 
 /* ------------------------------------------------------------------------
@@ -716,7 +703,8 @@ static void test_an_asynchronous_download_lands_in_page_locked_memory(void)
     const size_t part = byte_len - 2 * offset;
     uint32_t *model = random_words(WORDS);
     curd_buffer buffer;
-    check_ok(curd_buffer_alloc(device, byte_len, &buffer), "curd_buffer_alloc");
+    check_ok(curd_buffer_alloc(device, byte_len, &buffer),
+             "curd_buffer_alloc");
     curd_block staged;
     check_ok(curd_block_acquire(device, CURD_POOL_PINNED, byte_len, &staged),
              "curd_block_acquire");
@@ -859,7 +847,8 @@ int main(int argc, char **argv)
                     test_curd_waits_for_the_callers_event_as_recorded_then);
     g_test_add_func(PATH_ROOT "/the-callers-stream-waits-for-a-pending",
                     test_the_callers_stream_waits_for_a_pending);
-    g_test_add_func(PATH_ROOT "/a-pendings-end-event-orders-the-callers-stream",
+    g_test_add_func(PATH_ROOT
+                    "/a-pendings-end-event-orders-the-callers-stream",
                     test_a_pendings_end_event_orders_the_callers_stream);
     g_test_add_func(PATH_ROOT "/a-dispatch-runs-on-the-callers-stream",
                     test_a_dispatch_runs_on_the_callers_stream);

@@ -1314,11 +1314,12 @@ static void test_a_graph_replays_captured_launches_and_takes_new_params(void)
 /* ------------------------------------------------------------------------
  * JIT options and the JIT's log
  * ---------------------------------------------------------------------- */
-static curd_status load_with(curd_device *device, const curd_program_desc *base,
+static curd_status load_with(curd_device *device,
+                             const curd_program_desc *desc,
                              curd_program **out)
 {
     *out = NULL;
-    return curd_program_load(device, base, out);
+    return curd_program_load(device, desc, out);
 }
 
 /* The options reach the JIT (the stand-in writes what it saw into the

@@ -570,8 +570,8 @@ CURD_API curd_status curd_device_wait_stream(curd_device *device,
     if (status == CURD_OK) {
         /* An event of curd's own, since the caller's stream goes on: it
          * marks the stream's work so far and nothing after. */
-        curdi_cu_result rc =
-            curdi_driver_note(curdi_driver_get()->cuEventRecord(event, stream));
+        curdi_cu_result rc = curdi_driver_note(
+            curdi_driver_get()->cuEventRecord(event, stream));
         if (rc == CURDI_CUDA_SUCCESS) {
             status = waits_add(device, event, what);
         } else {

@@ -70,9 +70,10 @@ static curd_status download_start(download_run *run, size_t offset,
     if (status != CURD_OK)
         return status;
     /* offset + byte_len <= the buffer's size: checked above. */
-    curdi_cu_result rc = curdi_driver_note(curdi_driver_get()->cuMemcpyDtoHAsync(
-        pinned_dst, (curdi_cu_deviceptr)(run->use.device_ptr + offset),
-        byte_len, run->base.stream));
+    curdi_cu_result rc =
+        curdi_driver_note(curdi_driver_get()->cuMemcpyDtoHAsync(
+            pinned_dst, (curdi_cu_deviceptr)(run->use.device_ptr + offset),
+            byte_len, run->base.stream));
     if (rc != CURDI_CUDA_SUCCESS)
         return curdi_pending_fail_driver(device, rc, "cuMemcpyDtoHAsync");
     return curdi_pending_end(&run->base);

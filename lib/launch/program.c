@@ -1275,7 +1275,8 @@ CURD_API curd_status curd_program_info(const curd_program *program,
 CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
                                       size_t capacity, size_t *out_len)
 {
-    curd_status status = curdi_program_check(program, NULL, "curd_program_log");
+    curd_status status =
+        curdi_program_check(program, NULL, "curd_program_log");
     if (status != CURD_OK)
         return status;
     if (dst == NULL && capacity != 0)

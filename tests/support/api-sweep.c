@@ -235,8 +235,9 @@ typedef struct held {
 /* The stand-in's live objects, less those the world's device holds on
  * purpose: its pools' blocks (live and cached), its idle streams and
  * events, the events it keeps of others' work to wait for (dropped by
- * the next stream it takes), its upload stream, and its loaded modules (the program room's
- * and, once a transfer gathered, the transfer kernels'). */
+ * the next stream it takes), its upload stream, and its loaded modules
+ * (the program room's and, once a transfer gathered, the transfer
+ * kernels'). */
 static held held_now(api_world *w)
 {
     held h;
