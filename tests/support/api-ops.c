@@ -13,6 +13,9 @@
 #include "support/api-sweep.h"
 #include "support/kernel-load.h"
 
+#include "core/core.h"
+#include "driver/driver.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -862,6 +865,51 @@ static void pending_made(api_world *w)
     API_OK(async_dispatch(w));
 }
 
+/* A stream of the caller's own in the device's context, as another
+ * library's would be (made through curd's driver table, which the test
+ * reaches), and a dispatch to enqueue on it. */
+static void callers_stream_made(api_world *w)
+{
+    fresh_words(w);
+    curdi_cu_stream stream = NULL;
+    API_OK(curdi_device_enter(w->device));
+    curdi_cu_result rc = curdi_driver_get()->cuStreamCreate(
+        &stream, CURDI_CU_STREAM_NON_BLOCKING);
+    curdi_device_leave(w->device);
+    API_CHECK(rc == CURDI_CUDA_SUCCESS, "cuStreamCreate failed with %u", rc);
+    w->caller_stream = stream;
+}
+
+static curd_status on_callers_stream_call(api_world *w)
+{
+    curd_launch launch = words_launch();
+    launch.cu_stream = w->caller_stream;
+    curd_arg args[] = {
+        curd_arg_host(CURD_ROLE_INOUT, w->words, WORD_BYTES),
+        curd_arg_scalar(&w->word_count, sizeof w->word_count)};
+    w->pending = NULL;
+    return curd_dispatch_async(w->device, w->add_one, &launch, args, 2,
+                               &w->pending);
+}
+
+static void async_finish(api_world *w, curd_status status);
+
+/* As async_finish; then the caller's stream goes (with a lost context it
+ * went with it). */
+static void on_callers_stream_finish(api_world *w, curd_status status)
+{
+    async_finish(w, status);
+    if (!lost(status)) {
+        API_OK(curdi_device_enter(w->device));
+        curdi_cu_result rc = curdi_driver_get()->cuStreamDestroy(
+            (curdi_cu_stream)w->caller_stream);
+        curdi_device_leave(w->device);
+        API_CHECK(rc == CURDI_CUDA_SUCCESS, "cuStreamDestroy failed with %u",
+                  rc);
+    }
+    w->caller_stream = NULL;
+}
+
 static void async_finish(api_world *w, curd_status status)
 {
     if (status == CURD_OK)
@@ -1564,6 +1612,8 @@ const api_op api_ops[] = {
      resident_dispatch_call, resident_dispatch_finish, 0},
     {"curd_dispatch_async", "borrowed-memory", fresh_words, async_dispatch,
      async_finish, 0},
+    {"curd_dispatch_async", "on-the-callers-stream", callers_stream_made,
+     on_callers_stream_call, on_callers_stream_finish, 0},
     {"curd_pending_wait", "a-dispatch-in-flight", pending_made, wait_call,
      wait_finish, 0},
     {"curd_pending_ready", "a-dispatch-in-flight", pending_made, ready_call,
