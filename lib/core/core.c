@@ -801,16 +801,15 @@ static curd_status retain_and_enter(const curdi_driver *driver,
     return CURD_OK;
 }
 
-/* Whether the current context holds a fault: another library's kernel
- * may have broken the primary context while no curd device had it open
- * (curd's own close resets it, reset_if_lost below), and such a context
- * answers every call with the fault. The wait costs nothing on a context
- * with no work. Any other failure of the probe is left to the calls
- * after it, which report it with their own names. */
-static bool context_broken(const curdi_driver *driver)
+/* The device's upload stream; NULL after a failure. */
+static curdi_cu_result create_upload_stream(const curdi_driver *driver,
+                                            curd_device *device)
 {
-    curdi_cu_result rc = curdi_driver_note(driver->cuCtxSynchronize());
-    return curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST;
+    curdi_cu_result rc = curdi_driver_note(driver->cuStreamCreate(
+        &device->upload_stream, CURDI_CU_STREAM_NON_BLOCKING));
+    if (rc != CURDI_CUDA_SUCCESS)
+        device->upload_stream = NULL;
+    return rc;
 }
 
 static void count_device(curd_device *device, void *context);
@@ -886,31 +885,28 @@ curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
     device->options = *options;
 
     status = retain_and_enter(driver, device);
-    if (status == CURD_OK && context_broken(driver)) {
-        status = mend_broken_context(driver, device);
-        if (status == CURD_OK && context_broken(driver)) {
-            pop_context(driver);
-            release_context(driver, device);
-            status = curdi_fail(
-                CURD_E_DEVICE_LOST,
-                "curd_device_open: device %d's primary context still"
-                " reports a fault after it was reset. Fix: check the GPU"
-                " (nvidia-smi); restart the process if it stays so.",
-                ordinal);
-        }
-    }
     if (status != CURD_OK) {
         free_host_state(device);
         return status;
     }
     status = read_props(driver, device);
     if (status == CURD_OK) {
-        curdi_cu_result rc = driver->cuStreamCreate(&device->upload_stream,
-                                    CURDI_CU_STREAM_NON_BLOCKING);
-        if (rc != CURDI_CUDA_SUCCESS) {
-            device->upload_stream = NULL;
-            status = curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+        curdi_cu_result rc = create_upload_stream(driver, device);
+        /* The first call of open that needs the context: one a fault
+         * broke while no curd device of the GPU had it open (another
+         * library's kernel) answers it with the fault. A wait would have
+         * told too, but would also wait for the other users' work. */
+        if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST) {
+            status = mend_broken_context(driver, device);
+            if (status != CURD_OK) {
+                /* Neither retained nor entered any more. */
+                free_host_state(device);
+                return status;
+            }
+            rc = create_upload_stream(driver, device);
         }
+        if (rc != CURDI_CUDA_SUCCESS)
+            status = curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
     }
     if (status != CURD_OK) {
         curdi_core_close(device, true);
