@@ -456,7 +456,8 @@ static verdict refuse(curd_status status, size_t arg)
 static verdict check_launch(const kernel *k, const curd_launch *launch,
                             size_t struct_size, bool tail_zero, shape *run)
 {
-    if (launch == NULL || struct_size < sizeof *launch
+    /* curd 1.0's struct ends before cu_stream: the oldest accepted. */
+    if (launch == NULL || struct_size < offsetof(curd_launch, cu_stream)
         || (struct_size > sizeof *launch
             && (struct_size - sizeof *launch > 4096u || !tail_zero)))
         return refuse(CURD_E_INVALID_ARGUMENT, NO_ARG);

@@ -129,7 +129,14 @@ typedef struct curd_device_options {
 } curd_device_options;
 
 CURD_API void curd_device_options_init(curd_device_options *options);
-/* options may be NULL for the defaults. */
+/* options may be NULL for the defaults. The device shares the GPU's
+ * primary context with every other user of it in the process (the CUDA
+ * runtime, cuBLAS, PyTorch). A kernel fault breaks that context for all
+ * of them, and only a reset mends it: the last curd device of the GPU to
+ * close after a fault resets it, and so does an open that finds it
+ * broken while no curd device of the GPU is open (another library's
+ * kernel faulted). A reset frees everything any user had in the context;
+ * it was unusable already. */
 CURD_API curd_status curd_device_open(int ordinal,
                                       const curd_device_options *options,
                                       curd_device **out_device);
@@ -306,6 +313,9 @@ typedef struct curd_stats {
      * operation's send and receive ranges. */
     uint64_t collective_ops;
     uint64_t collective_bytes;
+    /* curd 1.1: bytes of the live imported buffers (curd_buffer_import),
+     * a level; they count in no resident statistic or budget. */
+    uint64_t imported_bytes;
 } curd_stats;
 
 /* stats->struct_size must be set by the caller: at least up to
@@ -361,6 +371,22 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
  * on another thread) is CURD_E_BUSY: nothing is freed, and the caller frees
  * it after completing that work. Never deferred. */
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer);
+/* Names byte_len bytes of device memory at device_ptr that another
+ * library allocated (cudaMalloc, PyTorch, RMM: a CUdeviceptr) as a
+ * curd_buffer that every transfer, dispatch and batch takes, checked like
+ * any other. The range must lie whole in one allocation of the device's
+ * primary context (cuPointerGetAttribute says so): else
+ * CURD_E_INVALID_ARGUMENT (not device memory, another device's or
+ * context's) or CURD_E_RANGE (past the allocation's end). curd never
+ * frees the memory: curd_buffer_free forgets the handle (CURD_E_BUSY
+ * while work that uses it is in flight), and the owner must keep the
+ * memory allocated until then. It counts in no budget and no resident
+ * statistic, only in curd_stats.imported_bytes. The export is
+ * curd_buffer_device_ptr. */
+CURD_API curd_status curd_buffer_import(curd_device *device,
+                                        uint64_t device_ptr,
+                                        uint64_t byte_len,
+                                        curd_buffer *out_buffer);
 CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
                                       size_t *out_byte_len);
 /* The CUdeviceptr, for interoperation with other CUDA code. Valid until the
@@ -482,6 +508,23 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
                                               curd_buffer buffer, size_t offset,
                                               const void *pinned_src,
                                               size_t byte_len);
+/* curd 1.1: enqueues a download of byte_len bytes from offset in the
+ * buffer into page-locked host memory (a pinned block, a range registered
+ * with curd_host_register, or memory another library page-locked: the
+ * driver says so of its first and last byte, else
+ * CURD_E_INVALID_ARGUMENT) and returns at once with
+ * a curd_pending (declared with the dispatches below): curd_pending_wait
+ * fences it (the bytes are then in pinned_dst), curd_pending_free drains
+ * it; curd_pending_stream_wait and _event order other work after it.
+ * Until then pinned_dst must stay allocated, the buffer cannot be freed
+ * (CURD_E_BUSY) and the registration cannot be unregistered. It runs
+ * after the buffer's pending asynchronous uploads, and counts (d2h_bytes,
+ * copy_ops, a fence) once complete. */
+struct curd_pending;
+CURD_API curd_status
+curd_buffer_download_async(curd_device *device, curd_buffer buffer,
+                           size_t offset, void *pinned_dst, size_t byte_len,
+                           struct curd_pending **out_pending);
 /* Waits for every upload enqueued by curd_buffer_upload_async: one fence,
  * or none when nothing is pending. If it fails, the uploads stay pending
  * (their buffers stay busy) until a later call succeeds. */
@@ -513,7 +556,14 @@ typedef enum curd_image_kind {
     CURD_IMAGE_FATBIN = 3  /* 0xBA55ED50, little-endian */
 } curd_image_kind;
 
-#define CURD_PROGRAM_FLAGS_KNOWN 0u
+/* curd 1.1: jit_optimization_level is given (else the driver's default,
+ * 4). */
+#define CURD_PROGRAM_OPTIMIZATION_LEVEL (1u << 0)
+/* curd 1.1: the JIT generates line information (for profilers and
+ * compute-sanitizer). */
+#define CURD_PROGRAM_LINE_INFO (1u << 1)
+#define CURD_PROGRAM_FLAGS_KNOWN                                              \
+    (CURD_PROGRAM_OPTIMIZATION_LEVEL | CURD_PROGRAM_LINE_INFO)
 
 typedef struct curd_program_desc {
     size_t struct_size;
@@ -521,7 +571,15 @@ typedef struct curd_program_desc {
     size_t image_bytes; /* for PTX, the text's length (a NUL inside ends it);
                            curd copies what it needs */
     const char *entry;  /* the kernel's name (extern "C" or mangled) */
-    uint32_t flags;     /* none yet: 0 */
+    uint32_t flags;     /* CURD_PROGRAM_* */
+    /* curd 1.1: the JIT's options for PTX (a binary ignores them), part of
+     * the module cache's key: the same image with other options is
+     * another module. */
+    uint32_t jit_optimization_level; /* 0 to 4, with the flag above */
+    uint32_t jit_max_registers; /* per thread, at most 255; 0: no limit */
+    /* The compute capability to compile for, as 10 * major + minor (90
+     * for 9.0), at most the device's; 0: the device's own. */
+    uint32_t jit_target;
 } curd_program_desc;
 
 CURD_API void curd_program_desc_init(curd_program_desc *desc);
@@ -562,6 +620,14 @@ typedef struct curd_program_props {
  * cannot share the name curd_program_info.) */
 CURD_API curd_status curd_program_info(const curd_program *program,
                                        curd_program_props *props);
+/* curd 1.1: the JIT's information log of the program's module (what
+ * ptxas said: registers, spills; empty for a binary or a quiet JIT),
+ * kept from its load, as a NUL-terminated string into dst of capacity
+ * bytes (cut short to fit); *out_len, when not NULL, receives its whole
+ * length without the NUL. A failed load's error log is in its
+ * curd_last_error sentence. No driver call. */
+CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
+                                      size_t capacity, size_t *out_len);
 
 /* ------------------------------------------------------------------------
  * Dispatch
@@ -600,7 +666,9 @@ CURD_API curd_status curd_program_info(const curd_program *program,
  * A kernel fault (illegal address, trap, ...) leaves the CUDA context
  * unusable: the call returns CURD_E_DEVICE_LOST, and so does every later
  * call on that device (and on the others open on that GPU) until it is
- * closed; a device opened again afterwards works.
+ * closed; a device opened again afterwards works (the last close resets
+ * the GPU's primary context, which is broken for every user of it in the
+ * process: see curd_device_open).
  * ---------------------------------------------------------------------- */
 typedef enum curd_arg_kind {
     CURD_ARG_NULL = 0,
@@ -675,17 +743,40 @@ typedef struct curd_launch {
     /* Launches in a row on one stream, each seeing the last one's writes
      * (fixpoint iterations); curd_launch_init sets 1; 0 is invalid. */
     uint32_t iterations;
+    /* curd 1.1: a CUstream of the device's primary context (a
+     * cudaStream_t) to enqueue the dispatch on instead of curd's own, the
+     * cuBLAS SetStream habit; NULL (curd_launch_init): curd's. The work
+     * is ordered after what the caller enqueued there before, and the
+     * caller's later work after it; curd adds no fence of its own (a
+     * synchronous dispatch waits for its end event only). What it holds
+     * (staging, device blocks) goes back once the stream has passed its
+     * end event, never earlier. Batch launches take none: a batch's
+     * stream is curd_batch_options.cu_stream. */
+    void *cu_stream;
+    /* curd 1.1: where curd_dispatch writes the dispatch's timing (its
+     * struct_size set by the caller), without CURD_TRACE; NULL: none.
+     * curd_dispatch_async's comes from curd_pending_wait instead, and
+     * batch launches take none. */
+    struct curd_timing *timing;
 } curd_launch;
 
 CURD_API void curd_launch_init(curd_launch *launch);
 
-/* The time a dispatch took, in nanoseconds. */
+/* The time a dispatch took, in nanoseconds. A caller built against curd
+ * 1.0 passes the struct without the fields from staging_ns on; they are
+ * then not written. */
 typedef struct curd_timing {
     size_t struct_size;
     uint64_t wall_ns;    /* from the call's start to the results in place */
-    uint64_t device_ns;  /* the kernel launches, by device events */
+    uint64_t device_ns;  /* the kernel launches alone, by device events (a
+                            batch run: all its work) */
     uint64_t enqueue_ns; /* validating, staging and enqueueing */
     uint64_t wait_ns;    /* blocked waiting for the device */
+    /* curd 1.1, a dispatch's, by device events: its inputs' uploads and
+     * its outputs' zeroing before the launches, and its read-backs after
+     * them (0 for a batch run). */
+    uint64_t staging_ns;
+    uint64_t readback_ns;
 } curd_timing;
 
 /* Runs the launch and waits: on CURD_OK every output is in place. */
@@ -720,6 +811,39 @@ CURD_API curd_status curd_pending_wait(curd_pending *pending,
  * synchronisation), so no memory goes back to a pool while the device may
  * still use it. On a lost device it frees at once. NULL is a no-op. */
 CURD_API curd_status curd_pending_free(curd_pending *pending);
+
+/* ------------------------------------------------------------------------
+ * Working beside other CUDA code
+ * curd's work and another library's (cuBLAS, the CUDA runtime, PyTorch,
+ * the caller's own kernels) are ordered on the device, with no host wait,
+ * through the driver's own handles, passed as void *: a CUstream (a
+ * cudaStream_t is one) or a CUevent (a cudaEvent_t). curd.h does not
+ * include cuda.h. A stream must belong to the device's primary context
+ * (the one the CUDA runtime uses for the same GPU); NULL is that
+ * context's legacy default stream.
+ * ---------------------------------------------------------------------- */
+/* Every transfer, dispatch and batch run of the device enqueued after
+ * this call starts after the work enqueued on cu_stream so far; work
+ * enqueued on it later is not waited for. Costs nothing once that work
+ * has completed. A stream of another context is CURD_E_INVALID_ARGUMENT,
+ * nothing changed. */
+CURD_API curd_status curd_device_wait_stream(curd_device *device,
+                                             void *cu_stream);
+/* The same for the work cu_event marks now (its last record; recording
+ * it again later changes nothing here). The event may belong to any
+ * context, another GPU's too, as cuStreamWaitEvent allows. */
+CURD_API curd_status curd_device_wait_event(curd_device *device,
+                                            void *cu_event);
+/* The other way: work enqueued on cu_stream after this call starts after
+ * the pending's work (the stream waits on its end event; no host wait).
+ * The pending stays the caller's to wait for or free. */
+CURD_API curd_status curd_pending_stream_wait(curd_pending *pending,
+                                              void *cu_stream);
+/* The pending's end event (a CUevent), for cuStreamWaitEvent,
+ * cudaStreamWaitEvent or cuEventQuery: valid until curd_pending_free;
+ * never record or destroy it. */
+CURD_API curd_status curd_pending_event(curd_pending *pending,
+                                        void **out_cu_event);
 
 /* ------------------------------------------------------------------------
  * Batches
@@ -764,6 +888,11 @@ typedef struct curd_batch curd_batch;
 typedef struct curd_batch_options {
     size_t struct_size;
     uint32_t flags; /* CURD_BATCH_* */
+    /* curd 1.1: a CUstream of the device's primary context to enqueue
+     * every run on instead of curd's own (as curd_launch.cu_stream); a
+     * graph batch is captured on it too, so nothing else may enqueue
+     * there while a run captures. NULL (the default): curd's. */
+    void *cu_stream;
 } curd_batch_options;
 
 CURD_API void curd_batch_options_init(curd_batch_options *options);

@@ -382,6 +382,7 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     result.module_evictions = programs.evictions;
     curdi_dispatch_stats(device, &result);
     curdi_comm_stats(device, &result);
+    result.imported_bytes = curdi_resident_imported_bytes(device);
     /* An older caller's struct gets the fields it has (the check above
      * proved it has 1.0's); a newer caller's extra fields are left as
      * they were. */

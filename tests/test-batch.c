@@ -486,8 +486,18 @@ static void test_bad_input_is_refused_and_changes_nothing(void)
     /* Ranges, sizes and pointers. */
     assert_refused(curd_batch_fill(batch, buffer, n * 4u - 2u, 4, 0),
                    CURD_E_RANGE);
-    assert_refused(curd_batch_upload(batch, buffer, 0, host, SIZE_MAX),
+    assert_refused(curd_batch_upload(batch, buffer, 0, host, n * 4u + 4u),
                    CURD_E_RANGE);
+    /* A host range that wraps the address space: refused when recorded,
+     * as the transfer calls refuse it, and never touched by a run. */
+    const void *near_top = (const void *)(UINTPTR_MAX - 15u);
+    assert_refused(curd_batch_upload(batch, buffer, 0, near_top, 32),
+                   CURD_E_OVERFLOW);
+    assert_refused(curd_batch_download(batch, buffer, 0, 32,
+                                       (void *)(uintptr_t)near_top),
+                   CURD_E_OVERFLOW);
+    assert_refused(curd_buffer_upload_at(device, buffer, 0, near_top, 32),
+                   CURD_E_OVERFLOW);
     assert_refused(curd_batch_upload(batch, buffer, 0, NULL, 4),
                    CURD_E_INVALID_ARGUMENT);
     assert_refused(curd_batch_download(batch, buffer, 0, 0, host),

@@ -748,6 +748,29 @@ static void test_counters_are_exact_under_concurrent_threads(void)
                      (uint64_t)COUNTER_STEPS * COUNTER_THREADS - 1);
 }
 
+/* The one host-range check: NULL for bytes, and a wrap, are refused
+ * with their sentences; a range ending at the very top is fine. */
+static void test_host_range_check_refuses_null_and_wrap_only(void)
+{
+    unsigned char byte = 0;
+    const void *top = (const void *)(UINTPTR_MAX - 15u);
+    g_assert_cmpint(curdi_host_range_check(&byte, 1, "test", "src"), ==,
+                    CURD_OK);
+    g_assert_cmpint(curdi_host_range_check(NULL, 0, "test", "src"), ==,
+                    CURD_OK);
+    g_assert_cmpint(curdi_host_range_check(top, 15, "test", "src"), ==,
+                    CURD_OK);
+    g_assert_false(curdi_host_range_bad(top, 15));
+    g_assert_cmpint(curdi_host_range_check(NULL, 4, "test", "src"), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(curd_last_error(), "test: src is NULL"));
+    g_assert_cmpint(curdi_host_range_check(top, 16, "test", "dst"), ==,
+                    CURD_E_OVERFLOW);
+    g_assert_nonnull(strstr(curd_last_error(), "Fix: "));
+    g_assert_true(curdi_host_range_bad(top, 16));
+    g_assert_true(curdi_host_range_bad(NULL, 1));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -765,6 +788,8 @@ int main(int argc, char **argv)
     g_test_add_data_func("/checked/u64-mul-agrees-with-128-bit-reference",
                          &case_u64_mul, test_arith_agrees_with_128_bit_reference);
 
+    g_test_add_func("/checked/host-range-check-refuses-null-and-wrap-only",
+                    test_host_range_check_refuses_null_and_wrap_only);
     g_test_add_func("/checked/range-inside-buffer-is-ok-including-empty-range-at-end",
                     test_range_inside_buffer_is_ok_including_empty_range_at_end);
     g_test_add_func("/checked/range-past-end-is-range-error-with-fix-sentence",

@@ -174,6 +174,10 @@ static const struct {
     COUNTED_(dispatches),        COUNTED_(launches),
     COUNTED_(dispatch_device_ns), COUNTED_(dispatch_enqueue_ns),
     COUNTED_(dispatch_wait_ns),
+    /* A dispatch's copies, zeroing and wait count as a transfer's do. */
+    COUNTED_(h2d_bytes),         COUNTED_(d2h_bytes),
+    COUNTED_(copy_ops),          COUNTED_(fences),
+    COUNTED_(fill_ops),          COUNTED_(fill_bytes),
 #undef COUNTED_
 };
 
@@ -213,15 +217,12 @@ static void assert_counters_moved(const curd_stats *before,
     }
 }
 
+/* The transfer counters stay 0 here: counted[] checks them, with each
+ * operation's deltas. */
 static transfer_test_snapshot snapshot_of(const curd_stats *stats)
 {
     transfer_test_snapshot snapshot;
-    snapshot.h2d_bytes = stats->h2d_bytes;
-    snapshot.d2h_bytes = stats->d2h_bytes;
-    snapshot.copy_ops = stats->copy_ops;
-    snapshot.fences = stats->fences;
-    snapshot.fill_ops = stats->fill_ops;
-    snapshot.fill_bytes = stats->fill_bytes;
+    memset(&snapshot, 0, sizeof snapshot);
     snapshot.accounting_repairs = stats->accounting_repairs;
     snapshot.resident_bytes = stats->resident_bytes;
     snapshot.resident_buffers = stats->resident_buffers;
@@ -246,7 +247,7 @@ typedef struct operation {
     const char *name;
     curd_status (*run)(fixture *f);
     /* The counters a success moves. */
-    counter_delta success[6];
+    counter_delta success[11];
     size_t success_count;
     /* Judges the caller's memory and the buffers, for a success or a
      * failure. */
@@ -477,22 +478,26 @@ static const operation borrowed = {
     "a borrowed dispatch", op_borrowed,
     {{"dispatches", 1}, {"launches", BORROWED_ITERATIONS},
      {"dispatch_enqueue_ns", UINT64_MAX}, {"dispatch_wait_ns", UINT64_MAX},
-     {"dispatch_device_ns", UINT64_MAX}},
-    5, check_borrowed};
+     {"dispatch_device_ns", UINT64_MAX}, {"h2d_bytes", UINT64_MAX},
+     {"d2h_bytes", UINT64_MAX}, {"copy_ops", 2}, {"fences", 1}},
+    9, check_borrowed};
 
 static const operation resident = {
     "a resident dispatch with a read-back", op_resident,
     {{"dispatches", 1}, {"launches", 1},
      {"dispatch_enqueue_ns", UINT64_MAX}, {"dispatch_wait_ns", UINT64_MAX},
-     {"dispatch_device_ns", UINT64_MAX}},
-    5, check_resident};
+     {"dispatch_device_ns", UINT64_MAX}, {"d2h_bytes", UINT64_MAX},
+     {"copy_ops", 1}, {"fences", 1}},
+    8, check_resident};
 
 static const operation async_and_wait = {
     "an asynchronous dispatch and its wait", op_async_and_wait,
     {{"dispatches", 1}, {"launches", 1},
      {"dispatch_enqueue_ns", UINT64_MAX}, {"dispatch_wait_ns", UINT64_MAX},
-     {"dispatch_device_ns", UINT64_MAX}},
-    5, check_async};
+     {"dispatch_device_ns", UINT64_MAX}, {"h2d_bytes", UINT64_MAX},
+     {"d2h_bytes", sizeof(uint64_t)}, {"copy_ops", 2}, {"fences", 1},
+     {"fill_ops", 1}, {"fill_bytes", sizeof(uint64_t)}},
+    11, check_async};
 
 /* ------------------------------------------------------------------------
  * The tests

@@ -379,6 +379,158 @@ static void test_without_trace_a_dispatch_writes_nothing(void)
         g_test_trap_assert_stderr_unmatched("*curd: *");
 }
 
+/* ------------------------------------------------------------------------
+ * A dispatch's traffic and its split timing
+ * ---------------------------------------------------------------------- */
+/* The counters a transfer moves, by what a dispatch moved. */
+static void assert_traffic(const curd_stats *before, const curd_stats *after,
+                           uint64_t h2d, uint64_t d2h, uint64_t copies,
+                           uint64_t fills, uint64_t fill_bytes,
+                           uint64_t fences)
+{
+    g_assert_cmpuint(after->h2d_bytes - before->h2d_bytes, ==, h2d);
+    g_assert_cmpuint(after->d2h_bytes - before->d2h_bytes, ==, d2h);
+    g_assert_cmpuint(after->copy_ops - before->copy_ops, ==, copies);
+    g_assert_cmpuint(after->fill_ops - before->fill_ops, ==, fills);
+    g_assert_cmpuint(after->fill_bytes - before->fill_bytes, ==, fill_bytes);
+    g_assert_cmpuint(after->fences - before->fences, ==, fences);
+}
+
+/* Staged inputs, zeroed outputs and read-backs count as a transfer's
+ * copies and fills do, the wait as its fence: a user checking bytes
+ * moved per step gets them all. A refused dispatch counts none. */
+static void test_a_dispatchs_traffic_counts_as_transfers_do(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *reduce = load(device, "reduce_sum.ptx", "curd_reduce_sum");
+    curd_program *add_one = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t n = random_count(100, 20000);
+    uint32_t *in = random_words(n);
+    uint64_t sum = 0, want = 0;
+    for (uint32_t i = 0; i < n; i++)
+        want += in[i];
+    curd_launch launch = launch_over(n, 256);
+    curd_arg reduce_args[] = {
+        curd_arg_host(CURD_ROLE_INPUT, in, n * sizeof *in),
+        curd_arg_scalar(&n, sizeof n),
+        curd_arg_host(CURD_ROLE_OUTPUT, &sum, sizeof sum)};
+    curd_stats before = curd_test_device_stats(device);
+    check_ok(curd_dispatch(device, reduce, &launch, reduce_args, 3),
+             "curd_dispatch");
+    g_assert_cmpuint(sum, ==, want);
+    curd_stats after = curd_test_device_stats(device);
+    /* In up, the sum zeroed and read back, one wait. */
+    assert_traffic(&before, &after, n * sizeof *in, sizeof sum, 2, 1,
+                   sizeof sum, 1);
+
+    /* Part of a resident buffer read back, asynchronously. */
+    curd_buffer buffer = upload_new(device, in, n * sizeof *in);
+    uint32_t part = n / 3u;
+    uint32_t *back = g_new(uint32_t, part);
+    curd_arg add_args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                           curd_arg_scalar(&n, sizeof n)};
+    add_args[0].host = back;
+    add_args[0].byte_len = part * sizeof *back;
+    add_args[0].read_offset = sizeof *back;
+    add_args[0].read_len = part * sizeof *back;
+    before = curd_test_device_stats(device);
+    curd_pending *pending = NULL;
+    check_ok(curd_dispatch_async(device, add_one, &launch, add_args, 2,
+                                 &pending),
+             "curd_dispatch_async");
+    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    for (uint32_t i = 0; i < part; i++)
+        g_assert_cmpuint(back[i], ==, in[i + 1u] + 1u);
+    after = curd_test_device_stats(device);
+    assert_traffic(&before, &after, 0, part * sizeof *back, 1, 0, 0, 1);
+
+    launch.iterations = 0;
+    g_assert_cmpint(curd_dispatch(device, reduce, &launch, reduce_args, 3),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_stats refused = curd_test_device_stats(device);
+    assert_traffic(&after, &refused, 0, 0, 0, 0, 0, 0);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    g_free(back);
+    g_free(in);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* device_ns is the kernels alone; the staging before and the read-back
+ * after have their own fields. A synchronous dispatch asks for its timing
+ * through curd_launch.timing (no CURD_TRACE); a curd 1.0 caller's
+ * smaller curd_timing gets its fields and nothing past them. */
+static void test_timing_splits_staging_kernels_and_read_back(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *program = load(device, "add_one.ptx", "curd_add_one");
+    uint32_t n = random_count(1000, 20000);
+    uint32_t *data = random_words(n);
+    curd_launch launch = launch_over(n, 256);
+    launch.iterations = 4;
+    curd_arg args[] = {curd_arg_host(CURD_ROLE_INOUT, data, n * sizeof *data),
+                       curd_arg_scalar(&n, sizeof n)};
+    curd_timing timing;
+    curd_test_poison(&timing, sizeof timing);
+    timing.struct_size = sizeof timing;
+    launch.timing = &timing;
+    curd_stats before = curd_test_device_stats(device);
+    check_ok(curd_dispatch(device, program, &launch, args, 2),
+             "curd_dispatch with launch.timing");
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(timing.struct_size, ==, sizeof timing);
+    g_assert_cmpuint(after.dispatch_device_ns - before.dispatch_device_ns, ==,
+                     timing.device_ns);
+    if (ON_FAKE) {
+        g_assert_cmpuint(timing.staging_ns, ==, FAKE_DEVICE_NS);
+        g_assert_cmpuint(timing.device_ns, ==, FAKE_DEVICE_NS);
+        g_assert_cmpuint(timing.readback_ns, ==, FAKE_DEVICE_NS);
+    } else {
+        g_assert_cmpuint(timing.device_ns, >, 0);
+        g_assert_cmpuint(timing.staging_ns, >, 0);
+        g_assert_cmpuint(timing.readback_ns, >, 0);
+    }
+    g_assert_cmpuint(timing.wall_ns, >=, timing.enqueue_ns);
+
+    /* An asynchronous dispatch's timing comes from its wait. */
+    curd_pending *pending = NULL;
+    g_assert_cmpint(curd_dispatch_async(device, program, &launch, args, 2,
+                                        &pending),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_null(pending);
+    launch.timing = NULL;
+    check_ok(curd_dispatch_async(device, program, &launch, args, 2, &pending),
+             "curd_dispatch_async");
+    struct {
+        curd_timing timing;
+        unsigned char after[16];
+    } old;
+    curd_test_poison(&old, sizeof old);
+    old.timing.struct_size = offsetof(curd_timing, staging_ns);
+    curd_timing poisoned = old.timing;
+    check_ok(curd_pending_wait(pending, &old.timing),
+             "curd_pending_wait with curd 1.0's curd_timing");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    g_assert_cmpuint(old.timing.wall_ns, >=, old.timing.enqueue_ns);
+    g_assert_true(memcmp(&old.timing.staging_ns, &poisoned.staging_ns,
+                         sizeof old.timing
+                             - offsetof(curd_timing, staging_ns))
+                  == 0);
+    /* Too small even for curd 1.0: refused. */
+    curd_timing tiny = {.struct_size = sizeof(size_t)};
+    launch.timing = &tiny;
+    g_assert_cmpint(curd_dispatch(device, program, &launch, args, 2), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_free(data);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
 int main(int argc, char **argv)
 {
 #ifdef CURD_TEST_DISPATCH_FAKE
@@ -395,5 +547,9 @@ int main(int argc, char **argv)
                     test_trace_writes_each_dispatch_s_stage_times);
     g_test_add_func(PATH_ROOT "/without-trace-a-dispatch-writes-nothing",
                     test_without_trace_a_dispatch_writes_nothing);
+    g_test_add_func(PATH_ROOT "/a-dispatchs-traffic-counts-as-transfers-do",
+                    test_a_dispatchs_traffic_counts_as_transfers_do);
+    g_test_add_func(PATH_ROOT "/timing-splits-staging-kernels-and-read-back",
+                    test_timing_splits_staging_kernels_and_read_back);
     return g_test_run();
 }

@@ -308,12 +308,14 @@ static void test_bad_arguments_are_refused(void)
     g_assert_cmpint(curd_program_load(device, &desc, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
     curd_program_desc bad = desc;
-    bad.flags = 1u << g_test_rand_int_range(0, 32);
+    bad.flags = 1u << g_test_rand_int_range(2, 32); /* past the known */
     g_assert_cmpint(curd_program_load(device, &bad, &program), ==,
                     CURD_E_INVALID_ARGUMENT);
     g_assert_nonnull(strstr(curd_last_error(), "flags"));
     bad = desc;
-    bad.struct_size = (size_t)g_test_rand_int_range(0, sizeof bad);
+    /* Smaller than curd 1.0's desc. */
+    bad.struct_size = (size_t)g_test_rand_int_range(
+        0, (gint32)offsetof(curd_program_desc, jit_optimization_level));
     g_assert_cmpint(curd_program_load(device, &bad, &program), ==,
                     CURD_E_INVALID_ARGUMENT);
     bad = desc;
@@ -1309,6 +1311,134 @@ static void test_a_graph_replays_captured_launches_and_takes_new_params(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* ------------------------------------------------------------------------
+ * JIT options and the JIT's log
+ * ---------------------------------------------------------------------- */
+static curd_status load_with(curd_device *device,
+                             const curd_program_desc *desc,
+                             curd_program **out)
+{
+    *out = NULL;
+    return curd_program_load(device, desc, out);
+}
+
+/* The options reach the JIT (the stand-in writes what it saw into the
+ * info log; a GPU's max registers shows in the kernel's attributes), and
+ * key the module cache: the same image with other options is a miss, the
+ * same options again a hit. */
+static void test_jit_options_reach_the_jit_and_key_the_cache(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_device_props props = curd_test_device_info(device);
+    uint32_t own = (uint32_t)(props.compute_capability_major * 10
+                              + props.compute_capability_minor);
+    curd_program_desc desc;
+    curd_program_desc_init(&desc);
+    desc.image = kernel_ptx("saxpy.ptx");
+    desc.image_bytes = strlen(desc.image);
+    desc.entry = "curd_saxpy";
+    curd_program *plain = NULL, *tuned = NULL, *again = NULL;
+    g_assert_cmpint(load_with(device, &desc, &plain), ==, CURD_OK);
+    char log[512];
+    size_t len = 0;
+    g_assert_cmpint(curd_program_log(plain, log, sizeof log, &len), ==,
+                    CURD_OK);
+    g_assert_cmpuint(strlen(log), ==, len < sizeof log ? len : sizeof log - 1);
+    if (ON_FAKE)
+        g_assert_cmpstr(log, ==,
+                        "fake ptxas info: optimization level -1, max"
+                        " registers -1, target -1, line info -1");
+
+    curd_stats before = curd_test_device_stats(device);
+    desc.flags = CURD_PROGRAM_OPTIMIZATION_LEVEL | CURD_PROGRAM_LINE_INFO;
+    desc.jit_optimization_level = 2;
+    desc.jit_max_registers = 32;
+    desc.jit_target = own;
+    g_assert_cmpint(load_with(device, &desc, &tuned), ==, CURD_OK);
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(after.module_cache_misses - before.module_cache_misses,
+                     ==, 1);
+    g_assert_cmpuint(after.modules_loaded - before.modules_loaded, ==, 1);
+    g_assert_cmpint(curd_program_log(tuned, log, sizeof log, NULL), ==,
+                    CURD_OK);
+    if (ON_FAKE) {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "fake ptxas info: optimization level 2, max registers 32,"
+                 " target %u, line info 1",
+                 own);
+        g_assert_cmpstr(log, ==, want);
+    } else {
+        curd_program_props info = {.struct_size = sizeof info};
+        g_assert_cmpint(curd_program_info(tuned, &info), ==, CURD_OK);
+        g_assert_cmpint(info.registers_per_thread, <=, 32);
+        g_test_message("JIT info log: %s", log);
+    }
+    g_assert_cmpint(load_with(device, &desc, &again), ==, CURD_OK);
+    curd_stats hit = curd_test_device_stats(device);
+    g_assert_cmpuint(hit.module_cache_hits - after.module_cache_hits, ==, 1);
+    g_assert_cmpuint(hit.modules_loaded, ==, after.modules_loaded);
+
+    /* The length alone, and a log cut short to fit. */
+    size_t whole = 0;
+    g_assert_cmpint(curd_program_log(again, NULL, 0, &whole), ==, CURD_OK);
+    char small[8];
+    g_assert_cmpint(curd_program_log(again, small, sizeof small, &len), ==,
+                    CURD_OK);
+    g_assert_cmpuint(len, ==, whole);
+    g_assert_cmpuint(strlen(small), ==, whole < 7 ? whole : 7);
+    g_assert_cmpint(curd_program_log(again, NULL, 4, NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+
+    g_assert_cmpint(curd_program_free(again), ==, CURD_OK);
+    g_assert_cmpint(curd_program_free(tuned), ==, CURD_OK);
+    g_assert_cmpint(curd_program_free(plain), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Options the JIT cannot honour are refused before it runs; a curd 1.0
+ * desc, which ends before them, loads with the defaults. */
+static void test_bad_jit_options_are_refused(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_device_props props = curd_test_device_info(device);
+    curd_program_desc desc;
+    curd_program_desc_init(&desc);
+    desc.image = kernel_ptx("add_one.ptx");
+    desc.image_bytes = strlen(desc.image);
+    desc.entry = "curd_add_one";
+    curd_program *program = NULL;
+    desc.flags = CURD_PROGRAM_OPTIMIZATION_LEVEL;
+    desc.jit_optimization_level = 5;
+    g_assert_cmpint(load_with(device, &desc, &program), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    desc.flags = 0;
+    desc.jit_optimization_level = 0;
+    desc.jit_max_registers = 256;
+    g_assert_cmpint(load_with(device, &desc, &program), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    desc.jit_max_registers = 0;
+    desc.jit_target = (uint32_t)(props.compute_capability_major * 10
+                                 + props.compute_capability_minor) + 1u;
+    g_assert_cmpint(load_with(device, &desc, &program), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_null(program);
+    desc.jit_target = 0;
+    desc.struct_size = offsetof(curd_program_desc, jit_optimization_level);
+    desc.jit_max_registers = 999; /* past a curd 1.0 desc: unread */
+    g_assert_cmpint(load_with(device, &desc, &program), ==, CURD_OK);
+    g_assert_cmpint(curd_program_free(program), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 /* A faulting kernel leaves the context unusable until it is released and
  * retained again: in a subprocess, since on a GPU it spoils the process's
  * primary context. */
@@ -1350,18 +1480,76 @@ static void test_a_faulting_kernel_spoils_the_context_until_reopened(void)
     /* Close reports it and releases the context; a new open works. */
     curd_status closed = curd_device_close(device);
     g_assert_true(closed == CURD_OK || closed == CURD_E_DEVICE_LOST);
-    /* The NVIDIA driver 580 keeps a broken primary context broken for the
-     * process's life; the stand-in mends it once released. */
-    curd_status reopened = curd_device_open(0, NULL, &device);
-    if (reopened == CURD_E_DEVICE_LOST && !ON_FAKE) {
-        curd_test_assert_fix_sentence();
-        return;
-    }
-    g_assert_cmpint(reopened, ==, CURD_OK);
+    /* The driver keeps a broken primary context broken after its last
+     * release; the last close reset it, so the next open works. */
+    g_assert_cmpint(curd_device_open(0, NULL, &device), ==, CURD_OK);
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);
     program = load_ok(device, "fault.ptx", "curd_fault");
     g_assert_cmpint(curd_program_free(program), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Another library's kernel faults on the primary context while no curd
+ * device has it open (the raw driver here, as that library would): the
+ * next curd_device_open finds the context broken, resets it and works.
+ * In a subprocess, as above. */
+static void test_open_mends_a_context_another_library_broke(void)
+{
+    if (!g_test_subprocess()) {
+        curd_device *probe = curd_test_gpu_open();
+        if (probe == NULL)
+            return;
+        g_assert_cmpint(curd_device_close(probe), ==, CURD_OK);
+        g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
+                               G_TEST_SUBPROCESS_INHERIT_STDERR);
+        g_test_trap_assert_passed();
+        return;
+    }
+    /* Opening and closing a device once loads the driver and leaves the
+     * primary context healthy and unretained. */
+    curd_device *device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_device cu_device = 0;
+    curdi_cu_context context = NULL;
+    curdi_cu_module module = NULL;
+    curdi_cu_function function = NULL;
+    g_assert_cmpint(driver->cuDeviceGet(&cu_device, 0), ==, 0);
+    g_assert_cmpint(driver->cuDevicePrimaryCtxRetain(&context, cu_device), ==,
+                    0);
+    g_assert_cmpint(driver->cuCtxPushCurrent(context), ==, 0);
+    g_assert_cmpint(driver->cuModuleLoadDataEx(&module,
+                                               kernel_ptx("fault.ptx"), 0,
+                                               NULL, NULL),
+                    ==, 0);
+    g_assert_cmpint(driver->cuModuleGetFunction(&function, module,
+                                                "curd_fault"),
+                    ==, 0);
+    uint64_t target = 0; /* a write through a null pointer */
+    uint64_t offset = 0;
+    uint32_t trap = 0;
+    void *params[] = {&target, &offset, &trap};
+    curdi_cu_stream stream = NULL;
+    g_assert_cmpint(driver->cuStreamCreate(&stream,
+                                           CURDI_CU_STREAM_NON_BLOCKING),
+                    ==, 0);
+    curdi_cu_result rc = driver->cuLaunchKernel(function, 1, 1, 1, 32, 1, 1,
+                                                0, stream, params, NULL);
+    if (rc == CURDI_CUDA_SUCCESS)
+        rc = driver->cuCtxSynchronize();
+    g_assert_cmpint(curdi_driver_status_of(rc), ==, CURD_E_DEVICE_LOST);
+    curdi_cu_context popped = NULL;
+    (void)driver->cuCtxPopCurrent(&popped);
+    (void)driver->cuDevicePrimaryCtxRelease(cu_device);
+
+    device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    char report[512];
+    g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
+                    CURD_OK);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -1419,6 +1607,11 @@ static const struct {
      test_a_graph_replays_captured_launches_and_takes_new_params},
     {"/kernels/a-faulting-kernel-spoils-the-context-until-reopened",
      test_a_faulting_kernel_spoils_the_context_until_reopened},
+    {"/jit/options-reach-the-jit-and-key-the-cache",
+     test_jit_options_reach_the_jit_and_key_the_cache},
+    {"/jit/bad-options-are-refused", test_bad_jit_options_are_refused},
+    {"/kernels/open-mends-a-context-another-library-broke",
+     test_open_mends_a_context_another_library_broke},
 };
 
 int main(int argc, char **argv)

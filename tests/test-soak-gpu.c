@@ -90,7 +90,7 @@ static curd_program *load_add_one(curd_device *device)
  * ---------------------------------------------------------------------- */
 typedef struct counted {
     uint64_t h2d_bytes, d2h_bytes, copy_ops, fill_ops, fill_bytes;
-    uint64_t sure_fences; /* synchronous transfers and fills */
+    uint64_t sure_fences; /* synchronous transfers, fills, dispatches */
     uint64_t syncs;       /* syncs after an asynchronous upload */
     uint64_t allocs, frees, alloc_bytes, free_bytes;
     uint64_t dispatches, trims, operations;
@@ -332,6 +332,9 @@ static void do_dispatch(worker *w, owned *b)
         add_one_to(b->model, b->len);
         if (memcmp(w->scratch, b->model, b->len) != 0)
             g_error("thread %u: add_one's read-back is wrong", w->seed);
+        /* The read-back counts as a transfer's copy would. */
+        w->count.d2h_bytes += b->len;
+        w->count.copy_ops++;
     } else {
         random_bytes(w, w->scratch, b->len);
         memcpy(w->expected, w->scratch, b->len);
@@ -346,7 +349,13 @@ static void do_dispatch(worker *w, owned *b)
         if (memcmp(w->scratch, w->expected, b->len) != 0)
             g_error("thread %u: add_one on borrowed memory is wrong",
                     w->seed);
+        /* The words' upload and read-back. */
+        w->count.h2d_bytes += b->len;
+        w->count.d2h_bytes += b->len;
+        w->count.copy_ops += 2;
     }
+    /* Its wait is one fence. */
+    w->count.sure_fences++;
     w->count.dispatches++;
 }
 

@@ -39,6 +39,24 @@ curd_status curdi_range_check(uint64_t offset, uint64_t byte_len,
     return CURD_OK;
 }
 
+curd_status curdi_host_range_check(const void *host, size_t byte_len,
+                                   const char *what, const char *name)
+{
+    if (!curdi_host_range_bad(host, byte_len))
+        return CURD_OK;
+    if (host == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: %s is NULL for %zu bytes; nothing was done."
+                          " Fix: pass caller memory of at least that many"
+                          " bytes.",
+                          what, name, byte_len);
+    return curdi_fail(CURD_E_OVERFLOW,
+                      "%s: %s %p plus %zu bytes passes the end of the"
+                      " address space; nothing was done. Fix: pass a valid"
+                      " host range.",
+                      what, name, host, byte_len);
+}
+
 curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
                                     uint64_t *out)
 {

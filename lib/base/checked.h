@@ -42,6 +42,23 @@ CURDI_CHECKED_OP_(curdi_u64_mul, uint64_t, __builtin_mul_overflow)
 curd_status curdi_range_check(uint64_t offset, uint64_t byte_len,
                               uint64_t buffer_len, const char *what);
 
+/* The one check of a host range the API takes (transfers, batch uploads
+ * and downloads, dispatch arguments, registrations): CURD_E_INVALID_
+ * ARGUMENT when host is NULL for byte_len > 0, CURD_E_OVERFLOW when
+ * host + byte_len passes the end of the address space. `what` names the
+ * call (or its item), `name` the range ("src", "argument 2's host
+ * address"). */
+curd_status curdi_host_range_check(const void *host, size_t byte_len,
+                                   const char *what, const char *name);
+/* Whether curdi_host_range_check would refuse the range: for hot paths
+ * that format `name` only on the way to the error. */
+static inline bool curdi_host_range_bad(const void *host, size_t byte_len)
+{
+    uintptr_t end;
+    return (byte_len != 0 && host == NULL)
+           || __builtin_add_overflow((uintptr_t)host, byte_len, &end);
+}
+
 /* base + offset as a device pointer; CURD_E_OVERFLOW past 2^64. */
 curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
                                     uint64_t *out);

@@ -710,6 +710,7 @@ CURD_API curd_status curd_collective_run_async(const curd_collective *ops,
     curd_status status = start(ops, count, true, what, &run);
     if (status != CURD_OK)
         return status;
+    curdi_pending_publish(&run->base);
     *out_pending = &run->base;
     return CURD_OK;
 }

@@ -245,7 +245,7 @@ void curdi_device_leave(curd_device *device)
 /* ------------------------------------------------------------------------
  * Streams
  * ---------------------------------------------------------------------- */
-curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
+static curd_status stream_take(curd_device *device, curdi_cu_stream *out)
 {
     pthread_mutex_lock(&device->pool_lock);
     if (device->idle_stream_count > 0) {
@@ -261,6 +261,21 @@ curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
         driver->cuStreamCreate(&stream, CURDI_CU_STREAM_NON_BLOCKING);
     if (rc != CURDI_CUDA_SUCCESS)
         return curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+    *out = stream;
+    return CURD_OK;
+}
+
+curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
+{
+    curdi_cu_stream stream = NULL;
+    curd_status status = stream_take(device, &stream);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_stream_order_after_waits(device, stream);
+    if (status != CURD_OK) {
+        curdi_stream_release(device, stream);
+        return status;
+    }
     *out = stream;
     return CURD_OK;
 }
@@ -430,6 +445,197 @@ void curdi_events_release_timed(curd_device *device,
 }
 
 /* ------------------------------------------------------------------------
+ * Others' work: what curd's next work waits for, and the caller's streams
+ * ---------------------------------------------------------------------- */
+/* A driver failure on a device that was usable; a lost context marks it
+ * lost. */
+static curd_status fail_on_device(curd_device *device, curdi_cu_result rc,
+                                  const char *call)
+{
+    curd_status status = curdi_fail_driver((int)rc, call, CURDI_DRIVER_FIX);
+    if (status == CURD_E_DEVICE_LOST)
+        curdi_device_mark_lost(device);
+    return status;
+}
+
+curd_status curdi_stream_order_after_waits(curd_device *device,
+                                           curdi_cu_stream stream)
+{
+    if (atomic_load_explicit(&device->wait_count, memory_order_acquire) == 0)
+        return CURD_OK;
+    const curdi_driver *driver = curdi_driver_get();
+    curd_status status = CURD_OK;
+    /* The lock is held across the queries and the waits (neither blocks)
+     * so that no other thread drops and reuses an event this stream is
+     * about to wait on. */
+    pthread_mutex_lock(&device->waits_lock);
+    size_t count = atomic_load_explicit(&device->wait_count,
+                                        memory_order_relaxed);
+    size_t kept = 0;
+    for (size_t index = 0; index < count; index++) {
+        curdi_cu_event event = device->waits[index];
+        if (status == CURD_OK) {
+            curdi_cu_result rc =
+                curdi_driver_note(driver->cuEventQuery(event));
+            if (rc == CURDI_CUDA_SUCCESS) {
+                curdi_events_release(device, &event, 1);
+                continue;
+            }
+            if (rc == CURDI_CUDA_ERROR_NOT_READY) {
+                rc = curdi_driver_note(
+                    driver->cuStreamWaitEvent(stream, event, 0));
+                if (rc != CURDI_CUDA_SUCCESS)
+                    status = fail_on_device(device, rc, "cuStreamWaitEvent");
+            } else {
+                status = fail_on_device(device, rc, "cuEventQuery");
+            }
+        }
+        device->waits[kept++] = event;
+    }
+    atomic_store_explicit(&device->wait_count, kept, memory_order_release);
+    pthread_mutex_unlock(&device->waits_lock);
+    return status;
+}
+
+/* Adds an event recorded behind others' work to the device's waits; on a
+ * failure (no host memory) the event goes back to the pool and nothing is
+ * waited for. */
+static curd_status waits_add(curd_device *device, curdi_cu_event event,
+                             const char *what)
+{
+    pthread_mutex_lock(&device->waits_lock);
+    size_t count = atomic_load_explicit(&device->wait_count,
+                                        memory_order_relaxed);
+    bool room = curdi_array_reserve((void **)&device->waits,
+                                    &device->wait_capacity, count + 1u,
+                                    sizeof *device->waits);
+    if (room) {
+        device->waits[count] = event;
+        atomic_store_explicit(&device->wait_count, count + 1u,
+                              memory_order_release);
+    }
+    pthread_mutex_unlock(&device->waits_lock);
+    if (room)
+        return CURD_OK;
+    curdi_events_release(device, &event, 1);
+    return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                      "%s: no host memory for one more entry in the list of"
+                      " work to wait for; nothing will wait. Fix: free host"
+                      " memory and call it again.",
+                      what);
+}
+
+curd_status curdi_stream_check_foreign(curd_device *device,
+                                       curdi_cu_stream cu_stream,
+                                       const char *what)
+{
+    curdi_cu_context context = NULL;
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuStreamGetCtx(cu_stream, &context));
+    if (rc == CURDI_CUDA_SUCCESS && context == device->context)
+        return CURD_OK;
+    if (rc == CURDI_CUDA_SUCCESS)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: stream %p belongs to another CUDA context than"
+                          " device %d's primary context; nothing was"
+                          " enqueued. Fix: pass a stream created in the"
+                          " device's primary context (cudaSetDevice(%d), or"
+                          " cuDevicePrimaryCtxRetain), or record an event on"
+                          " it and pass that to curd_device_wait_event.",
+                          what, (void *)cu_stream, device->ordinal,
+                          device->ordinal);
+    if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST)
+        return fail_on_device(device, rc, "cuStreamGetCtx");
+    return curdi_fail_driver((int)rc, "cuStreamGetCtx",
+                             "pass a live CUstream (a cudaStream_t is one)"
+                             " of the device's primary context, not a"
+                             " destroyed one or another handle");
+}
+
+CURD_API curd_status curd_device_wait_stream(curd_device *device,
+                                             void *cu_stream)
+{
+    const char *what = "curd_device_wait_stream";
+    curd_status status = curdi_device_check(device, what);
+    if (status != CURD_OK)
+        return status;
+    status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_stream stream = (curdi_cu_stream)cu_stream;
+    curdi_cu_event event = NULL;
+    status = curdi_stream_check_foreign(device, stream, what);
+    if (status == CURD_OK)
+        status = curdi_events_acquire(device, &event, 1);
+    if (status == CURD_OK) {
+        /* An event of curd's own, since the caller's stream goes on: it
+         * marks the stream's work so far and nothing after. */
+        curdi_cu_result rc = curdi_driver_note(
+            curdi_driver_get()->cuEventRecord(event, stream));
+        if (rc == CURDI_CUDA_SUCCESS) {
+            status = waits_add(device, event, what);
+        } else {
+            curdi_events_release(device, &event, 1);
+            status = fail_on_device(device, rc, "cuEventRecord");
+        }
+    }
+    curdi_device_leave(device);
+    return status;
+}
+
+CURD_API curd_status curd_device_wait_event(curd_device *device,
+                                            void *cu_event)
+{
+    const char *what = "curd_device_wait_event";
+    curd_status status = curdi_device_check(device, what);
+    if (status != CURD_OK)
+        return status;
+    if (cu_event == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: cu_event is NULL. Fix: pass a CUevent (a"
+                          " cudaEvent_t is one) that has been recorded.",
+                          what);
+    status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    const curdi_driver *driver = curdi_driver_get();
+    curdi_cu_event theirs = (curdi_cu_event)cu_event;
+    /* Its owner may record the event again at any time, so curd keeps
+     * the state it has now: a pooled stream waits on it and records an
+     * event of curd's own. The stream goes back to the pool with that
+     * wait in it, which orders nothing that curd would not order anyway. */
+    curdi_cu_stream stream = NULL;
+    curdi_cu_event ours = NULL;
+    status = stream_take(device, &stream);
+    if (status == CURD_OK)
+        status = curdi_events_acquire(device, &ours, 1);
+    if (status == CURD_OK) {
+        curdi_cu_result rc =
+            curdi_driver_note(driver->cuStreamWaitEvent(stream, theirs, 0));
+        if (rc != CURDI_CUDA_SUCCESS) {
+            status = curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
+                         ? fail_on_device(device, rc, "cuStreamWaitEvent")
+                         : curdi_fail_driver(
+                               (int)rc, "cuStreamWaitEvent",
+                               "pass a live CUevent (a cudaEvent_t is one),"
+                               " not a destroyed one or another handle");
+        } else {
+            rc = curdi_driver_note(driver->cuEventRecord(ours, stream));
+            if (rc != CURDI_CUDA_SUCCESS)
+                status = fail_on_device(device, rc, "cuEventRecord");
+        }
+        if (status == CURD_OK)
+            status = waits_add(device, ours, what);
+        else
+            curdi_events_release(device, &ours, 1);
+    }
+    if (stream != NULL)
+        curdi_stream_release(device, stream);
+    curdi_device_leave(device);
+    return status;
+}
+
+/* ------------------------------------------------------------------------
  * Properties
  * ---------------------------------------------------------------------- */
 typedef struct attribute_read {
@@ -559,15 +765,96 @@ static void destroy_streams_and_events(const curdi_driver *driver,
     if (device->upload_stream != NULL)
         stream_destroy(driver, device->upload_stream);
     device->upload_stream = NULL;
+    size_t waits = atomic_load(&device->wait_count);
+    for (size_t i = 0; i < waits; i++)
+        event_destroy(driver, device->waits[i]);
+    atomic_store(&device->wait_count, 0);
 }
 
 static void free_host_state(curd_device *device)
 {
+    pthread_mutex_destroy(&device->waits_lock);
+    free(device->waits);
     pthread_mutex_destroy(&device->pool_lock);
     free(device->idle_streams);
     free(device->idle_events);
     free(device->idle_timed_events);
     free(device);
+}
+
+/* Retains the primary context and makes it current; on a failure
+ * neither is left. */
+static curd_status retain_and_enter(const curdi_driver *driver,
+                                    curd_device *device)
+{
+    curdi_cu_result rc =
+        driver->cuDevicePrimaryCtxRetain(&device->context, device->cu_device);
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDevicePrimaryCtxRetain", NULL);
+    rc = driver->cuCtxPushCurrent(device->context);
+    if (rc != CURDI_CUDA_SUCCESS) {
+        curd_status status =
+            curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+        release_context(driver, device);
+        return status;
+    }
+    return CURD_OK;
+}
+
+/* The device's upload stream; NULL after a failure. */
+static curdi_cu_result create_upload_stream(const curdi_driver *driver,
+                                            curd_device *device)
+{
+    curdi_cu_result rc = curdi_driver_note(driver->cuStreamCreate(
+        &device->upload_stream, CURDI_CU_STREAM_NON_BLOCKING));
+    if (rc != CURDI_CUDA_SUCCESS)
+        device->upload_stream = NULL;
+    return rc;
+}
+
+static void count_device(curd_device *device, void *context);
+
+/* Resets a broken primary context that no curd device of the ordinal
+ * has open, and retains and enters it afresh. The context is unusable
+ * for every user in the process already; the reset, the only thing that
+ * mends it, frees what they held in it (curd.h says so). Entered on
+ * entry; on CURD_OK entered again, else neither retained nor entered. */
+static curd_status mend_broken_context(const curdi_driver *driver,
+                                       curd_device *device)
+{
+    unsigned open_on_ordinal = 0;
+    curdi_devices_for_ordinal(device->ordinal, count_device,
+                              &open_on_ordinal);
+    pop_context(driver);
+    release_context(driver, device);
+    if (open_on_ordinal != 0)
+        /* They share the broken context: their next call says so, and
+         * the last of them to close resets it. */
+        curdi_devices_for_ordinal(device->ordinal, mark_lost, NULL);
+    if (open_on_ordinal != 0 || driver->cuDevicePrimaryCtxReset == NULL)
+        return curdi_fail(
+            CURD_E_DEVICE_LOST,
+            "curd_device_open: device %d's primary context holds a fault"
+            " (a kernel's illegal address or trap, curd's or another"
+            " library's), and %s. Fix: %s.",
+            device->ordinal,
+            open_on_ordinal != 0
+                ? "curd devices still open on it keep it from being reset"
+                : "this driver cannot reset it (no cuDevicePrimaryCtxReset)",
+            open_on_ordinal != 0
+                ? "close every curd device of this GPU; the last close"
+                  " resets the context, and the next open works"
+                : "restart the process");
+    curdi_cu_result rc =
+        curdi_driver_note(driver->cuDevicePrimaryCtxReset(device->cu_device));
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)rc, "cuDevicePrimaryCtxReset",
+                                 "the device's primary context holds a fault"
+                                 " and could not be reset; restart the"
+                                 " process");
+    curdi_trace("device %d: reset a primary context a fault had broken",
+                device->ordinal);
+    return retain_and_enter(driver, device);
 }
 
 curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
@@ -583,38 +870,43 @@ curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
                           "device could not be allocated. Fix: free host "
                           "memory and try again.",
                           sizeof *device);
-    if (pthread_mutex_init(&device->pool_lock, NULL) != 0) {
+    bool pool_lock_made = pthread_mutex_init(&device->pool_lock, NULL) == 0;
+    if (!pool_lock_made
+        || pthread_mutex_init(&device->waits_lock, NULL) != 0) {
+        if (pool_lock_made)
+            pthread_mutex_destroy(&device->pool_lock);
         free(device);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: the stream lock could not be "
+                          "curd_device_open: the stream locks could not be "
                           "created. Fix: free host resources and try again.");
     }
     device->ordinal = ordinal;
     device->cu_device = cu_device;
     device->options = *options;
 
-    curdi_cu_result rc =
-        driver->cuDevicePrimaryCtxRetain(&device->context, cu_device);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        status = curdi_fail_driver((int)rc, "cuDevicePrimaryCtxRetain", NULL);
-        free_host_state(device);
-        return status;
-    }
-    rc = driver->cuCtxPushCurrent(device->context);
-    if (rc != CURDI_CUDA_SUCCESS) {
-        status = curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
-        release_context(driver, device);
+    status = retain_and_enter(driver, device);
+    if (status != CURD_OK) {
         free_host_state(device);
         return status;
     }
     status = read_props(driver, device);
     if (status == CURD_OK) {
-        rc = driver->cuStreamCreate(&device->upload_stream,
-                                    CURDI_CU_STREAM_NON_BLOCKING);
-        if (rc != CURDI_CUDA_SUCCESS) {
-            device->upload_stream = NULL;
-            status = curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+        curdi_cu_result rc = create_upload_stream(driver, device);
+        /* The first call of open that needs the context: one a fault
+         * broke while no curd device of the GPU had it open (another
+         * library's kernel) answers it with the fault. A wait would have
+         * told too, but would also wait for the other users' work. */
+        if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST) {
+            status = mend_broken_context(driver, device);
+            if (status != CURD_OK) {
+                /* Neither retained nor entered any more. */
+                free_host_state(device);
+                return status;
+            }
+            rc = create_upload_stream(driver, device);
         }
+        if (rc != CURDI_CUDA_SUCCESS)
+            status = curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
     }
     if (status != CURD_OK) {
         curdi_core_close(device, true);

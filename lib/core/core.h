@@ -61,6 +61,16 @@ struct curd_device {
     size_t idle_timed_event_count;
     size_t idle_timed_event_capacity;
     curdi_cu_stream upload_stream; /* for curd_buffer_upload_async */
+    /* Others' work that curd's next work waits for
+     * (curd_device_wait_stream, _event): events of curd's own recorded
+     * behind it, each dropped once a query finds it complete.
+     * waits_lock guards the list (taken before pool_lock, never after);
+     * wait_count, also written under it, lets a stream skip the lock
+     * while nothing is waited for. */
+    pthread_mutex_t waits_lock;
+    curdi_cu_event *waits;
+    size_t wait_capacity;
+    atomic_size_t wait_count;
     /* Statistics-only counters any room found below zero and repaired
      * (curd_stats.accounting_repairs). */
     _Atomic uint64_t accounting_repairs;
@@ -145,6 +155,22 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
 /* Destroys a stream left in a state the pool must not hand out again (a
  * capture that could not be ended). Context current. */
 void curdi_stream_discard(curd_device *device, curdi_cu_stream stream);
+
+/* Makes `stream` wait (cuStreamWaitEvent, no host wait) for the work of
+ * others the device was told to wait for and that has not completed; the
+ * completed ones are dropped, so while there are none this is one atomic
+ * load. curdi_stream_acquire calls it for every pooled stream; a room
+ * that enqueues on the upload stream calls it first. Context current. */
+curd_status curdi_stream_order_after_waits(curd_device *device,
+                                           curdi_cu_stream stream);
+
+/* Checks that `cu_stream`, a stream a caller passed (NULL: the legacy
+ * default stream), belongs to the device's context (cuStreamGetCtx):
+ * CURD_E_INVALID_ARGUMENT naming `what` when it does not, or when the
+ * driver does not know it as a stream. Context current. */
+curd_status curdi_stream_check_foreign(curd_device *device,
+                                       curdi_cu_stream cu_stream,
+                                       const char *what);
 
 /* count events (timing disabled), from the idle pool or new. Context
  * current. */

@@ -3,6 +3,7 @@
  * public curd_pending_ready / _wait / _free. See pending.h. */
 #include "core/pending.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "core/fence.h"
@@ -11,6 +12,66 @@
 #include "driver/driver.h"
 #include "base/status.h"
 
+/* ------------------------------------------------------------------------
+ * The registry of live pendings
+ * ---------------------------------------------------------------------- */
+/* Chains through the pendings themselves, hashed by address, so entering
+ * one allocates nothing; a lookup reads only pendings in the registry,
+ * never the pointer it was asked about. One short lock: a dispatch or a
+ * batch run handed out takes it twice (enter, leave). */
+#define LIVE_BUCKETS 1024u
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static curd_pending *live_buckets[LIVE_BUCKETS];
+
+static curd_pending **live_bucket(const curd_pending *pending)
+{
+    uint64_t key = (uint64_t)(uintptr_t)pending;
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull; /* a 64-bit mixer's multiplier */
+    key ^= key >> 33;
+    return &live_buckets[key & (LIVE_BUCKETS - 1u)];
+}
+
+void curdi_pending_publish(curd_pending *pending)
+{
+    pthread_mutex_lock(&live_lock);
+    curd_pending **bucket = live_bucket(pending);
+    pending->live_next = *bucket;
+    *bucket = pending;
+    pending->published = true;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static void unpublish(curd_pending *pending)
+{
+    if (!pending->published)
+        return;
+    pthread_mutex_lock(&live_lock);
+    for (curd_pending **link = live_bucket(pending); *link != NULL;
+         link = &(*link)->live_next) {
+        if (*link == pending) {
+            *link = pending->live_next;
+            break;
+        }
+    }
+    pending->published = false;
+    pthread_mutex_unlock(&live_lock);
+}
+
+static bool live(const curd_pending *pending)
+{
+    bool found = false;
+    pthread_mutex_lock(&live_lock);
+    for (const curd_pending *entry = *live_bucket(pending);
+         entry != NULL && !found; entry = entry->live_next)
+        found = entry == pending;
+    pthread_mutex_unlock(&live_lock);
+    return found;
+}
+
+/* ------------------------------------------------------------------------
+ * The shared part of work in flight
+ * ---------------------------------------------------------------------- */
 void curdi_pending_init(curd_pending *pending, curd_device *device,
                         const curdi_pending_ops *ops)
 {
@@ -36,13 +97,41 @@ curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
     return status;
 }
 
+curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
+                                     const char *what)
+{
+    if (cu_stream == NULL)
+        return CURD_OK;
+    curd_status status = curdi_stream_check_foreign(
+        pending->device, (curdi_cu_stream)cu_stream, what);
+    if (status != CURD_OK)
+        return status;
+    pending->caller_stream = (curdi_cu_stream)cu_stream;
+    pending->timed = true;
+    return CURD_OK;
+}
+
+/* The timed events the work holds. */
+static unsigned event_count(const curd_pending *pending)
+{
+    return pending->split ? 4u : 2u;
+}
+
 curd_status curdi_pending_acquire(curd_pending *pending)
 {
-    curd_status status =
-        curdi_stream_acquire(pending->device, &pending->stream);
+    curd_status status;
+    if (pending->caller_stream != NULL) {
+        status = curdi_stream_order_after_waits(pending->device,
+                                                pending->caller_stream);
+        if (status == CURD_OK)
+            pending->stream = pending->caller_stream;
+    } else {
+        status = curdi_stream_acquire(pending->device, &pending->stream);
+    }
     if (status != CURD_OK || !pending->timed)
         return status;
-    status = curdi_events_acquire_timed(pending->device, pending->events, 2);
+    status = curdi_events_acquire_timed(pending->device, pending->events,
+                                        event_count(pending));
     if (status == CURD_OK)
         pending->events_taken = true;
     return status;
@@ -60,6 +149,13 @@ static curd_status record(curd_pending *pending, unsigned which)
 curd_status curdi_pending_begin(curd_pending *pending)
 {
     return pending->timed ? record(pending, 0) : CURD_OK;
+}
+
+curd_status curdi_pending_mark(curd_pending *pending, bool kernels_end)
+{
+    if (!pending->timed || !pending->split)
+        return CURD_OK;
+    return record(pending, kernels_end ? 3u : 2u);
 }
 
 curd_status curdi_pending_end(curd_pending *pending)
@@ -81,29 +177,44 @@ void curdi_pending_release(curd_pending *pending)
 {
     curd_device *device = pending->device;
     curdi_cu_stream stream = pending->stream;
-    curdi_cu_event events[2] = {pending->events[0], pending->events[1]};
-    bool events_taken = pending->events_taken;
+    curdi_cu_event events[4];
+    memcpy(events, pending->events, sizeof events);
+    unsigned taken = pending->events_taken ? event_count(pending) : 0u;
+    unpublish(pending);
     if (!pending->completed && stream != NULL
         && curdi_device_enter(device) == CURD_OK) {
         curdi_pending_drain(pending);
         curdi_device_leave(device);
     }
+    bool pooled = pending->caller_stream == NULL;
     pending->ops->release(pending); /* may free it */
-    if (events_taken)
-        curdi_events_release_timed(device, events, 2);
-    if (stream != NULL)
+    if (taken != 0)
+        curdi_events_release_timed(device, events, taken);
+    /* The caller's stream stays the caller's. */
+    if (stream != NULL && pooled)
         curdi_stream_release(device, stream);
 }
 
 /* The work completed: the times, then the owner's completion. */
 static void finish_complete(curd_pending *pending, uint64_t wait_start,
-                            uint64_t device_ns, bool copy_out)
+                            bool copy_out)
 {
     pending->completed = true;
-    pending->device_ns = device_ns;
     pending->wait_ns = curdi_clock_ns() - wait_start;
     pending->ops->complete(pending, copy_out);
     pending->wall_ns = curdi_clock_ns() - pending->start_ns;
+}
+
+/* Nanoseconds from one completed event to another; 0 where the driver
+ * cannot tell (a statistic, not worth failing a wait for). */
+static uint64_t elapsed_ns(const curdi_driver *driver, curdi_cu_event from,
+                           curdi_cu_event to)
+{
+    float ms = 0.0f;
+    curdi_cu_result rc =
+        curdi_driver_note(driver->cuEventElapsedTime(&ms, from, to));
+    return rc == CURDI_CUDA_SUCCESS && ms > 0.0f ? (uint64_t)((double)ms * 1e6)
+                                                 : 0u;
 }
 
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
@@ -118,7 +229,7 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         curd_status status = pending->ops->wait(pending);
         if (status != CURD_OK)
             return status;
-        finish_complete(pending, wait_start, 0, copy_out);
+        finish_complete(pending, wait_start, copy_out);
         return CURD_OK;
     }
     curd_status status = curdi_device_enter(device);
@@ -141,16 +252,19 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         curdi_device_leave(device);
         return status;
     }
-    float device_ms = 0.0f;
-    if (pending->timed)
-        rc = curdi_driver_note(driver->cuEventElapsedTime(
-            &device_ms, pending->events[0], pending->events[1]));
+    if (pending->timed && pending->split) {
+        pending->staging_ns = elapsed_ns(driver, pending->events[0],
+                                         pending->events[2]);
+        pending->device_ns = elapsed_ns(driver, pending->events[2],
+                                        pending->events[3]);
+        pending->readback_ns = elapsed_ns(driver, pending->events[3],
+                                          pending->events[1]);
+    } else if (pending->timed) {
+        pending->device_ns = elapsed_ns(driver, pending->events[0],
+                                        pending->events[1]);
+    }
     curdi_device_leave(device);
-    finish_complete(pending, wait_start,
-                    rc == CURDI_CUDA_SUCCESS
-                        ? (uint64_t)((double)device_ms * 1e6)
-                        : 0,
-                    copy_out);
+    finish_complete(pending, wait_start, copy_out);
     return CURD_OK;
 }
 
@@ -161,7 +275,13 @@ void curdi_pending_timing(const curd_pending *pending, curd_timing *timing)
     result.device_ns = pending->device_ns;
     result.enqueue_ns = pending->enqueue_ns;
     result.wait_ns = pending->wait_ns;
-    memcpy(timing, &result, sizeof result);
+    result.staging_ns = pending->staging_ns;
+    result.readback_ns = pending->readback_ns;
+    /* An older caller's struct gets the fields it has; a newer caller's
+     * extra fields are left as they were. */
+    memcpy(timing, &result,
+           timing->struct_size < sizeof result ? timing->struct_size
+                                               : sizeof result);
 }
 
 /* ------------------------------------------------------------------------
@@ -173,9 +293,17 @@ static curd_status check_pending(const curd_pending *pending, const char *what)
     if (pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: pending is NULL. Fix: pass the curd_pending"
-                          " that curd_dispatch_async, curd_batch_run_async or"
-                          " curd_collective_run_async returned.",
+                          " that curd_dispatch_async, curd_batch_run_async,"
+                          " curd_collective_run_async, curd_buffer_copy_async"
+                          " or curd_buffer_download_async returned.",
                           what);
+    if (!live(pending))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: pending %p is not live (freed already, or"
+                          " never returned by curd); nothing was read from"
+                          " it. Fix: use a curd_pending between the call that"
+                          " returned it and its curd_pending_free().",
+                          what, (const void *)pending);
     return curdi_device_check(pending->device, what);
 }
 
@@ -215,8 +343,8 @@ CURD_API curd_status curd_pending_wait(curd_pending *pending,
     const char *what = "curd_pending_wait";
     curd_status status = check_pending(pending, what);
     if (status == CURD_OK && timing != NULL)
-        status = curdi_result_struct_check(timing, sizeof *timing, what,
-                                           "timing", "curd_timing");
+        status = curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
+                                           what, "timing", "curd_timing");
     if (status != CURD_OK)
         return status;
     if (pending->waited)
@@ -248,4 +376,48 @@ CURD_API curd_status curd_pending_free(curd_pending *pending)
         status = curdi_pending_finish(pending, false);
     curdi_pending_release(pending);
     return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Ordering a caller's stream after the work
+ * ---------------------------------------------------------------------- */
+CURD_API curd_status curd_pending_stream_wait(curd_pending *pending,
+                                              void *cu_stream)
+{
+    const char *what = "curd_pending_stream_wait";
+    curd_status status = check_pending(pending, what);
+    if (status != CURD_OK)
+        return status;
+    curd_device *device = pending->device;
+    status = curdi_device_enter(device);
+    if (status != CURD_OK)
+        return status;
+    curdi_cu_stream stream = (curdi_cu_stream)cu_stream;
+    status = curdi_stream_check_foreign(device, stream, what);
+    if (status == CURD_OK) {
+        curdi_cu_result rc = curdi_driver_note(
+            curdi_driver_get()->cuStreamWaitEvent(stream, pending->events[1],
+                                                  0));
+        if (rc != CURDI_CUDA_SUCCESS)
+            status = curdi_pending_fail_driver(device, rc,
+                                               "cuStreamWaitEvent");
+    }
+    curdi_device_leave(device);
+    return status;
+}
+
+CURD_API curd_status curd_pending_event(curd_pending *pending,
+                                        void **out_cu_event)
+{
+    const char *what = "curd_pending_event";
+    curd_status status = check_pending(pending, what);
+    if (status != CURD_OK)
+        return status;
+    if (out_cu_event == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_cu_event is NULL. Fix: pass the address of"
+                          " a void * (a CUevent).",
+                          what);
+    *out_cu_event = pending->events[1];
+    return CURD_OK;
 }

@@ -19,6 +19,7 @@
 #define CURD_LIB_PENDING_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "driver/cuda_abi.h"
@@ -49,34 +50,61 @@ struct curd_pending {
     const curdi_pending_ops *ops;
     struct curd_device *device;
     curdi_cu_stream stream;   /* pooled; NULL until acquired */
-    curdi_cu_event events[2]; /* start, end (timing enabled) */
+    /* The caller's stream the work goes on instead of a pooled one
+     * (curdi_pending_use_stream), or NULL. Such work is always timed: its
+     * end event is what its wait and its release go by. */
+    curdi_cu_stream caller_stream;
+    /* start, end, and for split work the launches' start and end
+     * (timing enabled). */
+    curdi_cu_event events[4];
     /* Timed work is fenced by its end event and measured from its start;
      * untimed work (a synchronous call that asked for no timing) takes no
      * events: its wait is the stream's word (lib/core/fence.h), or one stream
      * synchronisation, and its device_ns stays 0. */
     bool timed;
+    /* Timed work whose owner marks where its kernels start and end
+     * (curdi_pending_mark): device_ns is then the kernels alone, with
+     * staging_ns before and readback_ns after. */
+    bool split;
     bool events_taken;
     bool waited;              /* a wait began */
     bool completed;           /* the end event completed; complete ran */
     uint64_t start_ns;        /* the public call began */
     uint64_t enqueue_ns;      /* from start_ns to the end event's record */
     uint64_t wait_ns;         /* blocked in the wait */
-    uint64_t device_ns;       /* start to end event, once waited */
+    uint64_t device_ns;       /* start to end event (split: the
+                                 kernels), once waited */
+    uint64_t staging_ns;      /* split: start to the kernels */
+    uint64_t readback_ns;     /* split: the kernels to the end */
     uint64_t wall_ns;         /* from start_ns to the wait's end */
+    /* Handed to the caller (curdi_pending_publish): in the registry of
+     * live pendings through live_next until released. */
+    bool published;
+    struct curd_pending *live_next;
 };
 
 /* Zeroes the base and names its owner's operations; start_ns is now; the
  * work is timed unless the owner clears `timed` before acquiring. */
 void curdi_pending_init(curd_pending *pending, struct curd_device *device,
                         const curdi_pending_ops *ops);
-/* Takes a pooled stream and, for timed work, the two timed events.
- * Context current. */
+/* Has the work go on the caller's cu_stream (NULL: a pooled one, as
+ * before): checked to belong to the device's context (CURD_E_INVALID_
+ * ARGUMENT naming `what`), and the work made timed. Before acquire;
+ * context current. */
+curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
+                                     const char *what);
+/* Takes a pooled stream (or, for work on the caller's stream, orders
+ * that stream after the device's waits, core.h) and, for timed work, the
+ * two timed events. Context current. */
 curd_status curdi_pending_acquire(curd_pending *pending);
 /* Records the start event (begin) and the end event (end, which also sets
  * enqueue_ns) on the pending's stream; untimed work records neither.
  * Context current. */
 curd_status curdi_pending_begin(curd_pending *pending);
 curd_status curdi_pending_end(curd_pending *pending);
+/* For split work, between begin and end: records where the kernels start
+ * (`kernels_end` false) or end; nothing for other work. Context current. */
+curd_status curdi_pending_mark(curd_pending *pending, bool kernels_end);
 /* After a failure part way: whatever was enqueued finishes (a stream
  * synchronisation; skipped when the driver is unusable). Context
  * current. */
@@ -90,7 +118,16 @@ void curdi_pending_release(curd_pending *pending);
  * for the stream), and runs ops->complete (copy_out as given) on
  * success. The pending stays allocated. */
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
-/* Fills a caller's timing (struct_size checked by the caller) from a
+/* Enters a pending the caller is about to receive in the process-wide
+ * registry of live pendings, which every public call on a pending asks
+ * before it reads one, so a freed pending is a typed error; released,
+ * it leaves the registry. Cannot fail (the registry's links live in the
+ * pendings). */
+void curdi_pending_publish(curd_pending *pending);
+/* The oldest curd_timing a caller may pass (curd 1.0's). */
+#define CURDI_TIMING_SIZE_1_0 offsetof(curd_timing, staging_ns)
+/* Fills a caller's timing (struct_size checked by the caller against
+ * CURDI_TIMING_SIZE_1_0: only the fields it has are written) from a
  * finished pending. */
 void curdi_pending_timing(const curd_pending *pending, curd_timing *timing);
 

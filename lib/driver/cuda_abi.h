@@ -41,6 +41,7 @@ typedef unsigned int curdi_cu_graph_node_type;    /* CUgraphNodeType */
 typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
 typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
 typedef unsigned int curdi_cu_mempool_attribute; /* CUmemPool_attribute */
+typedef unsigned int curdi_cu_pointer_attribute; /* CUpointer_attribute */
 /* CUdriverProcAddressQueryResult */
 typedef unsigned int curdi_cu_proc_address_query_result;
 
@@ -227,7 +228,10 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, 1)                                \
     X(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 2)                          \
     X(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, 4)                                   \
+    X(CU_JIT_MAX_REGISTERS, 0)                                                \
     X(CU_JIT_WALL_TIME, 2)                                                    \
+    X(CU_JIT_TARGET, 9)                                                       \
+    X(CU_JIT_GENERATE_LINE_INFO, 13)                                          \
     X(CU_JIT_OPTIMIZATION_LEVEL, 7)                                           \
     X(CU_JIT_GENERATE_DEBUG_INFO, 11)                                         \
     X(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0)                             \
@@ -244,7 +248,12 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_GRAPH_EXEC_UPDATE_SUCCESS, 0)                                        \
     X(CU_GRAPH_NODE_TYPE_KERNEL, 0)                                           \
     X(CU_GRAPH_EXEC_UPDATE_ERROR, 1)                                          \
-    X(CU_STREAM_WRITE_VALUE_DEFAULT, 0x0)
+    X(CU_STREAM_WRITE_VALUE_DEFAULT, 0x0)                                     \
+    X(CU_POINTER_ATTRIBUTE_CONTEXT, 1)                                        \
+    X(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 2)                                    \
+    X(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, 9)                                 \
+    X(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, 11)                              \
+    X(CU_POINTER_ATTRIBUTE_RANGE_SIZE, 12)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -350,6 +359,16 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_event event), (event))                                        \
     X(cuEventQuery, "cuEventQuery", REQUIRED, (curdi_cu_event event),         \
       (event))                                                                \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", REQUIRED,                       \
+      (curdi_cu_stream stream, curdi_cu_event event, unsigned int flags),     \
+      (stream, event, flags))                                                 \
+    X(cuStreamGetCtx, "cuStreamGetCtx", REQUIRED,                             \
+      (curdi_cu_stream stream, curdi_cu_context * context),                   \
+      (stream, context))                                                      \
+    X(cuPointerGetAttribute, "cuPointerGetAttribute", REQUIRED,               \
+      (void *data, curdi_cu_pointer_attribute attribute,                      \
+       curdi_cu_deviceptr device_ptr),                                        \
+      (data, attribute, device_ptr))                                          \
     X(cuEventElapsedTime, "cuEventElapsedTime", REQUIRED,                     \
       (float *milliseconds, curdi_cu_event start, curdi_cu_event end),        \
       (milliseconds, start, end))                                             \
@@ -468,9 +487,6 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_stream stream, curdi_cu_deviceptr address, uint32_t value,    \
        unsigned int flags),                                                   \
       (stream, address, value, flags))                                        \
-    X(cuStreamWaitEvent, "cuStreamWaitEvent", REQUIRED,                       \
-      (curdi_cu_stream stream, curdi_cu_event event, unsigned int flags),     \
-      (stream, event, flags))                                                 \
     X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", REQUIRED,               \
       (int *can_access, curdi_cu_device dev, curdi_cu_device peer_dev),       \
       (can_access, dev, peer_dev))                                            \

@@ -116,6 +116,9 @@ typedef struct batch_run {
 struct curd_batch {
     curd_device *device;
     uint32_t flags;
+    /* The caller's stream every run goes on (curd_batch_options), or
+     * NULL for a pooled one. */
+    void *cu_stream;
     batch_item *items;
     size_t item_count, item_capacity;
     batch_buffer *buffers;
@@ -260,6 +263,34 @@ static curd_status fail_memory(const char *what)
 }
 
 /* The checks every call that changes a batch starts with. */
+/* curdi_dispatch_check_shape for a batch's launch, which runs on the
+ * batch's stream and takes none of its own. */
+static curd_status check_batch_shape(const curd_batch *batch,
+                                     const curd_program *program,
+                                     const curd_launch *launch,
+                                     const char *what,
+                                     curdi_launch_shape *out)
+{
+    curd_status status = curdi_dispatch_check_shape(batch->device, program,
+                                                    launch, what, out);
+    if (status == CURD_OK && out->cu_stream != NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the launch names stream %p, but a batch's"
+                          " launches run on the batch's stream. Fix: leave"
+                          " curd_launch.cu_stream NULL and set"
+                          " curd_batch_options.cu_stream when the batch is"
+                          " made.",
+                          what, out->cu_stream);
+    if (status == CURD_OK && out->timing != NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the launch names a curd_timing, but a batch's"
+                          " launches are timed with its run. Fix: leave"
+                          " curd_launch.timing NULL and pass a curd_timing"
+                          " to curd_batch_run.",
+                          what);
+    return status;
+}
+
 static curd_status check_batch(const curd_batch *batch, const char *what)
 {
     if (batch == NULL)
@@ -405,12 +436,11 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
 {
     curdi_resident_use use;
     curd_status status = check_batch(batch, what);
-    if (status == CURD_OK && kind != ITEM_FILL && host == NULL)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: the host pointer is NULL. Fix: pass caller"
-                            " memory of byte_len bytes; it must stay valid"
-                            " until the batch is reset or freed.",
-                            what);
+    /* Every host range goes through the transfers' check (a NULL one
+     * with byte_len 0 is refused below, as an empty item). */
+    if (status == CURD_OK && kind != ITEM_FILL)
+        status = curdi_host_range_check(host, byte_len, what,
+                                        kind == ITEM_UPLOAD ? "src" : "dst");
     if (status == CURD_OK && !whole && byte_len == 0)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: byte_len is 0, so the item would do"
@@ -902,8 +932,11 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
         curdi_pending_release(&batch->run.base);
         return status;
     }
-    status = curdi_dispatch_after_uploads(device, batch->uses,
-                                          batch->run.use_count);
+    status = curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
+                                      what);
+    if (status == CURD_OK)
+        status = curdi_dispatch_after_uploads(device, batch->uses,
+                                              batch->run.use_count);
     if (status == CURD_OK)
         status = run_staging(batch, &batch->up, batch->upload_bytes,
                              &batch->run.took_up);
@@ -988,6 +1021,7 @@ CURD_API curd_status curd_batch_new(curd_device *device,
         return fail_memory(what);
     batch->device = device;
     batch->flags = given.flags;
+    batch->cu_stream = given.cu_stream;
     batch_empty(batch);
     struct curdi_batch_room *room = device->batch;
     pthread_mutex_lock(&room->lock);
@@ -1122,8 +1156,7 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
     if (status == CURD_OK)
         status = curdi_program_check(program, batch->device, what);
     if (status == CURD_OK)
-        status = curdi_dispatch_check_shape(batch->device, program, launch,
-                                            what, &shape);
+        status = check_batch_shape(batch, program, launch, what, &shape);
     if (status == CURD_OK && nargs != 0
         && (uses = calloc(nargs, sizeof *uses)) == NULL)
         status = fail_memory(what);
@@ -1241,8 +1274,8 @@ CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
     if (status == CURD_OK)
         status = launch_item(batch, item, what, &recorded);
     if (status == CURD_OK)
-        status = curdi_dispatch_check_shape(batch->device, recorded->program,
-                                            launch, what, &shape);
+        status = check_batch_shape(batch, recorded->program, launch, what,
+                                   &shape);
     if (status == CURD_OK
         && (shape.cooperative != recorded->shape.cooperative
             || shape.iterations != recorded->shape.iterations))
@@ -1276,8 +1309,10 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                           " a curd_pending pointer.",
                           what);
     curd_status status = run_start(batch, true, what);
-    if (status == CURD_OK)
+    if (status == CURD_OK) {
+        curdi_pending_publish(&batch->run.base);
         *out_pending = &batch->run.base;
+    }
     return status;
 }
 
@@ -1286,8 +1321,8 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
     const char *what = "curd_batch_run";
     curd_status status = CURD_OK;
     if (timing != NULL)
-        status = curdi_result_struct_check(timing, sizeof *timing, what,
-                                           "timing", "curd_timing");
+        status = curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
+                                           what, "timing", "curd_timing");
     /* Untimed unless asked: one stream synchronisation is the fence. */
     if (status == CURD_OK)
         status = run_start(batch, timing != NULL, what);

@@ -38,6 +38,7 @@
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
+#include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
  * The room: the counters of completed dispatches
@@ -150,11 +151,15 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
                                        curdi_launch_shape *out)
 {
     curd_launch given;
-    curd_status status = curdi_options_check(launch, sizeof given,
-                                             sizeof given, "curd_launch");
+    curd_status status = curdi_options_check(
+        launch, sizeof given, offsetof(curd_launch, cu_stream), "curd_launch");
     if (status != CURD_OK)
         return status;
-    memcpy(&given, launch, sizeof given);
+    /* A curd 1.0 caller's struct ends before cu_stream: NULL for it. */
+    memset(&given, 0, sizeof given);
+    memcpy(&given, launch,
+           launch->struct_size < sizeof given ? launch->struct_size
+                                              : sizeof given);
     const curd_device_props *props = &device->props;
     const curdi_program_attrs *attrs = curdi_program_attrs_of(program);
     if ((given.flags & ~CURD_LAUNCH_FLAGS_KNOWN) != 0)
@@ -273,6 +278,12 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
     memcpy(out->block, given.block, sizeof out->block);
     out->dynamic_shared_bytes = given.dynamic_shared_bytes;
     out->iterations = given.iterations;
+    out->cu_stream = given.cu_stream;
+    out->timing = given.timing;
+    if (given.timing != NULL)
+        return curdi_result_struct_check(given.timing, CURDI_TIMING_SIZE_1_0,
+                                         what, "launch->timing",
+                                         "curd_timing");
     return CURD_OK;
 }
 
@@ -384,14 +395,12 @@ static curd_status check_arg(const curd_arg *args, size_t nargs, size_t index,
                           " nothing was enqueued. Fix: pass caller memory of"
                           " byte_len bytes.",
                           what, index, arg->byte_len);
-    uintptr_t host_end;
-    if (__builtin_add_overflow((uintptr_t)arg->host, arg->byte_len,
-                               &host_end))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "%s: argument %zu's host address %p plus %zu bytes"
-                          " passes the end of the address space; nothing was"
-                          " enqueued. Fix: pass a valid host range.",
-                          what, index, arg->host, arg->byte_len);
+    size_t host_bytes = arg->host == NULL ? 0 : arg->byte_len;
+    if (curdi_host_range_bad(arg->host, host_bytes)) {
+        char name[48];
+        snprintf(name, sizeof name, "argument %zu's host address", index);
+        return curdi_host_range_check(arg->host, host_bytes, what, name);
+    }
     if (arg->kind == CURD_ARG_HOST && arg->byte_len == 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: borrowed argument %zu has byte_len 0. Fix:"
@@ -612,6 +621,10 @@ typedef struct dispatch_run {
     void **params;            /* the launch's parameter list */
     size_t use_count;
     uint32_t launches;        /* the launch's iterations */
+    /* What its copies, zeroing and wait add to the transfer counters,
+     * checked before it is enqueued and added once it completed. */
+    curdi_transfer_counts counts;
+    curd_timing *timing;      /* curd_launch.timing, or NULL */
     /* CURD_TRACE: what ran, and when validation and staging ended (ns
      * since start_ns); set only when tracing. */
     bool trace;
@@ -635,6 +648,7 @@ static void run_complete(curd_pending *pending, bool copy_out)
     }
     uint64_t end = curdi_clock_ns();
     struct curdi_dispatch_room *room = pending->device->dispatch;
+    curdi_transfer_counts_add(pending->device, &run->counts);
     atomic_fetch_add(&room->dispatches, 1);
     atomic_fetch_add(&room->launches, run->launches);
     atomic_fetch_add(&room->device_ns, pending->device_ns);
@@ -759,6 +773,44 @@ static curd_status run_prepare(curd_device *device,
     return CURD_OK;
 }
 
+/* What run_enqueue will move, set and wait for, as a transfer counts it:
+ * an input's upload and a read-back are a copy each (h2d_bytes,
+ * d2h_bytes), an output's zeroing a fill, the wait one fence. Checked
+ * against the counters before anything is taken. */
+static curd_status run_count(dispatch_run *run, const curd_arg *args,
+                             const char *what)
+{
+    curdi_transfer_counts counts = {.fences = 1};
+    bool fits = true;
+    for (size_t index = 0; index < run->nargs; index++) {
+        const curd_arg *arg = &args[index];
+        const bound *b = &run->bounds[index];
+        if (!is_binding(arg))
+            continue;
+        if (arg->kind == CURD_ARG_HOST && reads_input(arg)) {
+            fits = fits && curdi_u64_add(counts.h2d_bytes, arg->byte_len,
+                                         &counts.h2d_bytes);
+            counts.copy_ops++;
+        } else if (!reads_input(arg) && b->device_bytes != 0) {
+            fits = fits && curdi_u64_add(counts.fill_bytes, b->device_bytes,
+                                         &counts.fill_bytes);
+            counts.fill_ops++;
+        }
+        if (b->read_len != 0) {
+            fits = fits && curdi_u64_add(counts.d2h_bytes, b->read_len,
+                                         &counts.d2h_bytes);
+            counts.copy_ops++;
+        }
+    }
+    if (!fits)
+        return curdi_fail(CURD_E_OVERFLOW,
+                          "%s: the dispatch's bytes add up past 2^64-1."
+                          " Fix: dispatch on fewer or shorter bindings.",
+                          what);
+    run->counts = counts;
+    return curdi_transfer_counts_check(run->base.device, &counts, what);
+}
+
 /* Takes the blocks, the stream and the events; stages the inputs. Context
  * current. */
 static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
@@ -845,8 +897,12 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
         run->params[index] = args[index].kind == CURD_ARG_SCALAR
                                  ? (void *)(uintptr_t)args[index].value
                                  : &run->bounds[index].device_ptr;
-    status = curdi_dispatch_enqueue_launch(device, program, shape,
-                                           run->params, stream);
+    status = curdi_pending_mark(&run->base, false);
+    if (status == CURD_OK)
+        status = curdi_dispatch_enqueue_launch(device, program, shape,
+                                               run->params, stream);
+    if (status == CURD_OK)
+        status = curdi_pending_mark(&run->base, true);
     if (status != CURD_OK)
         return status;
     for (size_t index = 0; index < run->nargs; index++) {
@@ -884,13 +940,28 @@ static curd_status dispatch_start(curd_device *device,
     if (status == CURD_OK)
         status = curdi_dispatch_check_shape(device, program, launch, what,
                                             &shape);
+    if (status == CURD_OK && timed && shape.timing != NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: launch->timing is set, but an asynchronous"
+                            " dispatch's timing comes from curd_pending_wait."
+                            " Fix: leave launch->timing NULL and pass a"
+                            " curd_timing to curd_pending_wait.",
+                            what);
     if (status == CURD_OK)
         status = run_prepare(device, program, args, nargs, what, &run);
+    if (status == CURD_OK) {
+        status = run_count(run, args, what);
+        if (status != CURD_OK)
+            curdi_pending_release(&run->base);
+    }
     if (status != CURD_OK)
         return status;
     run->launches = shape.iterations;
+    run->timing = shape.timing;
     run->trace = curdi_trace_enabled();
-    run->base.timed = timed || run->trace;
+    /* Timed work is split: device_ns is the kernels alone. */
+    run->base.timed = timed || run->trace || shape.timing != NULL;
+    run->base.split = true;
     if (run->trace) {
         run->prepared_ns = curdi_clock_ns() - run->base.start_ns;
         snprintf(run->trace_label, sizeof run->trace_label,
@@ -904,7 +975,10 @@ static curd_status dispatch_start(curd_device *device,
         curdi_pending_release(&run->base);
         return lost_if(device, status);
     }
-    status = curdi_dispatch_after_uploads(device, run->uses, run->use_count);
+    status = curdi_pending_use_stream(&run->base, shape.cu_stream, what);
+    if (status == CURD_OK)
+        status = curdi_dispatch_after_uploads(device, run->uses,
+                                              run->use_count);
     if (status == CURD_OK)
         status = run_acquire(run, args);
     if (status == CURD_OK && run->trace)
@@ -928,8 +1002,12 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
                                          const curd_arg *args, size_t nargs,
                                          curd_pending **out_pending)
 {
-    return dispatch_start(device, program, launch, args, nargs, true,
-                          "curd_dispatch_async", out_pending);
+    curd_status status = dispatch_start(device, program, launch, args, nargs,
+                                        true, "curd_dispatch_async",
+                                        out_pending);
+    if (status == CURD_OK)
+        curdi_pending_publish(*out_pending);
+    return status;
 }
 
 CURD_API curd_status curd_dispatch(curd_device *device,
@@ -943,6 +1021,9 @@ CURD_API curd_status curd_dispatch(curd_device *device,
     if (status != CURD_OK)
         return status;
     status = curdi_pending_finish(pending, true);
+    curd_timing *timing = ((dispatch_run *)(void *)pending)->timing;
+    if (status == CURD_OK && timing != NULL)
+        curdi_pending_timing(pending, timing);
     curdi_pending_release(pending);
     return status;
 }

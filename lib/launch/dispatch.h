@@ -44,6 +44,8 @@ typedef struct curdi_launch_shape {
     unsigned dynamic_shared_bytes;
     bool cooperative;
     uint32_t iterations;
+    void *cu_stream; /* the caller's stream (curd 1.1), or NULL */
+    curd_timing *timing; /* where curd_dispatch writes its timing, or NULL */
 } curdi_launch_shape;
 
 /* Checks a curd_launch against the device's and the kernel's limits

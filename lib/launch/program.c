@@ -23,10 +23,10 @@
 #include "driver/driver.h"
 #include "base/status.h"
 
-/* What the JIT options are, as hashed into the key: curd passes only an
- * error log buffer, which does not change the code; bump this when an
- * option that does (optimisation level, debug info, ...) is added. */
-#define CURDI_JIT_OPTIONS_ID 1u
+/* What the JIT options mean, as hashed into the key with each load's
+ * jit_options: bump it when curd passes the driver another option that
+ * changes the code. */
+#define CURDI_JIT_OPTIONS_ID 2u
 #define CURDI_JIT_LOG_BYTES 4096u
 #define CURDI_FATBIN_MAGIC 0xBA55ED50u
 /* More parameters than a kernel can have (the driver caps a parameter
@@ -49,6 +49,15 @@ typedef struct curdi_function {
     _Atomic size_t dynamic_shared_limit;
 } curdi_function;
 
+/* A load's JIT options (curd_program_desc, curd 1.1), hashed into the
+ * module cache's key and compared on a hit. */
+typedef struct jit_options {
+    uint32_t optimization_level; /* UINT32_MAX: the driver's default */
+    uint32_t max_registers;      /* 0: no limit */
+    uint32_t target;             /* 0: from the context */
+    uint32_t line_info;          /* 0 or 1 */
+} jit_options;
+
 typedef struct curdi_module {
     struct curdi_module *hash_next;
     struct curdi_module *idle_prev, *idle_next; /* while refs == 0 */
@@ -59,6 +68,8 @@ typedef struct curdi_module {
     curdi_cu_module module;
     uint32_t refs; /* programs, and loads in progress, using it */
     curdi_function *functions;
+    jit_options jit;
+    char *info_log; /* the JIT's information log; NULL: none */
 } curdi_module;
 
 struct curd_program {
@@ -175,14 +186,19 @@ static void ptx_entry_names(const char *text, char *out, size_t capacity)
  * The room
  * ---------------------------------------------------------------------- */
 static XXH128_hash_t image_key(const curd_device *device,
-                               const unsigned char *image, size_t image_bytes)
+                               const unsigned char *image, size_t image_bytes,
+                               const jit_options *jit)
 {
     XXH3_state_t state;
     /* The facts the compiled code depends on besides the image. */
-    const uint32_t facts[3] = {
+    const uint32_t facts[7] = {
         (uint32_t)device->props.compute_capability_major,
         (uint32_t)device->props.compute_capability_minor,
         CURDI_JIT_OPTIONS_ID,
+        jit->optimization_level,
+        jit->max_registers,
+        jit->target,
+        jit->line_info,
     };
     XXH3_128bits_reset(&state);
     XXH3_128bits_update(&state, image, image_bytes);
@@ -199,11 +215,12 @@ static size_t bucket_of(const struct curdi_program_room *room,
 /* Lock held. */
 static curdi_module *cache_find(struct curdi_program_room *room,
                                 XXH128_hash_t key, const unsigned char *image,
-                                size_t image_bytes)
+                                size_t image_bytes, const jit_options *jit)
 {
     for (curdi_module *m = room->buckets[bucket_of(room, key)]; m != NULL;
          m = m->hash_next)
         if (XXH128_isEqual(m->key, key) && m->image_bytes == image_bytes &&
+            memcmp(&m->jit, jit, sizeof *jit) == 0 &&
             memcmp(m->image, image, image_bytes) == 0)
             return m;
     return NULL;
@@ -340,6 +357,7 @@ static curd_status module_destroy(curdi_module *m)
         function_free(f);
     }
     free(m->image);
+    free(m->info_log);
     free(m);
     return status;
 }
@@ -480,19 +498,59 @@ static curd_status jit_module(curdi_module *m, const char *entry,
                           "not be allocated. Fix: free host memory and try "
                           "again.",
                           CURDI_JIT_LOG_BYTES);
-    curdi_cu_jit_option options[2] = {
+    char *info = calloc(1, CURDI_JIT_LOG_BYTES);
+    if (info == NULL) {
+        free(log);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "curd_program_load: %u bytes for the JIT log could "
+                          "not be allocated. Fix: free host memory and try "
+                          "again.",
+                          CURDI_JIT_LOG_BYTES);
+    }
+    /* The info log verbose: what ptxas says of registers and spills. */
+    curdi_cu_jit_option options[9] = {
         CURDI_CU_JIT_ERROR_LOG_BUFFER,
         CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        CURDI_CU_JIT_INFO_LOG_BUFFER,
+        CURDI_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+        CURDI_CU_JIT_LOG_VERBOSE,
     };
-    void *values[2] = {log, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES};
+    void *values[9] = {log, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES, info,
+                       (void *)(uintptr_t)CURDI_JIT_LOG_BYTES,
+                       (void *)(uintptr_t)1u};
+    unsigned count = 5;
+    /* Options whose value is an unsigned int travel in the pointer. */
+    if (m->jit.optimization_level != UINT32_MAX) {
+        options[count] = CURDI_CU_JIT_OPTIMIZATION_LEVEL;
+        values[count++] = (void *)(uintptr_t)m->jit.optimization_level;
+    }
+    if (m->jit.max_registers != 0) {
+        options[count] = CURDI_CU_JIT_MAX_REGISTERS;
+        values[count++] = (void *)(uintptr_t)m->jit.max_registers;
+    }
+    if (m->jit.target != 0) {
+        options[count] = CURDI_CU_JIT_TARGET;
+        values[count++] = (void *)(uintptr_t)m->jit.target;
+    }
+    if (m->jit.line_info != 0) {
+        options[count] = CURDI_CU_JIT_GENERATE_LINE_INFO;
+        values[count++] = (void *)(uintptr_t)1u;
+    }
     uint64_t start = curdi_clock_ns();
-    curdi_cu_result rc =
-        driver->cuModuleLoadDataEx(&m->module, m->image, 2, options, values);
+    curdi_cu_result rc = driver->cuModuleLoadDataEx(&m->module, m->image,
+                                                    count, options, values);
     *out_ns = curdi_clock_ns() - start;
+    info[CURDI_JIT_LOG_BYTES - 1] = '\0';
     if (rc == CURDI_CUDA_SUCCESS) {
         free(log);
+        /* Kept for curd_program_log; a quiet JIT keeps nothing. */
+        if (info[0] != '\0')
+            m->info_log = info;
+        else
+            free(info);
         return CURD_OK;
     }
+    free(info);
     m->module = NULL;
     log[CURDI_JIT_LOG_BYTES - 1] = '\0';
     /* One line: the log's line breaks become "; " (a trailing one goes). */
@@ -798,7 +856,48 @@ typedef struct load_request {
     size_t image_bytes; /* for PTX, up to the first NUL */
     curd_image_kind kind;
     const char *entry;
+    jit_options jit;
 } load_request;
+
+/* The JIT options of a desc whose fields validate_load copied in. */
+static curd_status check_jit(const curd_device *device,
+                             const curd_program_desc *given,
+                             jit_options *out)
+{
+    int own = device->props.compute_capability_major * 10
+              + device->props.compute_capability_minor;
+    bool level_given = (given->flags & CURD_PROGRAM_OPTIMIZATION_LEVEL) != 0;
+    if (level_given && given->jit_optimization_level > 4u)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->jit_optimization_level"
+                          " is %" PRIu32 "; the JIT knows 0 to 4. Fix: pass"
+                          " 0 to 4, or clear CURD_PROGRAM_OPTIMIZATION_LEVEL"
+                          " for the driver's default.",
+                          given->jit_optimization_level);
+    if (given->jit_max_registers > 255u)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->jit_max_registers is %"
+                          PRIu32 "; a thread has at most 255. Fix: pass 1"
+                          " to 255, or 0 for no limit.",
+                          given->jit_max_registers);
+    if (given->jit_target != 0
+        && (given->jit_target < 30u || given->jit_target > (uint32_t)own))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->jit_target is %" PRIu32
+                          ", but device %d is compute capability %d.%d"
+                          " (target %d), and code for a newer one cannot run"
+                          " on it. Fix: pass a target from 30 to %d, or 0"
+                          " for the device's own.",
+                          given->jit_target, device->ordinal,
+                          device->props.compute_capability_major,
+                          device->props.compute_capability_minor, own, own);
+    out->optimization_level =
+        level_given ? given->jit_optimization_level : UINT32_MAX;
+    out->max_registers = given->jit_max_registers;
+    out->target = given->jit_target;
+    out->line_info = (given->flags & CURD_PROGRAM_LINE_INFO) != 0;
+    return CURD_OK;
+}
 
 static curd_status validate_load(curd_device *device,
                                  const curd_program_desc *desc,
@@ -812,8 +911,19 @@ static curd_status validate_load(curd_device *device,
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_program_load: out_program is NULL. Fix: pass "
                           "the address of a curd_program pointer.");
-    status = curdi_options_check(desc, sizeof *desc, sizeof *desc,
+    status = curdi_options_check(desc, sizeof *desc,
+                                 offsetof(curd_program_desc,
+                                          jit_optimization_level),
                                  "curd_program_desc");
+    if (status != CURD_OK)
+        return status;
+    /* A curd 1.0 caller's desc ends before the JIT options: none. */
+    curd_program_desc given;
+    memset(&given, 0, sizeof given);
+    memcpy(&given, desc,
+           desc->struct_size < sizeof given ? desc->struct_size
+                                            : sizeof given);
+    status = check_jit(device, &given, &request->jit);
     if (status != CURD_OK)
         return status;
     if ((desc->flags & ~CURD_PROGRAM_FLAGS_KNOWN) != 0)
@@ -913,6 +1023,7 @@ static curdi_module *module_new(const load_request *request, XXH128_hash_t key)
     m->image_bytes = request->image_bytes;
     m->kind = request->kind;
     m->key = key;
+    m->jit = request->jit;
     return m;
 }
 
@@ -962,7 +1073,8 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             return status;
         }
         pthread_mutex_lock(&room->lock);
-        m = cache_find(room, key, fresh->image, fresh->image_bytes);
+        m = cache_find(room, key, fresh->image, fresh->image_bytes,
+                       &fresh->jit);
         if (m != NULL) {
             /* Another thread loaded it meanwhile: keep theirs. */
             module_pin(room, m);
@@ -1033,7 +1145,8 @@ CURD_API curd_status curd_program_load(curd_device *device,
     if (status != CURD_OK)
         return status;
     struct curdi_program_room *room = device->program;
-    XXH128_hash_t key = image_key(device, request.image, request.image_bytes);
+    XXH128_hash_t key =
+        image_key(device, request.image, request.image_bytes, &request.jit);
     curd_program *program = calloc(1, sizeof *program);
     if (program == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
@@ -1045,8 +1158,8 @@ CURD_API curd_status curd_program_load(curd_device *device,
 
     /* The fast path: module and function cached, no driver call. */
     pthread_mutex_lock(&room->lock);
-    curdi_module *m =
-        cache_find(room, key, request.image, request.image_bytes);
+    curdi_module *m = cache_find(room, key, request.image,
+                                 request.image_bytes, &request.jit);
     if (m != NULL) {
         module_pin(room, m);
         curdi_function *f = cached_function(m, request.entry);
@@ -1156,6 +1269,35 @@ CURD_API curd_status curd_program_info(const curd_program *program,
     result.ptx_version = f->attrs.ptx_version;
     /* A newer caller's extra fields are left as they were. */
     memcpy(props, &result, sizeof result);
+    return CURD_OK;
+}
+
+CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
+                                      size_t capacity, size_t *out_len)
+{
+    curd_status status =
+        curdi_program_check(program, NULL, "curd_program_log");
+    if (status != CURD_OK)
+        return status;
+    if (dst == NULL && capacity != 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_log: dst is NULL for %zu bytes. Fix:"
+                          " pass memory of capacity bytes, or capacity 0 to"
+                          " ask only for the length.",
+                          capacity);
+    /* Set once by the load that compiled the module, before any program
+     * could see it, and freed with the module: read without the lock. */
+    const char *log = program->module->info_log != NULL
+                          ? program->module->info_log
+                          : "";
+    size_t len = strlen(log);
+    if (capacity != 0) {
+        size_t copied = len < capacity ? len : capacity - 1u;
+        memcpy(dst, log, copied);
+        dst[copied] = '\0';
+    }
+    if (out_len != NULL)
+        *out_len = len;
     return CURD_OK;
 }
 

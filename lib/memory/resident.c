@@ -193,6 +193,7 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
     }
     slot->device_ptr = device_ptr;
     slot->byte_len = byte_len;
+    slot->imported = false;
     slot->state = CURDI_SLOT_LIVE;
     slot->use_count = 0;
     slot->async_count = 0;
@@ -318,6 +319,7 @@ struct curdi_resident_table {
     uint32_t reserved_slots;
     curd_stat_family bytes;   /* current: the resident bytes */
     curd_stat_family buffers; /* current: the live buffers */
+    uint64_t imported_bytes;  /* of the live imported buffers, apart */
 };
 
 curd_status curdi_resident_open(curd_device *device)
@@ -357,7 +359,8 @@ void curdi_resident_close(curd_device *device)
         /* The pool frees upstream (or caches) what it has live; a failure
          * here has nowhere to go at close, and the pool's own destroy frees
          * whatever is still live anyway. */
-        if (slot->state == CURDI_SLOT_LIVE && device->device_pool != NULL)
+        if (slot->state == CURDI_SLOT_LIVE && !slot->imported
+            && device->device_pool != NULL)
             (void)curdi_pool_release(device->device_pool, slot->device_ptr);
     }
     curdi_handle_table_fini(table);
@@ -644,6 +647,41 @@ static curd_status slot_unused(struct curdi_resident_table *resident,
     return CURD_OK;
 }
 
+curd_status curdi_resident_import(curd_device *device, const char *what,
+                                  uint64_t device_ptr, size_t byte_len,
+                                  uint64_t *out_id)
+{
+    struct curdi_resident_table *resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    /* One spare slot beyond those promised to allocations in flight. */
+    curd_status status = curdi_handle_table_reserve(
+        &resident->table, resident->reserved_slots + 1u);
+    uint64_t imported = 0;
+    if (status == CURD_OK
+        && !curdi_u64_add(resident->imported_bytes, byte_len, &imported))
+        status = curdi_fail(CURD_E_OVERFLOW,
+                            "%s: %zu more imported bytes would pass 2^64."
+                            " Fix: free imported buffers you no longer"
+                            " use.",
+                            what, byte_len);
+    if (status == CURD_OK) {
+        *out_id = curdi_handle_table_insert_reserved(&resident->table,
+                                                     device_ptr, byte_len);
+        table_live(&resident->table, *out_id)->imported = true;
+        resident->imported_bytes = imported;
+    }
+    pthread_mutex_unlock(&resident->lock);
+    return status;
+}
+
+uint64_t curdi_resident_imported_bytes(curd_device *device)
+{
+    pthread_mutex_lock(&device->resident->lock);
+    uint64_t bytes = device->resident->imported_bytes;
+    pthread_mutex_unlock(&device->resident->lock);
+    return bytes;
+}
+
 curd_status curdi_resident_take(curd_device *device, const char *what,
                                 uint64_t id, uint64_t *out_device_ptr)
 {
@@ -654,6 +692,13 @@ curd_status curdi_resident_take(curd_device *device, const char *what,
 
     pthread_mutex_lock(&resident->lock);
     status = slot_unused(resident, what, id, &slot);
+    if (status == CURD_OK && slot->imported)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: curd_buffer 0x%016" PRIx64 " is imported"
+                            " memory (curd_buffer_import), which curd does"
+                            " not own; nothing was done. Fix: free it with"
+                            " curd_buffer_free, which forgets it.",
+                            what, id);
     if (status != CURD_OK) {
         pthread_mutex_unlock(&resident->lock);
         return status;
@@ -809,11 +854,32 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
     return status;
 }
 
+/* An imported buffer is forgotten (true), with no driver call; false
+ * for any other id, which the caller frees as usual. */
+static bool forget_if_imported(curd_device *device, uint64_t id)
+{
+    struct curdi_resident_table *resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    curdi_handle_slot *slot = table_live(&resident->table, id);
+    bool imported = slot != NULL && slot->imported;
+    bool idle = imported && slot->use_count == 0;
+    if (idle) {
+        /* Nothing to give back: the memory is its owner's. */
+        resident->imported_bytes -= slot->byte_len;
+        curdi_handle_table_remove(&resident->table, id);
+    }
+    pthread_mutex_unlock(&resident->lock);
+    /* One in use is refused by the take below, with its sentence. */
+    return idle;
+}
+
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
 {
     curd_status status = curdi_device_check(device, "curd_buffer_free");
     if (status != CURD_OK)
         return status;
+    if (forget_if_imported(device, buffer.id))
+        return CURD_OK;
     /* Entered for the driver's state check (fork, teardown) and so that a
      * pool freeing upstream finds the context current already. */
     status = curdi_device_enter(device);

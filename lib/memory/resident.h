@@ -64,6 +64,9 @@ typedef struct curdi_handle_slot {
      * uploads not yet completed. A buffer with any cannot be freed. */
     uint32_t use_count;
     uint32_t async_count; /* the asynchronous part of use_count */
+    /* Memory another library allocated (curd_buffer_import): no pool
+     * block behind it, never freed by curd, in no budget. */
+    bool imported;
     uint32_t next_free;   /* free list: index + 1 of the next, 0 ends */
 } curdi_handle_slot;
 
@@ -164,10 +167,23 @@ uint64_t curdi_resident_commit(struct curd_device *device, size_t byte_len,
                                uint64_t device_ptr);
 /* Removes a live, unmarked buffer and gives its device pointer back for the
  * caller to release to the pool. CURD_E_STALE_HANDLE, or CURD_E_BUSY while
- * uses are in flight; nothing changes on either. `what` names the call in
- * the sentences. */
+ * uses are in flight, or CURD_E_INVALID_ARGUMENT for an imported buffer
+ * (no block of curd's to give back); nothing changes on any. `what` names
+ * the call in the sentences. */
 curd_status curdi_resident_take(struct curd_device *device, const char *what,
                                 uint64_t id, uint64_t *out_device_ptr);
+
+/* A live buffer over device memory curd did not allocate
+ * (curd_buffer_import, lib/memory/import.c, which checked the range with
+ * the driver): in no budget and no resident statistic, counted in the
+ * imported bytes alone; freeing it forgets it. CURD_E_BUDGET or
+ * CURD_E_OUT_OF_MEMORY when the table cannot grow; nothing changes then.
+ * No driver call. */
+curd_status curdi_resident_import(struct curd_device *device,
+                                  const char *what, uint64_t device_ptr,
+                                  size_t byte_len, uint64_t *out_id);
+/* The bytes of the live imported buffers. */
+uint64_t curdi_resident_imported_bytes(struct curd_device *device);
 
 /* For the rooms above that own buffers of their own (sessions). `what`
  * names the public call in every sentence.

@@ -774,7 +774,9 @@ CURD_API curd_status curd_buffer_copy_async(curd_device *dst_device,
     copy_work *work = NULL;
     curd_status status = copy_start(dst_device, src_device, copies, count,
                                     true, what, &work);
-    if (status == CURD_OK)
+    if (status == CURD_OK) {
+        curdi_pending_publish(&work->base);
         *out_pending = &work->base;
+    }
     return status;
 }

@@ -258,11 +258,10 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
                           "%s: %s. Fix: pass the start and length of host"
                           " memory you own.",
                           what, ptr == NULL ? "ptr is NULL" : "byte_len is 0");
-    if (__builtin_add_overflow(start, byte_len, &end))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "%s: %p plus %zu bytes passes the end of the"
-                          " address space. Fix: pass a valid host range.",
-                          what, ptr, byte_len);
+    status = curdi_host_range_check(ptr, byte_len, what, "ptr");
+    if (status != CURD_OK)
+        return status;
+    end = start + byte_len; /* checked not to wrap just above */
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;

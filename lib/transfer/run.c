@@ -145,7 +145,7 @@ curd_status curdi_run_stream_for(curd_device *device, bool after_uploads,
     if (after_uploads) {
         *out = device->upload_stream;
         *out_pooled = false;
-        return CURD_OK;
+        return curdi_stream_order_after_waits(device, device->upload_stream);
     }
     *out_pooled = true;
     return curdi_stream_acquire(device, out);

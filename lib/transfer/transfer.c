@@ -418,6 +418,11 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     if (status != CURD_OK)
         goto fail;
 
+    status = curdi_stream_order_after_waits(device, device->upload_stream);
+    if (status != CURD_OK) {
+        curdi_upload_marks_cancel(device, range_key);
+        goto fail;
+    }
     /* offset + byte_len <= the buffer's size: checked in curdi_validate_end. */
     cu_result = curdi_driver_note(driver->cuMemcpyHtoDAsync(
         (curdi_cu_deviceptr)(prepared.uses[0].device_ptr + offset), pinned_src,

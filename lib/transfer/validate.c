@@ -80,26 +80,18 @@ curd_status curdi_validate_item_fail(const curdi_prepared *prepared, size_t inde
 {
     char scratch[160];
     const char *what = curdi_item_what(prepared, index, scratch, sizeof scratch);
-    uintptr_t end;
-    if (byte_len != 0 && host == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: %s is NULL for %zu bytes; nothing was"
-                          " moved. Fix: pass caller memory of at least"
-                          " that many bytes.",
-                          what, prepared->upload ? "src" : "dst", byte_len);
-    if (byte_len > capacity)
+    /* In curd.h's order: a NULL host, the capacity, the wrap. */
+    if (host != NULL && byte_len > capacity)
         return curdi_fail(CURD_E_RANGE,
                           "%s: %zu bytes asked for, but dst_capacity is"
                           " only %zu; nothing was moved. Fix: pass a"
                           " destination of at least byte_len bytes, or"
                           " ask for fewer.",
                           what, byte_len, capacity);
-    if (__builtin_add_overflow((uintptr_t)host, byte_len, &end))
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "%s: host address %p plus %zu bytes passes the"
-                          " end of the address space; nothing was"
-                          " moved. Fix: pass a valid host range.",
-                          what, (const void *)host, byte_len);
+    curd_status status = curdi_host_range_check(
+        host, byte_len, what, prepared->upload ? "src" : "dst");
+    if (status != CURD_OK)
+        return status;
     return curdi_fail(CURD_E_OVERFLOW,
                       "%s: the batch's lengths add up past 2^64-1"
                       " bytes. Fix: split the batch.",

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/checked.h"
 #include "curd.h"
 #include "memory/resident.h"
 #include "transfer/plan.h"
@@ -154,12 +155,11 @@ static inline curd_status curdi_validate_item(curdi_prepared *prepared,
                                              size_t capacity)
 {
     curdi_transfer_item *item = &prepared->items[index];
-    uintptr_t end;
-    if ((byte_len != 0 && host == NULL) || byte_len > capacity
-        || __builtin_add_overflow((uintptr_t)host, byte_len, &end)
+    if (curdi_host_range_bad(host, byte_len) || byte_len > capacity
         || byte_len > UINT64_MAX - prepared->total_bytes)
         return curdi_validate_item_fail(prepared, index, byte_len, host,
                                        capacity);
+    uintptr_t end = (uintptr_t)host + byte_len; /* checked just above */
     prepared->total_bytes += byte_len;
     if (byte_len != 0) {
         prepared->ascending = prepared->ascending

@@ -107,6 +107,7 @@ typedef struct fake_object {
     fake_module_info module; /* modules: the entries */
     fake_graph *graph; /* graphs and executable graphs: the nodes;
                           streams: the graph being captured, or NULL */
+    bool not_ready; /* events: recorded while fake_cuda_hold_events held */
 } fake_object;
 
 struct CUctx_st {
@@ -160,6 +161,12 @@ static curdi_cu_result sticky[FAKE_MAX_DEVICES];
  * forgotten when a is destroyed. */
 static bool peer_enabled[FAKE_MAX_DEVICES][FAKE_MAX_DEVICES];
 static long jit_compilations;
+/* Events recorded while this is set answer cuEventQuery with
+ * CUDA_ERROR_NOT_READY until fake_cuda_hold_events(0): the one way a test
+ * sees work of someone else's that has not completed yet, since streams
+ * here run at once. */
+static bool hold_events;
+static long stream_waits; /* cuStreamWaitEvent calls that succeeded */
 static bool initialised;
 static bool deinitialised;
 
@@ -676,6 +683,15 @@ static bool valid_stream(curdi_cu_stream stream)
     return stream != NULL && find(FAKE_STREAM, stream) != NULL;
 }
 
+/* A stream a caller hands curd to order work against
+ * (curd_device_wait_stream, curd_pending_stream_wait): the legacy null
+ * stream is one the caller may pass; curd only records on it or makes it
+ * wait, and never enqueues work of its own there. */
+static bool valid_caller_stream(curdi_cu_stream stream)
+{
+    return stream == NULL || find(FAKE_STREAM, stream) != NULL;
+}
+
 static bool capturing(curdi_cu_stream stream);
 static curdi_cu_result capture_node(curdi_cu_stream stream,
                                     const struct fake_node *node);
@@ -980,23 +996,10 @@ static curdi_cu_result f_cuEventRecord(curdi_cu_event event,
 {
     ENTER_CONTEXT(device);
     (void)device;
-    if (find(FAKE_EVENT, event) == NULL || !valid_stream(stream))
+    fake_object *o = find(FAKE_EVENT, event);
+    if (o == NULL || !valid_caller_stream(stream))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    return unlock_with(CURDI_CUDA_SUCCESS);
-}
-
-/* Work runs at once here, so there is nothing to wait for: the stream
- * and the event (of any device, as on a GPU) must be live. */
-static curdi_cu_result f_cuStreamWaitEvent(curdi_cu_stream stream,
-                                           curdi_cu_event event,
-                                           unsigned int flags)
-{
-    ENTER_CONTEXT(device);
-    (void)device;
-    if (flags != 0)
-        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    if (!valid_stream(stream) || find(FAKE_EVENT, event) == NULL)
-        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    o->not_ready = hold_events;
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -1011,7 +1014,89 @@ static curdi_cu_result f_cuEventSynchronize(curdi_cu_event event)
 
 static curdi_cu_result f_cuEventQuery(curdi_cu_event event)
 {
-    return f_cuEventSynchronize(event);
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *o = find(FAKE_EVENT, event);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    return unlock_with(o->not_ready ? CURDI_CUDA_ERROR_NOT_READY
+                                    : CURDI_CUDA_SUCCESS);
+}
+
+/* Memory the fake allocated or registered (any device's, as with
+ * unified addressing); anything else is CUDA_ERROR_INVALID_VALUE, as the
+ * driver answers for memory it does not know. */
+static curdi_cu_result f_cuPointerGetAttribute(void *data,
+                                               curdi_cu_pointer_attribute
+                                                   attribute,
+                                               curdi_cu_deviceptr device_ptr)
+{
+    ENTER_NO_CONTEXT();
+    /* Device memory, else page-locked host memory (allocated or
+     * registered), as unified addressing lets the driver tell apart. */
+    fake_object *o = find_range((uintptr_t)device_ptr, 1);
+    if (o == NULL)
+        o = find_range_of(FAKE_HOST_MEMORY, (uintptr_t)device_ptr, 1);
+    if (o == NULL)
+        o = find_range_of(FAKE_REGISTERED, (uintptr_t)device_ptr, 1);
+    if (data == NULL || o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    switch (attribute) {
+    case CURDI_CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(curdi_cu_context *)data = &contexts[o->device];
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = o->kind == FAKE_DEVICE_MEMORY
+                                    ? CURDI_CU_MEMORYTYPE_DEVICE
+                                    : CURDI_CU_MEMORYTYPE_HOST;
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = o->device;
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(curdi_cu_deviceptr *)data = (uintptr_t)o->address;
+        break;
+    case CURDI_CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = o->byte_len;
+        break;
+    default:
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* Work runs at once here, so there is nothing to wait for; an event of
+ * any context may be waited on, as with the driver. */
+static curdi_cu_result f_cuStreamWaitEvent(curdi_cu_stream stream,
+                                           curdi_cu_event event,
+                                           unsigned int flags)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    if (flags != 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (find(FAKE_EVENT, event) == NULL || !valid_caller_stream(stream))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    stream_waits++;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* The legacy null stream belongs to the current context. */
+static curdi_cu_result f_cuStreamGetCtx(curdi_cu_stream stream,
+                                        curdi_cu_context *context)
+{
+    ENTER_CONTEXT(device);
+    if (context == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (stream == NULL) {
+        *context = &contexts[device];
+        return unlock_with(CURDI_CUDA_SUCCESS);
+    }
+    fake_object *o = find(FAKE_STREAM, stream);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    *context = &contexts[o->device];
+    return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
 static curdi_cu_result f_cuEventElapsedTime(float *milliseconds,
@@ -1103,6 +1188,35 @@ static void write_jit_log(unsigned int option_count,
     option_values[size_index] = (void *)(uintptr_t)written;
 }
 
+/* A compiled PTX's information log: the options the JIT was given (-1:
+ * not given), so the tests see what curd passed. */
+static void write_info_log(unsigned int option_count,
+                           curdi_cu_jit_option *options, void **option_values)
+{
+    char *buffer = NULL;
+    size_t capacity = 0;
+    long level = -1, registers = -1, target = -1, line_info = -1;
+    for (unsigned int i = 0; i < option_count; i++) {
+        long value = (long)(uintptr_t)option_values[i];
+        switch (options[i]) {
+        case CURDI_CU_JIT_INFO_LOG_BUFFER: buffer = option_values[i]; break;
+        case CURDI_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            capacity = (size_t)(uintptr_t)option_values[i];
+            break;
+        case CURDI_CU_JIT_OPTIMIZATION_LEVEL: level = value; break;
+        case CURDI_CU_JIT_MAX_REGISTERS: registers = value; break;
+        case CURDI_CU_JIT_TARGET: target = value; break;
+        case CURDI_CU_JIT_GENERATE_LINE_INFO: line_info = value; break;
+        default: break;
+        }
+    }
+    if (buffer != NULL && capacity != 0)
+        snprintf(buffer, capacity,
+                 "fake ptxas info: optimization level %ld, max registers"
+                 " %ld, target %ld, line info %ld",
+                 level, registers, target, line_info);
+}
+
 static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
                                             const void *image,
                                             unsigned int option_count,
@@ -1148,6 +1262,8 @@ static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
     o->module.kind = kind;
     o->address = o; /* the handle */
     *module = (curdi_cu_module)(void *)o;
+    if (kind == FAKE_IMAGE_PTX)
+        write_info_log(option_count, options, option_values);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -1945,9 +2061,10 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * "context_retains": the primary-context retain counts of every device,
  * summed; "context_stack": this thread's pushed contexts;
  * "jit_compilations": PTX images compiled since the library loaded (a
- * running count, not a live one); "sticky_faults": contexts holding a
- * sticky fault; "peer_access": ordered pairs of contexts with peer access
- * enabled. -1 for an unknown name. */
+ * running count, not a live one); "stream_waits": cuStreamWaitEvent
+ * calls that succeeded (a running count too); "sticky_faults": contexts
+ * holding a sticky fault; "peer_access": ordered pairs of contexts with
+ * peer access enabled. -1 for an unknown name. */
 FAKE_API long fake_cuda_live(const char *what);
 FAKE_API long fake_cuda_live(const char *what)
 {
@@ -1964,6 +2081,8 @@ FAKE_API long fake_cuda_live(const char *what)
         for (int i = 0; i < FAKE_MAX_DEVICES; i++)
             for (int j = 0; j < FAKE_MAX_DEVICES; j++)
                 count += peer_enabled[i][j];
+    } else if (strcmp(what, "stream_waits") == 0) {
+        count = stream_waits;
     } else if (strcmp(what, "sticky_faults") == 0) {
         for (int i = 0; i < FAKE_MAX_DEVICES; i++)
             count += sticky[i] != 0;
@@ -1985,6 +2104,20 @@ FAKE_API long fake_cuda_live(const char *what)
     }
     pthread_mutex_unlock(&lock);
     return count;
+}
+
+/* Holds (1) or lets go (0) the events recorded from now on: held, a
+ * query of them answers CUDA_ERROR_NOT_READY; letting go completes every
+ * held one. */
+FAKE_API void fake_cuda_hold_events(int hold);
+FAKE_API void fake_cuda_hold_events(int hold)
+{
+    pthread_mutex_lock(&lock);
+    hold_events = hold != 0;
+    if (!hold_events)
+        for (fake_object *o = objects; o != NULL; o = o->next)
+            o->not_ready = false;
+    pthread_mutex_unlock(&lock);
 }
 
 /* Simulates the driver's exit-time teardown now. */

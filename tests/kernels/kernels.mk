@@ -65,7 +65,8 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 # tests/support/kernel-load.c (linked into every test program), through
 # which the fault sweep and the soak load the harness kernels.
 KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-dispatch-telemetry \
-                      test-dispatch-faults test-batch test-landing,\
+                      test-dispatch-faults test-batch test-landing \
+                      test-interop,\
                       $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake) \
                     $(BUILD)/tests/support/kernel-load.o
 $(KERNEL_TEST_BINS): $(KERNELS_HEADER)

@@ -14,6 +14,9 @@
 #include "support/kernel-load.h"
 
 #include <stdio.h>
+#include "core/core.h"
+#include "driver/driver.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -1000,6 +1003,51 @@ static void pending_made(api_world *w)
     API_OK(async_dispatch(w));
 }
 
+/* A stream of the caller's own in the device's context, as another
+ * library's would be (made through curd's driver table, which the test
+ * reaches), and a dispatch to enqueue on it. */
+static void callers_stream_made(api_world *w)
+{
+    fresh_words(w);
+    curdi_cu_stream stream = NULL;
+    API_OK(curdi_device_enter(w->device));
+    curdi_cu_result rc = curdi_driver_get()->cuStreamCreate(
+        &stream, CURDI_CU_STREAM_NON_BLOCKING);
+    curdi_device_leave(w->device);
+    API_CHECK(rc == CURDI_CUDA_SUCCESS, "cuStreamCreate failed with %u", rc);
+    w->caller_stream = stream;
+}
+
+static curd_status on_callers_stream_call(api_world *w)
+{
+    curd_launch launch = words_launch();
+    launch.cu_stream = w->caller_stream;
+    curd_arg args[] = {
+        curd_arg_host(CURD_ROLE_INOUT, w->words, WORD_BYTES),
+        curd_arg_scalar(&w->word_count, sizeof w->word_count)};
+    w->pending = NULL;
+    return curd_dispatch_async(w->device, w->add_one, &launch, args, 2,
+                               &w->pending);
+}
+
+static void async_finish(api_world *w, curd_status status);
+
+/* As async_finish; then the caller's stream goes (with a lost context it
+ * went with it). */
+static void on_callers_stream_finish(api_world *w, curd_status status)
+{
+    async_finish(w, status);
+    if (!lost(status)) {
+        API_OK(curdi_device_enter(w->device));
+        curdi_cu_result rc = curdi_driver_get()->cuStreamDestroy(
+            (curdi_cu_stream)w->caller_stream);
+        curdi_device_leave(w->device);
+        API_CHECK(rc == CURDI_CUDA_SUCCESS, "cuStreamDestroy failed with %u",
+                  rc);
+    }
+    w->caller_stream = NULL;
+}
+
 static void async_finish(api_world *w, curd_status status)
 {
     if (status == CURD_OK)
@@ -1061,6 +1109,80 @@ static void pending_free_finish(api_world *w, curd_status status)
 {
     (void)status;
     API_CHECK(words_untouched(w), "curd_pending_free wrote the outputs");
+}
+
+/* ------------------------------------------------------------------------
+ * Imported memory: the small buffer's own memory imported again, as
+ * another library's allocation would be.
+ * ---------------------------------------------------------------------- */
+static curd_status import_call(api_world *w)
+{
+    uint64_t device_ptr = 0;
+    API_OK(curd_buffer_device_ptr(w->device, w->small, &device_ptr));
+    w->made.id = 0;
+    return curd_buffer_import(w->device, device_ptr, API_SMALL_BYTES,
+                              &w->made);
+}
+
+/* Imported, the handle reads the small buffer's bytes; freed, it is
+ * forgotten and the small buffer's memory stays. */
+static void import_finish(api_world *w, curd_status status)
+{
+    if (status != CURD_OK) {
+        API_CHECK(w->made.id == 0, "a failed import wrote out_buffer");
+        return;
+    }
+    api_world_expect_buffer(w, w->made, w->small_model, API_SMALL_BYTES);
+    API_OK(curd_buffer_free(w->device, w->made));
+    w->made.id = 0;
+    api_world_expect_buffer(w, w->small, w->small_model, API_SMALL_BYTES);
+}
+
+/* ------------------------------------------------------------------------
+ * An asynchronous download of the small buffer into registered memory (or,
+ * where the driver cannot register, nowhere page-locked: refused).
+ * ---------------------------------------------------------------------- */
+static curd_status download_async_call(api_world *w)
+{
+    w->pending = NULL;
+    return curd_buffer_download_async(w->device, w->small, 0, w->registered,
+                                      API_SMALL_BYTES, &w->pending);
+}
+
+/* Waited for, the bytes are the small buffer's; failed, no pending. */
+static void download_async_finish(api_world *w, curd_status status)
+{
+    if (status != CURD_OK) {
+        API_CHECK(w->pending == NULL, "a failed download wrote out_pending");
+        return;
+    }
+    curd_status waited = curd_pending_wait(w->pending, NULL);
+    API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+    API_OK(waited);
+    API_CHECK(memcmp(w->registered, w->small_model, API_SMALL_BYTES) == 0,
+              "the downloaded bytes differ from the small buffer's");
+}
+
+/* ------------------------------------------------------------------------
+ * Working beside other CUDA code: the legacy default stream (NULL) stands
+ * for a caller's stream, and a dispatch's end event for a caller's event.
+ * ---------------------------------------------------------------------- */
+static curd_status wait_stream_call(api_world *w)
+{
+    return curd_device_wait_stream(w->device, NULL);
+}
+
+static curd_status wait_event_call(api_world *w)
+{
+    void *event = NULL;
+    API_OK(curd_pending_event(w->pending, &event));
+    return curd_device_wait_event(w->device, event);
+}
+
+static curd_status pending_stream_wait_call(api_world *w)
+{
+    return curd_pending_stream_wait(w->pending, NULL);
 }
 
 /* ------------------------------------------------------------------------
@@ -1826,6 +1948,8 @@ const api_op api_ops[] = {
      resident_dispatch_call, resident_dispatch_finish, 0},
     {"curd_dispatch_async", "borrowed-memory", fresh_words, async_dispatch,
      async_finish, 0},
+    {"curd_dispatch_async", "on-the-callers-stream", callers_stream_made,
+     on_callers_stream_call, on_callers_stream_finish, 0},
     {"curd_pending_wait", "a-dispatch-in-flight", pending_made, wait_call,
      wait_finish, 0},
     {"curd_pending_ready", "a-dispatch-in-flight", pending_made, ready_call,
@@ -1836,6 +1960,17 @@ const api_op api_ops[] = {
      copy_wait_finish, 0},
     {"curd_pending_free", "a-copy-not-waited-for", copy_pending_made,
      pending_free_call, copy_within_finish, API_MAY_LET_GO},
+    {"curd_buffer_import", "the-small-buffers-memory",
+     api_world_reset_buffers,
+     import_call, import_finish, 0},
+    {"curd_buffer_download_async", "into-registered-memory",
+     api_world_reset_buffers, download_async_call, download_async_finish, 0},
+    {"curd_device_wait_stream", "the-legacy-default-stream", nothing,
+     wait_stream_call, no_finish, 0},
+    {"curd_device_wait_event", "a-dispatch-in-flight", pending_made,
+     wait_event_call, ready_finish, 0},
+    {"curd_pending_stream_wait", "a-dispatch-in-flight", pending_made,
+     pending_stream_wait_call, ready_finish, 0},
     {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,
      wait_call, batch_wait_finish, 0},
     {"curd_pending_free", "a-batch-run-not-waited-for", graph_batch_pending,
@@ -1909,7 +2044,9 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_device_resident_bytes", "reads the resident room"},
     {"curd_program_desc_init", "fills a struct"},
     {"curd_program_info", "returns what the load read"},
+    {"curd_program_log", "copies the log the load kept"},
     {"curd_launch_init", "fills a struct"},
+    {"curd_pending_event", "hands out the end event it holds"},
     {"curd_batch_options_init", "fills a struct"},
     {"curd_batch_new", "host memory and the batch room's list"},
     {"curd_batch_reset", "forgets the items (host memory); a captured graph"

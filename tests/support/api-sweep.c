@@ -63,6 +63,7 @@ const size_t api_fault_result_count =
 const api_stat_field api_stat_fields[] = {
     API_POOL_(device_pool),
     API_POOL_(pinned_pool),
+    /* Transfers, and dispatches' traffic, count on success only. */
     API_FIELD_(h2d_bytes, API_STAT_EXACT),
     API_FIELD_(d2h_bytes, API_STAT_EXACT),
     API_FIELD_(copy_ops, API_STAT_EXACT),
@@ -103,6 +104,8 @@ const api_stat_field api_stat_fields[] = {
     /* Collectives count once complete: a failed run counts nothing. */
     API_FIELD_(collective_ops, API_STAT_EXACT),
     API_FIELD_(collective_bytes, API_STAT_EXACT),
+    /* A failed import imports nothing; a free forgets, or not. */
+    API_FIELD_(imported_bytes, API_STAT_EXACT),
 };
 const size_t api_stat_field_count =
     sizeof api_stat_fields / sizeof api_stat_fields[0];
@@ -243,8 +246,10 @@ typedef struct held {
 
 /* The stand-in's live objects, less those the world's device holds on
  * purpose: its pools' blocks (live and cached), its idle streams and
- * events, its upload stream, and its loaded modules (the program room's
- * and, once a transfer gathered, the transfer kernels'). */
+ * events, the events it keeps of others' work to wait for (dropped by
+ * the next stream it takes), its upload stream, and its loaded modules
+ * (the program room's and, once a transfer gathered, the transfer
+ * kernels'). */
 static held held_now(api_world *w)
 {
     held h;
@@ -263,6 +268,7 @@ static held held_now(api_world *w)
     h.counts[3] -= (long)(device->idle_event_count +
                           device->idle_timed_event_count);
     pthread_mutex_unlock(&device->pool_lock);
+    h.counts[3] -= (long)atomic_load(&device->wait_count);
     curdi_program_counts programs;
     curdi_program_counts_read(device, &programs);
     h.counts[4] -= (long)programs.modules_loaded +

@@ -110,6 +110,7 @@ typedef struct api_world {
     curd_block block;
     curd_program *programs[2];
     curd_pending *pending;
+    void *caller_stream; /* a CUstream of the caller's own */
     uint32_t *words;
     uint32_t *words_want;
     uint32_t word_count;
