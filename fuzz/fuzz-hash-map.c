@@ -2,9 +2,9 @@
  *
  * The first byte picks the key kind (uint64, or a byte string of 1 to 31
  * bytes) and the first capacity; then each operation is a byte (insert,
- * remove one entry, remove the first found through its cursor, clear)
- * and a key, drawn from few enough values that duplicates and misses are
- * common. The reference is an array of (key, value) searched end to end;
+ * remove one entry, remove the first found through its cursor, clear,
+ * shrink) and a key, drawn from few enough values that duplicates and
+ * misses are common. The reference is an array of (key, value) searched end to end;
  * after every operation each key touched must give, through find and
  * find_next, exactly the reference's values, and the count and an
  * iteration over the whole map must agree with it.
@@ -146,6 +146,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if ((op & 0x7cu) == 0x7cu) {
                 curdi_hash_map_clear(&map);
                 entry_count = 0;
+            } else if ((op & 0x7cu) == 0x78u) {
+                curdi_hash_map_shrink(&map);
             } else {
                 curdi_hash_map_cursor cursor;
                 void *found = curdi_hash_map_find(&map, key, &cursor);
