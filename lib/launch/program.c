@@ -4,7 +4,7 @@
  * the room is shaped and what it promises about locks.
  *
  * Read top to bottom: images (kind, PTX length, entry names for messages),
- * the room (hash table, idle list, counters), loading a module and a
+ * the room (the module cache, idle list, counters), loading a module and a
  * function (driver calls, outside the lock), then the entry points. */
 #include "launch/program.h"
 
@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "base/clock.h"
+#include "base/hash_map.h"
 #include "core/core.h"
 #include "driver/driver.h"
 #include "base/status.h"
@@ -50,7 +51,7 @@ typedef struct curdi_function {
 } curdi_function;
 
 typedef struct curdi_module {
-    struct curdi_module *hash_next;
+    struct curdi_module *evicted_next; /* in a list of evicted modules */
     struct curdi_module *idle_prev, *idle_next; /* while refs == 0 */
     XXH128_hash_t key;
     unsigned char *image; /* a copy (PTX: NUL-terminated) */
@@ -71,9 +72,9 @@ struct curd_program {
 
 struct curdi_program_room {
     pthread_mutex_t lock;
-    curdi_module **buckets;
-    size_t bucket_count; /* a power of two */
-    size_t module_count;
+    /* The loaded modules by key (the image's XXH3-128, bytes compared on
+     * a hit, so modules whose keys collide both stay). */
+    curdi_hash_map modules;
     curdi_module *idle_head, *idle_tail; /* most recently used first */
     size_t idle_count;
     size_t idle_bound;
@@ -190,67 +191,35 @@ static XXH128_hash_t image_key(const curd_device *device,
     return XXH3_128bits_digest(&state);
 }
 
-static size_t bucket_of(const struct curdi_program_room *room,
-                        XXH128_hash_t key)
-{
-    return (size_t)key.low64 & (room->bucket_count - 1);
-}
-
 /* Lock held. */
 static curdi_module *cache_find(struct curdi_program_room *room,
                                 XXH128_hash_t key, const unsigned char *image,
                                 size_t image_bytes)
 {
-    for (curdi_module *m = room->buckets[bucket_of(room, key)]; m != NULL;
-         m = m->hash_next)
-        if (XXH128_isEqual(m->key, key) && m->image_bytes == image_bytes &&
+    curdi_hash_map_cursor cursor;
+    for (curdi_module *m = curdi_hash_map_find(&room->modules, &key, &cursor);
+         m != NULL; m = curdi_hash_map_find_next(&room->modules, &key, &cursor))
+        if (m->image_bytes == image_bytes &&
             memcmp(m->image, image, image_bytes) == 0)
             return m;
     return NULL;
 }
 
-/* Lock held. Doubles the table when it is full; a failed growth only
- * makes chains longer. */
-static void cache_insert(struct curdi_program_room *room, curdi_module *m)
+/* Lock held. False, with nothing changed, when the cache's table is full
+ * and cannot grow. */
+static bool cache_insert(struct curdi_program_room *room, curdi_module *m)
 {
-    if (room->module_count >= room->bucket_count) {
-        size_t count = room->bucket_count * 2;
-        curdi_module **grown = calloc(count, sizeof *grown);
-        if (grown != NULL) {
-            for (size_t b = 0; b < room->bucket_count; b++) {
-                curdi_module *next;
-                for (curdi_module *old = room->buckets[b]; old != NULL;
-                     old = next) {
-                    next = old->hash_next;
-                    size_t at = (size_t)old->key.low64 & (count - 1);
-                    old->hash_next = grown[at];
-                    grown[at] = old;
-                }
-            }
-            free(room->buckets);
-            room->buckets = grown;
-            room->bucket_count = count;
-        }
-    }
-    size_t at = bucket_of(room, m->key);
-    m->hash_next = room->buckets[at];
-    room->buckets[at] = m;
-    room->module_count++;
-    room->counts.modules_loaded = room->module_count;
+    if (!curdi_hash_map_insert(&room->modules, &m->key, m))
+        return false;
+    room->counts.modules_loaded = curdi_hash_map_count(&room->modules);
+    return true;
 }
 
 /* Lock held. */
 static void cache_remove(struct curdi_program_room *room, curdi_module *m)
 {
-    for (curdi_module **link = &room->buckets[bucket_of(room, m->key)];
-         *link != NULL; link = &(*link)->hash_next) {
-        if (*link == m) {
-            *link = m->hash_next;
-            room->module_count--;
-            room->counts.modules_loaded = room->module_count;
-            return;
-        }
-    }
+    if (curdi_hash_map_remove(&room->modules, &m->key, m))
+        room->counts.modules_loaded = curdi_hash_map_count(&room->modules);
 }
 
 /* Lock held: the idle list, most recently used first. */
@@ -303,7 +272,7 @@ static void module_unpin(struct curdi_program_room *room, curdi_module *m,
         idle_unlink(room, oldest);
         cache_remove(room, oldest);
         room->counts.evictions++;
-        oldest->hash_next = *evicted;
+        oldest->evicted_next = *evicted;
         *evicted = oldest;
     }
 }
@@ -344,7 +313,7 @@ static curd_status module_destroy(curdi_module *m)
     return status;
 }
 
-/* Unloads a list of evicted modules (linked by hash_next), entering the
+/* Unloads a list of evicted modules (linked by evicted_next), entering the
  * device; the first failure is returned. A module the driver still holds
  * (the context could not be made current, or the unload failed) goes back
  * to the idle list, past the bound, rather than being dropped: the next
@@ -361,7 +330,7 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
     }
     curdi_module *kept = NULL, *next;
     for (curdi_module *m = evicted; m != NULL; m = next) {
-        next = m->hash_next;
+        next = m->evicted_next;
         curd_status unloaded = entered || !curdi_driver_usable()
                                    ? module_unload(m)
                                    : status;
@@ -371,7 +340,7 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
         }
         if (status == CURD_OK)
             status = unloaded;
-        m->hash_next = kept;
+        m->evicted_next = kept;
         kept = m;
     }
     if (entered)
@@ -379,13 +348,29 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
     if (kept != NULL) {
         struct curdi_program_room *room = device->program;
         pthread_mutex_lock(&room->lock);
+        curdi_module *lost = NULL;
         for (curdi_module *m = kept; m != NULL; m = next) {
-            next = m->hash_next;
-            cache_insert(room, m);
+            next = m->evicted_next;
+            if (!cache_insert(room, m)) {
+                m->evicted_next = lost;
+                lost = m;
+                continue;
+            }
             idle_push(room, m);
             room->counts.evictions--;
         }
         pthread_mutex_unlock(&room->lock);
+        /* The table could not take it back (host memory short as well as
+         * the unload refused, both at once): its bookkeeping is freed and
+         * the driver's module left to the context, which frees it. */
+        for (curdi_module *m = lost; m != NULL; m = next) {
+            next = m->evicted_next;
+            m->module = NULL;
+            (void)module_destroy(m);
+            curdi_trace("device %d: an evicted module the driver would not "
+                        "unload could not go back into the module cache",
+                        device->ordinal);
+        }
     }
     return status;
 }
@@ -399,10 +384,10 @@ curd_status curdi_program_open(curd_device *device)
                           "could not be allocated. Fix: free host memory and "
                           "try again.",
                           sizeof *room);
-    room->bucket_count = 64;
-    room->buckets = calloc(room->bucket_count, sizeof *room->buckets);
-    if (room->buckets == NULL || pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room->buckets);
+    bool table_made = curdi_hash_map_init(&room->modules,
+                                          sizeof(XXH128_hash_t), 64);
+    if (!table_made || pthread_mutex_init(&room->lock, NULL) != 0) {
+        curdi_hash_map_fini(&room->modules);
         free(room);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_device_open: the program room's table or "
@@ -426,18 +411,16 @@ void curdi_program_close(curd_device *device)
         next_program = p->next;
         free(p);
     }
-    for (size_t b = 0; b < room->bucket_count; b++) {
-        curdi_module *next;
-        for (curdi_module *m = room->buckets[b]; m != NULL; m = next) {
-            next = m->hash_next;
-            curd_status status = module_destroy(m);
-            if (status != CURD_OK)
-                curdi_trace("closing device %d: %s", device->ordinal,
-                            curd_last_error());
-        }
+    size_t position = 0;
+    for (curdi_module *m;
+         (m = curdi_hash_map_next_entry(&room->modules, &position)) != NULL;) {
+        curd_status status = module_destroy(m);
+        if (status != CURD_OK)
+            curdi_trace("closing device %d: %s", device->ordinal,
+                        curd_last_error());
     }
     pthread_mutex_destroy(&room->lock);
-    free(room->buckets);
+    curdi_hash_map_fini(&room->modules);
     free(room);
     device->program = NULL;
 }
@@ -969,9 +952,17 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             pthread_mutex_unlock(&room->lock);
             (void)module_destroy(fresh);
         } else {
+            if (!cache_insert(room, fresh)) {
+                pthread_mutex_unlock(&room->lock);
+                (void)module_destroy(fresh);
+                curdi_device_leave(device);
+                return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                                  "curd_program_load: the module cache's "
+                                  "table could not grow. Fix: free host "
+                                  "memory and try again.");
+            }
             m = fresh;
             m->refs = 1;
-            cache_insert(room, m);
             inserted = true;
             pthread_mutex_unlock(&room->lock);
         }
@@ -984,7 +975,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         /* Not a missing entry: the module this load added goes again. */
         m->refs = 0;
         cache_remove(room, m);
-        m->hash_next = evicted;
+        m->evicted_next = evicted;
         evicted = m;
     } else if (status != CURD_OK) {
         module_unpin(room, m, &evicted);
@@ -1006,7 +997,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         snprintf(sentence, sizeof sentence, "%s", curd_last_error());
         curdi_module *next;
         for (curdi_module *e = evicted; e != NULL; e = next) {
-            next = e->hash_next;
+            next = e->evicted_next;
             if (module_destroy(e) != CURD_OK)
                 curdi_trace("curd_program_load: %s", curd_last_error());
         }
@@ -1120,7 +1111,7 @@ CURD_API curd_status curd_program_free(curd_program *program)
          * process. */
         curdi_module *next;
         for (curdi_module *e = evicted; e != NULL; e = next) {
-            next = e->hash_next;
+            next = e->evicted_next;
             e->module = NULL;
             (void)module_destroy(e);
         }
