@@ -246,6 +246,20 @@ static void test_an_insert_right_after_a_removal_never_grows_the_map(void)
     curdi_hash_map_fini(&map);
 }
 
+static void test_a_reservation_lets_that_many_inserts_keep_their_slots(void)
+{
+    curdi_hash_map map;
+    g_assert_true(curdi_hash_map_init(&map, 8, 8));
+    g_assert_true(curdi_hash_map_reserve(&map, 100));
+    unsigned char *slots = map.slots;
+    for (uint64_t key = 0; key < 100; key++)
+        g_assert_true(curdi_hash_map_insert(&map, &key, fresh_value()));
+    g_assert_true(map.slots == slots);
+    g_assert_false(curdi_hash_map_reserve(&map, SIZE_MAX));
+    g_assert_true(map.slots == slots);
+    curdi_hash_map_fini(&map);
+}
+
 static void test_a_finished_map_can_be_finished_again(void)
 {
     curdi_hash_map map;
@@ -269,6 +283,9 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/hash-map/an-insert-right-after-a-removal-never-grows-the-map",
         test_an_insert_right_after_a_removal_never_grows_the_map);
+    g_test_add_func(
+        "/hash-map/a-reservation-lets-that-many-inserts-keep-their-slots",
+        test_a_reservation_lets_that_many_inserts_keep_their_slots);
     g_test_add_func("/hash-map/a-finished-map-can-be-finished-again",
                     test_a_finished_map_can_be_finished_again);
     return g_test_run();

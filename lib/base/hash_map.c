@@ -139,6 +139,16 @@ bool curdi_hash_map_remove(curdi_hash_map *map, const void *key,
     return false;
 }
 
+bool curdi_hash_map_reserve(curdi_hash_map *map, size_t more)
+{
+    size_t capacity = map->capacity;
+    if (more > SIZE_MAX / 4u - map->count)
+        return false;
+    while ((map->count + more) * 2u > capacity)
+        capacity *= 2u;
+    return capacity == map->capacity || curdi_hash_map_resize_(map, capacity);
+}
+
 void curdi_hash_map_shrink(curdi_hash_map *map)
 {
     size_t capacity = map->capacity;

@@ -246,6 +246,10 @@ static inline void curdi_hash_map_remove_at(curdi_hash_map *map,
 bool curdi_hash_map_remove(curdi_hash_map *map, const void *key,
                            const void *value);
 
+/* Grows the map, if need be, so that `more` inserts will not allocate
+ * (nor fail); false, the map unchanged, when it cannot. */
+bool curdi_hash_map_reserve(curdi_hash_map *map, size_t more);
+
 /* Halves the slots while the map stays under an eighth full and at its
  * first capacity or above; a failure to allocate keeps them all. */
 void curdi_hash_map_shrink(curdi_hash_map *map);
