@@ -3,8 +3,7 @@
  * layouts, and the public curd_program_* entry points. program.h says how
  * the room is shaped and what it promises about locks.
  *
- * Read top to bottom: images (kind, PTX length, entry names for messages),
- * the room (the module cache, idle list, counters), loading a module and a
+ * Read top to bottom: the room (the module cache, idle list, counters), loading a module and a
  * function (driver calls, outside the lock), then the entry points. */
 #include "launch/program.h"
 
@@ -23,13 +22,13 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "base/status.h"
+#include "launch/image.h"
 
 /* What the JIT options are, as hashed into the key: curd passes only an
  * error log buffer, which does not change the code; bump this when an
  * option that does (optimisation level, debug info, ...) is added. */
 #define CURDI_JIT_OPTIONS_ID 1u
 #define CURDI_JIT_LOG_BYTES 4096u
-#define CURDI_FATBIN_MAGIC 0xBA55ED50u
 /* More parameters than a kernel can have (the driver caps a parameter
  * buffer at 32764 bytes); a bound on the cuFuncGetParamInfo loop. */
 #define CURDI_MAX_PARAMS 8192u
@@ -84,93 +83,6 @@ struct curdi_program_room {
     _Atomic int shared_optin_bytes;
     curdi_program_counts counts; /* under lock */
 };
-
-/* ------------------------------------------------------------------------
- * Images
- * ---------------------------------------------------------------------- */
-static size_t skip_space_and_comments(const unsigned char *text, size_t len,
-                                      size_t at)
-{
-    while (at < len && text[at] != '\0') {
-        unsigned char c = text[at];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
-            c == '\v') {
-            at++;
-        } else if (c == '/' && at + 1 < len && text[at + 1] == '/') {
-            while (at < len && text[at] != '\0' && text[at] != '\n')
-                at++;
-        } else if (c == '/' && at + 1 < len && text[at + 1] == '*') {
-            at += 2;
-            while (at + 1 < len && text[at] != '\0' &&
-                   !(text[at] == '*' && text[at + 1] == '/'))
-                at++;
-            at = at + 1 < len && text[at] == '*' ? at + 2 : len;
-        } else {
-            break;
-        }
-    }
-    return at;
-}
-
-int curdi_program_image_kind_of(const void *image, size_t image_bytes)
-{
-    const unsigned char *bytes = image;
-    if (image == NULL || image_bytes == 0)
-        return 0;
-    if (image_bytes >= 4 && bytes[0] == 0x7f && bytes[1] == 'E' &&
-        bytes[2] == 'L' && bytes[3] == 'F')
-        return CURD_IMAGE_CUBIN;
-    if (image_bytes >= 4 &&
-        ((uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 |
-         (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24) ==
-            CURDI_FATBIN_MAGIC)
-        return CURD_IMAGE_FATBIN;
-    size_t at = skip_space_and_comments(bytes, image_bytes, 0);
-    if (image_bytes - at >= 8 && memcmp(bytes + at, ".version", 8) == 0)
-        return CURD_IMAGE_PTX;
-    return 0;
-}
-
-/* The first bytes of an image, as hex and as text, for a sentence. */
-static void describe_first_bytes(const unsigned char *bytes, size_t len,
-                                 char *out, size_t capacity)
-{
-    size_t shown = len < 8 ? len : 8, at = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < shown && at + 4 < capacity; i++)
-        at += (size_t)snprintf(out + at, capacity - at, "%s%02x",
-                               i == 0 ? "" : " ", bytes[i]);
-    if (at + 8 >= capacity)
-        return;
-    at += (size_t)snprintf(out + at, capacity - at, " (\"");
-    for (size_t i = 0; i < shown && at + 6 < capacity; i++) {
-        unsigned char c = bytes[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            out[at++] = (char)c;
-        else
-            at += (size_t)snprintf(out + at, capacity - at, "\\x%02x", c);
-    }
-    snprintf(out + at, capacity - at, "\")");
-}
-
-/* Appends the .entry names of PTX text to out, comma-separated. */
-static void ptx_entry_names(const char *text, char *out, size_t capacity)
-{
-    size_t at = strlen(out);
-    for (const char *p = strstr(text, ".entry"); p != NULL;
-         p = strstr(p, ".entry")) {
-        p += 6;
-        if (*p != ' ' && *p != '\t')
-            continue;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        size_t n = strcspn(p, " \t\r\n(");
-        if (n == 0 || at + n + 3 >= capacity)
-            continue;
-        at += (size_t)snprintf(out + at, capacity - at, "%s%.*s",
-                               at == 0 ? "" : ", ", (int)n, p);
-    }
-}
 
 /* ------------------------------------------------------------------------
  * The room
@@ -553,7 +465,7 @@ static void entry_names(const curdi_module *m, char *out, size_t capacity)
         free(functions);
     }
     if (m->kind == CURD_IMAGE_PTX) {
-        ptx_entry_names((const char *)m->image, out, capacity);
+        curdi_image_ptx_entry_names((const char *)m->image, out, capacity);
         if (out[0] == '\0')
             snprintf(out, capacity, "(none)");
     }
@@ -817,45 +729,15 @@ static curd_status validate_load(curd_device *device,
                           "curd_program_load: desc->entry is %s. Fix: pass the "
                           "kernel's name.",
                           desc->entry == NULL ? "NULL" : "empty");
-    int kind = curdi_program_image_kind_of(desc->image, desc->image_bytes);
-    if (kind == 0) {
-        char first[96];
-        describe_first_bytes(desc->image, desc->image_bytes, first,
-                             sizeof first);
-        return curdi_fail(CURD_E_PROGRAM,
-                          "curd_program_load: the %zu-byte image is neither "
-                          "PTX (text whose first directive is .version), a "
-                          "cubin (ELF: 7f 45 4c 46) nor a fatbin (50 ed 55 "
-                          "ba); it starts with %s. Fix: pass the bytes of a "
-                          ".ptx, .cubin or .fatbin file (nvcc -ptx, -cubin or "
-                          "-fatbin).",
-                          desc->image_bytes, first);
-    }
-    size_t image_bytes = desc->image_bytes;
-    if (kind == CURD_IMAGE_PTX) {
-        const void *nul = memchr(desc->image, '\0', image_bytes);
-        if (nul != NULL)
-            image_bytes = (size_t)((const unsigned char *)nul -
-                                   (const unsigned char *)desc->image);
-    } else if (kind == CURD_IMAGE_FATBIN) {
-        uint16_t header_bytes = 0;
-        uint64_t payload_bytes = 0;
-        if (image_bytes >= 16) {
-            memcpy(&header_bytes, (const unsigned char *)desc->image + 6, 2);
-            memcpy(&payload_bytes, (const unsigned char *)desc->image + 8, 8);
-        }
-        if (image_bytes < 16 || header_bytes < 16 ||
-            payload_bytes > image_bytes - header_bytes)
-            return curdi_fail(CURD_E_PROGRAM,
-                              "curd_program_load: the fatbin's header says "
-                              "%u header bytes and %" PRIu64 " payload bytes, "
-                              "more than the %zu bytes given. Fix: pass the "
-                              "whole fatbin and its size.",
-                              header_bytes, payload_bytes, image_bytes);
-    }
+    curd_image_kind kind = 0;
+    size_t image_bytes = 0;
+    status = curdi_image_check(desc->image, desc->image_bytes, &kind,
+                               &image_bytes);
+    if (status != CURD_OK)
+        return status;
     request->image = desc->image;
     request->image_bytes = image_bytes;
-    request->kind = (curd_image_kind)kind;
+    request->kind = kind;
     request->entry = desc->entry;
     return CURD_OK;
 }

@@ -110,8 +110,4 @@ void curdi_program_counts_read(struct curd_device *device,
  * levels stay. */
 void curdi_program_counts_reset(struct curd_device *device);
 
-/* The kind of an image by its first bytes, within image_bytes; 0 for none
- * (pure; the fuzzers and tests call it). */
-int curdi_program_image_kind_of(const void *image, size_t image_bytes);
-
 #endif
