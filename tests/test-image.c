@@ -64,7 +64,7 @@ static void test_a_fatbin_whose_header_promises_more_than_given_is_refused(
         size_t given;
     } refused[] = {
         {16, 49, 64}, {15, 0, 64}, {64, 1, 64}, {16, UINT64_MAX, 64},
-        {16, 0, 15},  {16, 0, 4},
+        {16, 0, 15},  {16, 0, 4},         {100, 0, 64},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(refused); i++) {
         fatbin_header(image, refused[i].header_bytes,

@@ -109,7 +109,10 @@ curd_status curdi_image_check(const void *image, size_t image_bytes,
             memcpy(&header_bytes, (const unsigned char *)image + 6, 2);
             memcpy(&payload_bytes, (const unsigned char *)image + 8, 8);
         }
+        /* header_bytes first: past image_bytes, the subtraction would
+         * wrap and pass any payload. */
         if (image_bytes < 16 || header_bytes < 16 ||
+            header_bytes > image_bytes ||
             payload_bytes > image_bytes - header_bytes)
             return curdi_fail(CURD_E_PROGRAM,
                               "curd_program_load: the fatbin's header says "
