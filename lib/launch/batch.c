@@ -33,6 +33,7 @@
 #include "launch/graph.h"
 #include "launch/pending.h"
 #include "launch/program.h"
+#include "memory/memory.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
@@ -598,7 +599,7 @@ static curd_status run_staging(curd_batch *batch, curdi_staging *staging,
     (void)curdi_staging_release(staging);
     batch->recapture = true;
     curd_status status =
-        curdi_staging_acquire(batch->device->pinned_pool, bytes, staging);
+        curdi_memory_staging_acquire(batch->device, bytes, staging);
     *taken = status == CURD_OK && staging->byte_len != 0;
     return status;
 }

@@ -25,7 +25,7 @@
 #include "base/checked.h"
 #include "base/hash_map.h"
 #include "core/core.h"
-#include "memory/pool.h"
+#include "memory/memory.h"
 #include "memory/resident.h"
 #include "base/status.h"
 #include "transfer/transfer.h"
@@ -309,8 +309,7 @@ static void free_records(curd_device *device, const char *what,
         if (device != NULL && record->id != 0)
             free_buffer(device, what, record->id);
         else if (device != NULL && record->device_ptr != 0
-                 && curdi_pool_release(device->device_pool,
-                                       record->device_ptr)
+                 && curdi_memory_device_release(device, record->device_ptr)
                         != CURD_OK)
             curdi_trace("%s: %s", what, curd_last_error());
         free(record);

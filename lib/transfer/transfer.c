@@ -42,6 +42,7 @@
 #include "transfer/host_register.h"
 #include "memory/landing.h"
 #include "transfer/validate.h"
+#include "memory/memory.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
@@ -607,8 +608,8 @@ static curd_status transfer_run(curd_device *device, const char *what,
      * it can (lib/memory/landing.h). */
     for (; slots_taken < host_side.slot_count; slots_taken++) {
         size_t chunk = (size_t)host_side.chunk_bytes;
-        status = upload ? curdi_staging_acquire(device->pinned_pool, chunk,
-                                                &staging[slots_taken])
+        status = upload ? curdi_memory_staging_acquire(device, chunk,
+                                                       &staging[slots_taken])
                         : curdi_landing_or_staging(device, chunk,
                                                    &landings[slots_taken],
                                                    &staging[slots_taken]);
