@@ -3,7 +3,7 @@
  *
  * The room (struct curdi_program_room behind curd_device.program) holds,
  * under one short mutex that is never held across a driver call:
- *  - the loaded modules, in a hash table keyed by an XXH3-128 hash of the
+ *  - the loaded modules, in a map (base/hash_map) keyed by an XXH3-128 of the
  *    image bytes, the device's compute capability and the JIT options; each
  *    keeps a copy of its image, so a hit is confirmed byte by byte;
  *  - per module, its functions by entry name, each with its attributes and

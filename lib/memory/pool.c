@@ -20,7 +20,7 @@
  * of 65). A shard holds, under its own lock:
  *   - a LIFO stack of cached blocks per class (host-side records, never
  *     inside the block: device memory cannot be written from here);
- *   - a hash table of the blocks it handed out (live), for the stale
+ *   - a map (base/hash_map) of the blocks it handed out (live), for the stale
  *     check on release;
  *   - its share of every statistic;
  *   - a lease of the cached-bytes budget (below).
