@@ -252,34 +252,6 @@ static void test_desc_init_sets_the_size_and_zeroes_the_rest(void)
     g_assert_cmpint(curd_program_free(NULL), ==, CURD_OK);
 }
 
-static void test_image_kinds_are_told_apart_by_content(void)
-{
-    static const char ptx[] = "\n  // a comment\n/* another\n */\t.version 8.0\n";
-    g_assert_cmpint(curdi_program_image_kind_of(ptx, strlen(ptx)), ==,
-                    CURD_IMAGE_PTX);
-    g_assert_cmpint(curdi_program_image_kind_of(".version", 8), ==,
-                    CURD_IMAGE_PTX);
-    /* Cut before the directive ends: not PTX. */
-    g_assert_cmpint(curdi_program_image_kind_of(ptx, strlen(ptx) - 10), ==, 0);
-    g_assert_cmpint(curdi_program_image_kind_of("\x7f" "ELF\x02", 5), ==,
-                    CURD_IMAGE_CUBIN);
-    g_assert_cmpint(curdi_program_image_kind_of("\x50\xed\x55\xba", 4), ==,
-                    CURD_IMAGE_FATBIN);
-    g_assert_cmpint(curdi_program_image_kind_of("GIF89a", 6), ==, 0);
-    g_assert_cmpint(curdi_program_image_kind_of("\x7f" "EL", 3), ==, 0);
-    g_assert_cmpint(curdi_program_image_kind_of("// .version", 11), ==, 0);
-    g_assert_cmpint(curdi_program_image_kind_of(NULL, 8), ==, 0);
-    /* A NUL ends PTX text. */
-    g_assert_cmpint(curdi_program_image_kind_of("  \0.version", 11), ==, 0);
-    /* Random bytes are (almost surely) nothing, and never crash. */
-    for (int i = 0; i < 100; i++) {
-        unsigned char bytes[32];
-        curd_test_fill_random(bytes, sizeof bytes);
-        bytes[0] = (unsigned char)g_test_rand_int_range(0x80, 0x100);
-        g_assert_cmpint(curdi_program_image_kind_of(bytes, sizeof bytes), ==, 0);
-    }
-}
-
 /* ------------------------------------------------------------------------
  * Load, refusals
  * ---------------------------------------------------------------------- */
@@ -1560,8 +1532,6 @@ static const struct {
 } tests[] = {
     {"/desc-init-sets-the-size-and-zeroes-the-rest",
      test_desc_init_sets_the_size_and_zeroes_the_rest},
-    {"/image-kinds-are-told-apart-by-content",
-     test_image_kinds_are_told_apart_by_content},
     {"/bad-arguments-are-refused-before-anything-loads",
      test_bad_arguments_are_refused},
     {"/an-image-of-no-known-kind-is-refused-naming-its-first-bytes",

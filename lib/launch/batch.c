@@ -3,7 +3,8 @@
  * CUDA graph and replayed with launches updated in place.
  *
  * Read top to bottom: the room, a batch's state, recording, the run (the
- * pending it hands out, enqueueing, the graph), then the public calls.
+ * pending it hands out, enqueueing, when the graph room captures, updates
+ * or launches the graph), then the public calls.
  *
  * What stays fixed between runs, and why a run is cheap:
  *  - every buffer is resolved when recorded, so a launch's parameter list
@@ -30,7 +31,9 @@
 #include "launch/dispatch.h"
 #include "driver/driver.h"
 #include "core/pending.h"
+#include "launch/graph.h"
 #include "launch/program.h"
+#include "memory/memory.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
@@ -81,7 +84,9 @@ typedef struct batch_launch {
     uint64_t *ptrs;       /* what each pointer parameter passes */
     void **params;        /* the parameter list: &ptrs[i] or a scalar */
     unsigned char *values;
-    curdi_cu_graph_node *nodes; /* a captured graph's node per iteration */
+    /* What the graph room sees of it; kernel.nodes holds a captured
+     * graph's node per iteration. */
+    curdi_graph_kernel kernel;
     bool dirty;           /* changed since the graph was captured */
 } batch_launch;
 
@@ -134,10 +139,8 @@ struct curd_batch {
     batch_run run;
     bool running;               /* run is enqueued and not yet released */
     /* CURD_BATCH_GRAPH */
-    curdi_cu_graph graph;
-    curdi_cu_graph_exec exec;
+    curdi_graph graph;
     bool recapture;             /* items or staging changed since capture */
-    bool nodes_known;           /* every launch's nodes were found */
     bool any_dirty;
     curd_batch *prev, *next;    /* the room's list */
 };
@@ -155,15 +158,7 @@ static void launch_free(batch_launch *launch)
 
 static void graph_drop(curd_batch *batch)
 {
-    const curdi_driver *driver = curdi_driver_get();
-    bool usable = driver != NULL && curdi_driver_usable();
-    if (batch->exec != NULL && usable)
-        (void)curdi_driver_note(driver->cuGraphExecDestroy(batch->exec));
-    if (batch->graph != NULL && usable)
-        (void)curdi_driver_note(driver->cuGraphDestroy(batch->graph));
-    batch->exec = NULL;
-    batch->graph = NULL;
-    batch->nodes_known = false;
+    curdi_graph_drop(&batch->graph);
     batch->recapture = true;
 }
 
@@ -563,7 +558,7 @@ static batch_launch *launch_new(size_t nargs, size_t values_bytes,
     next += nargs * sizeof(uint64_t);
     launch->params = (void **)(void *)next;
     next += nargs * sizeof(void *);
-    launch->nodes = (curdi_cu_graph_node *)(void *)next;
+    launch->kernel.nodes = (curdi_cu_graph_node *)(void *)next;
     next += (size_t)iterations * sizeof(curdi_cu_graph_node);
     launch->buffer_of = (uint32_t *)(void *)next;
     next += nargs * sizeof(uint32_t);
@@ -650,7 +645,7 @@ static curd_status run_staging(curd_batch *batch, curdi_staging *staging,
     (void)curdi_staging_release(staging);
     batch->recapture = true;
     curd_status status =
-        curdi_staging_acquire(batch->device->pinned_pool, bytes, staging);
+        curdi_memory_staging_acquire(batch->device, bytes, staging);
     *taken = status == CURD_OK && staging->byte_len != 0;
     return status;
 }
@@ -712,117 +707,44 @@ static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
 }
 
 /* ------------------------------------------------------------------------
- * The graph
+ * The graph (launch/graph.c captures, updates and launches it)
  * ---------------------------------------------------------------------- */
 
-/* Whether a captured kernel node runs exactly this launch. */
-static bool node_is(curdi_cu_graph_node node, const batch_launch *launch)
+/* The launches in item order, as the graph room's list of kernels. */
+static curdi_graph_kernel *graph_kernels(curd_batch *batch)
 {
-    curdi_cu_kernel_node_params params;
-    memset(&params, 0, sizeof params);
-    if (curdi_driver_note(curdi_driver_get()->cuGraphKernelNodeGetParams(
-            node, curdi_cu_kernel_node_params_abi(&params)))
-        != CURDI_CUDA_SUCCESS)
-        return false;
-    const curdi_launch_shape *shape = &launch->shape;
-    if (params.func != curdi_program_function(launch->program)
-        || params.grid_x != shape->grid[0] || params.grid_y != shape->grid[1]
-        || params.grid_z != shape->grid[2]
-        || params.block_x != shape->block[0]
-        || params.block_y != shape->block[1]
-        || params.block_z != shape->block[2]
-        || params.shared_bytes != shape->dynamic_shared_bytes
-        || (launch->nargs != 0 && params.kernel_params == NULL))
-        return false;
-    for (size_t index = 0; index < launch->nargs; index++) {
-        const curd_arg *arg = &launch->args[index];
-        size_t bytes = arg->kind == CURD_ARG_SCALAR ? arg->byte_len
-                                                    : sizeof(uint64_t);
-        if (memcmp(params.kernel_params[index], launch->params[index], bytes)
-            != 0)
-            return false;
-    }
-    return true;
-}
-
-/* Finds each launch's kernel nodes in the captured graph. The driver
- * lists a captured graph's nodes in the order they were added, which this
- * checks node by node against the launches; when it cannot confirm the
- * order, changed launches are captured again instead of updated. */
-static bool graph_find_nodes(curd_batch *batch)
-{
-    const curdi_driver *driver = curdi_driver_get();
-    size_t count = 0;
-    if (curdi_driver_note(driver->cuGraphGetNodes(batch->graph, NULL, &count))
-        != CURDI_CUDA_SUCCESS)
-        return false;
-    curdi_cu_graph_node *nodes = calloc(count + 1u, sizeof *nodes);
-    if (nodes == NULL)
-        return false;
-    bool found = curdi_driver_note(driver->cuGraphGetNodes(
-                     batch->graph, nodes, &count))
-                 == CURDI_CUDA_SUCCESS;
-    size_t next = 0;
-    for (size_t index = 0; found && index < batch->item_count; index++) {
+    curdi_graph_kernel *first = NULL, **link = &first;
+    for (size_t index = 0; index < batch->item_count; index++) {
         batch_launch *launch = batch->items[index].launch;
         if (launch == NULL)
             continue;
-        for (uint32_t iteration = 0;
-             found && iteration < launch->shape.iterations; iteration++) {
-            curdi_cu_graph_node_type type = 1u;
-            while (next < count
-                   && (curdi_driver_note(driver->cuGraphNodeGetType(
-                           nodes[next], &type))
-                           != CURDI_CUDA_SUCCESS
-                       || type != CURDI_CU_GRAPH_NODE_TYPE_KERNEL))
-                next++;
-            found = next < count && node_is(nodes[next], launch);
-            if (found)
-                launch->nodes[iteration] = nodes[next++];
-        }
+        launch->kernel.program = launch->program;
+        launch->kernel.shape = &launch->shape;
+        launch->kernel.args = launch->args;
+        launch->kernel.nargs = launch->nargs;
+        launch->kernel.params = launch->params;
+        launch->kernel.next = NULL;
+        *link = &launch->kernel;
+        link = &launch->kernel.next;
     }
-    free(nodes);
-    return found;
+    return first;
+}
+
+static curd_status enqueue_captured(void *context, curdi_cu_stream stream)
+{
+    return enqueue_items(context, stream);
 }
 
 /* Captures the items into a graph and instantiates it. Context current;
  * the old graph is gone. */
-static curd_status graph_capture(curd_batch *batch, curdi_cu_stream stream)
+static curd_status graph_capture(curd_batch *batch)
 {
-    const curdi_driver *driver = curdi_driver_get();
-    curd_device *device = batch->device;
-    graph_drop(batch);
-    curdi_cu_result rc = curdi_driver_note(driver->cuStreamBeginCapture(
-        stream, CURDI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_pending_fail_driver(device, rc, "cuStreamBeginCapture");
-    curd_status status = enqueue_items(batch, stream);
-    curdi_cu_graph graph = NULL;
-    rc = curdi_driver_note(driver->cuStreamEndCapture(stream, &graph));
-    if (rc != CURDI_CUDA_SUCCESS) {
-        /* A stream whose capture did not end cannot go back to the
-         * pool. */
-        curdi_stream_discard(device, stream);
-        batch->run.base.stream = NULL;
-        if (status == CURD_OK)
-            status = curdi_pending_fail_driver(device, rc,
-                                               "cuStreamEndCapture");
-    }
-    if (status != CURD_OK) {
-        if (graph != NULL)
-            (void)curdi_driver_note(driver->cuGraphDestroy(graph));
+    batch->recapture = true;
+    curd_status status = curdi_graph_capture(
+        &batch->graph, batch->device, &batch->run.base.stream,
+        enqueue_captured, batch, graph_kernels(batch));
+    if (status != CURD_OK)
         return status;
-    }
-    batch->graph = graph;
-    rc = curdi_driver_note(
-        driver->cuGraphInstantiateWithFlags(&batch->exec, graph, 0));
-    if (rc != CURDI_CUDA_SUCCESS) {
-        batch->exec = NULL;
-        graph_drop(batch);
-        return curdi_pending_fail_driver(device, rc,
-                                         "cuGraphInstantiateWithFlags");
-    }
-    batch->nodes_known = graph_find_nodes(batch);
     batch->recapture = false;
     for (size_t index = 0; index < batch->item_count; index++)
         if (batch->items[index].launch != NULL)
@@ -836,39 +758,16 @@ static curd_status graph_capture(curd_batch *batch, curdi_cu_stream stream)
  * failure part way leaves the graph to be captured again. */
 static curd_status graph_update(curd_batch *batch)
 {
-    const curdi_driver *driver = curdi_driver_get();
     uint64_t updated = 0;
+    (void)graph_kernels(batch);
     for (size_t index = 0; index < batch->item_count; index++) {
         batch_launch *launch = batch->items[index].launch;
         if (launch == NULL || !launch->dirty)
             continue;
-        const curdi_launch_shape *shape = &launch->shape;
-        if (shape->dynamic_shared_bytes > 48u * 1024u) {
-            curd_status status = curdi_program_reserve_dynamic_shared(
-                launch->program, shape->dynamic_shared_bytes);
-            if (status != CURD_OK)
-                return status;
-        }
-        curdi_cu_kernel_node_params params = {
-            .func = curdi_program_function(launch->program),
-            .grid_x = shape->grid[0], .grid_y = shape->grid[1],
-            .grid_z = shape->grid[2], .block_x = shape->block[0],
-            .block_y = shape->block[1], .block_z = shape->block[2],
-            .shared_bytes = shape->dynamic_shared_bytes,
-            .kernel_params = launch->params};
-        for (uint32_t iteration = 0; iteration < shape->iterations;
-             iteration++) {
-            curdi_cu_result rc =
-                curdi_driver_note(driver->cuGraphExecKernelNodeSetParams(
-                    batch->exec, launch->nodes[iteration],
-                    curdi_cu_kernel_node_params_abi(&params)));
-            if (rc != CURDI_CUDA_SUCCESS) {
-                batch->recapture = true;
-                return curdi_pending_fail_driver(
-                    batch->device, rc, "cuGraphExecKernelNodeSetParams");
-            }
-            updated++;
-        }
+        curd_status status = curdi_graph_update(&batch->graph, batch->device,
+                                                &launch->kernel, &updated);
+        if (status != CURD_OK)
+            return status;
         launch->dirty = false;
     }
     batch->any_dirty = false;
@@ -878,23 +777,23 @@ static curd_status graph_update(curd_batch *batch)
 
 /* Enqueues a graph batch: captured when new or changed in shape, updated
  * in place when only launches changed, then launched. */
-static curd_status enqueue_graph(curd_batch *batch, curdi_cu_stream stream)
+static curd_status enqueue_graph(curd_batch *batch)
 {
     curd_status status = CURD_OK;
-    if (batch->any_dirty && !batch->recapture && batch->nodes_known)
+    if (batch->any_dirty && !batch->recapture && batch->graph.nodes_known)
         status = graph_update(batch);
     if (status == CURD_OK
-        && (batch->exec == NULL || batch->recapture || batch->any_dirty))
-        status = graph_capture(batch, stream);
+        && (batch->graph.exec == NULL || batch->recapture || batch->any_dirty))
+        status = graph_capture(batch);
     if (status != CURD_OK)
         return status;
     status = curdi_pending_begin(&batch->run.base);
     if (status != CURD_OK)
         return status;
-    curdi_cu_result rc = curdi_driver_note(
-        curdi_driver_get()->cuGraphLaunch(batch->exec, stream));
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_pending_fail_driver(batch->device, rc, "cuGraphLaunch");
+    status = curdi_graph_launch(&batch->graph, batch->device,
+                                batch->run.base.stream);
+    if (status != CURD_OK)
+        return status;
     batch->run.replayed = true;
     return CURD_OK;
 }
@@ -952,13 +851,12 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
                 memcpy(batch->up.host + item->staging_offset, item->src,
                        item->byte_len);
         }
-        curdi_cu_stream stream = batch->run.base.stream;
         if ((batch->flags & CURD_BATCH_GRAPH) != 0) {
-            status = enqueue_graph(batch, stream);
+            status = enqueue_graph(batch);
         } else {
             status = curdi_pending_begin(&batch->run.base);
             if (status == CURD_OK)
-                status = enqueue_items(batch, stream);
+                status = enqueue_items(batch, batch->run.base.stream);
         }
     }
     if (status == CURD_OK)
@@ -1061,10 +959,8 @@ CURD_API curd_status curd_batch_free(curd_batch *batch)
      * driver objects went with it. */
     curd_device *device = batch->device;
     bool entered = status == CURD_OK && curdi_device_enter(device) == CURD_OK;
-    if (!entered) {
-        batch->exec = NULL;
-        batch->graph = NULL;
-    }
+    if (!entered)
+        curdi_graph_forget(&batch->graph);
     batch_destroy(batch);
     if (entered)
         curdi_device_leave(device);

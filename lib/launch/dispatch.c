@@ -35,6 +35,7 @@
 #include "memory/landing.h"
 #include "core/pending.h"
 #include "launch/program.h"
+#include "memory/memory.h"
 #include "memory/resident.h"
 #include "memory/staging.h"
 #include "base/status.h"
@@ -675,7 +676,7 @@ static void run_release(curd_pending *pending)
         bound *b = &run->bounds[index];
         curdi_landing_put_back(device, &b->landing, &b->staging);
         if (b->block != 0)
-            (void)curdi_pool_release(device->device_pool, b->block);
+            (void)curdi_memory_device_release(device, b->block);
     }
     if (run->use_count != 0)
         curdi_resident_use_end(device, run->uses, run->use_count);
@@ -823,15 +824,15 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
         if (arg->kind != CURD_ARG_HOST)
             continue;
         size_t class_bytes;
-        status = curdi_pool_acquire(device->device_pool, arg->byte_len,
-                                    &b->block, &class_bytes);
+        status = curdi_memory_device_acquire(device, arg->byte_len, &b->block,
+                                             &class_bytes);
         if (status != CURD_OK)
             return status;
         b->device_ptr = b->block;
         if (!reads_input(arg) || arg->byte_len == 0)
             continue;
-        status = curdi_staging_acquire(device->pinned_pool, arg->byte_len,
-                                       &b->staging);
+        status = curdi_memory_staging_acquire(device, arg->byte_len,
+                                              &b->staging);
         if (status == CURD_OK)
             status = curdi_staging_write(&b->staging, 0, arg->byte_len,
                                          arg->host, arg->byte_len);

@@ -3,8 +3,7 @@
  * layouts, and the public curd_program_* entry points. program.h says how
  * the room is shaped and what it promises about locks.
  *
- * Read top to bottom: images (kind, PTX length, entry names for messages),
- * the room (hash table, idle list, counters), loading a module and a
+ * Read top to bottom: the room (the module cache, idle list, counters), loading a module and a
  * function (driver calls, outside the lock), then the entry points. */
 #include "launch/program.h"
 
@@ -19,16 +18,17 @@
 #include <xxhash.h>
 
 #include "base/clock.h"
+#include "base/hash_map.h"
 #include "core/core.h"
 #include "driver/driver.h"
 #include "base/status.h"
+#include "launch/image.h"
 
 /* What the JIT options mean, as hashed into the key with each load's
  * jit_options: bump it when curd passes the driver another option that
  * changes the code. */
 #define CURDI_JIT_OPTIONS_ID 2u
 #define CURDI_JIT_LOG_BYTES 4096u
-#define CURDI_FATBIN_MAGIC 0xBA55ED50u
 /* More parameters than a kernel can have (the driver caps a parameter
  * buffer at 32764 bytes); a bound on the cuFuncGetParamInfo loop. */
 #define CURDI_MAX_PARAMS 8192u
@@ -59,7 +59,7 @@ typedef struct jit_options {
 } jit_options;
 
 typedef struct curdi_module {
-    struct curdi_module *hash_next;
+    struct curdi_module *evicted_next; /* in a list of evicted modules */
     struct curdi_module *idle_prev, *idle_next; /* while refs == 0 */
     XXH128_hash_t key;
     unsigned char *image; /* a copy (PTX: NUL-terminated) */
@@ -82,9 +82,9 @@ struct curd_program {
 
 struct curdi_program_room {
     pthread_mutex_t lock;
-    curdi_module **buckets;
-    size_t bucket_count; /* a power of two */
-    size_t module_count;
+    /* The loaded modules by key (the image's XXH3-128, bytes compared on
+     * a hit, so modules whose keys collide both stay). */
+    curdi_hash_map modules;
     curdi_module *idle_head, *idle_tail; /* most recently used first */
     size_t idle_count;
     size_t idle_bound;
@@ -94,93 +94,6 @@ struct curdi_program_room {
     _Atomic int shared_optin_bytes;
     curdi_program_counts counts; /* under lock */
 };
-
-/* ------------------------------------------------------------------------
- * Images
- * ---------------------------------------------------------------------- */
-static size_t skip_space_and_comments(const unsigned char *text, size_t len,
-                                      size_t at)
-{
-    while (at < len && text[at] != '\0') {
-        unsigned char c = text[at];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
-            c == '\v') {
-            at++;
-        } else if (c == '/' && at + 1 < len && text[at + 1] == '/') {
-            while (at < len && text[at] != '\0' && text[at] != '\n')
-                at++;
-        } else if (c == '/' && at + 1 < len && text[at + 1] == '*') {
-            at += 2;
-            while (at + 1 < len && text[at] != '\0' &&
-                   !(text[at] == '*' && text[at + 1] == '/'))
-                at++;
-            at = at + 1 < len && text[at] == '*' ? at + 2 : len;
-        } else {
-            break;
-        }
-    }
-    return at;
-}
-
-int curdi_program_image_kind_of(const void *image, size_t image_bytes)
-{
-    const unsigned char *bytes = image;
-    if (image == NULL || image_bytes == 0)
-        return 0;
-    if (image_bytes >= 4 && bytes[0] == 0x7f && bytes[1] == 'E' &&
-        bytes[2] == 'L' && bytes[3] == 'F')
-        return CURD_IMAGE_CUBIN;
-    if (image_bytes >= 4 &&
-        ((uint32_t)bytes[0] | (uint32_t)bytes[1] << 8 |
-         (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24) ==
-            CURDI_FATBIN_MAGIC)
-        return CURD_IMAGE_FATBIN;
-    size_t at = skip_space_and_comments(bytes, image_bytes, 0);
-    if (image_bytes - at >= 8 && memcmp(bytes + at, ".version", 8) == 0)
-        return CURD_IMAGE_PTX;
-    return 0;
-}
-
-/* The first bytes of an image, as hex and as text, for a sentence. */
-static void describe_first_bytes(const unsigned char *bytes, size_t len,
-                                 char *out, size_t capacity)
-{
-    size_t shown = len < 8 ? len : 8, at = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < shown && at + 4 < capacity; i++)
-        at += (size_t)snprintf(out + at, capacity - at, "%s%02x",
-                               i == 0 ? "" : " ", bytes[i]);
-    if (at + 8 >= capacity)
-        return;
-    at += (size_t)snprintf(out + at, capacity - at, " (\"");
-    for (size_t i = 0; i < shown && at + 6 < capacity; i++) {
-        unsigned char c = bytes[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            out[at++] = (char)c;
-        else
-            at += (size_t)snprintf(out + at, capacity - at, "\\x%02x", c);
-    }
-    snprintf(out + at, capacity - at, "\")");
-}
-
-/* Appends the .entry names of PTX text to out, comma-separated. */
-static void ptx_entry_names(const char *text, char *out, size_t capacity)
-{
-    size_t at = strlen(out);
-    for (const char *p = strstr(text, ".entry"); p != NULL;
-         p = strstr(p, ".entry")) {
-        p += 6;
-        if (*p != ' ' && *p != '\t')
-            continue;
-        while (*p == ' ' || *p == '\t')
-            p++;
-        size_t n = strcspn(p, " \t\r\n(");
-        if (n == 0 || at + n + 3 >= capacity)
-            continue;
-        at += (size_t)snprintf(out + at, capacity - at, "%s%.*s",
-                               at == 0 ? "" : ", ", (int)n, p);
-    }
-}
 
 /* ------------------------------------------------------------------------
  * The room
@@ -206,68 +119,36 @@ static XXH128_hash_t image_key(const curd_device *device,
     return XXH3_128bits_digest(&state);
 }
 
-static size_t bucket_of(const struct curdi_program_room *room,
-                        XXH128_hash_t key)
-{
-    return (size_t)key.low64 & (room->bucket_count - 1);
-}
-
 /* Lock held. */
 static curdi_module *cache_find(struct curdi_program_room *room,
                                 XXH128_hash_t key, const unsigned char *image,
                                 size_t image_bytes, const jit_options *jit)
 {
-    for (curdi_module *m = room->buckets[bucket_of(room, key)]; m != NULL;
-         m = m->hash_next)
-        if (XXH128_isEqual(m->key, key) && m->image_bytes == image_bytes &&
+    curdi_hash_map_cursor cursor;
+    for (curdi_module *m = curdi_hash_map_find(&room->modules, &key, &cursor);
+         m != NULL; m = curdi_hash_map_find_next(&room->modules, &key, &cursor))
+        if (m->image_bytes == image_bytes &&
             memcmp(&m->jit, jit, sizeof *jit) == 0 &&
             memcmp(m->image, image, image_bytes) == 0)
             return m;
     return NULL;
 }
 
-/* Lock held. Doubles the table when it is full; a failed growth only
- * makes chains longer. */
-static void cache_insert(struct curdi_program_room *room, curdi_module *m)
+/* Lock held. False, with nothing changed, when the cache's table is full
+ * and cannot grow. */
+static bool cache_insert(struct curdi_program_room *room, curdi_module *m)
 {
-    if (room->module_count >= room->bucket_count) {
-        size_t count = room->bucket_count * 2;
-        curdi_module **grown = calloc(count, sizeof *grown);
-        if (grown != NULL) {
-            for (size_t b = 0; b < room->bucket_count; b++) {
-                curdi_module *next;
-                for (curdi_module *old = room->buckets[b]; old != NULL;
-                     old = next) {
-                    next = old->hash_next;
-                    size_t at = (size_t)old->key.low64 & (count - 1);
-                    old->hash_next = grown[at];
-                    grown[at] = old;
-                }
-            }
-            free(room->buckets);
-            room->buckets = grown;
-            room->bucket_count = count;
-        }
-    }
-    size_t at = bucket_of(room, m->key);
-    m->hash_next = room->buckets[at];
-    room->buckets[at] = m;
-    room->module_count++;
-    room->counts.modules_loaded = room->module_count;
+    if (!curdi_hash_map_insert(&room->modules, &m->key, m))
+        return false;
+    room->counts.modules_loaded = curdi_hash_map_count(&room->modules);
+    return true;
 }
 
 /* Lock held. */
 static void cache_remove(struct curdi_program_room *room, curdi_module *m)
 {
-    for (curdi_module **link = &room->buckets[bucket_of(room, m->key)];
-         *link != NULL; link = &(*link)->hash_next) {
-        if (*link == m) {
-            *link = m->hash_next;
-            room->module_count--;
-            room->counts.modules_loaded = room->module_count;
-            return;
-        }
-    }
+    if (curdi_hash_map_remove(&room->modules, &m->key, m))
+        room->counts.modules_loaded = curdi_hash_map_count(&room->modules);
 }
 
 /* Lock held: the idle list, most recently used first. */
@@ -320,7 +201,7 @@ static void module_unpin(struct curdi_program_room *room, curdi_module *m,
         idle_unlink(room, oldest);
         cache_remove(room, oldest);
         room->counts.evictions++;
-        oldest->hash_next = *evicted;
+        oldest->evicted_next = *evicted;
         *evicted = oldest;
     }
 }
@@ -362,7 +243,7 @@ static curd_status module_destroy(curdi_module *m)
     return status;
 }
 
-/* Unloads a list of evicted modules (linked by hash_next), entering the
+/* Unloads a list of evicted modules (linked by evicted_next), entering the
  * device; the first failure is returned. A module the driver still holds
  * (the context could not be made current, or the unload failed) goes back
  * to the idle list, past the bound, rather than being dropped: the next
@@ -379,7 +260,7 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
     }
     curdi_module *kept = NULL, *next;
     for (curdi_module *m = evicted; m != NULL; m = next) {
-        next = m->hash_next;
+        next = m->evicted_next;
         curd_status unloaded = entered || !curdi_driver_usable()
                                    ? module_unload(m)
                                    : status;
@@ -389,7 +270,7 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
         }
         if (status == CURD_OK)
             status = unloaded;
-        m->hash_next = kept;
+        m->evicted_next = kept;
         kept = m;
     }
     if (entered)
@@ -397,13 +278,29 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
     if (kept != NULL) {
         struct curdi_program_room *room = device->program;
         pthread_mutex_lock(&room->lock);
+        curdi_module *lost = NULL;
         for (curdi_module *m = kept; m != NULL; m = next) {
-            next = m->hash_next;
-            cache_insert(room, m);
+            next = m->evicted_next;
+            if (!cache_insert(room, m)) {
+                m->evicted_next = lost;
+                lost = m;
+                continue;
+            }
             idle_push(room, m);
             room->counts.evictions--;
         }
         pthread_mutex_unlock(&room->lock);
+        /* The table could not take it back (host memory short as well as
+         * the unload refused, both at once): its bookkeeping is freed and
+         * the driver's module left to the context, which frees it. */
+        for (curdi_module *m = lost; m != NULL; m = next) {
+            next = m->evicted_next;
+            m->module = NULL;
+            (void)module_destroy(m);
+            curdi_trace("device %d: an evicted module the driver would not "
+                        "unload could not go back into the module cache",
+                        device->ordinal);
+        }
     }
     return status;
 }
@@ -417,10 +314,10 @@ curd_status curdi_program_open(curd_device *device)
                           "could not be allocated. Fix: free host memory and "
                           "try again.",
                           sizeof *room);
-    room->bucket_count = 64;
-    room->buckets = calloc(room->bucket_count, sizeof *room->buckets);
-    if (room->buckets == NULL || pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room->buckets);
+    bool table_made = curdi_hash_map_init(&room->modules,
+                                          sizeof(XXH128_hash_t), 64);
+    if (!table_made || pthread_mutex_init(&room->lock, NULL) != 0) {
+        curdi_hash_map_fini(&room->modules);
         free(room);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_device_open: the program room's table or "
@@ -444,18 +341,16 @@ void curdi_program_close(curd_device *device)
         next_program = p->next;
         free(p);
     }
-    for (size_t b = 0; b < room->bucket_count; b++) {
-        curdi_module *next;
-        for (curdi_module *m = room->buckets[b]; m != NULL; m = next) {
-            next = m->hash_next;
-            curd_status status = module_destroy(m);
-            if (status != CURD_OK)
-                curdi_trace("closing device %d: %s", device->ordinal,
-                            curd_last_error());
-        }
+    size_t position = 0;
+    for (curdi_module *m;
+         (m = curdi_hash_map_next_entry(&room->modules, &position)) != NULL;) {
+        curd_status status = module_destroy(m);
+        if (status != CURD_OK)
+            curdi_trace("closing device %d: %s", device->ordinal,
+                        curd_last_error());
     }
     pthread_mutex_destroy(&room->lock);
-    free(room->buckets);
+    curdi_hash_map_fini(&room->modules);
     free(room);
     device->program = NULL;
 }
@@ -628,7 +523,7 @@ static void entry_names(const curdi_module *m, char *out, size_t capacity)
         free(functions);
     }
     if (m->kind == CURD_IMAGE_PTX) {
-        ptx_entry_names((const char *)m->image, out, capacity);
+        curdi_image_ptx_entry_names((const char *)m->image, out, capacity);
         if (out[0] == '\0')
             snprintf(out, capacity, "(none)");
     }
@@ -944,45 +839,15 @@ static curd_status validate_load(curd_device *device,
                           "curd_program_load: desc->entry is %s. Fix: pass the "
                           "kernel's name.",
                           desc->entry == NULL ? "NULL" : "empty");
-    int kind = curdi_program_image_kind_of(desc->image, desc->image_bytes);
-    if (kind == 0) {
-        char first[96];
-        describe_first_bytes(desc->image, desc->image_bytes, first,
-                             sizeof first);
-        return curdi_fail(CURD_E_PROGRAM,
-                          "curd_program_load: the %zu-byte image is neither "
-                          "PTX (text whose first directive is .version), a "
-                          "cubin (ELF: 7f 45 4c 46) nor a fatbin (50 ed 55 "
-                          "ba); it starts with %s. Fix: pass the bytes of a "
-                          ".ptx, .cubin or .fatbin file (nvcc -ptx, -cubin or "
-                          "-fatbin).",
-                          desc->image_bytes, first);
-    }
-    size_t image_bytes = desc->image_bytes;
-    if (kind == CURD_IMAGE_PTX) {
-        const void *nul = memchr(desc->image, '\0', image_bytes);
-        if (nul != NULL)
-            image_bytes = (size_t)((const unsigned char *)nul -
-                                   (const unsigned char *)desc->image);
-    } else if (kind == CURD_IMAGE_FATBIN) {
-        uint16_t header_bytes = 0;
-        uint64_t payload_bytes = 0;
-        if (image_bytes >= 16) {
-            memcpy(&header_bytes, (const unsigned char *)desc->image + 6, 2);
-            memcpy(&payload_bytes, (const unsigned char *)desc->image + 8, 8);
-        }
-        if (image_bytes < 16 || header_bytes < 16 ||
-            payload_bytes > image_bytes - header_bytes)
-            return curdi_fail(CURD_E_PROGRAM,
-                              "curd_program_load: the fatbin's header says "
-                              "%u header bytes and %" PRIu64 " payload bytes, "
-                              "more than the %zu bytes given. Fix: pass the "
-                              "whole fatbin and its size.",
-                              header_bytes, payload_bytes, image_bytes);
-    }
+    curd_image_kind kind = 0;
+    size_t image_bytes = 0;
+    status = curdi_image_check(desc->image, desc->image_bytes, &kind,
+                               &image_bytes);
+    if (status != CURD_OK)
+        return status;
     request->image = desc->image;
     request->image_bytes = image_bytes;
-    request->kind = (curd_image_kind)kind;
+    request->kind = kind;
     request->entry = desc->entry;
     return CURD_OK;
 }
@@ -1081,9 +946,17 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             pthread_mutex_unlock(&room->lock);
             (void)module_destroy(fresh);
         } else {
+            if (!cache_insert(room, fresh)) {
+                pthread_mutex_unlock(&room->lock);
+                (void)module_destroy(fresh);
+                curdi_device_leave(device);
+                return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                                  "curd_program_load: the module cache's "
+                                  "table could not grow. Fix: free host "
+                                  "memory and try again.");
+            }
             m = fresh;
             m->refs = 1;
-            cache_insert(room, m);
             inserted = true;
             pthread_mutex_unlock(&room->lock);
         }
@@ -1096,7 +969,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         /* Not a missing entry: the module this load added goes again. */
         m->refs = 0;
         cache_remove(room, m);
-        m->hash_next = evicted;
+        m->evicted_next = evicted;
         evicted = m;
     } else if (status != CURD_OK) {
         module_unpin(room, m, &evicted);
@@ -1118,7 +991,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         snprintf(sentence, sizeof sentence, "%s", curd_last_error());
         curdi_module *next;
         for (curdi_module *e = evicted; e != NULL; e = next) {
-            next = e->hash_next;
+            next = e->evicted_next;
             if (module_destroy(e) != CURD_OK)
                 curdi_trace("curd_program_load: %s", curd_last_error());
         }
@@ -1233,7 +1106,7 @@ CURD_API curd_status curd_program_free(curd_program *program)
          * process. */
         curdi_module *next;
         for (curdi_module *e = evicted; e != NULL; e = next) {
-            next = e->hash_next;
+            next = e->evicted_next;
             e->module = NULL;
             (void)module_destroy(e);
         }

@@ -3,7 +3,7 @@
  *
  * The room (struct curdi_program_room behind curd_device.program) holds,
  * under one short mutex that is never held across a driver call:
- *  - the loaded modules, in a hash table keyed by an XXH3-128 hash of the
+ *  - the loaded modules, in a map (base/hash_map) keyed by an XXH3-128 of the
  *    image bytes, the device's compute capability and the JIT options; each
  *    keeps a copy of its image, so a hit is confirmed byte by byte;
  *  - per module, its functions by entry name, each with its attributes and
@@ -109,9 +109,5 @@ void curdi_program_counts_read(struct curd_device *device,
 /* Zeroes the cumulative counters (hits, misses, jit_ns, evictions); the
  * levels stay. */
 void curdi_program_counts_reset(struct curd_device *device);
-
-/* The kind of an image by its first bytes, within image_bytes; 0 for none
- * (pure; the fuzzers and tests call it). */
-int curdi_program_image_kind_of(const void *image, size_t image_bytes);
 
 #endif

@@ -16,6 +16,7 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "base/status.h"
+#include "memory/pool.h"
 
 /* ------------------------------------------------------------------------
  * Upstreams. Each call pushes the device's context (nesting is fine when
@@ -454,4 +455,23 @@ CURD_API curd_status curd_device_set_reclaim(curd_device *device,
     device->reclaim_context = fn != NULL ? context : NULL;
     pthread_mutex_unlock(&device->reclaim_lock);
     return CURD_OK;
+}
+
+curd_status curdi_memory_device_acquire(curd_device *device, size_t byte_len,
+                                        uint64_t *out_address,
+                                        size_t *out_class_bytes)
+{
+    return curdi_pool_acquire(device->device_pool, byte_len, out_address,
+                              out_class_bytes);
+}
+
+curd_status curdi_memory_device_release(curd_device *device, uint64_t address)
+{
+    return curdi_pool_release(device->device_pool, address);
+}
+
+curd_status curdi_memory_staging_acquire(curd_device *device, size_t byte_len,
+                                         curdi_staging *out_staging)
+{
+    return curdi_staging_acquire(device->pinned_pool, byte_len, out_staging);
 }

@@ -34,7 +34,11 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "memory/pool.h"
+#include "memory/staging.h"
+
+/* The pools themselves (memory/pool.h) stay inside memory/: the rooms
+ * above reach the device's pools through the calls below. */
+typedef struct curdi_pool curdi_pool;
 
 struct curd_device;
 
@@ -61,6 +65,21 @@ uint64_t curdi_memory_default_device_cache(uint64_t total_bytes);
 
 /* The pool of a kind; NULL for a kind that is not a curd_pool_kind. */
 curdi_pool *curdi_memory_pool(struct curd_device *device, curd_pool_kind kind);
+
+/* A block of the device pool (device memory) of at least byte_len bytes,
+ * and its release: curdi_pool_acquire and _release on the device's pool,
+ * for the rooms above memory/. */
+curd_status curdi_memory_device_acquire(struct curd_device *device,
+                                        size_t byte_len,
+                                        uint64_t *out_address,
+                                        size_t *out_class_bytes);
+curd_status curdi_memory_device_release(struct curd_device *device,
+                                        uint64_t address);
+/* Pinned staging of byte_len bytes from the device's pinned pool
+ * (curdi_staging_acquire on it); curdi_staging_release gives it back. */
+curd_status curdi_memory_staging_acquire(struct curd_device *device,
+                                         size_t byte_len,
+                                         curdi_staging *out_staging);
 
 /* curd_block_acquire / curd_block_release for the library's own rooms
  * (device already validated): the same checks on everything else. */

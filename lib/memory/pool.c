@@ -20,7 +20,7 @@
  * of 65). A shard holds, under its own lock:
  *   - a LIFO stack of cached blocks per class (host-side records, never
  *     inside the block: device memory cannot be written from here);
- *   - a hash table of the blocks it handed out (live), for the stale
+ *   - a map (base/hash_map) of the blocks it handed out (live), for the stale
  *     check on release;
  *   - its share of every statistic;
  *   - a lease of the cached-bytes budget (below).
@@ -111,11 +111,13 @@
 
 #include "base/checked.h"
 #include "base/clock.h"
+#include "base/hash_map.h"
 #include "base/status.h"
 
 #define SHARD_COUNT CURDI_POOL_SHARD_COUNT
 #define SLOTS_MAX 1024u
-#define INITIAL_BUCKETS 16u
+/* A shard's live table starts with room for this many blocks. */
+#define INITIAL_LIVE_SLOTS 32u
 #define CACHE_LINE 64u
 /* Intel's L2 fetches cache lines in 128-byte aligned pairs (the adjacent
  * line prefetcher), so data written by different threads is kept a pair
@@ -149,8 +151,8 @@ static const int64_t family_quantum[FAMILY_COUNT] = {
     BLOCKS_QUANTUM};
 
 /* The host-side record of one upstream block. It sits in exactly one place
- * at a time: a shard's live table (chained through next) or a shard's class
- * stack (linked through next). */
+ * at a time: a shard's live table (keyed by its address) or a shard's
+ * class stack (linked through next). */
 typedef struct pool_block {
     uint64_t address;
     size_t class_bytes;
@@ -177,9 +179,7 @@ typedef struct family_part {
 typedef struct pool_shard {
     _Alignas(LINE_PAIR) atomic_bool lock; /* shard_lock() says why */
     class_stack *stacks; /* one per class */
-    pool_block **buckets;
-    size_t bucket_count; /* a power of two */
-    size_t live_count;
+    curdi_hash_map live; /* address -> pool_block, the blocks handed out */
     uint64_t cached_bytes; /* in this shard's stacks */
     uint64_t lease_bytes;  /* >= cached_bytes */
     uint64_t cache_hits;
@@ -542,55 +542,26 @@ static void *shard_calloc(size_t count, size_t size)
 }
 
 /* ------------------------------------------------------------------------
- * The live table of a shard: address -> record, chained.
+ * The live table of a shard: address -> record.
  * ---------------------------------------------------------------------- */
-static inline size_t bucket_of(size_t bucket_count, uint64_t address)
+static inline pool_block *table_find(pool_shard *shard, uint64_t address,
+                                     curdi_hash_map_cursor *cursor)
 {
-    uint64_t hash = (address ^ (address >> 17)) * UINT64_C(0x9E3779B97F4A7C15);
-    return (size_t)(hash >> 32) & (bucket_count - 1u);
+    return curdi_hash_map_find(&shard->live, &address, cursor);
 }
 
-static inline pool_block **table_find(pool_shard *shard, uint64_t address)
+/* False when the table is full and cannot grow (host memory short). */
+static inline bool table_insert(pool_shard *shard, pool_block *block)
 {
-    pool_block **link = &shard->buckets[bucket_of(shard->bucket_count,
-                                                  address)];
-    while (*link != NULL && (*link)->address != address)
-        link = &(*link)->next;
-    return *link != NULL ? link : NULL;
+    return curdi_hash_map_insert(&shard->live, &block->address, block);
 }
 
-/* Doubles the buckets; if that allocation fails the chains just grow. */
-static void table_grow(pool_shard *shard)
+static curd_status fail_live_table(const curdi_pool *pool)
 {
-    size_t count = shard->bucket_count * 2u;
-    if (count > SIZE_MAX / 2u / sizeof(pool_block *))
-        return;
-    pool_block **buckets = shard_calloc(count, sizeof *buckets);
-    if (buckets == NULL)
-        return;
-    for (size_t i = 0; i < shard->bucket_count; i++) {
-        pool_block *block = shard->buckets[i];
-        while (block != NULL) {
-            pool_block *next = block->next;
-            size_t at = bucket_of(count, block->address);
-            block->next = buckets[at];
-            buckets[at] = block;
-            block = next;
-        }
-    }
-    free(shard->buckets);
-    shard->buckets = buckets;
-    shard->bucket_count = count;
-}
-
-static inline void table_insert(pool_shard *shard, pool_block *block)
-{
-    if (shard->live_count / 2u >= shard->bucket_count)
-        table_grow(shard);
-    size_t at = bucket_of(shard->bucket_count, block->address);
-    block->next = shard->buckets[at];
-    shard->buckets[at] = block;
-    shard->live_count++;
+    return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                      "The %s pool's table of live blocks could not grow. "
+                      "Fix: free host memory and try again.",
+                      pool->name);
 }
 
 /* ------------------------------------------------------------------------
@@ -833,6 +804,14 @@ curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
     uint64_t freed = 0;
     curd_status status =
         pool != NULL ? trim_cache(pool, false, keep_bytes, &freed) : CURD_OK;
+    /* A trim gives memory back: the live tables too, those that a burst
+     * of blocks grew and that now stand mostly empty. Never on the hot
+     * path, where a table that shrank would only grow again. */
+    for (unsigned i = 0; pool != NULL && i < SHARD_COUNT; i++) {
+        shard_lock(&pool->shards[i]);
+        curdi_hash_map_shrink(&pool->shards[i].live);
+        shard_unlock(&pool->shards[i]);
+    }
     if (out_freed_bytes != NULL)
         *out_freed_bytes = freed;
     return status;
@@ -853,7 +832,7 @@ static void free_shards(curdi_pool *pool, unsigned initialised)
     for (unsigned i = 0; i < initialised; i++) {
         pool_shard *shard = &pool->shards[i];
         free(shard->stacks);
-        free(shard->buckets);
+        curdi_hash_map_fini(&shard->live);
     }
     free(pool->slots);
     free(pool);
@@ -924,12 +903,12 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_shard *shard = &pool->shards[i];
         shard->stacks = shard_calloc(class_count, sizeof *shard->stacks);
-        shard->buckets = shard_calloc(INITIAL_BUCKETS, sizeof *shard->buckets);
-        shard->bucket_count = INITIAL_BUCKETS;
+        bool live_made =
+            curdi_hash_map_init(&shard->live, 0, INITIAL_LIVE_SLOTS);
         atomic_init(&shard->lock, false);
-        if (shard->stacks == NULL || shard->buckets == NULL) {
+        if (shard->stacks == NULL || !live_made) {
             free(shard->stacks);
-            free(shard->buckets);
+            curdi_hash_map_fini(&shard->live);
             free_shards(pool, i);
             return curdi_fail(CURD_E_OUT_OF_MEMORY,
                               "The %s pool's per-thread shards could not be "
@@ -953,15 +932,14 @@ void curdi_pool_destroy(curdi_pool *pool)
     lock_all(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_shard *shard = &pool->shards[i];
-        for (size_t b = 0; b < shard->bucket_count; b++) {
-            while (shard->buckets[b] != NULL) {
-                pool_block *block = shard->buckets[b];
-                shard->buckets[b] = block->next;
-                block->next = detached;
-                detached = block;
-            }
+        size_t position = 0;
+        for (pool_block *block;
+             (block = curdi_hash_map_next_entry(&shard->live, &position)) !=
+             NULL;) {
+            block->next = detached;
+            detached = block;
         }
-        shard->live_count = 0;
+        curdi_hash_map_clear(&shard->live);
         for (unsigned c = 0; c < pool->class_count; c++) {
             pool_block *block;
             while ((block = stack_pop(shard, c)) != NULL) {
@@ -1180,7 +1158,12 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         return closing ? fail_closing(pool)
                        : fail_counters_full(pool, "acquire");
     }
-    table_insert(own, block);
+    if (!table_insert(own, block)) {
+        shard_unlock(own);
+        upstream_free(pool, block);
+        atomic_fetch_sub(&pool->busy, 1u);
+        return fail_live_table(pool);
+    }
     family_up(pool, own, FAMILY_LIVE_BYTES, class_bytes);
     family_up(pool, own, FAMILY_LIVE_BLOCKS, 1);
     family_up(pool, own, FAMILY_REQUESTED_BYTES, byte_len);
@@ -1254,9 +1237,16 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
             live_unreserve(pool, class_bytes);
             return fail_counters_full(pool, "acquire");
         }
-        pool_block *block = stack_pop(own, class_index);
+        /* Into the live table before it leaves the stack, so that a
+         * table that cannot grow changes nothing. */
+        pool_block *block = own->stacks[class_index].top;
+        if (!table_insert(own, block)) {
+            shard_unlock(own);
+            live_unreserve(pool, class_bytes);
+            return fail_live_table(pool);
+        }
+        (void)stack_pop(own, class_index);
         block->byte_len = byte_len;
-        table_insert(own, block);
         family_down(pool, own, FAMILY_CACHED_BYTES, class_bytes);
         family_down(pool, own, FAMILY_CACHED_BLOCKS, 1);
         family_up(pool, own, FAMILY_LIVE_BYTES, class_bytes);
@@ -1303,15 +1293,16 @@ static curd_status release(curdi_pool *pool, uint64_t address,
     unsigned own_index = own_shard_index();
     pool_shard *shard = &pool->shards[own_index];
     shard_lock(shard);
-    pool_block **link = table_find(shard, address);
-    for (unsigned i = 1; link == NULL && i < SHARD_COUNT; i++) {
+    curdi_hash_map_cursor at;
+    pool_block *block = table_find(shard, address, &at);
+    for (unsigned i = 1; block == NULL && i < SHARD_COUNT; i++) {
         /* Released by another thread than the one that acquired it. */
         shard_unlock(shard);
         shard = &pool->shards[(own_index + i) % SHARD_COUNT];
         shard_lock(shard);
-        link = table_find(shard, address);
+        block = table_find(shard, address, &at);
     }
-    if (link == NULL) {
+    if (block == NULL) {
         shard_unlock(shard);
         return curdi_fail(CURD_E_STALE_HANDLE,
                           "The %s pool has no live block at 0x%" PRIx64
@@ -1321,9 +1312,9 @@ static curd_status release(curdi_pool *pool, uint64_t address,
                           "and pool that handed it out.",
                           pool->name, address);
     }
-    if (stated != NULL && ((*link)->class_bytes != stated->class_bytes ||
-                           (*link)->byte_len != stated->byte_len)) {
-        size_t live_class = (*link)->class_bytes, live_len = (*link)->byte_len;
+    if (stated != NULL && (block->class_bytes != stated->class_bytes ||
+                           block->byte_len != stated->byte_len)) {
+        size_t live_class = block->class_bytes, live_len = block->byte_len;
         shard_unlock(shard);
         return curdi_fail(CURD_E_STALE_HANDLE,
                           "The %s pool handed out the block at 0x%" PRIx64
@@ -1335,7 +1326,6 @@ static curd_status release(curdi_pool *pool, uint64_t address,
                           pool->name, address, live_len, live_class,
                           stated->byte_len, stated->class_bytes);
     }
-    pool_block *block = *link;
     size_t class_bytes = block->class_bytes;
     bool may_cache = cacheable(pool, shard, block);
     bool cache = may_cache && lease_cover(pool, shard, class_bytes);
@@ -1344,8 +1334,7 @@ static curd_status release(curdi_pool *pool, uint64_t address,
         shard_unlock(shard);
         return fail_counters_full(pool, "release");
     }
-    *link = block->next;
-    shard->live_count--;
+    curdi_hash_map_remove_at(&shard->live, &at);
     family_down(pool, shard, FAMILY_LIVE_BYTES, class_bytes);
     family_down(pool, shard, FAMILY_LIVE_BLOCKS, 1);
     family_down(pool, shard, FAMILY_REQUESTED_BYTES, block->byte_len);

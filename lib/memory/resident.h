@@ -1,33 +1,12 @@
-/* resident.h - resident buffers: the handle table, budgets, in-flight marks.
+/* resident.h - resident buffers: budgets, in-flight marks, the entries.
  *
- * Two layers live in resident.c:
+ * The device's resident room (struct curdi_resident_table behind
+ * curd_device.resident) keeps the pure handle table (memory/handle_table.h)
+ * under a short mutex, with the budget, the statistics, and the in-flight
+ * marks that transfer.c takes around each use of a buffer's device memory.
+ * Device memory comes from the device pool (dev->device_pool).
  *
- *  - The handle table (curdi_handle_table), pure: no driver, no lock, no
- *    allocation but its own slot array. It turns a curd_buffer id into a
- *    slot and back, and is what tests/test-resident.c drives on the CPU.
- *
- *  - The device's resident room (struct curdi_resident_table behind
- *    curd_device.resident): the table under a short mutex, the budget, the
- *    statistics, and the in-flight marks that transfer.c takes around each
- *    use of a buffer's device memory. Device memory comes from the device
- *    pool (dev->device_pool).
- *
- * A curd_buffer id packs three fields:
- *
- *      63        48 47            24 23             0
- *     +------------+----------------+----------------+
- *     | device tag |   generation   |   slot index   |
- *     +------------+----------------+----------------+
- *
- * The tag is non-zero and differs between devices open at the same time
- * (a process-wide counter, so it repeats only after 65535 opens), so a
- * handle of another device is stale here. A slot's first generation is
- * drawn at random from [1, 2^23], so a made-up handle (a neighbour's index,
- * a small integer) names a live buffer only by a 1-in-2^23 accident; the
- * generation then grows each time the slot is freed, and a slot whose
- * generation would pass 2^24 - 1 is retired for good instead of wrapping,
- * so a freed handle never names a live buffer again. Id 0 is never live
- * (its generation is 0). */
+ * The id layout and the table's rules are in memory/handle_table.h. */
 #ifndef CURD_LIB_RESIDENT_H
 #define CURD_LIB_RESIDENT_H
 
@@ -36,98 +15,7 @@
 #include <stdint.h>
 
 #include "curd.h"
-
-#define CURDI_HANDLE_INDEX_BITS 24u
-#define CURDI_HANDLE_GENERATION_BITS 24u
-#define CURDI_HANDLE_TAG_BITS 16u
-/* Slots a table can ever hold: indices 0 .. 2^24 - 1. */
-#define CURDI_HANDLE_MAX_SLOTS ((uint32_t)1 << CURDI_HANDLE_INDEX_BITS)
-#define CURDI_HANDLE_MAX_GENERATION                                           \
-    (((uint32_t)1 << CURDI_HANDLE_GENERATION_BITS) - 1u)
-
-/* ------------------------------------------------------------------------
- * The pure handle table.
- * ---------------------------------------------------------------------- */
-
-typedef enum curdi_slot_state {
-    CURDI_SLOT_FREE = 0,    /* on the free list */
-    CURDI_SLOT_LIVE = 1,    /* names a buffer */
-    CURDI_SLOT_RETIRED = 2  /* generations used up; never reused */
-} curdi_slot_state;
-
-typedef struct curdi_handle_slot {
-    uint64_t device_ptr;
-    size_t byte_len;
-    uint32_t generation;  /* of the live buffer, or of the next one */
-    uint32_t state;       /* curdi_slot_state */
-    /* Uses in flight: synchronous transfers running now plus asynchronous
-     * uploads not yet completed. A buffer with any cannot be freed. */
-    uint32_t use_count;
-    uint32_t async_count; /* the asynchronous part of use_count */
-    /* Memory another library allocated (curd_buffer_import): no pool
-     * block behind it, never freed by curd, in no budget. */
-    bool imported;
-    uint32_t next_free;   /* free list: index + 1 of the next, 0 ends */
-} curdi_handle_slot;
-
-typedef struct curdi_handle_table {
-    curdi_handle_slot *slots;
-    uint32_t slot_count;  /* slots ever used: indices below are valid */
-    uint32_t capacity;    /* slots allocated */
-    uint32_t max_slots;   /* at most CURDI_HANDLE_MAX_SLOTS */
-    uint32_t free_head;   /* index + 1 of the first free slot, 0: none */
-    uint32_t live_count;
-    uint32_t retired_count;
-    uint16_t tag;
-    uint64_t random_state; /* for first generations (splitmix64) */
-} curdi_handle_table;
-
-/* tag must be non-zero; max_slots 0 means CURDI_HANDLE_MAX_SLOTS (tests
- * pass a small number to reach the limit). Allocates nothing yet. */
-curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
-                                    uint32_t max_slots);
-/* Frees the slot array; the table holds nothing afterwards. */
-void curdi_handle_table_fini(curdi_handle_table *table);
-
-/* Makes sure `more` slots can be inserted without allocating: grows the
- * slot array if the free list and spare capacity do not have them.
- * CURD_E_BUDGET past max_slots, CURD_E_OUT_OF_MEMORY if growing fails;
- * nothing changes on either. */
-curd_status curdi_handle_table_reserve(curdi_handle_table *table,
-                                       uint32_t more);
-/* Inserts a live buffer into a slot that curdi_handle_table_reserve set
- * aside (the caller owns that reservation) and returns its id. Allocates
- * nothing, so it cannot fail. */
-uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
-                                           uint64_t device_ptr,
-                                           size_t byte_len);
-/* Reserves one slot (as reserve does: it may grow the table and fail) and
- * inserts into it. */
-curd_status curdi_handle_table_insert(curdi_handle_table *table,
-                                      uint64_t device_ptr, size_t byte_len,
-                                      uint64_t *out_id);
-/* Resolves an id to its live slot; CURD_E_STALE_HANDLE (with a sentence
- * saying why: zero, another device's, never issued, freed) otherwise.
- * `what` names the use in the message ("curd_buffer_free", ...). */
-curd_status curdi_handle_table_find(const curdi_handle_table *table,
-                                    uint64_t id, const char *what,
-                                    curdi_handle_slot **out_slot);
-/* The live slot id names, or NULL exactly when curdi_handle_table_find
- * fails; it sets no error (for hot paths that word one only on failure). */
-curdi_handle_slot *curdi_handle_table_lookup(const curdi_handle_table *table,
-                                             uint64_t id);
-/* Frees the live slot of id (which the caller has just found): its
- * generation moves on, so id and every copy of it are stale from now on. */
-void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id);
-
-uint64_t curdi_handle_id_make(uint16_t tag, uint32_t generation,
-                              uint32_t index);
-uint32_t curdi_handle_id_index(uint64_t id);
-uint32_t curdi_handle_id_generation(uint64_t id);
-uint16_t curdi_handle_id_tag(uint64_t id);
-
-/* A fresh non-zero tag for a new device (process-wide, thread-safe). */
-uint16_t curdi_handle_tag_next(void);
+#include "memory/handle_table.h"
 
 /* ------------------------------------------------------------------------
  * The device's resident room.

@@ -6,6 +6,7 @@
 
 #include "base/checked.h"
 #include "base/status.h"
+#include "memory/pool.h"
 
 curd_status curdi_staging_acquire(curdi_pool *pool, size_t byte_len,
                                   curdi_staging *out_staging)

@@ -18,7 +18,8 @@
 #include <stdint.h>
 
 #include "curd.h"
-#include "memory/pool.h"
+
+typedef struct curdi_pool curdi_pool; /* memory/pool.h */
 
 typedef struct curdi_staging {
     curdi_pool *pool;    /* NULL when empty */

@@ -2,8 +2,7 @@
  * cache of static uploads. include/curd.h says what a session promises,
  * session.h how the room is shaped and in what order its locks nest.
  *
- * Read top to bottom: the small hash map every index here is made of, the
- * per-process key secret, sessions and the room, buffers (alloc, release,
+ * Read top to bottom: the indexes, the per-process key secret, sessions and the room, buffers (alloc, release,
  * eviction), static sets (key, match, upload, release, eviction), then
  * new, free and statistics. */
 #include "session/session.h"
@@ -24,141 +23,34 @@
 #include <xxhash.h>
 
 #include "base/checked.h"
+#include "base/hash_map.h"
 #include "core/core.h"
-#include "memory/pool.h"
+#include "memory/memory.h"
 #include "memory/resident.h"
 #include "base/status.h"
 #include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
- * An intrusive hash map: a link lives inside the object it indexes, so
- * inserting allocates nothing but, now and then, a larger bucket array.
- * Keys are buffer handles (entropy in the low bits), addresses (low bits
- * zero) and hashes; the Fibonacci multiply spreads any of them over the
- * top bits that pick a bucket.
+ * The indexes are base/hash_map maps with uint64 keys: buffer handles,
+ * addresses, and 64 bits of digests (more than one set may share those;
+ * the full key and the bytes tell them apart).
  * ---------------------------------------------------------------------- */
-typedef struct session_link {
-    struct session_link *next;
-    uint64_t key;
-} session_link;
+#define MAP_FIRST_SLOTS 16u
 
-typedef struct session_map {
-    session_link **buckets;
-    unsigned bucket_bits;
-    size_t count;
-} session_map;
-
-#define MAP_FIRST_BITS 4u
-#define MAP_MAX_BITS 40u
-
-static size_t map_bucket(unsigned bucket_bits, uint64_t key)
+/* Calls fn on every record of a map; fn may not change the map. */
+static void map_each(const curdi_hash_map *map,
+                     void (*fn)(void *record, void *context), void *context)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15u) >> (64u - bucket_bits));
+    size_t position = 0;
+    for (void *record; (record = curdi_hash_map_next_entry(map, &position)) !=
+                       NULL;)
+        fn(record, context);
 }
 
-static bool map_init(session_map *map)
+static uint64_t address_key(const void *pointer)
 {
-    map->bucket_bits = MAP_FIRST_BITS;
-    map->count = 0;
-    map->buckets = calloc((size_t)1 << MAP_FIRST_BITS, sizeof *map->buckets);
-    return map->buckets != NULL;
+    return (uint64_t)(uintptr_t)pointer;
 }
-
-static void map_fini(session_map *map)
-{
-    free(map->buckets);
-    map->buckets = NULL;
-    map->count = 0;
-}
-
-static session_link *map_find_from(session_link *link, uint64_t key)
-{
-    while (link != NULL && link->key != key)
-        link = link->next;
-    return link;
-}
-
-/* The first link with key, or NULL; map_next gives the next with the same
- * key. */
-static session_link *map_find(const session_map *map, uint64_t key)
-{
-    return map_find_from(map->buckets[map_bucket(map->bucket_bits, key)],
-                         key);
-}
-
-static session_link *map_next(const session_link *link)
-{
-    return map_find_from(link->next, link->key);
-}
-
-/* Doubles the buckets once the map holds as many entries; a growth that
- * fails only makes the chains longer, so inserting cannot fail. */
-static void map_insert(session_map *map, session_link *link)
-{
-    size_t bucket_count = (size_t)1 << map->bucket_bits;
-    if (map->count >= bucket_count && map->bucket_bits < MAP_MAX_BITS) {
-        unsigned bits = map->bucket_bits + 1u;
-        session_link **grown = calloc(bucket_count * 2u, sizeof *grown);
-        if (grown != NULL) {
-            for (size_t b = 0; b < bucket_count; b++) {
-                session_link *next;
-                for (session_link *at = map->buckets[b]; at != NULL;
-                     at = next) {
-                    size_t to = map_bucket(bits, at->key);
-                    next = at->next;
-                    at->next = grown[to];
-                    grown[to] = at;
-                }
-            }
-            free(map->buckets);
-            map->buckets = grown;
-            map->bucket_bits = bits;
-        }
-    }
-    size_t at = map_bucket(map->bucket_bits, link->key);
-    link->next = map->buckets[at];
-    map->buckets[at] = link;
-    map->count++;
-}
-
-static void map_remove(session_map *map, session_link *link)
-{
-    for (session_link **at = &map->buckets[map_bucket(map->bucket_bits,
-                                                      link->key)];
-         *at != NULL; at = &(*at)->next) {
-        if (*at == link) {
-            *at = link->next;
-            map->count--;
-            return;
-        }
-    }
-}
-
-/* Calls fn on every link; fn may not touch the map. */
-static void map_each(const session_map *map,
-                     void (*fn)(session_link *link, void *context),
-                     void *context)
-{
-    size_t bucket_count = (size_t)1 << map->bucket_bits;
-    for (size_t b = 0; b < bucket_count; b++) {
-        session_link *next;
-        for (session_link *at = map->buckets[b]; at != NULL; at = next) {
-            next = at->next;
-            fn(at, context);
-        }
-    }
-}
-
-/* Empties the map without touching what its links belong to. */
-static void map_clear(session_map *map)
-{
-    memset(map->buckets, 0,
-           ((size_t)1 << map->bucket_bits) * sizeof *map->buckets);
-    map->count = 0;
-}
-
-#define CONTAINER_OF(pointer, type, member)                                  \
-    ((type *)(void *)((char *)(pointer) - offsetof(type, member)))
 
 /* ------------------------------------------------------------------------
  * The key's secret, drawn once per process: XXH3 keyed with it makes a
@@ -228,7 +120,7 @@ static void key_secret_draw(void)
  * Sessions, the room and the registry of live sessions
  * ---------------------------------------------------------------------- */
 typedef struct buffer_record {
-    session_link link; /* key: the buffer's handle now */
+    uint64_t id; /* the buffer's handle now: its key in buffers */
     size_t byte_len;
     /* Freed at once by a release: its block, for the pool once the
      * session's lock is dropped (the handle is gone already). */
@@ -247,9 +139,9 @@ typedef struct idle_class {
 
 typedef struct static_set {
     curd_static_set public_set; /* the caller's pointer is its address */
-    session_link live_link;     /* key: that address; every live set */
-    session_link cache_link;    /* key: key.low64; retained sets only */
-    session_link hint_link;     /* key: the shape key (key_shape) */
+    /* In sets by that address (every live set), in cache by key.low64
+     * (retained sets only), in hints by shape_key. */
+    uint64_t shape_key;         /* key_shape's */
     bool hinted;                /* in the hints: the last handed out of
                                    its shape */
     XXH128_hash_t key;
@@ -271,14 +163,13 @@ struct curd_session {
      * curd_session_free to find the room. */
     _Atomic(curd_device *) device;
     struct curd_session *prev, *next; /* the device's sessions (room lock) */
-    session_link registry_link;       /* key: the session's address */
-    session_map buffers; /* every buffer record, lent or idle */
+    curdi_hash_map buffers; /* every buffer record, lent or idle */
     idle_class *classes; /* sorted by byte_len, none empty */
     size_t class_count;
     size_t class_capacity;
-    session_map sets;  /* every live set */
-    session_map cache; /* the retained ones */
-    session_map hints; /* per shape, the retained set last handed out */
+    curdi_hash_map sets;  /* every live set */
+    curdi_hash_map cache; /* the retained ones */
+    curdi_hash_map hints; /* per shape, the retained set last handed out */
     /* The device's facts that its code depends on, hashed into every key:
      * compute capability major and minor, CURD_CAP_* capabilities. */
     uint64_t device_facts[3];
@@ -292,7 +183,7 @@ struct curdi_session_room {
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static session_map registry; /* buckets made on the first session */
+static curdi_hash_map registry; /* sessions by address; made on the first */
 
 curd_status curdi_session_open(curd_device *device)
 {
@@ -349,18 +240,18 @@ typedef struct drained {
     static_set *sets;
 } drained;
 
-static void drain_record(session_link *link, void *context)
+static void drain_record(void *link, void *context)
 {
     drained *out = context;
-    buffer_record *record = CONTAINER_OF(link, buffer_record, link);
+    buffer_record *record = link;
     record->below = out->records;
     out->records = record;
 }
 
-static void drain_set(session_link *link, void *context)
+static void drain_set(void *link, void *context)
 {
     drained *out = context;
-    static_set *set = CONTAINER_OF(link, static_set, live_link);
+    static_set *set = link;
     set->next_free = out->sets;
     out->sets = set;
 }
@@ -372,10 +263,10 @@ static drained session_drain(curd_session *session)
     drained out = {NULL, NULL};
     map_each(&session->buffers, drain_record, &out);
     map_each(&session->sets, drain_set, &out);
-    map_clear(&session->buffers);
-    map_clear(&session->sets);
-    map_clear(&session->cache);
-    map_clear(&session->hints);
+    curdi_hash_map_clear(&session->buffers);
+    curdi_hash_map_clear(&session->sets);
+    curdi_hash_map_clear(&session->cache);
+    curdi_hash_map_clear(&session->hints);
     session->class_count = 0;
     session->stats.idle_bytes = session->stats.idle_buffers = 0;
     session->stats.lent_bytes = session->stats.lent_buffers = 0;
@@ -415,11 +306,10 @@ static void free_records(curd_device *device, const char *what,
     buffer_record *next;
     for (buffer_record *record = records; record != NULL; record = next) {
         next = record->below;
-        if (device != NULL && record->link.key != 0)
-            free_buffer(device, what, record->link.key);
+        if (device != NULL && record->id != 0)
+            free_buffer(device, what, record->id);
         else if (device != NULL && record->device_ptr != 0
-                 && curdi_pool_release(device->device_pool,
-                                       record->device_ptr)
+                 && curdi_memory_device_release(device, record->device_ptr)
                         != CURD_OK)
             curdi_trace("%s: %s", what, curd_last_error());
         free(record);
@@ -445,10 +335,10 @@ static void free_drained(curd_device *device, const char *what, drained out)
 
 static void session_destroy(curd_session *session)
 {
-    map_fini(&session->buffers);
-    map_fini(&session->sets);
-    map_fini(&session->cache);
-    map_fini(&session->hints);
+    curdi_hash_map_fini(&session->buffers);
+    curdi_hash_map_fini(&session->sets);
+    curdi_hash_map_fini(&session->cache);
+    curdi_hash_map_fini(&session->hints);
     free(session->classes);
     pthread_mutex_destroy(&session->lock);
     free(session);
@@ -558,9 +448,9 @@ static void lent_sub(curd_session *session, const buffer_record *record)
 static void record_forget(curd_session *session, buffer_record *record,
                           buffer_record **to_free)
 {
-    map_remove(&session->buffers, &record->link);
+    curdi_hash_map_remove(&session->buffers, &record->id, record);
     lent_sub(session, record);
-    record->link.key = 0; /* nothing left on the device */
+    record->id = 0; /* nothing left on the device */
     record->below = *to_free;
     *to_free = record;
 }
@@ -584,10 +474,19 @@ static curd_status alloc_miss(curd_session *session, curd_device *device,
         free(record);
         return status;
     }
-    record->link.key = id;
+    record->id = id;
     record->byte_len = byte_len;
     pthread_mutex_lock(&session->lock);
-    map_insert(&session->buffers, &record->link);
+    if (!curdi_hash_map_insert(&session->buffers, &record->id, record)) {
+        pthread_mutex_unlock(&session->lock);
+        free_buffer(device, what, id);
+        free(record);
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: the session's table of buffers could not"
+                          " grow; nothing was allocated. Fix: free host"
+                          " memory and try again.",
+                          what);
+    }
     lent_add(session, record);
     session->stats.reuse_misses++;
     pthread_mutex_unlock(&session->lock);
@@ -621,7 +520,7 @@ CURD_API curd_status curd_session_alloc(curd_session *session, size_t byte_len,
         buffer_record *record = idle_pop(session, class);
         lent_add(session, record);
         session->stats.reuse_hits++;
-        out_buffer->id = record->link.key;
+        out_buffer->id = record->id;
         pthread_mutex_unlock(&session->lock);
         return CURD_OK;
     }
@@ -661,7 +560,7 @@ static curd_status release_free(curd_session *session, curd_device *device,
 {
     uint64_t device_ptr = 0;
     curd_status status = curdi_resident_take(device, "curd_session_release",
-                                             record->link.key, &device_ptr);
+                                             record->id, &device_ptr);
     if (status == CURD_E_STALE_HANDLE) {
         record_forget(session, record, to_free);
         return status;
@@ -670,10 +569,10 @@ static curd_status release_free(curd_session *session, curd_device *device,
         return status;
     /* The handle is gone; the block goes back to the pool once the lock
      * is dropped (the pool may free it upstream). */
-    map_remove(&session->buffers, &record->link);
+    curdi_hash_map_remove(&session->buffers, &record->id, record);
     lent_sub(session, record);
     session->stats.release_frees++;
-    record->link.key = 0;
+    record->id = 0;
     record->device_ptr = device_ptr;
     record->below = *to_free;
     *to_free = record;
@@ -691,7 +590,7 @@ static void evict_idle(curd_session *session, size_t byte_len,
                   > session->stats.idle_budget_bytes) {
         buffer_record *victim = idle_pop(
             session, &session->classes[session->class_count - 1u]);
-        map_remove(&session->buffers, &victim->link);
+        curdi_hash_map_remove(&session->buffers, &victim->id, victim);
         session->stats.idle_evictions++;
         victim->below = *to_free;
         *to_free = victim;
@@ -715,14 +614,15 @@ static curd_status release_keep(curd_session *session, curd_device *device,
                           " Fix: free host memory, or free the buffer with"
                           " curd_buffer_free().");
     curd_status status = curdi_resident_retag(device, "curd_session_release",
-                                              record->link.key, &new_id);
+                                              record->id, &new_id);
     if (status == CURD_E_STALE_HANDLE)
         record_forget(session, record, to_free);
     if (status != CURD_OK)
         return status;
-    map_remove(&session->buffers, &record->link);
-    record->link.key = new_id;
-    map_insert(&session->buffers, &record->link);
+    /* An insert right after a removal never allocates: it cannot fail. */
+    curdi_hash_map_remove(&session->buffers, &record->id, record);
+    record->id = new_id;
+    (void)curdi_hash_map_insert(&session->buffers, &record->id, record);
     lent_sub(session, record);
     evict_idle(session, record->byte_len, to_free);
     idle_push(session, record);
@@ -740,11 +640,10 @@ CURD_API curd_status curd_session_release(curd_session *session,
     pthread_mutex_lock(&session->lock);
     curd_status status = session_device(session, what, &device);
     if (status == CURD_OK) {
-        session_link *link = buffer.id != 0
-                                 ? map_find(&session->buffers, buffer.id)
-                                 : NULL;
         buffer_record *record =
-            link != NULL ? CONTAINER_OF(link, buffer_record, link) : NULL;
+            buffer.id != 0
+                ? curdi_hash_map_find(&session->buffers, &buffer.id, NULL)
+                : NULL;
         /* An idle record's handle is the session's own: one passed in was
          * guessed, and is refused like any handle not lent. */
         if (record == NULL || record->idle)
@@ -912,19 +811,19 @@ static bool set_bytes_match(const static_set *set,
     return true;
 }
 
-/* Lock held: the first retained set of this shape and key after `after`
- * (NULL: from the start). */
+/* Lock held: the first retained set of this shape and key (first), or
+ * the next one after the cursor's. */
 static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
                                    const static_request *request,
-                                   const static_set *after)
+                                   curdi_hash_map_cursor *cursor, bool first)
 {
-    session_link *link = after != NULL ? map_next(&after->cache_link)
-                                       : map_find(&session->cache, key.low64);
-    for (; link != NULL; link = map_next(link)) {
-        static_set *set = CONTAINER_OF(link, static_set, cache_link);
+    static_set *set =
+        first ? curdi_hash_map_find(&session->cache, &key.low64, cursor)
+              : curdi_hash_map_find_next(&session->cache, &key.low64, cursor);
+    for (; set != NULL;
+         set = curdi_hash_map_find_next(&session->cache, &key.low64, cursor))
         if (XXH128_isEqual(set->key, key) && set_same_shape(set, request))
             return set;
-    }
     return NULL;
 }
 
@@ -933,8 +832,10 @@ static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
 static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
                                      const static_request *request)
 {
-    for (static_set *set = cache_candidate(session, key, request, NULL);
-         set != NULL; set = cache_candidate(session, key, request, set))
+    curdi_hash_map_cursor cursor;
+    for (static_set *set = cache_candidate(session, key, request, &cursor, true);
+         set != NULL;
+         set = cache_candidate(session, key, request, &cursor, false))
         if (set_bytes_match(set, request))
             return set;
     return NULL;
@@ -945,36 +846,38 @@ static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
 static static_set *hint_find(curd_session *session, uint64_t shape_key,
                              const static_request *request)
 {
-    for (session_link *link = map_find(&session->hints, shape_key);
-         link != NULL; link = map_next(link)) {
-        static_set *set = CONTAINER_OF(link, static_set, hint_link);
+    curdi_hash_map_cursor cursor;
+    for (static_set *set = curdi_hash_map_find(&session->hints, &shape_key,
+                                               &cursor);
+         set != NULL;
+         set = curdi_hash_map_find_next(&session->hints, &shape_key, &cursor))
         if (set_same_shape(set, request)
             && memcmp(set->domain, request->domain, request->domain_len)
                    == 0)
             return set;
-    }
     return NULL;
 }
 
 static void hint_drop(curd_session *session, static_set *set)
 {
     if (set->hinted) {
-        map_remove(&session->hints, &set->hint_link);
+        curdi_hash_map_remove(&session->hints, &set->shape_key, set);
         set->hinted = false;
     }
 }
 
-/* Lock held: a retained set handed out becomes its shape's hint. */
+/* Lock held: a retained set handed out becomes its shape's hint (unless
+ * the hints' table cannot grow: a hint only saves a hash). */
 static void hint_take(curd_session *session, static_set *set,
                       const static_request *request)
 {
     if (set->hinted || !set->public_set.retained)
         return;
-    static_set *previous = hint_find(session, set->hint_link.key, request);
+    static_set *previous = hint_find(session, set->shape_key, request);
     if (previous != NULL)
         hint_drop(session, previous);
-    map_insert(&session->hints, &set->hint_link);
-    set->hinted = true;
+    set->hinted =
+        curdi_hash_map_insert(&session->hints, &set->shape_key, set);
 }
 
 /* Lock held: one more hold of a set, before its bytes are known to match
@@ -1053,8 +956,10 @@ static curd_status cache_lookup(curd_session *session, curd_device **device,
     *out_key = key;
     pthread_mutex_lock(&session->lock);
     status = session_device(session, what, device);
-    set = status == CURD_OK ? cache_candidate(session, key, request, NULL)
-                            : NULL;
+    curdi_hash_map_cursor cursor;
+    set = status == CURD_OK
+              ? cache_candidate(session, key, request, &cursor, true)
+              : NULL;
     if (set == NULL) {
         pthread_mutex_unlock(&session->lock);
         return status;
@@ -1103,9 +1008,7 @@ static static_set *set_new(const static_request *request, XXH128_hash_t key)
     set->domain = domain;
     set->byte_lens = byte_lens;
     set->bytes = bytes;
-    set->live_link.key = (uint64_t)(uintptr_t)&set->public_set;
-    set->cache_link.key = key.low64;
-    set->hint_link.key = request->shape_key;
+    set->shape_key = request->shape_key;
     return set;
 }
 
@@ -1144,25 +1047,33 @@ static curd_status set_upload(curd_device *device, static_set *set,
 }
 
 /* Lock held: the cached bytes of sets somebody holds (never evicted). */
-static void add_held_bytes(session_link *link, void *context)
+static void add_held_bytes(void *link, void *context)
 {
-    const static_set *set = CONTAINER_OF(link, static_set, cache_link);
+    const static_set *set = link;
     if (set->holds != 0)
         *(uint64_t *)context += set->total_bytes;
 }
 
 /* Lock held: the retained set nobody holds that goes first: the largest,
  * then the least recently handed out. */
-static void pick_victim(session_link *link, void *context)
+static void pick_victim(void *link, void *context)
 {
     static_set **victim = context;
-    static_set *set = CONTAINER_OF(link, static_set, cache_link);
+    static_set *set = link;
     if (set->holds != 0)
         return;
     if (*victim == NULL || set->total_bytes > (*victim)->total_bytes
         || (set->total_bytes == (*victim)->total_bytes
             && set->last_use < (*victim)->last_use))
         *victim = set;
+}
+
+/* Lock held: room for one more set in the tables set_insert fills, so
+ * that it cannot fail halfway. */
+static bool set_reserve(curd_session *session)
+{
+    return curdi_hash_map_reserve(&session->sets, 1)
+           && curdi_hash_map_reserve(&session->cache, 1);
 }
 
 /* Lock held: a new set into the session, retained when it fits the
@@ -1180,8 +1091,9 @@ static void set_insert(curd_session *session, static_set *set,
                   > stats->static_budget_bytes) {
         static_set *victim = NULL;
         map_each(&session->cache, pick_victim, &victim);
-        map_remove(&session->cache, &victim->cache_link);
-        map_remove(&session->sets, &victim->live_link);
+        uint64_t address = address_key(victim);
+        curdi_hash_map_remove(&session->cache, &victim->key.low64, victim);
+        curdi_hash_map_remove(&session->sets, &address, victim);
         hint_drop(session, victim);
         stats->cached_bytes -= victim->total_bytes;
         stats->cached_sets--;
@@ -1192,9 +1104,11 @@ static void set_insert(curd_session *session, static_set *set,
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
     set_handed_out(session, set, request, false);
-    map_insert(&session->sets, &set->live_link);
+    /* Room was reserved in both tables (set_reserve). */
+    uint64_t address = address_key(set);
+    (void)curdi_hash_map_insert(&session->sets, &address, set);
     if (retain) {
-        map_insert(&session->cache, &set->cache_link);
+        (void)curdi_hash_map_insert(&session->cache, &set->key.low64, set);
         stats->cached_bytes += set->total_bytes;
         stats->cached_sets++;
     } else {
@@ -1239,6 +1153,14 @@ static curd_status static_miss(curd_session *session, curd_device *device,
         set->next_free = to_free;
         to_free = set;
         *out_set = &theirs->public_set;
+    } else if (status == CURD_OK && !set_reserve(session)) {
+        status = curdi_fail(CURD_E_OUT_OF_MEMORY,
+                            "%s: the session's table of sets could not grow;"
+                            " the set was not kept. Fix: free host memory"
+                            " and try again.",
+                            what);
+        set->next_free = to_free;
+        to_free = set;
     } else if (status == CURD_OK) {
         set_insert(session, set, request, &to_free);
         *out_set = &set->public_set;
@@ -1280,9 +1202,8 @@ CURD_API curd_status curd_session_upload_static(
  * compared before anything is read through it. */
 static static_set *live_set(curd_session *session, const curd_static_set *set)
 {
-    session_link *link =
-        map_find(&session->sets, (uint64_t)(uintptr_t)set);
-    return link != NULL ? CONTAINER_OF(link, static_set, live_link) : NULL;
+    uint64_t address = address_key(set);
+    return curdi_hash_map_find(&session->sets, &address, NULL);
 }
 
 /* Lock held: whether a transfer or dispatch still uses one of the set's
@@ -1335,7 +1256,8 @@ CURD_API curd_status curd_session_release_static(curd_session *session,
                             what, (const void *)set);
     else if (status == CURD_OK && --live->holds == 0
              && !live->public_set.retained) {
-        map_remove(&session->sets, &live->live_link);
+        uint64_t address = address_key(live);
+        curdi_hash_map_remove(&session->sets, &address, live);
         session->stats.unretained_bytes -= live->total_bytes;
         session->stats.unretained_sets--;
         to_free = live;
@@ -1410,16 +1332,17 @@ static curd_status session_options(curd_device *device,
     return status;
 }
 
-/* Enters a session in the registry of live ones (buckets made on the
+/* Enters a session in the registry of live ones (the table made on the
  * first). */
 static bool registry_add(curd_session *session)
 {
     bool added = true;
+    uint64_t address = address_key(session);
     pthread_mutex_lock(&registry_lock);
-    if (registry.buckets == NULL)
-        added = map_init(&registry);
+    if (registry.slots == NULL)
+        added = curdi_hash_map_init(&registry, 0, MAP_FIRST_SLOTS);
     if (added)
-        map_insert(&registry, &session->registry_link);
+        added = curdi_hash_map_insert(&registry, &address, session);
     pthread_mutex_unlock(&registry_lock);
     return added;
 }
@@ -1447,21 +1370,23 @@ CURD_API curd_status curd_session_new(curd_device *device,
                           " allocated. Fix: free host memory and try"
                           " again.");
     bool made = pthread_mutex_init(&session->lock, NULL) == 0;
-    if (made && (!map_init(&session->buffers) || !map_init(&session->sets)
-                 || !map_init(&session->cache) || !map_init(&session->hints))) {
+    if (made
+        && (!curdi_hash_map_init(&session->buffers, 0, MAP_FIRST_SLOTS)
+            || !curdi_hash_map_init(&session->sets, 0, MAP_FIRST_SLOTS)
+            || !curdi_hash_map_init(&session->cache, 0, MAP_FIRST_SLOTS)
+            || !curdi_hash_map_init(&session->hints, 0, MAP_FIRST_SLOTS))) {
         pthread_mutex_destroy(&session->lock);
         made = false;
     }
-    session->registry_link.key = (uint64_t)(uintptr_t)session;
     if (made && !registry_add(session)) {
         pthread_mutex_destroy(&session->lock);
         made = false;
     }
     if (!made) {
-        map_fini(&session->buffers);
-        map_fini(&session->sets);
-        map_fini(&session->cache);
-        map_fini(&session->hints);
+        curdi_hash_map_fini(&session->buffers);
+        curdi_hash_map_fini(&session->sets);
+        curdi_hash_map_fini(&session->cache);
+        curdi_hash_map_fini(&session->hints);
         free(session);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_session_new: the session's tables or lock"
@@ -1494,20 +1419,20 @@ typedef struct busy_probe {
     bool busy;
 } busy_probe;
 
-static void probe_record(session_link *link, void *context)
+static void probe_record(void *link, void *context)
 {
     busy_probe *probe = context;
-    const buffer_record *record = CONTAINER_OF(link, buffer_record, link);
+    const buffer_record *record = link;
     if (!record->idle
-        && curdi_resident_probe(probe->device, record->link.key)
+        && curdi_resident_probe(probe->device, record->id)
                == CURDI_RESIDENT_IN_USE)
         probe->busy = true;
 }
 
-static void probe_set(session_link *link, void *context)
+static void probe_set(void *link, void *context)
 {
     busy_probe *probe = context;
-    if (set_in_use(probe->device, CONTAINER_OF(link, static_set, live_link)))
+    if (set_in_use(probe->device, link))
         probe->busy = true;
 }
 
@@ -1519,8 +1444,9 @@ CURD_API curd_status curd_session_free(curd_session *session)
     /* The registry, not the session, says whether it is live: a second
      * free must not read what the first one freed. */
     pthread_mutex_lock(&registry_lock);
-    bool live = registry.buckets != NULL
-                && map_find(&registry, (uint64_t)(uintptr_t)session) != NULL;
+    uint64_t address = address_key(session);
+    bool live = registry.slots != NULL
+                && curdi_hash_map_find(&registry, &address, NULL) != NULL;
     pthread_mutex_unlock(&registry_lock);
     if (!live)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -1562,7 +1488,7 @@ CURD_API curd_status curd_session_free(curd_session *session)
         pthread_mutex_unlock(&room->lock);
     }
     pthread_mutex_lock(&registry_lock);
-    map_remove(&registry, &session->registry_link);
+    curdi_hash_map_remove(&registry, &address, session);
     pthread_mutex_unlock(&registry_lock);
     free_drained(device, what, out);
     session_destroy(session);

@@ -18,6 +18,7 @@
 #include "core/core.h"
 #include "core/pending.h"
 #include "driver/driver.h"
+#include "memory/memory.h"
 #include "memory/staging.h"
 
 /* ------------------------------------------------------------------------
@@ -569,7 +570,7 @@ static curd_status staged_acquire(copy_work *work)
     work->slot_count = chunks > 1u ? STAGED_SLOTS : 1u;
     size_t block_bytes = (size_t)work->slot_bytes * work->slot_count;
     curd_status status =
-        curdi_staging_acquire(dst->pinned_pool, block_bytes, &work->slots);
+        curdi_memory_staging_acquire(dst, block_bytes, &work->slots);
     if (status == CURD_OK)
         status = curdi_events_acquire(dst, work->dst_events, STAGED_SLOTS);
     if (status != CURD_OK)

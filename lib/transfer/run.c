@@ -12,6 +12,7 @@
 #include "core/core.h"
 #include "core/fence.h"
 #include "driver/driver.h"
+#include "memory/memory.h"
 
 /* ------------------------------------------------------------------------
  * The engine's driver side
@@ -298,8 +299,8 @@ curd_status curdi_run_resources_take(curdi_run *run)
     for (; run->slots_taken < run->host.slot_count; run->slots_taken++) {
         unsigned slot = run->slots_taken;
         size_t chunk = (size_t)run->host.chunk_bytes;
-        status = upload ? curdi_staging_acquire(device->pinned_pool, chunk,
-                                                &run->slot_blocks[slot])
+        status = upload ? curdi_memory_staging_acquire(device, chunk,
+                                                       &run->slot_blocks[slot])
                         : curdi_landing_or_staging(device, chunk,
                                                    &run->landings[slot],
                                                    &run->slot_blocks[slot]);

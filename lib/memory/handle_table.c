@@ -1,0 +1,247 @@
+/* handle_table.c - the handle table (pure): a curd_buffer id to its slot
+ * and back. handle_table.h says how an id is laid out and what the table
+ * promises; the id fields and the lookup are inline there, for the
+ * resident room's per-item loops. */
+#include "memory/handle_table.h"
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/status.h"
+
+/* ------------------------------------------------------------------------
+ * Device tags
+ * ---------------------------------------------------------------------- */
+
+uint16_t curdi_handle_tag_next(void)
+{
+    static _Atomic uint32_t last_tag;
+    uint32_t tag;
+    /* Tags cycle through 1 .. 65535; 0 is skipped so no id of a live
+     * buffer has a zero top half by accident of its tag. */
+    do
+        tag = atomic_fetch_add(&last_tag, 1u) + 1u;
+    while ((uint16_t)tag == 0);
+    return (uint16_t)tag;
+}
+
+/* ------------------------------------------------------------------------
+ * The handle table (pure)
+ * ---------------------------------------------------------------------- */
+
+/* A seed for a table's first generations: not secret, only different per
+ * table and per run, so handles cannot be guessed by counting. */
+static uint64_t handle_seed(uint16_t tag, const void *table)
+{
+    static _Atomic uint64_t tables;
+    struct timespec now;
+    uint64_t seed = atomic_fetch_add(&tables, 1u) * 0x9E3779B97F4A7C15u;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    seed ^= (uint64_t)now.tv_nsec + ((uint64_t)now.tv_sec << 30);
+    seed ^= (uint64_t)(uintptr_t)table ^ ((uint64_t)tag << 48);
+    return seed;
+}
+
+/* splitmix64: one step. */
+static uint64_t handle_random(curdi_handle_table *table)
+{
+    uint64_t z = (table->random_state += 0x9E3779B97F4A7C15u);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return z ^ (z >> 31);
+}
+
+curd_status curdi_handle_table_init(curdi_handle_table *table, uint16_t tag,
+                                    uint32_t max_slots)
+{
+    if (table == NULL || tag == 0 || max_slots > CURDI_HANDLE_MAX_SLOTS)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "a handle table needs a table, a non-zero device"
+                          " tag and at most %" PRIu32 " slots (got tag %u,"
+                          " %" PRIu32 " slots). Fix: pass valid values.",
+                          CURDI_HANDLE_MAX_SLOTS, (unsigned)tag, max_slots);
+    memset(table, 0, sizeof *table);
+    table->tag = tag;
+    table->random_state = handle_seed(tag, table);
+    table->max_slots = max_slots == 0 ? CURDI_HANDLE_MAX_SLOTS : max_slots;
+    return CURD_OK;
+}
+
+void curdi_handle_table_fini(curdi_handle_table *table)
+{
+    if (table == NULL)
+        return;
+    free(table->slots);
+    table->slots = NULL;
+    table->slot_count = 0;
+    table->capacity = 0;
+    table->free_head = 0;
+    table->live_count = 0;
+    table->retired_count = 0;
+}
+
+/* Slots that an insert can take without growing past capacity: the free
+ * list plus the allocated but never used tail. */
+static uint32_t table_spare(const curdi_handle_table *table)
+{
+    uint32_t free_count = table->slot_count - table->live_count
+                          - table->retired_count;
+    return free_count + (table->capacity - table->slot_count);
+}
+
+curd_status curdi_handle_table_reserve(curdi_handle_table *table,
+                                       uint32_t more)
+{
+    uint32_t spare = table_spare(table);
+    uint64_t needed_capacity;
+    uint64_t new_capacity;
+    curdi_handle_slot *slots;
+    if (more <= spare)
+        return CURD_OK;
+    /* Free slots sit below slot_count, so what is missing must come from
+     * new slots past capacity. */
+    needed_capacity = (uint64_t)table->capacity + (more - spare);
+    if (needed_capacity > table->max_slots)
+        return curdi_fail(CURD_E_BUDGET,
+                          "the resident handle table is full: %" PRIu32
+                          " buffers live and %" PRIu32
+                          " slots retired of at most %" PRIu32
+                          ". Fix: free buffers you no longer need, or pack"
+                          " small ones into fewer larger buffers.",
+                          table->live_count, table->retired_count,
+                          table->max_slots);
+    /* Doubling keeps growth amortised O(1); 64 slots to start. */
+    new_capacity = table->capacity < 32u ? 64u : (uint64_t)table->capacity * 2u;
+    if (new_capacity < needed_capacity)
+        new_capacity = needed_capacity;
+    if (new_capacity > table->max_slots)
+        new_capacity = table->max_slots;
+    /* new_capacity <= 2^24 slots of a few dozen bytes: the product fits. */
+    slots = realloc(table->slots,
+                    (size_t)new_capacity * sizeof(curdi_handle_slot));
+    if (slots == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "could not grow the resident handle table to %" PRIu64
+                          " slots. Fix: free host memory or buffers you no"
+                          " longer need.",
+                          new_capacity);
+    table->slots = slots;
+    table->capacity = (uint32_t)new_capacity;
+    return CURD_OK;
+}
+
+uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
+                                           uint64_t device_ptr,
+                                           size_t byte_len)
+{
+    curdi_handle_slot *slot;
+    uint32_t index;
+    /* The caller holds a slot that curdi_handle_table_reserve set aside, so
+     * spare >= 1: either the free list has a slot, or slot_count <
+     * capacity and slots[slot_count] is allocated. Nothing is allocated
+     * here, hence no failure. */
+    if (table->free_head != 0) {
+        index = table->free_head - 1u;
+        slot = &table->slots[index];
+        table->free_head = slot->next_free;
+    } else {
+        index = table->slot_count++;
+        slot = &table->slots[index];
+        /* In [1, 2^23]: at least 2^23 reuses before the slot retires. */
+        slot->generation = (uint32_t)(handle_random(table)
+                                      & ((CURDI_HANDLE_MAX_GENERATION >> 1)))
+                           + 1u;
+    }
+    slot->device_ptr = device_ptr;
+    slot->byte_len = byte_len;
+    slot->imported = false;
+    slot->state = CURDI_SLOT_LIVE;
+    slot->use_count = 0;
+    slot->async_count = 0;
+    slot->next_free = 0;
+    table->live_count++;
+    return curdi_handle_id_make(table->tag, slot->generation, index);
+}
+
+curd_status curdi_handle_table_insert(curdi_handle_table *table,
+                                      uint64_t device_ptr, size_t byte_len,
+                                      uint64_t *out_id)
+{
+    curd_status status = curdi_handle_table_reserve(table, 1u);
+    if (status != CURD_OK)
+        return status;
+    *out_id = curdi_handle_table_insert_reserved(table, device_ptr, byte_len);
+    return CURD_OK;
+}
+
+curd_status curdi_handle_table_find(const curdi_handle_table *table,
+                                    uint64_t id, const char *what,
+                                    curdi_handle_slot **out_slot)
+{
+    uint32_t index = curdi_handle_id_index(id);
+    uint32_t generation = curdi_handle_id_generation(id);
+    uint16_t tag = curdi_handle_id_tag(id);
+    curdi_handle_slot *slot;
+    if (id == 0)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: the curd_buffer is zero, which never names a"
+                          " buffer. Fix: pass a buffer from"
+                          " curd_buffer_alloc().",
+                          what);
+    if (tag != table->tag)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " belongs to"
+                          " another device (device tag %u, this device's is"
+                          " %u) or was forged. Fix: use each buffer only with"
+                          " the device that allocated it.",
+                          what, id, (unsigned)tag, (unsigned)table->tag);
+    if (index >= table->slot_count || generation == 0)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " was never issued"
+                          " by this device (slot %" PRIu32 ", generation %"
+                          PRIu32 "). Fix: pass a buffer from"
+                          " curd_buffer_alloc(), unchanged.",
+                          what, id, index, generation);
+    slot = &table->slots[index];
+    if (slot->state != CURDI_SLOT_LIVE || slot->generation != generation)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " has been freed"
+                          " (slot %" PRIu32 " is at generation %" PRIu32
+                          "%s). Fix: do not use a buffer after"
+                          " curd_buffer_free(); allocate a new one.",
+                          what, id, index, slot->generation,
+                          slot->state == CURDI_SLOT_RETIRED ? ", retired"
+                          : slot->generation < generation
+                              ? ", below the handle's: forged"
+                              : "");
+    *out_slot = slot;
+    return CURD_OK;
+}
+
+void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id)
+{
+    uint32_t index = curdi_handle_id_index(id);
+    curdi_handle_slot *slot = &table->slots[index];
+    slot->device_ptr = 0;
+    slot->byte_len = 0;
+    slot->use_count = 0;
+    slot->async_count = 0;
+    table->live_count--;
+    if (slot->generation >= CURDI_HANDLE_MAX_GENERATION) {
+        /* Wrapping would let an old handle name a new buffer; a slot that
+         * has served 2^24 - 1 buffers is cheaper to give up. */
+        slot->state = CURDI_SLOT_RETIRED;
+        slot->next_free = 0;
+        table->retired_count++;
+        return;
+    }
+    slot->generation++;
+    slot->state = CURDI_SLOT_FREE;
+    /* LIFO reuse keeps the table's hot slots few. */
+    slot->next_free = table->free_head;
+    table->free_head = index + 1u;
+}
+
