@@ -1244,6 +1244,40 @@ static void test_a_batch_collective_refuses_bad_input(void)
     pair_close(&p);
 }
 
+/* Closing a device under a graph batch that names its communicator: the
+ * communicator is aborted (NCCL's finalize would wait for the graph), the
+ * batch freed after, and the shell closes. */
+static void test_a_device_closed_under_a_batch_collective(void)
+{
+    pair p;
+    if (!pair_open(&p, 10000))
+        return;
+    curd_buffer buffer;
+    check_ok(curd_buffer_alloc(p.devices[1], 4096, &buffer),
+             "curd_buffer_alloc");
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = CURD_BATCH_GRAPH;
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(p.devices[1], &options, &batch),
+             "curd_batch_new");
+    curd_collective op = {.comm = p.comms[1],
+                          .kind = CURD_COLLECTIVE_BROADCAST,
+                          .dtype = CURD_DTYPE_UINT8,
+                          .send = buffer,
+                          .recv = buffer,
+                          .count = 4096,
+                          .root_or_peer = 0};
+    check_ok(curd_batch_collective(batch, &op), "curd_batch_collective");
+    gint64 start = g_get_monotonic_time();
+    check_ok(curd_device_close(p.devices[1]), "curd_device_close");
+    g_assert_cmpint((g_get_monotonic_time() - start) / 1000, <, 5000);
+    p.devices[1] = NULL;
+    check_ok(curd_comm_close(p.comms[1]), "curd_comm_close of the shell");
+    p.comms[1] = NULL;
+    pair_close(&p);
+}
+
 /* A peer that never comes during a batch run: the stand-in NCCL's rank 1
  * stalls (both ranks run), on GPUs rank 1 never runs its batch. Every
  * rank that runs gets CURD_E_COMM within its timeout, never a hang. */
@@ -1467,6 +1501,8 @@ int main(int argc, char **argv)
         test_a_batch_holds_a_kernel_an_all_reduce_and_a_download);
     g_test_add_func(PATH_ROOT "/a-batch-collective-refuses-bad-input",
                     test_a_batch_collective_refuses_bad_input);
+    g_test_add_func(PATH_ROOT "/a-device-closed-under-a-batch-collective",
+                    test_a_device_closed_under_a_batch_collective);
     g_test_add_data_func(
         PATH_ROOT "/a-peer-that-never-comes-fails-a-batch-run/streamed",
         GUINT_TO_POINTER(0u), test_a_peer_that_never_comes_fails_a_batch_run);

@@ -1538,6 +1538,34 @@ static void batch_collective_finish(api_world *w, curd_status status)
     collective_finish(w, status);
 }
 
+/* The graph batch with its collective captured by a first run. */
+static void graph_batch_with_collective_ran(api_world *w)
+{
+    graph_batch_with_collective(w);
+    API_OK(curd_batch_run(w->batch, NULL));
+    API_CHECK(words_added(w), "the graph batch's first run is wrong");
+    fresh_words(w);
+}
+
+static curd_status batch_reset_call(api_world *w)
+{
+    return curd_batch_reset(w->batch);
+}
+
+/* A reset dropped the graph, and with it the batch's hold on the
+ * communicator, which then closes; a refused one changed nothing. */
+static void batch_reset_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        API_CHECK(curd_comm_close(w->comm) == CURD_OK,
+                  "the communicator is still held after a reset: %s",
+                  curd_last_error());
+        w->comm = NULL;
+    }
+    batch_done(w, status);
+    collective_finish(w, status);
+}
+
 /* ------------------------------------------------------------------------
  * Sessions: allocations that miss, releases that free (too large for the
  * idle budget, or evicting idle buffers), a static set uploaded on a miss
@@ -1929,6 +1957,9 @@ const api_op api_ops[] = {
      0},
     {"curd_batch_run", "graph-captured-with-a-one-rank-all-reduce",
      graph_batch_with_collective, batch_run_call, batch_collective_finish, 0},
+    {"curd_batch_reset", "drops-a-graph-holding-a-collective",
+     graph_batch_with_collective_ran, batch_reset_call, batch_reset_finish,
+     0},
 };
 const size_t api_op_count = sizeof api_ops / sizeof api_ops[0];
 
@@ -1952,10 +1983,6 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_launch_init", "fills a struct"},
     {"curd_batch_options_init", "fills a struct"},
     {"curd_batch_new", "host memory and the batch room's list"},
-    {"curd_batch_reset", "forgets the items (host memory); a captured graph"
-                         " goes at the next capture or the free, or at"
-                         " once (cuGraphExecDestroy, which cannot fail)"
-                         " when it holds a collective"},
     {"curd_batch_fill", "records: resolves a resident buffer"},
     {"curd_batch_clear", "records: resolves a resident buffer"},
     {"curd_batch_upload", "records: resolves a resident buffer"},
