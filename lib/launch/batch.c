@@ -100,8 +100,7 @@ typedef struct batch_item {
     uint32_t src_buffer;    /* copies: the source's entry in buffers ... */
     size_t src_offset;      /* ... and offset (buffer, offset: the dst) */
     const curdi_batch_external_ops *external_ops; /* external items */
-    void *external;
-    bool second_buffer;     /* external items: src_buffer names one too */
+    void *external;         /* (buffer, and src_buffer when it has two) */
 } batch_item;
 
 /* A run in flight: the batch's curd_pending (lib/core/pending.h). */
@@ -1238,8 +1237,7 @@ curd_status curdi_batch_record_external(curd_batch *batch,
 {
     batch_item item = {.kind = ITEM_EXTERNAL,
                        .external_ops = ops,
-                       .external = external,
-                       .second_buffer = use_count > 1};
+                       .external = external};
     curd_status status = item_append(batch, item, &uses[0],
                                      use_count > 1 ? &uses[1] : NULL, what);
     if (status == CURD_OK)
