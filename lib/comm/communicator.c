@@ -158,6 +158,16 @@ static void abort_all(curd_comm *const *comms, size_t count)
         curdi_comm_abort(comms[index]);
 }
 
+/* A communicator an earlier failure aborted refuses every later call. */
+static curd_status fail_aborted(const curd_comm *comm, const char *what)
+{
+    return curdi_fail(CURD_E_COMM,
+                      "%s: communicator %p (rank %d of %d) was aborted after "
+                      "an earlier failure. Fix: close it and open a new one "
+                      "on every rank.",
+                      what, (const void *)comm, comm->rank, comm->size);
+}
+
 curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
                                   const char *what)
 {
@@ -166,11 +176,7 @@ curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
     if (status != CURD_OK)
         return status;
     if (comm->nccl == NULL)
-        return curdi_fail(CURD_E_COMM,
-                          "%s: communicator %p (rank %d of %d) was aborted "
-                          "after an earlier failure. Fix: close it and open "
-                          "a new one on every rank.",
-                          what, (const void *)comm, comm->rank, comm->size);
+        return fail_aborted(comm, what);
     curdi_nccl_result async_error = CURDI_NCCL_Success;
     curdi_nccl_result result =
         nccl->ncclCommGetAsyncError(comm->nccl, &async_error);
@@ -344,11 +350,7 @@ curd_status curdi_comm_check(const curd_comm *comm, const char *what)
                           "their device, and curd_comm_close this one.",
                           what, (const void *)comm, comm->rank, comm->size);
     if (comm->nccl == NULL)
-        return curdi_fail(CURD_E_COMM,
-                          "%s: communicator %p (rank %d of %d) was aborted "
-                          "after an earlier failure; nothing was done. Fix: "
-                          "close it and open a new one on every rank.",
-                          what, (const void *)comm, comm->rank, comm->size);
+        return fail_aborted(comm, what);
     return curdi_device_check(comm->device, what);
 }
 
