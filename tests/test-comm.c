@@ -1100,6 +1100,9 @@ static gpointer batch_rank_main(gpointer data)
             curd_pending *pending = NULL;
             check_ok(curd_batch_run_async(batch, &pending),
                      "curd_batch_run_async");
+            int ready = -1;
+            check_ok(curd_pending_ready(pending, &ready), "curd_pending_ready");
+            g_assert_true(ready == 0 || ready == 1);
             curd_timing timing = {.struct_size = sizeof timing};
             status = curd_pending_wait(pending, &timing);
             check_ok(curd_pending_free(pending), "curd_pending_free");

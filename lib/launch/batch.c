@@ -627,7 +627,7 @@ static void run_abort_externals(curd_batch *batch)
 }
 
 /* One poll: *out_done once every external item is quiet and the stream
- * drained; a failure (an item's, or the driver's) aborts every item. */
+ * drained, or a failure (an item's, or the driver's). */
 static curd_status run_poll(curd_batch *batch, uint64_t waited_ns,
                             int *out_done)
 {
@@ -655,8 +655,6 @@ static curd_status run_poll(curd_batch *batch, uint64_t waited_ns,
                                                    "cuStreamQuery");
         }
     }
-    if (status != CURD_OK)
-        run_abort_externals(batch);
     return status;
 }
 
@@ -668,13 +666,16 @@ static curd_status run_wait_polled(curd_pending *pending)
         uint64_t waited_ns = curdi_clock_ns() - start_ns;
         int done = 0;
         curd_status status = run_poll(batch, waited_ns, &done);
+        if (status != CURD_OK)
+            run_abort_externals(batch);
         if (status != CURD_OK || done)
             return status;
         curdi_clock_poll_pause(waited_ns);
     }
 }
 
-/* Ready also when the wait would fail at once (pending.h). */
+/* Ready also when the wait would fail at once (pending.h); the wait then
+ * reports the failure and aborts. */
 static curd_status run_ready_polled(curd_pending *pending, int *out_ready)
 {
     curd_status status =
