@@ -229,7 +229,7 @@ $(FAKE_NCCL): tests/fake/fake-nccl.c tests/support/float16.h lib/driver/nccl_abi
               lib/driver/cuda_abi.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread
+	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -ldl
 tests: $(FAKE_NCCL)
 
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it

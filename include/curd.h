@@ -1014,6 +1014,24 @@ CURD_API curd_status curd_buffer_copy_async(curd_device *dst_device,
  * batch's other items and captured into a graph batch's graph. */
 CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy);
 
+/* Records one collective (curd_collective, under "Collectives" below; its
+ * communicator of the batch's device, every range checked as
+ * curd_collective_run checks it, and each buffer again at every run). A
+ * streamed batch enqueues it in order with its other items on its
+ * stream; a graph batch captures it with them, so a replay runs kernels
+ * and collectives together. Each item is one NCCL call of its own: every
+ * rank records the same collectives in the same order and changes its
+ * batch alike (a graph batch is captured again at the same run on every
+ * rank), a send and a receive that must pair up within one step belong in
+ * one curd_collective_run, and each rank runs its batch from its own
+ * thread or process. A run's wait polls the communicators: CURD_E_COMM within their
+ * timeout when a peer fails or stops answering (every communicator of the
+ * batch aborted). The communicator cannot be closed (CURD_E_BUSY) until
+ * the batch is reset or freed. */
+struct curd_collective;
+CURD_API curd_status curd_batch_collective(curd_batch *batch,
+                                           const struct curd_collective *op);
+
 /* ------------------------------------------------------------------------
  * Sessions
  * A curd_session keeps two things off the hot path of a pipeline that runs

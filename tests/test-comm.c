@@ -6,7 +6,10 @@
  * one thread (curd_comm_open_all) and in two threads joined by an id;
  * refusals that enqueue nothing; a rank that never calls, caught by the
  * timeout, with the device usable after; a device closed under its
- * communicator; splits; the launcher environment.
+ * communicator; splits; the launcher environment; collectives recorded
+ * in batches with a kernel and a download, streamed and captured into a
+ * graph, each rank's batch run from its own thread and replayed with
+ * fresh data, and a peer that never comes during a batch run.
  *
  * Every test opens devices 0 and 1, or skips ("needs 2 GPUs", or NCCL
  * missing). test-comm-fake includes this file with CURD_TEST_COMM_FAKE
@@ -23,6 +26,7 @@
 #include "driver/nccl.h"
 #include "support/curd-test.h"
 #include "support/float16.h"
+#include "support/kernel-load.h"
 #include "support/nccl-faults.h"
 
 #ifdef CURD_TEST_COMM_FAKE
@@ -1013,6 +1017,310 @@ static void test_one_rank_from_a_launcher_environment(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Collectives recorded in batches
+ * ---------------------------------------------------------------------- */
+enum { BATCH_WORDS = 3000, BATCH_RUNS = 4 };
+
+/* A batch of one rank: its words uploaded, add_one over them, a sum of
+ * every rank's words in place, the words downloaded. */
+static curd_batch *collective_batch(curd_device *device, curd_comm *comm,
+                                    uint32_t flags, curd_program *add_one,
+                                    curd_buffer buffer, const uint32_t *input,
+                                    uint32_t *output)
+{
+    static const uint32_t words = BATCH_WORDS;
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = flags;
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(device, &options, &batch), "curd_batch_new");
+    check_ok(curd_batch_upload(batch, buffer, 0, input, BATCH_WORDS * 4u),
+             "curd_batch_upload");
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = BATCH_WORDS;
+    launch.block[0] = 256;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, buffer),
+                       curd_arg_scalar(&words, sizeof words)};
+    args[0].elem_bytes = 4;
+    args[0].length_arg = 1;
+    check_ok(curd_batch_launch(batch, add_one, &launch, args, 2, NULL),
+             "curd_batch_launch");
+    curd_collective op = {.comm = comm,
+                          .kind = CURD_COLLECTIVE_ALL_REDUCE,
+                          .dtype = CURD_DTYPE_UINT32,
+                          .op = CURD_REDUCE_SUM,
+                          .send = buffer,
+                          .recv = buffer,
+                          .count = BATCH_WORDS};
+    check_ok(curd_batch_collective(batch, &op), "curd_batch_collective");
+    check_ok(curd_batch_download(batch, buffer, 0, BATCH_WORDS * 4u, output),
+             "curd_batch_download");
+    return batch;
+}
+
+/* One rank's thread: its batch run `runs` times, each with fresh words
+ * (inputs[run][rank]); every download checked against the host sum, or,
+ * with want_status set, the first run's status and how long it took. */
+typedef struct batch_rank {
+    pair *p;
+    int rank;
+    uint32_t flags;
+    int runs;
+    const uint32_t (*inputs)[RANKS][BATCH_WORDS];
+    curd_status want_status;
+    gint64 waited_ms;
+} batch_rank;
+
+static gpointer batch_rank_main(gpointer data)
+{
+    batch_rank *t = data;
+    curd_device *device = t->p->devices[t->rank];
+    curd_program *add_one = NULL;
+    check_ok(curd_test_kernel_load(device, "add_one.ptx", "curd_add_one",
+                                   &add_one),
+             "curd_test_kernel_load");
+    uint32_t *input = g_new(uint32_t, BATCH_WORDS);
+    uint32_t *output = g_new(uint32_t, BATCH_WORDS);
+    curd_buffer buffer;
+    check_ok(curd_buffer_alloc(device, BATCH_WORDS * 4u, &buffer),
+             "curd_buffer_alloc");
+    curd_batch *batch = collective_batch(device, t->p->comms[t->rank],
+                                         t->flags, add_one, buffer, input,
+                                         output);
+    curd_stats before = curd_test_device_stats(device);
+    for (int run = 0; run < t->runs; run++) {
+        memcpy(input, t->inputs[run][t->rank], BATCH_WORDS * 4u);
+        curd_test_poison(output, BATCH_WORDS * 4u);
+        gint64 start = g_get_monotonic_time();
+        curd_status status;
+        if (run % 2 == 0) {
+            status = curd_batch_run(batch, NULL);
+        } else {
+            curd_pending *pending = NULL;
+            check_ok(curd_batch_run_async(batch, &pending),
+                     "curd_batch_run_async");
+            int ready = -1;
+            check_ok(curd_pending_ready(pending, &ready), "curd_pending_ready");
+            g_assert_true(ready == 0 || ready == 1);
+            curd_timing timing = {.struct_size = sizeof timing};
+            status = curd_pending_wait(pending, &timing);
+            check_ok(curd_pending_free(pending), "curd_pending_free");
+        }
+        t->waited_ms = (g_get_monotonic_time() - start) / 1000;
+        if (t->want_status != CURD_OK) {
+            check_refused(status, t->want_status, "a batch run");
+            break;
+        }
+        check_ok(status, "a batch run with a collective");
+        for (int i = 0; i < BATCH_WORDS; i++) {
+            uint32_t want = 0;
+            for (int r = 0; r < RANKS; r++)
+                want += t->inputs[run][r][i] + 1u;
+            if (output[i] != want)
+                g_error("rank %d run %d word %d: %" PRIu32 " where %" PRIu32
+                        " was due",
+                        t->rank, run, i, output[i], want);
+        }
+    }
+    if (t->want_status == CURD_OK) {
+        curd_stats after = curd_test_device_stats(device);
+        g_assert_cmpuint(after.collective_ops, ==,
+                         before.collective_ops + (uint64_t)t->runs);
+        g_assert_cmpuint(after.collective_bytes, ==,
+                         before.collective_bytes +
+                             (uint64_t)t->runs * BATCH_WORDS * 4u);
+        g_assert_cmpuint(after.batch_runs, ==,
+                         before.batch_runs + (uint64_t)t->runs);
+        /* A graph batch is captured once and replayed by every run. */
+        if (t->flags == CURD_BATCH_GRAPH)
+            g_assert_cmpuint(after.graph_replays, ==,
+                             before.graph_replays + (uint64_t)t->runs);
+    }
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_program_free(add_one), "curd_program_free");
+    g_free(input);
+    g_free(output);
+    return NULL;
+}
+
+/* Runs rank r's batch on thread r (ranks < count), and waits for them. */
+static void batch_ranks_run(batch_rank *ranks, int count)
+{
+    GThread *running[RANKS];
+    for (int r = 0; r < count; r++)
+        running[r] = g_thread_new("rank", batch_rank_main, &ranks[r]);
+    for (int r = 0; r < count; r++)
+        g_thread_join(running[r]);
+}
+
+/* Both ranks run a batch of a kernel, an all-reduce and a download,
+ * several times with fresh words, streamed or replayed as a graph. */
+static void test_a_batch_holds_a_kernel_an_all_reduce_and_a_download(
+    gconstpointer data)
+{
+    pair p;
+    if (!pair_open(&p, 0))
+        return;
+    uint32_t(*inputs)[RANKS][BATCH_WORDS] =
+        g_malloc(sizeof *inputs * BATCH_RUNS);
+    curd_test_fill_random(inputs, sizeof *inputs * BATCH_RUNS);
+    batch_rank ranks[RANKS];
+    for (int r = 0; r < RANKS; r++)
+        ranks[r] = (batch_rank){.p = &p,
+                                .rank = r,
+                                .flags = GPOINTER_TO_UINT(data),
+                                .runs = BATCH_RUNS,
+                                .inputs = (const uint32_t(*)[RANKS]
+                                                            [BATCH_WORDS])inputs,
+                                .want_status = CURD_OK};
+    batch_ranks_run(ranks, RANKS);
+    g_free(inputs);
+    pair_close(&p);
+}
+
+/* A collective is checked when recorded (nothing recorded on a refusal),
+ * holds its communicator, and its buffers are checked again at every
+ * run. */
+static void test_a_batch_collective_refuses_bad_input(void)
+{
+    pair p;
+    if (!pair_open(&p, 10000))
+        return;
+    enum { COUNT = 1024 };
+    curd_buffer mine, theirs;
+    check_ok(curd_buffer_alloc(p.devices[0], COUNT * 4u, &mine),
+             "curd_buffer_alloc");
+    check_ok(curd_buffer_alloc(p.devices[1], COUNT * 4u, &theirs),
+             "curd_buffer_alloc");
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(p.devices[0], NULL, &batch), "curd_batch_new");
+    curd_collective op = {.comm = p.comms[0],
+                          .kind = CURD_COLLECTIVE_ALL_REDUCE,
+                          .dtype = CURD_DTYPE_UINT32,
+                          .op = CURD_REDUCE_SUM,
+                          .send = mine,
+                          .recv = mine,
+                          .count = COUNT};
+    check_refused(curd_batch_collective(NULL, &op), CURD_E_INVALID_ARGUMENT,
+                  "no batch");
+    check_refused(curd_batch_collective(batch, NULL),
+                  CURD_E_INVALID_ARGUMENT, "no operation");
+    curd_collective wrong = op;
+    wrong.comm = p.comms[1];
+    wrong.send = wrong.recv = theirs;
+    check_refused(curd_batch_collective(batch, &wrong),
+                  CURD_E_INVALID_ARGUMENT,
+                  "a communicator of another device");
+    wrong = op;
+    wrong.count = COUNT + 1;
+    check_refused(curd_batch_collective(batch, &wrong), CURD_E_RANGE,
+                  "a range past the buffer's end");
+    wrong = op;
+    wrong.recv_offset = 4;
+    wrong.count = COUNT - 1;
+    check_refused(curd_batch_collective(batch, &wrong),
+                  CURD_E_INVALID_ARGUMENT, "ranges that overlap");
+    wrong = op;
+    wrong.send = wrong.recv = theirs;
+    check_refused(curd_batch_collective(batch, &wrong), CURD_E_STALE_HANDLE,
+                  "a buffer of another device");
+    wrong = op;
+    wrong.dtype = (curd_dtype)77;
+    check_refused(curd_batch_collective(batch, &wrong),
+                  CURD_E_INVALID_ARGUMENT, "a type NCCL does not have");
+    /* Nothing was recorded: an empty run, no hold. */
+    curd_stats before = curd_test_device_stats(p.devices[0]);
+    check_ok(curd_batch_run(batch, NULL), "an empty batch run");
+    check_ok(curd_batch_collective(batch, &op), "curd_batch_collective");
+    check_refused(curd_comm_close(p.comms[0]), CURD_E_BUSY,
+                  "closing a communicator a batch names");
+    check_ok(curd_buffer_free(p.devices[0], mine), "curd_buffer_free");
+    check_refused(curd_batch_run(batch, NULL), CURD_E_STALE_HANDLE,
+                  "a buffer freed since it was recorded");
+    curd_stats after = curd_test_device_stats(p.devices[0]);
+    g_assert_cmpuint(after.collective_ops, ==, before.collective_ops);
+    check_ok(curd_batch_reset(batch), "curd_batch_reset");
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    check_ok(curd_buffer_free(p.devices[1], theirs), "curd_buffer_free");
+    pair_close(&p);
+}
+
+/* Closing a device under a graph batch that names its communicator: the
+ * communicator is aborted (NCCL's finalize would wait for the graph), the
+ * batch freed after, and the shell closes. */
+static void test_a_device_closed_under_a_batch_collective(void)
+{
+    pair p;
+    if (!pair_open(&p, 10000))
+        return;
+    curd_buffer buffer;
+    check_ok(curd_buffer_alloc(p.devices[1], 4096, &buffer),
+             "curd_buffer_alloc");
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = CURD_BATCH_GRAPH;
+    curd_batch *batch = NULL;
+    check_ok(curd_batch_new(p.devices[1], &options, &batch),
+             "curd_batch_new");
+    curd_collective op = {.comm = p.comms[1],
+                          .kind = CURD_COLLECTIVE_BROADCAST,
+                          .dtype = CURD_DTYPE_UINT8,
+                          .send = buffer,
+                          .recv = buffer,
+                          .count = 4096,
+                          .root_or_peer = 0};
+    check_ok(curd_batch_collective(batch, &op), "curd_batch_collective");
+    gint64 start = g_get_monotonic_time();
+    check_ok(curd_device_close(p.devices[1]), "curd_device_close");
+    g_assert_cmpint((g_get_monotonic_time() - start) / 1000, <, 5000);
+    p.devices[1] = NULL;
+    check_ok(curd_comm_close(p.comms[1]), "curd_comm_close of the shell");
+    p.comms[1] = NULL;
+    pair_close(&p);
+}
+
+/* A peer that never comes during a batch run: the stand-in NCCL's rank 1
+ * stalls (both ranks run), on GPUs rank 1 never runs its batch. Every
+ * rank that runs gets CURD_E_COMM within its timeout, never a hang. */
+static void test_a_peer_that_never_comes_fails_a_batch_run(gconstpointer data)
+{
+    enum { TIMEOUT_MS = 300 };
+    pair p;
+    if (!pair_open(&p, TIMEOUT_MS))
+        return;
+    uint32_t(*inputs)[RANKS][BATCH_WORDS] = g_malloc(sizeof *inputs);
+    curd_test_fill_random(inputs, sizeof *inputs);
+    batch_rank ranks[RANKS];
+    for (int r = 0; r < RANKS; r++)
+        ranks[r] = (batch_rank){.p = &p,
+                                .rank = r,
+                                .flags = GPOINTER_TO_UINT(data),
+                                .runs = 1,
+                                .inputs = (const uint32_t(*)[RANKS]
+                                                            [BATCH_WORDS])inputs,
+                                .want_status = CURD_E_COMM};
+#ifdef CURD_TEST_COMM_FAKE
+    setenv("FAKE_NCCL_STALL_RANK", "1", 1);
+    batch_ranks_run(ranks, RANKS);
+    unsetenv("FAKE_NCCL_STALL_RANK");
+    int running = RANKS;
+#else
+    batch_ranks_run(ranks, 1);
+    int running = 1;
+#endif
+    for (int r = 0; r < running; r++) {
+        g_test_message("rank %d's batch run failed after %" G_GINT64_FORMAT
+                       " ms",
+                       r, ranks[r].waited_ms);
+        g_assert_cmpint(ranks[r].waited_ms, <, TIMEOUT_MS + 5000);
+    }
+    g_free(inputs);
+    pair_close(&p);
+}
+
+/* ------------------------------------------------------------------------
  * Missing NCCL, and the stand-ins' own knobs
  * ---------------------------------------------------------------------- */
 static void missing_nccl_child(void)
@@ -1186,6 +1494,25 @@ int main(int argc, char **argv)
                     test_a_split_without_nccl_split_is_unsupported);
     g_test_add_func(PATH_ROOT "/one-rank-from-a-launcher-environment",
                     test_one_rank_from_a_launcher_environment);
+    g_test_add_data_func(
+        PATH_ROOT "/a-batch-holds-a-kernel-an-all-reduce-and-a-download/streamed",
+        GUINT_TO_POINTER(0u),
+        test_a_batch_holds_a_kernel_an_all_reduce_and_a_download);
+    g_test_add_data_func(
+        PATH_ROOT "/a-batch-holds-a-kernel-an-all-reduce-and-a-download/graph",
+        GUINT_TO_POINTER(CURD_BATCH_GRAPH),
+        test_a_batch_holds_a_kernel_an_all_reduce_and_a_download);
+    g_test_add_func(PATH_ROOT "/a-batch-collective-refuses-bad-input",
+                    test_a_batch_collective_refuses_bad_input);
+    g_test_add_func(PATH_ROOT "/a-device-closed-under-a-batch-collective",
+                    test_a_device_closed_under_a_batch_collective);
+    g_test_add_data_func(
+        PATH_ROOT "/a-peer-that-never-comes-fails-a-batch-run/streamed",
+        GUINT_TO_POINTER(0u), test_a_peer_that_never_comes_fails_a_batch_run);
+    g_test_add_data_func(
+        PATH_ROOT "/a-peer-that-never-comes-fails-a-batch-run/graph",
+        GUINT_TO_POINTER(CURD_BATCH_GRAPH),
+        test_a_peer_that_never_comes_fails_a_batch_run);
     g_test_add_func(PATH_ROOT "/without-nccl-communicators-are-unsupported",
                     test_without_nccl_communicators_are_unsupported);
 #ifdef CURD_TEST_COMM_FAKE

@@ -22,7 +22,21 @@ static inline void curdi_clock_pause(void)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
+/* Between two polls of work that may take long (a collective waiting on
+ * its peers), waited_ns into the wait: spins for the first 50 us (a small
+ * collective completes in tens of microseconds), then yields the core,
+ * then sleeps 50 us, so a long wait costs little CPU while a short one is
+ * seen at once. */
+void curdi_clock_poll_pause(uint64_t waited_ns);
+
 #endif
 }
+
+/* Between two polls of work that may take long (a collective waiting on
+ * its peers), waited_ns into the wait: spins for the first 50 us (a small
+ * collective completes in tens of microseconds), then yields the core,
+ * then sleeps 50 us, so a long wait costs little CPU while a short one is
+ * seen at once. */
+void curdi_clock_poll_pause(uint64_t waited_ns);
 
 #endif

@@ -13,6 +13,7 @@
 #include "comm/communicator.h"
 #include "core/core.h"
 #include "driver/driver.h"
+#include "launch/batch.h"
 #include "launch/dispatch.h"
 #include "core/pending.h"
 #include "memory/resident.h"
@@ -523,17 +524,12 @@ static void *device_pointer(const collective_run *run, size_t use,
     return (void *)(uintptr_t)(run->uses[use].device_ptr + offset);
 }
 
-static curdi_nccl_result enqueue_op(const curdi_nccl *nccl,
-                                    const collective_run *run,
-                                    const planned *op)
+/* The NCCL call of one checked operation, on stream; send and recv are
+ * NULL where the operation uses no such buffer. */
+static curdi_nccl_result enqueue_call(const curdi_nccl *nccl,
+                                      const planned *op, void *send,
+                                      void *recv, curdi_cu_stream stream)
 {
-    curdi_cu_stream stream = run->lanes[op->lane].stream;
-    void *send = op->uses_send
-                     ? device_pointer(run, op->send_use, op->send_offset)
-                     : NULL;
-    void *recv = op->uses_recv
-                     ? device_pointer(run, op->recv_use, op->recv_offset)
-                     : NULL;
     size_t count = (size_t)op->count;
     curdi_nccl_comm comm = op->comm->nccl;
     switch (op->kind) {
@@ -564,6 +560,19 @@ static curdi_nccl_result enqueue_op(const curdi_nccl *nccl,
                               comm, stream);
     }
     return CURDI_NCCL_InvalidArgument; /* check_op refused every other kind */
+}
+
+static curdi_nccl_result enqueue_op(const curdi_nccl *nccl,
+                                    const collective_run *run,
+                                    const planned *op)
+{
+    void *send = op->uses_send
+                     ? device_pointer(run, op->send_use, op->send_offset)
+                     : NULL;
+    void *recv = op->uses_recv
+                     ? device_pointer(run, op->recv_use, op->recv_offset)
+                     : NULL;
+    return enqueue_call(nccl, op, send, recv, run->lanes[op->lane].stream);
 }
 
 /* One NCCL group for every operation, then each lane's event. A failure
@@ -712,5 +721,156 @@ CURD_API curd_status curd_collective_run_async(const curd_collective *ops,
         return status;
     curdi_pending_publish(&run->base);
     *out_pending = &run->base;
+    return CURD_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Collectives recorded in a batch: an external item of the batch room
+ * (lib/launch/batch.h), which stands below this one and calls back here.
+ * ---------------------------------------------------------------------- */
+
+/* The checked operation and its device pointers, resolved when recorded
+ * (a resident buffer keeps its address for its life; the batch checks at
+ * every run that it lives). It holds its communicator (batch_holds). */
+typedef struct batch_collective {
+    planned op;
+    void *send, *recv; /* NULL where the operation uses no such buffer */
+} batch_collective;
+
+static curd_status batch_check(void *item, const char *what)
+{
+    return curdi_comm_check(((batch_collective *)item)->op.comm, what);
+}
+
+/* One NCCL call on the batch's stream, in order with the batch's other
+ * items. A non-blocking communicator may still be enqueueing when the call
+ * returns (connecting to its peers, in NCCL's own thread): the next item,
+ * and the end of a graph's capture, go behind it only once NCCL is done,
+ * which the communicator's wait sees within its timeout. */
+static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
+                                 const char *what)
+{
+    batch_collective *recorded = item;
+    curd_comm *comm = recorded->op.comm;
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    curdi_nccl_result result = enqueue_call(nccl, &recorded->op,
+                                            recorded->send, recorded->recv,
+                                            stream);
+    if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
+        char text[128];
+        snprintf(text, sizeof text, "%s: %s", what,
+                 kind_calls[recorded->op.kind]);
+        status = curdi_fail_nccl_as(
+            CURD_E_COMM, result, comm->nccl, text,
+            "the communicator was aborted: close it and open a new one on "
+            "every rank");
+        curdi_comm_abort(comm);
+        return status;
+    }
+    return curdi_comm_wait(&comm, 1, false, NULL, NULL, what);
+}
+
+static curd_status batch_poll(void *item, uint64_t waited_ns,
+                              bool *in_progress, const char *what)
+{
+    curd_comm *comm = ((batch_collective *)item)->op.comm;
+    curd_status status = curdi_comm_poll_error(comm, in_progress, what);
+    if (status == CURD_OK)
+        status = curdi_comm_poll_timeout(comm, waited_ns, false, what);
+    return status;
+}
+
+static void batch_abort(void *item)
+{
+    curdi_comm_abort(((batch_collective *)item)->op.comm);
+}
+
+static void batch_complete(void *item)
+{
+    const planned *op = &((batch_collective *)item)->op;
+    curdi_comm_count(op->comm->device, 1,
+                     op->send_bytes > op->recv_bytes ? op->send_bytes
+                                                     : op->recv_bytes);
+}
+
+static void batch_free(void *item)
+{
+    batch_collective *recorded = item;
+    atomic_fetch_sub(&recorded->op.comm->batch_holds, 1);
+    free(recorded);
+}
+
+static const curdi_batch_external_ops batch_ops = {
+    .check = batch_check,
+    .enqueue = batch_enqueue,
+    .poll = batch_poll,
+    .abort = batch_abort,
+    .complete = batch_complete,
+    .free = batch_free,
+};
+
+CURD_API curd_status curd_batch_collective(curd_batch *batch,
+                                           const curd_collective *op)
+{
+    const char *what = "curd_batch_collective";
+    curd_device *device = NULL;
+    curd_status status = curdi_batch_check(batch, what, &device);
+    if (status == CURD_OK && op == NULL)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: op is NULL. Fix: pass the address of a "
+                            "curd_collective.",
+                            what);
+    if (status == CURD_OK)
+        status = curdi_comm_check(op->comm, what);
+    if (status == CURD_OK && op->comm->device != device)
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: the communicator (rank %d of %d) was opened "
+                            "on GPU %d, the batch on GPU %d. Fix: record a "
+                            "collective in a batch of its communicator's "
+                            "device.",
+                            what, op->comm->rank, op->comm->size,
+                            op->comm->device->ordinal, device->ordinal);
+    batch_collective *recorded = NULL;
+    if (status == CURD_OK &&
+        (recorded = calloc(1, sizeof *recorded)) == NULL)
+        status = curdi_fail(CURD_E_OUT_OF_MEMORY,
+                            "%s: no host memory for the item. Fix: free "
+                            "host memory and try again.",
+                            what);
+    if (status == CURD_OK)
+        status = check_op(op, 0, what, &recorded->op);
+    /* The pointers of the buffers it uses, each resolved on the device
+     * (uses[] in the op's order: send, then recv). */
+    curdi_resident_use uses[2];
+    uint64_t ids[2];
+    size_t use_count = 0;
+    if (status == CURD_OK) {
+        if (recorded->op.uses_send)
+            ids[use_count++] = recorded->op.send_id;
+        if (recorded->op.uses_recv)
+            ids[use_count++] = recorded->op.recv_id;
+        status = curdi_resident_use_begin(device, what, ids, use_count, uses);
+    }
+    if (status == CURD_OK) {
+        curdi_resident_use_end(device, uses, use_count);
+        /* Each range was checked inside its buffer. */
+        size_t at = 0;
+        if (recorded->op.uses_send)
+            recorded->send = (void *)(uintptr_t)(uses[at++].device_ptr +
+                                                 recorded->op.send_offset);
+        if (recorded->op.uses_recv)
+            recorded->recv = (void *)(uintptr_t)(uses[at].device_ptr +
+                                                 recorded->op.recv_offset);
+        status = curdi_batch_record_external(batch, &batch_ops, recorded,
+                                             uses, use_count, what);
+    }
+    if (status != CURD_OK) {
+        free(recorded);
+        return status;
+    }
+    atomic_fetch_add(&recorded->op.comm->batch_holds, 1);
     return CURD_OK;
 }

@@ -10,7 +10,10 @@
  * through curdi_comm_wait (communicator.h): NCCL's asynchronous errors
  * and the events, until the timeout. The asynchronous form hands the same
  * run out as a curd_pending (lib/launch/pending.h) whose wait is that
- * poll. The room has no state of its own: its counts are the
+ * poll. curd_batch_collective records one checked operation in a batch
+ * as an external item (lib/launch/batch.h), which the batch enqueues on
+ * its stream or captures into its graph and whose wait polls the
+ * communicator. The room has no state of its own: its counts are the
  * communicator room's. */
 #ifndef CURD_LIB_COMM_COLLECTIVE_H
 #define CURD_LIB_COMM_COLLECTIVE_H

@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,92 +158,91 @@ static void abort_all(curd_comm *const *comms, size_t count)
         curdi_comm_abort(comms[index]);
 }
 
-/* Between polls: spin for the first 50 us (a small collective completes
- * in tens of microseconds), then yield the core, then sleep 50 us, so a
- * long wait costs little CPU while a short one is seen at once. */
-static void poll_pause(uint64_t waited_ns)
+/* A communicator an earlier failure aborted refuses every later call. */
+static curd_status fail_aborted(const curd_comm *comm, const char *what)
 {
-    if (waited_ns < 50000u) {
-        curdi_clock_pause();
-    } else if (waited_ns < 2000000u) {
-        sched_yield();
-    } else {
-        struct timespec nap = {0, 50000};
-        while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
-            ;
+    return curdi_fail(CURD_E_COMM,
+                      "%s: communicator %p (rank %d of %d) was aborted after "
+                      "an earlier failure. Fix: close it and open a new one "
+                      "on every rank.",
+                      what, (const void *)comm, comm->rank, comm->size);
+}
+
+curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
+                                  const char *what)
+{
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    if (comm->nccl == NULL)
+        return fail_aborted(comm, what);
+    curdi_nccl_result async_error = CURDI_NCCL_Success;
+    curdi_nccl_result result =
+        nccl->ncclCommGetAsyncError(comm->nccl, &async_error);
+    const char *call = "ncclCommGetAsyncError";
+    if (result == CURDI_NCCL_Success) {
+        if (async_error == CURDI_NCCL_InProgress) {
+            *in_progress = true;
+            return CURD_OK;
+        }
+        result = async_error;
+        call = "the communicator's work (ncclCommGetAsyncError)";
     }
+    if (result == CURDI_NCCL_Success)
+        return CURD_OK;
+    char call_text[160];
+    snprintf(call_text, sizeof call_text, "%s: %s on rank %d of %d", what,
+             call, comm->rank, comm->size);
+    return curdi_fail_nccl_as(
+        CURD_E_COMM, result, comm->nccl, call_text,
+        "every communicator of this call was aborted: close them and open "
+        "new ones on every rank (the device is still usable); check that "
+        "every peer is alive, and run with NCCL_DEBUG=WARN for NCCL's view");
+}
+
+curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
+                                    bool opening, const char *what)
+{
+    uint32_t timeout_ms = opening ? comm->open_timeout_ms : comm->timeout_ms;
+    if (waited_ns / 1000000u < timeout_ms)
+        return CURD_OK;
+    return curdi_fail(
+        CURD_E_COMM,
+        "%s: rank %d of %d waited %u ms (its timeout) and the %s did not "
+        "complete: a peer died, stopped answering or never made the "
+        "matching call. Every communicator of this call was aborted. Fix: "
+        "close them and open new ones on every rank (the device is still "
+        "usable); make every rank make the same calls, or raise "
+        "curd_comm_options.%s if the peers are only slow.",
+        what, comm->rank, comm->size, timeout_ms,
+        opening ? "joining of every rank" : "work",
+        opening ? "open_timeout_ms" : "timeout_ms (CURD_COMM_TIMEOUT_MS)");
 }
 
 curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
                             bool opening, curdi_comm_work_done_fn work_done,
                             void *context, const char *what)
 {
-    const curdi_nccl *nccl = NULL;
-    curd_status status = curdi_nccl_ready(&nccl);
-    if (status != CURD_OK)
-        return status;
     uint64_t start_ns = curdi_clock_ns();
     for (;;) {
         bool in_progress = false;
-        for (size_t index = 0; index < count; index++) {
-            curd_comm *comm = comms[index];
-            curdi_nccl_result async_error = CURDI_NCCL_Success;
-            curdi_nccl_result result =
-                nccl->ncclCommGetAsyncError(comm->nccl, &async_error);
-            const char *call = "ncclCommGetAsyncError";
-            if (result == CURDI_NCCL_Success) {
-                if (async_error == CURDI_NCCL_InProgress) {
-                    in_progress = true;
-                    continue;
-                }
-                result = async_error;
-                call = "the communicator's work (ncclCommGetAsyncError)";
-            }
-            if (result == CURDI_NCCL_Success)
-                continue;
-            char call_text[160];
-            snprintf(call_text, sizeof call_text, "%s: %s on rank %d of %d",
-                     what, call, comm->rank, comm->size);
-            status = curdi_fail_nccl_as(
-                CURD_E_COMM, result, comm->nccl, call_text,
-                "every communicator of this call was aborted: close them "
-                "and open new ones on every rank (the device is still "
-                "usable); check that every peer is alive, and run with "
-                "NCCL_DEBUG=WARN for NCCL's view");
-            abort_all(comms, count);
-            return status;
-        }
-        if (!in_progress) {
-            curd_status work_status = CURD_OK;
-            if (work_done == NULL || work_done(context, &work_status)) {
-                if (work_status != CURD_OK)
-                    abort_all(comms, count);
-                return work_status;
-            }
-        }
+        curd_status status = CURD_OK;
+        for (size_t index = 0; index < count && status == CURD_OK; index++)
+            status = curdi_comm_poll_error(comms[index], &in_progress, what);
+        if (status == CURD_OK && !in_progress &&
+            (work_done == NULL || work_done(context, &status)) &&
+            status == CURD_OK)
+            return CURD_OK;
         uint64_t waited_ns = curdi_clock_ns() - start_ns;
-        for (size_t index = 0; index < count; index++) {
-            uint32_t timeout_ms = opening ? comms[index]->open_timeout_ms
-                                          : comms[index]->timeout_ms;
-            if (waited_ns / 1000000u < timeout_ms)
-                continue;
-            status = curdi_fail(
-                CURD_E_COMM,
-                "%s: rank %d of %d waited %u ms (its timeout) and the %s did "
-                "not complete: a peer died, stopped answering or never made "
-                "the matching call. Every communicator of this call was "
-                "aborted. Fix: close them and open new ones on every rank "
-                "(the device is still usable); make every rank make the same "
-                "calls, or raise curd_comm_options.%s if the peers are only "
-                "slow.",
-                what, comms[index]->rank, comms[index]->size, timeout_ms,
-                opening ? "joining of every rank" : "work",
-                opening ? "open_timeout_ms"
-                        : "timeout_ms (CURD_COMM_TIMEOUT_MS)");
+        for (size_t index = 0; index < count && status == CURD_OK; index++)
+            status = curdi_comm_poll_timeout(comms[index], waited_ns, opening,
+                                             what);
+        if (status != CURD_OK) {
             abort_all(comms, count);
             return status;
         }
-        poll_pause(waited_ns);
+        curdi_clock_poll_pause(waited_ns);
     }
 }
 
@@ -302,8 +300,11 @@ void curdi_comm_room_close(curd_device *device)
             break;
         /* With a run still in flight (a pending not freed) the work may
          * wait on a peer for ever: aborted, it ends, and the device's close
-         * cannot hang in its synchronisation. */
+         * cannot hang in its synchronisation. A communicator that batches
+         * still name is aborted too: NCCL's finalize would wait for their
+         * graphs, which the batch room frees after this one. */
         bool entered = atomic_load(&comm->runs_in_flight) == 0 &&
+                       atomic_load(&comm->batch_holds) == 0 &&
                        curdi_driver_usable() &&
                        curdi_device_enter(device) == CURD_OK;
         if (entered) {
@@ -349,11 +350,7 @@ curd_status curdi_comm_check(const curd_comm *comm, const char *what)
                           "their device, and curd_comm_close this one.",
                           what, (const void *)comm, comm->rank, comm->size);
     if (comm->nccl == NULL)
-        return curdi_fail(CURD_E_COMM,
-                          "%s: communicator %p (rank %d of %d) was aborted "
-                          "after an earlier failure; nothing was done. Fix: "
-                          "close it and open a new one on every rank.",
-                          what, (const void *)comm, comm->rank, comm->size);
+        return fail_aborted(comm, what);
     return curdi_device_check(comm->device, what);
 }
 
@@ -870,6 +867,7 @@ CURD_API curd_status curd_comm_close(curd_comm *comm)
     pthread_mutex_lock(&registry_lock);
     bool live = registry_live_locked(comm);
     int in_flight = live ? atomic_load(&comm->runs_in_flight) : 0;
+    int held = live ? atomic_load(&comm->batch_holds) : 0;
     pthread_mutex_unlock(&registry_lock);
     if (!live)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -885,6 +883,14 @@ CURD_API curd_status curd_comm_close(curd_comm *comm)
                           "curd_pending_free them first.",
                           what, (const void *)comm, comm->rank, comm->size,
                           in_flight);
+    if (held != 0)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: communicator %p (rank %d of %d) is named by "
+                          "%d collective(s) recorded in batches; nothing was "
+                          "done. Fix: curd_batch_reset or curd_batch_free "
+                          "those batches first.",
+                          what, (const void *)comm, comm->rank, comm->size,
+                          held);
     (void)registry_remove(comm);
     curd_status status = CURD_OK;
     if (comm->device != NULL) {

@@ -36,6 +36,10 @@ struct curd_comm {
     /* Collective runs enqueued and not yet released (their pending not
      * freed): the communicator cannot be closed under them. */
     atomic_int runs_in_flight;
+    /* Batch items naming it (lib/comm/collective.c): it cannot be closed
+     * under them, and a graph batch's graph may hold its work, which NCCL
+     * waits for before letting a communicator go. */
+    atomic_int batch_holds;
 };
 
 /* The device's room: its open communicators and the collective counts. */
@@ -64,6 +68,17 @@ typedef bool (*curdi_comm_work_done_fn)(void *context, curd_status *status);
 curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
                             bool opening, curdi_comm_work_done_fn work_done,
                             void *context, const char *what);
+
+/* The two halves of one poll of that wait, for waits that poll other
+ * work beside (a batch run: lib/launch/batch.c). poll_error: CURD_E_COMM
+ * (sentence set) when NCCL reports an error or the communicator was
+ * aborted; else sets *in_progress when NCCL is still enqueueing.
+ * poll_timeout: CURD_E_COMM once waited_ns passed the communicator's
+ * timeout (its open timeout when `opening`). Neither aborts. */
+curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
+                                  const char *what);
+curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
+                                    bool opening, const char *what);
 
 /* Aborts the communicator's NCCL side (its device entered when it can
  * be); the curd_comm stays, refusing further work with CURD_E_COMM. */

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/clock.h"
 #include "core/core.h"
 #include "launch/dispatch.h"
 #include "driver/driver.h"
@@ -62,7 +63,8 @@ typedef enum item_kind {
     ITEM_UPLOAD = 2,
     ITEM_LAUNCH = 3,
     ITEM_DOWNLOAD = 4,
-    ITEM_COPY = 5 /* within the batch's device (transfer/copy.h) */
+    ITEM_COPY = 5, /* within the batch's device (transfer/copy.h) */
+    ITEM_EXTERNAL = 6 /* a room above's (batch.h: a collective) */
 } item_kind;
 
 /* A buffer the batch names, once however many items name it. */
@@ -102,6 +104,8 @@ typedef struct batch_item {
     batch_launch *launch;   /* launches */
     uint32_t src_buffer;    /* copies: the source's entry in buffers ... */
     size_t src_offset;      /* ... and offset (buffer, offset: the dst) */
+    const curdi_batch_external_ops *external_ops; /* external items */
+    void *external;         /* (buffer, and src_buffer when it has two) */
 } batch_item;
 
 /* A run in flight: the batch's curd_pending (lib/core/pending.h). */
@@ -116,6 +120,8 @@ typedef struct batch_run {
     bool captured;          /* captured and instantiated it */
     uint64_t updated;       /* kernel nodes it changed in place */
     bool took_up, took_down; /* the run took the batch's staging */
+    const char *what;       /* the public call, for external items */
+    bool external_enqueued; /* an external item's work is on the stream */
 } batch_run;
 
 struct curd_batch {
@@ -136,6 +142,7 @@ struct curd_batch {
     curdi_transfer_counts counts; /* what one run adds */
     curdi_copy_counts copies;     /* ... to the copy counters too */
     uint64_t launches;          /* kernel launches one run enqueues */
+    size_t externals;           /* external items (batch.h) */
     batch_run run;
     bool running;               /* run is enqueued and not yet released */
     /* CURD_BATCH_GRAPH */
@@ -165,9 +172,14 @@ static void graph_drop(curd_batch *batch)
 /* Forgets every item; keeps the staging and the options. */
 static void batch_empty(curd_batch *batch)
 {
-    for (size_t index = 0; index < batch->item_count; index++)
-        launch_free(batch->items[index].launch);
+    for (size_t index = 0; index < batch->item_count; index++) {
+        const batch_item *item = &batch->items[index];
+        launch_free(item->launch);
+        if (item->kind == ITEM_EXTERNAL)
+            item->external_ops->free(item->external);
+    }
     batch->item_count = 0;
+    batch->externals = 0;
     batch->buffer_count = 0;
     batch->upload_bytes = 0;
     batch->download_bytes = 0;
@@ -180,11 +192,12 @@ static void batch_empty(curd_batch *batch)
 }
 
 /* Frees the batch, its graph and staging; the caller holds the context
- * (or the driver is unusable) and has unlinked it. */
+ * (or the driver is unusable) and has unlinked it. The graph goes first:
+ * NCCL lets a communicator go only once no graph holds its work. */
 static void batch_destroy(curd_batch *batch)
 {
-    batch_empty(batch);
     graph_drop(batch);
+    batch_empty(batch);
     (void)curdi_staging_release(&batch->up);
     (void)curdi_staging_release(&batch->down);
     free(batch->items);
@@ -585,6 +598,11 @@ static void run_complete(curd_pending *pending, bool copy_out)
     curdi_transfer_counts_add(batch->device, &batch->counts);
     curdi_copy_counts_add(batch->device, &batch->copies);
     curdi_dispatch_count_launches(batch->device, batch->launches);
+    for (size_t index = 0; batch->externals != 0 && index < batch->item_count;
+         index++)
+        if (batch->items[index].kind == ITEM_EXTERNAL)
+            batch->items[index].external_ops->complete(
+                batch->items[index].external);
     atomic_fetch_add(&room->runs, 1u);
     if (run->replayed)
         atomic_fetch_add(&room->graph_replays, 1u);
@@ -615,6 +633,87 @@ static void run_release(curd_pending *pending)
 
 static const curdi_pending_ops run_ops = {.complete = run_complete,
                                           .release = run_release};
+
+/* ------------------------------------------------------------------------
+ * A run with external items: its wait polls them beside the stream, so a
+ * peer that fails or stops answering is their error within their
+ * timeout, never a hang (pending.h's optional wait and ready).
+ * ---------------------------------------------------------------------- */
+
+/* After a failure: nothing on the stream may wait on a peer for ever, or
+ * the release's drain would. */
+static void run_abort_externals(curd_batch *batch)
+{
+    for (size_t index = 0; batch->externals != 0 && index < batch->item_count;
+         index++)
+        if (batch->items[index].kind == ITEM_EXTERNAL)
+            batch->items[index].external_ops->abort(
+                batch->items[index].external);
+}
+
+/* One poll: *out_done once every external item is quiet and the stream
+ * drained, or a failure (an item's, or the driver's). */
+static curd_status run_poll(curd_batch *batch, uint64_t waited_ns,
+                            int *out_done)
+{
+    const char *what = batch->run.what;
+    bool in_progress = false;
+    curd_status status = CURD_OK;
+    for (size_t index = 0; status == CURD_OK && index < batch->item_count;
+         index++) {
+        const batch_item *item = &batch->items[index];
+        if (item->kind == ITEM_EXTERNAL)
+            status = item->external_ops->poll(item->external, waited_ns,
+                                              &in_progress, what);
+    }
+    *out_done = 0;
+    if (status == CURD_OK && !in_progress) {
+        status = curdi_device_enter(batch->device);
+        if (status == CURD_OK) {
+            curdi_cu_result rc = curdi_driver_note(
+                curdi_driver_get()->cuStreamQuery(batch->run.base.stream));
+            curdi_device_leave(batch->device);
+            if (rc == CURDI_CUDA_SUCCESS)
+                *out_done = 1;
+            else if (rc != CURDI_CUDA_ERROR_NOT_READY)
+                status = curdi_pending_fail_driver(batch->device, rc,
+                                                   "cuStreamQuery");
+        }
+    }
+    return status;
+}
+
+static curd_status run_wait_polled(curd_pending *pending)
+{
+    curd_batch *batch = ((batch_run *)(void *)pending)->batch;
+    uint64_t start_ns = curdi_clock_ns();
+    for (;;) {
+        uint64_t waited_ns = curdi_clock_ns() - start_ns;
+        int done = 0;
+        curd_status status = run_poll(batch, waited_ns, &done);
+        if (status != CURD_OK)
+            run_abort_externals(batch);
+        if (status != CURD_OK || done)
+            return status;
+        curdi_clock_poll_pause(waited_ns);
+    }
+}
+
+/* Ready also when the wait would fail at once (pending.h); the wait then
+ * reports the failure and aborts. */
+static curd_status run_ready_polled(curd_pending *pending, int *out_ready)
+{
+    curd_status status =
+        run_poll(((batch_run *)(void *)pending)->batch, 0, out_ready);
+    if (status != CURD_OK)
+        *out_ready = 1;
+    return CURD_OK;
+}
+
+static const curdi_pending_ops run_ops_polled = {.complete = run_complete,
+                                                 .release = run_release,
+                                                 .wait = run_wait_polled,
+                                                 .ready = run_ready_polled};
 
 /* Marks every buffer the batch names in use; CURD_E_STALE_HANDLE, naming
  * the buffer, when one was freed since it was recorded. */
@@ -690,6 +789,14 @@ static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
                                      + item->src_offset),
                 item->byte_len, stream);
             break;
+        case ITEM_EXTERNAL: {
+            batch->run.external_enqueued = true;
+            curd_status status = item->external_ops->enqueue(
+                item->external, stream, batch->run.what);
+            if (status != CURD_OK)
+                return status;
+            break;
+        }
         case ITEM_LAUNCH: {
             const batch_launch *launch = item->launch;
             curd_status status = curdi_dispatch_enqueue_launch(
@@ -810,9 +917,17 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     status = curdi_transfer_counts_check(device, &batch->counts, what);
     if (status == CURD_OK)
         status = curdi_copy_counts_check(device, &batch->copies, what);
+    for (size_t index = 0; status == CURD_OK && batch->externals != 0
+                           && index < batch->item_count;
+         index++)
+        if (batch->items[index].kind == ITEM_EXTERNAL)
+            status = batch->items[index].external_ops->check(
+                batch->items[index].external, what);
     if (status != CURD_OK)
         return status;
-    curdi_pending_init(&batch->run.base, device, &run_ops);
+    curdi_pending_init(&batch->run.base, device,
+                       batch->externals != 0 ? &run_ops_polled : &run_ops);
+    batch->run.what = what;
     batch->run.base.timed = timed;
     batch->run.batch = batch;
     batch->run.use_count = 0;
@@ -820,6 +935,7 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     batch->run.captured = false;
     batch->run.updated = 0;
     batch->run.took_up = batch->run.took_down = false;
+    batch->run.external_enqueued = false;
     batch->running = true;
     status = run_mark_buffers(batch, what);
     if (status != CURD_OK) {
@@ -862,6 +978,8 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     if (status == CURD_OK)
         status = curdi_pending_end(&batch->run.base);
     if (status != CURD_OK) {
+        if (batch->run.external_enqueued || batch->run.replayed)
+            run_abort_externals(batch);
         curdi_pending_drain(&batch->run.base);
         curdi_device_leave(device);
         curdi_pending_release(&batch->run.base);
@@ -970,9 +1088,20 @@ CURD_API curd_status curd_batch_free(curd_batch *batch)
 CURD_API curd_status curd_batch_reset(curd_batch *batch)
 {
     curd_status status = check_batch(batch, "curd_batch_reset");
-    if (status == CURD_OK)
-        batch_empty(batch);
-    return status;
+    /* A graph holding external items' work (NCCL's) goes before they
+     * do: their communicators wait for it. */
+    bool drop = status == CURD_OK && batch->externals != 0
+                && batch->graph != NULL;
+    if (drop)
+        status = curdi_device_enter(batch->device);
+    if (status != CURD_OK)
+        return status;
+    if (drop) {
+        graph_drop(batch);
+        curdi_device_leave(batch->device);
+    }
+    batch_empty(batch);
+    return CURD_OK;
 }
 
 CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
@@ -1020,6 +1149,31 @@ CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy)
                        .byte_len = (size_t)copy->byte_len,
                        .src_offset = (size_t)copy->src_offset};
     return item_append(batch, item, &uses[0], &uses[1], what);
+}
+
+curd_status curdi_batch_check(curd_batch *batch, const char *what,
+                              curd_device **out_device)
+{
+    curd_status status = check_batch(batch, what);
+    if (status == CURD_OK)
+        *out_device = batch->device;
+    return status;
+}
+
+curd_status curdi_batch_record_external(curd_batch *batch,
+                                        const curdi_batch_external_ops *ops,
+                                        void *external,
+                                        const curdi_resident_use *uses,
+                                        size_t use_count, const char *what)
+{
+    batch_item item = {.kind = ITEM_EXTERNAL,
+                       .external_ops = ops,
+                       .external = external};
+    curd_status status = item_append(batch, item, &uses[0],
+                                     use_count > 1 ? &uses[1] : NULL, what);
+    if (status == CURD_OK)
+        batch->externals++;
+    return status;
 }
 
 /* Takes the entries of a launch's BUFFER arguments (room for nargs more

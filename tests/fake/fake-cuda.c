@@ -26,7 +26,12 @@
  * it with everything it held, and retained again. Launches, async copies
  * and memsets on a capturing stream are recorded into a graph, in order;
  * cuGraphLaunch replays them, and cuGraphExecKernelNodeSetParams /
- * cuGraphExecUpdate change them.
+ * cuGraphExecUpdate change them. Host functions (cuLaunchHostFunc, which
+ * curd does not call: the stand-in NCCL does, to put a collective into a
+ * capture, as NCCL puts its work into one) run at once outside a capture
+ * and are recorded as host nodes inside one; a replay runs a host node
+ * without the driver's lock held, so it may wait for another thread (a
+ * peer rank). cuStreamIsCapturing says whether a stream captures.
  *
  * Like the real driver it exports cuDriverGetVersion and cuGetProcAddress
  * (_v2 and v1) and nothing else by name, so the library finds every entry
@@ -124,9 +129,15 @@ struct CUfunc_st {
 /* A recorded launch. Its handle (CUgraphNode) is its address; an
  * executable graph keeps its own copies and the handles of the nodes it
  * was made from, which identify them and are never read. */
-/* A captured node: a kernel launch, a copy or a memset (the types
- * cuGraphNodeGetType reports: CU_GRAPH_NODE_TYPE_KERNEL, _MEMCPY, _MEMSET). */
-enum { FAKE_NODE_KERNEL = 0, FAKE_NODE_COPY = 1, FAKE_NODE_MEMSET = 2 };
+/* A captured node: a kernel launch, a copy, a memset or a host function
+ * (the types cuGraphNodeGetType reports: CU_GRAPH_NODE_TYPE_KERNEL,
+ * _MEMCPY, _MEMSET, _HOST). */
+enum {
+    FAKE_NODE_KERNEL = 0,
+    FAKE_NODE_COPY = 1,
+    FAKE_NODE_MEMSET = 2,
+    FAKE_NODE_HOST = 3
+};
 
 typedef struct fake_node {
     unsigned kind;
@@ -137,6 +148,8 @@ typedef struct fake_node {
     size_t byte_len;
     uintptr_t device_side;
     unsigned char value;
+    void (*host_fn)(void *); /* host nodes: the function and its data */
+    void *host_data;
     struct CUfunc_st *function;
     unsigned grid[3], block[3];
     unsigned shared_bytes;
@@ -1710,10 +1723,57 @@ static curdi_cu_result f_cuGraphLaunch(curdi_cu_graph_exec graph_exec,
     if (s->graph != NULL)
         return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     for (size_t i = 0; i < e->graph->count && sticky[device] == 0; i++) {
-        curdi_cu_result rc = run_node(device, e->graph->nodes[i]);
+        const fake_node *node = e->graph->nodes[i];
+        if (node->kind == FAKE_NODE_HOST) {
+            /* It may wait for another thread's driver calls. */
+            pthread_mutex_unlock(&lock);
+            node->host_fn(node->host_data);
+            pthread_mutex_lock(&lock);
+            continue;
+        }
+        curdi_cu_result rc = run_node(device, node);
         if (rc != CURDI_CUDA_SUCCESS)
             return unlock_with(rc);
     }
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* Not in curd's table (cuda_abi.h): the stand-in NCCL's. Real types:
+ * CUresult cuLaunchHostFunc(CUstream, CUhostFn, void *) and
+ * cuStreamIsCapturing(CUstream, CUstreamCaptureStatus *), the status an
+ * int-sized enum (0 none, 1 active). */
+static curdi_cu_result f_cuLaunchHostFunc(curdi_cu_stream stream,
+                                          void (*fn)(void *), void *data)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *s = stream_object(stream);
+    if (s == NULL || fn == NULL)
+        return unlock_with(s == NULL ? CURDI_CUDA_ERROR_INVALID_HANDLE
+                                     : CURDI_CUDA_ERROR_INVALID_VALUE);
+    if (s->graph != NULL) {
+        static fake_node node; /* large; guarded by the lock */
+        memset(&node, 0, sizeof node);
+        node.kind = FAKE_NODE_HOST;
+        node.host_fn = fn;
+        node.host_data = data;
+        return unlock_with(graph_append(s->graph, &node));
+    }
+    pthread_mutex_unlock(&lock);
+    fn(data); /* the stream's earlier work is complete already */
+    return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result f_cuStreamIsCapturing(curdi_cu_stream stream,
+                                             int *status)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *s = stream_object(stream);
+    if (s == NULL || status == NULL)
+        return unlock_with(s == NULL ? CURDI_CUDA_ERROR_INVALID_HANDLE
+                                     : CURDI_CUDA_ERROR_INVALID_VALUE);
+    *status = s->graph != NULL;
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -2004,7 +2064,11 @@ CURDI_CUDA_ENTRY_LIST(FAKE_CHECK_)
 /* void (*)(void) is the generic function pointer (no cast warning). */
 #define FAKE_ENTRY_(name, symbol, tier, params, args)                         \
     {#name, (void (*)(void))f_##name},
-static const fake_entry entries[] = {CURDI_CUDA_ENTRY_LIST(FAKE_ENTRY_)};
+static const fake_entry entries[] = {
+    CURDI_CUDA_ENTRY_LIST(FAKE_ENTRY_)
+    {"cuLaunchHostFunc", (void (*)(void))f_cuLaunchHostFunc},
+    {"cuStreamIsCapturing", (void (*)(void))f_cuStreamIsCapturing},
+};
 #undef FAKE_ENTRY_
 
 static bool omitted(const char *symbol)

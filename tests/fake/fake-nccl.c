@@ -25,12 +25,21 @@
  *  - A communicator destroyed or aborted while its peers have groups
  *    waiting breaks the clique: those peers see ncclRemoteError.
  *  - ncclGetLastError gives the communicator's last message.
+ *  - A call on a stream that the stand-in driver is capturing is not
+ *    posted: it goes into the capture as a host node (cuLaunchHostFunc,
+ *    found through the driver CURD_LIBCUDA names), and each replay of the
+ *    graph posts it as a group of its own and waits, as a GPU kernel waits
+ *    for its peers, until the clique has run it or broke. A clique with a
+ *    stalled rank (below) is not waited for: the call stays in progress,
+ *    as a kernel whose peer never comes. Captured calls are kept with
+ *    their communicator and freed with it.
  *
  * Knobs (read at each use):
  *   FAKE_NCCL_VERSION     what ncclGetVersion reports (default 22809)
  *   FAKE_NCCL_STALL_RANK  groups posted by this rank of any clique are
  *                         accepted and never arrive
  * fake_nccl_live() counts live communicators, so tests prove none leaks. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -78,7 +87,14 @@ typedef struct fake_call {
     curdi_nccl_red_op op;
     int root_or_peer;
     bool matched; /* a send or receive paired while the group runs */
+    curdi_cu_stream stream;
 } fake_call;
+
+/* A call captured into a graph, posted at each replay. */
+typedef struct fake_replay {
+    struct fake_replay *next;
+    fake_call call;
+} fake_replay;
 
 typedef struct fake_group {
     struct fake_group *next;
@@ -105,6 +121,7 @@ struct ncclComm {
     curdi_nccl_result error;
     unsigned long long posted, completed;
     unsigned long long splits; /* splits this rank called */
+    fake_replay *replays; /* its calls captured into graphs */
     char last_error[256];
 };
 
@@ -680,6 +697,11 @@ static void comm_free(struct ncclComm *comm)
             if (split->child[r] == comm)
                 split->child[r] = NULL;
     }
+    while (comm->replays != NULL) {
+        fake_replay *next = comm->replays->next;
+        free(comm->replays);
+        comm->replays = next;
+    }
     free(comm);
     live_comms--;
 }
@@ -822,6 +844,101 @@ FAKE_API curdi_nccl_result ncclGroupEnd(void)
     return result;
 }
 
+static curdi_nccl_result post_call(fake_call call);
+
+/* ------------------------------------------------------------------------
+ * Capture: the stand-in driver's two entries it needs (real NCCL reaches
+ * the driver through the CUDA runtime)
+ * ---------------------------------------------------------------------- */
+typedef curdi_cu_result (*fake_launch_host_fn)(curdi_cu_stream stream,
+                                                void (*fn)(void *),
+                                                void *data);
+typedef curdi_cu_result (*fake_is_capturing_fn)(curdi_cu_stream stream,
+                                                 int *status);
+static fake_launch_host_fn launch_host;
+static fake_is_capturing_fn is_capturing;
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+static void driver_find(void)
+{
+    const char *path = getenv("CURD_LIBCUDA");
+    void *driver = path != NULL ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (driver == NULL)
+        return;
+    curdi_cu_result (*proc)(const char *, void **, int, uint64_t) =
+        (curdi_cu_result(*)(const char *, void **, int, uint64_t))(uintptr_t)
+            dlsym(driver, "cuGetProcAddress");
+    void *host = NULL, *query = NULL;
+    if (proc != NULL && proc("cuLaunchHostFunc", &host, 11030, 0) == 0 &&
+        proc("cuStreamIsCapturing", &query, 11030, 0) == 0 && host != NULL &&
+        query != NULL) {
+        launch_host = (fake_launch_host_fn)(uintptr_t)host;
+        is_capturing = (fake_is_capturing_fn)(uintptr_t)query;
+    }
+    dlclose(driver); /* curd keeps it loaded */
+}
+
+/* Whether the stand-in driver captures stream (the caller's context is
+ * current, as for any enqueue). */
+static bool capturing(curdi_cu_stream stream)
+{
+    pthread_once(&driver_once, driver_find);
+    int status = 0;
+    return stream != NULL && is_capturing != NULL &&
+           is_capturing(stream, &status) == 0 && status != 0;
+}
+
+/* Whether a rank of the clique is stalled. Lock held. */
+static bool clique_stalled(const fake_clique *clique)
+{
+    for (int r = 0; r < clique->nranks; r++)
+        if (stalled(r))
+            return true;
+    return false;
+}
+
+/* A replay: posts the captured call, then waits as a kernel waits for its
+ * peers. */
+static void replay_run(void *data)
+{
+    fake_replay *replay = data;
+    struct ncclComm *comm = replay->call.comm;
+    (void)post_call(replay->call);
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        bool done = comm->completed >= comm->posted ||
+                    comm->error != CURDI_NCCL_Success ||
+                    clique_stalled(comm->clique);
+        pthread_mutex_unlock(&lock);
+        if (done)
+            return;
+        struct timespec nap = {0, 100000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+static curdi_nccl_result capture(fake_call call)
+{
+    struct ncclComm *comm = call.comm;
+    if (group_depth > 0)
+        return fail(comm, CURDI_NCCL_InvalidUsage,
+                    "fake NCCL: a captured call inside a group is not "
+                    "modelled");
+    fake_replay *replay = calloc(1, sizeof *replay);
+    if (replay == NULL)
+        return fail(comm, CURDI_NCCL_SystemError,
+                    "fake NCCL: out of host memory");
+    replay->call = call;
+    pthread_mutex_lock(&lock);
+    replay->next = comm->replays;
+    comm->replays = replay;
+    pthread_mutex_unlock(&lock);
+    if (launch_host(call.stream, replay_run, replay) != 0)
+        return fail(comm, CURDI_NCCL_UnhandledCudaError,
+                    "fake NCCL: cuLaunchHostFunc failed in a capture");
+    return CURDI_NCCL_Success;
+}
+
 static curdi_nccl_result enqueue(fake_call call)
 {
     struct ncclComm *comm = call.comm;
@@ -843,6 +960,15 @@ static curdi_nccl_result enqueue(fake_call call)
          (call.root_or_peer < 0 || call.root_or_peer >= nranks)))
         return fail(comm, CURDI_NCCL_InvalidArgument,
                     "fake NCCL: bad type, operation, root or peer");
+    if (capturing(call.stream))
+        return capture(call);
+    return post_call(call);
+}
+
+/* Adds the call to the thread's group, which it ends when there is none. */
+static curdi_nccl_result post_call(fake_call call)
+{
+    struct ncclComm *comm = call.comm;
     if (group_count == group_capacity) {
         size_t capacity = group_capacity != 0 ? group_capacity * 2 : 8;
         fake_call *grown = realloc(group_calls, capacity * sizeof *grown);
@@ -866,8 +992,7 @@ FAKE_API curdi_nccl_result ncclAllReduce(const void *send, void *recv,
                                          curdi_nccl_comm comm,
                                          curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_ALL_REDUCE, .comm = comm,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_ALL_REDUCE, .comm = comm,
                                .send = send, .recv = recv, .count = count,
                                .data_type = data_type, .op = op});
 }
@@ -878,8 +1003,7 @@ FAKE_API curdi_nccl_result ncclBroadcast(const void *send, void *recv,
                                          int root, curdi_nccl_comm comm,
                                          curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_BROADCAST, .comm = comm,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_BROADCAST, .comm = comm,
                                .send = send, .recv = recv, .count = count,
                                .data_type = data_type, .root_or_peer = root});
 }
@@ -891,8 +1015,7 @@ FAKE_API curdi_nccl_result ncclReduce(const void *send, void *recv,
                                       curdi_nccl_comm comm,
                                       curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_REDUCE, .comm = comm,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_REDUCE, .comm = comm,
                                .send = send, .recv = recv, .count = count,
                                .data_type = data_type, .op = op,
                                .root_or_peer = root});
@@ -904,8 +1027,7 @@ FAKE_API curdi_nccl_result ncclAllGather(const void *send, void *recv,
                                          curdi_nccl_comm comm,
                                          curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_ALL_GATHER, .comm = comm,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_ALL_GATHER, .comm = comm,
                                .send = send, .recv = recv,
                                .count = send_count, .data_type = data_type});
 }
@@ -917,8 +1039,7 @@ FAKE_API curdi_nccl_result ncclReduceScatter(const void *send, void *recv,
                                              curdi_nccl_comm comm,
                                              curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_REDUCE_SCATTER, .comm = comm,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_REDUCE_SCATTER, .comm = comm,
                                .send = send, .recv = recv,
                                .count = recv_count, .data_type = data_type,
                                .op = op});
@@ -929,8 +1050,7 @@ FAKE_API curdi_nccl_result ncclSend(const void *send, size_t count,
                                     curdi_nccl_comm comm,
                                     curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_SEND, .comm = comm, .send = send,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_SEND, .comm = comm, .send = send,
                                .count = count, .data_type = data_type,
                                .root_or_peer = peer});
 }
@@ -940,8 +1060,7 @@ FAKE_API curdi_nccl_result ncclRecv(void *recv, size_t count,
                                     curdi_nccl_comm comm,
                                     curdi_cu_stream stream)
 {
-    (void)stream;
-    return enqueue((fake_call){.kind = FAKE_RECV, .comm = comm, .recv = recv,
+    return enqueue((fake_call){.stream = stream, .kind = FAKE_RECV, .comm = comm, .recv = recv,
                                .count = count, .data_type = data_type,
                                .root_or_peer = peer});
 }

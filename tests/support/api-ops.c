@@ -1625,6 +1625,69 @@ static void collective_async_finish(api_world *w, curd_status status)
     collective_finish(w, status);
 }
 
+/* A batch of words (fill, upload, add_one, download) and an all-reduce of
+ * one rank on small, in place, recorded after them: streamed, or
+ * captured with them into a graph. */
+static void batch_with_collective(api_world *w, uint32_t flags)
+{
+    one_rank_fresh(w);
+    batch_of_words(w, flags, flags == 0);
+    curd_collective op = small_all_reduce(w);
+    API_OK(curd_batch_collective(w->batch, &op));
+}
+
+static void streamed_batch_with_collective(api_world *w)
+{
+    batch_with_collective(w, 0);
+}
+
+static void graph_batch_with_collective(api_world *w)
+{
+    batch_with_collective(w, CURD_BATCH_GRAPH);
+}
+
+/* The download in place on success, none after a failure; small as it
+ * was either way (a sum over one rank); the batch freed before its
+ * communicator, which it holds. A failed run is not run again: a failure
+ * after NCCL took the collective aborted the communicator. */
+static void batch_collective_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK)
+        API_CHECK(words_added(w), "the batch's download is not add_one's");
+    else if (!api_world_lost(w, status))
+        API_CHECK(words_untouched(w), "a failed batch run wrote its download");
+    batch_done(w, status);
+    collective_finish(w, status);
+}
+
+/* The graph batch with its collective captured by a first run. */
+static void graph_batch_with_collective_ran(api_world *w)
+{
+    graph_batch_with_collective(w);
+    API_OK(curd_batch_run(w->batch, NULL));
+    API_CHECK(words_added(w), "the graph batch's first run is wrong");
+    fresh_words(w);
+}
+
+static curd_status batch_reset_call(api_world *w)
+{
+    return curd_batch_reset(w->batch);
+}
+
+/* A reset dropped the graph, and with it the batch's hold on the
+ * communicator, which then closes; a refused one changed nothing. */
+static void batch_reset_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        API_CHECK(curd_comm_close(w->comm) == CURD_OK,
+                  "the communicator is still held after a reset: %s",
+                  curd_last_error());
+        w->comm = NULL;
+    }
+    batch_done(w, status);
+    collective_finish(w, status);
+}
+
 /* ------------------------------------------------------------------------
  * Sessions: allocations that miss, releases that free (too large for the
  * idle budget, or evicting idle buffers), a static set uploaded on a miss
@@ -2024,6 +2087,14 @@ const api_op api_ops[] = {
      collective_run_call, collective_finish, 0},
     {"curd_collective_run_async", "one-rank-all-reduce-in-place",
      one_rank_fresh, collective_run_async_call, collective_async_finish, 0},
+    {"curd_batch_run", "streamed-with-a-one-rank-all-reduce",
+     streamed_batch_with_collective, batch_run_call, batch_collective_finish,
+     0},
+    {"curd_batch_run", "graph-captured-with-a-one-rank-all-reduce",
+     graph_batch_with_collective, batch_run_call, batch_collective_finish, 0},
+    {"curd_batch_reset", "drops-a-graph-holding-a-collective",
+     graph_batch_with_collective_ran, batch_reset_call, batch_reset_finish,
+     0},
 };
 const size_t api_op_count = sizeof api_ops / sizeof api_ops[0];
 
@@ -2049,13 +2120,14 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_pending_event", "hands out the end event it holds"},
     {"curd_batch_options_init", "fills a struct"},
     {"curd_batch_new", "host memory and the batch room's list"},
-    {"curd_batch_reset", "forgets the items (host memory); a captured graph"
-                         " goes at the next capture or the free"},
     {"curd_batch_fill", "records: resolves a resident buffer"},
     {"curd_batch_clear", "records: resolves a resident buffer"},
     {"curd_batch_upload", "records: resolves a resident buffer"},
     {"curd_batch_download", "records: resolves a resident buffer"},
     {"curd_batch_copy", "records: resolves two resident buffers"},
+    {"curd_batch_collective", "records: checks the collective as"
+                              " curd_collective_run does, resolves its"
+                              " buffers"},
     {"curd_batch_set_args", "records: checks the arguments, resolves"
                             " resident buffers, rebuilds the parameter"
                             " list; the next run updates the graph"},

@@ -49,6 +49,18 @@ static curdi_nccl_result release_ncclCommAbort(curdi_nccl_comm comm)
     return saved_table.ncclCommAbort(comm);
 }
 
+/* A group end that failed still ends the group, as NCCL's does (it
+ * leaves the thread's group before anything can fail): otherwise the
+ * stand-in's group stays open and takes the thread's later calls. */
+static curdi_nccl_result release_ncclGroupEnd(void)
+{
+    if (fault_now("ncclGroupEnd")) {
+        (void)saved_table.ncclGroupEnd();
+        return fault_result;
+    }
+    return saved_table.ncclGroupEnd();
+}
+
 bool nccl_faults_begin(unsigned fail_at, unsigned nccl_result)
 {
     if (faults_active)
@@ -68,6 +80,7 @@ bool nccl_faults_begin(unsigned fail_at, unsigned nccl_result)
     CURDI_NCCL_ENTRY_LIST(NCCL_FAULTS_INSTALL_)
 #undef NCCL_FAULTS_INSTALL_
     live_table->ncclCommAbort = release_ncclCommAbort;
+    live_table->ncclGroupEnd = release_ncclGroupEnd;
     return true;
 }
 
