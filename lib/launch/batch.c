@@ -1091,7 +1091,7 @@ CURD_API curd_status curd_batch_reset(curd_batch *batch)
     /* A graph holding external items' work (NCCL's) goes before they
      * do: their communicators wait for it. */
     bool drop = status == CURD_OK && batch->externals != 0
-                && batch->graph != NULL;
+                && batch->graph.graph != NULL;
     if (drop)
         status = curdi_device_enter(batch->device);
     if (status != CURD_OK)
