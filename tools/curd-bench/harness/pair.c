@@ -1,17 +1,20 @@
 /* pair.c - the second device of the two-GPU scenarios. */
 #include "harness/pair.h"
+#include "harness/report.h"
 
 #include <stdio.h>
 #include <string.h>
 
-int bench_pair_open(const bench_env *env, bench_env *second, char *why,
-                    size_t why_capacity)
+int bench_pair_open(const bench_env *env, const char *name,
+                    bench_env *second)
 {
     int device_count = 0;
     bench_env opened = *env;
 
     if (curd_device_count(&device_count) != CURD_OK || device_count < 2) {
-        snprintf(why, why_capacity, "needs 2 GPUs (%d found)", device_count);
+        char why[64];
+        snprintf(why, sizeof why, "needs 2 GPUs (%d found)", device_count);
+        bench_report_skip(name, why);
         return 1;
     }
     opened.device = NULL;

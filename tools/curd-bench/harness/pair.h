@@ -5,17 +5,15 @@
 #ifndef CURD_BENCH_PAIR_H
 #define CURD_BENCH_PAIR_H
 
-#include <stddef.h>
-
 #include "harness/common.h"
 
 /* Opens the device after env's (ordinal + 1, wrapping to 0) with curd and
  * retains its primary context, into *second, which takes every other
- * setting from env. Returns 1 with *second untouched and the reason in
- * why ("needs 2 GPUs") when the machine has fewer than two devices, 0
- * when opened, -1 after bench_fail(). */
-int bench_pair_open(const bench_env *env, bench_env *second, char *why,
-                    size_t why_capacity);
+ * setting from env. Returns 1 with *second untouched when the machine has
+ * fewer than two devices, after reporting scenario `name` skipped ("needs
+ * 2 GPUs"); 0 when opened; -1 after bench_fail(). */
+int bench_pair_open(const bench_env *env, const char *name,
+                    bench_env *second);
 /* Releases what bench_pair_open opened (nothing when it did not). */
 void bench_pair_close(bench_env *second);
 

@@ -210,7 +210,14 @@ static int raw_comms_open(all_reduce_state *state)
         if (result == BENCH_NCCL_IN_PROGRESS)
             result = BENCH_NCCL_SUCCESS;
     }
+    /* NCCL sets each rank's device while it works and then restores the
+     * one it found current: GPU0's context, pushed here and popped. */
+    if (bench_raw_enter(state->envs[0]) != 0) {
+        nccl->ncclGroupEnd();
+        return -1;
+    }
     bench_nccl_result end = nccl->ncclGroupEnd();
+    bench_raw_leave(state->envs[0]);
     if (result != BENCH_NCCL_SUCCESS)
         return bench_fail_nccl("ncclCommInitRank", result);
     if (end != BENCH_NCCL_SUCCESS && end != BENCH_NCCL_IN_PROGRESS)
@@ -221,10 +228,18 @@ static int raw_comms_open(all_reduce_state *state)
 
 static void state_free(all_reduce_state *state)
 {
-    for (int rank = 0; rank < RANKS; rank++) {
-        const bench_env *env = state->envs[rank];
+    /* As in raw_comms_open: a context current while NCCL switches. */
+    bool entered = state->envs[0] != NULL &&
+                   (state->raw_comms[0] != NULL ||
+                    state->raw_comms[1] != NULL) &&
+                   bench_raw_enter(state->envs[0]) == 0;
+    for (int rank = 0; rank < RANKS; rank++)
         if (state->raw_comms[rank] != NULL)
             state->nccl->ncclCommDestroy(state->raw_comms[rank]);
+    if (entered)
+        bench_raw_leave(state->envs[0]);
+    for (int rank = 0; rank < RANKS; rank++) {
+        const bench_env *env = state->envs[rank];
         if (state->comms[rank] != NULL)
             curd_comm_close(state->comms[rank]);
         if (env == NULL)
@@ -267,13 +282,10 @@ static int all_reduce(const bench_env *env, const char *name,
     bench_scenario scenario;
     char why[300];
     int curd_index, raw_index, result = -1;
-    int opened = bench_pair_open(env, &second, why, sizeof why);
+    int opened = bench_pair_open(env, name, &second);
 
-    if (opened != 0) {
-        if (opened > 0)
-            bench_report_skip(name, why);
-        return opened > 0 ? 0 : -1;
-    }
+    if (opened != 0)
+        return opened > 0 ? 0 : -1; /* skipped, or failed */
     state.nccl = bench_nccl_load(why, sizeof why);
     if (state.nccl == NULL) {
         bench_report_skip(name, why);
