@@ -10,6 +10,7 @@
 #ifndef CURD_BENCH_NCCL_H
 #define CURD_BENCH_NCCL_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "harness/cuda.h"
@@ -19,6 +20,23 @@ typedef struct ncclComm *bench_nccl_comm;   /* ncclComm_t */
 typedef struct bench_nccl_unique_id {       /* ncclUniqueId */
     char internal[128];
 } bench_nccl_unique_id;
+
+/* ncclConfig_t as NCCL 2.14 laid it out: NCCL reads `size` and `version`
+ * first and defaults every field a caller's older layout lacks. */
+typedef struct bench_nccl_config {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    int cga_cluster_size;
+    int min_ctas;
+    int max_ctas;
+    const char *net_name;
+} bench_nccl_config;
+
+#define BENCH_NCCL_CONFIG_MAGIC 0xcafebeefu
+#define BENCH_NCCL_CONFIG_VERSION 21400u /* NCCL_VERSION(2, 14, 0) */
+#define BENCH_NCCL_CONFIG_UNDEF_INT INT_MIN
 
 #define BENCH_NCCL_SUCCESS 0u
 #define BENCH_NCCL_IN_PROGRESS 7u /* ncclInProgress */
@@ -31,6 +49,10 @@ typedef struct bench_nccl_unique_id {       /* ncclUniqueId */
     X(ncclGetUniqueId, (bench_nccl_unique_id *))                              \
     X(ncclCommInitRank,                                                       \
       (bench_nccl_comm *, int, bench_nccl_unique_id, int))                    \
+    X(ncclCommInitRankConfig,                                                 \
+      (bench_nccl_comm *, int, bench_nccl_unique_id, int,                     \
+       bench_nccl_config *))                                                  \
+    X(ncclCommFinalize, (bench_nccl_comm))                                    \
     X(ncclCommDestroy, (bench_nccl_comm))                                     \
     X(ncclCommGetAsyncError, (bench_nccl_comm, bench_nccl_result *))          \
     X(ncclGroupStart, (void))                                                 \
