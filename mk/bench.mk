@@ -38,9 +38,12 @@ $(BUILD)/bench/curd-bench-internal: $(BENCH_INTERNAL_OBJS) $(BENCH_HARNESS_OBJS)
 # the stand-in driver (tests/fake/), which proves that every path still
 # checks out byte for byte and that the CSV and JSON are written, each row
 # under its own scenario's label; the timings mean nothing there.
-BENCH_SMOKE_ENV := CURD_LIBCUDA=$(abspath $(FAKE_CUDA)) FAKE_CUDA_MEMORY=2147483648
+# Two stand-in devices and the stand-in NCCL, so that the peer/ and
+# collective/ scenarios run (and check their bytes) there too.
+BENCH_SMOKE_ENV := CURD_LIBCUDA=$(abspath $(FAKE_CUDA)) FAKE_CUDA_MEMORY=2147483648 \
+    FAKE_CUDA_DEVICES=2 CURD_LIBNCCL=$(abspath $(FAKE_NCCL))
 .PHONY: bench-smoke
-bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE_CUDA)
+bench-smoke: $(BUILD)/tools/curd-bench $(BUILD)/bench/curd-bench-internal $(FAKE_CUDA) $(FAKE_NCCL)
 	$(Q)$(BENCH_SMOKE_ENV) $(BUILD)/tools/curd-bench --quick --samples=2 \
 	    --csv=$(BUILD)/bench-smoke.csv --json=$(BUILD)/bench-smoke.json >/dev/null
 	$(Q)scripts/check-bench-labels.sh $(BUILD)/bench-smoke.csv

@@ -7,10 +7,12 @@
 EXAMPLE_FLAGS = -Iinclude -L$(abspath $(BUILD)) -lcurd -Wl,-rpath,$(abspath $(BUILD))
 
 .PHONY: check-examples
-check-examples: $(SHARED) $(FAKE_CUDA)
+# Two stand-in devices and the stand-in NCCL: curd-allreduce needs both.
+check-examples: $(SHARED) $(FAKE_CUDA) $(FAKE_NCCL)
 	$(Q)CURD_LIBCUDA=/nonexistent/libcuda.so.1 scripts/test-examples.sh --expect 3 \
 	    examples $(BUILD)/examples/no-driver $(EXAMPLE_FLAGS)
 	$(Q)CURD_LIBCUDA=$(abspath $(FAKE_CUDA)) FAKE_CUDA_MEMORY=268435456 \
+	    FAKE_CUDA_DEVICES=2 CURD_LIBNCCL=$(abspath $(FAKE_NCCL)) \
 	    scripts/test-examples.sh --expect 0 examples $(BUILD)/examples/fake $(EXAMPLE_FLAGS)
 
 # `make check` step: every program curd ships keeps the one exit-code

@@ -2,10 +2,11 @@
  *
  * Two things, both pure (fake.h): reading a module image (its kind, its
  * .entry declarations and their parameter layouts, as ptxas would lay
- * them out), and running the harness kernels of tests/kernels/ on the
- * host. Each emulation does what its .cu (or .ptx) source does, bounds
- * every access by the allocation it lands in (a GPU faults outside it),
- * and is 1-D like the kernels themselves. */
+ * them out), and running the harness kernels of tests/kernels/ (and the
+ * one of examples/curd-allreduce.c) on the host. Each emulation does what
+ * its .cu (or .ptx) source does, bounds every access by the allocation it
+ * lands in (a GPU faults outside it), and is 1-D like the kernels
+ * themselves. */
 #include "fake.h"
 #include "transfer/gather.h"
 
@@ -323,6 +324,20 @@ static curdi_cu_result run_add_one(const fake_launch *launch, uint64_t threads)
     return CURDI_CUDA_SUCCESS;
 }
 
+/* examples/curd-allreduce.c's kernel: data[i] = i * scale (mod 2^32). */
+static curdi_cu_result run_scaled_index(const fake_launch *launch,
+                                        uint64_t threads)
+{
+    uint32_t *data = arg_ptr(launch, 0);
+    uint64_t n = min_u64((uint32_t)arg_u64(launch, 1), threads);
+    uint32_t scale = (uint32_t)arg_u64(launch, 2);
+    if (!in_memory(data, n * 4))
+        return FAULT;
+    for (uint64_t i = 0; i < n; i++)
+        data[i] = (uint32_t)i * scale;
+    return CURDI_CUDA_SUCCESS;
+}
+
 /* saxpy.cu: one rounding, as the GPU's fmaf. */
 static curdi_cu_result run_saxpy(const fake_launch *launch, uint64_t threads)
 {
@@ -607,6 +622,7 @@ static const struct {
     {"curd_shared_reverse", 3, run_shared_reverse},
     {"curd_fault", 3, run_fault},
     {"curd_hand_fill", 4, run_hand_fill},
+    {"curd_scaled_index", 3, run_scaled_index},
 };
 
 curdi_cu_result fake_kernel_run(const fake_launch *launch, bool *fault)

@@ -566,6 +566,17 @@ FAKE_API curdi_nccl_result ncclCommInitRankConfig(
     return result;
 }
 
+/* Not an entry curd calls: curd-bench's raw baselines make NCCL's default
+ * communicators with it, as a program using NCCL directly does. */
+FAKE_API curdi_nccl_result ncclCommInitRank(curdi_nccl_comm *out, int nranks,
+                                            curdi_nccl_unique_id id,
+                                            int rank);
+FAKE_API curdi_nccl_result ncclCommInitRank(curdi_nccl_comm *out, int nranks,
+                                            curdi_nccl_unique_id id, int rank)
+{
+    return ncclCommInitRankConfig(out, nranks, id, rank, NULL);
+}
+
 /* Places every child of a split that all ranks have called. Lock held. */
 static bool finish_split(fake_clique *parent)
 {

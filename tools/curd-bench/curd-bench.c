@@ -117,6 +117,25 @@ static const bench_scenario_entry scenarios[] = {
      "50 passes of allocations, static tables, a batch and read-backs, with "
      "a session vs without",
      bench_session_pipeline, false},
+    {"peer/copy-256M",
+     "256 MiB GPU0 -> GPU1: curd_buffer_copy vs cuMemcpyPeerAsync+sync",
+     bench_peer_copy_large, false},
+    {"peer/copy-4K-sync",
+     "4 KiB GPU0 -> GPU1, synchronised: curd_buffer_copy vs "
+     "cuMemcpyPeerAsync+sync",
+     bench_peer_copy_small, false},
+#define ALL_REDUCE_ENTRY(suffix, size)                                        \
+    {"collective/all-reduce-" #suffix,                                        \
+     size " float32 all-reduce on 2 GPUs: curd_collective_run vs "            \
+          "ncclAllReduce in a group",                                         \
+     bench_collective_all_reduce_##suffix, false}
+    ALL_REDUCE_ENTRY(4K, "4 KiB"),
+    ALL_REDUCE_ENTRY(64K, "64 KiB"),
+    ALL_REDUCE_ENTRY(1M, "1 MiB"),
+    ALL_REDUCE_ENTRY(16M, "16 MiB"),
+    ALL_REDUCE_ENTRY(64M, "64 MiB"),
+    ALL_REDUCE_ENTRY(256M, "256 MiB"),
+#undef ALL_REDUCE_ENTRY
 };
 
 int main(int argc, char **argv)

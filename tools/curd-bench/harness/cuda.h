@@ -33,6 +33,7 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
 #define BENCH_CU_MEMHOSTREGISTER_PORTABLE 0x01u
 #define BENCH_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4u
 #define BENCH_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1u
+#define BENCH_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED 704u
 
 /* X(base name, dlsym fallback symbol, required, return and parameters) */
 #define BENCH_CUDA_ENTRIES(X)                                                 \
@@ -90,7 +91,14 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
     X(cuGraphLaunch, "cuGraphLaunch", 1,                                      \
       (bench_cu_graph_exec, bench_cu_stream))                                 \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", 1, (bench_cu_graph_exec))     \
-    X(cuGraphDestroy, "cuGraphDestroy", 1, (bench_cu_graph))
+    X(cuGraphDestroy, "cuGraphDestroy", 1, (bench_cu_graph))                 \
+    X(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 1,                      \
+      (int *, bench_cu_device, bench_cu_device))                              \
+    X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 1,                      \
+      (bench_cu_context, unsigned int))                                       \
+    X(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", 1,                              \
+      (bench_cu_deviceptr, bench_cu_context, bench_cu_deviceptr,              \
+       bench_cu_context, size_t, bench_cu_stream))
 
 #define BENCH_CUDA_MEMBER_(name, symbol, required, params)                    \
     bench_cu_result(*name) params;

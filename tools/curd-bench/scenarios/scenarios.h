@@ -1,6 +1,7 @@
 /* scenarios.h - curd-bench's scenarios (scenarios/pool.c,
  * scenarios/transfer.c, scenarios/sweep.c, scenarios/scattered.c, scenarios/tune.c,
- * scenarios/dispatch.c, scenarios/batch.c, scenarios/session.c, scenarios/pipeline.c);
+ * scenarios/dispatch.c, scenarios/batch.c, scenarios/session.c, scenarios/pipeline.c,
+ * scenarios/peer.c, scenarios/collective.c);
  * tools/curd-bench/README.md says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
@@ -37,5 +38,13 @@ int bench_batch_launch_cost(const bench_env *env);
 int bench_session_reuse(const bench_env *env);
 int bench_session_static_hit(const bench_env *env);
 int bench_session_pipeline(const bench_env *env);
+int bench_peer_copy_large(const bench_env *env);
+int bench_peer_copy_small(const bench_env *env);
+int bench_collective_all_reduce_4K(const bench_env *env);
+int bench_collective_all_reduce_64K(const bench_env *env);
+int bench_collective_all_reduce_1M(const bench_env *env);
+int bench_collective_all_reduce_16M(const bench_env *env);
+int bench_collective_all_reduce_64M(const bench_env *env);
+int bench_collective_all_reduce_256M(const bench_env *env);
 
 #endif

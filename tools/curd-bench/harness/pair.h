@@ -1,0 +1,20 @@
+/* pair.h - a second device for the scenarios that need two GPUs (peer
+ * copies, collectives): the run's device and the next one, each as a
+ * bench_env, so every raw helper (bench_raw_enter, bench_stream_acquire,
+ * the raw set-up copies) serves either side. */
+#ifndef CURD_BENCH_PAIR_H
+#define CURD_BENCH_PAIR_H
+
+#include "harness/common.h"
+
+/* Opens the device after env's (ordinal + 1, wrapping to 0) with curd and
+ * retains its primary context, into *second, which takes every other
+ * setting from env. Returns 1 with *second untouched when the machine has
+ * fewer than two devices, after reporting scenario `name` skipped ("needs
+ * 2 GPUs"); 0 when opened; -1 after bench_fail(). */
+int bench_pair_open(const bench_env *env, const char *name,
+                    bench_env *second);
+/* Releases what bench_pair_open opened (nothing when it did not). */
+void bench_pair_close(bench_env *second);
+
+#endif

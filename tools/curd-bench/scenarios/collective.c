@@ -1,0 +1,417 @@
+/* collective.c - curd-bench scenarios for NCCL collectives on two GPUs.
+ *
+ * collective/all-reduce-{4K,64K,1M,16M,64M,256M}
+ *     a float32 sum all-reduce of that many bytes over two ranks, the
+ *     run's device (GPU0) and the next one (GPU1), driven from one thread:
+ *     curd_collective_run of one operation per rank (both in one call, the
+ *     communicators from curd_comm_open_all), against raw NCCL doing the
+ *     same: ncclAllReduce on both ranks in one ncclGroupStart/End on the
+ *     same device buffers (curd_buffer_device_ptr), on raw streams, then a
+ *     cuStreamSynchronize of each. The raw side runs on two sets of
+ *     communicators: non-blocking ones, curd's setting
+ *     (ncclCommInitRankConfig with blocking 0, the group's end polled
+ *     through ncclCommGetAsyncError as NCCL asks), which the targets
+ *     compare with; and NCCL's default blocking ones (ncclCommInitRank),
+ *     whose ratio is reported. Both sets joined by one group of both ranks.
+ *     Out of place: each rank's send buffer holds random floats, its
+ *     receive buffer is poisoned before each check.
+ *
+ * The values are multiples of 1/512 below 2^14 in magnitude, so a sum of
+ * two is exact in float32 and every byte of both ranks' results is
+ * compared with the host's sums. They skip, saying why, on a machine with
+ * one GPU or without libnccl.so.2 ($CURD_LIBNCCL names another, as for
+ * libcurd). */
+#include "harness/nccl.h"
+#include "harness/pair.h"
+#include "harness/report.h"
+#include "scenarios/scenarios.h"
+#include "scenarios/transfer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RANKS 2
+/* The floor measured with PyTorch 2.11 (issue 26): 279 GB/s of bus
+ * bandwidth for 256 MiB on two ranks. */
+#define PYTORCH_ALL_REDUCE_BUS_GBPS 279.0
+/* How long joining or a raw group may stay in progress: NCCL's set-up
+ * takes seconds. */
+#define NCCL_SETTLE_MS 120000u
+
+/* The raw communicators of both ranks, made one of two ways. */
+typedef struct raw_set {
+    struct all_reduce_state *state;
+    bench_nccl_comm comms[RANKS];
+    bool nonblocking; /* curd's setting; else NCCL's default, blocking */
+} raw_set;
+
+typedef struct all_reduce_state {
+    const bench_env *envs[RANKS];
+    const bench_nccl *nccl;
+    size_t byte_len;
+    curd_comm *comms[RANKS];
+    raw_set raw[2]; /* [0] blocking, [1] non-blocking */
+    bench_cu_stream streams[RANKS];
+    curd_buffer send[RANKS];
+    curd_buffer recv[RANKS];
+    bench_cu_deviceptr send_ptr[RANKS];
+    bench_cu_deviceptr recv_ptr[RANKS];
+    float *inputs[RANKS];
+    float *expected;
+    unsigned char *scratch;
+    curd_collective ops[RANKS];
+} all_reduce_state;
+
+static int op_curd_all_reduce(void *context, uint64_t iterations)
+{
+    all_reduce_state *state = context;
+    for (uint64_t index = 0; index < iterations; index++)
+        BENCH_CURD(curd_collective_run(state->ops, RANKS));
+    return 0;
+}
+
+/* One group of both ranks' ncclAllReduce, then each stream's sync. */
+static int raw_all_reduce_once(const raw_set *set)
+{
+    const all_reduce_state *state = set->state;
+    const bench_nccl *nccl = state->nccl;
+    bench_nccl_result result = nccl->ncclGroupStart();
+    if (result != BENCH_NCCL_SUCCESS)
+        return bench_fail_nccl("ncclGroupStart", result);
+    for (int rank = 0; rank < RANKS; rank++) {
+        result = nccl->ncclAllReduce(
+            (const void *)(uintptr_t)state->send_ptr[rank],
+            (void *)(uintptr_t)state->recv_ptr[rank],
+            state->byte_len / sizeof(float), BENCH_NCCL_FLOAT32,
+            BENCH_NCCL_SUM, set->comms[rank], state->streams[rank]);
+        if (result != BENCH_NCCL_SUCCESS) {
+            nccl->ncclGroupEnd();
+            return bench_fail_nccl("ncclAllReduce", result);
+        }
+    }
+    result = nccl->ncclGroupEnd();
+    if (result == BENCH_NCCL_IN_PROGRESS &&
+        bench_nccl_settle(nccl, set->comms, RANKS, NCCL_SETTLE_MS,
+                          "ncclGroupEnd") != 0)
+        return -1;
+    if (result != BENCH_NCCL_SUCCESS && result != BENCH_NCCL_IN_PROGRESS)
+        return bench_fail_nccl("ncclGroupEnd", result);
+    for (int rank = 0; rank < RANKS; rank++)
+        BENCH_CU(state->envs[rank]->cu->cuStreamSynchronize(
+            state->streams[rank]));
+    return 0;
+}
+
+static int op_raw_all_reduce(void *context, uint64_t iterations)
+{
+    const raw_set *set = context;
+    int result = 0;
+    if (bench_raw_enter(set->state->envs[0]) != 0)
+        return -1;
+    for (uint64_t index = 0; index < iterations && result == 0; index++)
+        result = raw_all_reduce_once(set);
+    bench_raw_leave(set->state->envs[0]);
+    return result;
+}
+
+/* Poisons both ranks' results, runs one all-reduce and compares every
+ * byte of both with the host's sums. */
+static int check_all_reduce(all_reduce_state *state, bench_op_fn op,
+                            void *context, const char *what)
+{
+    for (int rank = 0; rank < RANKS; rank++) {
+        bench_poison(state->scratch, state->byte_len);
+        if (bench_raw_copy_in(state->envs[rank], state->recv_ptr[rank],
+                              state->scratch, state->byte_len) != 0)
+            return -1;
+    }
+    if (op(context, 1) != 0)
+        return -1;
+    for (int rank = 0; rank < RANKS; rank++) {
+        char label[160];
+        bench_poison(state->scratch, state->byte_len);
+        if (bench_raw_copy_out(state->envs[rank], state->scratch,
+                               state->recv_ptr[rank], state->byte_len) != 0)
+            return -1;
+        snprintf(label, sizeof label, "%s, rank %d", what, rank);
+        if (bench_compare(label, state->expected, state->scratch,
+                          state->byte_len) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Random multiples of 1/512 in (-2^14, 2^14): a sum of two needs at most
+ * 24 significant bits, so float32 holds it exactly on GPU and host. */
+static void fill_floats(uint64_t *seed, float *values, size_t count)
+{
+    bench_fill_random(seed, values, count * sizeof *values);
+    for (size_t index = 0; index < count; index++) {
+        uint32_t bits;
+        memcpy(&bits, &values[index], sizeof bits);
+        values[index] = (float)((int32_t)bits >> 9) / 512.0f;
+    }
+}
+
+/* After the communicators: each rank's operation names its own. */
+static int buffers_init(all_reduce_state *state, uint64_t seed)
+{
+    size_t count = state->byte_len / sizeof(float);
+    state->expected = bench_host_alloc(state->byte_len, "the host's sums");
+    state->scratch = bench_host_alloc(state->byte_len, "the read-back");
+    if (state->expected == NULL || state->scratch == NULL)
+        return -1;
+    for (int rank = 0; rank < RANKS; rank++) {
+        const bench_env *env = state->envs[rank];
+        uint64_t device_ptr = 0;
+        BENCH_CURD(curd_buffer_alloc(env->device, state->byte_len,
+                                     &state->send[rank]));
+        BENCH_CURD(curd_buffer_device_ptr(env->device, state->send[rank],
+                                          &device_ptr));
+        state->send_ptr[rank] = (bench_cu_deviceptr)device_ptr;
+        BENCH_CURD(curd_buffer_alloc(env->device, state->byte_len,
+                                     &state->recv[rank]));
+        BENCH_CURD(curd_buffer_device_ptr(env->device, state->recv[rank],
+                                          &device_ptr));
+        state->recv_ptr[rank] = (bench_cu_deviceptr)device_ptr;
+        if (bench_stream_acquire(env, &state->streams[rank]) != 0)
+            return -1;
+        state->inputs[rank] = bench_host_alloc(state->byte_len, "a rank's "
+                                                                "input");
+        if (state->inputs[rank] == NULL)
+            return -1;
+        fill_floats(&seed, state->inputs[rank], count);
+        if (bench_raw_copy_in(env, state->send_ptr[rank],
+                              state->inputs[rank], state->byte_len) != 0)
+            return -1;
+        state->ops[rank] = (curd_collective){
+            .comm = state->comms[rank], .kind = CURD_COLLECTIVE_ALL_REDUCE,
+            .dtype = CURD_DTYPE_FLOAT32, .op = CURD_REDUCE_SUM,
+            .send = state->send[rank], .recv = state->recv[rank],
+            .count = count};
+    }
+    for (size_t index = 0; index < count; index++)
+        state->expected[index] = state->inputs[0][index] +
+                                 state->inputs[1][index];
+    return 0;
+}
+
+/* A set of raw communicators: both ranks joined in one group, each with
+ * its device's context current (NCCL takes the rank's device from it),
+ * by ncclCommInitRank (NCCL's defaults) or, non-blocking as curd's are,
+ * by ncclCommInitRankConfig. */
+static int raw_set_open(all_reduce_state *state, raw_set *set,
+                        bool nonblocking)
+{
+    const bench_nccl *nccl = state->nccl;
+    bench_nccl_config config = {
+        .size = sizeof config, .magic = BENCH_NCCL_CONFIG_MAGIC,
+        .version = BENCH_NCCL_CONFIG_VERSION, .blocking = 0,
+        .cga_cluster_size = BENCH_NCCL_CONFIG_UNDEF_INT,
+        .min_ctas = BENCH_NCCL_CONFIG_UNDEF_INT,
+        .max_ctas = BENCH_NCCL_CONFIG_UNDEF_INT, .net_name = NULL};
+    bench_nccl_unique_id id;
+    set->state = state;
+    set->nonblocking = nonblocking;
+    bench_nccl_result result = nccl->ncclGetUniqueId(&id);
+    if (result != BENCH_NCCL_SUCCESS)
+        return bench_fail_nccl("ncclGetUniqueId", result);
+    result = nccl->ncclGroupStart();
+    if (result != BENCH_NCCL_SUCCESS)
+        return bench_fail_nccl("ncclGroupStart", result);
+    for (int rank = 0; rank < RANKS && result == BENCH_NCCL_SUCCESS;
+         rank++) {
+        if (bench_raw_enter(state->envs[rank]) != 0) {
+            nccl->ncclGroupEnd();
+            return -1;
+        }
+        result = nonblocking
+                     ? nccl->ncclCommInitRankConfig(&set->comms[rank], RANKS,
+                                                    id, rank, &config)
+                     : nccl->ncclCommInitRank(&set->comms[rank], RANKS, id,
+                                              rank);
+        bench_raw_leave(state->envs[rank]);
+        if (result == BENCH_NCCL_IN_PROGRESS)
+            result = BENCH_NCCL_SUCCESS;
+    }
+    /* NCCL sets each rank's device while it works and then restores the
+     * one it found current: GPU0's context, pushed here and popped. */
+    if (bench_raw_enter(state->envs[0]) != 0) {
+        nccl->ncclGroupEnd();
+        return -1;
+    }
+    bench_nccl_result end = nccl->ncclGroupEnd();
+    bench_raw_leave(state->envs[0]);
+    const char *call =
+        nonblocking ? "ncclCommInitRankConfig" : "ncclCommInitRank";
+    if (result != BENCH_NCCL_SUCCESS)
+        return bench_fail_nccl(call, result);
+    if (end != BENCH_NCCL_SUCCESS && end != BENCH_NCCL_IN_PROGRESS)
+        return bench_fail_nccl("ncclGroupEnd (joining)", end);
+    return bench_nccl_settle(nccl, set->comms, RANKS, NCCL_SETTLE_MS, call);
+}
+
+/* Finalizes (its work flushed; a non-blocking one in NCCL's thread,
+ * waited for), then destroys each communicator of the set, with GPU0's
+ * context current as in raw_set_open. */
+static void raw_set_close(raw_set *set)
+{
+    const all_reduce_state *state = set->state;
+    if (state == NULL || bench_raw_enter(state->envs[0]) != 0)
+        return;
+    for (int rank = 0; rank < RANKS; rank++) {
+        bench_nccl_comm comm = set->comms[rank];
+        if (comm == NULL)
+            continue;
+        if (state->nccl->ncclCommFinalize(comm) == BENCH_NCCL_IN_PROGRESS)
+            (void)bench_nccl_settle(state->nccl, &comm, 1, NCCL_SETTLE_MS,
+                                    "ncclCommFinalize");
+        state->nccl->ncclCommDestroy(comm);
+        set->comms[rank] = NULL;
+    }
+    bench_raw_leave(state->envs[0]);
+}
+
+static void state_free(all_reduce_state *state)
+{
+    raw_set_close(&state->raw[0]);
+    raw_set_close(&state->raw[1]);
+    for (int rank = 0; rank < RANKS; rank++) {
+        const bench_env *env = state->envs[rank];
+        if (state->comms[rank] != NULL)
+            curd_comm_close(state->comms[rank]);
+        if (env == NULL)
+            continue;
+        bench_stream_release(env, state->streams[rank]);
+        if (state->send[rank].id != 0)
+            curd_buffer_free(env->device, state->send[rank]);
+        if (state->recv[rank].id != 0)
+            curd_buffer_free(env->device, state->recv[rank]);
+        free(state->inputs[rank]);
+    }
+    free(state->expected);
+    free(state->scratch);
+}
+
+/* 1 (skipped, reported) when curd has no NCCL; 0 opened; -1 failed. */
+static int curd_comms_open(all_reduce_state *state, const char *name)
+{
+    curd_device *devices[RANKS] = {state->envs[0]->device,
+                                   state->envs[1]->device};
+    curd_status status = curd_comm_open_all(devices, RANKS, NULL,
+                                            state->comms);
+    if (status == CURD_E_UNSUPPORTED) {
+        char why[200];
+        snprintf(why, sizeof why, "needs libnccl.so.2 (libcurd: %s)",
+                 curd_last_error());
+        bench_report_skip(name, why);
+        return 1;
+    }
+    if (status != CURD_OK)
+        return bench_fail_curd("curd_comm_open_all", status);
+    return 0;
+}
+
+static int all_reduce(const bench_env *env, const char *name,
+                      size_t byte_len)
+{
+    bench_env second;
+    all_reduce_state state = {0};
+    bench_scenario scenario;
+    char why[300];
+    int curd_index, raw_index, raw_blocking_index, result = -1;
+    int opened = bench_pair_open(env, name, &second);
+
+    if (opened != 0)
+        return opened > 0 ? 0 : -1; /* skipped, or failed */
+    state.nccl = bench_nccl_load(why, sizeof why);
+    if (state.nccl == NULL) {
+        bench_report_skip(name, why);
+        result = 0;
+        goto done;
+    }
+    state.envs[0] = env;
+    state.envs[1] = &second;
+    state.byte_len = byte_len;
+    opened = curd_comms_open(&state, name);
+    if (opened != 0) {
+        result = opened > 0 ? 0 : -1;
+        goto done;
+    }
+    if (buffers_init(&state, env->seed ^ 0xa00au ^ byte_len) != 0 ||
+        raw_set_open(&state, &state.raw[0], false) != 0 ||
+        raw_set_open(&state, &state.raw[1], true) != 0)
+        goto done;
+    if (check_all_reduce(&state, op_curd_all_reduce, &state,
+                         "curd_collective_run all-reduce") != 0 ||
+        check_all_reduce(&state, op_raw_all_reduce, &state.raw[1],
+                         "ncclAllReduce in a group, non-blocking") != 0 ||
+        check_all_reduce(&state, op_raw_all_reduce, &state.raw[0],
+                         "ncclAllReduce in a group, blocking") != 0)
+        goto done;
+
+    bench_scenario_init(&scenario, env, name,
+                        byte_len >= 256 * BENCH_MIB ? env->samples_large
+                                                    : env->samples,
+                        "float32 sum all-reduce of %zu KiB over 2 ranks "
+                        "(GPU %d and %d), one thread",
+                        byte_len / BENCH_KIB, env->props.ordinal,
+                        second.props.ordinal);
+    curd_index = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "curd_collective_run, 2 ranks", .role = BENCH_ROLE_CURD,
+        .op = op_curd_all_reduce, .context = &state,
+        .bytes_per_op = byte_len});
+    raw_index = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "ncclAllReduce x 2 in a group + 2 syncs, non-blocking",
+        .role = BENCH_ROLE_RAW, .op = op_raw_all_reduce,
+        .context = &state.raw[1], .bytes_per_op = byte_len});
+    raw_blocking_index = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "ncclAllReduce x 2 in a group + 2 syncs, blocking",
+        .role = BENCH_ROLE_RAW, .op = op_raw_all_reduce,
+        .context = &state.raw[0], .bytes_per_op = byte_len});
+    if (curd_index < 0 || raw_index < 0 || raw_blocking_index < 0 ||
+        bench_measure(&scenario) != 0)
+        goto done;
+
+    if (byte_len >= BENCH_MIB)
+        bench_check_ratio(&scenario, curd_index, raw_index, 1.03,
+                          "within 1.03x");
+    else
+        bench_check_extra_ns(&scenario, curd_index, raw_index, 2000.0,
+                             "within 2 us");
+    if (byte_len >= 256 * BENCH_MIB)
+        /* Two ranks: bus bandwidth = size / time * 2 (n - 1) / n, the
+         * GB/s column itself. */
+        bench_check_median_ns(&scenario, curd_index,
+                              (double)byte_len / PYTORCH_ALL_REDUCE_BUS_GBPS,
+                              "bus bw >= 279 GB/s (PyTorch 2.11)");
+    /* What non-blocking communicators cost against NCCL's default:
+     * reported, no target. */
+    bench_check_ratio(&scenario, curd_index, raw_blocking_index, 0.0,
+                      "vs NCCL's default");
+    bench_note(&scenario,
+               "NCCL %d; on 2 ranks bus bandwidth equals the GB/s column; "
+               "the targets compare with raw non-blocking communicators "
+               "(curd's setting)",
+               state.nccl->version);
+    bench_report_scenario(&scenario);
+    result = 0;
+
+done:
+    state_free(&state);
+    bench_pair_close(&second);
+    return result;
+}
+
+#define ALL_REDUCE_SCENARIO(suffix, bytes)                                    \
+    int bench_collective_all_reduce_##suffix(const bench_env *env)            \
+    {                                                                         \
+        return all_reduce(env, "collective/all-reduce-" #suffix, bytes);     \
+    }
+ALL_REDUCE_SCENARIO(4K, 4 * BENCH_KIB)
+ALL_REDUCE_SCENARIO(64K, 64 * BENCH_KIB)
+ALL_REDUCE_SCENARIO(1M, BENCH_MIB)
+ALL_REDUCE_SCENARIO(16M, 16 * BENCH_MIB)
+ALL_REDUCE_SCENARIO(64M, 64 * BENCH_MIB)
+ALL_REDUCE_SCENARIO(256M, 256 * BENCH_MIB)
