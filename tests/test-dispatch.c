@@ -450,11 +450,21 @@ static void test_a_kernel_fault_loses_the_device_until_reopened(void)
                     CURD_E_DEVICE_LOST);
     g_assert_nonnull(strstr(curd_last_error(), "close the device"));
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-    /* The last close reset the broken primary context (the driver keeps
-     * it broken otherwise, even past its last release): a device opened
-     * again runs a kernel, every byte checked. */
-    check_ok(curd_device_open(0, NULL, &device),
-             "curd_device_open after the fault");
+    /* The last close reset the broken primary context: on the stand-in a
+     * device opened again runs a kernel, every byte checked. The NVIDIA
+     * driver 580 keeps a GPU that took a sticky fault unusable for the
+     * rest of the process even after the reset (its retain answers the
+     * fault again), and curd says so with a typed error and its Fix. */
+    curd_status status = curd_device_open(0, NULL, &device);
+#ifndef CURD_TEST_DISPATCH_FAKE
+    if (status == CURD_E_DEVICE_LOST) {
+        curd_test_assert_fix_sentence();
+        g_assert_nonnull(strstr(curd_last_error(), "restart the process"));
+        g_test_message("reopening after the fault: %s", curd_last_error());
+        return;
+    }
+#endif
+    check_ok(status, "curd_device_open after the fault");
     curd_program *add_one = load(device, "add_one.ptx", "curd_add_one");
     add_one_borrowed(device, add_one, 1000, 128, 1);
     check_ok(curd_device_close(device), "curd_device_close");

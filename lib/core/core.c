@@ -789,8 +789,19 @@ static curd_status retain_and_enter(const curdi_driver *driver,
 {
     curdi_cu_result rc =
         driver->cuDevicePrimaryCtxRetain(&device->context, device->cu_device);
+    /* A retain that answers a fault: the NVIDIA driver (580) keeps a GPU
+     * whose context took a sticky error unusable for the rest of the
+     * process, even after the reset the last close made (CUDA's own rule
+     * for sticky errors); only a new process mends it. */
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDevicePrimaryCtxRetain", NULL);
+        return curdi_fail_driver(
+            (int)rc, "cuDevicePrimaryCtxRetain",
+            curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
+                ? "this GPU took a kernel fault earlier in this process, and"
+                  " the driver keeps it unusable here even after curd reset"
+                  " its primary context: restart the process, and run the"
+                  " faulting kernel under compute-sanitizer to find the fault"
+                : NULL);
     rc = driver->cuCtxPushCurrent(device->context);
     if (rc != CURDI_CUDA_SUCCESS) {
         curd_status status =
@@ -843,7 +854,8 @@ static curd_status mend_broken_context(const curdi_driver *driver,
                 : "this driver cannot reset it (no cuDevicePrimaryCtxReset)",
             open_on_ordinal != 0
                 ? "close every curd device of this GPU; the last close"
-                  " resets the context, and the next open works"
+                  " resets the context (where the driver still refuses it"
+                  " afterwards, restart the process)"
                 : "restart the process");
     curdi_cu_result rc =
         curdi_driver_note(driver->cuDevicePrimaryCtxReset(device->cu_device));

@@ -19,8 +19,23 @@ static curdi_nccl_result fault_result;
 static atomic_uint fault_calls;
 static _Atomic(const char *) fault_entry;
 
+static _Atomic(const char *) last_entry;
+
+/* A run of consecutive ncclCommGetAsyncError calls is one fault point, at
+ * its first call: curd polls it while NCCL works (a real communicator's
+ * setup takes hundreds of polls), and failing each poll of the run would
+ * open hundreds of real communicators to reach the same path. */
+static bool repeated_poll(const char *entry)
+{
+    const char *previous = atomic_exchange(&last_entry, entry);
+    return previous != NULL && strcmp(entry, "ncclCommGetAsyncError") == 0
+           && strcmp(previous, entry) == 0;
+}
+
 static bool fault_now(const char *entry)
 {
+    if (repeated_poll(entry))
+        return false;
     unsigned number = atomic_fetch_add(&fault_calls, 1) + 1;
     if (fault_at != 0 && number == fault_at) {
         atomic_store(&fault_entry, entry);
@@ -69,6 +84,7 @@ bool nccl_faults_begin(unsigned fail_at, unsigned nccl_result)
     fault_at = fail_at;
     fault_result = nccl_result;
     atomic_store(&fault_calls, 0);
+    atomic_store(&last_entry, NULL);
     atomic_store(&fault_entry, NULL);
     live_table = curdi_nccl_table_for_test();
     if (live_table == NULL)
