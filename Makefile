@@ -1,6 +1,6 @@
 # curd - top-level build.
 #
-#   make                 libcurd.so.1.0.0 (+ links), libcurd.a, the tools
+#   make                 libcurd.so.1.1.0 (+ links), libcurd.a, the tools
 #   make info            installs build deps if missing, builds, runs curd-info
 #   make check           installs test deps if missing, then the whole suite:
 #                        unit tests, Valgrind, fuzz smoke, ASan, TSan, exports

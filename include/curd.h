@@ -47,7 +47,7 @@ extern "C" {
  * read it from here.
  * ---------------------------------------------------------------------- */
 #define CURD_VERSION_MAJOR 1
-#define CURD_VERSION_MINOR 0
+#define CURD_VERSION_MINOR 1
 #define CURD_VERSION_PATCH 0
 #define CURD_VERSION_NUMBER                                                   \
     (CURD_VERSION_MAJOR * 10000 + CURD_VERSION_MINOR * 100 + CURD_VERSION_PATCH)
@@ -136,7 +136,10 @@ CURD_API void curd_device_options_init(curd_device_options *options);
  * close after a fault resets it, and so does an open that finds it
  * broken while no curd device of the GPU is open (another library's
  * kernel faulted). A reset frees everything any user had in the context;
- * it was unusable already. */
+ * it was unusable already. Whether it mends the GPU is the driver's call:
+ * the NVIDIA driver 580 keeps a GPU that took a sticky fault (an illegal
+ * address, a trap) unusable for the rest of the process, and the open
+ * then fails with CURD_E_DEVICE_LOST, its Fix a restart of the process. */
 CURD_API curd_status curd_device_open(int ordinal,
                                       const curd_device_options *options,
                                       curd_device **out_device);
@@ -666,9 +669,10 @@ CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
  * A kernel fault (illegal address, trap, ...) leaves the CUDA context
  * unusable: the call returns CURD_E_DEVICE_LOST, and so does every later
  * call on that device (and on the others open on that GPU) until it is
- * closed; a device opened again afterwards works (the last close resets
- * the GPU's primary context, which is broken for every user of it in the
- * process: see curd_device_open).
+ * closed. The last close resets the GPU's primary context, which is
+ * broken for every user of it in the process; a device opened again
+ * works where the driver accepts that reset (driver 580 does not after a
+ * sticky fault: see curd_device_open).
  * ---------------------------------------------------------------------- */
 typedef enum curd_arg_kind {
     CURD_ARG_NULL = 0,
