@@ -14,7 +14,7 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "launch/batch.h"
-#include "launch/dispatch.h"
+#include "transfer/upload_marks.h"
 #include "core/pending.h"
 #include "memory/resident.h"
 
@@ -507,7 +507,7 @@ static curd_status take_lanes(collective_run *run)
             l->event_taken = status == CURD_OK;
         }
         if (status == CURD_OK)
-            status = curdi_dispatch_after_uploads(
+            status = curdi_upload_marks_wait_for(
                 l->device, run->uses + l->first_use, l->use_count);
         curdi_device_leave(l->device);
         if (status != CURD_OK)

@@ -36,6 +36,7 @@
 #include "launch/program.h"
 #include "memory/memory.h"
 #include "memory/resident.h"
+#include "transfer/upload_marks.h"
 #include "memory/staging.h"
 #include "base/status.h"
 #include "transfer/copy.h"
@@ -950,7 +951,7 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     status = curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
                                       what);
     if (status == CURD_OK)
-        status = curdi_dispatch_after_uploads(device, batch->uses,
+        status = curdi_upload_marks_wait_for(device, batch->uses,
                                               batch->run.use_count);
     if (status == CURD_OK)
         status = run_staging(batch, &batch->up, batch->upload_bytes,

@@ -37,6 +37,7 @@
 #include "launch/program.h"
 #include "memory/memory.h"
 #include "memory/resident.h"
+#include "transfer/upload_marks.h"
 #include "memory/staging.h"
 #include "base/status.h"
 #include "transfer/transfer.h"
@@ -591,23 +592,6 @@ curd_status curdi_dispatch_enqueue_launch(curd_device *device,
     return CURD_OK;
 }
 
-curd_status curdi_dispatch_after_uploads(curd_device *device,
-                                         const curdi_resident_use *uses,
-                                         size_t count)
-{
-    size_t index = 0;
-    while (index < count && !uses[index].async_pending)
-        index++;
-    if (index == count)
-        return CURD_OK;
-    /* One wait covers every buffer's pending uploads. */
-    curdi_cu_result rc = curdi_driver_note(
-        curdi_driver_get()->cuStreamSynchronize(device->upload_stream));
-    if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_pending_fail_driver(device, rc, "cuStreamSynchronize");
-    return CURD_OK;
-}
-
 /* ------------------------------------------------------------------------
  * A dispatch in flight
  * ---------------------------------------------------------------------- */
@@ -978,7 +962,7 @@ static curd_status dispatch_start(curd_device *device,
     }
     status = curdi_pending_use_stream(&run->base, shape.cu_stream, what);
     if (status == CURD_OK)
-        status = curdi_dispatch_after_uploads(device, run->uses,
+        status = curdi_upload_marks_wait_for(device, run->uses,
                                               run->use_count);
     if (status == CURD_OK)
         status = run_acquire(run, args);

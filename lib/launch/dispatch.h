@@ -81,11 +81,5 @@ curd_status curdi_dispatch_enqueue_launch(struct curd_device *device,
                                           void **params,
                                           curdi_cu_stream stream);
 
-/* Work on buffers with asynchronous uploads pending runs after them:
- * when any of the uses says so, waits for the upload stream. Context
- * current. */
-curd_status curdi_dispatch_after_uploads(struct curd_device *device,
-                                         const curdi_resident_use *uses,
-                                         size_t count);
 
 #endif

@@ -8,10 +8,10 @@
 #include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "launch/dispatch.h"
 #include "core/pending.h"
 #include "memory/import.h"
 #include "memory/resident.h"
+#include "transfer/upload_marks.h"
 #include "transfer/host_register.h"
 #include "transfer/transfer.h"
 
@@ -59,7 +59,7 @@ static curd_status download_start(download_run *run, size_t offset,
     if (status == CURD_OK)
         status = curdi_transfer_counts_check(device, &run->counts, what);
     if (status == CURD_OK)
-        status = curdi_dispatch_after_uploads(device, &run->use, 1);
+        status = curdi_upload_marks_wait_for(device, &run->use, 1);
     if (status != CURD_OK)
         return status;
     /* A registration of curd's stays registered until the copy is done. */

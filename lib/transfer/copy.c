@@ -20,6 +20,7 @@
 #include "driver/driver.h"
 #include "memory/memory.h"
 #include "memory/staging.h"
+#include "transfer/upload_marks.h"
 
 /* ------------------------------------------------------------------------
  * The room
@@ -434,24 +435,6 @@ static curd_status work_plan(copy_work *work, const curd_copy *copies,
  * The routes
  * ---------------------------------------------------------------------- */
 
-/* A device's asynchronous uploads, waited for when a buffer the copy
- * names on that side has any pending (copy.h says why a wait). Context
- * of that device current. */
-static curd_status after_uploads(curd_device *device,
-                                 const curdi_resident_use *uses, size_t count)
-{
-    size_t index = 0;
-    while (index < count && !uses[index].async_pending)
-        index++;
-    if (index == count)
-        return CURD_OK;
-    curdi_cu_result rc = curdi_driver_note(
-        curdi_driver_get()->cuStreamSynchronize(device->upload_stream));
-    return rc == CURDI_CUDA_SUCCESS
-               ? CURD_OK
-               : curdi_pending_fail_driver(device, rc, "cuStreamSynchronize");
-}
-
 /* The same for a source device other than the destination, whose
  * context is pushed for it. */
 static curd_status source_after_uploads(copy_work *work)
@@ -462,7 +445,8 @@ static curd_status source_after_uploads(copy_work *work)
     curd_status status = curdi_device_enter(src);
     if (status != CURD_OK)
         return status;
-    status = after_uploads(src, work->uses + work->count, work->count);
+    status = curdi_upload_marks_wait_for(src, work->uses + work->count,
+                                         work->count);
     curdi_device_leave(src);
     return status;
 }
@@ -721,7 +705,7 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
         status = peer_route_of(dst, src, &route);
     /* One device: both sides' uses are its own. */
     if (status == CURD_OK)
-        status = after_uploads(dst, work->uses,
+        status = curdi_upload_marks_wait_for(dst, work->uses,
                                dst == src ? 2 * count : count);
     if (status == CURD_OK)
         status = source_after_uploads(work);

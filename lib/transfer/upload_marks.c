@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "core/pending.h"
+#include "driver/driver.h"
 #include "transfer/host_register.h"
 #include "memory/resident.h"
 #include "base/status.h"
@@ -132,4 +134,20 @@ void curdi_upload_marks_complete(curd_device *device, uint64_t serial_limit)
     }
     fence->mark_count = kept;
     pthread_mutex_unlock(&fence->lock);
+}
+
+curd_status curdi_upload_marks_wait_for(curd_device *device,
+                                        const curdi_resident_use *uses,
+                                        size_t count)
+{
+    size_t index = 0;
+    while (index < count && !uses[index].async_pending)
+        index++;
+    if (index == count)
+        return CURD_OK;
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuStreamSynchronize(device->upload_stream));
+    if (rc != CURDI_CUDA_SUCCESS)
+        return curdi_pending_fail_driver(device, rc, "cuStreamSynchronize");
+    return CURD_OK;
 }

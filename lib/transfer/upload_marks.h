@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "curd.h"
+#include "memory/resident.h"
 
 struct curd_device;
 
@@ -54,5 +55,13 @@ bool curdi_upload_marks_pending(struct curd_device *device,
  * range's use and its buffer's asynchronous mark. */
 void curdi_upload_marks_complete(struct curd_device *device,
                                  uint64_t serial_limit);
+
+/* Work on buffers with asynchronous uploads pending runs after them
+ * (dispatches, batch runs, copies, asynchronous downloads): when any of
+ * the uses says so, one wait for the device's upload stream covers every
+ * buffer's. Context current. */
+curd_status curdi_upload_marks_wait_for(struct curd_device *device,
+                                        const curdi_resident_use *uses,
+                                        size_t count);
 
 #endif
