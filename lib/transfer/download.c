@@ -1,5 +1,5 @@
 /* download.c - curd_buffer_download_async (see download.h). */
-#include "launch/download.h"
+#include "transfer/download.h"
 
 #include <stdlib.h>
 #include <string.h>
