@@ -1,0 +1,52 @@
+/* session.h - the session room: exact-size buffer reuse and a
+ * content-addressed cache of immutable uploads (curd_session_*; curd.h
+ * says what a session promises).
+ *
+ * The room (struct curdi_session_room behind curd_device.session) lists
+ * the device's sessions under its own lock. Each session has one short
+ * mutex of its own, never held across a driver call that can wait for the
+ * GPU, over:
+ *  - its buffer records, by the buffer's handle now: the buffers it lent
+ *    out and those waiting idle. An idle buffer waits under a handle only
+ *    the session knows (curdi_resident_retag gave it a new one at its
+ *    release), so the caller's copy is stale and cannot reach it;
+ *  - its idle buffers by exact size: a sorted array of sizes, each a
+ *    stack (the last released is the next reused; eviction takes the
+ *    largest size's last released first);
+ *  - its static sets: every live one by its address (so a set pointer is
+ *    checked before it is read), the retained ones by the low 64 bits of
+ *    their XXH3-128 key, and per shape (the domain, the payloads' count
+ *    and lengths) the retained set last handed out: its hint. A lookup
+ *    compares the request's bytes with the hint first and hashes them
+ *    only when the hint differs, since a pipeline uploads what it uploaded
+ *    last time, and comparing reads half what hashing and comparing read.
+ *    Each set is one allocation: the public struct, its buffer handles,
+ *    its payload lengths, the domain tag and a host copy of the bytes,
+ *    which a hit is compared against.
+ * Each release spends one generation of its buffer's slot in the handle
+ * table: a buffer reused some 2^23 times or more moves to a fresh slot when
+ * its slot retires (resident.h), one slot's bytes of host memory each time.
+ * Where two locks nest, the room's comes first, then the session's, then
+ * the resident table's (curdi_resident_retag, _take and _probe run under
+ * the session's lock: they make no driver call).
+ *
+ * A process-wide registry of live sessions lets curd_session_free refuse
+ * a pointer that is not one (freed already, never made) without reading
+ * it; the other entry points trust their session pointer, as the program
+ * calls trust theirs. */
+#ifndef CURD_LIB_SESSION_H
+#define CURD_LIB_SESSION_H
+
+#include "curd.h"
+
+struct curd_device;
+
+/* Creates dev->session, with no session yet; no driver call. */
+curd_status curdi_session_open(struct curd_device *device);
+/* Detaches every session of the device: frees their records and sets
+ * (host memory; their buffers are freed by the resident room, which
+ * closes after this one) and leaves each an empty shell whose calls fail
+ * until curd_session_free frees it. NULL-safe. */
+void curdi_session_close(struct curd_device *device);
+
+#endif
