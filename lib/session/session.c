@@ -1,26 +1,19 @@
-/* session.c - sessions: exact-size buffer reuse and the content-addressed
- * cache of static uploads. include/curd.h says what a session promises,
- * session.h how the room is shaped and in what order its locks nest.
+/* session.c - sessions: exact-size buffer reuse, and the session's
+ * static sets through the static-sets room (static_sets.h). include/curd.h
+ * says what a session promises, session.h how the room is shaped and in
+ * what order its locks nest.
  *
- * Read top to bottom: the indexes, the per-process key secret, sessions and the room, buffers (alloc, release,
- * eviction), static sets (key, match, upload, release, eviction), then
- * new, free and statistics. */
+ * Read top to bottom: sessions and the room, buffers (alloc, release,
+ * eviction), the static sets' entry points, then new, free and
+ * statistics. */
 #include "session/session.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "base/checked.h"
 #include "base/hash_map.h"
@@ -28,29 +21,7 @@
 #include "memory/memory.h"
 #include "memory/resident.h"
 #include "base/status.h"
-#include "transfer/transfer.h"
-
-/* ------------------------------------------------------------------------
- * The indexes are base/hash_map maps with uint64 keys: buffer handles,
- * addresses, and 64 bits of digests (more than one set may share those;
- * the full key and the bytes tell them apart).
- * ---------------------------------------------------------------------- */
-#define MAP_FIRST_SLOTS 16u
-
-/* Calls fn on every record of a map; fn may not change the map. */
-static void map_each(const curdi_hash_map *map,
-                     void (*fn)(void *record, void *context), void *context)
-{
-    size_t position = 0;
-    for (void *record; (record = curdi_hash_map_next_entry(map, &position)) !=
-                       NULL;)
-        fn(record, context);
-}
-
-static uint64_t address_key(const void *pointer)
-{
-    return (uint64_t)(uintptr_t)pointer;
-}
+#include "session/static_sets.h"
 
 /* ------------------------------------------------------------------------
  * Sessions, the room and the registry of live sessions
@@ -74,24 +45,13 @@ typedef struct idle_class {
 } idle_class;
 
 struct curd_session {
-    pthread_mutex_t lock;
-    /* NULL once curd_device_close detached the session; written under the
-     * room's and the session's locks, read under either or alone by
-     * curd_session_free to find the room. */
-    _Atomic(curd_device *) device;
+    curdi_session_shared shared; /* its lock, its device, its statistics */
     struct curd_session *prev, *next; /* the device's sessions (room lock) */
     curdi_hash_map buffers; /* every buffer record, lent or idle */
     idle_class *classes; /* sorted by byte_len, none empty */
     size_t class_count;
     size_t class_capacity;
-    curdi_hash_map sets;  /* every live set */
-    curdi_hash_map cache; /* the retained ones */
-    curdi_hash_map hints; /* per shape, the retained set last handed out */
-    /* The device's facts that its code depends on, hashed into every key:
-     * compute capability major and minor, CURD_CAP_* capabilities. */
-    uint64_t device_facts[3];
-    uint64_t use_clock;
-    curd_session_stats stats; /* levels, counters and budgets */
+    curdi_static_sets static_sets;
 };
 
 struct curdi_session_room {
@@ -121,26 +81,6 @@ curd_status curdi_session_open(curd_device *device)
     return CURD_OK;
 }
 
-/* Lock held: the session's device, checked as every entry point checks
- * its device (open, not lost, not in a fork child). */
-static curd_status session_device(curd_session *session, const char *what,
-                                  curd_device **out_device)
-{
-    curd_device *device =
-        atomic_load_explicit(&session->device, memory_order_relaxed);
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: the session's device was closed, which freed"
-                          " the session's buffers and sets. Fix: free the"
-                          " session with curd_session_free() and make a new"
-                          " one on an open device.",
-                          what);
-    curd_status status = curdi_device_check(device, what);
-    if (status == CURD_OK)
-        *out_device = device;
-    return status;
-}
-
 static curd_status null_session(const char *what)
 {
     return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -154,7 +94,7 @@ static curd_status null_session(const char *what)
  * `next_free`. */
 typedef struct drained {
     buffer_record *records;
-    static_set *sets;
+    struct curdi_static_set *sets;
 } drained;
 
 static void drain_record(void *link, void *context)
@@ -164,33 +104,26 @@ static void drain_record(void *link, void *context)
     record->below = out->records;
     out->records = record;
 }
+
 /* Lock held: empties the session; its levels drop to zero, its
  * cumulative counters stay. */
 static drained session_drain(curd_session *session)
 {
     drained out = {NULL, NULL};
-    map_each(&session->buffers, drain_record, &out);
-    map_each(&session->sets, drain_set, &out);
+    curdi_hash_map_each(&session->buffers, drain_record, &out);
+    out.sets = curdi_static_sets_drain(&session->static_sets);
     curdi_hash_map_clear(&session->buffers);
-    curdi_hash_map_clear(&session->sets);
-    curdi_hash_map_clear(&session->cache);
-    curdi_hash_map_clear(&session->hints);
     session->class_count = 0;
-    session->stats.idle_bytes = session->stats.idle_buffers = 0;
-    session->stats.lent_bytes = session->stats.lent_buffers = 0;
-    session->stats.cached_bytes = session->stats.cached_sets = 0;
-    session->stats.unretained_bytes = session->stats.unretained_sets = 0;
+    session->shared.stats.idle_bytes = session->shared.stats.idle_buffers = 0;
+    session->shared.stats.lent_bytes = session->shared.stats.lent_buffers = 0;
     return out;
 }
 
-/* Frees one buffer the session made, outside the session's lock. A
- * failure can only come from a buffer freed or still used behind the
- * session's back (a caller's mistake): the device frees it at close. */
-static void free_buffer(curd_device *device, const char *what, uint64_t id)
-{
-    if (curdi_resident_probe(device, id) == CURDI_RESIDENT_STALE)
-        return; /* freed with curd_buffer_free: nothing left to do */
-    if (curdi_resident_free(device, what, id) != CURD_OK)
+/* Frees records taken out under the lock (linked by `below`), and with
+ * device not NULL their device memory: the buffer of a record whose
+ * handle is still set, or the block of one taken from the resident table
+ * already (freed at release). A closing device (NULL here) frees its
+ * buffers itself. A pool that fails to take a block back has lost track
  * of it, which is no failure of the call that freed it: traced. */
 static void free_records(curd_device *device, const char *what,
                          buffer_record *records)
@@ -199,7 +132,7 @@ static void free_records(curd_device *device, const char *what,
     for (buffer_record *record = records; record != NULL; record = next) {
         next = record->below;
         if (device != NULL && record->id != 0)
-            free_buffer(device, what, record->id);
+            curdi_session_buffer_free(device, what, record->id);
         else if (device != NULL && record->device_ptr != 0
                  && curdi_memory_device_release(device, record->device_ptr)
                         != CURD_OK)
@@ -207,21 +140,20 @@ static void free_records(curd_device *device, const char *what,
         free(record);
     }
 }
+
 /* Frees what session_drain took out. */
 static void free_drained(curd_device *device, const char *what, drained out)
 {
     free_records(device, what, out.records);
-    free_sets(device, what, out.sets);
+    curdi_static_sets_free(device, what, out.sets);
 }
 
 static void session_destroy(curd_session *session)
 {
     curdi_hash_map_fini(&session->buffers);
-    curdi_hash_map_fini(&session->sets);
-    curdi_hash_map_fini(&session->cache);
-    curdi_hash_map_fini(&session->hints);
+    curdi_static_sets_fini(&session->static_sets);
     free(session->classes);
-    pthread_mutex_destroy(&session->lock);
+    pthread_mutex_destroy(&session->shared.lock);
     free(session);
 }
 
@@ -233,10 +165,11 @@ void curdi_session_close(curd_device *device)
     pthread_mutex_lock(&room->lock);
     for (curd_session *session = room->sessions; session != NULL;
          session = session->next) {
-        pthread_mutex_lock(&session->lock);
+        pthread_mutex_lock(&session->shared.lock);
         drained out = session_drain(session);
-        atomic_store_explicit(&session->device, NULL, memory_order_relaxed);
-        pthread_mutex_unlock(&session->lock);
+        atomic_store_explicit(&session->shared.device, NULL,
+                              memory_order_relaxed);
+        pthread_mutex_unlock(&session->shared.lock);
         free_drained(NULL, "curd_device_close", out);
     }
     room->sessions = NULL;
@@ -286,8 +219,8 @@ static buffer_record *idle_pop(curd_session *session, idle_class *class)
                 (session->class_count - at - 1u) * sizeof *class);
         session->class_count--;
     }
-    session->stats.idle_bytes -= record->byte_len;
-    session->stats.idle_buffers--;
+    session->shared.stats.idle_bytes -= record->byte_len;
+    session->shared.stats.idle_buffers--;
     return record;
 }
 
@@ -308,20 +241,20 @@ static void idle_push(curd_session *session, buffer_record *record)
     record->idle = true;
     class->top = record;
     class->count++;
-    session->stats.idle_bytes += record->byte_len;
-    session->stats.idle_buffers++;
+    session->shared.stats.idle_bytes += record->byte_len;
+    session->shared.stats.idle_buffers++;
 }
 
 static void lent_add(curd_session *session, const buffer_record *record)
 {
-    session->stats.lent_bytes += record->byte_len;
-    session->stats.lent_buffers++;
+    session->shared.stats.lent_bytes += record->byte_len;
+    session->shared.stats.lent_buffers++;
 }
 
 static void lent_sub(curd_session *session, const buffer_record *record)
 {
-    session->stats.lent_bytes -= record->byte_len;
-    session->stats.lent_buffers--;
+    session->shared.stats.lent_bytes -= record->byte_len;
+    session->shared.stats.lent_buffers--;
 }
 
 /* Lock held: a lent record the caller turns out to have freed with
@@ -357,10 +290,10 @@ static curd_status alloc_miss(curd_session *session, curd_device *device,
     }
     record->id = id;
     record->byte_len = byte_len;
-    pthread_mutex_lock(&session->lock);
+    pthread_mutex_lock(&session->shared.lock);
     if (!curdi_hash_map_insert(&session->buffers, &record->id, record)) {
-        pthread_mutex_unlock(&session->lock);
-        free_buffer(device, what, id);
+        pthread_mutex_unlock(&session->shared.lock);
+        curdi_session_buffer_free(device, what, id);
         free(record);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: the session's table of buffers could not"
@@ -369,8 +302,8 @@ static curd_status alloc_miss(curd_session *session, curd_device *device,
                           what);
     }
     lent_add(session, record);
-    session->stats.reuse_misses++;
-    pthread_mutex_unlock(&session->lock);
+    session->shared.stats.reuse_misses++;
+    pthread_mutex_unlock(&session->shared.lock);
     out_buffer->id = id;
     return CURD_OK;
 }
@@ -392,20 +325,20 @@ CURD_API curd_status curd_session_alloc(curd_session *session, size_t byte_len,
                           "%s: a buffer of 0 bytes was asked for. Fix:"
                           " allocate at least one byte.",
                           what);
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, &device);
+    pthread_mutex_lock(&session->shared.lock);
+    curd_status status = curdi_session_device(&session->shared, what, &device);
     idle_class *class =
         status == CURD_OK ? class_find(session, byte_len) : NULL;
     if (class != NULL) {
         /* The hot path: the session's lock and nothing else. */
         buffer_record *record = idle_pop(session, class);
         lent_add(session, record);
-        session->stats.reuse_hits++;
+        session->shared.stats.reuse_hits++;
         out_buffer->id = record->id;
-        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&session->shared.lock);
         return CURD_OK;
     }
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&session->shared.lock);
     if (status != CURD_OK)
         return status;
     return alloc_miss(session, device, byte_len, out_buffer);
@@ -452,7 +385,7 @@ static curd_status release_free(curd_session *session, curd_device *device,
      * is dropped (the pool may free it upstream). */
     curdi_hash_map_remove(&session->buffers, &record->id, record);
     lent_sub(session, record);
-    session->stats.release_frees++;
+    session->shared.stats.release_frees++;
     record->id = 0;
     record->device_ptr = device_ptr;
     record->below = *to_free;
@@ -467,12 +400,12 @@ static void evict_idle(curd_session *session, size_t byte_len,
                        buffer_record **to_free)
 {
     while (session->class_count > 0
-           && session->stats.idle_bytes + byte_len
-                  > session->stats.idle_budget_bytes) {
+           && session->shared.stats.idle_bytes + byte_len
+                  > session->shared.stats.idle_budget_bytes) {
         buffer_record *victim = idle_pop(
             session, &session->classes[session->class_count - 1u]);
         curdi_hash_map_remove(&session->buffers, &victim->id, victim);
-        session->stats.idle_evictions++;
+        session->shared.stats.idle_evictions++;
         victim->below = *to_free;
         *to_free = victim;
     }
@@ -518,8 +451,8 @@ CURD_API curd_status curd_session_release(curd_session *session,
     buffer_record *to_free = NULL;
     if (session == NULL)
         return null_session(what);
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, &device);
+    pthread_mutex_lock(&session->shared.lock);
+    curd_status status = curdi_session_device(&session->shared, what, &device);
     if (status == CURD_OK) {
         buffer_record *record =
             buffer.id != 0
@@ -529,14 +462,36 @@ CURD_API curd_status curd_session_release(curd_session *session,
          * guessed, and is refused like any handle not lent. */
         if (record == NULL || record->idle)
             status = release_refusal(device, what, buffer.id);
-        else if (record->byte_len > session->stats.idle_budget_bytes)
+        else if (record->byte_len > session->shared.stats.idle_budget_bytes)
             status = release_free(session, device, record, &to_free);
         else
             status = release_keep(session, device, record, &to_free);
     }
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&session->shared.lock);
     free_records(device, what, to_free);
     return status;
+}
+
+/* ------------------------------------------------------------------------
+ * Static sets: the static-sets room's, on the session's sets
+ * ---------------------------------------------------------------------- */
+CURD_API curd_status curd_session_upload_static(
+    curd_session *session, const char *domain,
+    const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set)
+{
+    if (session == NULL)
+        return null_session("curd_session_upload_static");
+    return curdi_static_sets_upload(&session->static_sets, domain, payloads,
+                                    count, out_set);
+}
+
+CURD_API curd_status curd_session_release_static(curd_session *session,
+                                                 const curd_static_set *set)
+{
+    if (session == NULL)
+        return null_session("curd_session_release_static");
+    return curdi_static_sets_release(&session->static_sets, set);
 }
 
 /* ------------------------------------------------------------------------
@@ -608,10 +563,11 @@ static curd_status session_options(curd_device *device,
 static bool registry_add(curd_session *session)
 {
     bool added = true;
-    uint64_t address = address_key(session);
+    uint64_t address = curdi_hash_map_address_key(session);
     pthread_mutex_lock(&registry_lock);
     if (registry.slots == NULL)
-        added = curdi_hash_map_init(&registry, 0, MAP_FIRST_SLOTS);
+        added = curdi_hash_map_init(&registry, 0,
+                                    CURDI_SESSION_MAP_FIRST_SLOTS);
     if (added)
         added = curdi_hash_map_insert(&registry, &address, session);
     pthread_mutex_unlock(&registry_lock);
@@ -640,24 +596,22 @@ CURD_API curd_status curd_session_new(curd_device *device,
                           "curd_session_new: the session could not be"
                           " allocated. Fix: free host memory and try"
                           " again.");
-    bool made = pthread_mutex_init(&session->lock, NULL) == 0;
+    bool made = pthread_mutex_init(&session->shared.lock, NULL) == 0;
     if (made
-        && (!curdi_hash_map_init(&session->buffers, 0, MAP_FIRST_SLOTS)
-            || !curdi_hash_map_init(&session->sets, 0, MAP_FIRST_SLOTS)
-            || !curdi_hash_map_init(&session->cache, 0, MAP_FIRST_SLOTS)
-            || !curdi_hash_map_init(&session->hints, 0, MAP_FIRST_SLOTS))) {
-        pthread_mutex_destroy(&session->lock);
+        && (!curdi_hash_map_init(&session->buffers, 0,
+                                 CURDI_SESSION_MAP_FIRST_SLOTS)
+            || !curdi_static_sets_init(&session->static_sets,
+                                       &session->shared, device))) {
+        pthread_mutex_destroy(&session->shared.lock);
         made = false;
     }
     if (made && !registry_add(session)) {
-        pthread_mutex_destroy(&session->lock);
+        pthread_mutex_destroy(&session->shared.lock);
         made = false;
     }
     if (!made) {
         curdi_hash_map_fini(&session->buffers);
-        curdi_hash_map_fini(&session->sets);
-        curdi_hash_map_fini(&session->cache);
-        curdi_hash_map_fini(&session->hints);
+        curdi_static_sets_fini(&session->static_sets);
         free(session);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_session_new: the session's tables or lock"
@@ -665,13 +619,8 @@ CURD_API curd_status curd_session_new(curd_device *device,
                           " try again.");
     }
     stats.struct_size = sizeof stats;
-    session->stats = stats;
-    session->device_facts[0] =
-        (uint64_t)(uint32_t)device->props.compute_capability_major;
-    session->device_facts[1] =
-        (uint64_t)(uint32_t)device->props.compute_capability_minor;
-    session->device_facts[2] = device->props.capabilities;
-    atomic_init(&session->device, device);
+    session->shared.stats = stats;
+    atomic_init(&session->shared.device, device);
     struct curdi_session_room *room = device->session;
     pthread_mutex_lock(&room->lock);
     session->next = room->sessions;
@@ -708,7 +657,7 @@ CURD_API curd_status curd_session_free(curd_session *session)
     /* The registry, not the session, says whether it is live: a second
      * free must not read what the first one freed. */
     pthread_mutex_lock(&registry_lock);
-    uint64_t address = address_key(session);
+    uint64_t address = curdi_hash_map_address_key(session);
     bool live = registry.slots != NULL
                 && curdi_hash_map_find(&registry, &address, NULL) != NULL;
     pthread_mutex_unlock(&registry_lock);
@@ -719,18 +668,18 @@ CURD_API curd_status curd_session_free(curd_session *session)
                           " was done. Fix: free each session once.",
                           what, (const void *)session);
     curd_device *device =
-        atomic_load_explicit(&session->device, memory_order_relaxed);
+        atomic_load_explicit(&session->shared.device, memory_order_relaxed);
     drained out = {NULL, NULL};
     if (device != NULL) {
         /* The room's lock first, then the session's (session.h). */
         struct curdi_session_room *room = device->session;
         pthread_mutex_lock(&room->lock);
-        pthread_mutex_lock(&session->lock);
+        pthread_mutex_lock(&session->shared.lock);
         busy_probe probe = {device, false};
-        map_each(&session->buffers, probe_record, &probe);
-        map_each(&session->sets, probe_set, &probe);
-        if (probe.busy) {
-            pthread_mutex_unlock(&session->lock);
+        curdi_hash_map_each(&session->buffers, probe_record, &probe);
+        if (probe.busy
+            || curdi_static_sets_busy(&session->static_sets, device)) {
+            pthread_mutex_unlock(&session->shared.lock);
             pthread_mutex_unlock(&room->lock);
             return curdi_fail(CURD_E_BUSY,
                               "%s: a buffer of the session (lent, or a"
@@ -748,7 +697,7 @@ CURD_API curd_status curd_session_free(curd_session *session)
         if (session->next != NULL)
             session->next->prev = session->prev;
         out = session_drain(session);
-        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&session->shared.lock);
         pthread_mutex_unlock(&room->lock);
     }
     pthread_mutex_lock(&registry_lock);
@@ -771,10 +720,10 @@ CURD_API curd_status curd_session_stats_get(curd_session *session,
                                   "curd_session_stats");
     if (status != CURD_OK)
         return status;
-    pthread_mutex_lock(&session->lock);
-    status = session_device(session, what, &device);
-    curd_session_stats result = session->stats;
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_lock(&session->shared.lock);
+    status = curdi_session_device(&session->shared, what, &device);
+    curd_session_stats result = session->shared.stats;
+    pthread_mutex_unlock(&session->shared.lock);
     if (status != CURD_OK)
         return status;
     result.struct_size = stats->struct_size;

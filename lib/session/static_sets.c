@@ -1,11 +1,12 @@
-/* session.c - sessions: exact-size buffer reuse and the content-addressed
- * cache of static uploads. include/curd.h says what a session promises,
- * session.h how the room is shaped and in what order its locks nest.
+/* static_sets.c - a session's static sets: the content-addressed cache
+ * of immutable uploads. include/curd.h says what a static set promises,
+ * static_sets.h how the sets are kept and under which lock.
  *
- * Read top to bottom: the indexes, the per-process key secret, sessions and the room, buffers (alloc, release,
- * eviction), static sets (key, match, upload, release, eviction), then
- * new, free and statistics. */
-#include "session/session.h"
+ * Read top to bottom: the per-process key secret, the set and the
+ * session's device, freeing, static sets (key, match, upload, release,
+ * eviction), then what the session room calls to make, drain and probe
+ * them. */
+#include "session/static_sets.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -94,27 +95,27 @@ static void key_secret_draw(void)
     }
 }
 
-typedef struct static_set {
+typedef struct curdi_static_set {
     curd_static_set public_set; /* the caller's pointer is its address */
-    /* In sets by that address (every live set), in cache by key.low64
+    /* In live by that address (every live set), in cache by key.low64
      * (retained sets only), in hints by shape_key. */
     uint64_t shape_key;         /* key_shape's */
     bool hinted;                /* in the hints: the last handed out of
                                    its shape */
     XXH128_hash_t key;
     uint64_t total_bytes;
-    uint64_t last_use; /* the session's use clock at its last hand-out */
+    uint64_t last_use; /* the sets' use clock at its last hand-out */
     uint32_t holds;    /* hand-outs not yet released */
     size_t domain_len;
     const char *domain;         /* these four point into the allocation */
     const size_t *byte_lens;
     const unsigned char *bytes; /* the payloads back to back */
-    struct static_set *next_free;
+    struct curdi_static_set *next_free;
     curd_buffer buffers[];      /* public_set.count of them */
 } static_set;
 
-static curd_status session_device(curd_session *session, const char *what,
-                                  curd_device **out_device)
+curd_status curdi_session_device(curdi_session_shared *session,
+                                 const char *what, curd_device **out_device)
 {
     curd_device *device =
         atomic_load_explicit(&session->device, memory_order_relaxed);
@@ -131,29 +132,9 @@ static curd_status session_device(curd_session *session, const char *what,
     return status;
 }
 
-static curd_status null_session(const char *what)
-{
-    return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                      "%s: session is NULL. Fix: pass a session from"
-                      " curd_session_new().",
-                      what);
-}
-
-/* What a session holds, taken out of its indexes (lock held), to be freed
- * after the lock is dropped: records linked by `below`, sets by
-static void drain_set(void *link, void *context)
-{
-    drained *out = context;
-    static_set *set = link;
-    set->next_free = out->sets;
-    out->sets = set;
-}
-
-
-/* Frees one buffer the session made, outside the session's lock. A
- * failure can only come from a buffer freed or still used behind the
- * session's back (a caller's mistake): the device frees it at close. */
-static void free_buffer(curd_device *device, const char *what, uint64_t id)
+/* Frees one buffer a session made (static_sets.h). */
+void curdi_session_buffer_free(curd_device *device, const char *what,
+                               uint64_t id)
 {
     if (curdi_resident_probe(device, id) == CURDI_RESIDENT_STALE)
         return; /* freed with curd_buffer_free: nothing left to do */
@@ -165,25 +146,21 @@ static void free_set(curd_device *device, const char *what, static_set *set)
 {
     if (device != NULL)
         for (size_t index = 0; index < set->public_set.count; index++)
-            free_buffer(device, what, set->buffers[index].id);
+            curdi_session_buffer_free(device, what, set->buffers[index].id);
     free(set);
 }
 
-/* Frees records taken out under the lock (linked by `below`), and with
- * device not NULL their device memory: the buffer of a record whose
- * handle is still set, or the block of one taken from the resident table
- * already (freed at release). A closing device (NULL here) frees its
- * buffers itself. A pool that fails to take a block back has lost track
-
 /* Frees sets taken out under the lock (linked by `next_free`). */
-static void free_sets(curd_device *device, const char *what, static_set *sets)
+static void free_sets(curd_device *device, const char *what,
+                      static_set *list)
 {
     static_set *next;
-    for (static_set *set = sets; set != NULL; set = next) {
+    for (static_set *set = list; set != NULL; set = next) {
         next = set->next_free;
         free_set(device, what, set);
     }
 }
+
 /* ------------------------------------------------------------------------
  * Static sets
  * ---------------------------------------------------------------------- */
@@ -199,14 +176,12 @@ typedef struct static_request {
     uint64_t shape_key; /* key_shape's, once the lookup has run */
 } static_request;
 
-static curd_status static_check(curd_session *session, const char *domain,
+static curd_status static_check(const char *domain,
                                 const curd_static_payload *payloads,
                                 size_t count, const curd_static_set **out_set,
                                 static_request *request)
 {
     const char *what = "curd_session_upload_static";
-    if (session == NULL)
-        return null_session(what);
     if (out_set == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: out_set is NULL. Fix: pass the address of a"
@@ -275,12 +250,12 @@ static curd_status static_check(curd_session *session, const char *domain,
  * split is part of it), whose digest is the request's shape key; then the
  * bytes, whose digest is the key. A hit through the shape's hint never
  * needs the second step: equal bytes have equal keys. */
-static uint64_t key_shape(const curd_session *session,
+static uint64_t key_shape(const curdi_static_sets *sets,
                           const static_request *request, XXH3_state_t *state)
 {
     const uint64_t facts[6] = {
-        KEY_LAYOUT_VERSION,     session->device_facts[0],
-        session->device_facts[1], session->device_facts[2],
+        KEY_LAYOUT_VERSION,     sets->device_facts[0],
+        sets->device_facts[1], sets->device_facts[2],
         (uint64_t)request->domain_len, (uint64_t)request->count,
     };
     pthread_once(&key_secret_once, key_secret_draw);
@@ -339,15 +314,15 @@ static bool set_bytes_match(const static_set *set,
 
 /* Lock held: the first retained set of this shape and key (first), or
  * the next one after the cursor's. */
-static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
+static static_set *cache_candidate(curdi_static_sets *sets, XXH128_hash_t key,
                                    const static_request *request,
                                    curdi_hash_map_cursor *cursor, bool first)
 {
     static_set *set =
-        first ? curdi_hash_map_find(&session->cache, &key.low64, cursor)
-              : curdi_hash_map_find_next(&session->cache, &key.low64, cursor);
+        first ? curdi_hash_map_find(&sets->cache, &key.low64, cursor)
+              : curdi_hash_map_find_next(&sets->cache, &key.low64, cursor);
     for (; set != NULL;
-         set = curdi_hash_map_find_next(&session->cache, &key.low64, cursor))
+         set = curdi_hash_map_find_next(&sets->cache, &key.low64, cursor))
         if (XXH128_isEqual(set->key, key) && set_same_shape(set, request))
             return set;
     return NULL;
@@ -355,13 +330,14 @@ static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
 
 /* Lock held: a retained set with these exact bytes, compared under the
  * lock (after a collision, and a miss's second look). */
-static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
+static static_set *cache_find_locked(curdi_static_sets *sets,
+                                     XXH128_hash_t key,
                                      const static_request *request)
 {
     curdi_hash_map_cursor cursor;
-    for (static_set *set = cache_candidate(session, key, request, &cursor, true);
+    for (static_set *set = cache_candidate(sets, key, request, &cursor, true);
          set != NULL;
-         set = cache_candidate(session, key, request, &cursor, false))
+         set = cache_candidate(sets, key, request, &cursor, false))
         if (set_bytes_match(set, request))
             return set;
     return NULL;
@@ -369,14 +345,14 @@ static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
 
 /* Lock held: the retained set last handed out with the request's shape
  * (its hint), or NULL. */
-static static_set *hint_find(curd_session *session, uint64_t shape_key,
+static static_set *hint_find(curdi_static_sets *sets, uint64_t shape_key,
                              const static_request *request)
 {
     curdi_hash_map_cursor cursor;
-    for (static_set *set = curdi_hash_map_find(&session->hints, &shape_key,
+    for (static_set *set = curdi_hash_map_find(&sets->hints, &shape_key,
                                                &cursor);
          set != NULL;
-         set = curdi_hash_map_find_next(&session->hints, &shape_key, &cursor))
+         set = curdi_hash_map_find_next(&sets->hints, &shape_key, &cursor))
         if (set_same_shape(set, request)
             && memcmp(set->domain, request->domain, request->domain_len)
                    == 0)
@@ -384,26 +360,26 @@ static static_set *hint_find(curd_session *session, uint64_t shape_key,
     return NULL;
 }
 
-static void hint_drop(curd_session *session, static_set *set)
+static void hint_drop(curdi_static_sets *sets, static_set *set)
 {
     if (set->hinted) {
-        curdi_hash_map_remove(&session->hints, &set->shape_key, set);
+        curdi_hash_map_remove(&sets->hints, &set->shape_key, set);
         set->hinted = false;
     }
 }
 
 /* Lock held: a retained set handed out becomes its shape's hint (unless
  * the hints' table cannot grow: a hint only saves a hash). */
-static void hint_take(curd_session *session, static_set *set,
+static void hint_take(curdi_static_sets *sets, static_set *set,
                       const static_request *request)
 {
     if (set->hinted || !set->public_set.retained)
         return;
-    static_set *previous = hint_find(session, set->shape_key, request);
+    static_set *previous = hint_find(sets, set->shape_key, request);
     if (previous != NULL)
-        hint_drop(session, previous);
+        hint_drop(sets, previous);
     set->hinted =
-        curdi_hash_map_insert(&session->hints, &set->shape_key, set);
+        curdi_hash_map_insert(&sets->hints, &set->shape_key, set);
 }
 
 /* Lock held: one more hold of a set, before its bytes are known to match
@@ -421,34 +397,34 @@ static curd_status set_hold(static_set *set)
 }
 
 /* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
-static void set_handed_out(curd_session *session, static_set *set,
+static void set_handed_out(curdi_static_sets *sets, static_set *set,
                            const static_request *request, bool hit)
 {
-    set->last_use = ++session->use_clock;
-    hint_take(session, set, request);
+    set->last_use = ++sets->use_clock;
+    hint_take(sets, set, request);
     if (hit)
-        session->stats.static_hits++;
+        sets->session->stats.static_hits++;
 }
 
 /* Holds `set` (found under the lock, NULL for none), compares its bytes
  * outside the lock, so that threads hitting at once compare at once, and
  * counts a hit; drops the hold on a mismatch. Called without the lock,
  * which it takes. */
-static curd_status hold_if_same(curd_session *session, static_set *set,
+static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
                                 const static_request *request, bool *out_same)
 {
     *out_same = false;
     curd_status status = set_hold(set);
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&sets->session->lock);
     if (status != CURD_OK)
         return status;
     bool same = set_bytes_match(set, request);
-    pthread_mutex_lock(&session->lock);
+    pthread_mutex_lock(&sets->session->lock);
     if (same)
-        set_handed_out(session, set, request, true);
+        set_handed_out(sets, set, request, true);
     else
         set->holds--;
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&sets->session->lock);
     *out_same = same;
     return CURD_OK;
 }
@@ -456,7 +432,7 @@ static curd_status hold_if_same(curd_session *session, static_set *set,
 /* The hit path: the shape's hint first (no hash of the bytes: a pipeline
  * uploads the set it uploaded last time), then the key, every candidate's
  * bytes compared. *out_hit NULL: a miss, *out_key then set. */
-static curd_status cache_lookup(curd_session *session, curd_device **device,
+static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
                                 static_request *request,
                                 XXH128_hash_t *out_key, static_set **out_hit)
 {
@@ -464,44 +440,44 @@ static curd_status cache_lookup(curd_session *session, curd_device **device,
     XXH3_state_t state;
     bool same = false;
     *out_hit = NULL;
-    uint64_t shape_key = key_shape(session, request, &state);
+    uint64_t shape_key = key_shape(sets, request, &state);
     request->shape_key = shape_key;
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, device);
+    pthread_mutex_lock(&sets->session->lock);
+    curd_status status = curdi_session_device(sets->session, what, device);
     static_set *set =
-        status == CURD_OK ? hint_find(session, shape_key, request) : NULL;
+        status == CURD_OK ? hint_find(sets, shape_key, request) : NULL;
     if (set == NULL)
-        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&sets->session->lock);
     else
-        status = hold_if_same(session, set, request, &same);
+        status = hold_if_same(sets, set, request, &same);
     if (status != CURD_OK || same) {
         *out_hit = same ? set : NULL;
         return status;
     }
     XXH128_hash_t key = key_finish(request, &state);
     *out_key = key;
-    pthread_mutex_lock(&session->lock);
-    status = session_device(session, what, device);
+    pthread_mutex_lock(&sets->session->lock);
+    status = curdi_session_device(sets->session, what, device);
     curdi_hash_map_cursor cursor;
     set = status == CURD_OK
-              ? cache_candidate(session, key, request, &cursor, true)
+              ? cache_candidate(sets, key, request, &cursor, true)
               : NULL;
     if (set == NULL) {
-        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&sets->session->lock);
         return status;
     }
-    status = hold_if_same(session, set, request, &same);
+    status = hold_if_same(sets, set, request, &same);
     if (status == CURD_OK && !same) {
         /* A 128-bit collision, or a thread's miss inserted meanwhile:
          * every candidate, compared under the lock. */
-        pthread_mutex_lock(&session->lock);
-        set = cache_find_locked(session, key, request);
+        pthread_mutex_lock(&sets->session->lock);
+        set = cache_find_locked(sets, key, request);
         if (set != NULL)
             status = set_hold(set);
         same = set != NULL && status == CURD_OK;
         if (same)
-            set_handed_out(session, set, request, true);
-        pthread_mutex_unlock(&session->lock);
+            set_handed_out(sets, set, request, true);
+        pthread_mutex_unlock(&sets->session->lock);
     }
     *out_hit = same ? set : NULL;
     return status;
@@ -568,7 +544,8 @@ static curd_status set_upload(curd_device *device, static_set *set,
     if (status != CURD_OK)
         for (size_t index = 0; index < made; index++)
             if (set->buffers[index].id != 0)
-                free_buffer(device, what, set->buffers[index].id);
+                curdi_session_buffer_free(device, what,
+                                          set->buffers[index].id);
     return status;
 }
 
@@ -596,31 +573,31 @@ static void pick_victim(void *link, void *context)
 
 /* Lock held: room for one more set in the tables set_insert fills, so
  * that it cannot fail halfway. */
-static bool set_reserve(curd_session *session)
+static bool set_reserve(curdi_static_sets *sets)
 {
-    return curdi_hash_map_reserve(&session->sets, 1)
-           && curdi_hash_map_reserve(&session->cache, 1);
+    return curdi_hash_map_reserve(&sets->live, 1)
+           && curdi_hash_map_reserve(&sets->cache, 1);
 }
 
 /* Lock held: a new set into the session, retained when it fits the
  * static budget once unheld sets are evicted, largest first. */
-static void set_insert(curd_session *session, static_set *set,
+static void set_insert(curdi_static_sets *sets, static_set *set,
                        const static_request *request, static_set **to_free)
 {
-    curd_session_stats *stats = &session->stats;
+    curd_session_stats *stats = &sets->session->stats;
     uint64_t held = 0;
-    map_each(&session->cache, add_held_bytes, &held);
+    curdi_hash_map_each(&sets->cache, add_held_bytes, &held);
     bool retain = set->total_bytes <= stats->static_budget_bytes
                   && held + set->total_bytes <= stats->static_budget_bytes;
     while (retain
            && stats->cached_bytes + set->total_bytes
                   > stats->static_budget_bytes) {
         static_set *victim = NULL;
-        map_each(&session->cache, pick_victim, &victim);
-        uint64_t address = address_key(victim);
-        curdi_hash_map_remove(&session->cache, &victim->key.low64, victim);
-        curdi_hash_map_remove(&session->sets, &address, victim);
-        hint_drop(session, victim);
+        curdi_hash_map_each(&sets->cache, pick_victim, &victim);
+        uint64_t address = curdi_hash_map_address_key(victim);
+        curdi_hash_map_remove(&sets->cache, &victim->key.low64, victim);
+        curdi_hash_map_remove(&sets->live, &address, victim);
+        hint_drop(sets, victim);
         stats->cached_bytes -= victim->total_bytes;
         stats->cached_sets--;
         stats->static_evictions++;
@@ -629,12 +606,12 @@ static void set_insert(curd_session *session, static_set *set,
     }
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
-    set_handed_out(session, set, request, false);
+    set_handed_out(sets, set, request, false);
     /* Room was reserved in both tables (set_reserve). */
-    uint64_t address = address_key(set);
-    (void)curdi_hash_map_insert(&session->sets, &address, set);
+    uint64_t address = curdi_hash_map_address_key(set);
+    (void)curdi_hash_map_insert(&sets->live, &address, set);
     if (retain) {
-        (void)curdi_hash_map_insert(&session->cache, &set->key.low64, set);
+        (void)curdi_hash_map_insert(&sets->cache, &set->key.low64, set);
         stats->cached_bytes += set->total_bytes;
         stats->cached_sets++;
     } else {
@@ -646,7 +623,7 @@ static void set_insert(curd_session *session, static_set *set,
 
 /* The miss: a new set made and uploaded outside the lock, then kept, or
  * dropped for one another thread made meanwhile. */
-static curd_status static_miss(curd_session *session, curd_device *device,
+static curd_status static_miss(curdi_static_sets *sets, curd_device *device,
                                XXH128_hash_t key,
                                const static_request *request,
                                const curd_static_set **out_set)
@@ -665,21 +642,21 @@ static curd_status static_miss(curd_session *session, curd_device *device,
         free(set);
         return status;
     }
-    pthread_mutex_lock(&session->lock);
+    pthread_mutex_lock(&sets->session->lock);
     curd_device *now = NULL;
-    status = session_device(session, what, &now);
+    status = curdi_session_device(sets->session, what, &now);
     static_set *theirs =
-        status == CURD_OK ? cache_find_locked(session, key, request) : NULL;
+        status == CURD_OK ? cache_find_locked(sets, key, request) : NULL;
     if (theirs != NULL)
         status = set_hold(theirs);
     if (status == CURD_OK && theirs != NULL) {
         /* Another thread cached the same set while this one uploaded. */
-        set_handed_out(session, theirs, request, false);
-        session->stats.static_misses++;
+        set_handed_out(sets, theirs, request, false);
+        sets->session->stats.static_misses++;
         set->next_free = to_free;
         to_free = set;
         *out_set = &theirs->public_set;
-    } else if (status == CURD_OK && !set_reserve(session)) {
+    } else if (status == CURD_OK && !set_reserve(sets)) {
         status = curdi_fail(CURD_E_OUT_OF_MEMORY,
                             "%s: the session's table of sets could not grow;"
                             " the set was not kept. Fix: free host memory"
@@ -688,7 +665,7 @@ static curd_status static_miss(curd_session *session, curd_device *device,
         set->next_free = to_free;
         to_free = set;
     } else if (status == CURD_OK) {
-        set_insert(session, set, request, &to_free);
+        set_insert(sets, set, request, &to_free);
         *out_set = &set->public_set;
     } else {
         /* The device was closed meanwhile (freeing the buffers) or the
@@ -696,40 +673,42 @@ static curd_status static_miss(curd_session *session, curd_device *device,
         set->next_free = to_free;
         to_free = set;
     }
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&sets->session->lock);
     free_sets(now, what, to_free);
     return status;
 }
 
-CURD_API curd_status curd_session_upload_static(
-    curd_session *session, const char *domain,
-    const curd_static_payload *payloads, size_t count,
-    const curd_static_set **out_set)
+curd_status curdi_static_sets_upload(curdi_static_sets *sets,
+                                     const char *domain,
+                                     const curd_static_payload *payloads,
+                                     size_t count,
+                                     const curd_static_set **out_set)
 {
     static_request request = {0};
     curd_device *device = NULL;
     static_set *hit = NULL;
     curd_status status =
-        static_check(session, domain, payloads, count, out_set, &request);
+        static_check(domain, payloads, count, out_set, &request);
     if (status != CURD_OK)
         return status;
     XXH128_hash_t key = {0, 0};
-    status = cache_lookup(session, &device, &request, &key, &hit);
+    status = cache_lookup(sets, &device, &request, &key, &hit);
     if (status != CURD_OK)
         return status;
     if (hit != NULL) {
         *out_set = &hit->public_set;
         return CURD_OK;
     }
-    return static_miss(session, device, key, &request, out_set);
+    return static_miss(sets, device, key, &request, out_set);
 }
 
 /* Lock held: the live set at this address, or NULL; the address is
  * compared before anything is read through it. */
-static static_set *live_set(curd_session *session, const curd_static_set *set)
+static static_set *live_set(curdi_static_sets *sets,
+                            const curd_static_set *set)
 {
-    uint64_t address = address_key(set);
-    return curdi_hash_map_find(&session->sets, &address, NULL);
+    uint64_t address = curdi_hash_map_address_key(set);
+    return curdi_hash_map_find(&sets->live, &address, NULL);
 }
 
 /* Lock held: whether a transfer or dispatch still uses one of the set's
@@ -743,22 +722,20 @@ static bool set_in_use(curd_device *device, const static_set *set)
     return false;
 }
 
-CURD_API curd_status curd_session_release_static(curd_session *session,
-                                                 const curd_static_set *set)
+curd_status curdi_static_sets_release(curdi_static_sets *sets,
+                                      const curd_static_set *set)
 {
     const char *what = "curd_session_release_static";
     curd_device *device = NULL;
     static_set *to_free = NULL;
-    if (session == NULL)
-        return null_session(what);
     if (set == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: set is NULL. Fix: pass a set from"
                           " curd_session_upload_static().",
                           what);
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, &device);
-    static_set *live = status == CURD_OK ? live_set(session, set) : NULL;
+    pthread_mutex_lock(&sets->session->lock);
+    curd_status status = curdi_session_device(sets->session, what, &device);
+    static_set *live = status == CURD_OK ? live_set(sets, set) : NULL;
     if (status == CURD_OK && (live == NULL || live->holds == 0))
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: set %p %s. Fix: release each set once for"
@@ -782,37 +759,79 @@ CURD_API curd_status curd_session_release_static(curd_session *session,
                             what, (const void *)set);
     else if (status == CURD_OK && --live->holds == 0
              && !live->public_set.retained) {
-        uint64_t address = address_key(live);
-        curdi_hash_map_remove(&session->sets, &address, live);
-        session->stats.unretained_bytes -= live->total_bytes;
-        session->stats.unretained_sets--;
+        uint64_t address = curdi_hash_map_address_key(live);
+        curdi_hash_map_remove(&sets->live, &address, live);
+        sets->session->stats.unretained_bytes -= live->total_bytes;
+        sets->session->stats.unretained_sets--;
         to_free = live;
     }
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&sets->session->lock);
     if (to_free != NULL)
         free_set(device, what, to_free);
     return status;
 }
-/* Lock held: whether work in flight uses a buffer the session would free
- * (a lent one, or a set's; idle ones have handles only it knows). */
-typedef struct busy_probe {
-    curd_device *device;
-    bool busy;
-} busy_probe;
 
-static void probe_record(void *link, void *context)
+/* ------------------------------------------------------------------------
+ * Making, draining and probing a session's sets
+ * ---------------------------------------------------------------------- */
+bool curdi_static_sets_init(curdi_static_sets *sets,
+                            curdi_session_shared *session,
+                            const curd_device *device)
 {
-    busy_probe *probe = context;
-    const buffer_record *record = link;
-    if (!record->idle
-        && curdi_resident_probe(probe->device, record->id)
-               == CURDI_RESIDENT_IN_USE)
-        probe->busy = true;
+    sets->session = session;
+    sets->device_facts[0] =
+        (uint64_t)(uint32_t)device->props.compute_capability_major;
+    sets->device_facts[1] =
+        (uint64_t)(uint32_t)device->props.compute_capability_minor;
+    sets->device_facts[2] = device->props.capabilities;
+    return curdi_hash_map_init(&sets->live, 0, CURDI_SESSION_MAP_FIRST_SLOTS)
+           && curdi_hash_map_init(&sets->cache, 0,
+                                  CURDI_SESSION_MAP_FIRST_SLOTS)
+           && curdi_hash_map_init(&sets->hints, 0,
+                                  CURDI_SESSION_MAP_FIRST_SLOTS);
 }
 
-static void probe_set(void *link, void *context)
+void curdi_static_sets_fini(curdi_static_sets *sets)
 {
-    busy_probe *probe = context;
-    if (set_in_use(probe->device, link))
-        probe->busy = true;
+    curdi_hash_map_fini(&sets->live);
+    curdi_hash_map_fini(&sets->cache);
+    curdi_hash_map_fini(&sets->hints);
+}
+
+static void drain_set(void *link, void *context)
+{
+    static_set **drained = context;
+    static_set *set = link;
+    set->next_free = *drained;
+    *drained = set;
+}
+
+struct curdi_static_set *curdi_static_sets_drain(curdi_static_sets *sets)
+{
+    static_set *drained = NULL;
+    curdi_hash_map_each(&sets->live, drain_set, &drained);
+    curdi_hash_map_clear(&sets->live);
+    curdi_hash_map_clear(&sets->cache);
+    curdi_hash_map_clear(&sets->hints);
+    sets->session->stats.cached_bytes = sets->session->stats.cached_sets = 0;
+    sets->session->stats.unretained_bytes =
+        sets->session->stats.unretained_sets = 0;
+    return drained;
+}
+
+void curdi_static_sets_free(curd_device *device, const char *what,
+                            struct curdi_static_set *drained)
+{
+    free_sets(device, what, drained);
+}
+
+bool curdi_static_sets_busy(const curdi_static_sets *sets,
+                            curd_device *device)
+{
+    size_t position = 0;
+    for (const static_set *set;
+         (set = curdi_hash_map_next_entry(&sets->live, &position)) != NULL;)
+        if (set_in_use(device, set))
+            return true;
+    return false;
 }
