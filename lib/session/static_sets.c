@@ -95,6 +95,9 @@ static void key_secret_draw(void)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * A set, the session's device, freeing
+ * ---------------------------------------------------------------------- */
 typedef struct curdi_static_set {
     curd_static_set public_set; /* the caller's pointer is its address */
     /* In live by that address (every live set), in cache by key.low64
@@ -114,6 +117,7 @@ typedef struct curdi_static_set {
     curd_buffer buffers[];      /* public_set.count of them */
 } static_set;
 
+/* Lock held: the session's device (static_sets.h). */
 curd_status curdi_session_device(curdi_session_shared *session,
                                  const char *what, curd_device **out_device)
 {
