@@ -168,6 +168,16 @@ void *curdi_hash_map_next_entry(const curdi_hash_map *map, size_t *position)
     return NULL;
 }
 
+void curdi_hash_map_each(const curdi_hash_map *map,
+                         void (*fn)(void *value, void *context),
+                         void *context)
+{
+    size_t position = 0;
+    for (void *value; (value = curdi_hash_map_next_entry(map, &position)) !=
+                      NULL;)
+        fn(value, context);
+}
+
 void curdi_hash_map_clear(curdi_hash_map *map)
 {
     for (size_t slot = 0; slot < map->capacity; slot++)

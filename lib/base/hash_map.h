@@ -257,8 +257,18 @@ void curdi_hash_map_shrink(curdi_hash_map *map);
 /* Every value, in no order: start *position at 0; NULL once all were
  * given. The map may not change in between. */
 void *curdi_hash_map_next_entry(const curdi_hash_map *map, size_t *position);
+/* Calls fn on every value, in no order; fn may not change the map. */
+void curdi_hash_map_each(const curdi_hash_map *map,
+                         void (*fn)(void *value, void *context),
+                         void *context);
 /* Empties the map, keeping its slots; the records are the caller's. */
 void curdi_hash_map_clear(curdi_hash_map *map);
+
+/* A record's address as a uint64 key, for maps of records by address. */
+static inline uint64_t curdi_hash_map_address_key(const void *pointer)
+{
+    return (uint64_t)(uintptr_t)pointer;
+}
 
 static inline size_t curdi_hash_map_count(const curdi_hash_map *map)
 {

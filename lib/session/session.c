@@ -1,26 +1,19 @@
-/* session.c - sessions: exact-size buffer reuse and the content-addressed
- * cache of static uploads. include/curd.h says what a session promises,
- * session.h how the room is shaped and in what order its locks nest.
+/* session.c - sessions: exact-size buffer reuse, and the session's
+ * static sets through the static-sets room (static_sets.h). include/curd.h
+ * says what a session promises, session.h how the room is shaped and in
+ * what order its locks nest.
  *
- * Read top to bottom: the indexes, the per-process key secret, sessions and the room, buffers (alloc, release,
- * eviction), static sets (key, match, upload, release, eviction), then
- * new, free and statistics. */
+ * Read top to bottom: sessions and the room, buffers (alloc, release,
+ * eviction), the static sets' entry points, then new, free and
+ * statistics. */
 #include "session/session.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "base/checked.h"
 #include "base/hash_map.h"
@@ -28,93 +21,7 @@
 #include "memory/memory.h"
 #include "memory/resident.h"
 #include "base/status.h"
-#include "transfer/transfer.h"
-
-/* ------------------------------------------------------------------------
- * The indexes are base/hash_map maps with uint64 keys: buffer handles,
- * addresses, and 64 bits of digests (more than one set may share those;
- * the full key and the bytes tell them apart).
- * ---------------------------------------------------------------------- */
-#define MAP_FIRST_SLOTS 16u
-
-/* Calls fn on every record of a map; fn may not change the map. */
-static void map_each(const curdi_hash_map *map,
-                     void (*fn)(void *record, void *context), void *context)
-{
-    size_t position = 0;
-    for (void *record; (record = curdi_hash_map_next_entry(map, &position)) !=
-                       NULL;)
-        fn(record, context);
-}
-
-static uint64_t address_key(const void *pointer)
-{
-    return (uint64_t)(uintptr_t)pointer;
-}
-
-/* ------------------------------------------------------------------------
- * The key's secret, drawn once per process: XXH3 keyed with it makes a
- * collision something an attacker cannot compute without the secret. The
- * bytes are compared on every hit anyway, so even a collision could only
- * cost a comparison, never hand out the wrong set.
- * ---------------------------------------------------------------------- */
-#define KEY_SECRET_BYTES 192u /* XXH3's own default secret size */
-_Static_assert(KEY_SECRET_BYTES >= XXH3_SECRET_SIZE_MIN,
-               "XXH3 needs a longer secret");
-/* What the key covers besides the bytes, as hashed; bump it when the key's
- * layout changes. */
-#define KEY_LAYOUT_VERSION 1u
-
-static unsigned char key_secret[KEY_SECRET_BYTES];
-static pthread_once_t key_secret_once = PTHREAD_ONCE_INIT;
-
-static size_t read_random(unsigned char *out, size_t byte_len)
-{
-    size_t got = 0;
-    while (got < byte_len) {
-        ssize_t n = getrandom(out + got, byte_len - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            break;
-    }
-    if (got < byte_len) {
-        /* A kernel without getrandom, or a filter refusing it. */
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        while (fd >= 0 && got < byte_len) {
-            ssize_t n = read(fd, out + got, byte_len - got);
-            if (n > 0)
-                got += (size_t)n;
-            else if (!(n < 0 && errno == EINTR))
-                break;
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    return got;
-}
-
-static void key_secret_draw(void)
-{
-    size_t got = read_random(key_secret, sizeof key_secret);
-    if (got == sizeof key_secret)
-        return;
-    /* No randomness to be had: the clock and this process's addresses,
-     * stirred (splitmix64). Weaker, still different per process and run;
-     * a collision costs at most a comparison (above). */
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t state = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 32)
-                     ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&now;
-    for (size_t at = got; at < sizeof key_secret; at++) {
-        uint64_t z = (state += 0x9E3779B97F4A7C15u);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-        key_secret[at] = (unsigned char)(z ^ (z >> 31));
-    }
-}
+#include "session/static_sets.h"
 
 /* ------------------------------------------------------------------------
  * Sessions, the room and the registry of live sessions
@@ -137,44 +44,14 @@ typedef struct idle_class {
     buffer_record *top;
 } idle_class;
 
-typedef struct static_set {
-    curd_static_set public_set; /* the caller's pointer is its address */
-    /* In sets by that address (every live set), in cache by key.low64
-     * (retained sets only), in hints by shape_key. */
-    uint64_t shape_key;         /* key_shape's */
-    bool hinted;                /* in the hints: the last handed out of
-                                   its shape */
-    XXH128_hash_t key;
-    uint64_t total_bytes;
-    uint64_t last_use; /* the session's use clock at its last hand-out */
-    uint32_t holds;    /* hand-outs not yet released */
-    size_t domain_len;
-    const char *domain;         /* these four point into the allocation */
-    const size_t *byte_lens;
-    const unsigned char *bytes; /* the payloads back to back */
-    struct static_set *next_free;
-    curd_buffer buffers[];      /* public_set.count of them */
-} static_set;
-
 struct curd_session {
-    pthread_mutex_t lock;
-    /* NULL once curd_device_close detached the session; written under the
-     * room's and the session's locks, read under either or alone by
-     * curd_session_free to find the room. */
-    _Atomic(curd_device *) device;
+    curdi_session_shared shared; /* its lock, its device, its statistics */
     struct curd_session *prev, *next; /* the device's sessions (room lock) */
     curdi_hash_map buffers; /* every buffer record, lent or idle */
     idle_class *classes; /* sorted by byte_len, none empty */
     size_t class_count;
     size_t class_capacity;
-    curdi_hash_map sets;  /* every live set */
-    curdi_hash_map cache; /* the retained ones */
-    curdi_hash_map hints; /* per shape, the retained set last handed out */
-    /* The device's facts that its code depends on, hashed into every key:
-     * compute capability major and minor, CURD_CAP_* capabilities. */
-    uint64_t device_facts[3];
-    uint64_t use_clock;
-    curd_session_stats stats; /* levels, counters and budgets */
+    curdi_static_sets static_sets;
 };
 
 struct curdi_session_room {
@@ -204,26 +81,6 @@ curd_status curdi_session_open(curd_device *device)
     return CURD_OK;
 }
 
-/* Lock held: the session's device, checked as every entry point checks
- * its device (open, not lost, not in a fork child). */
-static curd_status session_device(curd_session *session, const char *what,
-                                  curd_device **out_device)
-{
-    curd_device *device =
-        atomic_load_explicit(&session->device, memory_order_relaxed);
-    if (device == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: the session's device was closed, which freed"
-                          " the session's buffers and sets. Fix: free the"
-                          " session with curd_session_free() and make a new"
-                          " one on an open device.",
-                          what);
-    curd_status status = curdi_device_check(device, what);
-    if (status == CURD_OK)
-        *out_device = device;
-    return status;
-}
-
 static curd_status null_session(const char *what)
 {
     return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -237,7 +94,7 @@ static curd_status null_session(const char *what)
  * `next_free`. */
 typedef struct drained {
     buffer_record *records;
-    static_set *sets;
+    struct curdi_static_set *sets;
 } drained;
 
 static void drain_record(void *link, void *context)
@@ -248,50 +105,18 @@ static void drain_record(void *link, void *context)
     out->records = record;
 }
 
-static void drain_set(void *link, void *context)
-{
-    drained *out = context;
-    static_set *set = link;
-    set->next_free = out->sets;
-    out->sets = set;
-}
-
 /* Lock held: empties the session; its levels drop to zero, its
  * cumulative counters stay. */
 static drained session_drain(curd_session *session)
 {
     drained out = {NULL, NULL};
-    map_each(&session->buffers, drain_record, &out);
-    map_each(&session->sets, drain_set, &out);
+    curdi_hash_map_each(&session->buffers, drain_record, &out);
+    out.sets = curdi_static_sets_drain(&session->static_sets);
     curdi_hash_map_clear(&session->buffers);
-    curdi_hash_map_clear(&session->sets);
-    curdi_hash_map_clear(&session->cache);
-    curdi_hash_map_clear(&session->hints);
     session->class_count = 0;
-    session->stats.idle_bytes = session->stats.idle_buffers = 0;
-    session->stats.lent_bytes = session->stats.lent_buffers = 0;
-    session->stats.cached_bytes = session->stats.cached_sets = 0;
-    session->stats.unretained_bytes = session->stats.unretained_sets = 0;
+    session->shared.stats.idle_bytes = session->shared.stats.idle_buffers = 0;
+    session->shared.stats.lent_bytes = session->shared.stats.lent_buffers = 0;
     return out;
-}
-
-/* Frees one buffer the session made, outside the session's lock. A
- * failure can only come from a buffer freed or still used behind the
- * session's back (a caller's mistake): the device frees it at close. */
-static void free_buffer(curd_device *device, const char *what, uint64_t id)
-{
-    if (curdi_resident_probe(device, id) == CURDI_RESIDENT_STALE)
-        return; /* freed with curd_buffer_free: nothing left to do */
-    if (curdi_resident_free(device, what, id) != CURD_OK)
-        curdi_trace("%s: %s", what, curd_last_error());
-}
-
-static void free_set(curd_device *device, const char *what, static_set *set)
-{
-    if (device != NULL)
-        for (size_t index = 0; index < set->public_set.count; index++)
-            free_buffer(device, what, set->buffers[index].id);
-    free(set);
 }
 
 /* Frees records taken out under the lock (linked by `below`), and with
@@ -307,7 +132,7 @@ static void free_records(curd_device *device, const char *what,
     for (buffer_record *record = records; record != NULL; record = next) {
         next = record->below;
         if (device != NULL && record->id != 0)
-            free_buffer(device, what, record->id);
+            curdi_session_buffer_free(device, what, record->id);
         else if (device != NULL && record->device_ptr != 0
                  && curdi_memory_device_release(device, record->device_ptr)
                         != CURD_OK)
@@ -316,31 +141,19 @@ static void free_records(curd_device *device, const char *what,
     }
 }
 
-/* Frees sets taken out under the lock (linked by `next_free`). */
-static void free_sets(curd_device *device, const char *what, static_set *sets)
-{
-    static_set *next;
-    for (static_set *set = sets; set != NULL; set = next) {
-        next = set->next_free;
-        free_set(device, what, set);
-    }
-}
-
 /* Frees what session_drain took out. */
 static void free_drained(curd_device *device, const char *what, drained out)
 {
     free_records(device, what, out.records);
-    free_sets(device, what, out.sets);
+    curdi_static_sets_free(device, what, out.sets);
 }
 
 static void session_destroy(curd_session *session)
 {
     curdi_hash_map_fini(&session->buffers);
-    curdi_hash_map_fini(&session->sets);
-    curdi_hash_map_fini(&session->cache);
-    curdi_hash_map_fini(&session->hints);
+    curdi_static_sets_fini(&session->static_sets);
     free(session->classes);
-    pthread_mutex_destroy(&session->lock);
+    pthread_mutex_destroy(&session->shared.lock);
     free(session);
 }
 
@@ -352,10 +165,11 @@ void curdi_session_close(curd_device *device)
     pthread_mutex_lock(&room->lock);
     for (curd_session *session = room->sessions; session != NULL;
          session = session->next) {
-        pthread_mutex_lock(&session->lock);
+        pthread_mutex_lock(&session->shared.lock);
         drained out = session_drain(session);
-        atomic_store_explicit(&session->device, NULL, memory_order_relaxed);
-        pthread_mutex_unlock(&session->lock);
+        atomic_store_explicit(&session->shared.device, NULL,
+                              memory_order_relaxed);
+        pthread_mutex_unlock(&session->shared.lock);
         free_drained(NULL, "curd_device_close", out);
     }
     room->sessions = NULL;
@@ -405,8 +219,8 @@ static buffer_record *idle_pop(curd_session *session, idle_class *class)
                 (session->class_count - at - 1u) * sizeof *class);
         session->class_count--;
     }
-    session->stats.idle_bytes -= record->byte_len;
-    session->stats.idle_buffers--;
+    session->shared.stats.idle_bytes -= record->byte_len;
+    session->shared.stats.idle_buffers--;
     return record;
 }
 
@@ -427,20 +241,20 @@ static void idle_push(curd_session *session, buffer_record *record)
     record->idle = true;
     class->top = record;
     class->count++;
-    session->stats.idle_bytes += record->byte_len;
-    session->stats.idle_buffers++;
+    session->shared.stats.idle_bytes += record->byte_len;
+    session->shared.stats.idle_buffers++;
 }
 
 static void lent_add(curd_session *session, const buffer_record *record)
 {
-    session->stats.lent_bytes += record->byte_len;
-    session->stats.lent_buffers++;
+    session->shared.stats.lent_bytes += record->byte_len;
+    session->shared.stats.lent_buffers++;
 }
 
 static void lent_sub(curd_session *session, const buffer_record *record)
 {
-    session->stats.lent_bytes -= record->byte_len;
-    session->stats.lent_buffers--;
+    session->shared.stats.lent_bytes -= record->byte_len;
+    session->shared.stats.lent_buffers--;
 }
 
 /* Lock held: a lent record the caller turns out to have freed with
@@ -476,10 +290,10 @@ static curd_status alloc_miss(curd_session *session, curd_device *device,
     }
     record->id = id;
     record->byte_len = byte_len;
-    pthread_mutex_lock(&session->lock);
+    pthread_mutex_lock(&session->shared.lock);
     if (!curdi_hash_map_insert(&session->buffers, &record->id, record)) {
-        pthread_mutex_unlock(&session->lock);
-        free_buffer(device, what, id);
+        pthread_mutex_unlock(&session->shared.lock);
+        curdi_session_buffer_free(device, what, id);
         free(record);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: the session's table of buffers could not"
@@ -488,8 +302,8 @@ static curd_status alloc_miss(curd_session *session, curd_device *device,
                           what);
     }
     lent_add(session, record);
-    session->stats.reuse_misses++;
-    pthread_mutex_unlock(&session->lock);
+    session->shared.stats.reuse_misses++;
+    pthread_mutex_unlock(&session->shared.lock);
     out_buffer->id = id;
     return CURD_OK;
 }
@@ -511,20 +325,20 @@ CURD_API curd_status curd_session_alloc(curd_session *session, size_t byte_len,
                           "%s: a buffer of 0 bytes was asked for. Fix:"
                           " allocate at least one byte.",
                           what);
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, &device);
+    pthread_mutex_lock(&session->shared.lock);
+    curd_status status = curdi_session_device(&session->shared, what, &device);
     idle_class *class =
         status == CURD_OK ? class_find(session, byte_len) : NULL;
     if (class != NULL) {
         /* The hot path: the session's lock and nothing else. */
         buffer_record *record = idle_pop(session, class);
         lent_add(session, record);
-        session->stats.reuse_hits++;
+        session->shared.stats.reuse_hits++;
         out_buffer->id = record->id;
-        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&session->shared.lock);
         return CURD_OK;
     }
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&session->shared.lock);
     if (status != CURD_OK)
         return status;
     return alloc_miss(session, device, byte_len, out_buffer);
@@ -571,7 +385,7 @@ static curd_status release_free(curd_session *session, curd_device *device,
      * is dropped (the pool may free it upstream). */
     curdi_hash_map_remove(&session->buffers, &record->id, record);
     lent_sub(session, record);
-    session->stats.release_frees++;
+    session->shared.stats.release_frees++;
     record->id = 0;
     record->device_ptr = device_ptr;
     record->below = *to_free;
@@ -586,12 +400,12 @@ static void evict_idle(curd_session *session, size_t byte_len,
                        buffer_record **to_free)
 {
     while (session->class_count > 0
-           && session->stats.idle_bytes + byte_len
-                  > session->stats.idle_budget_bytes) {
+           && session->shared.stats.idle_bytes + byte_len
+                  > session->shared.stats.idle_budget_bytes) {
         buffer_record *victim = idle_pop(
             session, &session->classes[session->class_count - 1u]);
         curdi_hash_map_remove(&session->buffers, &victim->id, victim);
-        session->stats.idle_evictions++;
+        session->shared.stats.idle_evictions++;
         victim->below = *to_free;
         *to_free = victim;
     }
@@ -637,8 +451,8 @@ CURD_API curd_status curd_session_release(curd_session *session,
     buffer_record *to_free = NULL;
     if (session == NULL)
         return null_session(what);
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, &device);
+    pthread_mutex_lock(&session->shared.lock);
+    curd_status status = curdi_session_device(&session->shared, what, &device);
     if (status == CURD_OK) {
         buffer_record *record =
             buffer.id != 0
@@ -648,624 +462,36 @@ CURD_API curd_status curd_session_release(curd_session *session,
          * guessed, and is refused like any handle not lent. */
         if (record == NULL || record->idle)
             status = release_refusal(device, what, buffer.id);
-        else if (record->byte_len > session->stats.idle_budget_bytes)
+        else if (record->byte_len > session->shared.stats.idle_budget_bytes)
             status = release_free(session, device, record, &to_free);
         else
             status = release_keep(session, device, record, &to_free);
     }
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_unlock(&session->shared.lock);
     free_records(device, what, to_free);
     return status;
 }
 
 /* ------------------------------------------------------------------------
- * Static sets
+ * Static sets: the static-sets room's, on the session's sets
  * ---------------------------------------------------------------------- */
-
-/* A validated upload request. */
-typedef struct static_request {
-    const char *domain;
-    size_t domain_len;
-    const curd_static_payload *payloads;
-    size_t count;
-    uint64_t total_bytes;
-    size_t set_bytes;   /* the set's one allocation */
-    uint64_t shape_key; /* key_shape's, once the lookup has run */
-} static_request;
-
-static curd_status static_check(curd_session *session, const char *domain,
-                                const curd_static_payload *payloads,
-                                size_t count, const curd_static_set **out_set,
-                                static_request *request)
-{
-    const char *what = "curd_session_upload_static";
-    if (session == NULL)
-        return null_session(what);
-    if (out_set == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_set is NULL. Fix: pass the address of a"
-                          " const curd_static_set pointer.",
-                          what);
-    if (domain == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: domain is NULL. Fix: pass a tag naming what"
-                          " the payloads are, such as"
-                          " \"solver/tables-v1\".",
-                          what);
-    if (count == 0 || payloads == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: %s. Fix: pass an array of count payloads,"
-                          " count at least 1.",
-                          what,
-                          count == 0 ? "count is 0: a set holds at least one"
-                                       " payload"
-                                     : "payloads is NULL");
-    uint64_t total = 0;
-    for (size_t index = 0; index < count; index++) {
-        const curd_static_payload *payload = &payloads[index];
-        if (payload->data == NULL || payload->byte_len == 0)
-            return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                              "%s: payload %zu has data %s and byte_len %zu;"
-                              " nothing was uploaded. Fix: give every"
-                              " payload its bytes and their length, at least"
-                              " 1.",
-                              what, index,
-                              payload->data == NULL ? "NULL" : "set",
-                              payload->byte_len);
-        if (!curdi_u64_add(total, payload->byte_len, &total))
-            return curdi_fail(CURD_E_OVERFLOW,
-                              "%s: the payloads' lengths add up past 2^64-1"
-                              " at payload %zu. Fix: pass each payload's"
-                              " real length.",
-                              what, index);
-    }
-    size_t domain_len = strlen(domain);
-    /* One allocation: the set, its handles and lengths, the domain, the
-     * bytes. */
-    size_t set_bytes = sizeof(static_set), part;
-    bool fits = (uint64_t)(size_t)total == total
-                && curdi_size_mul(count, sizeof(curd_buffer) + sizeof(size_t),
-                                  &part)
-                && curdi_size_add(set_bytes, part, &set_bytes)
-                && curdi_size_add(set_bytes, domain_len, &set_bytes)
-                && curdi_size_add(set_bytes, (size_t)total, &set_bytes);
-    if (!fits)
-        return curdi_fail(CURD_E_OVERFLOW,
-                          "%s: %zu payloads of %" PRIu64 " bytes in all"
-                          " cannot be held in this address space. Fix: pass"
-                          " each payload's real length.",
-                          what, count, total);
-    request->domain = domain;
-    request->domain_len = domain_len;
-    request->payloads = payloads;
-    request->count = count;
-    request->total_bytes = total;
-    request->set_bytes = set_bytes;
-    return CURD_OK;
-}
-
-/* The key, in two steps over one XXH3 state: first what the device's
- * code depends on, the domain and the payloads' lengths (so the bytes'
- * split is part of it), whose digest is the request's shape key; then the
- * bytes, whose digest is the key. A hit through the shape's hint never
- * needs the second step: equal bytes have equal keys. */
-static uint64_t key_shape(const curd_session *session,
-                          const static_request *request, XXH3_state_t *state)
-{
-    const uint64_t facts[6] = {
-        KEY_LAYOUT_VERSION,     session->device_facts[0],
-        session->device_facts[1], session->device_facts[2],
-        (uint64_t)request->domain_len, (uint64_t)request->count,
-    };
-    pthread_once(&key_secret_once, key_secret_draw);
-    (void)XXH3_128bits_reset_withSecret(state, key_secret,
-                                        sizeof key_secret);
-    (void)XXH3_128bits_update(state, facts, sizeof facts);
-    (void)XXH3_128bits_update(state, request->domain, request->domain_len);
-    for (size_t index = 0; index < request->count; index++) {
-        uint64_t byte_len = request->payloads[index].byte_len;
-        (void)XXH3_128bits_update(state, &byte_len, sizeof byte_len);
-    }
-    /* A digest leaves the state as it was, ready for the bytes. */
-    return XXH3_128bits_digest(state).low64;
-}
-
-static XXH128_hash_t key_finish(const static_request *request,
-                                XXH3_state_t *state)
-{
-    for (size_t index = 0; index < request->count; index++)
-        (void)XXH3_128bits_update(state, request->payloads[index].data,
-                                  request->payloads[index].byte_len);
-    return XXH3_128bits_digest(state);
-}
-
-/* The domain's length and the payloads' count and lengths: cheap, and
- * under the lock. */
-static bool set_same_shape(const static_set *set,
-                           const static_request *request)
-{
-    if (set->public_set.count != request->count
-        || set->domain_len != request->domain_len
-        || set->total_bytes != request->total_bytes)
-        return false;
-    for (size_t index = 0; index < request->count; index++)
-        if (set->byte_lens[index] != request->payloads[index].byte_len)
-            return false;
-    return true;
-}
-
-/* The domain and the bytes, against the set's host copy. The set is held
- * (or the lock is), so its copy cannot go away underneath. */
-static bool set_bytes_match(const static_set *set,
-                            const static_request *request)
-{
-    const unsigned char *copy = set->bytes;
-    if (memcmp(set->domain, request->domain, request->domain_len) != 0)
-        return false;
-    for (size_t index = 0; index < request->count; index++) {
-        size_t byte_len = request->payloads[index].byte_len;
-        if (memcmp(copy, request->payloads[index].data, byte_len) != 0)
-            return false;
-        copy += byte_len;
-    }
-    return true;
-}
-
-/* Lock held: the first retained set of this shape and key (first), or
- * the next one after the cursor's. */
-static static_set *cache_candidate(curd_session *session, XXH128_hash_t key,
-                                   const static_request *request,
-                                   curdi_hash_map_cursor *cursor, bool first)
-{
-    static_set *set =
-        first ? curdi_hash_map_find(&session->cache, &key.low64, cursor)
-              : curdi_hash_map_find_next(&session->cache, &key.low64, cursor);
-    for (; set != NULL;
-         set = curdi_hash_map_find_next(&session->cache, &key.low64, cursor))
-        if (XXH128_isEqual(set->key, key) && set_same_shape(set, request))
-            return set;
-    return NULL;
-}
-
-/* Lock held: a retained set with these exact bytes, compared under the
- * lock (after a collision, and a miss's second look). */
-static static_set *cache_find_locked(curd_session *session, XXH128_hash_t key,
-                                     const static_request *request)
-{
-    curdi_hash_map_cursor cursor;
-    for (static_set *set = cache_candidate(session, key, request, &cursor, true);
-         set != NULL;
-         set = cache_candidate(session, key, request, &cursor, false))
-        if (set_bytes_match(set, request))
-            return set;
-    return NULL;
-}
-
-/* Lock held: the retained set last handed out with the request's shape
- * (its hint), or NULL. */
-static static_set *hint_find(curd_session *session, uint64_t shape_key,
-                             const static_request *request)
-{
-    curdi_hash_map_cursor cursor;
-    for (static_set *set = curdi_hash_map_find(&session->hints, &shape_key,
-                                               &cursor);
-         set != NULL;
-         set = curdi_hash_map_find_next(&session->hints, &shape_key, &cursor))
-        if (set_same_shape(set, request)
-            && memcmp(set->domain, request->domain, request->domain_len)
-                   == 0)
-            return set;
-    return NULL;
-}
-
-static void hint_drop(curd_session *session, static_set *set)
-{
-    if (set->hinted) {
-        curdi_hash_map_remove(&session->hints, &set->shape_key, set);
-        set->hinted = false;
-    }
-}
-
-/* Lock held: a retained set handed out becomes its shape's hint (unless
- * the hints' table cannot grow: a hint only saves a hash). */
-static void hint_take(curd_session *session, static_set *set,
-                      const static_request *request)
-{
-    if (set->hinted || !set->public_set.retained)
-        return;
-    static_set *previous = hint_find(session, set->shape_key, request);
-    if (previous != NULL)
-        hint_drop(session, previous);
-    set->hinted =
-        curdi_hash_map_insert(&session->hints, &set->shape_key, set);
-}
-
-/* Lock held: one more hold of a set, before its bytes are known to match
- * (the caller drops it on a mismatch). */
-static curd_status set_hold(static_set *set)
-{
-    if (set->holds == UINT32_MAX)
-        return curdi_fail(CURD_E_BUDGET,
-                          "curd_session_upload_static: the set is held"
-                          " 2^32-1 times already. Fix: release each set with"
-                          " curd_session_release_static() once you are done"
-                          " with it.");
-    set->holds++;
-    return CURD_OK;
-}
-
-/* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
-static void set_handed_out(curd_session *session, static_set *set,
-                           const static_request *request, bool hit)
-{
-    set->last_use = ++session->use_clock;
-    hint_take(session, set, request);
-    if (hit)
-        session->stats.static_hits++;
-}
-
-/* Holds `set` (found under the lock, NULL for none), compares its bytes
- * outside the lock, so that threads hitting at once compare at once, and
- * counts a hit; drops the hold on a mismatch. Called without the lock,
- * which it takes. */
-static curd_status hold_if_same(curd_session *session, static_set *set,
-                                const static_request *request, bool *out_same)
-{
-    *out_same = false;
-    curd_status status = set_hold(set);
-    pthread_mutex_unlock(&session->lock);
-    if (status != CURD_OK)
-        return status;
-    bool same = set_bytes_match(set, request);
-    pthread_mutex_lock(&session->lock);
-    if (same)
-        set_handed_out(session, set, request, true);
-    else
-        set->holds--;
-    pthread_mutex_unlock(&session->lock);
-    *out_same = same;
-    return CURD_OK;
-}
-
-/* The hit path: the shape's hint first (no hash of the bytes: a pipeline
- * uploads the set it uploaded last time), then the key, every candidate's
- * bytes compared. *out_hit NULL: a miss, *out_key then set. */
-static curd_status cache_lookup(curd_session *session, curd_device **device,
-                                static_request *request,
-                                XXH128_hash_t *out_key, static_set **out_hit)
-{
-    const char *what = "curd_session_upload_static";
-    XXH3_state_t state;
-    bool same = false;
-    *out_hit = NULL;
-    uint64_t shape_key = key_shape(session, request, &state);
-    request->shape_key = shape_key;
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, device);
-    static_set *set =
-        status == CURD_OK ? hint_find(session, shape_key, request) : NULL;
-    if (set == NULL)
-        pthread_mutex_unlock(&session->lock);
-    else
-        status = hold_if_same(session, set, request, &same);
-    if (status != CURD_OK || same) {
-        *out_hit = same ? set : NULL;
-        return status;
-    }
-    XXH128_hash_t key = key_finish(request, &state);
-    *out_key = key;
-    pthread_mutex_lock(&session->lock);
-    status = session_device(session, what, device);
-    curdi_hash_map_cursor cursor;
-    set = status == CURD_OK
-              ? cache_candidate(session, key, request, &cursor, true)
-              : NULL;
-    if (set == NULL) {
-        pthread_mutex_unlock(&session->lock);
-        return status;
-    }
-    status = hold_if_same(session, set, request, &same);
-    if (status == CURD_OK && !same) {
-        /* A 128-bit collision, or a thread's miss inserted meanwhile:
-         * every candidate, compared under the lock. */
-        pthread_mutex_lock(&session->lock);
-        set = cache_find_locked(session, key, request);
-        if (set != NULL)
-            status = set_hold(set);
-        same = set != NULL && status == CURD_OK;
-        if (same)
-            set_handed_out(session, set, request, true);
-        pthread_mutex_unlock(&session->lock);
-    }
-    *out_hit = same ? set : NULL;
-    return status;
-}
-
-/* A new set holding the request's bytes, its buffers not yet made. */
-static static_set *set_new(const static_request *request, XXH128_hash_t key)
-{
-    static_set *set = malloc(request->set_bytes);
-    if (set == NULL)
-        return NULL;
-    memset(set, 0, sizeof *set);
-    size_t *byte_lens = (size_t *)(void *)(set->buffers + request->count);
-    char *domain = (char *)(byte_lens + request->count);
-    unsigned char *bytes = (unsigned char *)domain + request->domain_len;
-    memcpy(domain, request->domain, request->domain_len);
-    unsigned char *at = bytes;
-    for (size_t index = 0; index < request->count; index++) {
-        byte_lens[index] = request->payloads[index].byte_len;
-        memcpy(at, request->payloads[index].data, byte_lens[index]);
-        at += byte_lens[index];
-        set->buffers[index].id = 0;
-    }
-    set->public_set.struct_size = sizeof set->public_set;
-    set->public_set.count = request->count;
-    set->public_set.buffers = set->buffers;
-    set->key = key;
-    set->total_bytes = request->total_bytes;
-    set->domain_len = request->domain_len;
-    set->domain = domain;
-    set->byte_lens = byte_lens;
-    set->bytes = bytes;
-    set->shape_key = request->shape_key;
-    return set;
-}
-
-/* Allocates the set's buffers and uploads the caller's payloads into them
- * in one batch; on a failure frees every buffer it made. */
-static curd_status set_upload(curd_device *device, static_set *set,
-                              const static_request *request)
-{
-    const char *what = "curd_session_upload_static";
-    size_t made = 0;
-    curd_status status = CURD_OK;
-    curd_upload *items = calloc(request->count, sizeof *items);
-    if (items == NULL)
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "%s: the upload list of %zu payloads could not be"
-                          " allocated. Fix: free host memory and try again.",
-                          what, request->count);
-    for (; made < request->count && status == CURD_OK; made++) {
-        status = curdi_resident_alloc(device, what, set->byte_lens[made],
-                                      &set->buffers[made].id);
-        items[made] = (curd_upload){set->buffers[made], 0,
-                                    request->payloads[made].data,
-                                    set->byte_lens[made]};
-    }
-    if (status == CURD_OK)
-        status = curdi_transfer_upload_batch(device, what, items,
-                                             request->count);
-    free(items);
-    /* Nothing half-made stays: the buffers made so far go, unseen by the
-     * caller. */
-    if (status != CURD_OK)
-        for (size_t index = 0; index < made; index++)
-            if (set->buffers[index].id != 0)
-                free_buffer(device, what, set->buffers[index].id);
-    return status;
-}
-
-/* Lock held: the cached bytes of sets somebody holds (never evicted). */
-static void add_held_bytes(void *link, void *context)
-{
-    const static_set *set = link;
-    if (set->holds != 0)
-        *(uint64_t *)context += set->total_bytes;
-}
-
-/* Lock held: the retained set nobody holds that goes first: the largest,
- * then the least recently handed out. */
-static void pick_victim(void *link, void *context)
-{
-    static_set **victim = context;
-    static_set *set = link;
-    if (set->holds != 0)
-        return;
-    if (*victim == NULL || set->total_bytes > (*victim)->total_bytes
-        || (set->total_bytes == (*victim)->total_bytes
-            && set->last_use < (*victim)->last_use))
-        *victim = set;
-}
-
-/* Lock held: room for one more set in the tables set_insert fills, so
- * that it cannot fail halfway. */
-static bool set_reserve(curd_session *session)
-{
-    return curdi_hash_map_reserve(&session->sets, 1)
-           && curdi_hash_map_reserve(&session->cache, 1);
-}
-
-/* Lock held: a new set into the session, retained when it fits the
- * static budget once unheld sets are evicted, largest first. */
-static void set_insert(curd_session *session, static_set *set,
-                       const static_request *request, static_set **to_free)
-{
-    curd_session_stats *stats = &session->stats;
-    uint64_t held = 0;
-    map_each(&session->cache, add_held_bytes, &held);
-    bool retain = set->total_bytes <= stats->static_budget_bytes
-                  && held + set->total_bytes <= stats->static_budget_bytes;
-    while (retain
-           && stats->cached_bytes + set->total_bytes
-                  > stats->static_budget_bytes) {
-        static_set *victim = NULL;
-        map_each(&session->cache, pick_victim, &victim);
-        uint64_t address = address_key(victim);
-        curdi_hash_map_remove(&session->cache, &victim->key.low64, victim);
-        curdi_hash_map_remove(&session->sets, &address, victim);
-        hint_drop(session, victim);
-        stats->cached_bytes -= victim->total_bytes;
-        stats->cached_sets--;
-        stats->static_evictions++;
-        victim->next_free = *to_free;
-        *to_free = victim;
-    }
-    set->public_set.retained = retain ? 1u : 0u;
-    set->holds = 1;
-    set_handed_out(session, set, request, false);
-    /* Room was reserved in both tables (set_reserve). */
-    uint64_t address = address_key(set);
-    (void)curdi_hash_map_insert(&session->sets, &address, set);
-    if (retain) {
-        (void)curdi_hash_map_insert(&session->cache, &set->key.low64, set);
-        stats->cached_bytes += set->total_bytes;
-        stats->cached_sets++;
-    } else {
-        stats->unretained_bytes += set->total_bytes;
-        stats->unretained_sets++;
-    }
-    stats->static_misses++;
-}
-
-/* The miss: a new set made and uploaded outside the lock, then kept, or
- * dropped for one another thread made meanwhile. */
-static curd_status static_miss(curd_session *session, curd_device *device,
-                               XXH128_hash_t key,
-                               const static_request *request,
-                               const curd_static_set **out_set)
-{
-    const char *what = "curd_session_upload_static";
-    static_set *to_free = NULL;
-    static_set *set = set_new(request, key);
-    if (set == NULL)
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "%s: %zu bytes for the set and its host copy could"
-                          " not be allocated. Fix: free host memory, or pass"
-                          " smaller sets.",
-                          what, request->set_bytes);
-    curd_status status = set_upload(device, set, request);
-    if (status != CURD_OK) {
-        free(set);
-        return status;
-    }
-    pthread_mutex_lock(&session->lock);
-    curd_device *now = NULL;
-    status = session_device(session, what, &now);
-    static_set *theirs =
-        status == CURD_OK ? cache_find_locked(session, key, request) : NULL;
-    if (theirs != NULL)
-        status = set_hold(theirs);
-    if (status == CURD_OK && theirs != NULL) {
-        /* Another thread cached the same set while this one uploaded. */
-        set_handed_out(session, theirs, request, false);
-        session->stats.static_misses++;
-        set->next_free = to_free;
-        to_free = set;
-        *out_set = &theirs->public_set;
-    } else if (status == CURD_OK && !set_reserve(session)) {
-        status = curdi_fail(CURD_E_OUT_OF_MEMORY,
-                            "%s: the session's table of sets could not grow;"
-                            " the set was not kept. Fix: free host memory"
-                            " and try again.",
-                            what);
-        set->next_free = to_free;
-        to_free = set;
-    } else if (status == CURD_OK) {
-        set_insert(session, set, request, &to_free);
-        *out_set = &set->public_set;
-    } else {
-        /* The device was closed meanwhile (freeing the buffers) or the
-         * hit cannot be counted: this upload's set goes. */
-        set->next_free = to_free;
-        to_free = set;
-    }
-    pthread_mutex_unlock(&session->lock);
-    free_sets(now, what, to_free);
-    return status;
-}
-
 CURD_API curd_status curd_session_upload_static(
     curd_session *session, const char *domain,
     const curd_static_payload *payloads, size_t count,
     const curd_static_set **out_set)
 {
-    static_request request = {0};
-    curd_device *device = NULL;
-    static_set *hit = NULL;
-    curd_status status =
-        static_check(session, domain, payloads, count, out_set, &request);
-    if (status != CURD_OK)
-        return status;
-    XXH128_hash_t key = {0, 0};
-    status = cache_lookup(session, &device, &request, &key, &hit);
-    if (status != CURD_OK)
-        return status;
-    if (hit != NULL) {
-        *out_set = &hit->public_set;
-        return CURD_OK;
-    }
-    return static_miss(session, device, key, &request, out_set);
-}
-
-/* Lock held: the live set at this address, or NULL; the address is
- * compared before anything is read through it. */
-static static_set *live_set(curd_session *session, const curd_static_set *set)
-{
-    uint64_t address = address_key(set);
-    return curdi_hash_map_find(&session->sets, &address, NULL);
-}
-
-/* Lock held: whether a transfer or dispatch still uses one of the set's
- * buffers (its last release must not free them then). */
-static bool set_in_use(curd_device *device, const static_set *set)
-{
-    for (size_t index = 0; index < set->public_set.count; index++)
-        if (curdi_resident_probe(device, set->buffers[index].id)
-            == CURDI_RESIDENT_IN_USE)
-            return true;
-    return false;
+    if (session == NULL)
+        return null_session("curd_session_upload_static");
+    return curdi_static_sets_upload(&session->static_sets, domain, payloads,
+                                    count, out_set);
 }
 
 CURD_API curd_status curd_session_release_static(curd_session *session,
                                                  const curd_static_set *set)
 {
-    const char *what = "curd_session_release_static";
-    curd_device *device = NULL;
-    static_set *to_free = NULL;
     if (session == NULL)
-        return null_session(what);
-    if (set == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: set is NULL. Fix: pass a set from"
-                          " curd_session_upload_static().",
-                          what);
-    pthread_mutex_lock(&session->lock);
-    curd_status status = session_device(session, what, &device);
-    static_set *live = status == CURD_OK ? live_set(session, set) : NULL;
-    if (status == CURD_OK && (live == NULL || live->holds == 0))
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: set %p %s. Fix: release each set once for"
-                            " each curd_session_upload_static() that handed"
-                            " it out, to the session that did.",
-                            what, (const void *)set,
-                            live == NULL
-                                ? "is not a live set of this session (its"
-                                  " last release freed it, or another"
-                                  " session made it)"
-                                : "is cached but nobody holds it: it was"
-                                  " released more often than handed out");
-    else if (status == CURD_OK && !live->public_set.retained
-             && live->holds == 1 && set_in_use(device, live))
-        status = curdi_fail(CURD_E_BUSY,
-                            "%s: a buffer of set %p is still in use by a"
-                            " transfer or dispatch in flight; nothing was"
-                            " done. Fix: release the set once that work is"
-                            " complete (curd_pending_wait(),"
-                            " curd_device_sync_uploads()).",
-                            what, (const void *)set);
-    else if (status == CURD_OK && --live->holds == 0
-             && !live->public_set.retained) {
-        uint64_t address = address_key(live);
-        curdi_hash_map_remove(&session->sets, &address, live);
-        session->stats.unretained_bytes -= live->total_bytes;
-        session->stats.unretained_sets--;
-        to_free = live;
-    }
-    pthread_mutex_unlock(&session->lock);
-    if (to_free != NULL)
-        free_set(device, what, to_free);
-    return status;
+        return null_session("curd_session_release_static");
+    return curdi_static_sets_release(&session->static_sets, set);
 }
 
 /* ------------------------------------------------------------------------
@@ -1337,10 +563,11 @@ static curd_status session_options(curd_device *device,
 static bool registry_add(curd_session *session)
 {
     bool added = true;
-    uint64_t address = address_key(session);
+    uint64_t address = curdi_hash_map_address_key(session);
     pthread_mutex_lock(&registry_lock);
     if (registry.slots == NULL)
-        added = curdi_hash_map_init(&registry, 0, MAP_FIRST_SLOTS);
+        added = curdi_hash_map_init(&registry, 0,
+                                    CURDI_SESSION_MAP_FIRST_SLOTS);
     if (added)
         added = curdi_hash_map_insert(&registry, &address, session);
     pthread_mutex_unlock(&registry_lock);
@@ -1369,24 +596,22 @@ CURD_API curd_status curd_session_new(curd_device *device,
                           "curd_session_new: the session could not be"
                           " allocated. Fix: free host memory and try"
                           " again.");
-    bool made = pthread_mutex_init(&session->lock, NULL) == 0;
+    bool made = pthread_mutex_init(&session->shared.lock, NULL) == 0;
     if (made
-        && (!curdi_hash_map_init(&session->buffers, 0, MAP_FIRST_SLOTS)
-            || !curdi_hash_map_init(&session->sets, 0, MAP_FIRST_SLOTS)
-            || !curdi_hash_map_init(&session->cache, 0, MAP_FIRST_SLOTS)
-            || !curdi_hash_map_init(&session->hints, 0, MAP_FIRST_SLOTS))) {
-        pthread_mutex_destroy(&session->lock);
+        && (!curdi_hash_map_init(&session->buffers, 0,
+                                 CURDI_SESSION_MAP_FIRST_SLOTS)
+            || !curdi_static_sets_init(&session->static_sets,
+                                       &session->shared, device))) {
+        pthread_mutex_destroy(&session->shared.lock);
         made = false;
     }
     if (made && !registry_add(session)) {
-        pthread_mutex_destroy(&session->lock);
+        pthread_mutex_destroy(&session->shared.lock);
         made = false;
     }
     if (!made) {
         curdi_hash_map_fini(&session->buffers);
-        curdi_hash_map_fini(&session->sets);
-        curdi_hash_map_fini(&session->cache);
-        curdi_hash_map_fini(&session->hints);
+        curdi_static_sets_fini(&session->static_sets);
         free(session);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_session_new: the session's tables or lock"
@@ -1394,13 +619,8 @@ CURD_API curd_status curd_session_new(curd_device *device,
                           " try again.");
     }
     stats.struct_size = sizeof stats;
-    session->stats = stats;
-    session->device_facts[0] =
-        (uint64_t)(uint32_t)device->props.compute_capability_major;
-    session->device_facts[1] =
-        (uint64_t)(uint32_t)device->props.compute_capability_minor;
-    session->device_facts[2] = device->props.capabilities;
-    atomic_init(&session->device, device);
+    session->shared.stats = stats;
+    atomic_init(&session->shared.device, device);
     struct curdi_session_room *room = device->session;
     pthread_mutex_lock(&room->lock);
     session->next = room->sessions;
@@ -1429,13 +649,6 @@ static void probe_record(void *link, void *context)
         probe->busy = true;
 }
 
-static void probe_set(void *link, void *context)
-{
-    busy_probe *probe = context;
-    if (set_in_use(probe->device, link))
-        probe->busy = true;
-}
-
 CURD_API curd_status curd_session_free(curd_session *session)
 {
     const char *what = "curd_session_free";
@@ -1444,7 +657,7 @@ CURD_API curd_status curd_session_free(curd_session *session)
     /* The registry, not the session, says whether it is live: a second
      * free must not read what the first one freed. */
     pthread_mutex_lock(&registry_lock);
-    uint64_t address = address_key(session);
+    uint64_t address = curdi_hash_map_address_key(session);
     bool live = registry.slots != NULL
                 && curdi_hash_map_find(&registry, &address, NULL) != NULL;
     pthread_mutex_unlock(&registry_lock);
@@ -1455,18 +668,18 @@ CURD_API curd_status curd_session_free(curd_session *session)
                           " was done. Fix: free each session once.",
                           what, (const void *)session);
     curd_device *device =
-        atomic_load_explicit(&session->device, memory_order_relaxed);
+        atomic_load_explicit(&session->shared.device, memory_order_relaxed);
     drained out = {NULL, NULL};
     if (device != NULL) {
         /* The room's lock first, then the session's (session.h). */
         struct curdi_session_room *room = device->session;
         pthread_mutex_lock(&room->lock);
-        pthread_mutex_lock(&session->lock);
+        pthread_mutex_lock(&session->shared.lock);
         busy_probe probe = {device, false};
-        map_each(&session->buffers, probe_record, &probe);
-        map_each(&session->sets, probe_set, &probe);
-        if (probe.busy) {
-            pthread_mutex_unlock(&session->lock);
+        curdi_hash_map_each(&session->buffers, probe_record, &probe);
+        if (probe.busy
+            || curdi_static_sets_busy(&session->static_sets, device)) {
+            pthread_mutex_unlock(&session->shared.lock);
             pthread_mutex_unlock(&room->lock);
             return curdi_fail(CURD_E_BUSY,
                               "%s: a buffer of the session (lent, or a"
@@ -1484,7 +697,7 @@ CURD_API curd_status curd_session_free(curd_session *session)
         if (session->next != NULL)
             session->next->prev = session->prev;
         out = session_drain(session);
-        pthread_mutex_unlock(&session->lock);
+        pthread_mutex_unlock(&session->shared.lock);
         pthread_mutex_unlock(&room->lock);
     }
     pthread_mutex_lock(&registry_lock);
@@ -1507,10 +720,10 @@ CURD_API curd_status curd_session_stats_get(curd_session *session,
                                   "curd_session_stats");
     if (status != CURD_OK)
         return status;
-    pthread_mutex_lock(&session->lock);
-    status = session_device(session, what, &device);
-    curd_session_stats result = session->stats;
-    pthread_mutex_unlock(&session->lock);
+    pthread_mutex_lock(&session->shared.lock);
+    status = curdi_session_device(&session->shared, what, &device);
+    curd_session_stats result = session->shared.stats;
+    pthread_mutex_unlock(&session->shared.lock);
     if (status != CURD_OK)
         return status;
     result.struct_size = stats->struct_size;

@@ -1,11 +1,13 @@
-/* session.h - the session room: exact-size buffer reuse and a
- * content-addressed cache of immutable uploads (curd_session_*; curd.h
- * says what a session promises).
+/* session.h - the session room: sessions and exact-size buffer reuse
+ * (curd_session_*; curd.h says what a session promises). A session's
+ * static sets, the content-addressed cache of immutable uploads, are the
+ * static-sets room's (static_sets.h), below this one: each session
+ * embeds them and calls that room to make, drain, probe and free them.
  *
  * The room (struct curdi_session_room behind curd_device.session) lists
  * the device's sessions under its own lock. Each session has one short
- * mutex of its own, never held across a driver call that can wait for the
- * GPU, over:
+ * mutex of its own (in the curdi_session_shared it shares with its static
+ * sets), never held across a driver call that can wait for the GPU, over:
  *  - its buffer records, by the buffer's handle now: the buffers it lent
  *    out and those waiting idle. An idle buffer waits under a handle only
  *    the session knows (curdi_resident_retag gave it a new one at its
@@ -13,16 +15,7 @@
  *  - its idle buffers by exact size: a sorted array of sizes, each a
  *    stack (the last released is the next reused; eviction takes the
  *    largest size's last released first);
- *  - its static sets: every live one by its address (so a set pointer is
- *    checked before it is read), the retained ones by the low 64 bits of
- *    their XXH3-128 key, and per shape (the domain, the payloads' count
- *    and lengths) the retained set last handed out: its hint. A lookup
- *    compares the request's bytes with the hint first and hashes them
- *    only when the hint differs, since a pipeline uploads what it uploaded
- *    last time, and comparing reads half what hashing and comparing read.
- *    Each set is one allocation: the public struct, its buffer handles,
- *    its payload lengths, the domain tag and a host copy of the bytes,
- *    which a hit is compared against.
+ *  - its static sets (static_sets.h says how they are kept).
  * Each release spends one generation of its buffer's slot in the handle
  * table: a buffer reused some 2^23 times or more moves to a fresh slot when
  * its slot retires (resident.h), one slot's bytes of host memory each time.

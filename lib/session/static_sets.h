@@ -1,0 +1,108 @@
+/* static_sets.h - a session's static sets: the content-addressed cache of
+ * immutable uploads behind curd_session_upload_static and
+ * curd_session_release_static (curd.h says what they promise). The
+ * session room (session.h), above this one, owns sessions and embeds a
+ * curdi_static_sets in each; this room owns the sets.
+ *
+ * A session's sets live under the session's one short lock, the one that
+ * also guards its buffers (session.h says how the locks nest), never held
+ * across a driver call that can wait for the GPU. That lock, the session's
+ * device and its statistics are the curdi_session_shared both rooms see:
+ * the sets check the device and count into the statistics through it.
+ *  - every live set by its address (so a set pointer is checked before it
+ *    is read), the retained ones by the low 64 bits of their XXH3-128 key,
+ *    and per shape (the domain, the payloads' count and lengths) the
+ *    retained set last handed out: its hint. A lookup compares the
+ *    request's bytes with the hint first and hashes them only when the
+ *    hint differs, since a pipeline uploads what it uploaded last time,
+ *    and comparing reads half what hashing and comparing read.
+ *  - each set is one allocation: the public struct, its buffer handles,
+ *    its payload lengths, the domain tag and a host copy of the bytes,
+ *    which a hit is compared against.
+ *  - the key is XXH3 keyed with a secret drawn once per process, so that
+ *    a collision is nothing an attacker can compute; the bytes are
+ *    compared on every hit anyway.
+ *  - the retained sets stay within the static budget: a new set that fits
+ *    evicts unheld ones, the largest first, then the least recently
+ *    handed out. */
+#ifndef CURD_LIB_STATIC_SETS_H
+#define CURD_LIB_STATIC_SETS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "curd.h"
+#include "base/hash_map.h"
+
+struct curd_device;
+struct curdi_static_set; /* one set, private to static_sets.c */
+
+/* The first slots of each of a session's maps. */
+#define CURDI_SESSION_MAP_FIRST_SLOTS 16u
+
+/* What a session and its sets share (struct curd_session's first field). */
+typedef struct curdi_session_shared {
+    pthread_mutex_t lock;
+    /* NULL once curd_device_close detached the session; written under the
+     * room's and the session's locks, read under either or alone by
+     * curd_session_free to find the room. */
+    _Atomic(struct curd_device *) device;
+    curd_session_stats stats; /* levels, counters and budgets */
+} curdi_session_shared;
+
+/* A session's static sets, guarded by its shared lock. */
+typedef struct curdi_static_sets {
+    curdi_session_shared *session; /* the session they belong to */
+    curdi_hash_map live;  /* every live set, by address */
+    curdi_hash_map cache; /* the retained ones, by key.low64 */
+    curdi_hash_map hints; /* per shape, the retained set last handed out */
+    /* The device's facts that its code depends on, hashed into every key:
+     * compute capability major and minor, CURD_CAP_* capabilities. */
+    uint64_t device_facts[3];
+    uint64_t use_clock;
+} curdi_static_sets;
+
+/* Lock held: the session's device, checked as every entry point checks
+ * its device (open, not lost, not in a fork child). */
+curd_status curdi_session_device(curdi_session_shared *session,
+                                 const char *what,
+                                 struct curd_device **out_device);
+
+/* Frees one buffer a session made, outside the session's lock. A failure
+ * can only come from a buffer freed or still used behind the session's
+ * back (a caller's mistake): the device frees it at close. */
+void curdi_session_buffer_free(struct curd_device *device, const char *what,
+                               uint64_t id);
+
+/* Empty sets of the session on device; false when a map could not be
+ * made (curdi_static_sets_fini then frees what was). No driver call. */
+bool curdi_static_sets_init(curdi_static_sets *sets,
+                            curdi_session_shared *session,
+                            const struct curd_device *device);
+void curdi_static_sets_fini(curdi_static_sets *sets);
+
+/* Lock held: every set out of the indexes, linked for
+ * curdi_static_sets_free; the sets' levels drop to zero, their
+ * cumulative counters stay. */
+struct curdi_static_set *curdi_static_sets_drain(curdi_static_sets *sets);
+/* Frees drained sets, outside the lock; with device not NULL their
+ * buffers too (a closing device frees them itself). */
+void curdi_static_sets_free(struct curd_device *device, const char *what,
+                            struct curdi_static_set *drained);
+/* Lock held: whether a transfer or dispatch still uses a set's buffer. */
+bool curdi_static_sets_busy(const curdi_static_sets *sets,
+                            struct curd_device *device);
+
+/* curd_session_upload_static and curd_session_release_static on a
+ * session's sets, the session checked not NULL already. */
+curd_status curdi_static_sets_upload(curdi_static_sets *sets,
+                                     const char *domain,
+                                     const curd_static_payload *payloads,
+                                     size_t count,
+                                     const curd_static_set **out_set);
+curd_status curdi_static_sets_release(curdi_static_sets *sets,
+                                      const curd_static_set *set);
+
+#endif
