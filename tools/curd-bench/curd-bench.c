@@ -136,6 +136,10 @@ static const bench_scenario_entry scenarios[] = {
     ALL_REDUCE_ENTRY(64M, "64 MiB"),
     ALL_REDUCE_ENTRY(256M, "256 MiB"),
 #undef ALL_REDUCE_ENTRY
+    {"collective/graph-batch",
+     "per GPU of 2, a thread each: 8 launches + a 4 KiB all-reduce + a "
+     "read-back, graph replay vs streamed",
+     bench_collective_graph_batch, false},
 };
 
 int main(int argc, char **argv)

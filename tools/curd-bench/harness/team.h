@@ -1,5 +1,7 @@
 /* team.h - the same operation on k threads at once, for throughput
- * variants (pool/threads).
+ * variants (pool/threads), and for work that must run on several threads
+ * at once (collective/graph-batch: a batch per rank, each on its own
+ * thread, ops_per_iteration 1, so a per-op time is the slowest worker's).
  *
  * A team's workers are created once and wait on a barrier between
  * samples; a sample releases them, each runs the same number of

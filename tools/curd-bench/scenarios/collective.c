@@ -16,14 +16,27 @@
  *     Out of place: each rank's send buffer holds random floats, its
  *     receive buffer is poisoned before each check.
  *
+ * collective/graph-batch
+ *     on each of the two GPUs one curd_batch of 8 dependent add_one
+ *     launches on a 4 KiB resident buffer, one curd_batch_collective
+ *     all-reduce (float32 sum) of that buffer into a second one, and a
+ *     4 KiB curd_batch_download of the sums; each rank runs its batch
+ *     from its own thread (a bench_team of two workers), as curd.h asks
+ *     of batches with collectives. A sample releases both threads and ends
+ *     when the slower one is done, so a replay's time is the slower
+ *     rank's. Streamed (no flag) against CURD_BATCH_GRAPH, both curd's.
+ *
  * The values are multiples of 1/512 below 2^14 in magnitude, so a sum of
  * two is exact in float32 and every byte of both ranks' results is
- * compared with the host's sums. They skip, saying why, on a machine with
- * one GPU or without libnccl.so.2 ($CURD_LIBNCCL names another, as for
- * libcurd). */
+ * compared with the host's sums (in graph-batch, the words the launches
+ * leave are such floats: each rank starts from their bits minus 8). They
+ * skip, saying why, on a machine with one GPU or without libnccl.so.2
+ * ($CURD_LIBNCCL names another, as for libcurd). */
+#include "harness/kernels.h"
 #include "harness/nccl.h"
 #include "harness/pair.h"
 #include "harness/report.h"
+#include "harness/team.h"
 #include "scenarios/scenarios.h"
 #include "scenarios/transfer.h"
 
@@ -294,13 +307,13 @@ static void state_free(all_reduce_state *state)
     free(state->scratch);
 }
 
-/* 1 (skipped, reported) when curd has no NCCL; 0 opened; -1 failed. */
-static int curd_comms_open(all_reduce_state *state, const char *name)
+/* Both ranks' communicators into comms. 1 (skipped, reported) when curd
+ * has no NCCL; 0 opened; -1 failed. */
+static int curd_comms_open(const bench_env *const envs[RANKS],
+                           curd_comm *comms[RANKS], const char *name)
 {
-    curd_device *devices[RANKS] = {state->envs[0]->device,
-                                   state->envs[1]->device};
-    curd_status status = curd_comm_open_all(devices, RANKS, NULL,
-                                            state->comms);
+    curd_device *devices[RANKS] = {envs[0]->device, envs[1]->device};
+    curd_status status = curd_comm_open_all(devices, RANKS, NULL, comms);
     if (status == CURD_E_UNSUPPORTED) {
         char why[200];
         snprintf(why, sizeof why, "needs libnccl.so.2 (libcurd: %s)",
@@ -334,7 +347,7 @@ static int all_reduce(const bench_env *env, const char *name,
     state.envs[0] = env;
     state.envs[1] = &second;
     state.byte_len = byte_len;
-    opened = curd_comms_open(&state, name);
+    opened = curd_comms_open(state.envs, state.comms, name);
     if (opened != 0) {
         result = opened > 0 ? 0 : -1;
         goto done;
@@ -415,3 +428,232 @@ ALL_REDUCE_SCENARIO(1M, BENCH_MIB)
 ALL_REDUCE_SCENARIO(16M, 16 * BENCH_MIB)
 ALL_REDUCE_SCENARIO(64M, 64 * BENCH_MIB)
 ALL_REDUCE_SCENARIO(256M, 256 * BENCH_MIB)
+
+/* ------------------------------------------------------------------------
+ * collective/graph-batch
+ * ---------------------------------------------------------------------- */
+
+#define BATCH_WORDS 1024u /* 4 KiB of uint32, and of float32 */
+#define BATCH_LAUNCHES 8u
+/* Issue 26: the graph batch replays at least this much faster. */
+#define GRAPH_BATCH_SPEEDUP 1.5
+
+enum { STREAMED = 0, GRAPH = 1, BATCH_KINDS = 2 };
+
+/* What one rank holds: add_one loaded on its device, the words the
+ * launches add to, the all-reduce's sums, and its two batches. */
+typedef struct graph_batch_rank {
+    const bench_env *env;
+    curd_program *add_one;
+    curd_buffer words;
+    curd_buffer sums;
+    bench_cu_deviceptr sums_ptr;
+    float *values;   /* the words the launches leave, as floats */
+    uint32_t *start; /* the words before the launches */
+    float *out;      /* the batches' download, malloc memory */
+    curd_batch *batches[BATCH_KINDS];
+} graph_batch_rank;
+
+typedef struct graph_batch_state {
+    const bench_env *envs[RANKS];
+    curd_comm *comms[RANKS];
+    graph_batch_rank ranks[RANKS];
+    float *expected;
+    bench_team *team;
+    bench_team_work work[BATCH_KINDS];
+} graph_batch_state;
+
+/* A worker's operation: its rank's batch run `iterations` times. */
+static int op_batch_runs(void *context, uint64_t iterations)
+{
+    curd_batch *batch = context;
+    for (uint64_t index = 0; index < iterations; index++)
+        BENCH_CURD(curd_batch_run(batch, NULL));
+    return 0;
+}
+
+static int graph_batch_record(graph_batch_rank *rank, curd_comm *comm,
+                              uint32_t flags, curd_batch **out)
+{
+    static const uint32_t words = BATCH_WORDS;
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = flags;
+    BENCH_CURD(curd_batch_new(rank->env->device, &options, out));
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = BATCH_WORDS;
+    curd_arg args[] = {curd_arg_buffer(CURD_ROLE_INOUT, rank->words),
+                       curd_arg_scalar(&words, sizeof words)};
+    for (unsigned index = 0; index < BATCH_LAUNCHES; index++)
+        BENCH_CURD(curd_batch_launch(*out, rank->add_one, &launch, args, 2,
+                                     NULL));
+    curd_collective op = {
+        .comm = comm, .kind = CURD_COLLECTIVE_ALL_REDUCE,
+        .dtype = CURD_DTYPE_FLOAT32, .op = CURD_REDUCE_SUM,
+        .send = rank->words, .recv = rank->sums, .count = BATCH_WORDS};
+    BENCH_CURD(curd_batch_collective(*out, &op));
+    BENCH_CURD(curd_batch_download(*out, rank->sums, 0, BATCH_WORDS * 4u,
+                                   rank->out));
+    return 0;
+}
+
+/* Each rank's memory and batches, and the host's sums: the floats the
+ * launches leave are fill_floats's, so each rank's words start at their
+ * bits minus BATCH_LAUNCHES (add_one wraps as the subtraction does). */
+static int graph_batch_init(graph_batch_state *state, uint64_t seed)
+{
+    state->expected = bench_host_alloc(BATCH_WORDS * 4u, "the host's sums");
+    if (state->expected == NULL)
+        return -1;
+    for (int index = 0; index < RANKS; index++) {
+        graph_batch_rank *rank = &state->ranks[index];
+        const bench_env *env = state->envs[index];
+        curd_program_desc desc;
+        uint64_t device_ptr = 0;
+        rank->env = env;
+        bench_kernel_desc(&desc, "add_one.ptx", "curd_add_one");
+        if (bench_kernel_load(env, &desc, &rank->add_one, NULL, NULL) != 0)
+            return -1;
+        BENCH_CURD(curd_buffer_alloc(env->device, BATCH_WORDS * 4u,
+                                     &rank->words));
+        BENCH_CURD(curd_buffer_alloc(env->device, BATCH_WORDS * 4u,
+                                     &rank->sums));
+        BENCH_CURD(curd_buffer_device_ptr(env->device, rank->sums,
+                                          &device_ptr));
+        rank->sums_ptr = (bench_cu_deviceptr)device_ptr;
+        rank->values = bench_host_alloc(BATCH_WORDS * 4u, "a rank's floats");
+        rank->start = bench_host_alloc(BATCH_WORDS * 4u, "a rank's words");
+        rank->out = bench_host_alloc(BATCH_WORDS * 4u, "a rank's sums");
+        if (rank->values == NULL || rank->start == NULL || rank->out == NULL)
+            return -1;
+        fill_floats(&seed, rank->values, BATCH_WORDS);
+        memcpy(rank->start, rank->values, BATCH_WORDS * 4u);
+        for (unsigned word = 0; word < BATCH_WORDS; word++)
+            rank->start[word] -= BATCH_LAUNCHES;
+        if (graph_batch_record(rank, state->comms[index], 0,
+                               &rank->batches[STREAMED]) != 0 ||
+            graph_batch_record(rank, state->comms[index], CURD_BATCH_GRAPH,
+                               &rank->batches[GRAPH]) != 0)
+            return -1;
+    }
+    for (unsigned word = 0; word < BATCH_WORDS; word++)
+        state->expected[word] = state->ranks[0].values[word] +
+                                state->ranks[1].values[word];
+    if (bench_team_start(&state->team, RANKS, NULL, NULL) != 0)
+        return -1;
+    for (int kind = 0; kind < BATCH_KINDS; kind++) {
+        state->work[kind].team = state->team;
+        state->work[kind].op = op_batch_runs;
+        for (int index = 0; index < RANKS; index++)
+            state->work[kind].contexts[index] =
+                state->ranks[index].batches[kind];
+    }
+    return 0;
+}
+
+/* The workers joined first, then the batches freed (each holds its
+ * communicator), the communicators closed, and the rest. */
+static void graph_batch_free(graph_batch_state *state)
+{
+    bench_team_stop(state->team);
+    for (int index = 0; index < RANKS; index++) {
+        graph_batch_rank *rank = &state->ranks[index];
+        for (int kind = 0; kind < BATCH_KINDS; kind++)
+            (void)curd_batch_free(rank->batches[kind]);
+        if (state->comms[index] != NULL)
+            curd_comm_close(state->comms[index]);
+        if (rank->env != NULL) {
+            if (rank->words.id != 0)
+                (void)curd_buffer_free(rank->env->device, rank->words);
+            if (rank->sums.id != 0)
+                (void)curd_buffer_free(rank->env->device, rank->sums);
+        }
+        if (rank->add_one != NULL)
+            (void)curd_program_free(rank->add_one);
+        free(rank->values);
+        free(rank->start);
+        free(rank->out);
+    }
+    free(state->expected);
+}
+
+/* Both ranks' words set to their start and their sums poisoned (on the
+ * device and in the download's memory), one replay of each rank's batch
+ * of that kind on its thread, and every byte of both downloads compared
+ * with the host's sums. */
+static int graph_batch_check(graph_batch_state *state, int kind,
+                             const char *what)
+{
+    for (int index = 0; index < RANKS; index++) {
+        graph_batch_rank *rank = &state->ranks[index];
+        BENCH_CURD(curd_buffer_upload(rank->env->device, rank->words,
+                                      rank->start, BATCH_WORDS * 4u));
+        bench_poison(rank->out, BATCH_WORDS * 4u);
+        if (bench_raw_copy_in(rank->env, rank->sums_ptr, rank->out,
+                              BATCH_WORDS * 4u) != 0)
+            return -1;
+    }
+    if (bench_team_run(&state->work[kind], 1) != 0)
+        return -1;
+    for (int index = 0; index < RANKS; index++) {
+        char label[160];
+        snprintf(label, sizeof label, "%s, rank %d", what, index);
+        if (bench_compare(label, state->expected, state->ranks[index].out,
+                          BATCH_WORDS * 4u) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int bench_collective_graph_batch(const bench_env *env)
+{
+    static const char name[] = "collective/graph-batch";
+    bench_env second;
+    graph_batch_state state = {0};
+    bench_scenario scenario;
+    int streamed, graph, result = -1;
+    int opened = bench_pair_open(env, name, &second);
+
+    if (opened != 0)
+        return opened > 0 ? 0 : -1; /* skipped, or failed */
+    state.envs[0] = env;
+    state.envs[1] = &second;
+    opened = curd_comms_open(state.envs, state.comms, name);
+    if (opened != 0) {
+        result = opened > 0 ? 0 : -1;
+        goto done;
+    }
+    if (graph_batch_init(&state, env->seed ^ 0x9ba7c4u) != 0 ||
+        graph_batch_check(&state, STREAMED, "curd streamed batch") != 0 ||
+        graph_batch_check(&state, GRAPH, "curd graph batch") != 0)
+        goto done;
+
+    bench_scenario_init(&scenario, env, name, env->samples,
+                        "per rank (GPU %d and %d, a thread each): 8 add_one "
+                        "launches, a 4 KiB float32 all-reduce, a 4 KiB "
+                        "read-back",
+                        env->props.ordinal, second.props.ordinal);
+    streamed = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "curd_batch_run x 2 ranks, streamed",
+        .role = BENCH_ROLE_CURD, .op = bench_team_run,
+        .context = &state.work[STREAMED]});
+    graph = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "curd_batch_run x 2 ranks, CURD_BATCH_GRAPH",
+        .role = BENCH_ROLE_CURD, .op = bench_team_run,
+        .context = &state.work[GRAPH]});
+    if (streamed < 0 || graph < 0 || bench_measure(&scenario) != 0)
+        goto done;
+    bench_check_speedup(&scenario, graph, streamed, GRAPH_BATCH_SPEEDUP,
+                        "graph replay >= 1.5x faster than streamed");
+    bench_note(&scenario, "a replay's time is the slower rank's: both "
+                          "threads released together, the sample ends "
+                          "when both are done");
+    bench_report_scenario(&scenario);
+    result = 0;
+
+done:
+    graph_batch_free(&state);
+    bench_pair_close(&second);
+    return result;
+}

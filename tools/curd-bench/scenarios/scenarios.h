@@ -46,5 +46,6 @@ int bench_collective_all_reduce_1M(const bench_env *env);
 int bench_collective_all_reduce_16M(const bench_env *env);
 int bench_collective_all_reduce_64M(const bench_env *env);
 int bench_collective_all_reduce_256M(const bench_env *env);
+int bench_collective_graph_batch(const bench_env *env);
 
 #endif
