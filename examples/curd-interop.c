@@ -18,10 +18,10 @@
  *  - the program synchronises its stream, and curd reads the buffer back:
  *    every word is up by 4 only if each step ran after the one before.
  *
- * Exit status, as every curd example: 0 when all of that holds; 1 when
- * something failed; 2 when there is no usable CUDA driver (its
- * CURD_E_NO_DRIVER sentence goes to standard error); 3 when the driver
- * sees no device.
+ * Exit status, as every program curd ships: 0 when all of that holds; 1
+ * when something failed; 2 for bad usage (it takes no arguments); 3 when
+ * there is no usable CUDA driver or device. Errors go to standard error
+ * as "curd-interop: ...".
  */
 #include <curd.h>
 #include <dlfcn.h>
@@ -106,13 +106,14 @@ static int driver_load(driver *d)
     void *library = dlopen(path != NULL ? path : "libcuda.so.1",
                            RTLD_NOW | RTLD_LOCAL);
     if (library == NULL) {
-        fprintf(stderr, "dlopen: %s\n", dlerror());
+        fprintf(stderr, "curd-interop: dlopen: %s\n", dlerror());
         return 1;
     }
     CUresult (*get)(const char *, void **, int, unsigned long long, int *);
     *(void **)&get = dlsym(library, "cuGetProcAddress_v2");
     if (get == NULL) {
-        fprintf(stderr, "the driver has no cuGetProcAddress_v2\n");
+        fprintf(stderr,
+                "curd-interop: the driver has no cuGetProcAddress_v2\n");
         return 1;
     }
     struct {
@@ -136,7 +137,8 @@ static int driver_load(driver *d)
         int found = 0;
         if (get(entries[i].name, entries[i].slot, 12000, 0, &found) != 0
             || *entries[i].slot == NULL) {
-            fprintf(stderr, "the driver has no %s\n", entries[i].name);
+            fprintf(stderr, "curd-interop: the driver has no %s\n",
+                    entries[i].name);
             return 1;
         }
     }
@@ -148,7 +150,7 @@ static int cu_check(const char *call, CUresult rc)
 {
     if (rc == 0)
         return 0;
-    fprintf(stderr, "%s failed with CUresult %d\n", call, rc);
+    fprintf(stderr, "curd-interop: %s failed with CUresult %d\n", call, rc);
     return 1;
 }
 
@@ -231,9 +233,9 @@ static void other_end(other *o)
  * ---------------------------------------------------------------------- */
 static int fail(const char *call, curd_status status)
 {
-    fprintf(stderr, "%s: %s: %s\n", call, curd_status_name(status),
-            curd_last_error());
-    return 1;
+    fprintf(stderr, "curd-interop: %s: %s: %s\n", call,
+            curd_status_name(status), curd_last_error());
+    return status == CURD_E_NO_DRIVER || status == CURD_E_NO_DEVICE ? 3 : 1;
 }
 
 /* The steps of the header comment, on the buffer. */
@@ -274,18 +276,20 @@ static int interleave(curd_device *device, const curd_program *program,
     return result;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    int count = 0;
-    curd_status status = curd_device_count(&count);
-    if (status == CURD_E_NO_DRIVER) {
-        fprintf(stderr, "no CUDA driver: %s\n", curd_last_error());
+    if (argc > 1) {
+        fprintf(stderr, "curd-interop: unexpected argument '%s'; usage: "
+                        "curd-interop\n", argv[1]);
         return 2;
     }
+    int count = 0;
+    curd_status status = curd_device_count(&count);
     if (status != CURD_OK)
         return fail("curd_device_count", status);
     if (count == 0) {
-        fprintf(stderr, "no CUDA device\n");
+        fprintf(stderr, "curd-interop: the CUDA driver sees no device. Fix:"
+                        " check nvidia-smi and CUDA_VISIBLE_DEVICES.\n");
         return 3;
     }
 
@@ -311,7 +315,7 @@ int main(void)
     curd_buffer buffer;
     other o = {0};
     if (words == NULL || back == NULL) {
-        fprintf(stderr, "out of host memory\n");
+        fprintf(stderr, "curd-interop: out of host memory\n");
     } else if ((status = curd_buffer_alloc(device, COUNT * sizeof *words,
                                            &buffer))
                != CURD_OK) {
@@ -336,7 +340,8 @@ int main(void)
         for (uint32_t i = 0; result == 0 && i < COUNT; i++)
             if (back[i] != words[i] + 4u) {
                 fprintf(stderr,
-                        "word %" PRIu32 " is %" PRIu32 ", expected %" PRIu32
+                        "curd-interop: word %" PRIu32 " is %" PRIu32
+                        ", expected %" PRIu32
                         ": a step overtook the one before it\n",
                         i, back[i], words[i] + 4u);
                 result = 1;

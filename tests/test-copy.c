@@ -494,13 +494,10 @@ static void test_copies_between_two_devices_staged_when_told(void)
     copies_between("0");
 }
 
+#ifdef TRANSFER_TEST_ON_FAKE
 /* The driver denies peer access: staged, on the driver's word. */
 static void test_copies_between_two_devices_staged_without_peer_access(void)
 {
-    if (!TRANSFER_TEST_FAKE) {
-        g_test_skip("the stand-in driver's FAKE_CUDA_NO_PEER_ACCESS");
-        return;
-    }
     g_setenv("FAKE_CUDA_NO_PEER_ACCESS", "1", TRUE);
     copies_between(NULL);
     g_unsetenv("FAKE_CUDA_NO_PEER_ACCESS");
@@ -510,10 +507,6 @@ static void test_copies_between_two_devices_staged_without_peer_access(void)
  * asked again (the stand-in driver counts the pairs). */
 static void test_peer_access_is_enabled_once_per_ordered_pair(void)
 {
-    if (!TRANSFER_TEST_FAKE) {
-        g_test_skip("counts the stand-in driver's enabled pairs");
-        return;
-    }
     curd_device *dev0, *dev1;
     if (!open_two(NULL, &dev0, &dev1))
         return;
@@ -538,6 +531,7 @@ static void test_peer_access_is_enabled_once_per_ordered_pair(void)
     modelled_free(&b);
     close_two(dev0, dev1);
 }
+#endif
 
 /* Enabling peer access: a failure fails the copy (nothing remembered, the
  * next copy asks again); a refusal the driver gives for pairs that cannot
@@ -801,10 +795,14 @@ static const transfer_test_case cases[] = {
     {"two-devices/peer-access", test_copies_between_two_devices_with_peer_access},
     {"two-devices/staged-when-told-CURD_PEER_ACCESS-0",
      test_copies_between_two_devices_staged_when_told},
+#ifdef TRANSFER_TEST_ON_FAKE
+    /* The stand-in's alone: a GPU cannot be told to deny peer access, and
+     * the driver does not count its enabled pairs. */
     {"two-devices/staged-without-peer-access",
      test_copies_between_two_devices_staged_without_peer_access},
     {"two-devices/peer-access-is-enabled-once-per-ordered-pair",
      test_peer_access_is_enabled_once_per_ordered_pair},
+#endif
     {"two-devices/threads-copy-at-once", test_threads_copy_at_once},
     {"two-devices/enabling-peer-access-fails-or-falls-back",
      test_enabling_peer_access_fails_or_falls_back},
