@@ -212,6 +212,101 @@ static void test_eight_dependent_launches_and_a_read_back(gconstpointer data)
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
+/* got holds want's bytes [offset, offset + byte_len), byte for byte. */
+static void assert_range(const unsigned char *got, const uint32_t *want,
+                         size_t offset, size_t byte_len)
+{
+    const unsigned char *expect = (const unsigned char *)want + offset;
+    for (size_t i = 0; i < byte_len; i++)
+        if (got[i] != expect[i])
+            g_error("read-back of %zu bytes at %zu: byte %zu is 0x%02x,"
+                    " expected 0x%02x",
+                    byte_len, offset, i, got[i], expect[i]);
+}
+
+/* Downloads of every size, from one byte to past the read-back kernel's
+ * 64 KiB, at odd offsets, after a launch, in a row (more than one
+ * read-back launch takes) and apart: every byte lands where it was asked,
+ * run after run, whether a kernel or a DMA reads it back, and the same
+ * with the transfer path forced to DMA (CURD_TRANSFER_PATH=dma). */
+static void test_read_backs_of_every_size_land_exactly(gconstpointer data)
+{
+    uint32_t flags = GPOINTER_TO_UINT(data);
+    static const struct {
+        size_t offset, byte_len;
+    } ranges[] = {{1, 1},          {7, 3},           {4096, 4096},
+                  {13, 65536},     {100, 65537},     {5, 200000},
+                  {65536, 65536},  {3, 100}};
+    enum { SMALL = 40, RANGES = G_N_ELEMENTS(ranges) };
+    const char *paths[] = {NULL, "dma"};
+    for (size_t path = 0; path < G_N_ELEMENTS(paths); path++) {
+        if (paths[path] != NULL)
+            g_setenv("CURD_TRANSFER_PATH", paths[path], TRUE);
+        curd_device *device = curd_test_gpu_open();
+        g_unsetenv("CURD_TRANSFER_PATH");
+        if (device == NULL)
+            return;
+        curd_program *add_one = load(device, "add_one.ptx", "curd_add_one");
+        uint32_t n = 300000 / 4;
+        uint32_t *start = random_words(n);
+        curd_buffer buffer = upload_new(device, start, n * 4u);
+        curd_batch *batch = batch_new(device, flags);
+        curd_launch launch = launch_over(n, 256);
+        curd_arg args[] = {
+            counted(curd_arg_buffer(CURD_ROLE_INOUT, buffer), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        unsigned char *got[RANGES + SMALL];
+        check_ok(curd_batch_launch(batch, add_one, &launch, args, 2, NULL),
+                 "curd_batch_launch");
+        for (size_t i = 0; i < RANGES; i++) {
+            got[i] = g_malloc(ranges[i].byte_len);
+            check_ok(curd_batch_download(batch, buffer, ranges[i].offset,
+                                         ranges[i].byte_len, got[i]),
+                     "curd_batch_download");
+            if (i == RANGES - 2)
+                check_ok(curd_batch_launch(batch, add_one, &launch, args, 2,
+                                           NULL),
+                         "curd_batch_launch");
+        }
+        /* More small ones in a row than one read-back launch takes. */
+        for (size_t i = 0; i < SMALL; i++) {
+            got[RANGES + i] = g_malloc(16);
+            check_ok(curd_batch_download(batch, buffer, 1000 + 37 * i, 16,
+                                         got[RANGES + i]),
+                     "curd_batch_download");
+        }
+        uint32_t *want = g_memdup2(start, n * 4u);
+        for (int run = 1; run <= 3; run++) {
+            for (size_t i = 0; i < RANGES; i++)
+                curd_test_poison(got[i], ranges[i].byte_len);
+            for (size_t i = 0; i < SMALL; i++)
+                curd_test_poison(got[RANGES + i], 16);
+            check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+            /* One add_one before the first ranges, two before the last
+             * and the small ones. */
+            for (uint32_t i = 0; i < n; i++)
+                want[i] += 1u;
+            for (size_t i = 0; i < RANGES - 1; i++)
+                assert_range(got[i], want, ranges[i].offset,
+                             ranges[i].byte_len);
+            for (uint32_t i = 0; i < n; i++)
+                want[i] += 1u;
+            assert_range(got[RANGES - 1], want, ranges[RANGES - 1].offset,
+                         ranges[RANGES - 1].byte_len);
+            for (size_t i = 0; i < SMALL; i++)
+                assert_range(got[RANGES + i], want, 1000 + 37 * i, 16);
+        }
+        check_ok(curd_batch_free(batch), "curd_batch_free");
+        check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+        for (size_t i = 0; i < RANGES + SMALL; i++)
+            g_free(got[i]);
+        g_free(start);
+        g_free(want);
+        check_ok(curd_program_free(add_one), "curd_program_free");
+        check_ok(curd_device_close(device), "curd_device_close");
+    }
+}
+
 /* A changed scalar, another buffer of the same size and another grid: the
  * next run does what the batch now says, and a graph batch updates its
  * nodes in place rather than capturing again. */
@@ -714,6 +809,8 @@ int main(int argc, char **argv)
         {"items-run-in-order-and-again", test_items_run_in_order_and_again},
         {"eight-dependent-launches-and-a-read-back",
          test_eight_dependent_launches_and_a_read_back},
+        {"read-backs-of-every-size-land-exactly",
+         test_read_backs_of_every_size_land_exactly},
         {"changed-launches-run-as-changed",
          test_changed_launches_run_as_changed},
         {"a-pending-run-holds-the-batch", test_a_pending_run_holds_the_batch},

@@ -40,6 +40,7 @@
 #include "memory/staging.h"
 #include "base/status.h"
 #include "transfer/copy.h"
+#include "transfer/gather.h"
 #include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
@@ -144,6 +145,12 @@ struct curd_batch {
     curdi_copy_counts copies;     /* ... to the copy counters too */
     uint64_t launches;          /* kernel launches one run enqueues */
     size_t externals;           /* external items (batch.h) */
+    /* Downloads that a kernel reads back (READBACK_KERNEL_MAX), and the
+     * device's transfer kernels once looked up (they stay loaded until
+     * the device closes). */
+    size_t kernel_readbacks;
+    bool readback_known, readback_usable;
+    curdi_gather_kernels readback;
     batch_run run;
     bool running;               /* run is enqueued and not yet released */
     /* CURD_BATCH_GRAPH */
@@ -155,6 +162,18 @@ struct curd_batch {
 
 /* Staging offsets are 16-byte aligned, so the host copies run aligned. */
 #define STAGING_ALIGN 16u
+
+/* Downloads up to this many bytes are read back by the transfer room's
+ * gather kernel (lib/transfer/gather.h), writing across the bus into the
+ * pinned staging, instead of a DMA: a DMA behind kernels waits for the
+ * copy engine to take over, which a kernel behind kernels does not. On
+ * the H100 of doc/PERFORMANCE.md a graph of 8 launches and a 4 KiB
+ * read-back replayed in 16.4 us with a DMA node and 15.2 us with the
+ * kernel (raw driver, synchronised alike). Consecutive ones go in one
+ * launch. */
+#define READBACK_KERNEL_MAX ((size_t)64 * 1024)
+/* Pieces gathered into one read-back launch. */
+#define READBACK_PIECES 32u
 
 static void launch_free(batch_launch *launch)
 {
@@ -182,6 +201,7 @@ static void batch_empty(curd_batch *batch)
     batch->item_count = 0;
     batch->externals = 0;
     batch->buffer_count = 0;
+    batch->kernel_readbacks = 0;
     batch->upload_bytes = 0;
     batch->download_bytes = 0;
     memset(&batch->counts, 0, sizeof batch->counts);
@@ -376,6 +396,14 @@ static void buffer_unref(curd_batch *batch, uint32_t index)
 
 /* Appends an item naming use (and, for a copy, src_use as its source;
  * else NULL); grows the staging layout and the run's counts. */
+/* Whether a download fits one read-back launch (READBACK_KERNEL_MAX),
+ * its staging bytes within the 4 GiB the kernel addresses. */
+static bool reads_back_by_kernel(const batch_item *item)
+{
+    return item->byte_len <= READBACK_KERNEL_MAX
+           && item->staging_offset <= UINT32_MAX - item->byte_len;
+}
+
 static curd_status item_append(curd_batch *batch, batch_item item,
                                const curdi_resident_use *use,
                                const curdi_resident_use *src_use,
@@ -425,6 +453,8 @@ static curd_status item_append(curd_batch *batch, batch_item item,
         item.staging_offset = *layout;
         *layout = end & ~(size_t)(STAGING_ALIGN - 1u);
     }
+    if (item.kind == ITEM_DOWNLOAD && reads_back_by_kernel(&item))
+        batch->kernel_readbacks++;
     item.buffer = buffer_ref(batch, use);
     if (src_use != NULL)
         item.src_buffer = buffer_ref(batch, src_use);
@@ -750,14 +780,58 @@ static curd_status run_staging(curd_batch *batch, curdi_staging *staging,
     return status;
 }
 
+/* Looks the read-back kernel up once per batch, before anything is
+ * enqueued (a module load has no place in a capture). Context current. */
+static curd_status run_readback_kernels(curd_batch *batch)
+{
+    curd_status status = curdi_gather_kernels_for_readback(
+        batch->device, &batch->readback, &batch->readback_usable);
+    batch->readback_known = status == CURD_OK;
+    return status;
+}
+
 /* Enqueues every item on stream (which may be capturing). Context
  * current. */
+/* Enqueues the read-back launch of the downloads from items[first] on
+ * that a kernel reads back (up to READBACK_PIECES of them in a row);
+ * *out_count receives how many it took. */
+static curd_status enqueue_readback(curd_batch *batch, size_t first,
+                                    curdi_cu_stream stream, size_t *out_count)
+{
+    curdi_engine_piece pieces[READBACK_PIECES];
+    size_t count = 0;
+    for (size_t index = first;
+         index < batch->item_count && count < READBACK_PIECES; index++) {
+        const batch_item *item = &batch->items[index];
+        if (item->kind != ITEM_DOWNLOAD || !reads_back_by_kernel(item))
+            break;
+        pieces[count++] = (curdi_engine_piece){
+            .device_ptr = batch->buffers[item->buffer].device_ptr
+                          + item->offset,
+            .stage_offset = item->staging_offset,
+            .byte_len = item->byte_len};
+    }
+    *out_count = count;
+    return curdi_gather_enqueue(&batch->readback, stream, true,
+                                batch->down.host, pieces, count);
+}
+
 static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
 {
     const curdi_driver *driver = curdi_driver_get();
     curd_device *device = batch->device;
     for (size_t index = 0; index < batch->item_count; index++) {
         const batch_item *item = &batch->items[index];
+        if (item->kind == ITEM_DOWNLOAD && batch->readback_usable
+            && reads_back_by_kernel(item)) {
+            size_t taken = 0;
+            curd_status status = enqueue_readback(batch, index, stream,
+                                                  &taken);
+            if (status != CURD_OK)
+                return status;
+            index += taken - 1u;
+            continue;
+        }
         curdi_cu_result rc = CURDI_CUDA_SUCCESS;
         const char *call = NULL;
         curdi_cu_deviceptr at = 0;
@@ -961,6 +1035,9 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
                              &batch->run.took_down);
     if (status == CURD_OK)
         status = curdi_pending_acquire(&batch->run.base);
+    if (status == CURD_OK && batch->kernel_readbacks != 0
+        && !batch->readback_known)
+        status = run_readback_kernels(batch);
     if (status == CURD_OK) {
         for (size_t index = 0; index < batch->item_count; index++) {
             const batch_item *item = &batch->items[index];

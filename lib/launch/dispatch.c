@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -624,14 +625,15 @@ typedef struct dispatch_run {
 static void run_complete(curd_pending *pending, bool copy_out)
 {
     dispatch_run *run = (dispatch_run *)(void *)pending;
-    uint64_t copy_start = curdi_clock_ns();
+    /* The copy-out's own time is read for the trace alone. */
+    uint64_t copy_start = run->trace ? curdi_clock_ns() : 0u;
     for (size_t index = 0; copy_out && index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len != 0)
             (void)curdi_staging_read(&b->staging, 0, b->read_len, b->host,
                                      b->read_len);
     }
-    uint64_t end = curdi_clock_ns();
+    uint64_t end = run->trace ? curdi_clock_ns() : 0u;
     struct curdi_dispatch_room *room = pending->device->dispatch;
     curdi_transfer_counts_add(pending->device, &run->counts);
     atomic_fetch_add(&room->dispatches, 1);
@@ -664,9 +666,13 @@ static void run_release(curd_pending *pending)
     }
     if (run->use_count != 0)
         curdi_resident_use_end(device, run->uses, run->use_count);
-    free(run->bounds);
     free(run);
 }
+
+/* The run's struct, rounded up so that the bounds after it are aligned. */
+#define RUN_HEAD_BYTES                                                        \
+    ((sizeof(dispatch_run) + _Alignof(max_align_t) - 1u)                      \
+     & ~(_Alignof(max_align_t) - 1u))
 
 static const curdi_pending_ops run_ops = {.complete = run_complete,
                                           .release = run_release};
@@ -701,22 +707,23 @@ static curd_status run_prepare(curd_device *device,
                           what, transient, device->ordinal,
                           device->props.total_memory_bytes);
 
-    dispatch_run *run = calloc(1, sizeof *run);
+    /* One block: the run, then bounds, uses, ids and params (all 8-byte
+     * aligned): one allocation a dispatch. */
     size_t bytes;
-    if (run == NULL
-        || !curdi_size_mul(nargs + 1u,
-                           sizeof(bound) + sizeof(curdi_resident_use)
-                               + sizeof(uint64_t) + sizeof(void *),
-                           &bytes)
-        || (run->bounds = calloc(1, bytes)) == NULL) {
-        free(run);
+    dispatch_run *run = NULL;
+    if (curdi_size_mul(nargs + 1u,
+                       sizeof(bound) + sizeof(curdi_resident_use)
+                           + sizeof(uint64_t) + sizeof(void *),
+                       &bytes)
+        && curdi_size_add(bytes, RUN_HEAD_BYTES, &bytes))
+        run = calloc(1, bytes);
+    if (run == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: could not allocate the state of a dispatch of"
                           " %zu arguments. Fix: free host memory.",
                           what, nargs);
-    }
     curdi_pending_init(&run->base, device, &run_ops);
-    /* One block: bounds, uses, ids, then params (all 8-byte aligned). */
+    run->bounds = (bound *)(void *)((unsigned char *)run + RUN_HEAD_BYTES);
     run->nargs = nargs;
     run->uses = (curdi_resident_use *)(void *)(run->bounds + nargs + 1u);
     run->ids = (uint64_t *)(void *)(run->uses + nargs + 1u);

@@ -63,9 +63,10 @@ static bool node_is(curdi_cu_graph_node node,
 }
 
 /* Finds each kernel's nodes in the captured graph. The driver lists a
- * captured graph's nodes in the order they were added, which this checks
- * node by node against the kernels; when it cannot confirm the order,
- * changed launches are captured again instead of updated. */
+ * captured graph's nodes in the order they were added: each launch takes
+ * the first kernel node after the last one taken that matches it (its
+ * function, shape and parameters); when one is not found, changed
+ * launches are captured again instead of updated. */
 static bool find_nodes(curdi_graph *graph, curdi_graph_kernel *kernels)
 {
     const curdi_driver *driver = curdi_driver_get();
@@ -84,14 +85,18 @@ static bool find_nodes(curdi_graph *graph, curdi_graph_kernel *kernels)
          kernel = kernel->next) {
         for (uint32_t iteration = 0;
              found && iteration < kernel->shape->iterations; iteration++) {
+            /* Other nodes (copies, and the kernels that are not the
+             * work's launches, such as a batch's read-backs) are passed
+             * over. */
             curdi_cu_graph_node_type type = 1u;
             while (next < count
                    && (curdi_driver_note(driver->cuGraphNodeGetType(
                            nodes[next], &type))
                            != CURDI_CUDA_SUCCESS
-                       || type != CURDI_CU_GRAPH_NODE_TYPE_KERNEL))
+                       || type != CURDI_CU_GRAPH_NODE_TYPE_KERNEL
+                       || !node_is(nodes[next], kernel)))
                 next++;
-            found = next < count && node_is(nodes[next], kernel);
+            found = next < count;
             if (found)
                 kernel->nodes[iteration] = nodes[next++];
         }

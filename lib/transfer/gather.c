@@ -9,6 +9,7 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "base/status.h"
+#include "transfer/state.h"
 
 /* The room's state, behind curd_device.gather. lock guards the fields
  * below it and is never held across a driver call. */
@@ -204,6 +205,21 @@ curd_status curdi_gather_kernels_get(curd_device *device,
     if (module != NULL)
         (void)curdi_driver_note(curdi_driver_get()->cuModuleUnload(module));
     return CURD_OK;
+}
+
+curd_status curdi_gather_kernels_for_readback(curd_device *device,
+                                              curdi_gather_kernels *out,
+                                              bool *out_usable)
+{
+    *out_usable = false;
+    if (device->transfer->tuning.gather.path == CURDI_PATH_DMA
+        || curdi_gather_unavailable(device))
+        return CURD_OK;
+    curd_status status = curdi_gather_kernels_get(device, out);
+    if (status == CURD_E_PROGRAM)
+        return CURD_OK;
+    *out_usable = status == CURD_OK;
+    return status;
 }
 
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,

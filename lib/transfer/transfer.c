@@ -148,8 +148,9 @@ void curdi_transfer_counts_add(curd_device *device,
 {
     curdi_counter_step steps[6];
     transfer_steps(device->transfer, counts, steps);
-    atomic_fetch_add(&device->accounting_repairs,
-                     curdi_counters_add(steps, 6));
+    unsigned repairs = curdi_counters_add(steps, 6);
+    if (repairs != 0)
+        atomic_fetch_add(&device->accounting_repairs, repairs);
 }
 
 /* ------------------------------------------------------------------------
