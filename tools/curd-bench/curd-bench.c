@@ -39,6 +39,10 @@ static const bench_scenario_entry scenarios[] = {
     {"transfer/pinned-download-256M",
      "256 MiB download into registered memory vs pinned cuMemcpyDtoHAsync",
      bench_transfer_pinned_download, false},
+    {"transfer/pinned-download-async-256M",
+     "256 MiB curd_buffer_download_async into registered memory vs "
+     "cuMemcpyDtoHAsync",
+     bench_transfer_pinned_download_async, false},
     {"transfer/small-roundtrip",
      "4 KiB upload + 4 KiB download, one fence each, vs raw copies",
      bench_transfer_small_roundtrip, false},
@@ -140,6 +144,14 @@ static const bench_scenario_entry scenarios[] = {
      "per GPU of 2, a thread each: 8 launches + a 4 KiB all-reduce + a "
      "read-back, graph replay vs streamed",
      bench_collective_graph_batch, false},
+    {"interop/event-wait-dispatch",
+     "an empty dispatch after curd_device_wait_event on the caller's event "
+     "vs the dispatch alone",
+     bench_interop_event_wait_dispatch, false},
+    {"interop/batch-on-caller-stream",
+     "8 launches as a batch on the caller's stream + its sync vs raw "
+     "launches + sync, and vs curd's stream",
+     bench_interop_batch_on_caller_stream, false},
 };
 
 int main(int argc, char **argv)

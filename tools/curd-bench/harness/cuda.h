@@ -26,6 +26,7 @@ typedef struct CUmod_st *bench_cu_module;
 typedef struct CUfunc_st *bench_cu_function;
 typedef struct CUgraph_st *bench_cu_graph;
 typedef struct CUgraphExec_st *bench_cu_graph_exec;
+typedef struct CUevent_st *bench_cu_event;
 
 #define BENCH_CUDA_SUCCESS 0u
 #define BENCH_CU_STREAM_NON_BLOCKING 0x1u
@@ -34,6 +35,7 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
 #define BENCH_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD 4u
 #define BENCH_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1u
 #define BENCH_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED 704u
+#define BENCH_CU_EVENT_DISABLE_TIMING 0x2u
 
 /* X(base name, dlsym fallback symbol, required, return and parameters) */
 #define BENCH_CUDA_ENTRIES(X)                                                 \
@@ -60,6 +62,11 @@ typedef struct CUgraphExec_st *bench_cu_graph_exec;
     X(cuStreamCreate, "cuStreamCreate", 1, (bench_cu_stream *, unsigned int)) \
     X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (bench_cu_stream))            \
     X(cuStreamSynchronize, "cuStreamSynchronize", 1, (bench_cu_stream))       \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", 1,                              \
+      (bench_cu_stream, bench_cu_event, unsigned int))                        \
+    X(cuEventCreate, "cuEventCreate", 1, (bench_cu_event *, unsigned int))    \
+    X(cuEventDestroy, "cuEventDestroy_v2", 1, (bench_cu_event))               \
+    X(cuEventRecord, "cuEventRecord", 1, (bench_cu_event, bench_cu_stream))   \
     X(cuGetErrorName, "cuGetErrorName", 1, (bench_cu_result, const char **))  \
     X(cuMemHostRegister, "cuMemHostRegister_v2", 0,                           \
       (void *, size_t, unsigned int))                                         \

@@ -1,7 +1,7 @@
 /* scenarios.h - curd-bench's scenarios (scenarios/pool.c,
  * scenarios/transfer.c, scenarios/sweep.c, scenarios/scattered.c, scenarios/tune.c,
  * scenarios/dispatch.c, scenarios/batch.c, scenarios/session.c, scenarios/pipeline.c,
- * scenarios/peer.c, scenarios/collective.c);
+ * scenarios/peer.c, scenarios/collective.c, scenarios/interop.c);
  * tools/curd-bench/README.md says what each compares. */
 #ifndef CURD_BENCH_SCENARIOS_H
 #define CURD_BENCH_SCENARIOS_H
@@ -16,6 +16,7 @@ int bench_transfer_pageable_upload(const bench_env *env);
 int bench_transfer_pinned_upload(const bench_env *env);
 int bench_transfer_pageable_download(const bench_env *env);
 int bench_transfer_pinned_download(const bench_env *env);
+int bench_transfer_pinned_download_async(const bench_env *env);
 int bench_transfer_small_roundtrip(const bench_env *env);
 int bench_transfer_upload_sweep(const bench_env *env);
 int bench_transfer_download_sweep(const bench_env *env);
@@ -47,5 +48,7 @@ int bench_collective_all_reduce_16M(const bench_env *env);
 int bench_collective_all_reduce_64M(const bench_env *env);
 int bench_collective_all_reduce_256M(const bench_env *env);
 int bench_collective_graph_batch(const bench_env *env);
+int bench_interop_event_wait_dispatch(const bench_env *env);
+int bench_interop_batch_on_caller_stream(const bench_env *env);
 
 #endif
