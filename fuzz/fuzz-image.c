@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     curd_image_kind kind = (curd_image_kind)77;
     size_t taken = 77;
-    curd_status status = curdi_image_check(image, size, &kind, &taken);
+    curd_status status = curdi_image_check(image, size, "image", &kind, &taken);
     bool fits = want != 0 &&
                 (want != CURD_IMAGE_FATBIN || reference_fatbin_fits(image, size));
     FUZZ_CHECK((status == CURD_OK) == fits);
