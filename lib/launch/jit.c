@@ -142,7 +142,7 @@ static curd_status link_failed(curdi_cu_result rc, const char *step,
     const char *log = logs->error;
     curd_status status = curdi_driver_status_of(rc);
     char call[2 * CURDI_JIT_LOG_BYTES + 512];
-    snprintf(call, sizeof call, "curd_program_load: %s, linking for entry %s%s%s",
+    snprintf(call, sizeof call, "curd_program_load: %s, for entry %s%s%s)",
              step, entry, log[0] != '\0' ? "; linker log: " : "", log);
     if (status == CURD_E_PROGRAM ||
         (status == CURD_E_DRIVER && log[0] != '\0')) {
@@ -180,7 +180,7 @@ static curd_status link_steps(const curdi_driver *driver,
             NULL, NULL));
         if (rc != CURDI_CUDA_SUCCESS) {
             snprintf(step, sizeof step,
-                     "cuLinkAddData of %s (%s, %zu bytes, input %zu of %zu)",
+                     "cuLinkAddData (%s: %s of %zu bytes, input %zu of %zu",
                      inputs[i].name, kind_name(inputs[i].kind),
                      inputs[i].byte_len, i + 1, count);
             return link_failed(rc, step, entry, logs);
@@ -191,7 +191,7 @@ static curd_status link_steps(const curdi_driver *driver,
     curdi_cu_result rc = curdi_driver_note(
         driver->cuLinkComplete(state, &cubin, &cubin_bytes));
     if (rc != CURDI_CUDA_SUCCESS) {
-        snprintf(step, sizeof step, "cuLinkComplete of %zu inputs", count);
+        snprintf(step, sizeof step, "cuLinkComplete (%zu inputs", count);
         return link_failed(rc, step, entry, logs);
     }
     if (cubin == NULL || cubin_bytes == 0)
@@ -228,7 +228,7 @@ curd_status curdi_link(const curdi_link_input *inputs, size_t count,
     curdi_cu_result rc = curdi_driver_note(
         driver->cuLinkCreate(list.count, list.options, list.values, &state));
     if (rc != CURDI_CUDA_SUCCESS)
-        return link_failed(rc, "cuLinkCreate", entry, logs);
+        return link_failed(rc, "cuLinkCreate (the link's state", entry, logs);
     curd_status status = link_steps(driver, state, inputs, count, entry, logs,
                                     out_cubin, out_cubin_bytes);
     rc = curdi_driver_note(driver->cuLinkDestroy(state));

@@ -82,7 +82,7 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 # test-program), with their stand-in-driver twins, and
 # tests/support/kernel-load.c (linked into every test program), through
 # which the fault sweep and the soak load the harness kernels.
-KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-dispatch-telemetry \
+KERNEL_TEST_BINS := $(foreach t,test-program test-program-link test-dispatch test-dispatch-telemetry \
                       test-dispatch-faults test-batch test-landing \
                       test-interop,\
                       $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake) \
