@@ -72,6 +72,15 @@ static curd_program_desc linked_desc(curd_program_image image,
     return desc;
 }
 
+/* The harness's link: link_apply.ptx with [link_mix.ptx] (*mix, which
+ * must outlive the desc). */
+static curd_program_desc apply_with_mix(curd_program_image *mix)
+{
+    *mix = ptx_image("link_mix.ptx");
+    return linked_desc(ptx_image("link_apply.ptx"), mix, 1,
+                       "curd_link_apply");
+}
+
 static curd_program *load_ok(curd_device *device,
                              const curd_program_desc *desc)
 {
@@ -268,9 +277,8 @@ static void test_a_desc_that_ends_before_the_list_links_nothing(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    curd_program_image mix = ptx_image("link_mix.ptx");
-    curd_program_desc desc =
-        linked_desc(ptx_image("link_apply.ptx"), &mix, 1, "curd_link_apply");
+    curd_program_image mix;
+    curd_program_desc desc = apply_with_mix(&mix);
     desc.struct_size = offsetof(curd_program_desc, link_images);
     curd_program *program = untouched_program;
     g_assert_cmpint(curd_program_load(device, &desc, &program), ==,
@@ -290,9 +298,8 @@ static void test_two_ptx_modules_link_and_run(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    curd_program_image mix = ptx_image("link_mix.ptx");
-    curd_program_desc desc =
-        linked_desc(ptx_image("link_apply.ptx"), &mix, 1, "curd_link_apply");
+    curd_program_image mix;
+    curd_program_desc desc = apply_with_mix(&mix);
     curd_program *program = load_ok(device, &desc);
     curd_program_props props;
     curd_test_poison(&props, sizeof props);
@@ -425,9 +432,8 @@ static void test_jit_options_reach_the_link(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    curd_program_image mix = ptx_image("link_mix.ptx");
-    curd_program_desc desc =
-        linked_desc(ptx_image("link_apply.ptx"), &mix, 1, "curd_link_apply");
+    curd_program_image mix;
+    curd_program_desc desc = apply_with_mix(&mix);
     desc.flags = CURD_PROGRAM_OPTIMIZATION_LEVEL | CURD_PROGRAM_LINE_INFO;
     desc.jit_optimization_level = 1;
     desc.jit_max_registers = 24;

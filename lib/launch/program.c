@@ -426,6 +426,25 @@ void curdi_program_counts_reset(curd_device *device)
 static const char *const kind_names[] = {"", "PTX", "cubin", "fatbin",
                                          "library"};
 
+/* A failed cuModuleLoadDataEx of `what` (the image, or the linked cubin):
+ * its sentence carries the error log, and `fix` when the code says the
+ * image is at fault. */
+static curd_status load_failed(curdi_module *m, curdi_cu_result rc,
+                               curdi_jit_logs *logs, const char *what,
+                               const char *entry, const char *fix)
+{
+    m->module = NULL;
+    curdi_jit_logs_error_one_line(logs);
+    char call[2 * CURDI_JIT_LOG_BYTES + 256];
+    snprintf(call, sizeof call,
+             "curd_program_load: cuModuleLoadDataEx (%s, for entry %s%s%s)",
+             what, entry, logs->error[0] != '\0' ? "; JIT log: " : "",
+             logs->error);
+    return curdi_fail_driver(
+        (int)rc, call,
+        curdi_driver_status_of(rc) == CURD_E_PROGRAM ? fix : NULL);
+}
+
 /* cuModuleLoadDataEx of the module's one image with the JIT options and
  * both logs; CURD_E_PROGRAM with the error log when it does not compile or
  * load. */
@@ -440,22 +459,16 @@ static curd_status jit_image(curdi_module *m, const char *entry,
         m->info_log = curdi_jit_logs_take_info(logs);
         return CURD_OK;
     }
-    m->module = NULL;
-    curdi_jit_logs_error_one_line(logs);
-    char call[2 * CURDI_JIT_LOG_BYTES + 256];
-    snprintf(call, sizeof call,
-             "curd_program_load: cuModuleLoadDataEx (%s image of %zu bytes, "
-             "for entry %s%s%s)",
-             kind_names[m->kind], m->inputs[0].byte_len, entry,
-             logs->error[0] != '\0' ? "; JIT log: " : "", logs->error);
-    const char *fix = NULL;
-    if (curdi_driver_status_of(rc) == CURD_E_PROGRAM)
-        fix = m->kind == CURD_IMAGE_PTX
-                  ? "correct the PTX at the place the JIT log names, or "
-                    "target a PTX ISA and sm version this driver knows"
-                  : "build the binary for this device's architecture "
-                    "(or include PTX in the fatbin so the driver can JIT it)";
-    return curdi_fail_driver((int)rc, call, fix);
+    char what[64];
+    snprintf(what, sizeof what, "%s image of %zu bytes", kind_names[m->kind],
+             m->inputs[0].byte_len);
+    return load_failed(
+        m, rc, logs, what, entry,
+        m->kind == CURD_IMAGE_PTX
+            ? "correct the PTX at the place the JIT log names, or target a "
+              "PTX ISA and sm version this driver knows"
+            : "build the binary for this device's architecture (or include "
+              "PTX in the fatbin so the driver can JIT it)");
 }
 
 /* The module's inputs through the driver's linker, then the linked cubin
@@ -495,20 +508,12 @@ static curd_status link_images(curdi_module *m, const char *entry,
     free(cubin);
     if (rc == CURDI_CUDA_SUCCESS)
         return CURD_OK;
-    m->module = NULL;
-    curdi_jit_logs_error_one_line(logs);
-    char call[2 * CURDI_JIT_LOG_BYTES + 256];
-    snprintf(call, sizeof call,
-             "curd_program_load: cuModuleLoadDataEx (the cubin of %zu bytes "
-             "linked from %zu inputs, for entry %s%s%s)",
-             cubin_bytes, m->input_count, entry,
-             logs->error[0] != '\0' ? "; log: " : "", logs->error);
-    return curdi_fail_driver(
-        (int)rc, call,
-        curdi_driver_status_of(rc) == CURD_E_PROGRAM
-            ? "build the inputs for this device's architecture, or pass "
-              "them as PTX so the driver compiles them for it"
-            : NULL);
+    char what[96];
+    snprintf(what, sizeof what, "the cubin of %zu bytes linked from %zu "
+             "inputs", cubin_bytes, m->input_count);
+    return load_failed(m, rc, logs, what, entry,
+                       "build the inputs for this device's architecture, or "
+                       "pass them as PTX so the driver compiles them for it");
 }
 
 /* Loads the module (compiling or linking it); *out_ns is the time spent
