@@ -536,8 +536,10 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device);
 /* ------------------------------------------------------------------------
  * Programs
  * A curd_program is one kernel (an entry) of a module image: PTX text, a
- * cubin or a fatbin, told apart by content. Loading caches the module per
- * device under an XXH3-128 hash of the image bytes, the device's compute
+ * cubin or a fatbin, told apart by content, or (curd 1.1) a module the
+ * driver's linker made of several images (curd_program_desc.link_images).
+ * Loading caches the module per device under an XXH3-128 hash of the
+ * image bytes (every input's, in order, for a link), the device's compute
  * capability and the JIT options (the image bytes themselves are compared
  * on a hit, so a hash collision can never load the wrong module): a second
  * load of the same image makes no JIT and no driver call at all. Modules
