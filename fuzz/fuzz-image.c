@@ -5,7 +5,9 @@
  * of ELF and of a fatbin compared byte by byte; for PTX, a walk that skips
  * white space and whole comments one character at a time and then wants
  * ".version" (a NUL, or a comment that never closes, ends the walk with
- * nothing); a fatbin's header and payload sizes added in 128 bits. The
+ * nothing); a fatbin's header and payload sizes added in 128 bits; a
+ * library's members stepped over with their sizes read digit by digit
+ * into 128 bits. The
  * harness checks the kind, curdi_image_check's status, the kind and length
  * it sets (PTX: up to the first NUL), that a refusal sets nothing and
  * says "Fix: ...", and that the PTX entry names fit their buffer.
@@ -66,7 +68,42 @@ static int reference_kind(const uint8_t *bytes, size_t size)
     if (size >= 4 && bytes[0] == 0x50 && bytes[1] == 0xed &&
         bytes[2] == 0x55 && bytes[3] == 0xba)
         return CURD_IMAGE_FATBIN;
+    static const char archive[] = "!<arch>\n";
+    if (size >= 8 && memcmp(bytes, archive, 8) == 0)
+        return CURD_IMAGE_LIBRARY;
     return reference_is_ptx(bytes, size) ? CURD_IMAGE_PTX : 0;
+}
+
+/* ar: after the magic, members of a 60-byte header (size in bytes 48 to
+ * 57: digits, then spaces; "`\n" at 58) and the member, padded to even
+ * but for the last; at least one member. */
+static bool reference_archive_fits(const uint8_t *bytes, size_t size)
+{
+    fuzz_u128 at = 8;
+    unsigned members = 0;
+    while (at < size) {
+        if (members == CURDI_ARCHIVE_MEMBERS_MAX || at + 60 > size)
+            return false;
+        const uint8_t *header = bytes + (size_t)at;
+        if (header[58] != '`' || header[59] != '\n')
+            return false;
+        fuzz_u128 member = 0;
+        size_t i = 48;
+        while (i < 58 && header[i] >= '0' && header[i] <= '9')
+            member = member * 10 + (fuzz_u128)(header[i++] - '0');
+        if (i == 48)
+            return false;
+        while (i < 58)
+            if (header[i++] != ' ')
+                return false;
+        at += 60 + member;
+        if (at > size)
+            return false;
+        if (member % 2 != 0 && at < size)
+            at++;
+        members++;
+    }
+    return members > 0;
 }
 
 static bool reference_fatbin_fits(const uint8_t *bytes, size_t size)
@@ -95,9 +132,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     curd_image_kind kind = (curd_image_kind)77;
     size_t taken = 77;
-    curd_status status = curdi_image_check(image, size, &kind, &taken);
+    curd_status status = curdi_image_check(image, size, "image", &kind, &taken);
     bool fits = want != 0 &&
-                (want != CURD_IMAGE_FATBIN || reference_fatbin_fits(image, size));
+                (want != CURD_IMAGE_FATBIN || reference_fatbin_fits(image, size)) &&
+                (want != CURD_IMAGE_LIBRARY || reference_archive_fits(image, size));
     FUZZ_CHECK((status == CURD_OK) == fits);
     if (status != CURD_OK) {
         FUZZ_CHECK(status == CURD_E_PROGRAM);

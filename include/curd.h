@@ -536,8 +536,10 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device);
 /* ------------------------------------------------------------------------
  * Programs
  * A curd_program is one kernel (an entry) of a module image: PTX text, a
- * cubin or a fatbin, told apart by content. Loading caches the module per
- * device under an XXH3-128 hash of the image bytes, the device's compute
+ * cubin or a fatbin, told apart by content, or (curd 1.1) a module the
+ * driver's linker made of several images (curd_program_desc.link_images).
+ * Loading caches the module per device under an XXH3-128 hash of the
+ * image bytes (every input's, in order, for a link), the device's compute
  * capability and the JIT options (the image bytes themselves are compared
  * on a hit, so a hash collision can never load the wrong module): a second
  * load of the same image makes no JIT and no driver call at all. Modules
@@ -556,8 +558,25 @@ typedef enum curd_image_kind {
     CURD_IMAGE_PTX = 1,    /* text: optional whitespace and comments, then
                               ".version" */
     CURD_IMAGE_CUBIN = 2,  /* ELF: 0x7f 'E' 'L' 'F' */
-    CURD_IMAGE_FATBIN = 3  /* 0xBA55ED50, little-endian */
+    CURD_IMAGE_FATBIN = 3, /* 0xBA55ED50, little-endian */
+    /* curd 1.1: "!<arch>\n": a library of device code (nvcc -lib
+     * -rdc=true, libcudadevrt.a), only as an input of a link. */
+    CURD_IMAGE_LIBRARY = 4
 } curd_image_kind;
+
+/* curd 1.1: one more input of a link (curd_program_desc.link_images),
+ * told apart by content like the desc's image: PTX (compiled with nvcc
+ * -rdc=true, so that it may call functions of the other inputs), a cubin
+ * (relocatable or not), a fatbin or a library. The caller owns the bytes;
+ * curd copies what it needs before curd_program_load returns. */
+typedef struct curd_program_image {
+    const void *image;
+    size_t image_bytes; /* for PTX, the text's length (a NUL inside ends
+                           it) */
+} curd_program_image;
+
+/* curd 1.1: the most inputs a link takes besides the desc's image. */
+#define CURD_PROGRAM_LINK_MAX 64u
 
 /* curd 1.1: jit_optimization_level is given (else the driver's default,
  * 4). */
@@ -583,13 +602,33 @@ typedef struct curd_program_desc {
     /* The compute capability to compile for, as 10 * major + minor (90
      * for 9.0), at most the device's; 0: the device's own. */
     uint32_t jit_target;
+    /* curd 1.1: images to link with image. With link_count 0 (and
+     * link_images NULL) image is loaded alone, as in curd 1.0. Otherwise
+     * image is the first input of the driver's linker and
+     * link_images[0 .. link_count - 1] follow it, in that order (at most
+     * CURD_PROGRAM_LINK_MAX): several PTX modules that call each other's
+     * functions, or code with the library it calls. The JIT options above
+     * apply to the link; the linked module's key in the module cache
+     * covers every input, in order, and the options; entry may be a
+     * kernel of any input; curd_program_log gives the linker's
+     * information log; curd_program_info's image_kind of a linked
+     * program is CURD_IMAGE_CUBIN (what the linker made). */
+    const curd_program_image *link_images;
+    size_t link_count;
 } curd_program_desc;
 
 CURD_API void curd_program_desc_init(curd_program_desc *desc);
 /* CURD_E_PROGRAM when the image is neither PTX, cubin nor fatbin (the
  * sentence shows its first bytes), when the PTX does not compile (the
  * sentence carries the driver's JIT log) or when the image has no such
- * entry (the sentence names the entries it has). */
+ * entry (the sentence names the entries it has). curd 1.1, a link: every
+ * input is checked before any driver call (CURD_E_INVALID_ARGUMENT for
+ * link_images NULL with a count, a count past CURD_PROGRAM_LINK_MAX, an
+ * input NULL or of 0 bytes; CURD_E_PROGRAM for an input of no kind, and
+ * for a library given alone, without link_images); CURD_E_PROGRAM when
+ * the link fails (an unresolved function, an input the linker refuses),
+ * the sentence carrying the linker's error log, whose names for the
+ * inputs are "image" and "link_images[i]". */
 CURD_API curd_status curd_program_load(curd_device *device,
                                        const curd_program_desc *desc,
                                        curd_program **out_program);
@@ -624,7 +663,8 @@ typedef struct curd_program_props {
 CURD_API curd_status curd_program_info(const curd_program *program,
                                        curd_program_props *props);
 /* curd 1.1: the JIT's information log of the program's module (what
- * ptxas said: registers, spills; empty for a binary or a quiet JIT),
+ * ptxas said: registers, spills; for a linked module, the linker's;
+ * empty for a binary or a quiet JIT),
  * kept from its load, as a NUL-terminated string into dst of capacity
  * bytes (cut short to fit); *out_len, when not NULL, receives its whole
  * length without the NUL. A failed load's error log is in its

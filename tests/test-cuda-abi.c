@@ -44,6 +44,8 @@ static void test_typedefs_match(void)
     SAME_TYPE(curdi_cu_graph_node, CUgraphNode);
     SAME_TYPE(curdi_cu_graph_exec, CUgraphExec);
     SAME_TYPE(curdi_cu_kernel, CUkernel);
+    SAME_TYPE(curdi_cu_link_state, CUlinkState);
+    SAME_TYPE(curdi_cu_jit_input_type, CUjitInputType);
     SAME_TYPE(curdi_cu_function_attribute, CUfunction_attribute);
     SAME_TYPE(curdi_cu_stream_capture_mode, CUstreamCaptureMode);
     SAME_TYPE(curdi_cu_graph_node_type, CUgraphNodeType);

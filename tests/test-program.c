@@ -100,7 +100,7 @@ static long jit_count(void)
 static const char *const fake_kinds[] = {
     "device_memory", "host_memory", "stream",          "event",
     "module",        "graph",       "graph_exec",      "context_retains",
-    "context_stack", "sticky_faults",
+    "context_stack", "sticky_faults", "link_state",
 };
 
 static long fake_before[G_N_ELEMENTS(fake_kinds)];

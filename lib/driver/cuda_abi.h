@@ -35,6 +35,8 @@ typedef struct CUgraph_st *curdi_cu_graph;
 typedef struct CUgraphNode_st *curdi_cu_graph_node;
 typedef struct CUgraphExec_st *curdi_cu_graph_exec;
 typedef struct CUkern_st *curdi_cu_kernel; /* CUkernel */
+typedef struct CUlinkState_st *curdi_cu_link_state; /* CUlinkState */
+typedef unsigned int curdi_cu_jit_input_type;   /* CUjitInputType */
 typedef unsigned int curdi_cu_function_attribute; /* CUfunction_attribute */
 typedef unsigned int curdi_cu_stream_capture_mode; /* CUstreamCaptureMode */
 typedef unsigned int curdi_cu_graph_node_type;    /* CUgraphNodeType */
@@ -234,6 +236,10 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_JIT_GENERATE_LINE_INFO, 13)                                          \
     X(CU_JIT_OPTIMIZATION_LEVEL, 7)                                           \
     X(CU_JIT_GENERATE_DEBUG_INFO, 11)                                         \
+    X(CU_JIT_INPUT_CUBIN, 0)                                                  \
+    X(CU_JIT_INPUT_PTX, 1)                                                    \
+    X(CU_JIT_INPUT_FATBINARY, 2)                                              \
+    X(CU_JIT_INPUT_LIBRARY, 4)                                                \
     X(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0)                             \
     X(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, 1)                                 \
     X(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, 2)                                  \
@@ -378,6 +384,21 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (module, image, option_count, options, option_values))                  \
     X(cuModuleUnload, "cuModuleUnload", REQUIRED, (curdi_cu_module module),   \
       (module))                                                               \
+    X(cuLinkCreate, "cuLinkCreate_v2", REQUIRED,                              \
+      (unsigned int option_count, curdi_cu_jit_option *options,               \
+       void **option_values, curdi_cu_link_state *state),                     \
+      (option_count, options, option_values, state))                          \
+    X(cuLinkAddData, "cuLinkAddData_v2", REQUIRED,                            \
+      (curdi_cu_link_state state, curdi_cu_jit_input_type type, void *data,   \
+       size_t byte_len, const char *name, unsigned int option_count,          \
+       curdi_cu_jit_option *options, void **option_values),                   \
+      (state, type, data, byte_len, name, option_count, options,              \
+       option_values))                                                        \
+    X(cuLinkComplete, "cuLinkComplete", REQUIRED,                             \
+      (curdi_cu_link_state state, void **cubin, size_t *cubin_bytes),         \
+      (state, cubin, cubin_bytes))                                            \
+    X(cuLinkDestroy, "cuLinkDestroy", REQUIRED,                               \
+      (curdi_cu_link_state state), (state))                                   \
     X(cuModuleGetFunction, "cuModuleGetFunction", REQUIRED,                   \
       (curdi_cu_function * function, curdi_cu_module module,                  \
        const char *name),                                                     \

@@ -22,13 +22,14 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "base/status.h"
+#include "base/checked.h"
 #include "launch/image.h"
+#include "launch/jit.h"
 
 /* What the JIT options mean, as hashed into the key with each load's
  * jit_options: bump it when curd passes the driver another option that
  * changes the code. */
 #define CURDI_JIT_OPTIONS_ID 2u
-#define CURDI_JIT_LOG_BYTES 4096u
 /* More parameters than a kernel can have (the driver caps a parameter
  * buffer at 32764 bytes); a bound on the cuFuncGetParamInfo loop. */
 #define CURDI_MAX_PARAMS 8192u
@@ -49,28 +50,46 @@ typedef struct curdi_function {
     _Atomic size_t dynamic_shared_limit;
 } curdi_function;
 
-/* A load's JIT options (curd_program_desc, curd 1.1), hashed into the
- * module cache's key and compared on a hit. */
-typedef struct jit_options {
-    uint32_t optimization_level; /* UINT32_MAX: the driver's default */
-    uint32_t max_registers;      /* 0: no limit */
-    uint32_t target;             /* 0: from the context */
-    uint32_t line_info;          /* 0 or 1 */
-} jit_options;
+/* One image of a load: the desc's image, or an input of a link. */
+typedef struct module_input {
+    size_t offset; /* of its copy in the module's image block */
+    size_t byte_len; /* PTX: up to its first NUL */
+    curd_image_kind kind;
+} module_input;
 
 typedef struct curdi_module {
     struct curdi_module *evicted_next; /* in a list of evicted modules */
     struct curdi_module *idle_prev, *idle_next; /* while refs == 0 */
     XXH128_hash_t key;
-    unsigned char *image; /* a copy (PTX: NUL-terminated) */
-    size_t image_bytes;
-    curd_image_kind kind;
+    /* Copies of the load's images back to back, each followed by a NUL
+     * (PTX must end in one): one image, or a link's inputs in order. */
+    unsigned char *image;
+    module_input *inputs;
+    size_t input_count;
+    bool linked; /* the inputs went through the driver's linker */
+    curd_image_kind kind; /* what the driver loaded: a link's is a cubin */
     curdi_cu_module module;
     uint32_t refs; /* programs, and loads in progress, using it */
     curdi_function *functions;
-    jit_options jit;
-    char *info_log; /* the JIT's information log; NULL: none */
+    curdi_jit_options jit;
+    char *info_log; /* the JIT's (or linker's) information log; NULL: none */
 } curdi_module;
+
+/* One image of a load request, checked; and the request. */
+typedef struct load_input {
+    const unsigned char *bytes;
+    size_t byte_len; /* PTX: up to its first NUL */
+    curd_image_kind kind;
+} load_input;
+
+typedef struct load_request {
+    load_input inputs[1 + CURD_PROGRAM_LINK_MAX];
+    size_t input_count; /* 1, or 1 + desc->link_count */
+    bool linked;        /* desc->link_count != 0 */
+    size_t copy_bytes;  /* every input and its NUL */
+    const char *entry;
+    curdi_jit_options jit;
+} load_request;
 
 struct curd_program {
     curd_device *device;
@@ -98,38 +117,61 @@ struct curdi_program_room {
 /* ------------------------------------------------------------------------
  * The room
  * ---------------------------------------------------------------------- */
+/* Every input's length and bytes, in order (so that two lists of the
+ * same bytes cut apart elsewhere or ordered otherwise differ), then the
+ * facts the compiled code depends on besides them. */
 static XXH128_hash_t image_key(const curd_device *device,
-                               const unsigned char *image, size_t image_bytes,
-                               const jit_options *jit)
+                               const load_request *request)
 {
     XXH3_state_t state;
-    /* The facts the compiled code depends on besides the image. */
-    const uint32_t facts[7] = {
+    XXH3_128bits_reset(&state);
+    for (size_t i = 0; i < request->input_count; i++) {
+        const uint64_t byte_len = request->inputs[i].byte_len;
+        XXH3_128bits_update(&state, &byte_len, sizeof byte_len);
+        XXH3_128bits_update(&state, request->inputs[i].bytes,
+                            request->inputs[i].byte_len);
+    }
+    const uint32_t facts[9] = {
         (uint32_t)device->props.compute_capability_major,
         (uint32_t)device->props.compute_capability_minor,
         CURDI_JIT_OPTIONS_ID,
-        jit->optimization_level,
-        jit->max_registers,
-        jit->target,
-        jit->line_info,
+        request->jit.optimization_level,
+        request->jit.max_registers,
+        request->jit.target,
+        request->jit.line_info,
+        (uint32_t)request->input_count,
+        request->linked ? 1u : 0u,
     };
-    XXH3_128bits_reset(&state);
-    XXH3_128bits_update(&state, image, image_bytes);
     XXH3_128bits_update(&state, facts, sizeof facts);
     return XXH3_128bits_digest(&state);
 }
 
+/* Whether a module holds exactly the request's images and options. */
+static bool module_matches(const curdi_module *m, const load_request *request)
+{
+    if (m->linked != request->linked ||
+        m->input_count != request->input_count ||
+        memcmp(&m->jit, &request->jit, sizeof m->jit) != 0)
+        return false;
+    for (size_t i = 0; i < m->input_count; i++) {
+        const module_input *have = &m->inputs[i];
+        const load_input *want = &request->inputs[i];
+        if (have->byte_len != want->byte_len || have->kind != want->kind ||
+            memcmp(m->image + have->offset, want->bytes, want->byte_len) != 0)
+            return false;
+    }
+    return true;
+}
+
 /* Lock held. */
 static curdi_module *cache_find(struct curdi_program_room *room,
-                                XXH128_hash_t key, const unsigned char *image,
-                                size_t image_bytes, const jit_options *jit)
+                                XXH128_hash_t key,
+                                const load_request *request)
 {
     curdi_hash_map_cursor cursor;
     for (curdi_module *m = curdi_hash_map_find(&room->modules, &key, &cursor);
          m != NULL; m = curdi_hash_map_find_next(&room->modules, &key, &cursor))
-        if (m->image_bytes == image_bytes &&
-            memcmp(&m->jit, jit, sizeof *jit) == 0 &&
-            memcmp(m->image, image, image_bytes) == 0)
+        if (module_matches(m, request))
             return m;
     return NULL;
 }
@@ -238,6 +280,7 @@ static curd_status module_destroy(curdi_module *m)
         function_free(f);
     }
     free(m->image);
+    free(m->inputs);
     free(m->info_log);
     free(m);
     return status;
@@ -380,112 +423,114 @@ void curdi_program_counts_reset(curd_device *device)
 /* ------------------------------------------------------------------------
  * Loading (driver calls; context current, room lock not held)
  * ---------------------------------------------------------------------- */
-/* cuModuleLoadDataEx with an error log; CURD_E_PROGRAM with the log when
- * the image does not compile or load. */
-static curd_status jit_module(curdi_module *m, const char *entry,
-                              uint64_t *out_ns)
+static const char *const kind_names[] = {"", "PTX", "cubin", "fatbin",
+                                         "library"};
+
+/* A failed cuModuleLoadDataEx of `what` (the image, or the linked cubin):
+ * its sentence carries the error log, and `fix` when the code says the
+ * image is at fault. */
+static curd_status load_failed(curdi_module *m, curdi_cu_result rc,
+                               curdi_jit_logs *logs, const char *what,
+                               const char *entry, const char *fix)
 {
-    const curdi_driver *driver = curdi_driver_get();
-    char *log = calloc(1, CURDI_JIT_LOG_BYTES);
-    if (log == NULL)
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_program_load: %u bytes for the JIT log could "
-                          "not be allocated. Fix: free host memory and try "
-                          "again.",
-                          CURDI_JIT_LOG_BYTES);
-    char *info = calloc(1, CURDI_JIT_LOG_BYTES);
-    if (info == NULL) {
-        free(log);
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_program_load: %u bytes for the JIT log could "
-                          "not be allocated. Fix: free host memory and try "
-                          "again.",
-                          CURDI_JIT_LOG_BYTES);
-    }
-    /* The info log verbose: what ptxas says of registers and spills. */
-    curdi_cu_jit_option options[9] = {
-        CURDI_CU_JIT_ERROR_LOG_BUFFER,
-        CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        CURDI_CU_JIT_INFO_LOG_BUFFER,
-        CURDI_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-        CURDI_CU_JIT_LOG_VERBOSE,
-    };
-    void *values[9] = {log, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES, info,
-                       (void *)(uintptr_t)CURDI_JIT_LOG_BYTES,
-                       (void *)(uintptr_t)1u};
-    unsigned count = 5;
-    /* Options whose value is an unsigned int travel in the pointer. */
-    if (m->jit.optimization_level != UINT32_MAX) {
-        options[count] = CURDI_CU_JIT_OPTIMIZATION_LEVEL;
-        values[count++] = (void *)(uintptr_t)m->jit.optimization_level;
-    }
-    if (m->jit.max_registers != 0) {
-        options[count] = CURDI_CU_JIT_MAX_REGISTERS;
-        values[count++] = (void *)(uintptr_t)m->jit.max_registers;
-    }
-    if (m->jit.target != 0) {
-        options[count] = CURDI_CU_JIT_TARGET;
-        values[count++] = (void *)(uintptr_t)m->jit.target;
-    }
-    if (m->jit.line_info != 0) {
-        options[count] = CURDI_CU_JIT_GENERATE_LINE_INFO;
-        values[count++] = (void *)(uintptr_t)1u;
-    }
-    uint64_t start = curdi_clock_ns();
-    curdi_cu_result rc = driver->cuModuleLoadDataEx(&m->module, m->image,
-                                                    count, options, values);
-    *out_ns = curdi_clock_ns() - start;
-    info[CURDI_JIT_LOG_BYTES - 1] = '\0';
-    if (rc == CURDI_CUDA_SUCCESS) {
-        free(log);
-        /* Kept for curd_program_log; a quiet JIT keeps nothing. */
-        if (info[0] != '\0')
-            m->info_log = info;
-        else
-            free(info);
-        return CURD_OK;
-    }
-    free(info);
     m->module = NULL;
-    log[CURDI_JIT_LOG_BYTES - 1] = '\0';
-    /* One line: the log's line breaks become "; " (a trailing one goes). */
-    size_t log_len = strlen(log);
-    while (log_len > 0 && (log[log_len - 1] == '\n' || log[log_len - 1] == '\r'))
-        log[--log_len] = '\0';
-    char *one_line = malloc(2 * log_len + 1);
-    if (one_line != NULL) {
-        size_t at = 0;
-        for (size_t i = 0; i < log_len; i++) {
-            if (log[i] == '\r')
-                continue;
-            if (log[i] == '\n') {
-                one_line[at++] = ';';
-                one_line[at++] = ' ';
-            } else {
-                one_line[at++] = log[i];
-            }
-        }
-        one_line[at] = '\0';
-        free(log);
-        log = one_line;
-    }
-    static const char *const kind_names[] = {"", "PTX", "cubin", "fatbin"};
+    curdi_jit_logs_error_one_line(logs);
     char call[2 * CURDI_JIT_LOG_BYTES + 256];
     snprintf(call, sizeof call,
-             "curd_program_load: cuModuleLoadDataEx (%s image of %zu bytes, "
-             "for entry %s%s%s)",
-             kind_names[m->kind], m->image_bytes, entry,
-             log[0] != '\0' ? "; JIT log: " : "", log);
-    free(log);
-    curdi_cu_result code = rc;
-    const char *fix = NULL;
-    if (curdi_driver_status_of(code) == CURD_E_PROGRAM)
-        fix = m->kind == CURD_IMAGE_PTX
-                  ? "correct the PTX at the place the JIT log names, or "
-                    "target a PTX ISA and sm version this driver knows"
-                  : "build the binary for this device's architecture "
-                    "(or include PTX in the fatbin so the driver can JIT it)";
-    return curdi_fail_driver((int)code, call, fix);
+             "curd_program_load: cuModuleLoadDataEx (%s, for entry %s%s%s)",
+             what, entry, logs->error[0] != '\0' ? "; JIT log: " : "",
+             logs->error);
+    return curdi_fail_driver(
+        (int)rc, call,
+        curdi_driver_status_of(rc) == CURD_E_PROGRAM ? fix : NULL);
+}
+
+/* cuModuleLoadDataEx of the module's one image with the JIT options and
+ * both logs; CURD_E_PROGRAM with the error log when it does not compile or
+ * load. */
+static curd_status jit_image(curdi_module *m, const char *entry,
+                             curdi_jit_logs *logs)
+{
+    curdi_jit_option_list list;
+    curdi_jit_option_list_make(&m->jit, logs, &list);
+    curdi_cu_result rc = curdi_driver_get()->cuModuleLoadDataEx(
+        &m->module, m->image, list.count, list.options, list.values);
+    if (rc == CURDI_CUDA_SUCCESS) {
+        m->info_log = curdi_jit_logs_take_info(logs);
+        return CURD_OK;
+    }
+    char what[64];
+    snprintf(what, sizeof what, "%s image of %zu bytes", kind_names[m->kind],
+             m->inputs[0].byte_len);
+    return load_failed(
+        m, rc, logs, what, entry,
+        m->kind == CURD_IMAGE_PTX
+            ? "correct the PTX at the place the JIT log names, or target a "
+              "PTX ISA and sm version this driver knows"
+            : "build the binary for this device's architecture (or include "
+              "PTX in the fatbin so the driver can JIT it)");
+}
+
+/* The module's inputs through the driver's linker, then the linked cubin
+ * loaded; the linker's information log is the module's. */
+static curd_status link_images(curdi_module *m, const char *entry,
+                               curdi_jit_logs *logs)
+{
+    curdi_link_input inputs[1 + CURD_PROGRAM_LINK_MAX];
+    /* The names the linker's log gives the inputs: the desc's fields. */
+    char names[1 + CURD_PROGRAM_LINK_MAX][32];
+    for (size_t i = 0; i < m->input_count; i++) {
+        if (i == 0)
+            snprintf(names[i], sizeof names[i], "image");
+        else
+            snprintf(names[i], sizeof names[i], "link_images[%zu]", i - 1);
+        inputs[i].bytes = m->image + m->inputs[i].offset;
+        inputs[i].byte_len = m->inputs[i].byte_len;
+        inputs[i].kind = m->inputs[i].kind;
+        inputs[i].name = names[i];
+    }
+    void *cubin = NULL;
+    size_t cubin_bytes = 0;
+    curd_status status = curdi_link(inputs, m->input_count, &m->jit, entry,
+                                    logs, &cubin, &cubin_bytes);
+    if (status != CURD_OK)
+        return status;
+    m->info_log = curdi_jit_logs_take_info(logs);
+    /* A cubin takes no JIT options; its error log is the one to keep. */
+    logs->error[0] = '\0';
+    curdi_cu_jit_option options[2] = {
+        CURDI_CU_JIT_ERROR_LOG_BUFFER,
+        CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    };
+    void *values[2] = {logs->error, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES};
+    curdi_cu_result rc = curdi_driver_get()->cuModuleLoadDataEx(
+        &m->module, cubin, 2, options, values);
+    free(cubin);
+    if (rc == CURDI_CUDA_SUCCESS)
+        return CURD_OK;
+    char what[96];
+    snprintf(what, sizeof what, "the cubin of %zu bytes linked from %zu "
+             "inputs", cubin_bytes, m->input_count);
+    return load_failed(m, rc, logs, what, entry,
+                       "build the inputs for this device's architecture, or "
+                       "pass them as PTX so the driver compiles them for it");
+}
+
+/* Loads the module (compiling or linking it); *out_ns is the time spent
+ * in the driver. */
+static curd_status load_module(curdi_module *m, const char *entry,
+                               uint64_t *out_ns)
+{
+    curdi_jit_logs logs;
+    curd_status status = curdi_jit_logs_new(&logs);
+    if (status != CURD_OK)
+        return status;
+    uint64_t start = curdi_clock_ns();
+    status = m->linked ? link_images(m, entry, &logs)
+                       : jit_image(m, entry, &logs);
+    *out_ns = curdi_clock_ns() - start;
+    curdi_jit_logs_free(&logs);
+    return status;
 }
 
 /* The names of the module's entries, for a missing-entry sentence. */
@@ -522,11 +567,17 @@ static void entry_names(const curdi_module *m, char *out, size_t capacity)
         }
         free(functions);
     }
-    if (m->kind == CURD_IMAGE_PTX) {
-        curdi_image_ptx_entry_names((const char *)m->image, out, capacity);
-        if (out[0] == '\0')
-            snprintf(out, capacity, "(none)");
+    bool any_ptx = false;
+    for (size_t i = 0; i < m->input_count; i++) {
+        if (m->inputs[i].kind != CURD_IMAGE_PTX)
+            continue;
+        any_ptx = true;
+        curdi_image_ptx_entry_names((const char *)m->image +
+                                        m->inputs[i].offset,
+                                    out, capacity);
     }
+    if (any_ptx && out[0] == '\0')
+        snprintf(out, capacity, "(none)");
 }
 
 static curd_status get_attribute(const curdi_driver *driver,
@@ -745,19 +796,10 @@ CURD_API void curd_program_desc_init(curd_program_desc *desc)
     desc->struct_size = sizeof *desc;
 }
 
-/* The validated request of a load. */
-typedef struct load_request {
-    const unsigned char *image;
-    size_t image_bytes; /* for PTX, up to the first NUL */
-    curd_image_kind kind;
-    const char *entry;
-    jit_options jit;
-} load_request;
-
 /* The JIT options of a desc whose fields validate_load copied in. */
 static curd_status check_jit(const curd_device *device,
                              const curd_program_desc *given,
-                             jit_options *out)
+                             curdi_jit_options *out)
 {
     int own = device->props.compute_capability_major * 10
               + device->props.compute_capability_minor;
@@ -791,6 +833,44 @@ static curd_status check_jit(const curd_device *device,
     out->max_registers = given->jit_max_registers;
     out->target = given->jit_target;
     out->line_info = (given->flags & CURD_PROGRAM_LINE_INFO) != 0;
+    return CURD_OK;
+}
+
+/* The link list's shape (curd 1.1): a count within the bound with a
+ * list, each input not NULL and not empty. Their kinds are checked with
+ * the desc's image. */
+static curd_status check_link_list(const curd_program_desc *given)
+{
+    if (given->link_count != 0 && given->link_images == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->link_count is %zu but "
+                          "desc->link_images is NULL. Fix: pass the array of "
+                          "images to link, or link_count 0 to load the image "
+                          "alone.",
+                          given->link_count);
+    if (given->link_count == 0 && given->link_images != NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->link_images is set but "
+                          "desc->link_count is 0, so nothing would be linked. "
+                          "Fix: pass the number of images in link_count, or "
+                          "link_images NULL to load the image alone.");
+    if (given->link_count > CURD_PROGRAM_LINK_MAX)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "curd_program_load: desc->link_count is %zu, more "
+                          "than the %u images a link takes besides "
+                          "desc->image. Fix: link fewer images (put device "
+                          "code into a library with nvcc -lib -rdc=true).",
+                          given->link_count, CURD_PROGRAM_LINK_MAX);
+    for (size_t i = 0; i < given->link_count; i++) {
+        const curd_program_image *input = &given->link_images[i];
+        if (input->image == NULL || input->image_bytes == 0)
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "curd_program_load: desc->link_images[%zu] has "
+                              "image %s and image_bytes %zu. Fix: pass each "
+                              "input's bytes and their length.",
+                              i, input->image == NULL ? "NULL" : "set",
+                              input->image_bytes);
+    }
     return CURD_OK;
 }
 
@@ -839,15 +919,48 @@ static curd_status validate_load(curd_device *device,
                           "curd_program_load: desc->entry is %s. Fix: pass the "
                           "kernel's name.",
                           desc->entry == NULL ? "NULL" : "empty");
-    curd_image_kind kind = 0;
-    size_t image_bytes = 0;
-    status = curdi_image_check(desc->image, desc->image_bytes, &kind,
-                               &image_bytes);
+    status = check_link_list(&given);
     if (status != CURD_OK)
         return status;
-    request->image = desc->image;
-    request->image_bytes = image_bytes;
-    request->kind = kind;
+    request->input_count = 1 + given.link_count;
+    request->linked = given.link_count != 0;
+    request->copy_bytes = 0;
+    for (size_t i = 0; i < request->input_count; i++) {
+        const void *image =
+            i == 0 ? desc->image : given.link_images[i - 1].image;
+        size_t image_bytes =
+            i == 0 ? desc->image_bytes : given.link_images[i - 1].image_bytes;
+        char name[48];
+        if (i == 0)
+            snprintf(name, sizeof name, "desc->image");
+        else
+            snprintf(name, sizeof name, "desc->link_images[%zu]", i - 1);
+        load_input *input = &request->inputs[i];
+        status = curdi_image_check(image, image_bytes, name, &input->kind,
+                                   &input->byte_len);
+        if (status != CURD_OK)
+            return status;
+        input->bytes = image;
+        /* Each copy with its NUL; the sum cannot wrap for bytes that
+         * exist, but the sizes are the caller's word. */
+        if (!curdi_size_add(request->copy_bytes, input->byte_len,
+                            &request->copy_bytes) ||
+            !curdi_size_add(request->copy_bytes, 1, &request->copy_bytes))
+            return curdi_fail(CURD_E_OVERFLOW,
+                              "curd_program_load: the sizes of desc->image "
+                              "and desc->link_images add up past SIZE_MAX "
+                              "(%s is %zu bytes). Fix: pass each image's "
+                              "real length.",
+                              name, image_bytes);
+    }
+    if (!request->linked && request->inputs[0].kind == CURD_IMAGE_LIBRARY)
+        return curdi_fail(CURD_E_PROGRAM,
+                          "curd_program_load: desc->image is a library (an ar "
+                          "archive of %zu bytes), which the driver only "
+                          "links: it cannot be loaded alone. Fix: pass the "
+                          "code that calls it as desc->image and the library "
+                          "in desc->link_images.",
+                          request->inputs[0].byte_len);
     request->entry = desc->entry;
     return CURD_OK;
 }
@@ -876,17 +989,29 @@ static void program_link(struct curdi_program_room *room, curd_program *p)
 static curdi_module *module_new(const load_request *request, XXH128_hash_t key)
 {
     curdi_module *m = calloc(1, sizeof *m);
-    unsigned char *image = malloc(request->image_bytes + 1);
-    if (m == NULL || image == NULL) {
+    unsigned char *image = malloc(request->copy_bytes);
+    module_input *inputs = calloc(request->input_count, sizeof *inputs);
+    if (m == NULL || image == NULL || inputs == NULL) {
         free(m);
         free(image);
+        free(inputs);
         return NULL;
     }
-    memcpy(image, request->image, request->image_bytes);
-    image[request->image_bytes] = '\0'; /* PTX must be NUL-terminated */
+    size_t at = 0;
+    for (size_t i = 0; i < request->input_count; i++) {
+        const load_input *input = &request->inputs[i];
+        memcpy(image + at, input->bytes, input->byte_len);
+        image[at + input->byte_len] = '\0'; /* PTX must be NUL-terminated */
+        inputs[i].offset = at;
+        inputs[i].byte_len = input->byte_len;
+        inputs[i].kind = input->kind;
+        at += input->byte_len + 1;
+    }
     m->image = image;
-    m->image_bytes = request->image_bytes;
-    m->kind = request->kind;
+    m->inputs = inputs;
+    m->input_count = request->input_count;
+    m->linked = request->linked;
+    m->kind = request->linked ? CURD_IMAGE_CUBIN : request->inputs[0].kind;
     m->key = key;
     m->jit = request->jit;
     return m;
@@ -927,19 +1052,18 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             curdi_device_leave(device);
             return curdi_fail(CURD_E_OUT_OF_MEMORY,
                               "curd_program_load: %zu bytes for a copy of the "
-                              "image could not be allocated. Fix: free host "
+                              "images could not be allocated. Fix: free host "
                               "memory and try again.",
-                              request->image_bytes + 1);
+                              request->copy_bytes);
         }
-        status = jit_module(fresh, request->entry, &jit_ns);
+        status = load_module(fresh, request->entry, &jit_ns);
         if (status != CURD_OK) {
             (void)module_destroy(fresh);
             curdi_device_leave(device);
             return status;
         }
         pthread_mutex_lock(&room->lock);
-        m = cache_find(room, key, fresh->image, fresh->image_bytes,
-                       &fresh->jit);
+        m = cache_find(room, key, request);
         if (m != NULL) {
             /* Another thread loaded it meanwhile: keep theirs. */
             module_pin(room, m);
@@ -1013,13 +1137,13 @@ CURD_API curd_status curd_program_load(curd_device *device,
                                        const curd_program_desc *desc,
                                        curd_program **out_program)
 {
-    load_request request = {0};
+    load_request request;
+    memset(&request, 0, sizeof request);
     curd_status status = validate_load(device, desc, out_program, &request);
     if (status != CURD_OK)
         return status;
     struct curdi_program_room *room = device->program;
-    XXH128_hash_t key =
-        image_key(device, request.image, request.image_bytes, &request.jit);
+    XXH128_hash_t key = image_key(device, &request);
     curd_program *program = calloc(1, sizeof *program);
     if (program == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
@@ -1031,8 +1155,7 @@ CURD_API curd_status curd_program_load(curd_device *device,
 
     /* The fast path: module and function cached, no driver call. */
     pthread_mutex_lock(&room->lock);
-    curdi_module *m = cache_find(room, key, request.image,
-                                 request.image_bytes, &request.jit);
+    curdi_module *m = cache_find(room, key, &request);
     if (m != NULL) {
         module_pin(room, m);
         curdi_function *f = cached_function(m, request.entry);

@@ -18,7 +18,13 @@
  * parses the entries and their parameter layouts, and counts each PTX
  * JIT ("jit_compilations"). A PTX holding the line "// fake: jit error"
  * fails to compile (CUDA_ERROR_INVALID_PTX, with a log written into
- * CU_JIT_ERROR_LOG_BUFFER). A kernel that touches memory outside every
+ * CU_JIT_ERROR_LOG_BUFFER), as does one calling a function it does not
+ * define (".extern .func"). The linker (cuLinkCreate ... cuLinkDestroy,
+ * live as "link_state" objects) joins its inputs' texts into one "cubin"
+ * whose entries are all of theirs, reading a library's text after its
+ * first member header; an .extern .func that no input defines fails
+ * cuLinkComplete with nvlink's "Undefined reference" in the error log;
+ * "link_completions" counts the links made. A kernel that touches memory outside every
  * allocation (or traps) faults as on a GPU: the launch returns success,
  * and every later call on that context returns the fault
  * (CUDA_ERROR_ILLEGAL_ADDRESS, or CUDA_ERROR_LAUNCH_FAILED for a trap)
@@ -92,15 +98,18 @@ typedef enum fake_kind {
     FAKE_MODULE,
     FAKE_GRAPH,
     FAKE_GRAPH_EXEC,
+    FAKE_LINK_STATE,
     FAKE_KIND_COUNT
 } fake_kind;
 
 static const char *const kind_names[FAKE_KIND_COUNT] = {
     "device_memory", "host_memory", "registered", "stream",
     "event",         "module",      "graph",      "graph_exec",
+    "link_state",
 };
 
 typedef struct fake_graph fake_graph;
+typedef struct fake_link fake_link;
 
 /* Every live object, by kind: a singly linked list is plenty here. */
 typedef struct fake_object {
@@ -112,6 +121,7 @@ typedef struct fake_object {
     fake_module_info module; /* modules: the entries */
     fake_graph *graph; /* graphs and executable graphs: the nodes;
                           streams: the graph being captured, or NULL */
+    fake_link *link;   /* link states: the inputs so far, the logs */
     bool not_ready; /* events: recorded while fake_cuda_hold_events held */
 } fake_object;
 
@@ -174,6 +184,7 @@ static curdi_cu_result sticky[FAKE_MAX_DEVICES];
  * forgotten when a is destroyed. */
 static bool peer_enabled[FAKE_MAX_DEVICES][FAKE_MAX_DEVICES];
 static long jit_compilations;
+static long link_completions;
 /* Events recorded while this is set answer cuEventQuery with
  * CUDA_ERROR_NOT_READY until fake_cuda_hold_events(0): the one way a test
  * sees work of someone else's that has not completed yet, since streams
@@ -266,6 +277,28 @@ static void graph_free(fake_graph *graph)
     free(graph);
 }
 
+/* A link state (cuLinkCreate): the text of every input added, one after
+ * another (the stand-in's "machine code"), the image cuLinkComplete made
+ * of it, the logs the options named, and what the info log reports. */
+struct fake_link {
+    char *text; /* NUL-terminated */
+    size_t text_len;
+    unsigned inputs;
+    unsigned char *linked; /* "\x7f" "ELF" + text + NUL, once complete */
+    char *error_log, *info_log;
+    size_t error_capacity, info_capacity;
+    long level, registers, target, line_info; /* -1: not given */
+};
+
+static void link_free(fake_link *link)
+{
+    if (link == NULL)
+        return;
+    free(link->text);
+    free(link->linked);
+    free(link);
+}
+
 static void drop(fake_object *gone)
 {
     for (fake_object **link = &objects; *link != NULL; link = &(*link)->next) {
@@ -273,6 +306,7 @@ static void drop(fake_object *gone)
             *link = gone->next;
             fake_module_info_free(&gone->module);
             graph_free(gone->graph);
+            link_free(gone->link);
             free(gone);
             return;
         }
@@ -510,6 +544,7 @@ static void destroy_broken_context(int dev)
         *link = o->next;
         fake_module_info_free(&o->module);
         graph_free(o->graph);
+        link_free(o->link);
         free(o);
     }
     used_bytes[dev] = 0;
@@ -1241,10 +1276,11 @@ static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
         (option_count != 0 && (options == NULL || option_values == NULL)))
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     fake_image_kind kind = fake_image_kind_of(image);
-    if (kind == FAKE_IMAGE_NONE)
+    /* A library is only ever an input of a link. */
+    if (kind == FAKE_IMAGE_NONE || kind == FAKE_IMAGE_LIBRARY)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
     size_t text_len = 0;
-    const char *text = fake_image_text(image, kind, &text_len);
+    const char *text = fake_image_text(image, 0, kind, &text_len);
     if (text == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
     if (kind == FAKE_IMAGE_PTX) {
@@ -1263,6 +1299,16 @@ static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
             return unlock_with(CURDI_CUDA_ERROR_INVALID_PTX);
         }
     }
+    /* A module loaded alone must define what it calls; only the linker
+     * joins modules (as ptxas says of PTX, and of a linked image too). */
+    char missing[FAKE_NAME_BYTES];
+    if (fake_ptx_unresolved(text, text_len, missing, sizeof missing)) {
+        char log[256];
+        snprintf(log, sizeof log,
+                 "ptxas fatal   : Unresolved extern function '%s'", missing);
+        write_jit_log(option_count, options, option_values, log);
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_PTX);
+    }
     fake_object *o = add(FAKE_MODULE, NULL, 0, device);
     if (o == NULL)
         return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
@@ -1277,6 +1323,174 @@ static curdi_cu_result f_cuModuleLoadDataEx(curdi_cu_module *module,
     *module = (curdi_cu_module)(void *)o;
     if (kind == FAKE_IMAGE_PTX)
         write_info_log(option_count, options, option_values);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* ------------------------------------------------------------------------
+ * The linker: inputs are joined as text, and an undefined reference is
+ * an error of cuLinkComplete, as nvlink reports it.
+ * ---------------------------------------------------------------------- */
+static void write_log(char *buffer, size_t capacity, const char *text)
+{
+    if (buffer != NULL && capacity != 0)
+        snprintf(buffer, capacity, "%s", text);
+}
+
+static curdi_cu_result f_cuLinkCreate(unsigned int option_count,
+                                      curdi_cu_jit_option *options,
+                                      void **option_values,
+                                      curdi_cu_link_state *state)
+{
+    ENTER_CONTEXT(device);
+    if (state == NULL ||
+        (option_count != 0 && (options == NULL || option_values == NULL)))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_link *link = calloc(1, sizeof *link);
+    char *text = calloc(1, 1);
+    fake_object *o = link != NULL && text != NULL
+                         ? add(FAKE_LINK_STATE, NULL, 0, device)
+                         : NULL;
+    if (o == NULL) {
+        free(link);
+        free(text);
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    link->text = text;
+    link->level = link->registers = link->target = link->line_info = -1;
+    for (unsigned int i = 0; i < option_count; i++) {
+        void *value = option_values[i];
+        long number = (long)(uintptr_t)value;
+        switch (options[i]) {
+        case CURDI_CU_JIT_ERROR_LOG_BUFFER: link->error_log = value; break;
+        case CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+            link->error_capacity = (size_t)(uintptr_t)value;
+            break;
+        case CURDI_CU_JIT_INFO_LOG_BUFFER: link->info_log = value; break;
+        case CURDI_CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+            link->info_capacity = (size_t)(uintptr_t)value;
+            break;
+        case CURDI_CU_JIT_OPTIMIZATION_LEVEL: link->level = number; break;
+        case CURDI_CU_JIT_MAX_REGISTERS: link->registers = number; break;
+        case CURDI_CU_JIT_TARGET: link->target = number; break;
+        case CURDI_CU_JIT_GENERATE_LINE_INFO: link->line_info = number; break;
+        default: break;
+        }
+    }
+    o->link = link;
+    o->address = o; /* the handle */
+    *state = (curdi_cu_link_state)(void *)o;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuLinkAddData(curdi_cu_link_state state,
+                                       curdi_cu_jit_input_type type,
+                                       void *data, size_t byte_len,
+                                       const char *name,
+                                       unsigned int option_count,
+                                       curdi_cu_jit_option *options,
+                                       void **option_values)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    (void)options;
+    (void)option_values;
+    fake_object *o = find(FAKE_LINK_STATE, state);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    fake_link *link = o->link;
+    if (data == NULL || byte_len < 8 || option_count != 0 ||
+        link->linked != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    static const fake_image_kind kind_of_type[] = {
+        [CURDI_CU_JIT_INPUT_CUBIN] = FAKE_IMAGE_CUBIN,
+        [CURDI_CU_JIT_INPUT_PTX] = FAKE_IMAGE_PTX,
+        [CURDI_CU_JIT_INPUT_FATBINARY] = FAKE_IMAGE_FATBIN,
+        [CURDI_CU_JIT_INPUT_LIBRARY] = FAKE_IMAGE_LIBRARY,
+    };
+    fake_image_kind kind = fake_image_kind_of(data);
+    char log[512];
+    if (type >= sizeof kind_of_type / sizeof kind_of_type[0] ||
+        kind == FAKE_IMAGE_NONE || kind_of_type[type] != kind) {
+        snprintf(log, sizeof log,
+                 "nvlink error   : '%s' is not of the input type given (%u)",
+                 name != NULL ? name : "(unnamed)", type);
+        write_log(link->error_log, link->error_capacity, log);
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
+    }
+    size_t text_len = 0;
+    const char *text = fake_image_text(data, byte_len, kind, &text_len);
+    if (text == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
+    if (kind == FAKE_IMAGE_PTX) {
+        /* The text's own length: the driver reads PTX to its NUL. */
+        text_len = strnlen(text, byte_len);
+        jit_compilations++;
+        if (strstr(text, FAKE_JIT_ERROR_MARKER) != NULL) {
+            snprintf(log, sizeof log,
+                     "ptxas application ptx input, line 1; error   : '%s'"
+                     " asked the fake driver to fail its JIT ("
+                     FAKE_JIT_ERROR_MARKER ")",
+                     name != NULL ? name : "(unnamed)");
+            write_log(link->error_log, link->error_capacity, log);
+            return unlock_with(CURDI_CUDA_ERROR_INVALID_PTX);
+        }
+    }
+    char *grown = realloc(link->text, link->text_len + text_len + 2);
+    if (grown == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    link->text = grown;
+    memcpy(link->text + link->text_len, text, text_len);
+    link->text_len += text_len;
+    link->text[link->text_len++] = '\n';
+    link->text[link->text_len] = '\0';
+    link->inputs++;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuLinkComplete(curdi_cu_link_state state,
+                                        void **cubin, size_t *cubin_bytes)
+{
+    ENTER_CONTEXT(device);
+    (void)device;
+    fake_object *o = find(FAKE_LINK_STATE, state);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    fake_link *link = o->link;
+    if (cubin == NULL || cubin_bytes == NULL || link->inputs == 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    char missing[FAKE_NAME_BYTES], log[512];
+    if (fake_ptx_unresolved(link->text, link->text_len, missing,
+                            sizeof missing)) {
+        snprintf(log, sizeof log,
+                 "nvlink error   : Undefined reference to '%s'", missing);
+        write_log(link->error_log, link->error_capacity, log);
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_IMAGE);
+    }
+    free(link->linked);
+    link->linked = malloc(4 + link->text_len + 1);
+    if (link->linked == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    memcpy(link->linked, "\x7f" "ELF", 4);
+    memcpy(link->linked + 4, link->text, link->text_len + 1);
+    snprintf(log, sizeof log,
+             "fake nvlink info: linked %u inputs; optimization level %ld,"
+             " max registers %ld, target %ld, line info %ld",
+             link->inputs, link->level, link->registers, link->target,
+             link->line_info);
+    write_log(link->info_log, link->info_capacity, log);
+    link_completions++;
+    *cubin = link->linked;
+    *cubin_bytes = 4 + link->text_len + 1;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuLinkDestroy(curdi_cu_link_state state)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *o = find(FAKE_LINK_STATE, state);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
+    drop(o);
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
@@ -2120,12 +2334,14 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * For the tests: what is still alive.
  * ---------------------------------------------------------------------- */
 /* Live objects of a kind ("device_memory", "host_memory", "registered",
- * "stream", "event", "module", "graph", "graph_exec"), their bytes
+ * "stream", "event", "module", "graph", "graph_exec", "link_state"), their
+ * bytes
  * ("device_memory_bytes", "host_memory_bytes", "registered_bytes"), or
  * "context_retains": the primary-context retain counts of every device,
  * summed; "context_stack": this thread's pushed contexts;
  * "jit_compilations": PTX images compiled since the library loaded (a
- * running count, not a live one); "stream_waits": cuStreamWaitEvent
+ * running count, not a live one; a linked PTX input counts too);
+ * "link_completions": links completed (a running count); "stream_waits": cuStreamWaitEvent
  * calls that succeeded (a running count too); "sticky_faults": contexts
  * holding a sticky fault; "peer_access": ordered pairs of contexts with
  * peer access enabled. -1 for an unknown name. */
@@ -2141,6 +2357,8 @@ FAKE_API long fake_cuda_live(const char *what)
         count = stack_depth;
     } else if (strcmp(what, "jit_compilations") == 0) {
         count = jit_compilations;
+    } else if (strcmp(what, "link_completions") == 0) {
+        count = link_completions;
     } else if (strcmp(what, "peer_access") == 0) {
         for (int i = 0; i < FAKE_MAX_DEVICES; i++)
             for (int j = 0; j < FAKE_MAX_DEVICES; j++)

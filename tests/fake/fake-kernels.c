@@ -20,6 +20,9 @@
  * Images
  * ---------------------------------------------------------------------- */
 #define FAKE_FATBIN_MAGIC 0xBA55ED50u
+#define FAKE_ARCHIVE_MAGIC "!<arch>\n"
+/* The magic, then the first member's 60-byte header. */
+#define FAKE_ARCHIVE_TEXT_AT (8u + 60u)
 
 static const char *skip_space_and_comments(const char *p)
 {
@@ -50,17 +53,25 @@ fake_image_kind fake_image_kind_of(const void *image)
                      (uint32_t)bytes[2] << 16 | (uint32_t)bytes[3] << 24;
     if (magic == FAKE_FATBIN_MAGIC)
         return FAKE_IMAGE_FATBIN;
+    /* strncmp stops at a NUL: no read past a short image's end. */
+    if (strncmp((const char *)bytes, FAKE_ARCHIVE_MAGIC, 8) == 0)
+        return FAKE_IMAGE_LIBRARY;
     const char *text = skip_space_and_comments(image);
     if (strncmp(text, ".version", 8) == 0)
         return FAKE_IMAGE_PTX;
     return FAKE_IMAGE_NONE;
 }
 
-const char *fake_image_text(const void *image, fake_image_kind kind,
-                            size_t *out_len)
+const char *fake_image_text(const void *image, size_t image_bytes,
+                            fake_image_kind kind, size_t *out_len)
 {
     const char *bytes = image;
     switch (kind) {
+    case FAKE_IMAGE_LIBRARY:
+        if (image_bytes < FAKE_ARCHIVE_TEXT_AT)
+            return NULL;
+        *out_len = image_bytes - FAKE_ARCHIVE_TEXT_AT;
+        return bytes + FAKE_ARCHIVE_TEXT_AT;
     case FAKE_IMAGE_PTX:
         *out_len = strlen(bytes);
         return bytes;
@@ -80,6 +91,64 @@ const char *fake_image_text(const void *image, fake_image_kind kind,
     default:
         return NULL;
     }
+}
+
+/* The name of the function declared by the ".func" at p: past its return
+ * parameters, if any; an empty name when there is none. */
+static void func_name(const char *p, const char *end, char *name,
+                      size_t capacity)
+{
+    p += 5;
+    while (p < end && isspace((unsigned char)*p))
+        p++;
+    if (p < end && *p == '(') {
+        const char *close = memchr(p, ')', (size_t)(end - p));
+        p = close != NULL ? close + 1 : end;
+    }
+    while (p < end && isspace((unsigned char)*p))
+        p++;
+    size_t n = 0;
+    while (p + n < end && n + 1 < capacity &&
+           (isalnum((unsigned char)p[n]) || p[n] == '_' || p[n] == '$'))
+        n++;
+    memcpy(name, p, n);
+    name[n] = '\0';
+}
+
+/* Whether the ".func" at p follows ".extern" on its line. */
+static bool func_is_extern(const char *text, const char *p)
+{
+    const char *line = p;
+    while (line > text && line[-1] != '\n')
+        line--;
+    const char *found = strstr(line, ".extern");
+    return found != NULL && found < p;
+}
+
+bool fake_ptx_unresolved(const char *text, size_t len, char *name,
+                         size_t capacity)
+{
+    const char *end = text + len;
+    for (const char *p = strstr(text, ".func"); p != NULL && p < end;
+         p = strstr(p + 5, ".func")) {
+        if (!func_is_extern(text, p))
+            continue;
+        char wanted[FAKE_NAME_BYTES];
+        func_name(p, end, wanted, sizeof wanted);
+        bool defined = false;
+        for (const char *q = strstr(text, ".func"); q != NULL && q < end &&
+                                                    !defined;
+             q = strstr(q + 5, ".func")) {
+            char have[FAKE_NAME_BYTES];
+            func_name(q, end, have, sizeof have);
+            defined = !func_is_extern(text, q) && strcmp(have, wanted) == 0;
+        }
+        if (!defined) {
+            snprintf(name, capacity, "%s", wanted);
+            return true;
+        }
+    }
+    return false;
 }
 
 /* ------------------------------------------------------------------------
@@ -321,6 +390,23 @@ static curdi_cu_result run_add_one(const fake_launch *launch, uint64_t threads)
         return FAULT;
     for (uint64_t i = 0; i < n; i++)
         data[i] += 1u;
+    return CURDI_CUDA_SUCCESS;
+}
+
+/* link_apply.cu, calling link_mix.cu's curd_link_mix. */
+static curdi_cu_result run_link_apply(const fake_launch *launch,
+                                      uint64_t threads)
+{
+    const uint32_t *in = arg_ptr(launch, 0);
+    uint32_t *out = arg_ptr(launch, 1);
+    uint64_t n = min_u64((uint32_t)arg_u64(launch, 2), threads);
+    uint32_t key = (uint32_t)arg_u64(launch, 3);
+    if (!in_memory(in, n * 4) || !in_memory(out, n * 4))
+        return FAULT;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t x = (in[i] ^ key) * 0x9E3779B1u;
+        out[i] = x ^ (x >> 16);
+    }
     return CURDI_CUDA_SUCCESS;
 }
 
@@ -613,6 +699,7 @@ static const struct {
     {"curd_gather", 2, run_gather},
     {"curd_scatter", 2, run_scatter},
     {"curd_selftest_xor", 3, run_selftest_xor},
+    {"curd_link_apply", 4, run_link_apply},
     {"curd_add_one", 2, run_add_one},
     {"curd_saxpy", 4, run_saxpy},
     {"curd_reduce_sum", 3, run_reduce_sum},

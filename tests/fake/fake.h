@@ -23,7 +23,8 @@ typedef enum fake_image_kind {
     FAKE_IMAGE_NONE = 0,
     FAKE_IMAGE_PTX,
     FAKE_IMAGE_CUBIN,
-    FAKE_IMAGE_FATBIN
+    FAKE_IMAGE_FATBIN,
+    FAKE_IMAGE_LIBRARY
 } fake_image_kind;
 
 typedef struct fake_param {
@@ -47,16 +48,26 @@ typedef struct fake_module_info {
 
 /* The kind of an image by its first bytes: PTX text (optional whitespace
  * and comments, then ".version"), an ELF cubin (0x7f 'E' 'L' 'F'), a
- * fatbin (0xBA55ED50, little-endian); FAKE_IMAGE_NONE otherwise. */
+ * fatbin (0xBA55ED50, little-endian), a library ("!<arch>\n", only the
+ * linker takes one); FAKE_IMAGE_NONE otherwise. */
 fake_image_kind fake_image_kind_of(const void *image);
 
 /* The text whose entries a module of this image has: PTX itself; for the
  * stand-in's binaries (it cannot run real machine code), the text that
  * follows the ELF magic (NUL-terminated), or a fatbin's payload
  * (16-byte header: magic, u16 version, u16 header size, u64 payload
- * bytes). Writes the text's length; NULL when the image is malformed. */
-const char *fake_image_text(const void *image, fake_image_kind kind,
-                            size_t *out_len);
+ * bytes), or a library's members after its first member header, to
+ * image_bytes (which only libraries need). Writes the text's length; NULL
+ * when the image is malformed. */
+const char *fake_image_text(const void *image, size_t image_bytes,
+                            fake_image_kind kind, size_t *out_len);
+
+/* The first function text[0..len) declares ".extern .func" but defines
+ * nowhere (a .func line without .extern), into name (NUL-terminated,
+ * capacity bytes); false when every one is defined. What ptxas calls an
+ * unresolved extern function and nvlink an undefined reference. */
+bool fake_ptx_unresolved(const char *text, size_t len, char *name,
+                         size_t capacity);
 
 /* Parses the .entry declarations (and their .param lists) of text[0..len)
  * into info (entries calloc'd; free with fake_module_info_free). false

@@ -10,6 +10,15 @@
 #                      The normal build never needs nvcc: it uses the
 #                      committed PTX.
 #
+# tests/kernels/link_*.cu are the linker's harness: modules that call
+# each other's functions, compiled with -rdc=true (relocatable device
+# code), so that link_apply.ptx declares curd_link_mix .extern .func and
+# link_mix.ptx defines it .visible .func; only the driver's linker
+# (curd_program_desc.link_images) joins them. They skip the check that
+# every other PTX calls no unresolved function; instead `make
+# kernels-ptx` assembles each with ptxas -c (relocatable) and, when
+# nvlink is present, links the pair for sm_90, which must resolve.
+#
 # The PTX targets compute_75 (the lowest CUDA 13's nvcc accepts) and is
 # labelled PTX ISA 8.0 (CUDA 12.0) instead of the ISA of the nvcc that
 # wrote it, so that any CUDA 12 or newer driver can JIT it: these kernels
@@ -25,7 +34,9 @@
 
 NVCC ?= $(CUDA_HOME)/bin/nvcc
 PTXAS ?= $(CUDA_HOME)/bin/ptxas
-KERNEL_CU := $(sort $(wildcard tests/kernels/*.cu lib/*/*.cu))
+NVLINK ?= $(CUDA_HOME)/bin/nvlink
+LINK_CU := $(sort $(wildcard tests/kernels/link_*.cu))
+KERNEL_CU := $(filter-out $(LINK_CU),$(sort $(wildcard tests/kernels/*.cu lib/*/*.cu)))
 KERNEL_PTX := $(sort $(wildcard tests/kernels/*.ptx))
 KERNELS_HEADER := $(BUILD)/tests/kernels/curd-kernels.h
 KERNEL_PTX_ISA := 8.0
@@ -34,17 +45,24 @@ KERNEL_PTX_ISA := 8.0
 kernels-ptx:
 	$(Q)command -v $(NVCC) >/dev/null 2>&1 || { \
 	    echo "kernels-ptx: $(NVCC) not found; set NVCC or CUDA_HOME (the build uses the committed PTX)" >&2; exit 1; }
-	$(Q)for cu in $(KERNEL_CU); do \
+	$(Q)for cu in $(KERNEL_CU) $(LINK_CU); do \
 	    ptx=$${cu%.cu}.ptx; echo "  NVCC    $$ptx"; \
-	    $(NVCC) -ptx -arch=compute_75 $$cu -o $$ptx.tmp || exit 1; \
+	    case " $(LINK_CU) " in *" $$cu "*) rdc=-rdc=true ;; *) rdc= ;; esac; \
+	    $(NVCC) -ptx $$rdc -arch=compute_75 $$cu -o $$ptx.tmp || exit 1; \
 	    sed -e 's/^\.version [0-9.]*$$/.version $(KERNEL_PTX_ISA)/' \
 	        -e '/^[[:space:]]*\.pragma "used_bytes_mask [0-9]*";$$/d' $$ptx.tmp > $$ptx && rm -f $$ptx.tmp || exit 1; \
-	    if grep -q '^\.extern \.func' $$ptx; then echo "$$ptx calls an unresolved function" >&2; exit 1; fi; \
+	    if [ -z "$$rdc" ] && grep -q '^\.extern \.func' $$ptx; then echo "$$ptx calls an unresolved function" >&2; exit 1; fi; \
 	done
 	$(Q)if command -v $(PTXAS) >/dev/null 2>&1; then \
 	    for ptx in tests/kernels/*.ptx lib/*/*.ptx; do for arch in sm_75 sm_90; do \
-	        $(PTXAS) -arch=$$arch $$ptx -o /dev/null || exit 1; done; done; \
+	        case $$ptx in tests/kernels/link_*) c=-c ;; *) c= ;; esac; \
+	        $(PTXAS) $$c -arch=$$arch $$ptx -o /dev/null || exit 1; done; done; \
 	    echo "  PTXAS   every tests/kernels/*.ptx and lib/*/*.ptx assembles for sm_75 and sm_90"; fi
+	$(Q)if command -v $(PTXAS) >/dev/null 2>&1 && command -v $(NVLINK) >/dev/null 2>&1; then \
+	    work=$$(mktemp -d) && for cu in $(LINK_CU); do \
+	        $(PTXAS) -c -arch=sm_90 $${cu%.cu}.ptx -o $$work/$$(basename $${cu%.cu}).cubin || exit 1; done; \
+	    $(NVLINK) -arch=sm_90 $$work/*.cubin -o $$work/linked.cubin || exit 1; \
+	    rm -rf $$work; echo "  NVLINK  tests/kernels/link_*.ptx link for sm_90"; fi
 
 # Each PTX file becomes one C string, line by line.
 $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
@@ -64,7 +82,7 @@ $(KERNELS_HEADER): $(KERNEL_PTX) tests/kernels/kernels.mk
 # test-program), with their stand-in-driver twins, and
 # tests/support/kernel-load.c (linked into every test program), through
 # which the fault sweep and the soak load the harness kernels.
-KERNEL_TEST_BINS := $(foreach t,test-program test-dispatch test-dispatch-telemetry \
+KERNEL_TEST_BINS := $(foreach t,test-program test-program-link test-dispatch test-dispatch-telemetry \
                       test-dispatch-faults test-batch test-landing \
                       test-interop,\
                       $(BUILD)/tests/$(t) $(BUILD)/tests/$(t)-fake) \

@@ -867,6 +867,20 @@ static curd_status load_call(api_world *w)
     return status;
 }
 
+/* The linker's harness (tests/kernels/link_*), not cached: a link of two
+ * PTX modules, the linked image's load and its function's reads. */
+static curd_status link_load_call(api_world *w)
+{
+    static const char *const links[] = {"link_mix.ptx"};
+    w->programs[0] = NULL;
+    curd_status status = curd_test_kernel_load_linked(
+        w->device, "link_apply.ptx", links, 1, "curd_link_apply",
+        &w->programs[0]);
+    API_CHECK((status == CURD_OK) == (w->programs[0] != NULL),
+              "out_program written by a failed link, or not by a good one");
+    return status;
+}
+
 static void load_finish(api_world *w, curd_status status)
 {
     if (status == CURD_OK)
@@ -2003,6 +2017,8 @@ const api_op api_ops[] = {
      second_device_staged, copy_between_call, copy_between_finish, 0},
     {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy,
      load_call, load_finish, 0},
+    {"curd_program_load", "link-of-two-ptx-not-cached", evict_saxpy,
+     link_load_call, load_finish, 0},
     {"curd_program_free", "unloads-an-idle-module-past-the-bound",
      two_programs_one_freed, program_free_call, no_finish, API_MAY_LET_GO},
     {"curd_dispatch", "borrowed-memory", fresh_words, borrowed_dispatch_call,

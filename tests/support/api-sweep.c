@@ -235,7 +235,7 @@ curd_stats api_stats_of(curd_device *device)
 static const char *const held_kinds[API_HELD_KINDS] = {
     "device_memory", "host_memory",     "stream",        "event",
     "module",        "registered",      "graph",         "graph_exec",
-    "context_retains", "context_stack", "registered_bytes",
+    "context_retains", "context_stack", "registered_bytes", "link_state",
 };
 #define HELD_KINDS API_HELD_KINDS
 

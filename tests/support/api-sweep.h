@@ -34,7 +34,8 @@
  *  5. the bystander's bytes are unchanged (a checksum), and on the
  *     stand-in driver every driver object curd does not account for
  *     (memory outside its pools, streams and events outside its idle
- *     lists, modules, registrations, context retains and pushes) is as
+ *     lists, modules, registrations, link states, context retains and
+ *     pushes) is as
  *     it was before setup: nothing leaked;
  *  6. the device works: a buffer round trip, every byte compared; after
  *     CURD_E_DEVICE_LOST the world is closed (the stand-in must then hold
@@ -202,7 +203,7 @@ extern const size_t api_quiet_function_count;
 extern const int api_fault_results[];
 extern const size_t api_fault_result_count;
 
-#define API_HELD_KINDS 11u
+#define API_HELD_KINDS 12u
 
 typedef struct api_tally {
     unsigned points;        /* runs whose armed failure fired */

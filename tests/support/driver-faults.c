@@ -59,6 +59,7 @@ CURDI_CUDA_ENTRY_LIST(DRIVER_FAULTS_WRAP_)
     X(cuModuleUnload, curdi_cu_module)                                       \
     X(cuGraphDestroy, curdi_cu_graph)                                        \
     X(cuGraphExecDestroy, curdi_cu_graph_exec)                               \
+    X(cuLinkDestroy, curdi_cu_link_state)                                    \
     X(cuDevicePrimaryCtxRelease, curdi_cu_device)
 
 #define DRIVER_FAULTS_RELEASE_(name, type)                                   \
