@@ -95,13 +95,18 @@ void curdi_static_sets_free(struct curd_device *device, const char *what,
 bool curdi_static_sets_busy(const curdi_static_sets *sets,
                             struct curd_device *device);
 
-/* curd_session_upload_static and curd_session_release_static on a
- * session's sets, the session checked not NULL already. */
+/* curd_session_upload_static, _upload_static_keyed and
+ * curd_session_release_static on a session's sets, the session checked
+ * not NULL already. */
 curd_status curdi_static_sets_upload(curdi_static_sets *sets,
                                      const char *domain,
                                      const curd_static_payload *payloads,
                                      size_t count,
                                      const curd_static_set **out_set);
+curd_status curdi_static_sets_upload_keyed(
+    curdi_static_sets *sets, const char *domain, const void *key,
+    size_t key_len, const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set);
 curd_status curdi_static_sets_release(curdi_static_sets *sets,
                                       const curd_static_set *set);
 
