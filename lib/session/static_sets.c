@@ -1,11 +1,12 @@
-/* static_sets.c - a session's static sets: the content-addressed cache
- * of immutable uploads. include/curd.h says what a static set promises,
- * static_sets.h how the sets are kept and under which lock.
+/* static_sets.c - a session's static sets: the cache of immutable
+ * uploads, by content or by the caller's key. include/curd.h says what a
+ * static set promises, static_sets.h how the sets are kept and under
+ * which lock.
  *
  * Read top to bottom: the per-process key secret, the set and the
- * session's device, freeing, static sets (key, match, upload, release,
- * eviction), then what the session room calls to make, drain and probe
- * them. */
+ * session's device, freeing, static sets (key, match, the keyed sets'
+ * key and match, upload, release, eviction), then what the session room
+ * calls to make, drain and probe them. */
 #include "session/static_sets.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
-/* static_sets.h - a session's static sets: the content-addressed cache of
- * immutable uploads behind curd_session_upload_static and
+/* static_sets.h - a session's static sets: the cache of immutable
+ * uploads behind curd_session_upload_static (by content),
+ * curd_session_upload_static_keyed (by the caller's key) and
  * curd_session_release_static (curd.h says what they promise). The
  * session room (session.h), above this one, owns sessions and embeds a
  * curdi_static_sets in each; this room owns the sets.
@@ -18,7 +19,10 @@
  *    and comparing reads half what hashing and comparing read.
  *  - each set is one allocation: the public struct, its buffer handles,
  *    its payload lengths, the domain tag and a host copy of the bytes,
- *    which a hit is compared against.
+ *    which a hit is compared against (by the device's copy team for a
+ *    large set). A keyed set holds the caller's key instead of the bytes:
+ *    it is found by its domain and key alone, flagged so that no
+ *    verified lookup finds it and no keyed lookup finds a verified set.
  *  - the key is XXH3 keyed with a secret drawn once per process, so that
  *    a collision is nothing an attacker can compute; the bytes are
  *    compared on every hit anyway.

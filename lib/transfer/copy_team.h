@@ -1,4 +1,5 @@
-/* copy_team.h - a few threads per device that split a large host memcpy.
+/* copy_team.h - a few threads per device that split a large host memcpy
+ * (or a large comparison: curdi_copy_team_equal).
  *
  * Pure: host threads and memcpy only, no driver. The transfer engine
  * (lib/transfer/engine.c) uses a team to copy into and out of pinned staging at what
