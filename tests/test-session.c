@@ -167,6 +167,20 @@ static const curd_static_set *upload_ok(curd_session *session,
     return set;
 }
 
+static const curd_static_set *keyed_ok(curd_session *session,
+                                       const char *domain, const char *key,
+                                       const tables *t)
+{
+    const curd_static_set *set = NULL;
+    g_assert_cmpint(curd_session_upload_static_keyed(session, domain, key,
+                                                     strlen(key), t->payloads,
+                                                     t->count, &set),
+                    ==, CURD_OK);
+    g_assert_nonnull(set);
+    g_assert_cmpuint(set->count, ==, t->count);
+    return set;
+}
+
 /* Every buffer of the set holds its payload, every byte. */
 static void assert_set_holds(curd_device *device, const curd_static_set *set,
                              const tables *t)
@@ -448,7 +462,20 @@ static void test_release_of_a_buffer_with_an_upload_pending_is_busy(void)
 /* ------------------------------------------------------------------------
  * Static sets
  * ---------------------------------------------------------------------- */
-static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
+/* An upload of the given kind, checked as upload_ok checks it. */
+static const curd_static_set *upload_kind_ok(curd_session *session,
+                                             bool keyed, const tables *t)
+{
+    return keyed ? keyed_ok(session, "tables", "v1", t)
+                 : upload_ok(session, "tables-v1", t);
+}
+
+/* The cold upload moves the payloads' bytes in one fence, which the set's
+ * buffers hold; the warm one moves nothing and hands out the same set:
+ * for a verified upload given the same bytes from other memory (the hit
+ * comes from the content), for a keyed one given other bytes of the same
+ * lengths (the key is the caller's word: the hit reads no byte). */
+static void cold_then_warm(bool keyed)
 {
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
@@ -457,7 +484,7 @@ static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
     curd_session *session = session_open(device, 0, 0, 0);
     tables t = tables_random(3, three_tables);
     transfer_test_snapshot cold = transfer_test_take(device);
-    const curd_static_set *set = upload_ok(session, "tables-v1", &t);
+    const curd_static_set *set = upload_kind_ok(session, keyed, &t);
     transfer_test_snapshot warm = transfer_test_take(device);
     g_assert_cmpuint(warm.h2d_bytes - cold.h2d_bytes, ==, t.total);
     g_assert_cmpuint(warm.fences - cold.fences, ==, 1);
@@ -465,14 +492,22 @@ static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
     g_assert_cmpuint(resident_bytes(device), ==, baseline + t.total);
     assert_set_holds(device, set, &t);
     warm = transfer_test_take(device);
-    /* The same bytes from other memory: a hit that moves nothing. */
-    tables same = tables_copy(&t);
-    const curd_static_set *again = upload_ok(session, "tables-v1", &same);
+    tables again_tables = keyed ? tables_random(3, three_tables)
+                                : tables_copy(&t);
+    const curd_static_set *again = upload_kind_ok(session, keyed,
+                                                  &again_tables);
     assert_snapshot_equal(transfer_test_take(device), warm);
     g_assert_true(again == set);
+    assert_set_holds(device, set, &t);
     curd_session_stats stats = session_stats(session);
-    g_assert_cmpuint(stats.static_misses, ==, 1);
-    g_assert_cmpuint(stats.static_hits, ==, 1);
+    g_assert_cmpuint(keyed ? stats.static_keyed_misses : stats.static_misses,
+                     ==, 1);
+    g_assert_cmpuint(keyed ? stats.static_keyed_hits : stats.static_hits, ==,
+                     1);
+    g_assert_cmpuint(keyed ? stats.static_hits + stats.static_misses
+                           : stats.static_keyed_hits
+                                 + stats.static_keyed_misses,
+                     ==, 0);
     g_assert_cmpuint(stats.cached_sets, ==, 1);
     g_assert_cmpuint(stats.cached_bytes, ==, t.total);
     g_assert_cmpint(curd_session_release_static(session, again), ==, CURD_OK);
@@ -483,8 +518,13 @@ static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
     g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
     g_assert_cmpuint(resident_bytes(device), ==, baseline);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-    tables_free(&same);
+    tables_free(&again_tables);
     tables_free(&t);
+}
+
+static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
+{
+    cold_then_warm(false);
 }
 
 static void test_one_changed_byte_misses(void)
@@ -751,68 +791,36 @@ static void test_bad_static_calls_are_typed_errors_that_upload_nothing(void)
 /* ------------------------------------------------------------------------
  * Keyed static sets, and verified hits compared by the copy team
  * ---------------------------------------------------------------------- */
-static const curd_static_set *keyed_ok(curd_session *session,
-                                       const char *domain, const char *key,
-                                       const tables *t)
+static void test_keyed_hit_uploads_nothing_and_reads_no_payload_byte(void)
 {
-    const curd_static_set *set = NULL;
-    g_assert_cmpint(curd_session_upload_static_keyed(session, domain, key,
-                                                     strlen(key), t->payloads,
-                                                     t->count, &set),
-                    ==, CURD_OK);
-    g_assert_nonnull(set);
-    g_assert_cmpuint(set->count, ==, t->count);
-    return set;
+    cold_then_warm(true);
 }
 
-static void test_keyed_hit_uploads_nothing_and_reads_no_payload_byte(void)
+/* A caller built against curd 1.0's struct gets its fields, and not a
+ * byte past them; a smaller struct is refused. */
+static void test_stats_fill_a_1_0_sized_struct_to_its_end(void)
 {
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    uint64_t baseline = resident_bytes(device);
     curd_session *session = session_open(device, 0, 0, 0);
     tables t = tables_random(3, three_tables);
-    transfer_test_snapshot cold = transfer_test_take(device);
     const curd_static_set *set = keyed_ok(session, "tables", "v7", &t);
-    transfer_test_snapshot warm = transfer_test_take(device);
-    g_assert_cmpuint(warm.h2d_bytes - cold.h2d_bytes, ==, t.total);
-    g_assert_cmpuint(warm.fences - cold.fences, ==, 1);
-    g_assert_cmpuint(set->retained, ==, 1);
-    g_assert_cmpuint(resident_bytes(device), ==, baseline + t.total);
-    assert_set_holds(device, set, &t);
-    warm = transfer_test_take(device);
-    /* Other bytes of the same lengths under the same key: the key is the
-     * caller's word, so the hit hands out the set and reads nothing. */
-    tables other = tables_random(3, three_tables);
-    const curd_static_set *again = keyed_ok(session, "tables", "v7", &other);
-    assert_snapshot_equal(transfer_test_take(device), warm);
-    g_assert_true(again == set);
-    assert_set_holds(device, set, &t);
-    curd_session_stats stats = session_stats(session);
-    g_assert_cmpuint(stats.static_keyed_misses, ==, 1);
-    g_assert_cmpuint(stats.static_keyed_hits, ==, 1);
-    g_assert_cmpuint(stats.static_hits + stats.static_misses, ==, 0);
-    g_assert_cmpuint(stats.cached_sets, ==, 1);
-    g_assert_cmpuint(stats.cached_bytes, ==, t.total);
-    /* A caller built against curd 1.0's struct gets its fields, and not a
-     * byte past them. */
     curd_session_stats old;
     memset(&old, 0xA5, sizeof old);
     old.struct_size = offsetof(curd_session_stats, static_keyed_hits);
     g_assert_cmpint(curd_session_stats_get(session, &old), ==, CURD_OK);
     g_assert_cmpuint(old.cached_sets, ==, 1);
-    g_assert_cmpuint(old.static_keyed_hits, ==, 0xA5A5A5A5A5A5A5A5u);
+    g_assert_cmpuint(old.static_budget_bytes, ==,
+                     session_stats(session).static_budget_bytes);
+    g_assert_cmpuint(old.static_keyed_misses, ==, 0xA5A5A5A5A5A5A5A5u);
     old.struct_size = offsetof(curd_session_stats, static_keyed_hits) - 1;
     g_assert_cmpint(curd_session_stats_get(session, &old), ==,
                     CURD_E_INVALID_ARGUMENT);
-    g_assert_cmpint(curd_session_release_static(session, again), ==, CURD_OK);
+    curd_test_assert_fix_sentence();
     g_assert_cmpint(curd_session_release_static(session, set), ==, CURD_OK);
-    g_assert_cmpuint(session_stats(session).cached_sets, ==, 1);
     g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
-    g_assert_cmpuint(resident_bytes(device), ==, baseline);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-    tables_free(&other);
     tables_free(&t);
 }
 
@@ -1197,7 +1205,8 @@ typedef struct worker {
     guint32 seed; /* drawn by the main thread: g_test_rand_* is not for
                      threads */
     uint64_t allocs;
-    uint64_t uploads;
+    uint64_t uploads;       /* verified */
+    uint64_t keyed_uploads;
     char failure[512];
 } worker;
 
@@ -1254,16 +1263,24 @@ static gboolean worker_round(worker *w, unsigned round, GRand *rand,
         WORKER_CALL(w, curd_buffer_upload(device, buffers[i], bytes[i], len));
         w->allocs++;
     }
-    const curd_static_set *common = NULL, *mine = NULL;
+    const curd_static_set *common = NULL, *mine = NULL, *keyed = NULL;
     WORKER_CALL(w, curd_session_upload_static(session, "common",
                                               w->shared->common.payloads,
                                               w->shared->common.count,
                                               &common));
     WORKER_CALL(w, curd_session_upload_static(session, "own", own->payloads,
                                               own->count, &mine));
+    /* The common tables under a key too: threads that miss it at once
+     * all upload, and all but one take the first one's set. */
+    WORKER_CALL(w, curd_session_upload_static_keyed(
+                       session, "common", "common-v1", 9,
+                       w->shared->common.payloads, w->shared->common.count,
+                       &keyed));
     w->uploads += 2;
+    w->keyed_uploads++;
     if (!worker_check_set(w, common, &w->shared->common)
-        || !worker_check_set(w, mine, own))
+        || !worker_check_set(w, mine, own)
+        || !worker_check_set(w, keyed, &w->shared->common))
         return FALSE;
     for (size_t i = 0; i < 4; i++) {
         size_t len = thread_sizes[(i + round + w->index) % 4];
@@ -1282,6 +1299,7 @@ static gboolean worker_round(worker *w, unsigned round, GRand *rand,
     }
     WORKER_CALL(w, curd_session_release_static(session, common));
     WORKER_CALL(w, curd_session_release_static(session, mine));
+    WORKER_CALL(w, curd_session_release_static(session, keyed));
     return TRUE;
 }
 
@@ -1326,18 +1344,22 @@ static void test_eight_threads_share_one_session(void)
     }
     for (unsigned i = 0; i < THREADS; i++)
         threads[i] = g_thread_new("session", worker_run, &workers[i]);
-    uint64_t allocs = 0, uploads = 0;
+    uint64_t allocs = 0, uploads = 0, keyed_uploads = 0;
     for (unsigned i = 0; i < THREADS; i++) {
         g_thread_join(threads[i]);
         if (workers[i].failure[0] != '\0')
             g_error("%s", workers[i].failure);
         allocs += workers[i].allocs;
         uploads += workers[i].uploads;
+        keyed_uploads += workers[i].keyed_uploads;
     }
     curd_session_stats stats = session_stats(shared.session);
     g_assert_cmpuint(allocs, ==, (uint64_t)THREADS * ROUNDS * 4);
     g_assert_cmpuint(stats.reuse_hits + stats.reuse_misses, ==, allocs);
     g_assert_cmpuint(stats.static_hits + stats.static_misses, ==, uploads);
+    g_assert_cmpuint(stats.static_keyed_hits + stats.static_keyed_misses, ==,
+                     keyed_uploads);
+    g_assert_cmpuint(stats.static_keyed_hits, >, stats.static_keyed_misses);
     g_assert_cmpuint(stats.lent_buffers, ==, 0);
     /* At most 4 sizes per thread ever missed at once, then they were
      * reused: far more hits than misses. */
@@ -1381,6 +1403,8 @@ static const transfer_test_case cases[] = {
      test_bad_static_calls_are_typed_errors_that_upload_nothing},
     {"keyed-hit-uploads-nothing-and-reads-no-payload-byte",
      test_keyed_hit_uploads_nothing_and_reads_no_payload_byte},
+    {"stats-fill-a-1-0-sized-struct-to-its-end",
+     test_stats_fill_a_1_0_sized_struct_to_its_end},
     {"keyed-hit-with-other-lengths-is-refused-changing-nothing",
      test_keyed_hit_with_other_lengths_is_refused_changing_nothing},
     {"keyed-and-verified-sets-never-answer-each-other",
