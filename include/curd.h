@@ -1060,11 +1060,11 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
  *    still reads every payload byte, comparing it with that copy: the
  *    lookup first tries the set last handed out with the same domain and
  *    payload lengths, and hashes the bytes only when that one differs.
- *    Comparing costs some 25 us per MiB on one core: a set as large as
- *    the pageable copies the device's copy team shares (1 MiB, or
- *    $CURD_COPY_PARALLEL_MIN; its threads are CURD_COPY_THREADS) is
- *    compared by the team with the calling thread, a smaller one by the
- *    calling thread alone.
+ *    Comparing costs some 25 us per MiB on one core: a set of 1 MiB or
+ *    more ($CURD_COMPARE_PARALLEL_MIN) is compared by the device's copy
+ *    team (the threads that share pageable copies, CURD_COPY_THREADS)
+ *    with the calling thread, a smaller one by the calling thread
+ *    alone.
  *  - Immutable uploads by a key the caller vouches for.
  *    curd_session_upload_static_keyed names the set by (domain, key),
  *    where the key is whatever identifies the payloads' version to the
@@ -1242,8 +1242,10 @@ typedef struct curd_session_stats {
     uint64_t static_keyed_misses; /* that allocated and uploaded */
 } curd_session_stats;
 
-/* stats->struct_size must be set by the caller. (_get, since a C function
- * and a type cannot share the name curd_session_stats.) */
+/* stats->struct_size must be set by the caller; curd 1.0's size (the
+ * struct up to static_budget_bytes) is accepted and filled to its end.
+ * (_get, since a C function and a type cannot share the name
+ * curd_session_stats.) */
 CURD_API curd_status curd_session_stats_get(curd_session *session,
                                             curd_session_stats *stats);
 

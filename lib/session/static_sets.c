@@ -50,9 +50,9 @@ _Static_assert(KEY_SECRET_BYTES >= XXH3_SECRET_SIZE_MIN,
  * version. */
 #define KEY_LAYOUT_KEYED 0x4b455945445f7631u /* "KEYED_v1" */
 
-/* A verified hit as large as the copies the device's copy team shares
- * (curdi_run_team_for: CURD_COPY_PARALLEL_MIN, 1 MiB by default) compares
- * with the team, in pieces of STATIC_TEAM_PIECE_BYTES (some 2 us of one
+/* A verified hit large enough (curdi_run_compare_team:
+ * CURD_COMPARE_PARALLEL_MIN, 1 MiB by default) compares with the device's
+ * copy team, in pieces of STATIC_TEAM_PIECE_BYTES (some 2 us of one
  * core's comparing: a worker that takes the last one keeps its caller
  * waiting little), at most STATIC_TEAM_ROUND_PIECES per job. */
 #define STATIC_TEAM_PIECE_BYTES ((size_t)64 * 1024)
@@ -203,8 +203,8 @@ typedef struct static_request {
     const unsigned char *caller_key;
     size_t caller_key_len;
     /* A verified lookup's comparisons: the device's copy team for a set
-     * large enough to share (curdi_run_team_for), else NULL (the caller
-     * alone). */
+     * large enough to share (curdi_run_compare_team), else NULL (the
+     * caller alone). */
     curdi_copy_team *team;
 } static_request;
 
@@ -610,7 +610,7 @@ static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
     pthread_mutex_lock(&sets->session->lock);
     curd_status status = curdi_session_device(sets->session, what, device);
     if (status == CURD_OK)
-        request->team = curdi_run_team_for(*device, request->total_bytes);
+        request->team = curdi_run_compare_team(*device, request->total_bytes);
     static_set *set =
         status == CURD_OK ? hint_find(sets, shape_key, request) : NULL;
     if (set == NULL)

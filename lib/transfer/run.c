@@ -186,10 +186,11 @@ curdi_copy_team *curdi_run_team(curd_device *device)
     return team;
 }
 
-/* The device's team for a host job of byte_len bytes (run.h). */
-curdi_copy_team *curdi_run_team_for(curd_device *device, uint64_t byte_len)
+/* The device's team for a comparison of byte_len bytes (run.h). */
+curdi_copy_team *curdi_run_compare_team(curd_device *device,
+                                        uint64_t byte_len)
 {
-    if (byte_len < device->transfer->tuning.copy_parallel_min)
+    if (byte_len < device->transfer->tuning.compare_parallel_min)
         return NULL;
     return curdi_run_team(device);
 }

@@ -444,8 +444,9 @@ int bench_session_static_hit(const bench_env *env)
     bench_note(&scenario, "a hit, keyed or verified, moved 0 host-to-device"
                           " bytes and gave the cold upload's set (checked"
                           " before timing); the verified hit compares its"
-                          " 1 MiB with the copy team (CURD_COPY_PARALLEL_MIN"
-                          " above 1 MiB: the calling thread alone)");
+                          " 1 MiB with the copy team"
+                          " (CURD_COMPARE_PARALLEL_MIN=off: the calling"
+                          " thread alone)");
     bench_report_scenario(&scenario);
     result = 0;
 
