@@ -12,9 +12,9 @@
  * released already, or free it; release a buffer the session did not
  * lend; free a lent buffer directly; upload a set of one to three tables
  * (one of four fixed tables each, possibly with one byte changed) under
- * one of two domains; release a held set; release a set that is gone or
- * that nobody holds; pass bad arguments; free the session and make a new
- * one with other budgets.
+ * one of two domains, verified or keyed (one of four keys); release a
+ * held set; release a set that is gone or that nobody holds; pass bad
+ * arguments; free the session and make a new one with other budgets.
  *
  * The reference, written from include/curd.h's rules: an allocation
  * reuses the last released idle buffer of exactly its size (the same
@@ -25,7 +25,11 @@
  * same domain and bytes (no host-to-device byte, the same set), else
  * uploads its payloads' bytes and retains the set when it fits the static
  * budget beside the sets held, evicting unheld sets largest first, then
- * least recently handed out. After every step every field of
+ * least recently handed out. A keyed upload hits the retained keyed set
+ * of its domain and key whatever the bytes (the set keeps the bytes it
+ * was uploaded with), is refused with nothing changed when that set's
+ * count or lengths differ, and else misses as above; keyed and verified
+ * sets never answer each other's uploads. After every step every field of
  * curd_session_stats equals the model's, the device's resident bytes are
  * the baseline plus the model's idle, lent, cached and unretained bytes,
  * each call's status is the model's, h2d_bytes grew by exactly what a
@@ -76,6 +80,8 @@ typedef struct model_set {
     uint32_t holds;
     uint64_t last_use;
     bool retained;
+    bool keyed;       /* found by (domain, key), never by its bytes */
+    unsigned char key;
 } model_set;
 
 static curd_session *session;
@@ -207,6 +213,8 @@ static void check_all(void)
     FUZZ_CHECK(stats.release_frees == model.release_frees);
     FUZZ_CHECK(stats.idle_budget_bytes == model.idle_budget_bytes);
     FUZZ_CHECK(stats.static_budget_bytes == model.static_budget_bytes);
+    FUZZ_CHECK(stats.static_keyed_hits == model.static_keyed_hits);
+    FUZZ_CHECK(stats.static_keyed_misses == model.static_keyed_misses);
     /* The levels from the model's own lists, and the device's bytes. */
     uint64_t idle_sum = 0, lent_sum = 0, lent_live = 0, cached = 0,
              unretained = 0;
@@ -348,7 +356,7 @@ static bool set_equals(const model_set *m, char domain, size_t count,
                        const size_t *byte_lens, const unsigned char *bytes,
                        uint64_t total)
 {
-    if (!m->retained || m->domain != domain || m->count != count
+    if (!m->retained || m->keyed || m->domain != domain || m->count != count
         || m->total != total)
         return false;
     for (size_t i = 0; i < count; i++)
@@ -379,7 +387,8 @@ static uint64_t held_cached_bytes(void)
 
 /* The model's miss: retention, evictions, the new set. */
 static size_t model_insert(char domain, size_t count, const size_t *byte_lens,
-                           const unsigned char *bytes, uint64_t total)
+                           const unsigned char *bytes, uint64_t total,
+                           bool keyed)
 {
     uint64_t budget = model.static_budget_bytes;
     bool retain = total <= budget && held_cached_bytes() + total <= budget;
@@ -419,64 +428,127 @@ static size_t model_insert(char domain, size_t count, const size_t *byte_lens,
         model.unretained_bytes += total;
         model.unretained_sets++;
     }
-    model.static_misses++;
+    m->keyed = keyed;
+    if (keyed)
+        model.static_keyed_misses++;
+    else
+        model.static_misses++;
     return set_count++;
 }
 
-static void step_upload(fuzz_input *in)
-{
-    uint8_t shape = fuzz_u8(in);
-    char domain = (shape & 1u) ? 'b' : 'a';
-    char domain_text[2] = {domain, '\0'};
-    size_t count = 1u + (size_t)((shape >> 1) % PAYLOADS_MAX);
+/* An upload's payloads as the input draws them, each in memory of its
+ * own (so hits come from the bytes), and the same bytes back to back. */
+typedef struct drawn_upload {
+    char domain_text[2];
+    size_t count;
     size_t byte_lens[PAYLOADS_MAX];
     unsigned char *copies[PAYLOADS_MAX];
     unsigned char bytes[PAYLOADS_MAX * TABLE_MAX_BYTES];
     curd_static_payload payloads[PAYLOADS_MAX];
-    uint64_t total = 0;
-    for (size_t i = 0; i < count; i++) {
+    uint64_t total;
+} drawn_upload;
+
+static void draw_upload(fuzz_input *in, drawn_upload *u)
+{
+    uint8_t shape = fuzz_u8(in);
+    u->domain_text[0] = (shape & 1u) ? 'b' : 'a';
+    u->domain_text[1] = '\0';
+    u->count = 1u + (size_t)((shape >> 1) % PAYLOADS_MAX);
+    u->total = 0;
+    for (size_t i = 0; i < u->count; i++) {
         uint8_t pick = fuzz_u8(in);
         size_t table = pick % TABLES;
-        byte_lens[i] = table_lens[table];
-        /* Each payload in memory of its own: hits come from the bytes. */
-        copies[i] = malloc(byte_lens[i]);
-        FUZZ_CHECK(copies[i] != NULL);
-        memcpy(copies[i], tables[table], byte_lens[i]);
+        u->byte_lens[i] = table_lens[table];
+        u->copies[i] = malloc(u->byte_lens[i]);
+        FUZZ_CHECK(u->copies[i] != NULL);
+        memcpy(u->copies[i], tables[table], u->byte_lens[i]);
         if (pick & 0x80u)
-            copies[i][fuzz_u8(in) % byte_lens[i]] ^= (unsigned char)(1u + (pick & 0x3Fu));
-        memcpy(bytes + total, copies[i], byte_lens[i]);
-        payloads[i] = (curd_static_payload){copies[i], byte_lens[i]};
-        total += byte_lens[i];
+            u->copies[i][fuzz_u8(in) % u->byte_lens[i]] ^=
+                (unsigned char)(1u + (pick & 0x3Fu));
+        memcpy(u->bytes + u->total, u->copies[i], u->byte_lens[i]);
+        u->payloads[i] = (curd_static_payload){u->copies[i], u->byte_lens[i]};
+        u->total += u->byte_lens[i];
     }
-    size_t hit = SIZE_MAX;
-    for (size_t s = 0; s < set_count && hit == SIZE_MAX; s++)
-        if (set_equals(&sets[s], domain, count, byte_lens, bytes, total))
-            hit = s;
-    uint64_t h2d_before = h2d_bytes();
-    const curd_static_set *set = NULL;
-    FUZZ_CHECK(curd_session_upload_static(session, domain_text, payloads,
-                                          count, &set)
-               == CURD_OK);
-    uint64_t moved = h2d_bytes() - h2d_before;
-    for (size_t i = 0; i < count; i++)
-        free(copies[i]);
+}
+
+static void drawn_free(drawn_upload *u)
+{
+    for (size_t i = 0; i < u->count; i++)
+        free(u->copies[i]);
+}
+
+/* A hit hands out the model's set, moving nothing; a miss moved the
+ * bytes and made a new set. Either way the set is held once more. */
+static void upload_done(const drawn_upload *u, const curd_static_set *set,
+                        uint64_t moved, size_t hit, bool keyed)
+{
     size_t which;
     if (hit != SIZE_MAX) {
         FUZZ_CHECK(moved == 0);
         FUZZ_CHECK(set == sets[hit].set);
         sets[hit].holds++;
         sets[hit].last_use = ++use_clock;
-        model.static_hits++;
+        if (keyed)
+            model.static_keyed_hits++;
+        else
+            model.static_hits++;
         which = hit;
     } else {
-        FUZZ_CHECK(moved == total);
+        FUZZ_CHECK(moved == u->total);
         for (size_t s = 0; s < set_count; s++)
             FUZZ_CHECK(set != sets[s].set);
-        which = model_insert(domain, count, byte_lens, bytes, total);
+        which = model_insert(u->domain_text[0], u->count, u->byte_lens,
+                             u->bytes, u->total, keyed);
         sets[which].set = set;
     }
     held[held_count++] = which;
     check_set_contents(&sets[which]);
+}
+
+static void step_upload(fuzz_input *in)
+{
+    drawn_upload u;
+    draw_upload(in, &u);
+    size_t hit = SIZE_MAX;
+    for (size_t s = 0; s < set_count && hit == SIZE_MAX; s++)
+        if (set_equals(&sets[s], u.domain_text[0], u.count, u.byte_lens,
+                       u.bytes, u.total))
+            hit = s;
+    uint64_t h2d_before = h2d_bytes();
+    const curd_static_set *set = NULL;
+    FUZZ_CHECK(curd_session_upload_static(session, u.domain_text, u.payloads,
+                                          u.count, &set)
+               == CURD_OK);
+    upload_done(&u, set, h2d_bytes() - h2d_before, hit, false);
+    drawn_free(&u);
+}
+
+static void step_upload_keyed(fuzz_input *in)
+{
+    drawn_upload u;
+    draw_upload(in, &u);
+    unsigned char key = (unsigned char)(fuzz_u8(in) % 4u);
+    size_t found = SIZE_MAX;
+    for (size_t s = 0; s < set_count && found == SIZE_MAX; s++)
+        if (sets[s].retained && sets[s].keyed && sets[s].key == key
+            && sets[s].domain == u.domain_text[0])
+            found = s;
+    bool same_lengths = found != SIZE_MAX && sets[found].count == u.count;
+    for (size_t i = 0; same_lengths && i < u.count; i++)
+        same_lengths = sets[found].byte_lens[i] == u.byte_lens[i];
+    uint64_t h2d_before = h2d_bytes();
+    const curd_static_set *set = NULL;
+    curd_status status = curd_session_upload_static_keyed(
+        session, u.domain_text, &key, 1, u.payloads, u.count, &set);
+    if (found != SIZE_MAX && !same_lengths) {
+        expect_failure(status, CURD_E_INVALID_ARGUMENT);
+        FUZZ_CHECK(set == NULL && h2d_bytes() == h2d_before);
+    } else {
+        FUZZ_CHECK(status == CURD_OK);
+        upload_done(&u, set, h2d_bytes() - h2d_before, found, true);
+        sets[held[held_count - 1]].key = key;
+    }
+    drawn_free(&u);
 }
 
 static void step_release_static(uint8_t arg)
@@ -533,6 +605,12 @@ static void step_bad_arguments(uint8_t arg)
                    CURD_E_INVALID_ARGUMENT);
     expect_failure(curd_session_upload_static(session, "a", payloads, 0, &set),
                    CURD_E_INVALID_ARGUMENT);
+    expect_failure(curd_session_upload_static_keyed(session, "a", NULL, 1,
+                                                    payloads, 1, &set),
+                   CURD_E_INVALID_ARGUMENT);
+    expect_failure(curd_session_upload_static_keyed(session, "a", &arg, 0,
+                                                    payloads, 1, &set),
+                   CURD_E_INVALID_ARGUMENT);
     FUZZ_CHECK(set == NULL);
 }
 
@@ -549,6 +627,7 @@ enum step_kind {
     STEP_RELEASE_STATIC,
     STEP_RELEASE_STATIC_BAD,
     STEP_BAD_ARGUMENTS,
+    STEP_UPLOAD_KEYED,
     STEP_RENEW,
     STEP_KINDS
 };
@@ -562,7 +641,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_all();
     for (unsigned step = 0; step < MAX_STEPS && fuzz_more(&in); step++) {
         uint8_t kind = fuzz_u8(&in) % STEP_KINDS;
-        uint8_t arg = kind == STEP_UPLOAD ? 0 : fuzz_u8(&in);
+        uint8_t arg = kind == STEP_UPLOAD || kind == STEP_UPLOAD_KEYED
+                          ? 0
+                          : fuzz_u8(&in);
         if (trace)
             fprintf(stderr, "step %u: kind %u arg %u\n", step, kind, arg);
         switch (kind) {
@@ -592,6 +673,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case STEP_BAD_ARGUMENTS:
             step_bad_arguments(arg);
+            break;
+        case STEP_UPLOAD_KEYED:
+            step_upload_keyed(&in);
             break;
         default:
             session_end();

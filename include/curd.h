@@ -1097,10 +1097,30 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
  *    well (against a host copy the session keeps of each cached set, in
  *    host memory, counted against no device budget). The same call with
  *    the same bytes is a hit: no allocation, no host-to-device byte. A hit
- *    still compares every payload byte with that copy (some 25 us per MiB
- *    on one core): the lookup first tries the set last handed out with the
- *    same domain and payload lengths, and hashes the bytes only when that
- *    one differs.
+ *    still reads every payload byte, comparing it with that copy: the
+ *    lookup first tries the set last handed out with the same domain and
+ *    payload lengths, and hashes the bytes only when that one differs.
+ *    Comparing costs some 25 us per MiB on one core: a set of 1 MiB or
+ *    more ($CURD_COMPARE_PARALLEL_MIN) is compared by the device's copy
+ *    team (the threads that share pageable copies, CURD_COPY_THREADS)
+ *    with the calling thread, a smaller one by the calling thread
+ *    alone.
+ *  - Immutable uploads by a key the caller vouches for.
+ *    curd_session_upload_static_keyed names the set by (domain, key),
+ *    where the key is whatever identifies the payloads' version to the
+ *    caller (a version id, a content hash it has already): a hit is a
+ *    short hash of the domain and key, one lock and one lookup (well
+ *    under a microsecond at any size) and reads no payload byte; it still
+ *    checks that the count and every byte_len equal the cached set's
+ *    (CURD_E_INVALID_ARGUMENT otherwise, nothing changed). The session
+ *    keeps no host copy of a keyed set's bytes. Payloads that change
+ *    under an unchanged key are the caller's mistake and are not caught:
+ *    the hit hands out the set uploaded first. Keyed and verified sets
+ *    share the static budget, the eviction and the release rules, but
+ *    never answer each other's lookups: a verified upload promises the
+ *    set holds exactly its bytes, which a keyed set (no copy to compare)
+ *    cannot prove, and a keyed upload promises to read no byte, which a
+ *    verified set's lookup would have to.
  *
  * The buffers are ordinary curd_buffer handles of the session's device:
  * every transfer and dispatch call takes them. The handle given to
@@ -1210,6 +1230,22 @@ CURD_API curd_status curd_session_upload_static(
     curd_session *session, const char *domain,
     const curd_static_payload *payloads, size_t count,
     const curd_static_set **out_set);
+/* The set cached under (domain, key) in this session, or on a miss the
+ * payloads uploaded as curd_session_upload_static does and cached under
+ * it (retained, evicted and released by the same rules). A hit reads no
+ * payload byte: it costs a hash of the domain and the key_len bytes of
+ * key, one lock and one lookup, and hands out the cached set even if the
+ * payloads' bytes changed: pass a key that changes whenever they do.
+ * count and every byte_len must still equal the cached set's, else
+ * CURD_E_INVALID_ARGUMENT with nothing changed. key: key_len bytes, at
+ * least 1, copied; domain and payloads as for curd_session_upload_static.
+ * Keyed sets are never found by curd_session_upload_static, nor verified
+ * sets by this call (see above). Released with
+ * curd_session_release_static. (curd 1.1) */
+CURD_API curd_status curd_session_upload_static_keyed(
+    curd_session *session, const char *domain, const void *key,
+    size_t key_len, const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set);
 /* Ends one hold of the set: a set not retained is freed at its last
  * release; a retained one stays cached. CURD_E_INVALID_ARGUMENT for a set
  * that is not live in this session, or released more often than handed
@@ -1240,10 +1276,16 @@ typedef struct curd_session_stats {
                                   than the whole idle budget */
     uint64_t idle_budget_bytes;   /* the budgets in force */
     uint64_t static_budget_bytes;
+    /* curd 1.1: curd_session_upload_static_keyed's, counted apart from
+     * static_hits and static_misses (the verified uploads'). */
+    uint64_t static_keyed_hits;   /* served by the set cached under the key */
+    uint64_t static_keyed_misses; /* that allocated and uploaded */
 } curd_session_stats;
 
-/* stats->struct_size must be set by the caller. (_get, since a C function
- * and a type cannot share the name curd_session_stats.) */
+/* stats->struct_size must be set by the caller; curd 1.0's size (the
+ * struct up to static_budget_bytes) is accepted and filled to its end.
+ * (_get, since a C function and a type cannot share the name
+ * curd_session_stats.) */
 CURD_API curd_status curd_session_stats_get(curd_session *session,
                                             curd_session_stats *stats);
 

@@ -37,6 +37,7 @@ typedef struct fixture {
     unsigned char *bytes[3];
     curd_static_payload payloads[3];
     uint64_t total;
+    bool keyed; /* the case's: static uploads under a key */
 } fixture;
 
 /* The levels a failed operation must leave as they were: a rollback may
@@ -80,6 +81,7 @@ typedef struct fault_case {
     uint64_t static_budget;
     uint32_t flags;
     bool large_payload;
+    bool keyed; /* static uploads under a key (upload_op) */
     void (*setup)(fixture *f);
     curd_status (*op)(fixture *f);
     void (*succeeded)(fixture *f, const levels *before);
@@ -124,6 +126,7 @@ static void sweep(const fault_case *c)
     f.device = curd_test_gpu_open();
     if (f.device == NULL)
         return;
+    f.keyed = c->keyed;
     for (unsigned fail_at = 1;; fail_at++) {
         curd_session_options options;
         curd_session_options_init(&options);
@@ -296,10 +299,30 @@ static void test_each_failing_call_of_a_release_that_frees(void)
 /* ------------------------------------------------------------------------
  * Static sets
  * ---------------------------------------------------------------------- */
+static curd_status upload_into(fixture *f, const curd_static_set **out_set)
+{
+    return f->keyed ? curd_session_upload_static_keyed(
+                          f->session, "faults", "v1", 2, f->payloads,
+                          f->count, out_set)
+                    : curd_session_upload_static(f->session, "faults",
+                                                 f->payloads, f->count,
+                                                 out_set);
+}
+
 static curd_status upload_op(fixture *f)
 {
-    return curd_session_upload_static(f->session, "faults", f->payloads,
-                                      f->count, &f->out_set);
+    return upload_into(f, &f->out_set);
+}
+
+/* The misses and hits of the fixture's kind of upload. */
+static uint64_t misses_of(const fixture *f, curd_session_stats stats)
+{
+    return f->keyed ? stats.static_keyed_misses : stats.static_misses;
+}
+
+static uint64_t hits_of(const fixture *f, curd_session_stats stats)
+{
+    return f->keyed ? stats.static_keyed_hits : stats.static_hits;
 }
 
 static void upload_miss_succeeded(fixture *f, const levels *before)
@@ -309,8 +332,8 @@ static void upload_miss_succeeded(fixture *f, const levels *before)
     g_assert_cmpuint(now.fences - before->device.fences, ==, 1);
     g_assert_cmpuint(now.resident_bytes.current, ==,
                      before->device.resident_bytes.current + f->total);
-    curd_session_stats stats = stats_of(f->session);
-    g_assert_cmpuint(stats.static_misses, ==, before->session.static_misses + 1);
+    g_assert_cmpuint(misses_of(f, stats_of(f->session)), ==,
+                     misses_of(f, before->session) + 1);
     assert_set_holds(f, f->out_set);
 }
 
@@ -319,12 +342,11 @@ static void upload_miss_succeeded(fixture *f, const levels *before)
 static void upload_again_misses(fixture *f)
 {
     const curd_static_set *set = NULL;
-    uint64_t misses = stats_of(f->session).static_misses;
-    curd_status status = curd_session_upload_static(f->session, "faults",
-                                                    f->payloads, f->count, &set);
+    uint64_t misses = misses_of(f, stats_of(f->session));
+    curd_status status = upload_into(f, &set);
     if (status != CURD_OK)
         g_error("%s", curd_last_error());
-    g_assert_cmpuint(stats_of(f->session).static_misses, ==, misses + 1);
+    g_assert_cmpuint(misses_of(f, stats_of(f->session)), ==, misses + 1);
     assert_set_holds(f, set);
     g_assert_cmpint(curd_session_release_static(f->session, set), ==,
                     CURD_OK);
@@ -363,13 +385,47 @@ static void upload_hit_succeeded(fixture *f, const levels *before)
 {
     assert_snapshot_equal(transfer_test_take(f->device), before->device);
     g_assert_true(f->out_set == f->set);
-    g_assert_cmpuint(stats_of(f->session).static_hits, ==,
-                     before->session.static_hits + 1);
+    g_assert_cmpuint(hits_of(f, stats_of(f->session)), ==,
+                     hits_of(f, before->session) + 1);
 }
 
 static void test_a_static_upload_hit_makes_no_driver_call(void)
 {
     static const fault_case c = {
+        .setup = upload_once,
+        .op = upload_op,
+        .succeeded = upload_hit_succeeded,
+        .no_calls = true};
+    sweep(&c);
+}
+
+static void test_each_failing_call_of_a_keyed_upload_miss(void)
+{
+    static const fault_case c = {
+        .keyed = true,
+        .op = upload_op,
+        .succeeded = upload_miss_succeeded,
+        .failed = upload_again_misses,
+        .min_calls = 5};
+    sweep(&c);
+}
+
+static void test_a_keyed_upload_hit_makes_no_driver_call(void)
+{
+    static const fault_case c = {
+        .keyed = true,
+        .setup = upload_once,
+        .op = upload_op,
+        .succeeded = upload_hit_succeeded,
+        .no_calls = true};
+    sweep(&c);
+}
+
+/* 3 MiB: compared by the copy team, with no driver call either. */
+static void test_a_team_compared_static_upload_hit_makes_no_driver_call(void)
+{
+    static const fault_case c = {
+        .large_payload = true,
         .setup = upload_once,
         .op = upload_op,
         .succeeded = upload_hit_succeeded,
@@ -500,6 +556,12 @@ static const transfer_test_case cases[] = {
      test_each_failing_call_of_a_pipelined_static_upload_miss},
     {"a-static-upload-hit-makes-no-driver-call",
      test_a_static_upload_hit_makes_no_driver_call},
+    {"each-failing-call-of-a-keyed-upload-miss",
+     test_each_failing_call_of_a_keyed_upload_miss},
+    {"a-keyed-upload-hit-makes-no-driver-call",
+     test_a_keyed_upload_hit_makes_no_driver_call},
+    {"a-team-compared-static-upload-hit-makes-no-driver-call",
+     test_a_team_compared_static_upload_hit_makes_no_driver_call},
     {"each-failing-call-of-a-static-release-that-frees",
      test_each_failing_call_of_a_static_release_that_frees},
     {"the-statistics-make-no-driver-call",

@@ -1,8 +1,10 @@
 /* test-session.c - sessions on a device: exact-size reuse within the idle
  * budget, released handles going stale, static sets that hit without an
  * upload and miss on one changed byte, eviction and retention against the
- * budgets, bad input, teardown back to the resident baseline, the device
- * closing under a session, and eight threads sharing one session.
+ * budgets, keyed sets that hit without reading a byte, verified hits
+ * compared by the copy team, bad input, teardown back to the resident
+ * baseline, the device closing under a session, and eight threads
+ * sharing one session.
  *
  * Every test opens device 0 or skips with the reason (no driver, no
  * device); test-session-fake.c runs the same on the stand-in driver, and
@@ -11,6 +13,7 @@
  * byte for byte. */
 #include <glib.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +108,8 @@ static void assert_session_stats_equal(curd_session_stats a,
     g_assert_cmpuint(a.release_frees, ==, b.release_frees);
     g_assert_cmpuint(a.idle_budget_bytes, ==, b.idle_budget_bytes);
     g_assert_cmpuint(a.static_budget_bytes, ==, b.static_budget_bytes);
+    g_assert_cmpuint(a.static_keyed_hits, ==, b.static_keyed_hits);
+    g_assert_cmpuint(a.static_keyed_misses, ==, b.static_keyed_misses);
 }
 
 /* Payloads of fresh random bytes; free with tables_free. */
@@ -158,6 +163,20 @@ static const curd_static_set *upload_ok(curd_session *session,
                     ==, CURD_OK);
     g_assert_nonnull(set);
     g_assert_cmpuint(set->struct_size, >=, sizeof *set);
+    g_assert_cmpuint(set->count, ==, t->count);
+    return set;
+}
+
+static const curd_static_set *keyed_ok(curd_session *session,
+                                       const char *domain, const char *key,
+                                       const tables *t)
+{
+    const curd_static_set *set = NULL;
+    g_assert_cmpint(curd_session_upload_static_keyed(session, domain, key,
+                                                     strlen(key), t->payloads,
+                                                     t->count, &set),
+                    ==, CURD_OK);
+    g_assert_nonnull(set);
     g_assert_cmpuint(set->count, ==, t->count);
     return set;
 }
@@ -443,7 +462,20 @@ static void test_release_of_a_buffer_with_an_upload_pending_is_busy(void)
 /* ------------------------------------------------------------------------
  * Static sets
  * ---------------------------------------------------------------------- */
-static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
+/* An upload of the given kind, checked as upload_ok checks it. */
+static const curd_static_set *upload_kind_ok(curd_session *session,
+                                             bool keyed, const tables *t)
+{
+    return keyed ? keyed_ok(session, "tables", "v1", t)
+                 : upload_ok(session, "tables-v1", t);
+}
+
+/* The cold upload moves the payloads' bytes in one fence, which the set's
+ * buffers hold; the warm one moves nothing and hands out the same set:
+ * for a verified upload given the same bytes from other memory (the hit
+ * comes from the content), for a keyed one given other bytes of the same
+ * lengths (the key is the caller's word: the hit reads no byte). */
+static void cold_then_warm(bool keyed)
 {
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
@@ -452,7 +484,7 @@ static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
     curd_session *session = session_open(device, 0, 0, 0);
     tables t = tables_random(3, three_tables);
     transfer_test_snapshot cold = transfer_test_take(device);
-    const curd_static_set *set = upload_ok(session, "tables-v1", &t);
+    const curd_static_set *set = upload_kind_ok(session, keyed, &t);
     transfer_test_snapshot warm = transfer_test_take(device);
     g_assert_cmpuint(warm.h2d_bytes - cold.h2d_bytes, ==, t.total);
     g_assert_cmpuint(warm.fences - cold.fences, ==, 1);
@@ -460,14 +492,22 @@ static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
     g_assert_cmpuint(resident_bytes(device), ==, baseline + t.total);
     assert_set_holds(device, set, &t);
     warm = transfer_test_take(device);
-    /* The same bytes from other memory: a hit that moves nothing. */
-    tables same = tables_copy(&t);
-    const curd_static_set *again = upload_ok(session, "tables-v1", &same);
+    tables again_tables = keyed ? tables_random(3, three_tables)
+                                : tables_copy(&t);
+    const curd_static_set *again = upload_kind_ok(session, keyed,
+                                                  &again_tables);
     assert_snapshot_equal(transfer_test_take(device), warm);
     g_assert_true(again == set);
+    assert_set_holds(device, set, &t);
     curd_session_stats stats = session_stats(session);
-    g_assert_cmpuint(stats.static_misses, ==, 1);
-    g_assert_cmpuint(stats.static_hits, ==, 1);
+    g_assert_cmpuint(keyed ? stats.static_keyed_misses : stats.static_misses,
+                     ==, 1);
+    g_assert_cmpuint(keyed ? stats.static_keyed_hits : stats.static_hits, ==,
+                     1);
+    g_assert_cmpuint(keyed ? stats.static_hits + stats.static_misses
+                           : stats.static_keyed_hits
+                                 + stats.static_keyed_misses,
+                     ==, 0);
     g_assert_cmpuint(stats.cached_sets, ==, 1);
     g_assert_cmpuint(stats.cached_bytes, ==, t.total);
     g_assert_cmpint(curd_session_release_static(session, again), ==, CURD_OK);
@@ -478,8 +518,13 @@ static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
     g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
     g_assert_cmpuint(resident_bytes(device), ==, baseline);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-    tables_free(&same);
+    tables_free(&again_tables);
     tables_free(&t);
+}
+
+static void test_cold_then_warm_upload_moves_the_payload_bytes_then_none(void)
+{
+    cold_then_warm(false);
 }
 
 static void test_one_changed_byte_misses(void)
@@ -744,6 +789,248 @@ static void test_bad_static_calls_are_typed_errors_that_upload_nothing(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Keyed static sets, and verified hits compared by the copy team
+ * ---------------------------------------------------------------------- */
+static void test_keyed_hit_uploads_nothing_and_reads_no_payload_byte(void)
+{
+    cold_then_warm(true);
+}
+
+/* A caller built against curd 1.0's struct gets its fields, and not a
+ * byte past them; a smaller struct is refused. */
+static void test_stats_fill_a_1_0_sized_struct_to_its_end(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    tables t = tables_random(3, three_tables);
+    const curd_static_set *set = keyed_ok(session, "tables", "v7", &t);
+    curd_session_stats old;
+    memset(&old, 0xA5, sizeof old);
+    old.struct_size = offsetof(curd_session_stats, static_keyed_hits);
+    g_assert_cmpint(curd_session_stats_get(session, &old), ==, CURD_OK);
+    g_assert_cmpuint(old.cached_sets, ==, 1);
+    g_assert_cmpuint(old.static_budget_bytes, ==,
+                     session_stats(session).static_budget_bytes);
+    g_assert_cmpuint(old.static_keyed_misses, ==, 0xA5A5A5A5A5A5A5A5u);
+    old.struct_size = offsetof(curd_session_stats, static_keyed_hits) - 1;
+    g_assert_cmpint(curd_session_stats_get(session, &old), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_session_release_static(session, set), ==, CURD_OK);
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    tables_free(&t);
+}
+
+static void test_keyed_hit_with_other_lengths_is_refused_changing_nothing(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    tables t = tables_random(3, three_tables);
+    const curd_static_set *set = keyed_ok(session, "tables", "v1", &t);
+    transfer_test_snapshot before = transfer_test_take(device);
+    curd_session_stats stats_before = session_stats(session);
+    const curd_static_set *out = (const curd_static_set *)&t;
+    /* One payload fewer. */
+    g_assert_cmpint(curd_session_upload_static_keyed(session, "tables", "v1",
+                                                     2, t.payloads, 2, &out),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(curd_last_error(), "3 payloads"));
+    curd_test_assert_fix_sentence();
+    /* The last payload one byte longer. */
+    curd_static_payload longer[3];
+    memcpy(longer, t.payloads, sizeof longer);
+    unsigned char *grown = g_malloc(longer[2].byte_len + 1);
+    memcpy(grown, t.bytes[2], longer[2].byte_len);
+    longer[2] = (curd_static_payload){grown, longer[2].byte_len + 1};
+    g_assert_cmpint(curd_session_upload_static_keyed(session, "tables", "v1",
+                                                     2, longer, 3, &out),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(curd_last_error(), "payload 2"));
+    curd_test_assert_fix_sentence();
+    /* A bad key. */
+    g_assert_cmpint(curd_session_upload_static_keyed(session, "tables", NULL,
+                                                     2, t.payloads, 3, &out),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpint(curd_session_upload_static_keyed(session, "tables", "v1",
+                                                     0, t.payloads, 3, &out),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_session_upload_static_keyed(NULL, "tables", "v1", 2,
+                                                     t.payloads, 3, &out),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_session_upload_static_keyed(session, NULL, "v1", 2,
+                                                     t.payloads, 3, &out),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curd_session_upload_static_keyed(session, "tables", "v1",
+                                                     2, t.payloads, 3, NULL),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_true(out == (const curd_static_set *)&t);
+    assert_snapshot_equal(transfer_test_take(device), before);
+    assert_session_stats_equal(session_stats(session), stats_before);
+    assert_set_holds(device, set, &t);
+    g_assert_cmpint(curd_session_release_static(session, set), ==, CURD_OK);
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    g_free(grown);
+    tables_free(&t);
+}
+
+static void test_keyed_and_verified_sets_never_answer_each_other(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    tables t = tables_random(3, three_tables);
+    const curd_static_set *verified = upload_ok(session, "tables", &t);
+    const curd_static_set *keyed = keyed_ok(session, "tables", "v1", &t);
+    g_assert_true(keyed != verified);
+    /* Each finds its own again; another key or domain is another set. */
+    const curd_static_set *verified_again = upload_ok(session, "tables", &t);
+    const curd_static_set *keyed_again = keyed_ok(session, "tables", "v1", &t);
+    const curd_static_set *other_key = keyed_ok(session, "tables", "v2", &t);
+    const curd_static_set *other_domain = keyed_ok(session, "tablez", "v1",
+                                                   &t);
+    g_assert_true(verified_again == verified);
+    g_assert_true(keyed_again == keyed);
+    g_assert_true(other_key != keyed && other_domain != keyed
+                  && other_key != other_domain);
+    curd_session_stats stats = session_stats(session);
+    g_assert_cmpuint(stats.static_hits, ==, 1);
+    g_assert_cmpuint(stats.static_misses, ==, 1);
+    g_assert_cmpuint(stats.static_keyed_hits, ==, 1);
+    g_assert_cmpuint(stats.static_keyed_misses, ==, 3);
+    g_assert_cmpuint(stats.cached_sets, ==, 4);
+    const curd_static_set *sets[] = {verified, keyed,       verified_again,
+                                     keyed_again, other_key, other_domain};
+    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++) {
+        assert_set_holds(device, sets[i], &t);
+        g_assert_cmpint(curd_session_release_static(session, sets[i]), ==,
+                        CURD_OK);
+    }
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    tables_free(&t);
+}
+
+static void test_keyed_sets_follow_the_eviction_and_release_rules(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    uint64_t baseline = resident_bytes(device);
+    curd_session *session = session_open(device, 0, 1000, 0);
+    const size_t s500[1] = {500}, s300[1] = {300}, s400[1] = {400},
+                 s2000[1] = {2000};
+    tables a = tables_random(1, s500), b = tables_random(1, s300),
+           c = tables_random(1, s400), big = tables_random(1, s2000);
+    const curd_static_set *set = keyed_ok(session, "t", "a", &a);
+    g_assert_cmpint(curd_session_release_static(session, set), ==, CURD_OK);
+    /* A verified set shares the budget. */
+    set = upload_ok(session, "t", &b);
+    g_assert_cmpint(curd_session_release_static(session, set), ==, CURD_OK);
+    /* 800 cached; 400 more evicts the largest nobody holds: keyed a. */
+    const curd_static_set *held = keyed_ok(session, "t", "c", &c);
+    g_assert_cmpuint(held->retained, ==, 1);
+    curd_session_stats stats = session_stats(session);
+    g_assert_cmpuint(stats.static_evictions, ==, 1);
+    g_assert_cmpuint(stats.cached_bytes, ==, 700);
+    /* a is gone: its key misses and uploads again, evicting b (c is
+     * held). */
+    transfer_test_snapshot before = transfer_test_take(device);
+    const curd_static_set *a_again = keyed_ok(session, "t", "a", &a);
+    g_assert_cmpuint(transfer_test_take(device).h2d_bytes - before.h2d_bytes,
+                     ==, 500);
+    stats = session_stats(session);
+    g_assert_cmpuint(stats.static_keyed_misses, ==, 3);
+    g_assert_cmpuint(stats.static_evictions, ==, 2);
+    g_assert_cmpuint(stats.cached_bytes, ==, 900);
+    /* Larger than the budget: not retained, freed at its last release. */
+    const curd_static_set *large = keyed_ok(session, "t", "big", &big);
+    g_assert_cmpuint(large->retained, ==, 0);
+    const curd_static_set *large_again = keyed_ok(session, "t", "big", &big);
+    g_assert_true(large_again != large);
+    assert_set_holds(device, large, &big);
+    assert_set_holds(device, held, &c);
+    assert_set_holds(device, a_again, &a);
+    stats = session_stats(session);
+    g_assert_cmpuint(stats.unretained_sets, ==, 2);
+    g_assert_cmpuint(stats.unretained_bytes, ==, 4000);
+    const curd_static_set *sets[] = {held, a_again, large, large_again};
+    for (size_t i = 0; i < G_N_ELEMENTS(sets); i++)
+        g_assert_cmpint(curd_session_release_static(session, sets[i]), ==,
+                        CURD_OK);
+    stats = session_stats(session);
+    g_assert_cmpuint(stats.unretained_sets, ==, 0);
+    g_assert_cmpuint(resident_bytes(device), ==, baseline + 900);
+    /* Released more often than handed out, or after its last release. */
+    g_assert_cmpint(curd_session_release_static(session, held), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(curd_last_error(), "more often"));
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpuint(resident_bytes(device), ==, baseline);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    tables_free(&a);
+    tables_free(&b);
+    tables_free(&c);
+    tables_free(&big);
+}
+
+/* Large enough for the copy team (1 MiB by default), split unevenly. */
+static const size_t team_tables[2] = {3 * 1024 * 1024 + 5, 4099};
+
+static void test_team_compared_hit_misses_on_one_changed_byte_anywhere(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    tables t = tables_random(2, team_tables);
+    const curd_static_set *first = upload_ok(session, "tables", &t);
+    tables same = tables_copy(&t);
+    size_t large = t.payloads[0].byte_len;
+    const size_t positions[] = {0, large / 2, large - 1};
+    const curd_static_set *changed_sets[G_N_ELEMENTS(positions)];
+    for (size_t i = 0; i < G_N_ELEMENTS(positions); i++) {
+        /* The same bytes from other memory hit... */
+        const curd_static_set *hit = upload_ok(session, "tables", &same);
+        g_assert_true(hit == first);
+        g_assert_cmpint(curd_session_release_static(session, hit), ==,
+                        CURD_OK);
+        /* ...one byte changed misses and uploads the new bytes. */
+        tables changed = tables_copy(&t);
+        changed.bytes[0][positions[i]] ^=
+            (unsigned char)g_test_rand_int_range(1, 256);
+        transfer_test_snapshot before = transfer_test_take(device);
+        changed_sets[i] = upload_ok(session, "tables", &changed);
+        g_assert_cmpuint(
+            transfer_test_take(device).h2d_bytes - before.h2d_bytes, ==,
+            changed.total);
+        g_assert_true(changed_sets[i] != first);
+        assert_set_holds(device, changed_sets[i], &changed);
+        tables_free(&changed);
+    }
+    assert_set_holds(device, first, &t);
+    curd_session_stats stats = session_stats(session);
+    g_assert_cmpuint(stats.static_hits, ==, G_N_ELEMENTS(positions));
+    g_assert_cmpuint(stats.static_misses, ==, 1 + G_N_ELEMENTS(positions));
+    g_assert_cmpint(curd_session_release_static(session, first), ==, CURD_OK);
+    for (size_t i = 0; i < G_N_ELEMENTS(positions); i++)
+        g_assert_cmpint(
+            curd_session_release_static(session, changed_sets[i]), ==,
+            CURD_OK);
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    tables_free(&same);
+    tables_free(&t);
+}
+
+/* ------------------------------------------------------------------------
  * Sessions as a whole
  * ---------------------------------------------------------------------- */
 static void test_options_are_checked_and_the_default_budget_is_a_32nd(void)
@@ -918,7 +1205,8 @@ typedef struct worker {
     guint32 seed; /* drawn by the main thread: g_test_rand_* is not for
                      threads */
     uint64_t allocs;
-    uint64_t uploads;
+    uint64_t uploads;       /* verified */
+    uint64_t keyed_uploads;
     char failure[512];
 } worker;
 
@@ -975,16 +1263,24 @@ static gboolean worker_round(worker *w, unsigned round, GRand *rand,
         WORKER_CALL(w, curd_buffer_upload(device, buffers[i], bytes[i], len));
         w->allocs++;
     }
-    const curd_static_set *common = NULL, *mine = NULL;
+    const curd_static_set *common = NULL, *mine = NULL, *keyed = NULL;
     WORKER_CALL(w, curd_session_upload_static(session, "common",
                                               w->shared->common.payloads,
                                               w->shared->common.count,
                                               &common));
     WORKER_CALL(w, curd_session_upload_static(session, "own", own->payloads,
                                               own->count, &mine));
+    /* The common tables under a key too: threads that miss it at once
+     * all upload, and all but one take the first one's set. */
+    WORKER_CALL(w, curd_session_upload_static_keyed(
+                       session, "common", "common-v1", 9,
+                       w->shared->common.payloads, w->shared->common.count,
+                       &keyed));
     w->uploads += 2;
+    w->keyed_uploads++;
     if (!worker_check_set(w, common, &w->shared->common)
-        || !worker_check_set(w, mine, own))
+        || !worker_check_set(w, mine, own)
+        || !worker_check_set(w, keyed, &w->shared->common))
         return FALSE;
     for (size_t i = 0; i < 4; i++) {
         size_t len = thread_sizes[(i + round + w->index) % 4];
@@ -1003,6 +1299,7 @@ static gboolean worker_round(worker *w, unsigned round, GRand *rand,
     }
     WORKER_CALL(w, curd_session_release_static(session, common));
     WORKER_CALL(w, curd_session_release_static(session, mine));
+    WORKER_CALL(w, curd_session_release_static(session, keyed));
     return TRUE;
 }
 
@@ -1047,18 +1344,22 @@ static void test_eight_threads_share_one_session(void)
     }
     for (unsigned i = 0; i < THREADS; i++)
         threads[i] = g_thread_new("session", worker_run, &workers[i]);
-    uint64_t allocs = 0, uploads = 0;
+    uint64_t allocs = 0, uploads = 0, keyed_uploads = 0;
     for (unsigned i = 0; i < THREADS; i++) {
         g_thread_join(threads[i]);
         if (workers[i].failure[0] != '\0')
             g_error("%s", workers[i].failure);
         allocs += workers[i].allocs;
         uploads += workers[i].uploads;
+        keyed_uploads += workers[i].keyed_uploads;
     }
     curd_session_stats stats = session_stats(shared.session);
     g_assert_cmpuint(allocs, ==, (uint64_t)THREADS * ROUNDS * 4);
     g_assert_cmpuint(stats.reuse_hits + stats.reuse_misses, ==, allocs);
     g_assert_cmpuint(stats.static_hits + stats.static_misses, ==, uploads);
+    g_assert_cmpuint(stats.static_keyed_hits + stats.static_keyed_misses, ==,
+                     keyed_uploads);
+    g_assert_cmpuint(stats.static_keyed_hits, >, stats.static_keyed_misses);
     g_assert_cmpuint(stats.lent_buffers, ==, 0);
     /* At most 4 sizes per thread ever missed at once, then they were
      * reused: far more hits than misses. */
@@ -1100,6 +1401,18 @@ static const transfer_test_case cases[] = {
      test_static_eviction_is_largest_first_and_spares_held_sets},
     {"bad-static-calls-are-typed-errors-that-upload-nothing",
      test_bad_static_calls_are_typed_errors_that_upload_nothing},
+    {"keyed-hit-uploads-nothing-and-reads-no-payload-byte",
+     test_keyed_hit_uploads_nothing_and_reads_no_payload_byte},
+    {"stats-fill-a-1-0-sized-struct-to-its-end",
+     test_stats_fill_a_1_0_sized_struct_to_its_end},
+    {"keyed-hit-with-other-lengths-is-refused-changing-nothing",
+     test_keyed_hit_with_other_lengths_is_refused_changing_nothing},
+    {"keyed-and-verified-sets-never-answer-each-other",
+     test_keyed_and_verified_sets_never_answer_each_other},
+    {"keyed-sets-follow-the-eviction-and-release-rules",
+     test_keyed_sets_follow_the_eviction_and_release_rules},
+    {"team-compared-hit-misses-on-one-changed-byte-anywhere",
+     test_team_compared_hit_misses_on_one_changed_byte_anywhere},
     {"options-are-checked-and-the-default-budget-is-a-32nd",
      test_options_are_checked_and_the_default_budget_is_a_32nd},
     {"session-free-returns-resident-bytes-to-the-baseline",

@@ -194,6 +194,19 @@ static gpointer team_caller_run(gpointer data)
             pieces[i] = (curdi_copy_piece){caller->dst + i * piece,
                                            caller->src + i * piece, piece};
         curdi_copy_team_run(caller->team, pieces, 16, round % 2 == 1);
+        /* The copy compared by the team too, as a static set's hit does:
+         * equal, then with one byte changed. */
+        curdi_compare_piece compares[16];
+        for (size_t i = 0; i < 16; i++)
+            compares[i] = (curdi_compare_piece){caller->dst + i * piece,
+                                                caller->src + i * piece,
+                                                piece};
+        if (!curdi_copy_team_equal(caller->team, compares, 16))
+            caller->mismatches++;
+        caller->dst[(size_t)round * piece + 5] ^= 1u;
+        if (curdi_copy_team_equal(caller->team, compares, 16))
+            caller->mismatches++;
+        caller->dst[(size_t)round * piece + 5] ^= 1u;
         curdi_copy_team_shrink(caller->team, added);
         if (memcmp(caller->dst, caller->src, 16 * piece) != 0)
             caller->mismatches++;

@@ -1154,6 +1154,45 @@ static void test_copy_team_copies_every_piece(void)
     g_free(dst);
 }
 
+/* A comparison shared by the team finds equal ranges equal and one
+ * changed byte in any piece (the first, one in the middle, the last, at
+ * its first or last byte); a job of no piece is equal; no team, or one
+ * piece, compares on the caller alone. */
+static void test_copy_team_compare_finds_any_one_changed_byte(void)
+{
+    curdi_copy_team *team = NULL;
+    enum { PIECES = 48 };
+    size_t len = 3u << 20, size = len / PIECES;
+    unsigned char *left = g_malloc(len);
+    unsigned char *right = g_malloc(len);
+    curdi_compare_piece pieces[PIECES];
+    curdi_copy_team_config config = {3, CURDI_COPY_PARALLEL_MIN, 0};
+    g_assert_cmpint(curdi_copy_team_create(&config, &team), ==, CURD_OK);
+    curd_test_fill_random(left, len);
+    memcpy(right, left, len);
+    for (size_t i = 0; i < PIECES; i++)
+        pieces[i] = (curdi_compare_piece){left + i * size, right + i * size,
+                                          size};
+    g_assert_true(curdi_copy_team_equal(team, pieces, PIECES));
+    g_assert_true(curdi_copy_team_equal(team, pieces, 0));
+    g_assert_true(curdi_copy_team_equal(NULL, pieces, PIECES));
+    const size_t changed[] = {0, size - 1, (PIECES / 2) * size + 17,
+                              len - size, len - 1};
+    for (size_t c = 0; c < G_N_ELEMENTS(changed); c++) {
+        size_t at = changed[c];
+        right[at] ^= (unsigned char)g_test_rand_int_range(1, 256);
+        g_assert_false(curdi_copy_team_equal(team, pieces, PIECES));
+        g_assert_false(curdi_copy_team_equal(NULL, pieces, PIECES));
+        g_assert_false(
+            curdi_copy_team_equal(team, &pieces[at / size], 1));
+        right[at] = left[at];
+        g_assert_true(curdi_copy_team_equal(team, pieces, PIECES));
+    }
+    curdi_copy_team_destroy(team);
+    g_free(left);
+    g_free(right);
+}
+
 static void test_streaming_copy_matches_memcpy_at_any_alignment(void)
 {
     /* Lengths around the 4 KiB cut-over and the 64-byte lines, from and
@@ -1443,6 +1482,8 @@ int main(int argc, char **argv)
                     test_a_small_pageable_upload_goes_to_the_driver_as_it_is);
     g_test_add_func("/transfer/team/copies-every-piece",
                     test_copy_team_copies_every_piece);
+    g_test_add_func("/transfer/team/compare-finds-any-one-changed-byte",
+                    test_copy_team_compare_finds_any_one_changed_byte);
     g_test_add_func("/transfer/team/streaming-copy-matches-memcpy-at-any-alignment",
                     test_streaming_copy_matches_memcpy_at_any_alignment);
     g_test_add_func("/transfer/team/a-warmed-team-copies-small-jobs-in-a-row",

@@ -17,7 +17,7 @@ static const char *const variables[] = {
     "CURD_STREAMING_DOWNLOAD_MIN", "CURD_STREAMING_UPLOAD_MIN",
     "CURD_PAGEABLE_DIRECT_MAX",    "CURD_FENCE_SPIN_US",
     "CURD_LANDING_BYTES",          "CURD_UPLOAD_GROWTH_THREADS",
-    "CURD_UPLOAD_GROWTH_MIN",
+    "CURD_UPLOAD_GROWTH_MIN",      "CURD_COMPARE_PARALLEL_MIN",
 };
 
 static void unset_all(void)
@@ -85,6 +85,12 @@ static void test_every_variable_sets_its_field(void)
     g_assert_cmpuint(read_with("CURD_COPY_SPIN_US", "250").copy_spin_us, ==,
                      250);
     g_assert_cmpuint(
+        read_with("CURD_COMPARE_PARALLEL_MIN", "4m").compare_parallel_min, ==,
+        4u << 20);
+    g_assert_cmpuint(
+        read_with("CURD_COMPARE_PARALLEL_MIN", "off").compare_parallel_min,
+        ==, UINT64_MAX);
+    g_assert_cmpuint(
         read_with("CURD_UPLOAD_GROWTH_THREADS", "0").upload_growth_threads, ==,
         0);
     g_assert_cmpuint(
@@ -130,6 +136,7 @@ static void test_bad_values_are_ignored(void)
         {"CURD_GATHER_MAX_SPAN_BYTES", "18446744073709551615g"},
         {"CURD_UPLOAD_GROWTH_THREADS", "33"},
         {"CURD_UPLOAD_GROWTH_MIN", "off"},
+        {"CURD_COMPARE_PARALLEL_MIN", "-1"},
     };
     curdi_tuning defaults;
     curdi_tuning_defaults(&defaults);

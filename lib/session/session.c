@@ -9,6 +9,7 @@
 #include "session/session.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -486,6 +487,17 @@ CURD_API curd_status curd_session_upload_static(
                                     count, out_set);
 }
 
+CURD_API curd_status curd_session_upload_static_keyed(
+    curd_session *session, const char *domain, const void *key,
+    size_t key_len, const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set)
+{
+    if (session == NULL)
+        return null_session("curd_session_upload_static_keyed");
+    return curdi_static_sets_upload_keyed(&session->static_sets, domain, key,
+                                          key_len, payloads, count, out_set);
+}
+
 CURD_API curd_status curd_session_release_static(curd_session *session,
                                                  const curd_static_set *set)
 {
@@ -708,6 +720,11 @@ CURD_API curd_status curd_session_free(curd_session *session)
     return CURD_OK;
 }
 
+/* The size of curd 1.0's curd_session_stats: a caller built against it
+ * passes this struct_size, and gets the fields it knows. */
+#define SESSION_STATS_SIZE_1_0                                                \
+    offsetof(curd_session_stats, static_keyed_hits)
+
 CURD_API curd_status curd_session_stats_get(curd_session *session,
                                             curd_session_stats *stats)
 {
@@ -716,8 +733,8 @@ CURD_API curd_status curd_session_stats_get(curd_session *session,
     if (session == NULL)
         return null_session(what);
     curd_status status =
-        curdi_result_struct_check(stats, sizeof *stats, what, "stats",
-                                  "curd_session_stats");
+        curdi_result_struct_check(stats, SESSION_STATS_SIZE_1_0, what,
+                                  "stats", "curd_session_stats");
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&session->shared.lock);
@@ -727,7 +744,11 @@ CURD_API curd_status curd_session_stats_get(curd_session *session,
     if (status != CURD_OK)
         return status;
     result.struct_size = stats->struct_size;
-    /* A newer caller's extra fields are left as they were. */
-    memcpy(stats, &result, sizeof result);
+    /* An older caller's struct gets the fields it has (the check above
+     * proved it has 1.0's); a newer caller's extra fields are left as
+     * they were. */
+    memcpy(stats, &result,
+           stats->struct_size < sizeof result ? stats->struct_size
+                                              : sizeof result);
     return CURD_OK;
 }

@@ -1,11 +1,12 @@
-/* static_sets.c - a session's static sets: the content-addressed cache
- * of immutable uploads. include/curd.h says what a static set promises,
- * static_sets.h how the sets are kept and under which lock.
+/* static_sets.c - a session's static sets: the cache of immutable
+ * uploads, by content or by the caller's key. include/curd.h says what a
+ * static set promises, static_sets.h how the sets are kept and under
+ * which lock.
  *
  * Read top to bottom: the per-process key secret, the set and the
- * session's device, freeing, static sets (key, match, upload, release,
- * eviction), then what the session room calls to make, drain and probe
- * them. */
+ * session's device, freeing, static sets (key, match, the keyed sets'
+ * key and match, upload, release, eviction), then what the session room
+ * calls to make, drain and probe them. */
 #include "session/static_sets.h"
 
 #include <errno.h>
@@ -29,6 +30,8 @@
 #include "memory/memory.h"
 #include "memory/resident.h"
 #include "base/status.h"
+#include "transfer/copy_team.h"
+#include "transfer/run.h"
 #include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
@@ -43,6 +46,17 @@ _Static_assert(KEY_SECRET_BYTES >= XXH3_SECRET_SIZE_MIN,
 /* What the key covers besides the bytes, as hashed; bump it when the key's
  * layout changes. */
 #define KEY_LAYOUT_VERSION 1u
+/* The first word of a keyed set's key (key_keyed), never a layout
+ * version. */
+#define KEY_LAYOUT_KEYED 0x4b455945445f7631u /* "KEYED_v1" */
+
+/* A verified hit large enough (curdi_run_compare_team:
+ * CURD_COMPARE_PARALLEL_MIN, 1 MiB by default) compares with the device's
+ * copy team, in pieces of STATIC_TEAM_PIECE_BYTES (some 2 us of one
+ * core's comparing: a worker that takes the last one keeps its caller
+ * waiting little), at most STATIC_TEAM_ROUND_PIECES per job. */
+#define STATIC_TEAM_PIECE_BYTES ((size_t)64 * 1024)
+#define STATIC_TEAM_ROUND_PIECES 64u
 
 static unsigned char key_secret[KEY_SECRET_BYTES];
 static pthread_once_t key_secret_once = PTHREAD_ONCE_INIT;
@@ -105,14 +119,20 @@ typedef struct curdi_static_set {
     uint64_t shape_key;         /* key_shape's */
     bool hinted;                /* in the hints: the last handed out of
                                    its shape */
+    /* Keyed (curd_session_upload_static_keyed): found by the caller's key,
+     * never by content, and holding the key instead of a host copy of the
+     * bytes. */
+    bool keyed;
     XXH128_hash_t key;
     uint64_t total_bytes;
     uint64_t last_use; /* the sets' use clock at its last hand-out */
     uint32_t holds;    /* hand-outs not yet released */
     size_t domain_len;
+    size_t caller_key_len;      /* keyed: the caller's key's length */
     const char *domain;         /* these four point into the allocation */
     const size_t *byte_lens;
-    const unsigned char *bytes; /* the payloads back to back */
+    /* The payloads back to back, or for a keyed set the caller's key. */
+    const unsigned char *bytes;
     struct curdi_static_set *next_free;
     curd_buffer buffers[];      /* public_set.count of them */
 } static_set;
@@ -171,6 +191,7 @@ static void free_sets(curd_device *device, const char *what,
 
 /* A validated upload request. */
 typedef struct static_request {
+    const char *what; /* the entry point, for the sentences */
     const char *domain;
     size_t domain_len;
     const curd_static_payload *payloads;
@@ -178,14 +199,23 @@ typedef struct static_request {
     uint64_t total_bytes;
     size_t set_bytes;   /* the set's one allocation */
     uint64_t shape_key; /* key_shape's, once the lookup has run */
+    /* Keyed: the caller's key (NULL for a verified upload). */
+    const unsigned char *caller_key;
+    size_t caller_key_len;
+    /* A verified lookup's comparisons: the device's copy team for a set
+     * large enough to share (curdi_run_compare_team), else NULL (the
+     * caller alone). */
+    curdi_copy_team *team;
 } static_request;
 
+/* Checks an upload's arguments into *request; what, caller_key and
+ * caller_key_len are set in it already. */
 static curd_status static_check(const char *domain,
                                 const curd_static_payload *payloads,
                                 size_t count, const curd_static_set **out_set,
                                 static_request *request)
 {
-    const char *what = "curd_session_upload_static";
+    const char *what = request->what;
     if (out_set == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: out_set is NULL. Fix: pass the address of a"
@@ -226,14 +256,18 @@ static curd_status static_check(const char *domain,
     }
     size_t domain_len = strlen(domain);
     /* One allocation: the set, its handles and lengths, the domain, the
-     * bytes. */
+     * bytes (a keyed set: the caller's key instead). */
+    bool keyed = request->caller_key != NULL;
     size_t set_bytes = sizeof(static_set), part;
     bool fits = (uint64_t)(size_t)total == total
                 && curdi_size_mul(count, sizeof(curd_buffer) + sizeof(size_t),
                                   &part)
                 && curdi_size_add(set_bytes, part, &set_bytes)
                 && curdi_size_add(set_bytes, domain_len, &set_bytes)
-                && curdi_size_add(set_bytes, (size_t)total, &set_bytes);
+                && curdi_size_add(set_bytes,
+                                  keyed ? request->caller_key_len
+                                        : (size_t)total,
+                                  &set_bytes);
     if (!fits)
         return curdi_fail(CURD_E_OVERFLOW,
                           "%s: %zu payloads of %" PRIu64 " bytes in all"
@@ -299,14 +333,47 @@ static bool set_same_shape(const static_set *set,
     return true;
 }
 
+/* The payloads' bytes against the set's host copy, shared with the
+ * device's copy team (request->team; NULL: the caller alone) in pieces of
+ * STATIC_TEAM_PIECE_BYTES, STATIC_TEAM_ROUND_PIECES at a time, so that
+ * any number of payloads needs no allocation; a difference ends it. */
+static bool payloads_match(const unsigned char *copy,
+                           const static_request *request)
+{
+    curdi_compare_piece pieces[STATIC_TEAM_ROUND_PIECES];
+    size_t taken = 0;
+    for (size_t index = 0; index < request->count; index++) {
+        const unsigned char *data = request->payloads[index].data;
+        size_t left = request->payloads[index].byte_len;
+        while (left > 0) {
+            size_t byte_len =
+                left < STATIC_TEAM_PIECE_BYTES ? left : STATIC_TEAM_PIECE_BYTES;
+            pieces[taken++] = (curdi_compare_piece){copy, data, byte_len};
+            copy += byte_len;
+            data += byte_len;
+            left -= byte_len;
+            if (taken == STATIC_TEAM_ROUND_PIECES) {
+                if (!curdi_copy_team_equal(request->team, pieces, taken))
+                    return false;
+                taken = 0;
+            }
+        }
+    }
+    return curdi_copy_team_equal(request->team, pieces, taken);
+}
+
 /* The domain and the bytes, against the set's host copy. The set is held
- * (or the lock is), so its copy cannot go away underneath. */
+ * (or the lock is), so its copy cannot go away underneath. A keyed set
+ * holds no copy and never matches here. */
 static bool set_bytes_match(const static_set *set,
                             const static_request *request)
 {
-    const unsigned char *copy = set->bytes;
-    if (memcmp(set->domain, request->domain, request->domain_len) != 0)
+    if (set->keyed
+        || memcmp(set->domain, request->domain, request->domain_len) != 0)
         return false;
+    if (request->team != NULL)
+        return payloads_match(set->bytes, request);
+    const unsigned char *copy = set->bytes;
     for (size_t index = 0; index < request->count; index++) {
         size_t byte_len = request->payloads[index].byte_len;
         if (memcmp(copy, request->payloads[index].data, byte_len) != 0)
@@ -327,7 +394,8 @@ static static_set *cache_candidate(curdi_static_sets *sets, XXH128_hash_t key,
               : curdi_hash_map_find_next(&sets->cache, &key.low64, cursor);
     for (; set != NULL;
          set = curdi_hash_map_find_next(&sets->cache, &key.low64, cursor))
-        if (XXH128_isEqual(set->key, key) && set_same_shape(set, request))
+        if (!set->keyed && XXH128_isEqual(set->key, key)
+            && set_same_shape(set, request))
             return set;
     return NULL;
 }
@@ -345,6 +413,96 @@ static static_set *cache_find_locked(curdi_static_sets *sets,
         if (set_bytes_match(set, request))
             return set;
     return NULL;
+}
+
+/* The key of a keyed set: what the device's code depends on, the domain
+ * and the caller's key, never the bytes. Its layout starts with its own
+ * tag, so no keyed key is a verified one's digest of the same words;
+ * what keeps the two apart, though, is the keyed flag every lookup
+ * checks (a verified lookup must never trust a key it cannot check, nor
+ * a keyed one pay for reading bytes). */
+static XXH128_hash_t key_keyed(const curdi_static_sets *sets,
+                               const static_request *request)
+{
+    const uint64_t facts[6] = {
+        KEY_LAYOUT_KEYED,      sets->device_facts[0],
+        sets->device_facts[1], sets->device_facts[2],
+        (uint64_t)request->domain_len, (uint64_t)request->caller_key_len,
+    };
+    XXH3_state_t state;
+    pthread_once(&key_secret_once, key_secret_draw);
+    (void)XXH3_128bits_reset_withSecret(&state, key_secret,
+                                        sizeof key_secret);
+    (void)XXH3_128bits_update(&state, facts, sizeof facts);
+    (void)XXH3_128bits_update(&state, request->domain, request->domain_len);
+    (void)XXH3_128bits_update(&state, request->caller_key,
+                              request->caller_key_len);
+    return XXH3_128bits_digest(&state);
+}
+
+/* Lock held: the retained keyed set of this domain and caller's key
+ * (whatever its lengths), or NULL. */
+static static_set *keyed_find_locked(curdi_static_sets *sets,
+                                     XXH128_hash_t key,
+                                     const static_request *request)
+{
+    curdi_hash_map_cursor cursor;
+    for (static_set *set = curdi_hash_map_find(&sets->cache, &key.low64,
+                                               &cursor);
+         set != NULL;
+         set = curdi_hash_map_find_next(&sets->cache, &key.low64, &cursor))
+        if (set->keyed && XXH128_isEqual(set->key, key)
+            && set->domain_len == request->domain_len
+            && set->caller_key_len == request->caller_key_len
+            && memcmp(set->domain, request->domain, request->domain_len) == 0
+            && memcmp(set->bytes, request->caller_key,
+                      request->caller_key_len)
+                   == 0)
+            return set;
+    return NULL;
+}
+
+/* Lock held: the retained set the request names: by its key for a keyed
+ * one, by its bytes (compared under the lock) for a verified one. */
+static static_set *find_locked(curdi_static_sets *sets, XXH128_hash_t key,
+                               const static_request *request)
+{
+    return request->caller_key != NULL
+               ? keyed_find_locked(sets, key, request)
+               : cache_find_locked(sets, key, request);
+}
+
+/* A keyed set found with other lengths than the request's: refused,
+ * nothing changed (a key the caller reuses for other payloads is a
+ * mistake the lengths can catch for free). */
+static curd_status keyed_shape_refused(const static_set *set,
+                                       const static_request *request)
+{
+    size_t index = 0;
+    while (index < request->count && index < set->public_set.count
+           && set->byte_lens[index] == request->payloads[index].byte_len)
+        index++;
+    if (set->public_set.count != request->count)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the set cached under domain \"%s\" and this"
+                          " key holds %zu payloads, and this call passes"
+                          " %zu; nothing was uploaded. Fix: give each"
+                          " version of the payloads a key of its own (its"
+                          " version id or content hash), or use"
+                          " curd_session_upload_static(), which compares"
+                          " the bytes.",
+                          request->what, request->domain,
+                          set->public_set.count, request->count);
+    return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                      "%s: the set cached under domain \"%s\" and this key"
+                      " has payload %zu of %zu bytes, and this call passes"
+                      " %zu; nothing was uploaded. Fix: give each version of"
+                      " the payloads a key of its own (its version id or"
+                      " content hash), or use curd_session_upload_static(),"
+                      " which compares the bytes.",
+                      request->what, request->domain, index,
+                      set->byte_lens[index],
+                      request->payloads[index].byte_len);
 }
 
 /* Lock held: the retained set last handed out with the request's shape
@@ -377,7 +535,7 @@ static void hint_drop(curdi_static_sets *sets, static_set *set)
 static void hint_take(curdi_static_sets *sets, static_set *set,
                       const static_request *request)
 {
-    if (set->hinted || !set->public_set.retained)
+    if (set->hinted || !set->public_set.retained || set->keyed)
         return;
     static_set *previous = hint_find(sets, set->shape_key, request);
     if (previous != NULL)
@@ -388,14 +546,15 @@ static void hint_take(curdi_static_sets *sets, static_set *set,
 
 /* Lock held: one more hold of a set, before its bytes are known to match
  * (the caller drops it on a mismatch). */
-static curd_status set_hold(static_set *set)
+static curd_status set_hold(static_set *set, const char *what)
 {
     if (set->holds == UINT32_MAX)
         return curdi_fail(CURD_E_BUDGET,
-                          "curd_session_upload_static: the set is held"
-                          " 2^32-1 times already. Fix: release each set with"
+                          "%s: the set is held 2^32-1 times already. Fix:"
+                          " release each set with"
                           " curd_session_release_static() once you are done"
-                          " with it.");
+                          " with it.",
+                          what);
     set->holds++;
     return CURD_OK;
 }
@@ -406,7 +565,9 @@ static void set_handed_out(curdi_static_sets *sets, static_set *set,
 {
     set->last_use = ++sets->use_clock;
     hint_take(sets, set, request);
-    if (hit)
+    if (hit && set->keyed)
+        sets->session->stats.static_keyed_hits++;
+    else if (hit)
         sets->session->stats.static_hits++;
 }
 
@@ -418,7 +579,7 @@ static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
                                 const static_request *request, bool *out_same)
 {
     *out_same = false;
-    curd_status status = set_hold(set);
+    curd_status status = set_hold(set, request->what);
     pthread_mutex_unlock(&sets->session->lock);
     if (status != CURD_OK)
         return status;
@@ -448,6 +609,8 @@ static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
     request->shape_key = shape_key;
     pthread_mutex_lock(&sets->session->lock);
     curd_status status = curdi_session_device(sets->session, what, device);
+    if (status == CURD_OK)
+        request->team = curdi_run_compare_team(*device, request->total_bytes);
     static_set *set =
         status == CURD_OK ? hint_find(sets, shape_key, request) : NULL;
     if (set == NULL)
@@ -477,7 +640,7 @@ static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
         pthread_mutex_lock(&sets->session->lock);
         set = cache_find_locked(sets, key, request);
         if (set != NULL)
-            status = set_hold(set);
+            status = set_hold(set, request->what);
         same = set != NULL && status == CURD_OK;
         if (same)
             set_handed_out(sets, set, request, true);
@@ -497,14 +660,21 @@ static static_set *set_new(const static_request *request, XXH128_hash_t key)
     size_t *byte_lens = (size_t *)(void *)(set->buffers + request->count);
     char *domain = (char *)(byte_lens + request->count);
     unsigned char *bytes = (unsigned char *)domain + request->domain_len;
+    bool keyed = request->caller_key != NULL;
     memcpy(domain, request->domain, request->domain_len);
+    if (keyed)
+        memcpy(bytes, request->caller_key, request->caller_key_len);
     unsigned char *at = bytes;
     for (size_t index = 0; index < request->count; index++) {
         byte_lens[index] = request->payloads[index].byte_len;
-        memcpy(at, request->payloads[index].data, byte_lens[index]);
-        at += byte_lens[index];
+        if (!keyed) {
+            memcpy(at, request->payloads[index].data, byte_lens[index]);
+            at += byte_lens[index];
+        }
         set->buffers[index].id = 0;
     }
+    set->keyed = keyed;
+    set->caller_key_len = keyed ? request->caller_key_len : 0;
     set->public_set.struct_size = sizeof set->public_set;
     set->public_set.count = request->count;
     set->public_set.buffers = set->buffers;
@@ -523,7 +693,7 @@ static static_set *set_new(const static_request *request, XXH128_hash_t key)
 static curd_status set_upload(curd_device *device, static_set *set,
                               const static_request *request)
 {
-    const char *what = "curd_session_upload_static";
+    const char *what = request->what;
     size_t made = 0;
     curd_status status = CURD_OK;
     curd_upload *items = calloc(request->count, sizeof *items);
@@ -551,6 +721,15 @@ static curd_status set_upload(curd_device *device, static_set *set,
                 curdi_session_buffer_free(device, what,
                                           set->buffers[index].id);
     return status;
+}
+
+/* Lock held: a miss counted, keyed or verified. */
+static void count_miss(curdi_static_sets *sets, const static_request *request)
+{
+    if (request->caller_key != NULL)
+        sets->session->stats.static_keyed_misses++;
+    else
+        sets->session->stats.static_misses++;
 }
 
 /* Lock held: the cached bytes of sets somebody holds (never evicted). */
@@ -622,7 +801,7 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
         stats->unretained_bytes += set->total_bytes;
         stats->unretained_sets++;
     }
-    stats->static_misses++;
+    count_miss(sets, request);
 }
 
 /* The miss: a new set made and uploaded outside the lock, then kept, or
@@ -632,7 +811,7 @@ static curd_status static_miss(curdi_static_sets *sets, curd_device *device,
                                const static_request *request,
                                const curd_static_set **out_set)
 {
-    const char *what = "curd_session_upload_static";
+    const char *what = request->what;
     static_set *to_free = NULL;
     static_set *set = set_new(request, key);
     if (set == NULL)
@@ -650,13 +829,16 @@ static curd_status static_miss(curdi_static_sets *sets, curd_device *device,
     curd_device *now = NULL;
     status = curdi_session_device(sets->session, what, &now);
     static_set *theirs =
-        status == CURD_OK ? cache_find_locked(sets, key, request) : NULL;
-    if (theirs != NULL)
-        status = set_hold(theirs);
+        status == CURD_OK ? find_locked(sets, key, request) : NULL;
+    if (theirs != NULL && !set_same_shape(theirs, request))
+        /* Keyed: another thread cached other lengths under the key. */
+        status = keyed_shape_refused(theirs, request);
+    else if (theirs != NULL)
+        status = set_hold(theirs, what);
     if (status == CURD_OK && theirs != NULL) {
         /* Another thread cached the same set while this one uploaded. */
         set_handed_out(sets, theirs, request, false);
-        sets->session->stats.static_misses++;
+        count_miss(sets, request);
         set->next_free = to_free;
         to_free = set;
         *out_set = &theirs->public_set;
@@ -688,7 +870,7 @@ curd_status curdi_static_sets_upload(curdi_static_sets *sets,
                                      size_t count,
                                      const curd_static_set **out_set)
 {
-    static_request request = {0};
+    static_request request = {.what = "curd_session_upload_static"};
     curd_device *device = NULL;
     static_set *hit = NULL;
     curd_status status =
@@ -704,6 +886,49 @@ curd_status curdi_static_sets_upload(curdi_static_sets *sets,
         return CURD_OK;
     }
     return static_miss(sets, device, key, &request, out_set);
+}
+
+curd_status curdi_static_sets_upload_keyed(
+    curdi_static_sets *sets, const char *domain, const void *key,
+    size_t key_len, const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set)
+{
+    static_request request = {.what = "curd_session_upload_static_keyed",
+                              .caller_key = key,
+                              .caller_key_len = key_len};
+    curd_device *device = NULL;
+    if (key == NULL || key_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: key is %s. Fix: pass the bytes of a key you"
+                          " vouch for (a version id, a content hash you"
+                          " have), at least 1 byte, or use"
+                          " curd_session_upload_static() to have the bytes"
+                          " compared.",
+                          request.what,
+                          key == NULL ? "NULL" : "0 bytes long");
+    curd_status status =
+        static_check(domain, payloads, count, out_set, &request);
+    if (status != CURD_OK)
+        return status;
+    /* A hit is this: a short hash, one lock, one probe, the lengths. */
+    XXH128_hash_t set_key = key_keyed(sets, &request);
+    pthread_mutex_lock(&sets->session->lock);
+    status = curdi_session_device(sets->session, request.what, &device);
+    static_set *set = status == CURD_OK
+                          ? keyed_find_locked(sets, set_key, &request)
+                          : NULL;
+    if (set != NULL && !set_same_shape(set, &request))
+        status = keyed_shape_refused(set, &request);
+    else if (set != NULL)
+        status = set_hold(set, request.what);
+    if (set != NULL && status == CURD_OK) {
+        set_handed_out(sets, set, &request, true);
+        *out_set = &set->public_set;
+    }
+    pthread_mutex_unlock(&sets->session->lock);
+    if (set != NULL || status != CURD_OK)
+        return status;
+    return static_miss(sets, device, set_key, &request, out_set);
 }
 
 /* Lock held: the live set at this address, or NULL; the address is

@@ -1,5 +1,6 @@
-/* static_sets.h - a session's static sets: the content-addressed cache of
- * immutable uploads behind curd_session_upload_static and
+/* static_sets.h - a session's static sets: the cache of immutable
+ * uploads behind curd_session_upload_static (by content),
+ * curd_session_upload_static_keyed (by the caller's key) and
  * curd_session_release_static (curd.h says what they promise). The
  * session room (session.h), above this one, owns sessions and embeds a
  * curdi_static_sets in each; this room owns the sets.
@@ -18,7 +19,10 @@
  *    and comparing reads half what hashing and comparing read.
  *  - each set is one allocation: the public struct, its buffer handles,
  *    its payload lengths, the domain tag and a host copy of the bytes,
- *    which a hit is compared against.
+ *    which a hit is compared against (by the device's copy team for a
+ *    large set). A keyed set holds the caller's key instead of the bytes:
+ *    it is found by its domain and key alone, flagged so that no
+ *    verified lookup finds it and no keyed lookup finds a verified set.
  *  - the key is XXH3 keyed with a secret drawn once per process, so that
  *    a collision is nothing an attacker can compute; the bytes are
  *    compared on every hit anyway.
@@ -95,13 +99,18 @@ void curdi_static_sets_free(struct curd_device *device, const char *what,
 bool curdi_static_sets_busy(const curdi_static_sets *sets,
                             struct curd_device *device);
 
-/* curd_session_upload_static and curd_session_release_static on a
- * session's sets, the session checked not NULL already. */
+/* curd_session_upload_static, _upload_static_keyed and
+ * curd_session_release_static on a session's sets, the session checked
+ * not NULL already. */
 curd_status curdi_static_sets_upload(curdi_static_sets *sets,
                                      const char *domain,
                                      const curd_static_payload *payloads,
                                      size_t count,
                                      const curd_static_set **out_set);
+curd_status curdi_static_sets_upload_keyed(
+    curdi_static_sets *sets, const char *domain, const void *key,
+    size_t key_len, const curd_static_payload *payloads, size_t count,
+    const curd_static_set **out_set);
 curd_status curdi_static_sets_release(curdi_static_sets *sets,
                                       const curd_static_set *set);
 

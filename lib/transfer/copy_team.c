@@ -71,9 +71,14 @@ struct curdi_copy_team {
     _Atomic uint64_t serial;
     /* The serial of the job workers may join now; 0 once it is closed. */
     _Atomic uint64_t open_serial;
+    /* The open job: copies (pieces) or comparisons (compares, the other
+     * NULL), piece_count of them. */
     const curdi_copy_piece *pieces;
+    const curdi_compare_piece *compares;
     size_t piece_count;
     bool streaming;
+    /* A comparison found a difference: the pieces left are skipped. */
+    _Atomic bool differs;
     _Atomic size_t next_piece;
     /* Workers inside the open job (counted in before they check it is
      * still open); the one that leaves last signals `done` under lock. */
@@ -209,6 +214,31 @@ static void copy_pieces(curdi_copy_team *team,
         stream_fence();
 }
 
+/* Compares pieces until none is left or one differs; the ranges are the
+ * caller's, read only. */
+static void compare_pieces(curdi_copy_team *team,
+                           const curdi_compare_piece *pieces, size_t count)
+{
+    while (!atomic_load_explicit(&team->differs, memory_order_relaxed)) {
+        size_t index = atomic_fetch_add(&team->next_piece, 1u);
+        if (index >= count)
+            break;
+        if (memcmp(pieces[index].left, pieces[index].right,
+                   pieces[index].byte_len)
+            != 0)
+            atomic_store_explicit(&team->differs, true, memory_order_relaxed);
+    }
+}
+
+/* The open job's pieces that are left, whichever kind it is. */
+static void job_work(curdi_copy_team *team)
+{
+    if (team->compares != NULL)
+        compare_pieces(team, team->compares, team->piece_count);
+    else
+        copy_pieces(team, team->pieces, team->piece_count, team->streaming);
+}
+
 /* Whether a worker that found no new job should poll instead of sleep. */
 static bool team_warm(curdi_copy_team *team)
 {
@@ -234,7 +264,7 @@ static void join_job(curdi_copy_team *team, uint64_t serial)
 {
     atomic_fetch_add(&team->busy_workers, 1u);
     if (atomic_load(&team->open_serial) == serial)
-        copy_pieces(team, team->pieces, team->piece_count, team->streaming);
+        job_work(team);
     if (atomic_fetch_sub(&team->busy_workers, 1u) == 1u) {
         /* Under the lock, so a caller between its check and its wait
          * cannot miss it. */
@@ -480,11 +510,55 @@ void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth)
         atomic_store(&team->warm_wanted, 0u);
 }
 
+/* Opens a job of count pieces (copies or compares) to the workers; the
+ * caller owns the team. No worker is inside a job: the last caller
+ * waited for them all. */
+static void job_open(curdi_copy_team *team, const curdi_copy_piece *pieces,
+                     const curdi_compare_piece *compares, size_t count,
+                     bool streaming)
+{
+    pthread_mutex_lock(&team->lock);
+    team->pieces = pieces;
+    team->compares = compares;
+    team->piece_count = count;
+    team->streaming = streaming;
+    atomic_store(&team->differs, false);
+    atomic_store(&team->next_piece, 0u);
+    uint64_t serial = atomic_load(&team->serial) + 1u;
+    atomic_store(&team->open_serial, serial);
+    /* Release: a worker that polls the serial joins without the lock. */
+    atomic_store_explicit(&team->serial, serial, memory_order_release);
+    pthread_cond_broadcast(&team->start);
+    pthread_mutex_unlock(&team->lock);
+}
+
+/* Every piece is taken (or a comparison differed). Closes the job, then
+ * waits for the workers that joined it to finish their pieces: after that
+ * none touches the pieces (the caller's memory) again. Gives the team
+ * back. */
+static void job_close(curdi_copy_team *team)
+{
+    atomic_store(&team->open_serial, 0u);
+    /* The workers inside are on their last piece: worth polling for
+     * rather than sleeping through a wake-up. */
+    spin_until_idle(&team->busy_workers,
+                    team->spin_ns > CURDI_COPY_JOIN_SPIN_NS
+                        ? team->spin_ns
+                        : CURDI_COPY_JOIN_SPIN_NS);
+    pthread_mutex_lock(&team->lock);
+    while (atomic_load(&team->busy_workers) != 0)
+        pthread_cond_wait(&team->done, &team->lock);
+    team->pieces = NULL;
+    team->compares = NULL;
+    team->piece_count = 0;
+    pthread_mutex_unlock(&team->lock);
+    pthread_mutex_unlock(&team->owner);
+}
+
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming)
 {
     size_t total = 0;
-    uint64_t serial;
     for (size_t index = 0;
          team != NULL && index < count && total < team->parallel_min; index++)
         total += pieces[index].byte_len;
@@ -497,36 +571,26 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
             stream_fence();
         return;
     }
-    /* No worker is inside a job: the last caller waited for them all. */
-    pthread_mutex_lock(&team->lock);
-    team->pieces = pieces;
-    team->piece_count = count;
-    team->streaming = streaming;
-    atomic_store(&team->next_piece, 0u);
-    serial = atomic_load(&team->serial) + 1u;
-    atomic_store(&team->open_serial, serial);
-    /* Release: a worker that polls the serial joins without the lock. */
-    atomic_store_explicit(&team->serial, serial, memory_order_release);
-    pthread_cond_broadcast(&team->start);
-    pthread_mutex_unlock(&team->lock);
-
+    job_open(team, pieces, NULL, count, streaming);
     copy_pieces(team, pieces, count, streaming);
+    job_close(team);
+}
 
-    /* Every piece is taken. Close the job, then wait for the workers that
-     * joined it to finish their pieces: after that none touches the
-     * pieces (the caller's memory) again. */
-    atomic_store(&team->open_serial, 0u);
-    /* The workers inside are copying their last piece: worth polling for
-     * rather than sleeping through a wake-up. */
-    spin_until_idle(&team->busy_workers,
-                    team->spin_ns > CURDI_COPY_JOIN_SPIN_NS
-                        ? team->spin_ns
-                        : CURDI_COPY_JOIN_SPIN_NS);
-    pthread_mutex_lock(&team->lock);
-    while (atomic_load(&team->busy_workers) != 0)
-        pthread_cond_wait(&team->done, &team->lock);
-    team->pieces = NULL;
-    team->piece_count = 0;
-    pthread_mutex_unlock(&team->lock);
-    pthread_mutex_unlock(&team->owner);
+bool curdi_copy_team_equal(curdi_copy_team *team,
+                           const curdi_compare_piece *pieces, size_t count)
+{
+    if (team == NULL || team->worker_count == 0 || count < 2
+        || pthread_mutex_trylock(&team->owner) != 0) {
+        for (size_t index = 0; index < count; index++)
+            if (memcmp(pieces[index].left, pieces[index].right,
+                       pieces[index].byte_len)
+                != 0)
+                return false;
+        return true;
+    }
+    job_open(team, NULL, pieces, count, false);
+    compare_pieces(team, pieces, count);
+    bool differs = atomic_load(&team->differs);
+    job_close(team);
+    return !differs;
 }

@@ -1,4 +1,5 @@
-/* copy_team.h - a few threads per device that split a large host memcpy.
+/* copy_team.h - a few threads per device that split a large host memcpy
+ * (or a large comparison: curdi_copy_team_equal).
  *
  * Pure: host threads and memcpy only, no driver. The transfer engine
  * (lib/transfer/engine.c) uses a team to copy into and out of pinned staging at what
@@ -35,6 +36,13 @@ typedef struct curdi_copy_piece {
     const void *src;
     size_t byte_len;
 } curdi_copy_piece;
+
+/* One comparison of two ranges of the same length, both only read. */
+typedef struct curdi_compare_piece {
+    const void *left;
+    const void *right;
+    size_t byte_len;
+} curdi_compare_piece;
 
 typedef struct curdi_copy_team curdi_copy_team;
 
@@ -97,6 +105,17 @@ void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth);
  * curdi_copy_streaming instead of memcpy. */
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming);
+
+/* Whether every piece's two ranges hold the same bytes, the calling
+ * thread taking part; pieces are taken as curdi_copy_team_run takes
+ * them, and once one differs the rest are skipped. The caller decides
+ * whether the job is large enough to share (parallel_min is the copies'
+ * rule): a team that is NULL, has no workers or is busy with another
+ * caller's job leaves the caller to compare alone. Returns once no worker
+ * reads the ranges any more. The static sets' verified hits
+ * (lib/session/static_sets.c) compare with it. */
+bool curdi_copy_team_equal(curdi_copy_team *team,
+                           const curdi_compare_piece *pieces, size_t count);
 
 /* memcpy for a large destination that the copier will not read back: on
  * x86-64 with non-temporal stores, which skip reading each destination

@@ -163,9 +163,8 @@ void curdi_run_stream_drain(const curdi_driver *driver,
  * The copy team
  * ---------------------------------------------------------------------- */
 
-/* The device's copy team, started on first use; NULL if it could not be
- * (the engine then copies on the calling thread). */
-static curdi_copy_team *run_team(curd_device *device)
+/* The device's copy team (run.h). */
+curdi_copy_team *curdi_run_team(curd_device *device)
 {
     struct curdi_transfer_room *room = device->transfer;
     curdi_copy_team *team;
@@ -187,6 +186,15 @@ static curdi_copy_team *run_team(curd_device *device)
     return team;
 }
 
+/* The device's team for a comparison of byte_len bytes (run.h). */
+curdi_copy_team *curdi_run_compare_team(curd_device *device,
+                                        uint64_t byte_len)
+{
+    if (byte_len < device->transfer->tuning.compare_parallel_min)
+        return NULL;
+    return curdi_run_team(device);
+}
+
 /* The run's team, when its host side wants one: its pieces, warmed at
  * once for an upload (its first job comes at once: the workers join as
  * they wake, and the warming keeps them between chunks), grown for a
@@ -199,7 +207,7 @@ static void run_team_take(curdi_run *run)
     run->staging.piece_bytes = room->tuning.copy_piece_bytes;
     if (!run->host.wants_team)
         return;
-    run->team = run_team(run->device);
+    run->team = curdi_run_team(run->device);
     if (run->team == NULL)
         return;
     curdi_plan_team_share(&room->tuning, curdi_copy_team_workers(run->team),

@@ -98,6 +98,18 @@ curd_status curdi_run_resources_take(curdi_run *run);
  * still enqueued reads a slot that went back to a pool. */
 void curdi_run_resources_give_back(curdi_run *run, curd_status status);
 
+/* The device's copy team, started on its first use; NULL if it could not
+ * be (its users then copy, or compare, on the calling thread). A run
+ * takes it through curdi_run_resources_take. */
+curdi_copy_team *curdi_run_team(struct curd_device *device);
+/* The device's copy team for a host comparison of byte_len bytes (a
+ * static set's verified hit), or NULL when it is below the tuning's
+ * compare_parallel_min (CURD_COMPARE_PARALLEL_MIN, 1 MiB by default:
+ * waking the workers costs more than they save below it) or there is no
+ * team. */
+curdi_copy_team *curdi_run_compare_team(struct curd_device *device,
+                                        uint64_t byte_len);
+
 /* The stream a fill runs on: the upload stream when after_uploads, else a
  * pooled non-blocking stream (*out_pooled). */
 curd_status curdi_run_stream_for(struct curd_device *device,

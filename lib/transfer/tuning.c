@@ -23,6 +23,7 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->copy_threads = 0;
     tuning->copy_piece_bytes = CURDI_COPY_PIECE_BYTES;
     tuning->copy_parallel_min = CURDI_COPY_PARALLEL_MIN;
+    tuning->compare_parallel_min = CURDI_COMPARE_PARALLEL_MIN_DEFAULT;
     tuning->upload_growth_threads = CURDI_UPLOAD_GROWTH_THREADS_DEFAULT;
     tuning->upload_growth_min = CURDI_UPLOAD_GROWTH_MIN_DEFAULT;
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
@@ -63,6 +64,8 @@ static const knob knobs[] = {
      (uint64_t)1 << 40, false},
     {"CURD_COPY_SPIN_US", KNOB_FIELD(copy_spin_us), 0, CURDI_COPY_SPIN_US_MAX,
      false},
+    {"CURD_COMPARE_PARALLEL_MIN", KNOB_FIELD(compare_parallel_min), 0,
+     (uint64_t)1 << 40, true},
     {"CURD_UPLOAD_GROWTH_THREADS", KNOB_FIELD(upload_growth_threads), 0,
      CURDI_COPY_THREADS_MAX, false},
     {"CURD_UPLOAD_GROWTH_MIN", KNOB_FIELD(upload_growth_min), 0,
@@ -170,7 +173,8 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     "..%" PRIu64 " bytes, %" PRIu64 " slots, %" PRIu64
                     " copy threads (0: auto) polling %" PRIu64
                     " us, pieces of %" PRIu64
-                    " bytes from %" PRIu64 ", %" PRIu64
+                    " bytes from %" PRIu64 " (comparisons from %" PRIu64
+                    "), %" PRIu64
                     " more for uploads from %" PRIu64 " bytes, streaming from %" PRIu64
                     " down / %" PRIu64 " up (below the growth size),"
                     " pageable uploads to the"
@@ -183,6 +187,7 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->chunk_min_bytes, tuning->chunk_max_bytes,
                     tuning->slots, tuning->copy_threads,
                     tuning->copy_spin_us, tuning->copy_piece_bytes, tuning->copy_parallel_min,
+                    tuning->compare_parallel_min,
                     tuning->upload_growth_threads, tuning->upload_growth_min,
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min,

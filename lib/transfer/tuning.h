@@ -47,6 +47,10 @@ typedef struct curdi_tuning {
     uint64_t copy_threads;             /* CURD_COPY_THREADS */
     uint64_t copy_piece_bytes;         /* CURD_COPY_PIECE_BYTES */
     uint64_t copy_parallel_min;        /* CURD_COPY_PARALLEL_MIN */
+    /* A host comparison this long or longer (a static set's verified
+     * hit, lib/session/static_sets.c) is shared with the copy team;
+     * UINT64_MAX: never. */
+    uint64_t compare_parallel_min;     /* CURD_COMPARE_PARALLEL_MIN */
     /* Microseconds the copy threads poll before they sleep (lib/transfer/copy_team.h,
      * spin_ns); 0: they sleep at once. */
     uint64_t copy_spin_us;             /* CURD_COPY_SPIN_US */
@@ -86,6 +90,13 @@ typedef struct curdi_tuning {
 #define CURDI_CHUNK_MIN_BYTES_DEFAULT ((uint64_t)1 << 20)
 #define CURDI_CHUNK_MAX_BYTES_DEFAULT ((uint64_t)8 << 20)
 #define CURDI_STAGING_SLOTS_DEFAULT 3u
+/* The copies' own threshold (CURDI_COPY_PARALLEL_MIN), which the H100
+ * host's wake-up costs set. On the 2-core development box, shared and
+ * loaded, a 1 MiB comparison took 42 us alone and 46 to 52 us with the
+ * team's one worker (curd-bench session/static-hit, medians), and no
+ * size compared reliably faster with it: the crossover is the GPU
+ * host's to measure (CURD_COMPARE_PARALLEL_MIN=off against the default). */
+#define CURDI_COMPARE_PARALLEL_MIN_DEFAULT ((uint64_t)1 << 20)
 /* Bounds the environment may set. */
 #define CURDI_STAGING_SLOTS_MAX 8u
 #define CURDI_COPY_THREADS_MAX CURDI_COPY_TEAM_MAX

@@ -1834,27 +1834,50 @@ static void default_session_fresh_host(api_world *w)
     default_session(w);
 }
 
-static curd_status upload_static_call(api_world *w)
+/* The sweep's set, uploaded verified or under a key. */
+static curd_status upload_static_via(api_world *w, bool keyed)
 {
     curd_static_payload payloads[] = {{w->host, STATIC_SMALL},
                                       {w->host + STATIC_SMALL, STATIC_LARGE}};
+    static const char key[] = "tables-v1";
     w->set = NULL;
-    curd_status status = curd_session_upload_static(
-        w->session, "api-sweep/static", payloads, 2, &w->set);
+    curd_status status =
+        keyed ? curd_session_upload_static_keyed(w->session,
+                                                 "api-sweep/static", key,
+                                                 sizeof key, payloads, 2,
+                                                 &w->set)
+              : curd_session_upload_static(w->session, "api-sweep/static",
+                                           payloads, 2, &w->set);
     API_CHECK((status == CURD_OK) == (w->set != NULL),
               "out_set written by a failed upload, or not by a good one");
     return status;
 }
 
-/* The set's buffers hold the payloads; a failed miss cached nothing. */
-static void upload_static_finish(api_world *w, curd_status status)
+static curd_status upload_static_call(api_world *w)
+{
+    return upload_static_via(w, false);
+}
+
+static curd_status upload_static_keyed_call(api_world *w)
+{
+    return upload_static_via(w, true);
+}
+
+/* The set's buffers hold the payloads; a failed miss cached nothing (so a
+ * keyed one's key misses again rather than find a set half made), and
+ * the miss is counted as the kind it was. */
+static void uploaded_finish(api_world *w, curd_status status, bool keyed)
 {
     host_unchanged(w, 0, w->host_len);
     if (!api_world_lost(w, status)) {
         curd_session_stats stats = session_stats(w);
         uint64_t made = status == CURD_OK ? 1u : 0u;
-        API_CHECK(stats.cached_sets == made && stats.static_misses == made &&
-                      stats.unretained_sets == 0,
+        uint64_t misses = keyed ? stats.static_keyed_misses
+                                : stats.static_misses;
+        uint64_t other = keyed ? stats.static_misses
+                               : stats.static_keyed_misses;
+        API_CHECK(stats.cached_sets == made && misses == made && other == 0
+                      && stats.unretained_sets == 0,
                   "the session caches %llu sets after %s",
                   (unsigned long long)stats.cached_sets,
                   curd_status_name(status));
@@ -1870,6 +1893,16 @@ static void upload_static_finish(api_world *w, curd_status status)
         API_OK(curd_session_release_static(w->session, w->set));
     }
     session_done(w);
+}
+
+static void upload_static_finish(api_world *w, curd_status status)
+{
+    uploaded_finish(w, status, false);
+}
+
+static void upload_static_keyed_finish(api_world *w, curd_status status)
+{
+    uploaded_finish(w, status, true);
 }
 
 /* A set not retained (no static cache) of one payload large enough that
@@ -2083,6 +2116,9 @@ const api_op api_ops[] = {
     {"curd_session_upload_static", "a-miss-allocates-and-uploads",
      default_session_fresh_host, upload_static_call, upload_static_finish,
      API_MAY_MAKE_AND_FREE},
+    {"curd_session_upload_static_keyed", "a-miss-allocates-and-uploads",
+     default_session_fresh_host, upload_static_keyed_call,
+     upload_static_keyed_finish, API_MAY_MAKE_AND_FREE},
     {"curd_session_release_static",
      "the-last-release-frees-a-set-not-retained",
      unretained_set_held, release_static_call, release_static_finish, 0},
