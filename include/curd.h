@@ -875,7 +875,8 @@ CURD_API curd_status curd_device_wait_stream(curd_device *device,
                                              void *cu_stream);
 /* The same for the work cu_event marks now (its last record; recording
  * it again later changes nothing here). The event may belong to any
- * context, another GPU's too, as cuStreamWaitEvent allows. */
+ * context, another GPU's too, as cuStreamWaitEvent allows. An event that
+ * has completed costs one cuEventQuery: nothing is left to wait for. */
 CURD_API curd_status curd_device_wait_event(curd_device *device,
                                             void *cu_event);
 /* The other way: work enqueued on cu_stream after this call starts after

@@ -16,7 +16,6 @@
  * libcuda (tests/fake/) runs every test, with two devices for the test of
  * a stream of another context, and its held events for the test that
  * curd stops waiting once the caller's work completed. */
-#include <dlfcn.h>
 #include <glib.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +27,7 @@
 #include "driver/driver.h"
 #include "launch/program.h"
 #include "support/curd-test.h"
+#include "support/fake-live.h"
 
 #ifdef CURD_TEST_INTEROP_FAKE
 #define PATH_ROOT "/interop-fake"
@@ -780,15 +780,9 @@ static void test_an_asynchronous_download_lands_in_page_locked_memory(void)
  * The stand-in's held events: curd waits while the caller's work runs,
  * and stops asking once it completed.
  * ---------------------------------------------------------------------- */
-static void fake_hold_events(int hold)
+static void hold_events(int hold)
 {
-    void *fake = dlopen(getenv("CURD_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-    g_assert_nonnull(fake);
-    void (*hold_fn)(int) =
-        (void (*)(int))(uintptr_t)dlsym(fake, "fake_cuda_hold_events");
-    g_assert_nonnull(hold_fn);
-    hold_fn(hold);
-    dlclose(fake);
+    g_assert_true(fake_hold_events(hold));
 }
 
 static long fake_stream_waits(void)
@@ -806,7 +800,7 @@ static void test_waits_end_once_the_callers_work_completed(void)
     uint32_t *model = NULL;
     curd_buffer buffer = words_buffer(device, &model);
     caller c = caller_begin(0);
-    fake_hold_events(1);
+    hold_events(1);
     check_ok(curd_device_wait_stream(device, c.stream),
              "curd_device_wait_stream");
     long before = fake_stream_waits();
@@ -814,13 +808,57 @@ static void test_waits_end_once_the_callers_work_completed(void)
     assert_added(device, buffer, model, 0, "while the caller's work runs");
     assert_added(device, buffer, model, 0, "while the caller's work runs");
     g_assert_cmpint(fake_stream_waits() - before, ==, 2);
-    fake_hold_events(0);
+    hold_events(0);
     /* Complete: the next stream drops it, and none after it waits. */
     before = fake_stream_waits();
     assert_added(device, buffer, model, 0, "after the caller's work");
     assert_added(device, buffer, model, 0, "after the caller's work");
     g_assert_cmpint(fake_stream_waits() - before, ==, 0);
     g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
+    caller_end(&c);
+    g_free(model);
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* An event that completed leaves nothing to wait for: one query, and no
+ * stream of curd's waits on it; one still running is waited on by the
+ * next stream curd takes. */
+static void test_a_completed_event_leaves_nothing_to_wait_for(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    uint32_t *model = NULL;
+    curd_buffer buffer = words_buffer(device, &model);
+    caller c = caller_begin(0);
+    curdi_cu_event event = NULL;
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuEventCreate(&event,
+                                            CURDI_CU_EVENT_DISABLE_TIMING),
+                    ==, 0);
+    g_assert_cmpint(c.driver->cuEventRecord(event, c.stream), ==, 0);
+    caller_pop(&c);
+    long before = fake_stream_waits();
+    check_ok(curd_device_wait_event(device, event), "curd_device_wait_event");
+    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
+    assert_added(device, buffer, model, 0, "after a completed event");
+    g_assert_cmpint(fake_stream_waits() - before, ==, 0);
+    hold_events(1);
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuEventRecord(event, c.stream), ==, 0);
+    caller_pop(&c);
+    check_ok(curd_device_wait_event(device, event), "curd_device_wait_event");
+    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 1);
+    before = fake_stream_waits();
+    assert_added(device, buffer, model, 0, "while the caller's work runs");
+    /* The pooled stream that took the caller's state, and the transfer's. */
+    g_assert_cmpint(fake_stream_waits() - before, >=, 1);
+    hold_events(0);
+    assert_added(device, buffer, model, 0, "after the caller's work");
+    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
+    caller_push(&c);
+    g_assert_cmpint(c.driver->cuEventDestroy(event), ==, 0);
+    caller_pop(&c);
     caller_end(&c);
     g_free(model);
     check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
@@ -869,8 +907,12 @@ int main(int argc, char **argv)
                     "/an-asynchronous-download-lands-in-page-locked-memory",
                     test_an_asynchronous_download_lands_in_page_locked_memory);
     /* The stand-in's alone: it holds the caller's events on request. */
-    if (ON_FAKE)
+    if (ON_FAKE) {
         g_test_add_func(PATH_ROOT "/waits-end-once-the-callers-work-completed",
                         test_waits_end_once_the_callers_work_completed);
+        g_test_add_func(PATH_ROOT
+                        "/a-completed-event-leaves-nothing-to-wait-for",
+                        test_a_completed_event_leaves_nothing_to_wait_for);
+    }
     return g_test_run();
 }

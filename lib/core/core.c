@@ -583,6 +583,18 @@ CURD_API curd_status curd_device_wait_stream(curd_device *device,
     return status;
 }
 
+/* A call on the caller's event that failed: a lost context marks the
+ * device lost; anything else is the handle's fault. */
+static curd_status event_failure(curd_device *device, curdi_cu_result rc,
+                                 const char *call)
+{
+    if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST)
+        return fail_on_device(device, rc, call);
+    return curdi_fail_driver((int)rc, call,
+                             "pass a live CUevent (a cudaEvent_t is one),"
+                             " not a destroyed one or another handle");
+}
+
 CURD_API curd_status curd_device_wait_event(curd_device *device,
                                             void *cu_event)
 {
@@ -600,6 +612,19 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
         return status;
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_event theirs = (curdi_cu_event)cu_event;
+    /* Complete already (the common case: the caller's work is done by the
+     * time curd's is asked for): nothing to wait for, and one query is
+     * all it costs. */
+    curdi_cu_result rc = curdi_driver_note(driver->cuEventQuery(theirs));
+    if (rc == CURDI_CUDA_SUCCESS) {
+        curdi_device_leave(device);
+        return CURD_OK;
+    }
+    if (rc != CURDI_CUDA_ERROR_NOT_READY) {
+        status = event_failure(device, rc, "cuEventQuery");
+        curdi_device_leave(device);
+        return status;
+    }
     /* Its owner may record the event again at any time, so curd keeps
      * the state it has now: a pooled stream waits on it and records an
      * event of curd's own. The stream goes back to the pool with that
@@ -610,15 +635,9 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
     if (status == CURD_OK)
         status = curdi_events_acquire(device, &ours, 1);
     if (status == CURD_OK) {
-        curdi_cu_result rc =
-            curdi_driver_note(driver->cuStreamWaitEvent(stream, theirs, 0));
+        rc = curdi_driver_note(driver->cuStreamWaitEvent(stream, theirs, 0));
         if (rc != CURDI_CUDA_SUCCESS) {
-            status = curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
-                         ? fail_on_device(device, rc, "cuStreamWaitEvent")
-                         : curdi_fail_driver(
-                               (int)rc, "cuStreamWaitEvent",
-                               "pass a live CUevent (a cudaEvent_t is one),"
-                               " not a destroyed one or another handle");
+            status = event_failure(device, rc, "cuStreamWaitEvent");
         } else {
             rc = curdi_driver_note(driver->cuEventRecord(ours, stream));
             if (rc != CURDI_CUDA_SUCCESS)

@@ -11,6 +11,7 @@
  * call promises for the status it got, then undoes what setup and the call
  * made; after CURD_E_DEVICE_LOST it frees host state only. */
 #include "support/api-sweep.h"
+#include "support/fake-live.h"
 #include "support/kernel-load.h"
 
 #include <stdio.h>
@@ -1187,6 +1188,22 @@ static curd_status wait_stream_call(api_world *w)
     return curd_device_wait_stream(w->device, NULL);
 }
 
+/* A dispatch in flight whose end event has not completed: on the
+ * stand-in, whose streams run at once, events are held
+ * (fake_hold_events) until the finish, so that curd_device_wait_event
+ * goes past its query to the waits; a real GPU is still running it. */
+static void unfinished_pending_made(api_world *w)
+{
+    fake_hold_events(1);
+    pending_made(w);
+}
+
+static void unfinished_ready_finish(api_world *w, curd_status status)
+{
+    fake_hold_events(0);
+    ready_finish(w, status);
+}
+
 static curd_status wait_event_call(api_world *w)
 {
     void *event = NULL;
@@ -2079,8 +2096,8 @@ const api_op api_ops[] = {
      api_world_reset_buffers, download_async_call, download_async_finish, 0},
     {"curd_device_wait_stream", "the-legacy-default-stream", nothing,
      wait_stream_call, no_finish, 0},
-    {"curd_device_wait_event", "a-dispatch-in-flight", pending_made,
-     wait_event_call, ready_finish, 0},
+    {"curd_device_wait_event", "a-dispatch-in-flight",
+     unfinished_pending_made, wait_event_call, unfinished_ready_finish, 0},
     {"curd_pending_stream_wait", "a-dispatch-in-flight", pending_made,
      pending_stream_wait_call, ready_finish, 0},
     {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,

@@ -37,3 +37,19 @@ bool fake_live_nccl_comms(long *count)
     dlclose(fake);
     return live != NULL;
 }
+
+bool fake_hold_events(int hold)
+{
+    const char *path = getenv("CURD_LIBCUDA");
+    if (path == NULL)
+        return false;
+    void *fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (fake == NULL)
+        return false;
+    void (*hold_fn)(int) =
+        (void (*)(int))(uintptr_t)dlsym(fake, "fake_cuda_hold_events");
+    if (hold_fn != NULL)
+        hold_fn(hold);
+    dlclose(fake);
+    return hold_fn != NULL;
+}

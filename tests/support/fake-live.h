@@ -14,6 +14,13 @@
  * driver call yet, or a real driver. */
 bool fake_live_read(const char *const *kinds, size_t count, long *counts);
 
+/* Sets the stand-in's held events (fake_cuda_hold_events): events
+ * recorded while hold is set answer cuEventQuery with NOT_READY until
+ * recorded again, the one way to show work of someone else's still
+ * running, since the stand-in's streams run at once. false, doing
+ * nothing, under a real driver or before any driver call. */
+bool fake_hold_events(int hold);
+
 /* The stand-in NCCL's live communicators (fake_nccl_live) into *count;
  * false when CURD_LIBNCCL names no loaded library. */
 bool fake_live_nccl_comms(long *count);
