@@ -794,7 +794,11 @@ typedef struct curd_launch {
      * caller's later work after it; curd adds no fence of its own (a
      * synchronous dispatch waits for its end event only). What it holds
      * (staging, device blocks) goes back once the stream has passed its
-     * end event, never earlier. Batch launches take none: a batch's
+     * end event, never earlier. The caller times its own stream: that
+     * end event has timing disabled (a timed one costs some 0.6 us more
+     * to record), so an asynchronous dispatch there reports no device_ns
+     * (0), unless CURD_TRACE is set; a synchronous one that asks for its
+     * timing (below) is timed. Batch launches take none: a batch's
      * stream is curd_batch_options.cu_stream. */
     void *cu_stream;
     /* curd 1.1: where curd_dispatch writes the dispatch's timing (its
@@ -868,15 +872,19 @@ CURD_API curd_status curd_pending_free(curd_pending *pending);
  * ---------------------------------------------------------------------- */
 /* Every transfer, dispatch and batch run of the device enqueued after
  * this call starts after the work enqueued on cu_stream so far; work
- * enqueued on it later is not waited for. Costs nothing once that work
- * has completed. A stream of another context is CURD_E_INVALID_ARGUMENT,
- * nothing changed. */
+ * enqueued on it later is not waited for. The call records an event of
+ * curd's on cu_stream; each of curd's streams waits on it (a
+ * cuStreamWaitEvent, no host wait) until curd has seen work of its own
+ * behind it complete. A stream of another context is
+ * CURD_E_INVALID_ARGUMENT, nothing changed. */
 CURD_API curd_status curd_device_wait_stream(curd_device *device,
                                              void *cu_stream);
 /* The same for the work cu_event marks now (its last record; recording
  * it again later changes nothing here). The event may belong to any
- * context, another GPU's too, as cuStreamWaitEvent allows. An event that
- * has completed costs one cuEventQuery: nothing is left to wait for. */
+ * context, another GPU's too, as cuStreamWaitEvent allows. One of curd's
+ * streams takes the wait (cuStreamWaitEvent) and the next work goes on
+ * it, so that work waits on nothing more; no event is queried (a query
+ * costs more than the wait). */
 CURD_API curd_status curd_device_wait_event(curd_device *device,
                                             void *cu_event);
 /* The other way: work enqueued on cu_stream after this call starts after
@@ -936,7 +944,9 @@ typedef struct curd_batch_options {
     /* curd 1.1: a CUstream of the device's primary context to enqueue
      * every run on instead of curd's own (as curd_launch.cu_stream); a
      * graph batch is captured on it too, so nothing else may enqueue
-     * there while a run captures. NULL (the default): curd's. */
+     * there while a run captures. NULL (the default): curd's. As for a
+     * dispatch there, curd_batch_run_async records no timed event on it
+     * (device_ns 0); curd_batch_run with a timing is timed. */
     void *cu_stream;
 } curd_batch_options;
 

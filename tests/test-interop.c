@@ -341,7 +341,12 @@ static void test_a_dispatch_runs_on_the_callers_stream(void)
     int ready = 0;
     check_ok(curd_pending_ready(pending, &ready), "curd_pending_ready");
     g_assert_cmpint(ready, ==, 1);
-    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    /* The caller times its own stream: curd records no timed event
+     * there, so the device time is 0 and the wall time is there. */
+    curd_timing timing = {.struct_size = sizeof timing};
+    check_ok(curd_pending_wait(pending, &timing), "curd_pending_wait");
+    g_assert_cmpuint(timing.device_ns, ==, 0);
+    g_assert_cmpuint(timing.wall_ns, >, 0);
     check_ok(curd_pending_free(pending), "curd_pending_free");
     assert_added(s.device, s.buffer, s.model, LAUNCHES + 2u,
                  "a dispatch between the caller's launches");
@@ -778,7 +783,7 @@ static void test_an_asynchronous_download_lands_in_page_locked_memory(void)
 
 /* ------------------------------------------------------------------------
  * The stand-in's held events: curd waits while the caller's work runs,
- * and stops asking once it completed.
+ * and stops once it saw its own work behind it complete.
  * ---------------------------------------------------------------------- */
 static void hold_events(int hold)
 {
@@ -804,65 +809,65 @@ static void test_waits_end_once_the_callers_work_completed(void)
     check_ok(curd_device_wait_stream(device, c.stream),
              "curd_device_wait_stream");
     long before = fake_stream_waits();
-    /* Two transfers, two streams: each waits for the caller's work. */
+    /* The first transfer's stream waits for the caller's work; once that
+     * transfer is seen complete, so is the caller's work before it. */
     assert_added(device, buffer, model, 0, "while the caller's work runs");
-    assert_added(device, buffer, model, 0, "while the caller's work runs");
-    g_assert_cmpint(fake_stream_waits() - before, ==, 2);
+    g_assert_cmpint(fake_stream_waits() - before, ==, 1);
+    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
     hold_events(0);
-    /* Complete: the next stream drops it, and none after it waits. */
     before = fake_stream_waits();
     assert_added(device, buffer, model, 0, "after the caller's work");
     assert_added(device, buffer, model, 0, "after the caller's work");
     g_assert_cmpint(fake_stream_waits() - before, ==, 0);
-    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
     caller_end(&c);
     g_free(model);
     check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
     check_ok(curd_device_close(device), "curd_device_close");
 }
 
-/* An event that completed leaves nothing to wait for: one query, and no
- * stream of curd's waits on it; one still running is waited on by the
- * next stream curd takes. */
-static void test_a_completed_event_leaves_nothing_to_wait_for(void)
+/* A wait on a caller's event is taken by a pooled stream: the work right
+ * after it goes on that stream, which waits on nothing more; work on
+ * another stream meanwhile waits on curd's event; and once curd saw the
+ * first stream's work complete, the entry is gone. */
+static void test_a_wait_costs_the_next_work_on_its_stream_nothing(void)
 {
-    curd_device *device = curd_test_gpu_open();
-    g_assert_nonnull(device);
-    uint32_t *model = NULL;
-    curd_buffer buffer = words_buffer(device, &model);
-    caller c = caller_begin(0);
+    scene s;
+    g_assert_true(scene_begin(&s));
     curdi_cu_event event = NULL;
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuEventCreate(&event,
-                                            CURDI_CU_EVENT_DISABLE_TIMING),
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuEventCreate(&event,
+                                              CURDI_CU_EVENT_DISABLE_TIMING),
                     ==, 0);
-    g_assert_cmpint(c.driver->cuEventRecord(event, c.stream), ==, 0);
-    caller_pop(&c);
-    long before = fake_stream_waits();
-    check_ok(curd_device_wait_event(device, event), "curd_device_wait_event");
-    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
-    assert_added(device, buffer, model, 0, "after a completed event");
-    g_assert_cmpint(fake_stream_waits() - before, ==, 0);
+    caller_pop(&s.c);
     hold_events(1);
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuEventRecord(event, c.stream), ==, 0);
-    caller_pop(&c);
-    check_ok(curd_device_wait_event(device, event), "curd_device_wait_event");
-    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 1);
-    before = fake_stream_waits();
-    assert_added(device, buffer, model, 0, "while the caller's work runs");
-    /* The pooled stream that took the caller's state, and the transfer's. */
-    g_assert_cmpint(fake_stream_waits() - before, >=, 1);
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuEventRecord(event, s.c.stream), ==, 0);
+    caller_pop(&s.c);
+    check_ok(curd_device_wait_event(s.device, event), "curd_device_wait_event");
+    g_assert_cmpuint(atomic_load(&s.device->wait_count), ==, 1);
+    long before = fake_stream_waits();
+    /* The stream that took the wait: no wait of its own. */
+    curd_pending *pending =
+        curd_add_one_async(s.device, s.program, s.buffer, LAUNCHES);
+    g_assert_cmpint(fake_stream_waits() - before, ==, 0);
+    /* Another stream while it is busy: it waits on curd's event. */
+    assert_added(s.device, s.buffer, s.model, LAUNCHES,
+                 "while the caller's work runs");
+    g_assert_cmpint(fake_stream_waits() - before, ==, 1);
+    g_assert_cmpuint(atomic_load(&s.device->wait_count), ==, 1);
     hold_events(0);
-    assert_added(device, buffer, model, 0, "after the caller's work");
-    g_assert_cmpuint(atomic_load(&device->wait_count), ==, 0);
-    caller_push(&c);
-    g_assert_cmpint(c.driver->cuEventDestroy(event), ==, 0);
-    caller_pop(&c);
-    caller_end(&c);
-    g_free(model);
-    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
-    check_ok(curd_device_close(device), "curd_device_close");
+    check_ok(curd_pending_wait(pending, NULL), "curd_pending_wait");
+    check_ok(curd_pending_free(pending), "curd_pending_free");
+    /* Its stream's work seen complete: nothing is left to wait for. */
+    g_assert_cmpuint(atomic_load(&s.device->wait_count), ==, 0);
+    before = fake_stream_waits();
+    assert_added(s.device, s.buffer, s.model, LAUNCHES,
+                 "after the caller's work");
+    g_assert_cmpint(fake_stream_waits() - before, ==, 0);
+    caller_push(&s.c);
+    g_assert_cmpint(s.c.driver->cuEventDestroy(event), ==, 0);
+    caller_pop(&s.c);
+    scene_end(&s);
 }
 
 int main(int argc, char **argv)
@@ -911,8 +916,8 @@ int main(int argc, char **argv)
         g_test_add_func(PATH_ROOT "/waits-end-once-the-callers-work-completed",
                         test_waits_end_once_the_callers_work_completed);
         g_test_add_func(PATH_ROOT
-                        "/a-completed-event-leaves-nothing-to-wait-for",
-                        test_a_completed_event_leaves_nothing_to_wait_for);
+                        "/a-wait-costs-the-next-work-on-its-stream-nothing",
+                        test_a_wait_costs_the_next_work_on_its_stream_nothing);
     }
     return g_test_run();
 }

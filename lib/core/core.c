@@ -271,7 +271,7 @@ curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
     curd_status status = stream_take(device, &stream);
     if (status != CURD_OK)
         return status;
-    status = curdi_stream_order_after_waits(device, stream);
+    status = curdi_stream_order_after_waits(device, stream, true);
     if (status != CURD_OK) {
         curdi_stream_release(device, stream);
         return status;
@@ -289,11 +289,15 @@ static void stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
         curdi_trace("cuStreamDestroy failed with %u", rc);
 }
 
+/* Below, with the waits. */
+static void waits_forget_stream(curd_device *device, curdi_cu_stream stream);
+
 void curdi_stream_discard(curd_device *device, curdi_cu_stream stream)
 {
-    (void)device;
-    if (stream != NULL)
-        stream_destroy(curdi_driver_get(), stream);
+    if (stream == NULL)
+        return;
+    waits_forget_stream(device, stream);
+    stream_destroy(curdi_driver_get(), stream);
 }
 
 void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
@@ -313,6 +317,7 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
             /* No room to cache it: destroy it instead (the caller holds the
              * context, as for every stream call). */
             pthread_mutex_unlock(&device->pool_lock);
+            waits_forget_stream(device, stream);
             stream_destroy(curdi_driver_get(), stream);
             return;
         }
@@ -458,8 +463,41 @@ static curd_status fail_on_device(curd_device *device, curdi_cu_result rc,
     return status;
 }
 
+/* Others' work that curd's next work waits for: an event of curd's own,
+ * recorded behind it, and a stream of curd's that is behind it: the pooled
+ * stream that waited on a caller's event and recorded it, or the first
+ * of curd's streams that waited on an event recorded on a caller's
+ * stream; NULL until then, when every stream must wait on it.
+ *
+ * Why not a query first: cuEventQuery of an event no one has
+ * synchronised with costs about 1.35 us on the H100 of
+ * doc/PERFORMANCE.md (the driver reads the GPU's progress), more than the
+ * cuStreamWaitEvent (about 0.1 us, and nothing on the GPU for work that
+ * completed) it would save. So a stream waits on every entry but those
+ * recorded on itself, which its order already puts behind it (the pool
+ * hands out the stream released last first, so the work right after a
+ * wait on an event goes on the stream that took it). An entry is dropped
+ * when curd sees that stream's later work complete (curdi_stream_passed,
+ * from the fences and end events), or, once the list is longer than
+ * WAITS_QUERIED, when a query finds it complete. */
+typedef struct curdi_wait {
+    curdi_cu_event event;
+    curdi_cu_stream stream; /* curd's, behind it; NULL: none yet */
+} curdi_wait;
+
+#define WAITS_QUERIED 8u
+
+/* Drops entry index (under waits_lock): its event goes back to the pool. */
+static size_t waits_drop(curd_device *device, size_t index, size_t count)
+{
+    curdi_events_release(device, &device->waits[index].event, 1);
+    device->waits[index] = device->waits[count - 1u];
+    return count - 1u;
+}
+
 curd_status curdi_stream_order_after_waits(curd_device *device,
-                                           curdi_cu_stream stream)
+                                           curdi_cu_stream stream,
+                                           bool owned)
 {
     if (atomic_load_explicit(&device->wait_count, memory_order_acquire) == 0)
         return CURD_OK;
@@ -471,37 +509,72 @@ curd_status curdi_stream_order_after_waits(curd_device *device,
     pthread_mutex_lock(&device->waits_lock);
     size_t count = atomic_load_explicit(&device->wait_count,
                                         memory_order_relaxed);
-    size_t kept = 0;
-    for (size_t index = 0; index < count; index++) {
-        curdi_cu_event event = device->waits[index];
-        if (status == CURD_OK) {
-            curdi_cu_result rc =
-                curdi_driver_note(driver->cuEventQuery(event));
-            if (rc == CURDI_CUDA_SUCCESS) {
-                curdi_events_release(device, &event, 1);
-                continue;
-            }
-            if (rc == CURDI_CUDA_ERROR_NOT_READY) {
-                rc = curdi_driver_note(
-                    driver->cuStreamWaitEvent(stream, event, 0));
-                if (rc != CURDI_CUDA_SUCCESS)
-                    status = fail_on_device(device, rc, "cuStreamWaitEvent");
-            } else {
-                status = fail_on_device(device, rc, "cuEventQuery");
-            }
+    bool query = count > WAITS_QUERIED;
+    for (size_t index = 0; status == CURD_OK && index < count;) {
+        const curdi_wait *wait = &device->waits[index];
+        if (wait->stream == stream) {
+            index++;
+            continue;
         }
-        device->waits[kept++] = event;
+        curdi_cu_result rc = CURDI_CUDA_ERROR_NOT_READY;
+        if (query)
+            rc = curdi_driver_note(driver->cuEventQuery(wait->event));
+        if (rc == CURDI_CUDA_SUCCESS) {
+            count = waits_drop(device, index, count);
+            continue;
+        }
+        if (rc == CURDI_CUDA_ERROR_NOT_READY) {
+            rc = curdi_driver_note(
+                driver->cuStreamWaitEvent(stream, wait->event, 0));
+            if (rc != CURDI_CUDA_SUCCESS)
+                status = fail_on_device(device, rc, "cuStreamWaitEvent");
+            else if (owned && wait->stream == NULL)
+                /* Behind it now: this stream's later work ends it. */
+                device->waits[index].stream = stream;
+        } else {
+            status = fail_on_device(device, rc, "cuEventQuery");
+        }
+        index++;
     }
-    atomic_store_explicit(&device->wait_count, kept, memory_order_release);
+    atomic_store_explicit(&device->wait_count, count, memory_order_release);
     pthread_mutex_unlock(&device->waits_lock);
     return status;
 }
 
-/* Adds an event recorded behind others' work to the device's waits; on a
- * failure (no host memory) the event goes back to the pool and nothing is
- * waited for. */
+void curdi_stream_passed(curd_device *device, curdi_cu_stream stream)
+{
+    if (atomic_load_explicit(&device->wait_count, memory_order_acquire) == 0)
+        return;
+    pthread_mutex_lock(&device->waits_lock);
+    size_t count = atomic_load_explicit(&device->wait_count,
+                                        memory_order_relaxed);
+    for (size_t index = 0; index < count;)
+        if (device->waits[index].stream == stream)
+            count = waits_drop(device, index, count);
+        else
+            index++;
+    atomic_store_explicit(&device->wait_count, count, memory_order_release);
+    pthread_mutex_unlock(&device->waits_lock);
+}
+
+/* A pooled stream about to be destroyed: its entries stay, for every
+ * stream to wait on, since a new stream may come back with its handle. */
+static void waits_forget_stream(curd_device *device, curdi_cu_stream stream)
+{
+    pthread_mutex_lock(&device->waits_lock);
+    size_t count = atomic_load_explicit(&device->wait_count,
+                                        memory_order_relaxed);
+    for (size_t index = 0; index < count; index++)
+        if (device->waits[index].stream == stream)
+            device->waits[index].stream = NULL;
+    pthread_mutex_unlock(&device->waits_lock);
+}
+
+/* Adds an event recorded behind others' work (on `stream`, see
+ * curdi_wait) to the device's waits; on a failure (no host memory) the
+ * event goes back to the pool and nothing is waited for. */
 static curd_status waits_add(curd_device *device, curdi_cu_event event,
-                             const char *what)
+                             curdi_cu_stream stream, const char *what)
 {
     pthread_mutex_lock(&device->waits_lock);
     size_t count = atomic_load_explicit(&device->wait_count,
@@ -510,7 +583,7 @@ static curd_status waits_add(curd_device *device, curdi_cu_event event,
                                     &device->wait_capacity, count + 1u,
                                     sizeof *device->waits);
     if (room) {
-        device->waits[count] = event;
+        device->waits[count] = (curdi_wait){.event = event, .stream = stream};
         atomic_store_explicit(&device->wait_count, count + 1u,
                               memory_order_release);
     }
@@ -573,7 +646,7 @@ CURD_API curd_status curd_device_wait_stream(curd_device *device,
         curdi_cu_result rc = curdi_driver_note(
             curdi_driver_get()->cuEventRecord(event, stream));
         if (rc == CURDI_CUDA_SUCCESS) {
-            status = waits_add(device, event, what);
+            status = waits_add(device, event, NULL, what);
         } else {
             curdi_events_release(device, &event, 1);
             status = fail_on_device(device, rc, "cuEventRecord");
@@ -612,19 +685,6 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
         return status;
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_event theirs = (curdi_cu_event)cu_event;
-    /* Complete already (the common case: the caller's work is done by the
-     * time curd's is asked for): nothing to wait for, and one query is
-     * all it costs. */
-    curdi_cu_result rc = curdi_driver_note(driver->cuEventQuery(theirs));
-    if (rc == CURDI_CUDA_SUCCESS) {
-        curdi_device_leave(device);
-        return CURD_OK;
-    }
-    if (rc != CURDI_CUDA_ERROR_NOT_READY) {
-        status = event_failure(device, rc, "cuEventQuery");
-        curdi_device_leave(device);
-        return status;
-    }
     /* Its owner may record the event again at any time, so curd keeps
      * the state it has now: a pooled stream waits on it and records an
      * event of curd's own. The stream goes back to the pool with that
@@ -635,7 +695,8 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
     if (status == CURD_OK)
         status = curdi_events_acquire(device, &ours, 1);
     if (status == CURD_OK) {
-        rc = curdi_driver_note(driver->cuStreamWaitEvent(stream, theirs, 0));
+        curdi_cu_result rc =
+            curdi_driver_note(driver->cuStreamWaitEvent(stream, theirs, 0));
         if (rc != CURDI_CUDA_SUCCESS) {
             status = event_failure(device, rc, "cuStreamWaitEvent");
         } else {
@@ -644,7 +705,7 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
                 status = fail_on_device(device, rc, "cuEventRecord");
         }
         if (status == CURD_OK)
-            status = waits_add(device, ours, what);
+            status = waits_add(device, ours, stream, what);
         else
             curdi_events_release(device, &ours, 1);
     }
@@ -786,7 +847,7 @@ static void destroy_streams_and_events(const curdi_driver *driver,
     device->upload_stream = NULL;
     size_t waits = atomic_load(&device->wait_count);
     for (size_t i = 0; i < waits; i++)
-        event_destroy(driver, device->waits[i]);
+        event_destroy(driver, device->waits[i].event);
     atomic_store(&device->wait_count, 0);
 }
 

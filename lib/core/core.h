@@ -63,12 +63,12 @@ struct curd_device {
     curdi_cu_stream upload_stream; /* for curd_buffer_upload_async */
     /* Others' work that curd's next work waits for
      * (curd_device_wait_stream, _event): events of curd's own recorded
-     * behind it, each dropped once a query finds it complete.
-     * waits_lock guards the list (taken before pool_lock, never after);
-     * wait_count, also written under it, lets a stream skip the lock
-     * while nothing is waited for. */
+     * behind it (core.c says when each is dropped). waits_lock guards
+     * the list (taken before pool_lock, never after); wait_count, also
+     * written under it, lets a stream skip the lock while nothing is
+     * waited for. */
     pthread_mutex_t waits_lock;
-    curdi_cu_event *waits;
+    struct curdi_wait *waits;
     size_t wait_capacity;
     atomic_size_t wait_count;
     /* Statistics-only counters any room found below zero and repaired
@@ -157,12 +157,20 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
 void curdi_stream_discard(curd_device *device, curdi_cu_stream stream);
 
 /* Makes `stream` wait (cuStreamWaitEvent, no host wait) for the work of
- * others the device was told to wait for and that has not completed; the
- * completed ones are dropped, so while there are none this is one atomic
- * load. curdi_stream_acquire calls it for every pooled stream; a room
- * that enqueues on the upload stream calls it first. Context current. */
+ * others the device was told to wait for and that may not have
+ * completed; while there is none this is one atomic load.
+ * curdi_stream_acquire calls it for every pooled stream; a room that
+ * enqueues on the upload stream calls it first. `owned`: the stream is
+ * curd's (pooled, or the upload stream), so that seeing its later work
+ * complete (curdi_stream_passed) ends what it waited on; false for a
+ * caller's. Context current. */
 curd_status curdi_stream_order_after_waits(curd_device *device,
-                                           curdi_cu_stream stream);
+                                           curdi_cu_stream stream,
+                                           bool owned);
+/* The work enqueued on `stream`, a pooled stream, has completed (a fence
+ * or an end event seen): the waits recorded on it are over. One atomic
+ * load while there are none. */
+void curdi_stream_passed(curd_device *device, curdi_cu_stream stream);
 
 /* Checks that `cu_stream`, a stream a caller passed (NULL: the legacy
  * default stream), belongs to the device's context (cuStreamGetCtx):

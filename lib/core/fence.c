@@ -195,6 +195,17 @@ void curdi_fence_set_spin(curd_device *device, uint64_t spin_ns)
     device->fence->spin_ns = spin_ns;
 }
 
+/* The fence's answer; a stream seen through its work has passed the
+ * device's waits recorded on it. */
+static curdi_cu_result fence_passed(curd_device *device,
+                                    curdi_cu_stream stream,
+                                    curdi_cu_result cu_result)
+{
+    if (cu_result == CURDI_CUDA_SUCCESS)
+        curdi_stream_passed(device, stream);
+    return cu_result;
+}
+
 curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
                                   const char **out_call)
 {
@@ -213,14 +224,15 @@ curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
                 if (cu_result == CURDI_CUDA_SUCCESS)
                     atomic_fetch_add_explicit(&room->seen, 1u,
                                               memory_order_relaxed);
-                return cu_result;
+                return fence_passed(device, stream, cu_result);
             }
         }
     }
     atomic_fetch_add_explicit(&room->synced, 1u, memory_order_relaxed);
     *out_call = "cuStreamSynchronize";
-    return curdi_driver_note(
-        curdi_driver_get()->cuStreamSynchronize(stream));
+    return fence_passed(device, stream,
+                        curdi_driver_note(
+                            curdi_driver_get()->cuStreamSynchronize(stream)));
 }
 
 bool curdi_fence_available(const curd_device *device)

@@ -107,13 +107,22 @@ curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
     if (status != CURD_OK)
         return status;
     pending->caller_stream = (curdi_cu_stream)cu_stream;
-    pending->timed = true;
     return CURD_OK;
 }
 
-/* The timed events the work holds. */
+/* Whether the work ends in an event: timed work, and work on the
+ * caller's stream, whose wait and release go by it. */
+static bool has_end_event(const curd_pending *pending)
+{
+    return pending->timed || pending->caller_stream != NULL;
+}
+
+/* The events the work holds: timed ones, or the end event alone
+ * (events[1], timing disabled) for untimed work on the caller's stream. */
 static unsigned event_count(const curd_pending *pending)
 {
+    if (!pending->timed)
+        return pending->events_taken ? 1u : 0u;
     return pending->split ? 4u : 2u;
 }
 
@@ -122,16 +131,20 @@ curd_status curdi_pending_acquire(curd_pending *pending)
     curd_status status;
     if (pending->caller_stream != NULL) {
         status = curdi_stream_order_after_waits(pending->device,
-                                                pending->caller_stream);
+                                                pending->caller_stream, false);
         if (status == CURD_OK)
             pending->stream = pending->caller_stream;
     } else {
         status = curdi_stream_acquire(pending->device, &pending->stream);
     }
-    if (status != CURD_OK || !pending->timed)
+    if (status != CURD_OK || !has_end_event(pending))
         return status;
-    status = curdi_events_acquire_timed(pending->device, pending->events,
-                                        event_count(pending));
+    status = pending->timed
+                 ? curdi_events_acquire_timed(pending->device,
+                                              pending->events,
+                                              event_count(pending))
+                 : curdi_events_acquire(pending->device, &pending->events[1],
+                                        1);
     if (status == CURD_OK)
         pending->events_taken = true;
     return status;
@@ -160,7 +173,8 @@ curd_status curdi_pending_mark(curd_pending *pending, bool kernels_end)
 
 curd_status curdi_pending_end(curd_pending *pending)
 {
-    curd_status status = pending->timed ? record(pending, 1) : CURD_OK;
+    curd_status status =
+        has_end_event(pending) ? record(pending, 1) : CURD_OK;
     if (status == CURD_OK)
         pending->enqueue_ns = curdi_clock_ns() - pending->start_ns;
     return status;
@@ -180,6 +194,7 @@ void curdi_pending_release(curd_pending *pending)
     curdi_cu_event events[4];
     memcpy(events, pending->events, sizeof events);
     unsigned taken = pending->events_taken ? event_count(pending) : 0u;
+    bool timed = pending->timed;
     unpublish(pending);
     if (!pending->completed && stream != NULL
         && curdi_device_enter(device) == CURD_OK) {
@@ -188,8 +203,10 @@ void curdi_pending_release(curd_pending *pending)
     }
     bool pooled = pending->caller_stream == NULL;
     pending->ops->release(pending); /* may free it */
-    if (taken != 0)
+    if (taken != 0 && timed)
         curdi_events_release_timed(device, events, taken);
+    else if (taken != 0)
+        curdi_events_release(device, &events[1], 1);
     /* The caller's stream stays the caller's. */
     if (stream != NULL && pooled)
         curdi_stream_release(device, stream);
@@ -244,7 +261,7 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
      * enqueued: the stream writes a word behind it (lib/core/fence.h). */
     const char *call = "cuEventSynchronize";
     curdi_cu_result rc =
-        pending->timed
+        has_end_event(pending)
             ? curdi_driver_note(driver->cuEventSynchronize(pending->events[1]))
             : curdi_fence_wait(device, pending->stream, &call);
     if (rc != CURDI_CUDA_SUCCESS) {
@@ -252,6 +269,7 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         curdi_device_leave(device);
         return status;
     }
+    curdi_stream_passed(device, pending->stream);
     if (pending->timed && pending->split) {
         pending->staging_ns = elapsed_ns(driver, pending->events[0],
                                          pending->events[2]);

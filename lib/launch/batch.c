@@ -1436,7 +1436,9 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                           "%s: out_pending is NULL. Fix: pass the address of"
                           " a curd_pending pointer.",
                           what);
-    curd_status status = run_start(batch, true, what);
+    /* Timed for curd_pending_wait's timing, but on the caller's stream,
+     * whose work the caller times itself (lib/core/pending.h). */
+    curd_status status = run_start(batch, batch->cu_stream == NULL, what);
     if (status == CURD_OK) {
         curdi_pending_publish(&batch->run.base);
         *out_pending = &batch->run.base;

@@ -952,7 +952,10 @@ static curd_status dispatch_start(curd_device *device,
     run->timing = shape.timing;
     run->trace = curdi_trace_enabled();
     /* Timed work is split: device_ns is the kernels alone. */
-    run->base.timed = timed || run->trace || shape.timing != NULL;
+    /* On the caller's stream the caller times its own work: an
+     * asynchronous dispatch there records no timed event. */
+    run->base.timed = (timed && shape.cu_stream == NULL) || run->trace
+                      || shape.timing != NULL;
     run->base.split = true;
     if (run->trace) {
         run->prepared_ns = curdi_clock_ns() - run->base.start_ns;

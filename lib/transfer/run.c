@@ -146,7 +146,8 @@ curd_status curdi_run_stream_for(curd_device *device, bool after_uploads,
     if (after_uploads) {
         *out = device->upload_stream;
         *out_pooled = false;
-        return curdi_stream_order_after_waits(device, device->upload_stream);
+        return curdi_stream_order_after_waits(device, device->upload_stream,
+                                              true);
     }
     *out_pooled = true;
     return curdi_stream_acquire(device, out);

@@ -419,7 +419,8 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     if (status != CURD_OK)
         goto fail;
 
-    status = curdi_stream_order_after_waits(device, device->upload_stream);
+    status = curdi_stream_order_after_waits(device, device->upload_stream,
+                                            true);
     if (status != CURD_OK) {
         curdi_upload_marks_cancel(device, range_key);
         goto fail;
