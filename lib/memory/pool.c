@@ -150,6 +150,9 @@
  * FRONT_CLASS_MAX bytes. */
 #define FRONT_DEPTH 2u
 #define FRONT_CLASS_MAX ((size_t)64 << 10)
+/* The smallest class step (checked.c): requests in one step of it share a
+ * class below FRONT_CLASS_MAX. */
+#define HOT_STEP ((size_t)256)
 /* Tokens: a record's directory index (below 2^24, 0 for none) and the low
  * 8 bits of its hand-out generation. */
 #define TOKEN_GENERATION_BITS 8u
@@ -262,6 +265,10 @@ struct curdi_pool {
     uint32_t *slots; /* per class, per shard */
     uint64_t lease_slack;
     unsigned hot_count; /* classes 0..hot_count-1 have front slots */
+    /* The class index of a hot request, by (byte_len - 1) / HOT_STEP: the
+     * front's fast path looks its class up instead of computing it. */
+    uint8_t hot_class[FRONT_CLASS_MAX / HOT_STEP];
+    uint32_t hot_class_bytes[FRONT_CLASS_MAX / HOT_STEP];
 
     /* Index -> record for tokens: chunks made as records are, never moved
      * or freed before the pool. */
@@ -1359,6 +1366,15 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
     while (pool->hot_count < class_count &&
            curdi_size_class_bytes(pool->hot_count) <= FRONT_CLASS_MAX)
         pool->hot_count++;
+    for (size_t step = 0; step < FRONT_CLASS_MAX / HOT_STEP; step++) {
+        size_t class_bytes = 0;
+        unsigned class_index = 0;
+        /* Every byte_len of the step has the class of its last byte. */
+        (void)curdi_size_class((step + 1u) * HOT_STEP, &class_bytes,
+                               &class_index);
+        pool->hot_class[step] = (uint8_t)class_index;
+        pool->hot_class_bytes[step] = (uint32_t)class_bytes;
+    }
     pool->upstream = *upstream;
     pool->name = name;
     pool->cache_budget_bytes = config->cache_budget_bytes;
@@ -1890,6 +1906,28 @@ curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
                                      size_t *out_class_bytes,
                                      uint32_t *out_token)
 {
+    /* The hit in the caller's own front with the fewest checks: a request
+     * of 1 to FRONT_CLASS_MAX bytes has a hot class, which the table
+     * gives; a block in the front proves the class fits the upstream;
+     * without a live limit nothing is reserved. Everything else (and a
+     * front with no block of the class) takes the whole path. */
+    if (pool != NULL && out_address != NULL && out_class_bytes != NULL &&
+        out_token != NULL && byte_len - 1u < FRONT_CLASS_MAX &&
+        thread_front == FRONT_OWNED && pool->live_limit_bytes == 0 &&
+        !atomic_load_explicit(&pool->closing, memory_order_relaxed)) {
+        unsigned own_index = thread_shard - 1u;
+        pool_front *front = &pool->shards[own_index].front;
+        size_t step = (byte_len - 1u) / HOT_STEP;
+        unsigned class_index = pool->hot_class[step];
+        size_t class_bytes = pool->hot_class_bytes[step];
+        if (front->active &&
+            acquire_from_front(pool, &pool->shards[own_index], front,
+                               byte_len, class_bytes, class_index,
+                               out_address, out_token)) {
+            *out_class_bytes = class_bytes;
+            return CURD_OK;
+        }
+    }
     uint32_t token = 0;
     curd_status status =
         acquire(pool, byte_len, out_address, out_class_bytes, &token);
