@@ -45,23 +45,77 @@
  * upstream that would just have fitted while another thread held the lease.
  *
  * Slots. A shard caches at most slots(class) = min(budget / class, 1024),
- * at least 1, blocks of a class (so one thread sees exactly that rule; N
- * threads together may hold N times as many small blocks, always within the
- * byte budget).
+ * at least 1, blocks of a class, its owner's front included (so one thread
+ * sees exactly that rule; N threads together may hold N times as many
+ * small blocks, always within the byte budget).
+ *
+ * Fronts (why a hit takes no lock)
+ * --------------------------------
+ * Even on its own shard a hit took the shard lock twice (an atomic
+ * exchange each: about 5 ns apiece on the H100 host's Xeon) and hashed the
+ * address into and out of the live table. So each shard also holds a
+ * front: FRONT_DEPTH blocks per class up to FRONT_CLASS_MAX, owned by the
+ * one thread that holds the shard's index exclusively (the first to claim
+ * an index while no other owns it; a thread sharing an index has none). The
+ * owner takes a block from its front and puts one back with no locked
+ * instruction at all (front_enter: a plain store of `busy` and a plain load
+ * of `revoked`). Everyone else reaches a front only with every shard lock
+ * held (trim, stats, reset, destroy), after fronts_revoke: it stores
+ * `revoked`, runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which puts
+ * a full barrier on every running thread of the process, and waits for
+ * `busy` to drop: either the owner's load saw `revoked` (and it goes to the
+ * shard by the lock, which the revoker holds) or its `busy` was seen (and
+ * the revoker waits). A revoke costs about a microsecond and only happens
+ * while some front of the pool has been used; a hit pays nothing for it.
+ * The owner also reaches its front while it holds its own shard's lock
+ * (no revoker can run then): for one thread the front and the shard's stack
+ * are one LIFO (front_push_locked), so which block comes back and what a
+ * trim frees are as without fronts. A front has its own lease of the cache
+ * budget and its own share of each counter (a front share that is full only
+ * sends its owner to the shard). A thread that exits gives its fronts back:
+ * the key destructor moves every front block onto its shard's stack in
+ * every pool on the registry (pools join it when made and leave it before
+ * destroy frees anything), then frees the index's ownership. Without
+ * membarrier (not Linux, an old kernel, or CURD_POOL_NO_FRONTS set) there
+ * are no fronts and every hit takes the shard lock as before.
+ *
+ * Tokens (why a release needs no table)
+ * -------------------------------------
+ * A block handed out through curd_block_acquire carries a token in
+ * curd_block.reserved: its record's index in the pool's directory and the
+ * low 8 bits of a generation that every hand-out moves on. The record is
+ * in no live table; its state says it is out under that generation. The
+ * release looks the record up by index (two loads), checks that the state,
+ * the address and both sizes are what the block says, and claims it with
+ * one compare-and-swap of the state (of two releases of one block at once,
+ * one wins; the other is stale). So a release is O(1) on any thread, and
+ * a copy altered in any field (a forged token included) is refused: a
+ * token names only records of this pool, and an index whose record is not
+ * out under that generation with those sizes at that address is refused
+ * before anything changes. Records are never freed before the pool: when
+ * a block goes upstream its record waits on a spare list for the next one
+ * (keeping its index and generation), so no token, however stale, reads
+ * freed memory. Past 2^24 - 1 records a new record has no index; its
+ * block is handed out with token 0 and found by its address in the live
+ * tables, as every block of curdi_pool_acquire is.
  *
  * Statistics
  * ----------
  * Each family (live, cached and requested bytes; live and cached blocks)
- * keeps per shard its cumulative allocated and freed amounts and an
- * unflushed level change (delta); the pool keeps the flushed level and the
- * peak in two atomics. A shard folds its delta into the pool level once it
+ * keeps per shard, and per front, its cumulative allocated and freed
+ * amounts and an unflushed level change (delta); the pool keeps the
+ * flushed level and the peak in two atomics. A block may be counted up in
+ * one part and down in another (taken from a front, released to a shard on
+ * another thread): only the sums mean anything, and they are exact. A part folds its delta into the pool level once it
  * reaches a quantum (1 MiB for bytes, 16 for blocks) and after each rise
- * raises the peak to pool level + its own delta. So:
+ * raises the peak to pool level + the thread's own two deltas (its shard's
+ * and its front's). So:
  *   - current, allocated and freed are exact (sums taken with every shard
- *     locked, so a stats call also sees a consistent snapshot);
+ *     locked and every front revoked, so a stats call also sees a
+ *     consistent snapshot);
  *   - peak is exact while one thread uses the pool; with several threads
- *     at once it can be off by less than (SHARD_COUNT - 1) quanta (the other
- *     shards' unflushed deltas): an exact running maximum of a sum over
+ *     at once it can be off by less than 2 * (SHARD_COUNT - 1) quanta (the
+ *     other shards' and fronts' unflushed deltas): an exact running maximum of a sum over
  *     threads needs one shared counter written on every operation, which
  *     is what this design avoids. A stats call folds every delta in and
  *     raises the peak to the level it reports, so peak >= current always.
@@ -71,11 +125,12 @@
  *     family) or to an exact level taken with every shard locked (stats,
  *     reset), so a cached-bytes peak never passes the cache budget.
  * Counters never saturate: a shard's share of a cumulative counter stops at
- * 2^64 / SHARD_COUNT, so the sum of the shards always fits; the operation
+ * 2^64 / SHARD_COUNT - 2^56 and a front's at 2^56 - 1, so the sum of the
+ * parts always fits; the operation
  * that would pass it fails with CURD_E_OVERFLOW and changes nothing, until
  * curd_device_stats_reset(). For the same reason a block's class may not
  * pass 2^60 - 1 bytes (CURD_E_OVERFLOW, like a request past the largest
- * class). Counters of the slow path (upstream calls,
+ * class; the largest class below 2^60 is 2^60 - 2^56, a shard's share). Counters of the slow path (upstream calls,
  * misses, out-of-memory events, upstream time) are pool-wide atomics that
  * stop 2^62 below 2^64 so that a check made before an upstream call cannot
  * be outrun. The bytes a pool holds upstream (live + cached) are capped at
@@ -92,9 +147,12 @@
  * frees nothing is not followed by a retry. oom_retries counts the retries,
  * oom_failures the acquires that failed after the whole ladder.
  *
- * Closing. destroy marks the pool closing, detaches every block (live or
- * cached) under all locks, waits for operations that are between locks on
- * a slow path, and frees the blocks upstream. A release that runs while
+ * Closing. destroy takes the pool off the registry, marks it closing,
+ * detaches every block (live in a table or out with a token, cached on a
+ * stack or in any thread's front, revoked) under all locks, waits for
+ * operations that are between locks on a slow path, and frees the blocks
+ * upstream. A thread whose front held blocks of it never touches the
+ * pool again unless it calls it. A release that runs while
  * the pool is closing frees its block upstream instead of caching it, so
  * no block is leaked. Calls that start after destroy has returned are use
  * after free, as for any object. */
@@ -1787,7 +1845,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
         return curdi_fail(CURD_E_OVERFLOW,
                           "The %s pool was asked for %zu bytes, whose %zu-byte "
                           "class passes the largest block a pool counts "
-                          "(2^60 - 2^56 bytes). Fix: request less.",
+                          "(2^60 - 1 bytes). Fix: request less.",
                           pool->name, byte_len, class_bytes);
     if (pool->upstream_total_bytes != 0 &&
         class_bytes > pool->upstream_total_bytes)
