@@ -322,8 +322,12 @@ curdi_pool *curdi_memory_pool(curd_device *device, curd_pool_kind kind)
 /* ------------------------------------------------------------------------
  * Blocks
  * ---------------------------------------------------------------------- */
-curd_status curdi_block_acquire(curd_device *device, curd_pool_kind kind,
-                                size_t byte_len, curd_block *out_block)
+/* The public entries and the library's own rooms share these, inlined in
+ * both: a pool hit is a few tens of nanoseconds, and a call layer less is
+ * a measurable part of it. */
+static inline __attribute__((always_inline)) curd_status
+block_acquire(curd_device *device, curd_pool_kind kind, size_t byte_len,
+              curd_block *out_block)
 {
     if (out_block == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -361,7 +365,8 @@ curd_status curdi_block_acquire(curd_device *device, curd_pool_kind kind,
     return CURD_OK;
 }
 
-curd_status curdi_block_release(curd_device *device, const curd_block *block)
+static inline __attribute__((always_inline)) curd_status
+block_release(curd_device *device, const curd_block *block)
 {
     if (block == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -399,7 +404,7 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
     curd_status status = curdi_device_check(device, "curd_block_acquire");
     if (status != CURD_OK)
         return status;
-    return curdi_block_acquire(device, kind, byte_len, out_block);
+    return block_acquire(device, kind, byte_len, out_block);
 }
 
 CURD_API curd_status curd_block_release(curd_device *device,
@@ -408,7 +413,18 @@ CURD_API curd_status curd_block_release(curd_device *device,
     curd_status status = curdi_device_check(device, "curd_block_release");
     if (status != CURD_OK)
         return status;
-    return curdi_block_release(device, block);
+    return block_release(device, block);
+}
+
+curd_status curdi_block_acquire(curd_device *device, curd_pool_kind kind,
+                                size_t byte_len, curd_block *out_block)
+{
+    return block_acquire(device, kind, byte_len, out_block);
+}
+
+curd_status curdi_block_release(curd_device *device, const curd_block *block)
+{
+    return block_release(device, block);
 }
 
 /* ------------------------------------------------------------------------

@@ -1788,7 +1788,8 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
 /* A hit in the calling thread's own front: no lock, no table. False (with
  * nothing changed) when the front has no block of the class, is revoked,
  * or its counters are full. */
-static inline bool acquire_from_front(curdi_pool *pool, pool_shard *own,
+static inline __attribute__((always_inline)) bool
+acquire_from_front(curdi_pool *pool, pool_shard *own,
                                       pool_front *front, size_t byte_len,
                                       size_t class_bytes,
                                       unsigned class_index,
@@ -2131,7 +2132,8 @@ static curd_status release(curdi_pool *pool, uint64_t address,
 /* A release into the calling thread's own front: no lock. False (with
  * nothing changed) when the front is revoked or full for the class, the
  * block may not be cached, or the front's counters or lease are short. */
-static inline bool release_to_front(curdi_pool *pool, pool_shard *own,
+static inline __attribute__((always_inline)) bool
+release_to_front(curdi_pool *pool, pool_shard *own,
                                     pool_front *front, pool_block *block)
 {
     if (!front_enter(front))
