@@ -278,6 +278,16 @@ typedef struct family_part {
     uint64_t freed;
 } family_part;
 
+/* What went through a front: blocks taken out (its hits) and put in, with
+ * their class and requested bytes. Every family's amounts follow from
+ * these six (front_amounts), so a hit or a release into the front counts
+ * three additions, not ten. Each stays within a front's share of a
+ * counter (FRONT_COUNTER_MAX). */
+typedef struct front_moves {
+    uint64_t out_blocks, out_bytes, out_requested;
+    uint64_t in_blocks, in_bytes, in_requested;
+} front_moves;
+
 /* A thread's front in one pool (the header comment says who may touch
  * it when). */
 typedef struct pool_front {
@@ -288,8 +298,8 @@ typedef struct pool_front {
     pool_block **slots;   /* FRONT_DEPTH per hot class, top last */
     uint64_t cached_bytes;
     uint64_t lease_bytes; /* >= cached_bytes */
-    uint64_t cache_hits;
-    family_part families[FAMILY_COUNT];
+    front_moves moves;  /* since the last stats reset */
+    front_moves folded; /* moves when the front last folded its level */
 } pool_front;
 
 typedef struct pool_shard {
@@ -617,31 +627,69 @@ static void peak_raise(family_total *total, uint64_t value)
     }
 }
 
-/* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
- * 2 * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
- * caller has checked the room for allocated. `beside` is the other part
- * of the calling thread's shard (its front's, or the shard's for a front),
- * so that one thread's level is exact: both parts are its own. */
-static inline void family_up(curdi_pool *pool, family_part *part,
-                             const family_part *beside,
-                             enum pool_family family, uint64_t amount)
+/* A front's cumulative amounts of a family, from its moves. */
+static inline void front_amounts(const front_moves *moves,
+                                 enum pool_family family,
+                                 uint64_t *allocated, uint64_t *freed)
 {
-    part->allocated += amount;
-    int64_t delta = delta_of(part) + (int64_t)amount;
-    delta_set(part, delta);
-    if (delta >= family_quantum[family]) {
-        family_flush(pool, part, family);
-        delta = 0;
+    switch (family) {
+    case FAMILY_LIVE_BYTES:
+        *allocated = moves->out_bytes;
+        *freed = moves->in_bytes;
+        return;
+    case FAMILY_LIVE_BLOCKS:
+        *allocated = moves->out_blocks;
+        *freed = moves->in_blocks;
+        return;
+    case FAMILY_REQUESTED_BYTES:
+        *allocated = moves->out_requested;
+        *freed = moves->in_requested;
+        return;
+    case FAMILY_CACHED_BYTES:
+        *allocated = moves->in_bytes;
+        *freed = moves->out_bytes;
+        return;
+    case FAMILY_CACHED_BLOCKS:
+    default:
+        *allocated = moves->in_blocks;
+        *freed = moves->out_blocks;
+        return;
     }
-    int64_t level = atomic_load_explicit(&pool->families[family].level,
-                                         memory_order_relaxed) +
-                    delta + delta_of(beside);
+}
+
+/* A front's level change of a family not yet folded into the pool's
+ * level (unsigned differences: each count only grows between folds). */
+static inline int64_t front_delta(const pool_front *front,
+                                  enum pool_family family)
+{
+    uint64_t allocated, freed, folded_allocated, folded_freed;
+    front_amounts(&front->moves, family, &allocated, &freed);
+    front_amounts(&front->folded, family, &folded_allocated, &folded_freed);
+    return (int64_t)((allocated - folded_allocated) - (freed - folded_freed));
+}
+
+static void front_fold(curdi_pool *pool, pool_front *front)
+{
+    for (unsigned f = 0; f < FAMILY_COUNT; f++) {
+        int64_t delta = front_delta(front, (enum pool_family)f);
+        if (delta != 0)
+            atomic_fetch_add_explicit(&pool->families[f].level, delta,
+                                      memory_order_relaxed);
+    }
+    front->folded = front->moves;
+}
+
+/* Raises the peak of a family past which `level`, an estimate of the
+ * current level, went. Under concurrency the estimate can run ahead of
+ * the true level by other threads' unfolded drops; it never passes what
+ * is surely a bound. */
+static inline void peak_check(curdi_pool *pool, enum pool_family family,
+                              int64_t level)
+{
     if (level <= 0 ||
         (uint64_t)level <= atomic_load_explicit(&pool->families[family].peak,
                                                 memory_order_relaxed))
         return; /* the common case: no new peak */
-    /* Under concurrency the estimate can run ahead of the true level by
-     * other shards' unflushed drops; never past what is surely a bound. */
     uint64_t estimate = (uint64_t)level;
     if (family == FAMILY_CACHED_BYTES && estimate > pool->cache_budget_bytes)
         estimate = pool->cache_budget_bytes;
@@ -654,6 +702,34 @@ static inline void family_up(curdi_pool *pool, family_part *part,
     peak_raise(&pool->families[family], estimate);
 }
 
+static inline int64_t pool_level(curdi_pool *pool, enum pool_family family)
+{
+    return atomic_load_explicit(&pool->families[family].level,
+                                memory_order_relaxed);
+}
+
+/* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
+ * 2 * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
+ * caller has checked the room for allocated. own_front: the calling
+ * thread's front when it owns the one beside this shard part, else NULL:
+ * its unfolded change counts in the estimate, so that one thread's level
+ * is exact. */
+static inline void family_up(curdi_pool *pool, family_part *part,
+                             const pool_front *own_front,
+                             enum pool_family family, uint64_t amount)
+{
+    part->allocated += amount;
+    int64_t delta = delta_of(part) + (int64_t)amount;
+    delta_set(part, delta);
+    if (delta >= family_quantum[family]) {
+        family_flush(pool, part, family);
+        delta = 0;
+    }
+    peak_check(pool, family,
+               pool_level(pool, family) + delta +
+                   (own_front != NULL ? front_delta(own_front, family) : 0));
+}
+
 static inline void family_down(curdi_pool *pool, family_part *part,
                                enum pool_family family, uint64_t amount)
 {
@@ -664,20 +740,18 @@ static inline void family_down(curdi_pool *pool, family_part *part,
         family_flush(pool, part, family);
 }
 
-/* The families a block moves through, counted in one part array (a
- * shard's or a front's families[]); `beside` is the other part array of
- * the calling thread's shard (family_up says why). */
+/* The families a block moves through, counted in a shard's part array;
+ * own_front as for family_up. */
 static inline void count_live_up(curdi_pool *pool, family_part *parts,
-                                 const family_part *beside,
+                                 const pool_front *own_front,
                                  size_t class_bytes, size_t byte_len)
 {
-    family_up(pool, &parts[FAMILY_LIVE_BYTES], &beside[FAMILY_LIVE_BYTES],
-              FAMILY_LIVE_BYTES, class_bytes);
-    family_up(pool, &parts[FAMILY_LIVE_BLOCKS], &beside[FAMILY_LIVE_BLOCKS],
+    family_up(pool, &parts[FAMILY_LIVE_BYTES], own_front, FAMILY_LIVE_BYTES,
+              class_bytes);
+    family_up(pool, &parts[FAMILY_LIVE_BLOCKS], own_front,
               FAMILY_LIVE_BLOCKS, 1);
-    family_up(pool, &parts[FAMILY_REQUESTED_BYTES],
-              &beside[FAMILY_REQUESTED_BYTES], FAMILY_REQUESTED_BYTES,
-              byte_len);
+    family_up(pool, &parts[FAMILY_REQUESTED_BYTES], own_front,
+              FAMILY_REQUESTED_BYTES, byte_len);
 }
 
 static inline void count_live_down(curdi_pool *pool, family_part *parts,
@@ -691,13 +765,13 @@ static inline void count_live_down(curdi_pool *pool, family_part *parts,
 }
 
 static inline void count_cached_up(curdi_pool *pool, family_part *parts,
-                                   const family_part *beside,
+                                   const pool_front *own_front,
                                    size_t class_bytes)
 {
-    family_up(pool, &parts[FAMILY_CACHED_BYTES],
-              &beside[FAMILY_CACHED_BYTES], FAMILY_CACHED_BYTES, class_bytes);
-    family_up(pool, &parts[FAMILY_CACHED_BLOCKS],
-              &beside[FAMILY_CACHED_BLOCKS], FAMILY_CACHED_BLOCKS, 1);
+    family_up(pool, &parts[FAMILY_CACHED_BYTES], own_front,
+              FAMILY_CACHED_BYTES, class_bytes);
+    family_up(pool, &parts[FAMILY_CACHED_BLOCKS], own_front,
+              FAMILY_CACHED_BLOCKS, 1);
 }
 
 static inline void count_cached_down(curdi_pool *pool, family_part *parts,
@@ -706,6 +780,72 @@ static inline void count_cached_down(curdi_pool *pool, family_part *parts,
     family_down(pool, &parts[FAMILY_CACHED_BYTES], FAMILY_CACHED_BYTES,
                 class_bytes);
     family_down(pool, &parts[FAMILY_CACHED_BLOCKS], FAMILY_CACHED_BLOCKS, 1);
+}
+
+/* A block out of the front (a hit) and into it, counted in its moves by
+ * its owner. The live families rise on a hit, the cached ones on a
+ * release (their changes are the live ones' negatives); a change past a
+ * quantum folds the front into the pool's levels; the estimate for the
+ * peak adds the owner's shard's unflushed change, so that one thread's
+ * level is exact. */
+static inline bool past_quantum(int64_t delta, int64_t quantum)
+{
+    return delta >= quantum || delta <= -quantum;
+}
+
+static inline __attribute__((always_inline)) void
+front_count(curdi_pool *pool, pool_front *front, const pool_shard *own,
+            size_t class_bytes, size_t byte_len, bool out)
+{
+    front_moves *moves = &front->moves;
+    if (out) {
+        moves->out_blocks += 1;
+        moves->out_bytes += class_bytes;
+        moves->out_requested += byte_len;
+    } else {
+        moves->in_blocks += 1;
+        moves->in_bytes += class_bytes;
+        moves->in_requested += byte_len;
+    }
+    int64_t live_bytes = front_delta(front, FAMILY_LIVE_BYTES);
+    int64_t live_blocks = front_delta(front, FAMILY_LIVE_BLOCKS);
+    int64_t requested = front_delta(front, FAMILY_REQUESTED_BYTES);
+    if (past_quantum(live_bytes, BYTES_QUANTUM) ||
+        past_quantum(live_blocks, BLOCKS_QUANTUM) ||
+        past_quantum(requested, BYTES_QUANTUM)) {
+        front_fold(pool, front);
+        live_bytes = live_blocks = requested = 0;
+    }
+    const family_part *f = own->families;
+    if (out) {
+        peak_check(pool, FAMILY_LIVE_BYTES,
+                   pool_level(pool, FAMILY_LIVE_BYTES) + live_bytes +
+                       delta_of(&f[FAMILY_LIVE_BYTES]));
+        peak_check(pool, FAMILY_LIVE_BLOCKS,
+                   pool_level(pool, FAMILY_LIVE_BLOCKS) + live_blocks +
+                       delta_of(&f[FAMILY_LIVE_BLOCKS]));
+        peak_check(pool, FAMILY_REQUESTED_BYTES,
+                   pool_level(pool, FAMILY_REQUESTED_BYTES) + requested +
+                       delta_of(&f[FAMILY_REQUESTED_BYTES]));
+    } else {
+        peak_check(pool, FAMILY_CACHED_BYTES,
+                   pool_level(pool, FAMILY_CACHED_BYTES) - live_bytes +
+                       delta_of(&f[FAMILY_CACHED_BYTES]));
+        peak_check(pool, FAMILY_CACHED_BLOCKS,
+                   pool_level(pool, FAMILY_CACHED_BLOCKS) - live_blocks +
+                       delta_of(&f[FAMILY_CACHED_BLOCKS]));
+    }
+}
+
+/* Room in a front's moves for one more: a front whose share is full only
+ * sends its owner to the shard. */
+static inline bool front_room(const front_moves *moves, size_t class_bytes,
+                              size_t byte_len)
+{
+    uint64_t any = moves->out_blocks | moves->out_bytes |
+                   moves->out_requested | moves->in_blocks | moves->in_bytes |
+                   moves->in_requested | class_bytes | byte_len;
+    return any <= FRONT_COUNTER_MAX / 2u;
 }
 
 /* Shares stay far below their cap in any real run. When every value and
@@ -928,6 +1068,12 @@ static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
 static inline pool_front *owned_front(curdi_pool *pool, unsigned index)
 {
     return thread_front == FRONT_OWNED ? &pool->shards[index].front : NULL;
+}
+
+/* The front beside the caller's own shard, when the caller owns it. */
+static inline const pool_front *own_front_of(const pool_shard *own)
+{
+    return thread_front == FRONT_OWNED ? &own->front : NULL;
 }
 
 /* The owner's way in: a plain store and a plain load, no locked
@@ -1472,10 +1618,8 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
                                     sizeof *front->slots);
         atomic_init(&front->busy, false);
         atomic_init(&front->revoked, false);
-        for (unsigned f = 0; f < FAMILY_COUNT; f++) {
-            atomic_init(&front->families[f].delta, 0);
+        for (unsigned f = 0; f < FAMILY_COUNT; f++)
             atomic_init(&shard->families[f].delta, 0);
-        }
         bool live_made =
             curdi_hash_map_init(&shard->live, 0, INITIAL_LIVE_SLOTS);
         atomic_init(&shard->lock, false);
@@ -1774,7 +1918,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_live_table(pool);
     }
-    count_live_up(pool, own->families, own->front.families, class_bytes,
+    count_live_up(pool, own->families, own_front_of(own), class_bytes,
                   byte_len);
     uint32_t token = tokened ? hand_out(block, byte_len) : 0;
     shard_unlock(own);
@@ -1799,18 +1943,14 @@ acquire_from_front(curdi_pool *pool, pool_shard *own,
     if (!front_enter(front))
         return false;
     if (front->counts[class_index] == 0 ||
-        !room_for_acquire(front->families, front->cache_hits,
-                          FRONT_COUNTER_MAX, class_bytes, byte_len, true)) {
+        !front_room(&front->moves, class_bytes, byte_len)) {
         front_leave(front);
         return false;
     }
     pool_block *block = *front_top(front, class_index);
     front->counts[class_index]--;
     front->cached_bytes -= class_bytes;
-    count_cached_down(pool, front->families, class_bytes);
-    count_live_up(pool, front->families, own->families, class_bytes,
-                  byte_len);
-    front->cache_hits++;
+    front_count(pool, front, own, class_bytes, byte_len, true);
     if (front->lease_bytes - front->cached_bytes > 2u * pool->lease_slack)
         lease_give_back(pool, &front->lease_bytes, front->cached_bytes,
                         pool->lease_slack);
@@ -1920,7 +2060,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
             (void)stack_pop(own, class_index);
         }
         count_cached_down(pool, own->families, class_bytes);
-        count_live_up(pool, own->families, own->front.families, class_bytes,
+        count_live_up(pool, own->families, own_front_of(own), class_bytes,
                       byte_len);
         own->cache_hits++;
         if (own->lease_bytes - own->cached_bytes > 2u * pool->lease_slack)
@@ -2008,8 +2148,7 @@ static void cache_locked(curdi_pool *pool, pool_shard *shard,
         front_push_locked(shard, own_front, block);
     else
         stack_push(shard, block);
-    count_cached_up(pool, shard->families, shard->front.families,
-                    block->class_bytes);
+    count_cached_up(pool, shard->families, own_front, block->class_bytes);
 }
 
 /* The rest of a release once the block is the caller's to place: found in
@@ -2142,8 +2281,7 @@ release_to_front(curdi_pool *pool, pool_shard *own,
     size_t class_bytes = block->class_bytes;
     unsigned count = front->counts[class_index];
     if (count >= FRONT_DEPTH || !cacheable(pool, own, block, count) ||
-        !room_for_release(front->families, FRONT_COUNTER_MAX, class_bytes,
-                          block->byte_len, true) ||
+        !front_room(&front->moves, class_bytes, block->byte_len) ||
         !lease_cover(pool, &front->lease_bytes, front->cached_bytes,
                      class_bytes)) {
         front_leave(front);
@@ -2152,8 +2290,7 @@ release_to_front(curdi_pool *pool, pool_shard *own,
     front->counts[class_index] = (uint8_t)(count + 1u);
     *front_top(front, class_index) = block;
     front->cached_bytes += class_bytes;
-    count_live_down(pool, front->families, class_bytes, block->byte_len);
-    count_cached_up(pool, front->families, own->families, class_bytes);
+    front_count(pool, front, own, class_bytes, block->byte_len, false);
     live_unreserve(pool, class_bytes);
     front_leave(front);
     return true;
@@ -2238,13 +2375,13 @@ static void family_read(curdi_pool *pool, enum pool_family family,
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_shard *shard = &pool->shards[i];
         family_flush(pool, &shard->families[family], family);
-        family_flush(pool, &shard->front.families[family], family);
+        uint64_t front_allocated, front_freed;
+        front_amounts(&shard->front.moves, family, &front_allocated,
+                      &front_freed);
         /* A shard's and a front's shares together stay within
          * 2^64 / SHARD_COUNT: the sums fit. */
-        allocated += shard->families[family].allocated +
-                     shard->front.families[family].allocated;
-        freed += shard->families[family].freed +
-                 shard->front.families[family].freed;
+        allocated += shard->families[family].allocated + front_allocated;
+        freed += shard->families[family].freed + front_freed;
     }
     int64_t level = atomic_load(&pool->families[family].level);
     out->current = level > 0 ? (uint64_t)level : 0;
@@ -2264,6 +2401,8 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
     /* Every thread's front is folded in: revoked, so its owner is out. */
     lock_all(pool);
     fronts_revoke(pool);
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        front_fold(pool, &pool->shards[i].front);
     family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
     family_read(pool, FAMILY_CACHED_BYTES, &out->cached_bytes);
     family_read(pool, FAMILY_REQUESTED_BYTES, &out->requested_bytes);
@@ -2271,7 +2410,7 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
     family_read(pool, FAMILY_CACHED_BLOCKS, &out->cached_blocks);
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         out->cache_hits +=
-            pool->shards[i].cache_hits + pool->shards[i].front.cache_hits;
+            pool->shards[i].cache_hits + pool->shards[i].front.moves.out_blocks;
     fronts_restore(pool);
     unlock_all(pool);
     out->upstream_allocs = atomic_load(&pool->upstream_allocs);
@@ -2290,23 +2429,24 @@ void curdi_pool_stats_reset(curdi_pool *pool)
         return;
     lock_all(pool);
     fronts_revoke(pool);
+    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+        pool_front *front = &pool->shards[i].front;
+        front_fold(pool, front);
+        memset(&front->moves, 0, sizeof front->moves);
+        memset(&front->folded, 0, sizeof front->folded);
+    }
     for (unsigned f = 0; f < FAMILY_COUNT; f++) {
         for (unsigned i = 0; i < SHARD_COUNT; i++) {
-            family_part *parts[] = {&pool->shards[i].families[f],
-                                    &pool->shards[i].front.families[f]};
-            for (unsigned p = 0; p < 2; p++) {
-                family_flush(pool, parts[p], (enum pool_family)f);
-                parts[p]->allocated = 0;
-                parts[p]->freed = 0;
-            }
+            family_part *part = &pool->shards[i].families[f];
+            family_flush(pool, part, (enum pool_family)f);
+            part->allocated = 0;
+            part->freed = 0;
         }
         int64_t level = atomic_load(&pool->families[f].level);
         atomic_store(&pool->families[f].peak, level > 0 ? (uint64_t)level : 0);
     }
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
         pool->shards[i].cache_hits = 0;
-        pool->shards[i].front.cache_hits = 0;
-    }
     fronts_restore(pool);
     unlock_all(pool);
     atomic_store(&pool->upstream_allocs, 0);
