@@ -1225,6 +1225,10 @@ static pool_block *record_new(curdi_pool *pool)
         pool->spare_records = block->next;
         pthread_mutex_unlock(&pool->records_lock);
         block->next = NULL;
+        /* Its generation goes on, so that no earlier token names it. */
+        uint32_t generation = atomic_load(&block->state) >> 8;
+        atomic_store_explicit(&block->state, state_of(generation, BLOCK_IDLE),
+                              memory_order_relaxed);
         return block;
     }
     /* A cache line of its own: a record is written on every acquire and
