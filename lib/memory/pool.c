@@ -300,6 +300,7 @@ typedef struct pool_front {
     uint64_t lease_bytes; /* >= cached_bytes */
     front_moves moves;  /* since the last stats reset */
     front_moves folded; /* moves when the front last folded its level */
+    bool unfolded;      /* moves != folded: the front changed a level */
 } pool_front;
 
 typedef struct pool_shard {
@@ -677,6 +678,7 @@ static void front_fold(curdi_pool *pool, pool_front *front)
                                       memory_order_relaxed);
     }
     front->folded = front->moves;
+    front->unfolded = false;
 }
 
 /* Raises the peak of a family past which `level`, an estimate of the
@@ -711,9 +713,9 @@ static inline int64_t pool_level(curdi_pool *pool, enum pool_family family)
 /* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
  * 2 * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
  * caller has checked the room for allocated. own_front: the calling
- * thread's front when it owns the one beside this shard part, else NULL:
- * its unfolded change counts in the estimate, so that one thread's level
- * is exact. */
+ * thread's front when it owns the one beside this shard part and the front
+ * has an unfolded change (unfolded_front_of), else NULL: that change
+ * counts in the estimate, so that one thread's level is exact. */
 static inline void family_up(curdi_pool *pool, family_part *part,
                              const pool_front *own_front,
                              enum pool_family family, uint64_t amount)
@@ -798,6 +800,7 @@ front_count(curdi_pool *pool, pool_front *front, const pool_shard *own,
             size_t class_bytes, size_t byte_len, bool out)
 {
     front_moves *moves = &front->moves;
+    front->unfolded = true;
     if (out) {
         moves->out_blocks += 1;
         moves->out_bytes += class_bytes;
@@ -1070,10 +1073,12 @@ static inline pool_front *owned_front(curdi_pool *pool, unsigned index)
     return thread_front == FRONT_OWNED ? &pool->shards[index].front : NULL;
 }
 
-/* The front beside the caller's own shard, when the caller owns it. */
-static inline const pool_front *own_front_of(const pool_shard *own)
+/* The front beside the caller's own shard when the caller owns it and it
+ * has a level change not yet folded (what family_up must add), else NULL. */
+static inline const pool_front *unfolded_front_of(const pool_shard *own)
 {
-    return thread_front == FRONT_OWNED ? &own->front : NULL;
+    return thread_front == FRONT_OWNED && own->front.unfolded ? &own->front
+                                                              : NULL;
 }
 
 /* The owner's way in: a plain store and a plain load, no locked
@@ -1922,7 +1927,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_live_table(pool);
     }
-    count_live_up(pool, own->families, own_front_of(own), class_bytes,
+    count_live_up(pool, own->families, unfolded_front_of(own), class_bytes,
                   byte_len);
     uint32_t token = tokened ? hand_out(block, byte_len) : 0;
     shard_unlock(own);
@@ -2012,12 +2017,13 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
 
     unsigned own_index = own_shard_index();
     pool_shard *own = &pool->shards[own_index];
-    pool_front *front = class_index < pool->hot_count
+    /* The front serves token-bearing blocks only: one that goes into a
+     * table takes the lock anyway (and curdi_pool_release puts blocks back
+     * on the stack, cache_locked says why). */
+    pool_front *front = out_token != NULL && class_index < pool->hot_count
                             ? owned_front(pool, own_index)
                             : NULL;
-    /* Only a token-bearing block may leave without a table entry, hence
-     * without the lock. */
-    if (front != NULL && out_token != NULL && front->active &&
+    if (front != NULL && front->active &&
         acquire_from_front(pool, own, front, byte_len, class_bytes,
                            class_index, out_address, out_token)) {
         *out_class_bytes = class_bytes;
@@ -2064,7 +2070,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
             (void)stack_pop(own, class_index);
         }
         count_cached_down(pool, own->families, class_bytes);
-        count_live_up(pool, own->families, own_front_of(own), class_bytes,
+        count_live_up(pool, own->families, unfolded_front_of(own), class_bytes,
                       byte_len);
         own->cache_hits++;
         if (own->lease_bytes - own->cached_bytes > 2u * pool->lease_slack)
@@ -2143,16 +2149,23 @@ curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
  * Release
  * ---------------------------------------------------------------------- */
 /* Caches a released block in a locked shard, on the caller's own front
- * when it has one for the class, and counts it there. */
-static void cache_locked(curdi_pool *pool, pool_shard *shard,
-                         pool_block *block, pool_front *own_front)
+ * when it has one for the class and the block came back by its token
+ * (a block of curdi_pool_acquire goes back to the stack: its next acquire
+ * takes the lock anyway, and keeping its lease in the shard keeps that
+ * path as cheap as before fronts), and counts it there. */
+static inline __attribute__((always_inline)) void
+cache_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
+             pool_front *own_front, bool to_front)
 {
-    if (own_front != NULL && own_front->active &&
+    if (to_front && own_front != NULL && own_front->active &&
         block->index != 0 && block->class_index < pool->hot_count)
         front_push_locked(shard, own_front, block);
     else
         stack_push(shard, block);
-    count_cached_up(pool, shard->families, own_front, block->class_bytes);
+    count_cached_up(pool, shard->families,
+                    own_front != NULL && own_front->unfolded ? own_front
+                                                             : NULL,
+                    block->class_bytes);
 }
 
 /* The rest of a release once the block is the caller's to place: found in
@@ -2161,13 +2174,14 @@ static void cache_locked(curdi_pool *pool, pool_shard *shard,
  * cached there or freed upstream. own_front: the caller's front when shard
  * is its own shard and it owns the fronts, else NULL. On CURD_E_OVERFLOW
  * nothing was counted or moved. */
-static curd_status release_locked(curdi_pool *pool, pool_shard *shard,
-                                  pool_block *block,
-                                  curdi_hash_map_cursor *at,
-                                  pool_front *own_front)
+static inline __attribute__((always_inline)) curd_status
+release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
+               curdi_hash_map_cursor *at, pool_front *own_front)
 {
     size_t class_bytes = block->class_bytes;
-    unsigned in_front = own_front != NULL &&
+    /* The front's blocks of the class count against the slots on the
+     * token path, where the front and the stack are one LIFO. */
+    unsigned in_front = at == NULL && own_front != NULL &&
                                 block->class_index < pool->hot_count
                             ? own_front->counts[block->class_index]
                             : 0;
@@ -2191,7 +2205,7 @@ static curd_status release_locked(curdi_pool *pool, pool_shard *shard,
     count_live_down(pool, shard->families, class_bytes, block->byte_len);
     live_unreserve(pool, class_bytes);
     if (cache) {
-        cache_locked(pool, shard, block, own_front);
+        cache_locked(pool, shard, block, own_front, at == NULL);
         shard_unlock(shard);
         return CURD_OK;
     }
@@ -2204,7 +2218,7 @@ static curd_status release_locked(curdi_pool *pool, pool_shard *shard,
             room_for_cache(shard->families, SHARD_COUNTER_MAX, class_bytes) &&
             lease_cover(pool, &shard->lease_bytes, shard->cached_bytes,
                         class_bytes)) {
-            cache_locked(pool, shard, block, own_front);
+            cache_locked(pool, shard, block, own_front, at == NULL);
             shard_unlock(shard);
             atomic_fetch_sub(&pool->busy, 1u);
             return CURD_OK;
@@ -2267,8 +2281,6 @@ static curd_status release(curdi_pool *pool, uint64_t address,
     pool_front *own_front = shard == &pool->shards[own_index]
                                 ? owned_front(pool, own_index)
                                 : NULL;
-    if (own_front != NULL && block->class_index < pool->hot_count)
-        front_activate(pool, own_front);
     return release_locked(pool, shard, block, &at, own_front);
 }
 
