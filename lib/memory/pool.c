@@ -2019,16 +2019,12 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
     pool_shard *own = &pool->shards[own_index];
     /* The front serves token-bearing blocks only: one that goes into a
      * table takes the lock anyway (and curdi_pool_release puts blocks back
-     * on the stack, cache_locked says why). */
+     * on the stack, cache_locked says why). Its lock-free hit is
+     * curdi_pool_acquire_block's; here, by the lock, its blocks come
+     * first. */
     pool_front *front = out_token != NULL && class_index < pool->hot_count
                             ? owned_front(pool, own_index)
                             : NULL;
-    if (front != NULL && front->active &&
-        acquire_from_front(pool, own, front, byte_len, class_bytes,
-                           class_index, out_address, out_token)) {
-        *out_class_bytes = class_bytes;
-        return CURD_OK;
-    }
     shard_lock(own);
     /* The own front (by the lock: the owner) and the stack are one LIFO,
      * the front on top. */
@@ -2115,11 +2111,12 @@ curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
                                      size_t *out_class_bytes,
                                      uint32_t *out_token)
 {
-    /* The hit in the caller's own front with the fewest checks: a request
-     * of 1 to FRONT_CLASS_MAX bytes has a hot class, which the table
-     * gives; a block in the front proves the class fits the upstream;
-     * without a live limit nothing is reserved. Everything else (and a
-     * front with no block of the class) takes the whole path. */
+    /* The hit in the caller's own front, the only lock-free one, with the
+     * fewest checks: a request of 1 to FRONT_CLASS_MAX bytes has a hot
+     * class, which the table gives; a block in the front proves the class
+     * fits the upstream; without a live limit nothing is reserved (with
+     * one, the whole path below takes the front's block by the lock).
+     * Everything else takes the whole path. */
     if (pool != NULL && out_address != NULL && out_class_bytes != NULL &&
         out_token != NULL && byte_len - 1u < FRONT_CLASS_MAX &&
         thread_front == FRONT_OWNED && pool->live_limit_bytes == 0 &&
