@@ -7,7 +7,8 @@
 #   make check-plain     just the unit tests (what the Debian build runs)
 #   make check-gpu       the unit tests with every skip counted as a failure
 #   make check-asan      everything rebuilt in build-asan/ with ASan+UBSan
-#   make check-tsan      the *thread* tests, the soak and test-comm-fake rebuilt
+#   make check-tsan      the *thread* tests, the soak, test-comm-fake and
+#                        test-pool (its /pool/front tests run threads) rebuilt
 #                        in build-tsan/ with TSan
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS,
@@ -317,7 +318,8 @@ check-asan:
 # ThreadSanitizer needs clang here and a fixed address layout on some
 # kernels, hence setarch -R when it is available.
 TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c) \
-               tests/test-soak-gpu-fake.c tests/test-comm-fake.c)
+               tests/test-soak-gpu-fake.c tests/test-comm-fake.c \
+               tests/test-pool.c)
 TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")

@@ -218,7 +218,7 @@ typedef struct curd_block {
     size_t byte_len;     /* what was asked for */
     size_t class_bytes;  /* what the block really holds (>= byte_len) */
     uint32_t pool_kind;  /* curd_pool_kind */
-    uint32_t reserved;
+    uint32_t reserved;   /* curd's own (a token naming the block); keep it */
 } curd_block;
 
 CURD_API curd_status curd_block_acquire(curd_device *device,
@@ -233,7 +233,7 @@ CURD_API curd_status curd_block_release(curd_device *device,
 /* A level and its history: current and peak levels, cumulative amounts
  * added (allocated) and removed (freed). For the pools, current, allocated
  * and freed are exact; peak is exact while one thread uses a pool and, with
- * threads using it at once, may be off by less than 1 MiB (16 blocks) per
+ * threads using it at once, may be off by less than 2 MiB (32 blocks) per
  * other thread (an exact running maximum would cost every acquire a write
  * shared by all threads), though a cached_bytes peak never passes the
  * pool's cache_budget_bytes. */

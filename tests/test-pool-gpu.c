@@ -757,6 +757,9 @@ static unsigned sweep_run(const sweep_op *ops, unsigned fail_at, int cu_result,
     model.fail_at = fail_at;
     model.fail_status = as_status;
     curd_test_faults_begin(fail_at, cu_result, "cuMemAlloc");
+    /* The blocks as handed out: a release passes one back unchanged. */
+    curd_block held[SWEEP_OPS];
+    size_t held_count = 0;
     for (size_t i = 0; i < SWEEP_OPS; i++) {
         const sweep_op *op = &ops[i];
         if (op->kind == 0) {
@@ -774,6 +777,7 @@ static unsigned sweep_run(const sweep_op *ops, unsigned fail_at, int cu_result,
                         fail_at, i, op->byte_len, curd_status_name(got),
                         curd_last_error(), curd_status_name(want));
             if (got == CURD_OK) {
+                held[held_count++] = block;
                 g_assert_cmpuint(block.class_bytes, ==, want_class);
                 if (predicted != 0)
                     g_assert_cmpuint(block.device_ptr, ==, predicted);
@@ -783,10 +787,12 @@ static unsigned sweep_run(const sweep_op *ops, unsigned fail_at, int cu_result,
             }
         } else if (op->kind == 1 && model.live_count > 0) {
             pm_block live = model.live[op->pick % model.live_count];
-            curd_block block = {.device_ptr = live.address,
-                                .byte_len = live.byte_len,
-                                .class_bytes = live.class_bytes,
-                                .pool_kind = CURD_POOL_DEVICE};
+            size_t at = 0;
+            while (held[at].device_ptr != live.address)
+                at++; /* the model's live blocks are all held */
+            curd_block block = held[at];
+            held[at] = held[--held_count];
+            g_assert_cmpuint(block.byte_len, ==, live.byte_len);
             g_assert_cmpint(curd_block_release(device, &block), ==, CURD_OK);
             g_assert_cmpint(pm_release(&model, live.address), ==, CURD_OK);
         } else if (op->kind == 2) {

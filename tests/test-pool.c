@@ -8,6 +8,8 @@
  * seed replays a failure. */
 #include <glib.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1108,6 +1110,391 @@ static void test_failing_each_upstream_allocation_leaves_counters_exact(void)
     }
 }
 
+/* ------------------------------------------------------------------------
+ * Fronts and tokens: curdi_pool_acquire_block / _release_block, the pair
+ * behind curd_block_acquire and curd_block_release
+ * ---------------------------------------------------------------------- */
+typedef struct held_block {
+    uint64_t address;
+    size_t class_bytes;
+    size_t byte_len;
+    uint32_t token;
+} held_block;
+
+static held_block block_acquire_ok(curdi_pool *pool, size_t byte_len)
+{
+    held_block block = {.byte_len = byte_len};
+    curd_status status = curdi_pool_acquire_block(
+        pool, byte_len, &block.address, &block.class_bytes, &block.token);
+    if (status != CURD_OK)
+        g_error("block acquire of %zu bytes failed: %s: %s", byte_len,
+                curd_status_name(status), curd_last_error());
+    g_assert_cmpuint(block.address, !=, 0);
+    g_assert_cmpuint(block.class_bytes, >=, byte_len);
+    return block;
+}
+
+static curd_status block_release(curdi_pool *pool, const held_block *block)
+{
+    return curdi_pool_release_block(pool, block->address, block->class_bytes,
+                                    block->byte_len, block->token);
+}
+
+static void block_release_ok(curdi_pool *pool, const held_block *block)
+{
+    curd_status status = block_release(pool, block);
+    if (status != CURD_OK)
+        g_error("block release of 0x%" PRIx64 " failed: %s: %s",
+                block->address, curd_status_name(status), curd_last_error());
+}
+
+/* The release is refused as stale and changes no statistic. */
+static void assert_block_release_stale(curdi_pool *pool,
+                                       const held_block *block)
+{
+    curd_pool_stats before = stats_of(pool);
+    g_assert_cmpint(block_release(pool, block), ==, CURD_E_STALE_HANDLE);
+    curd_test_assert_fix_sentence();
+    curd_pool_stats after = stats_of(pool);
+    assert_stats_equal(&before, &after);
+}
+
+static void test_front_hit_is_the_same_block_with_a_new_token(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    held_block first = block_acquire_ok(pool, 4096);
+    g_assert_cmpuint(first.token, !=, 0);
+    block_release_ok(pool, &first);
+    curd_pool_stats before = stats_of(pool);
+    held_block again = block_acquire_ok(pool, 4000);
+    curd_pool_stats after = stats_of(pool);
+    g_assert_cmpuint(again.address, ==, first.address);
+    g_assert_cmpuint(again.class_bytes, ==, first.class_bytes);
+    g_assert_cmpuint(again.token, !=, first.token);
+    g_assert_cmpuint(after.cache_hits, ==, before.cache_hits + 1);
+    g_assert_cmpuint(after.upstream_allocs, ==, before.upstream_allocs);
+    g_assert_cmpuint(after.live_bytes.current, ==, first.class_bytes);
+    g_assert_cmpuint(after.requested_bytes.current, ==, 4000);
+    g_assert_cmpuint(after.cached_blocks.current, ==, 0);
+    /* The first holder's copy names an earlier hand-out of the block. */
+    assert_block_release_stale(pool, &first);
+    block_release_ok(pool, &again);
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
+static void test_front_release_twice_or_altered_is_stale(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    curdi_pool *other = pool_new(&upstream, MIB, 0);
+    held_block block = block_acquire_ok(pool, 3000);
+    held_block neighbour = block_acquire_ok(pool, 3000);
+    held_block elsewhere = block_acquire_ok(other, 3000);
+    held_block altered[] = {block, block, block, block, block, block, block};
+    altered[0].token ^= 1u;                  /* generation */
+    altered[1].token = neighbour.token;      /* another block's token */
+    altered[2].token = 0;                    /* no token: not in a table */
+    altered[3].byte_len -= 1;
+    altered[4].class_bytes *= 2;
+    altered[5].address += 256;
+    altered[6].token += 1u << 20;            /* an index never handed out */
+    for (size_t i = 0; i < G_N_ELEMENTS(altered); i++)
+        assert_block_release_stale(pool, &altered[i]);
+    /* Another pool: its directory has no such block out. */
+    assert_block_release_stale(other, &block);
+    block_release_ok(pool, &block);
+    assert_block_release_stale(pool, &block);
+    block_release_ok(pool, &neighbour);
+    block_release_ok(other, &elsewhere);
+    curdi_pool_destroy(other);
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
+/* A thread that caches blocks in its front, then waits to be told to go
+ * on (and then to exit). */
+typedef struct parked_thread {
+    curdi_pool *pool;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    unsigned stage; /* 1: parked, 2: go on */
+    size_t byte_len;
+    unsigned cached; /* blocks it acquires and releases */
+    bool hold_one;   /* then keeps one block out */
+    bool acquire_after; /* on going on, one more acquire and release */
+    held_block held;
+    curd_pool_stats before_after, after_after;
+} parked_thread;
+
+static void *parked_main(void *opaque)
+{
+    parked_thread *parked = opaque;
+    held_block blocks[4];
+    for (unsigned i = 0; i < parked->cached; i++)
+        blocks[i] = block_acquire_ok(parked->pool, parked->byte_len);
+    for (unsigned i = parked->cached; i-- > 0;)
+        block_release_ok(parked->pool, &blocks[i]);
+    if (parked->hold_one)
+        parked->held = block_acquire_ok(parked->pool, parked->byte_len);
+    pthread_mutex_lock(&parked->lock);
+    parked->stage = 1;
+    pthread_cond_broadcast(&parked->cond);
+    while (parked->stage != 2)
+        pthread_cond_wait(&parked->cond, &parked->lock);
+    pthread_mutex_unlock(&parked->lock);
+    if (parked->acquire_after) {
+        parked->before_after = stats_of(parked->pool);
+        held_block block = block_acquire_ok(parked->pool, parked->byte_len);
+        parked->after_after = stats_of(parked->pool);
+        block_release_ok(parked->pool, &block);
+    }
+    return NULL;
+}
+
+static void parked_start(parked_thread *parked)
+{
+    pthread_mutex_init(&parked->lock, NULL);
+    pthread_cond_init(&parked->cond, NULL);
+    parked->stage = 0;
+    g_assert_cmpint(pthread_create(&parked->thread, NULL, parked_main, parked),
+                    ==, 0);
+    pthread_mutex_lock(&parked->lock);
+    while (parked->stage != 1)
+        pthread_cond_wait(&parked->cond, &parked->lock);
+    pthread_mutex_unlock(&parked->lock);
+}
+
+static void parked_finish(parked_thread *parked)
+{
+    pthread_mutex_lock(&parked->lock);
+    parked->stage = 2;
+    pthread_cond_broadcast(&parked->cond);
+    pthread_mutex_unlock(&parked->lock);
+    g_assert_cmpint(pthread_join(parked->thread, NULL), ==, 0);
+    pthread_mutex_destroy(&parked->lock);
+    pthread_cond_destroy(&parked->cond);
+}
+
+static void test_front_trim_reaches_blocks_a_live_thread_caches(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    parked_thread parked = {.pool = pool, .byte_len = 4096, .cached = 2,
+                            .acquire_after = true};
+    parked_start(&parked);
+    curd_pool_stats stats = stats_of(pool);
+    g_assert_cmpuint(stats.cached_blocks.current, ==, 2);
+    g_assert_cmpuint(upstream.held_blocks, ==, 2);
+    uint64_t freed = 0;
+    g_assert_cmpint(curdi_pool_trim_checked(pool, 0, &freed), ==, CURD_OK);
+    g_assert_cmpuint(freed, ==, 2 * 4096);
+    g_assert_cmpuint(upstream.held_blocks, ==, 0);
+    stats = stats_of(pool);
+    g_assert_cmpuint(stats.cached_bytes.current, ==, 0);
+    g_assert_cmpuint(stats.cached_bytes.freed, ==, 2 * 4096);
+    /* Its front is empty now: its next acquire goes upstream. */
+    parked_finish(&parked);
+    g_assert_cmpuint(parked.after_after.upstream_allocs, ==,
+                     parked.before_after.upstream_allocs + 1);
+    g_assert_cmpuint(parked.after_after.cache_hits, ==,
+                     parked.before_after.cache_hits);
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
+static void test_front_an_exiting_thread_gives_its_blocks_back(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    parked_thread parked = {.pool = pool, .byte_len = 8192, .cached = 2};
+    parked_start(&parked);
+    parked_finish(&parked); /* it exits */
+    curd_pool_stats before = stats_of(pool);
+    g_assert_cmpuint(before.cached_blocks.current, ==, 2);
+    held_block a = block_acquire_ok(pool, 8192);
+    held_block b = block_acquire_ok(pool, 8000);
+    curd_pool_stats after = stats_of(pool);
+    g_assert_cmpuint(after.cache_hits, ==, before.cache_hits + 2);
+    g_assert_cmpuint(after.upstream_allocs, ==, before.upstream_allocs);
+    g_assert_cmpuint(after.cached_blocks.current, ==, 0);
+    block_release_ok(pool, &a);
+    block_release_ok(pool, &b);
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
+typedef struct release_job {
+    curdi_pool *pool;
+    held_block block;
+    curd_status status;
+} release_job;
+
+static void *release_elsewhere(void *opaque)
+{
+    release_job *job = opaque;
+    job->status = block_release(job->pool, &job->block);
+    return NULL;
+}
+
+static void test_front_a_block_released_by_another_thread(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    release_job job = {.pool = pool, .block = block_acquire_ok(pool, 4096)};
+    pthread_t thread;
+    g_assert_cmpint(pthread_create(&thread, NULL, release_elsewhere, &job),
+                    ==, 0);
+    g_assert_cmpint(pthread_join(thread, NULL), ==, 0);
+    g_assert_cmpint(job.status, ==, CURD_OK);
+    curd_pool_stats stats = stats_of(pool);
+    g_assert_cmpuint(stats.live_blocks.current, ==, 0);
+    g_assert_cmpuint(stats.live_blocks.freed, ==, 1);
+    g_assert_cmpuint(stats.cached_blocks.current, ==, 1);
+    /* The acquiring thread's copy is stale now. */
+    assert_block_release_stale(pool, &job.block);
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
+static void test_front_destroy_with_blocks_a_live_thread_caches(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    parked_thread parked = {.pool = pool, .byte_len = 2048, .cached = 3,
+                            .hold_one = true};
+    parked_start(&parked);
+    g_assert_cmpuint(upstream.held_blocks, ==, 3);
+    /* Two cached in its front, one on its shard, one out with a token:
+     * all go upstream, and its exit later does not touch the pool. */
+    curdi_pool_destroy(pool);
+    g_assert_cmpuint(upstream.held_bytes, ==, 0);
+    g_assert_cmpuint(upstream.held_blocks, ==, 0);
+    parked_finish(&parked);
+    pm_upstream_fini(&upstream);
+}
+
+/* Threads acquiring and releasing through their fronts (and past them),
+ * some blocks released by another thread, with stats and trims running
+ * meanwhile: every statistic adds up to what the threads counted. */
+enum { BUSY_THREADS = 6, BUSY_HELD = 4, BUSY_SHARED = 64 };
+
+typedef struct busy_shared {
+    curdi_pool *pool;
+    pthread_mutex_t lock; /* guards passed */
+    held_block passed[BUSY_SHARED];
+    size_t passed_count;
+    atomic_bool stop;
+} busy_shared;
+
+typedef struct busy_worker {
+    busy_shared *shared;
+    pthread_t thread;
+    guint32 seed;
+    uint64_t acquires, class_bytes, requested;
+} busy_worker;
+
+static void *busy_main(void *opaque)
+{
+    static const size_t sizes[] = {256, 4096, 4096, 4096, 5000, 65536, 200000};
+    busy_worker *worker = opaque;
+    busy_shared *shared = worker->shared;
+    GRand *rand = g_rand_new_with_seed(worker->seed);
+    held_block held[BUSY_HELD];
+    size_t count = 0;
+    for (int op = 0; op < 20000; op++) {
+        if (count < BUSY_HELD && g_rand_boolean(rand)) {
+            size_t byte_len = sizes[g_rand_int_range(rand, 0,
+                                                     G_N_ELEMENTS(sizes))];
+            held[count] = block_acquire_ok(shared->pool, byte_len);
+            worker->acquires++;
+            worker->class_bytes += held[count].class_bytes;
+            worker->requested += byte_len;
+            count++;
+        } else if (count > 0) {
+            held_block block = held[--count];
+            bool pass = g_rand_int_range(rand, 0, 8) == 0;
+            pthread_mutex_lock(&shared->lock);
+            if (pass && shared->passed_count < BUSY_SHARED) {
+                shared->passed[shared->passed_count++] = block;
+                pass = true;
+            } else {
+                pass = false;
+            }
+            held_block other = {0};
+            bool take = shared->passed_count > 0 && g_rand_boolean(rand);
+            if (take)
+                other = shared->passed[--shared->passed_count];
+            pthread_mutex_unlock(&shared->lock);
+            if (!pass)
+                block_release_ok(shared->pool, &block);
+            if (take)
+                block_release_ok(shared->pool, &other);
+        }
+    }
+    while (count > 0)
+        block_release_ok(shared->pool, &held[--count]);
+    g_rand_free(rand);
+    return NULL;
+}
+
+static void test_front_stats_stay_exact_with_several_threads(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, UINT64_MAX);
+    busy_shared shared = {.pool = pool_new(&upstream, 2 * MIB, 0)};
+    pthread_mutex_init(&shared.lock, NULL);
+    atomic_init(&shared.stop, false);
+    busy_worker workers[BUSY_THREADS];
+    for (unsigned i = 0; i < BUSY_THREADS; i++) {
+        workers[i] = (busy_worker){.shared = &shared,
+                                   .seed = (guint32)g_test_rand_int()};
+        g_assert_cmpint(pthread_create(&workers[i].thread, NULL, busy_main,
+                                       &workers[i]),
+                        ==, 0);
+    }
+    /* Stats and trims revoke the fronts while the workers use them. */
+    for (int i = 0; i < 50; i++) {
+        curd_pool_stats stats = stats_of(shared.pool);
+        g_assert_cmpuint(stats.live_bytes.allocated - stats.live_bytes.freed,
+                         ==, stats.live_bytes.current);
+        g_assert_cmpuint(stats.cached_bytes.current, <=, 2 * MIB);
+        if (i % 10 == 0)
+            (void)curdi_pool_trim(shared.pool, MIB);
+        g_usleep(1000);
+    }
+    uint64_t acquires = 0, class_bytes = 0, requested = 0;
+    for (unsigned i = 0; i < BUSY_THREADS; i++) {
+        g_assert_cmpint(pthread_join(workers[i].thread, NULL), ==, 0);
+        acquires += workers[i].acquires;
+        class_bytes += workers[i].class_bytes;
+        requested += workers[i].requested;
+    }
+    while (shared.passed_count > 0)
+        block_release_ok(shared.pool, &shared.passed[--shared.passed_count]);
+    curd_pool_stats stats = stats_of(shared.pool);
+    g_assert_cmpuint(stats.live_blocks.allocated, ==, acquires);
+    g_assert_cmpuint(stats.live_blocks.freed, ==, acquires);
+    g_assert_cmpuint(stats.live_blocks.current, ==, 0);
+    g_assert_cmpuint(stats.live_bytes.allocated, ==, class_bytes);
+    g_assert_cmpuint(stats.live_bytes.current, ==, 0);
+    g_assert_cmpuint(stats.requested_bytes.allocated, ==, requested);
+    g_assert_cmpuint(stats.requested_bytes.current, ==, 0);
+    g_assert_cmpuint(stats.cache_hits + stats.cache_misses, ==, acquires);
+    g_assert_cmpuint(stats.cached_bytes.current, ==, upstream.held_bytes);
+    g_assert_cmpuint(stats.cached_blocks.current, ==, upstream.held_blocks);
+    g_assert_cmpuint(stats.cached_bytes.allocated - stats.cached_bytes.freed,
+                     ==, stats.cached_bytes.current);
+    g_assert_cmpuint(stats.upstream_allocs - stats.upstream_frees, ==,
+                     upstream.held_blocks);
+    g_assert_cmpuint(stats.cache_hits, >, 0);
+    pthread_mutex_destroy(&shared.lock);
+    destroy_and_check_nothing_held(shared.pool, &upstream);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1165,5 +1552,19 @@ int main(int argc, char **argv)
                     test_random_operations_match_the_reference_model);
     g_test_add_func("/pool/faults/failing-each-upstream-allocation-in-turn-leaves-every-counter-exact",
                     test_failing_each_upstream_allocation_leaves_counters_exact);
+    g_test_add_func("/pool/front/a-hit-is-the-same-block-with-a-new-token",
+                    test_front_hit_is_the_same_block_with_a_new_token);
+    g_test_add_func("/pool/front/release-twice-or-altered-or-to-another-pool-is-stale-and-changes-nothing",
+                    test_front_release_twice_or_altered_is_stale);
+    g_test_add_func("/pool/front/trim-reaches-blocks-a-live-thread-caches",
+                    test_front_trim_reaches_blocks_a_live_thread_caches);
+    g_test_add_func("/pool/front/an-exiting-thread-gives-its-blocks-back",
+                    test_front_an_exiting_thread_gives_its_blocks_back);
+    g_test_add_func("/pool/front/a-block-released-by-another-thread-is-released-once",
+                    test_front_a_block_released_by_another_thread);
+    g_test_add_func("/pool/front/destroy-frees-blocks-a-live-thread-caches-or-holds",
+                    test_front_destroy_with_blocks_a_live_thread_caches);
+    g_test_add_func("/pool/front/stats-stay-exact-with-several-threads-and-trims",
+                    test_front_stats_stay_exact_with_several_threads);
     return g_test_run();
 }

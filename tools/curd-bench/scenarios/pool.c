@@ -357,6 +357,12 @@ static int check_raw_host_block(const bench_env *env, uint64_t *seed,
 /* ------------------------------------------------------------------------
  * pool/device-hit
  * ---------------------------------------------------------------------- */
+/* A hit's acquire + release pair through the public API, absolute (issue
+ * 28): 42 ns on the H100 host while every hit took its shard's lock twice
+ * and the live table's hash; the threads' fronts and the blocks' tokens
+ * (lib/memory/pool.c) are what it measures. */
+#define DEVICE_HIT_TARGET_NS 25.0
+
 int bench_pool_device_hit(const bench_env *env)
 {
     bench_scenario scenario;
@@ -400,7 +406,8 @@ int bench_pool_device_hit(const bench_env *env)
     if (bench_measure(&scenario) != 0)
         goto done;
 
-    bench_check_median_ns(&scenario, public_api, 100.0, "< 100 ns");
+    bench_check_median_ns(&scenario, public_api, DEVICE_HIT_TARGET_NS,
+                          "< 25 ns (issue 28)");
     if (raw_async >= 0)
         bench_check_ratio(&scenario, public_api, raw_async, 0.1,
                           ">= 10x faster");
