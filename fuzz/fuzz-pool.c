@@ -11,7 +11,7 @@
  * and the upstream must hold exactly the bytes the model says. At the end
  * everything is released and destroyed and the upstream holds nothing.
  *
- * fuzz-srcs: lib/memory/pool.c lib/base/hash_map.c lib/base/checked.c lib/base/status.c lib/driver/driver.c */
+ * fuzz-srcs: lib/memory/pool.c lib/memory/pool_records.c lib/memory/pool_shards.c lib/memory/pool_fronts.c lib/base/hash_map.c lib/base/checked.c lib/base/status.c lib/driver/driver.c */
 #include "fuzz.h"
 
 #include "../tests/pool-model.h"

@@ -49,55 +49,23 @@
  * sees exactly that rule; N threads together may hold N times as many
  * small blocks, always within the byte budget).
  *
- * Fronts (why a hit takes no lock)
- * --------------------------------
- * Even on its own shard a hit took the shard lock twice (an atomic
- * exchange each: about 5 ns apiece on the H100 host's Xeon) and hashed the
- * address into and out of the live table. So each shard also holds a
- * front: FRONT_DEPTH blocks per class up to FRONT_CLASS_MAX, owned by the
- * one thread that holds the shard's index exclusively (the first to claim
- * an index while no other owns it; a thread sharing an index has none). The
- * owner takes a block from its front and puts one back with no locked
- * instruction at all (front_enter: a plain store of `busy` and a plain load
- * of `revoked`). Everyone else reaches a front only with every shard lock
- * held (trim, stats, reset, destroy), after fronts_revoke: it stores
- * `revoked`, runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which puts
- * a full barrier on every running thread of the process, and waits for
- * `busy` to drop: either the owner's load saw `revoked` (and it goes to the
- * shard by the lock, which the revoker holds) or its `busy` was seen (and
- * the revoker waits). A revoke costs about a microsecond and only happens
- * while some front of the pool has been used; a hit pays nothing for it.
- * The owner also reaches its front while it holds its own shard's lock
- * (no revoker can run then): for one thread the front and the shard's stack
- * are one LIFO (front_push_locked), so which block comes back and what a
- * trim frees are as without fronts. A front has its own lease of the cache
- * budget and its own share of each counter (a front share that is full only
- * sends its owner to the shard). A thread that exits gives its fronts back:
- * the key destructor moves every front block onto its shard's stack in
- * every pool on the registry (pools join it when made and leave it before
- * destroy frees anything), then frees the index's ownership. Without
- * membarrier (not Linux, an old kernel, or CURD_POOL_NO_FRONTS set) there
- * are no fronts and every hit takes the shard lock as before.
+ * Fronts (why a hit takes no lock) and tokens (why a release needs no
+ * table): pool_fronts.c and pool_records.c say what they are and why.
+ * Their blocks and leases belong to the shards all the same: trim, stats,
+ * reset and destroy revoke the fronts and walk them with every shard
+ * locked, and destroy sweeps the directory for the blocks out with a
+ * token.
  *
- * Tokens (why a release needs no table)
- * -------------------------------------
- * A block handed out through curd_block_acquire carries a token in
- * curd_block.reserved: its record's index in the pool's directory and the
- * low 8 bits of a generation that every hand-out moves on. The record is
- * in no live table; its state says it is out under that generation. The
- * release looks the record up by index (two loads), checks that the state,
- * the address and both sizes are what the block says, and claims it with
- * one compare-and-swap of the state (of two releases of one block at once,
- * one wins; the other is stale). So a release is O(1) on any thread, and
- * a copy altered in any field (a forged token included) is refused: a
- * token names only records of this pool, and an index whose record is not
- * out under that generation with those sizes at that address is refused
- * before anything changes. Records are never freed before the pool: when
- * a block goes upstream its record waits on a spare list for the next one
- * (keeping its index and generation), so no token, however stale, reads
- * freed memory. Past 2^24 - 1 records a new record has no index; its
- * block is handed out with token 0 and found by its address in the live
- * tables, as every block of curdi_pool_acquire is.
+ * Rooms (why the pool is four files)
+ * ----------------------------------
+ * This file owns the sharded cache: the caching rule, acquire and release,
+ * trim, the statistics, the out-of-memory ladder, create and destroy. The
+ * pool's layout (the pool, its shards and their fronts) and the shard
+ * primitives the fronts need too are in pool_shards.h; the fronts, with
+ * the thread's shard index, the revoke handshake and the thread-exit
+ * registry, in pool_fronts.c; the block records and their token
+ * directory in pool_records.c. Each header below pool.h is the pool's
+ * alone, and what the hit path calls across them is inline there.
  *
  * Statistics
  * ----------
@@ -159,39 +127,24 @@
 #include "memory/pool.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#if defined(__linux__) && __has_include(<linux/membarrier.h>)
-#include <linux/membarrier.h>
-#define HAVE_MEMBARRIER 1
-#endif
 
 #include "base/checked.h"
 #include "base/clock.h"
 #include "base/hash_map.h"
 #include "base/status.h"
+#include "memory/pool_fronts.h"
+#include "memory/pool_records.h"
+#include "memory/pool_shards.h"
 
-#define SHARD_COUNT CURDI_POOL_SHARD_COUNT
 #define SLOTS_MAX 1024u
 /* A shard's live table starts with room for this many blocks. */
 #define INITIAL_LIVE_SLOTS 32u
-#define CACHE_LINE 64u
-/* Intel's L2 fetches cache lines in 128-byte aligned pairs (the adjacent
- * line prefetcher), so data written by different threads is kept a pair
- * apart, not just a line. */
-#define LINE_PAIR 128u
-
-/* A front's share of a cumulative counter (fronts below). A front whose
- * share is full stops taking blocks (its thread uses the shard) until a
- * reset: at 4 KiB a hit, 2^56 bytes is 2^44 hits. */
-#define FRONT_COUNTER_MAX (((uint64_t)1 << 56) - 1u)
 /* A shard's share of a cumulative counter: the sum of SHARD_COUNT shard
  * shares and SHARD_COUNT front shares stays within 2^64 - 1. It is itself
  * a size class (2^59 * 15/8), so the classes a pool serves are those below
@@ -204,359 +157,19 @@
 /* Bytes one pool may hold upstream (live + cached). */
 #define RESERVED_MAX ((uint64_t)1 << 62)
 
-/* A thread's front keeps up to FRONT_DEPTH blocks of each class up to
- * FRONT_CLASS_MAX bytes. */
-#define FRONT_DEPTH 2u
-#define FRONT_CLASS_MAX ((size_t)64 << 10)
-/* The smallest class step (checked.c): requests in one step of it share a
- * class below FRONT_CLASS_MAX. */
-#define HOT_STEP ((size_t)256)
-/* Tokens: a record's directory index (below 2^24, 0 for none) and the low
- * 8 bits of its hand-out generation. */
-#define TOKEN_GENERATION_BITS 8u
-#define DIRECTORY_CHUNK_SHIFT 12u
-#define DIRECTORY_CHUNK (1u << DIRECTORY_CHUNK_SHIFT)
-#define DIRECTORY_CHUNKS (1u << 12)
-#define DIRECTORY_MAX (DIRECTORY_CHUNK * DIRECTORY_CHUNKS)
-
 #define BYTES_QUANTUM ((int64_t)1 << 20)
 #define BLOCKS_QUANTUM ((int64_t)16)
-
-enum pool_family {
-    FAMILY_LIVE_BYTES,
-    FAMILY_CACHED_BYTES,
-    FAMILY_REQUESTED_BYTES,
-    FAMILY_LIVE_BLOCKS,
-    FAMILY_CACHED_BLOCKS,
-    FAMILY_COUNT
-};
 
 static const int64_t family_quantum[FAMILY_COUNT] = {
     BYTES_QUANTUM, BYTES_QUANTUM, BYTES_QUANTUM, BLOCKS_QUANTUM,
     BLOCKS_QUANTUM};
 
-/* The host-side record of one upstream block. It sits in exactly one place
- * at a time: a shard's live table (keyed by its address), a shard's class
- * stack (linked through next), a front's slots, or, handed out with a
- * token, nowhere but its directory entry (state BLOCK_HELD). A record
- * keeps its directory index for the pool's life: when its block goes
- * upstream it waits on the spare list (state BLOCK_SPARE) for the next
- * block, so a token, however stale, never names freed memory. */
-typedef struct pool_block {
-    uint64_t address;
-    size_t class_bytes;
-    size_t byte_len; /* what the current holder asked for, while live */
-    unsigned class_index;
-    uint32_t index; /* in the pool's directory; 0: none (no token) */
-    /* kind (BLOCK_*) in the low 8 bits, the hand-out generation above. */
-    _Atomic uint32_t state;
-    struct pool_block *next;
-} pool_block;
-
-enum block_kind {
-    BLOCK_IDLE,  /* cached, in a live table, or between places */
-    BLOCK_HELD,  /* handed out with a token: in no table */
-    BLOCK_SPARE  /* its block is gone upstream; waiting for the next */
-};
-_Static_assert(sizeof(pool_block) <= CACHE_LINE,
-               "a block record fits the cache line it is allocated as");
-
-typedef struct class_stack {
-    pool_block *top;
-    /* Written under the shard lock; read without it by other shards
-     * looking for a block to take, hence atomic. */
-    _Atomic uint32_t count;
-} class_stack;
-
-typedef struct family_part {
-    /* Level change not yet folded into the pool level. Atomic (relaxed
-     * loads and stores, never a locked instruction) because the owner of
-     * a shard's front reads the shard's delta, and the shard's lock
-     * holders the front's, for the peak. */
-    _Atomic int64_t delta;
-    uint64_t allocated;
-    uint64_t freed;
-} family_part;
-
-/* What went through a front: blocks taken out (its hits) and put in, with
- * their class and requested bytes. Every family's amounts follow from
- * these six (front_amounts), so a hit or a release into the front counts
- * three additions, not ten. Each stays within a front's share of a
- * counter (FRONT_COUNTER_MAX). */
-typedef struct front_moves {
-    uint64_t out_blocks, out_bytes, out_requested;
-    uint64_t in_blocks, in_bytes, in_requested;
-} front_moves;
-
-/* A thread's front in one pool (the header comment says who may touch
- * it when). */
-typedef struct pool_front {
-    _Atomic bool busy;    /* its owner is inside it */
-    _Atomic bool revoked; /* a trim, stats or destroy has it */
-    bool active;          /* used since its owner came; under the lock */
-    uint8_t *counts;      /* blocks per hot class */
-    pool_block **slots;   /* FRONT_DEPTH per hot class, top last */
-    uint64_t cached_bytes;
-    uint64_t lease_bytes; /* >= cached_bytes */
-    front_moves moves;  /* since the last stats reset */
-    front_moves folded; /* moves when the front last folded its level */
-    bool unfolded;      /* moves != folded: the front changed a level */
-} pool_front;
-
-typedef struct pool_shard {
-    _Alignas(LINE_PAIR) atomic_bool lock; /* shard_lock() says why */
-    class_stack *stacks; /* one per class */
-    curdi_hash_map live; /* address -> pool_block, the blocks handed out */
-    uint64_t cached_bytes; /* in this shard's stacks */
-    uint64_t lease_bytes;  /* >= cached_bytes */
-    uint64_t cache_hits;
-    family_part families[FAMILY_COUNT];
-    /* Its own line pair: the owner writes it on every hit, other threads
-     * write the lock above. */
-    _Alignas(LINE_PAIR) pool_front front;
-} pool_shard;
-
-typedef struct family_total {
-    _Atomic int64_t level; /* the flushed part of the current level */
-    _Atomic uint64_t peak;
-} family_total;
-
-struct curdi_pool {
-    curdi_upstream upstream;
-    const char *name;
-    uint64_t cache_budget_bytes;
-    uint64_t live_limit_bytes;
-    uint64_t upstream_total_bytes;
-    uint64_t (*relieve)(void *context, uint64_t bytes_needed,
-                        curdi_relief_step step);
-    void *relieve_context;
-    unsigned class_count;
-    uint32_t *slots; /* per class, per shard */
-    uint64_t lease_slack;
-    unsigned hot_count; /* classes 0..hot_count-1 have front slots */
-    /* The class index of a hot request, by (byte_len - 1) / HOT_STEP: the
-     * front's fast path looks its class up instead of computing it. */
-    uint8_t hot_class[FRONT_CLASS_MAX / HOT_STEP];
-    uint32_t hot_class_bytes[FRONT_CLASS_MAX / HOT_STEP];
-
-    /* Index -> record for tokens: chunks made as records are, never moved
-     * or freed before the pool. */
-    _Atomic(pool_block *) *_Atomic *directory;
-    pthread_mutex_t records_lock; /* records_made, spare_records */
-    uint32_t records_made;
-    pool_block *spare_records;
-    /* On the list of pools that exiting threads empty their fronts into. */
-    struct curdi_pool *registry_prev, *registry_next;
-    /* Some front was used: trim, stats and destroy must revoke fronts. */
-    _Atomic bool fronts_active;
-
-    /* Read on every hit (the peak check), written rarely. */
-    _Alignas(CACHE_LINE) family_total families[FAMILY_COUNT];
-    /* Written on lease moves (rare on the hot path). */
-    _Alignas(CACHE_LINE) _Atomic uint64_t lease_free;
-    /* Written on every acquire and release, but only with a live limit. */
-    _Alignas(CACHE_LINE) _Atomic uint64_t live_reserved;
-    /* The slow path's state. */
-    _Alignas(CACHE_LINE) _Atomic uint64_t reserved_bytes;
-    _Atomic bool closing;
-    _Atomic unsigned busy; /* slow-path operations between locks */
-    _Atomic uint64_t upstream_allocs;
-    _Atomic uint64_t upstream_frees;
-    _Atomic uint64_t cache_misses;
-    _Atomic uint64_t oom_retries;
-    _Atomic uint64_t oom_failures;
-    _Atomic uint64_t upstream_ns;
-
-    pool_shard shards[SHARD_COUNT];
-};
-
 /* ------------------------------------------------------------------------
- * Threads and shards
+ * Threads and shards (pool_fronts.c claims a thread's index)
  * ---------------------------------------------------------------------- */
-/* The calling thread's shard index + 1; 0 until its first pool call.
- * initial-exec: in libcurd.so the default model calls __tls_get_addr on
- * every access (each acquire and each release); 4 bytes of the static TLS
- * surplus that glibc keeps for dlopen'ed libraries avoid that. */
-static _Thread_local unsigned thread_shard
-    __attribute__((tls_model("initial-exec")));
-
-/* Live threads holding each index (a placement hint: nothing depends on it
- * being exact). Where ties begin rotates, so threads that never exit still
- * get the indices round robin. */
-static atomic_uint shard_holders[SHARD_COUNT];
-static atomic_uint next_thread_shard;
-/* Its destructor gives a thread's index back when the thread exits. */
-static pthread_key_t shard_key;
-static pthread_once_t shard_key_once = PTHREAD_ONCE_INIT;
-static atomic_bool shard_key_ready;
-
-/* Whether the calling thread owns the front of its shard index in every
- * pool: FRONT_UNKNOWN until its first pool call; FRONT_NONE when another
- * thread owns them, fronts are off, or the thread is exiting. */
-enum { FRONT_UNKNOWN, FRONT_OWNED, FRONT_NONE };
-static _Thread_local unsigned char thread_front
-    __attribute__((tls_model("initial-exec")));
-/* The owner of each index's fronts, if any. */
-static atomic_bool front_owned[SHARD_COUNT];
-
-/* Fronts need the asymmetric fence (fronts_revoke); without it they stay
- * off and every call takes its shard's lock, as before. */
-static pthread_once_t fronts_once = PTHREAD_ONCE_INIT;
-static atomic_bool fronts_on;
-
-static void fronts_enable(void)
-{
-#ifdef HAVE_MEMBARRIER
-    if (getenv("CURD_POOL_NO_FRONTS") == NULL &&
-        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
-                0) == 0)
-        atomic_store(&fronts_on, true);
-#endif
-}
-
-/* A full memory barrier on every running thread of the process, so that
- * the fast path's plain store + load (front_enter) need no fence. */
-static void barrier_everywhere(void)
-{
-#ifdef HAVE_MEMBARRIER
-    (void)syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
-#endif
-}
-
-/* Every pool alive, for exiting threads (fronts_give_back): created pools
- * join, destroy takes a pool off before it frees anything. */
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static curdi_pool *registry_first;
-
-static void fronts_give_back(unsigned index);
-
-static void shard_thread_exit(void *value)
-{
-    unsigned index = (unsigned)(uintptr_t)value - 1u;
-    if (thread_front == FRONT_OWNED) {
-        /* Later calls of this thread (other destructors) take the shard's
-         * lock; the next thread may own the fronts. */
-        thread_front = FRONT_NONE;
-        fronts_give_back(index);
-        atomic_store_explicit(&front_owned[index], false,
-                              memory_order_release);
-    }
-    atomic_fetch_sub_explicit(&shard_holders[index], 1u,
-                              memory_order_relaxed);
-}
-
-static void shard_key_create(void)
-{
-    if (pthread_key_create(&shard_key, shard_thread_exit) == 0)
-        atomic_store_explicit(&shard_key_ready, true, memory_order_release);
-}
-
-/* Once libcurd.so is unloaded, exiting threads must not call into it. */
-__attribute__((destructor)) static void shard_key_delete(void)
-{
-    if (atomic_load_explicit(&shard_key_ready, memory_order_acquire))
-        pthread_key_delete(shard_key);
-}
-
-static unsigned claim_shard_index(void)
-{
-    pthread_once(&shard_key_once, shard_key_create);
-    unsigned start = atomic_fetch_add_explicit(&next_thread_shard, 1u,
-                                               memory_order_relaxed);
-    unsigned index, holders;
-    do {
-        index = start % SHARD_COUNT;
-        holders = atomic_load_explicit(&shard_holders[index],
-                                       memory_order_relaxed);
-        for (unsigned i = 1; i < SHARD_COUNT && holders != 0; i++) {
-            unsigned other = (start + i) % SHARD_COUNT;
-            unsigned count = atomic_load_explicit(&shard_holders[other],
-                                                  memory_order_relaxed);
-            if (count < holders) {
-                index = other;
-                holders = count;
-            }
-        }
-    } while (!atomic_compare_exchange_weak_explicit(
-        &shard_holders[index], &holders, holders + 1u, memory_order_relaxed,
-        memory_order_relaxed));
-    /* Without the key the index is never given back: a worse hint, no
-     * more. */
-    bool key_set =
-        atomic_load_explicit(&shard_key_ready, memory_order_acquire) &&
-        pthread_setspecific(shard_key, (void *)(uintptr_t)(index + 1u)) == 0;
-    /* Fronts only with the key: its destructor is what gives them back. */
-    pthread_once(&fronts_once, fronts_enable);
-    bool expected = false;
-    if (thread_front == FRONT_UNKNOWN) {
-        thread_front =
-            key_set && atomic_load(&fronts_on) &&
-                    atomic_compare_exchange_strong(&front_owned[index],
-                                                   &expected, true)
-                ? FRONT_OWNED
-                : FRONT_NONE;
-    }
-    thread_shard = index + 1u;
-    return index;
-}
-
-static inline unsigned own_shard_index(void)
-{
-    unsigned index = thread_shard;
-    if (__builtin_expect(index != 0, true))
-        return index - 1u;
-    return claim_shard_index();
-}
-
 unsigned curdi_pool_thread_shard(void)
 {
     return own_shard_index();
-}
-
-/* A shard lock is one flag: taking it is one atomic exchange, giving it
- * back one release store. A pthread mutex adds a second locked instruction
- * on unlock (the exchange that tells whether to wake a sleeper) and two
- * calls: on the H100 host's Xeon an uncontended lock+unlock pair cost
- * 23 ns as a mutex and 10.5 ns as exchange + store, and a cache hit
- * (acquire+release, two pairs) went from 52 to 34 ns with the change. The
- * price is that a waiter cannot sleep in the kernel: it spins, then
- * yields. That suits these locks: a thread mostly takes its own shard's,
- * critical sections are short (the longest, stats and trim, walk the
- * shards' counters and stacks), and none is held across an upstream call,
- * a callback or anything else that blocks. */
-static void shard_lock_wait(pool_shard *shard)
-{
-    /* Backing off exponentially leaves the holder's cache lines alone long
-     * enough for it to get work done: two threads that share a shard (more
-     * threads alive than shards) made about twice as many hits with it as
-     * with a waiter that polls after every pause. */
-    unsigned pauses = 1;
-    for (;;) {
-        if (!atomic_load_explicit(&shard->lock, memory_order_relaxed) &&
-            !atomic_exchange_explicit(&shard->lock, true,
-                                      memory_order_acquire))
-            return;
-        if (pauses <= 64u) {
-            for (unsigned i = 0; i < pauses; i++)
-                curdi_clock_pause();
-            pauses *= 2u;
-        } else {
-            sched_yield(); /* the holder may have been preempted */
-        }
-    }
-}
-
-static inline void shard_lock(pool_shard *shard)
-{
-    if (__builtin_expect(
-            atomic_exchange_explicit(&shard->lock, true, memory_order_acquire),
-            false))
-        shard_lock_wait(shard);
-}
-
-static inline void shard_unlock(pool_shard *shard)
-{
-    atomic_store_explicit(&shard->lock, false, memory_order_release);
 }
 
 /* Trim, stats and destroy take every shard lock, always in index order;
@@ -840,16 +453,6 @@ front_count(curdi_pool *pool, pool_front *front, const pool_shard *own,
     }
 }
 
-/* Room in a front's moves for one more: a front whose share is full only
- * sends its owner to the shard. */
-static inline bool front_room(const front_moves *moves, size_t class_bytes,
-                              size_t byte_len)
-{
-    uint64_t any = moves->out_blocks | moves->out_bytes |
-                   moves->out_requested | moves->in_blocks | moves->in_bytes |
-                   moves->in_requested | class_bytes | byte_len;
-    return any <= FRONT_COUNTER_MAX / 2u;
-}
 
 /* Shares stay far below their cap in any real run. When every value and
  * amount an operation checks is below half the cap, every sum fits, and one
@@ -963,77 +566,8 @@ static curd_status fail_live_table(const curdi_pool *pool)
 }
 
 /* ------------------------------------------------------------------------
- * Class stacks and budget leases (shard locked)
+ * Budget leases across shards, and the caching rule
  * ---------------------------------------------------------------------- */
-static inline uint32_t stack_count(const class_stack *stack)
-{
-    return atomic_load_explicit(&stack->count, memory_order_relaxed);
-}
-
-static inline void stack_push(pool_shard *shard, pool_block *block)
-{
-    class_stack *stack = &shard->stacks[block->class_index];
-    block->next = stack->top;
-    stack->top = block;
-    atomic_store_explicit(&stack->count, stack_count(stack) + 1u,
-                          memory_order_relaxed);
-    shard->cached_bytes += block->class_bytes;
-}
-
-static inline pool_block *stack_pop(pool_shard *shard, unsigned class_index)
-{
-    class_stack *stack = &shard->stacks[class_index];
-    pool_block *block = stack->top;
-    if (block == NULL)
-        return NULL;
-    stack->top = block->next;
-    block->next = NULL;
-    atomic_store_explicit(&stack->count, stack_count(stack) - 1u,
-                          memory_order_relaxed);
-    shard->cached_bytes -= block->class_bytes;
-    return block;
-}
-
-/* Makes a lease (a shard's or a front's) cover `more` cached bytes beyond
- * `cached`, taking from the pool's unleased budget (with slack, so a hot
- * loop does not come back each time). False when the unleased budget is
- * short. */
-static inline bool lease_cover(curdi_pool *pool, uint64_t *lease_bytes,
-                               uint64_t cached, uint64_t more)
-{
-    uint64_t end = cached + more; /* both below 2^62 */
-    if (end <= *lease_bytes)
-        return true;
-    uint64_t need = end - *lease_bytes;
-    uint64_t available =
-        atomic_load_explicit(&pool->lease_free, memory_order_relaxed);
-    uint64_t take;
-    do {
-        if (available < need)
-            return false;
-        take = available - need > pool->lease_slack ? need + pool->lease_slack
-                                                    : available;
-    } while (!atomic_compare_exchange_weak_explicit(
-        &pool->lease_free, &available, available - take,
-        memory_order_relaxed, memory_order_relaxed));
-    *lease_bytes += take;
-    return true;
-}
-
-/* Gives back a lease's unused part beyond keep_unused bytes; returns what
- * it gave. */
-static uint64_t lease_give_back(curdi_pool *pool, uint64_t *lease_bytes,
-                                uint64_t cached, uint64_t keep_unused)
-{
-    uint64_t unused = *lease_bytes - cached;
-    if (unused <= keep_unused)
-        return 0;
-    uint64_t give = unused - keep_unused;
-    *lease_bytes -= give;
-    atomic_fetch_add_explicit(&pool->lease_free, give, memory_order_relaxed);
-    return give;
-}
-
 /* Collects the unused lease of every shard but `except` (locking one at a
  * time; the caller holds none). True when any came back. */
 static bool lease_sweep(curdi_pool *pool, const pool_shard *except)
@@ -1061,256 +595,6 @@ static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
            block->class_bytes <= pool->cache_budget_bytes &&
            stack_count(&shard->stacks[block->class_index]) + also_cached <
                pool->slots[block->class_index];
-}
-
-/* ------------------------------------------------------------------------
- * Fronts: a thread's own blocks, taken and given without a lock
- * ---------------------------------------------------------------------- */
-/* The calling thread's front in this pool when it owns the fronts of its
- * shard index, else NULL. */
-static inline pool_front *owned_front(curdi_pool *pool, unsigned index)
-{
-    return thread_front == FRONT_OWNED ? &pool->shards[index].front : NULL;
-}
-
-/* The front beside the caller's own shard when the caller owns it and it
- * has a level change not yet folded (what family_up must add), else NULL. */
-static inline const pool_front *unfolded_front_of(const pool_shard *own)
-{
-    return thread_front == FRONT_OWNED && own->front.unfolded ? &own->front
-                                                              : NULL;
-}
-
-/* The owner's way in: a plain store and a plain load, no locked
- * instruction and no fence. fronts_revoke makes that safe: it stores
- * `revoked`, runs a barrier on every thread of the process, then waits for
- * `busy` to drop, so either the owner's load sees `revoked` (and it leaves
- * by the shard's lock) or its store of `busy` is seen (and the revoker
- * waits for it). The release store on leaving, and the acquire loads on
- * either side, order the front's contents between owner and revoker. */
-static inline bool front_enter(pool_front *front)
-{
-    atomic_store_explicit(&front->busy, true, memory_order_relaxed);
-    atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(
-            !atomic_load_explicit(&front->revoked, memory_order_acquire),
-            true))
-        return true;
-    atomic_store_explicit(&front->busy, false, memory_order_release);
-    return false;
-}
-
-static inline void front_leave(pool_front *front)
-{
-    atomic_store_explicit(&front->busy, false, memory_order_release);
-}
-
-/* Takes every active front from its owner (every shard locked, so no owner
- * is activating one or taking its own by the lock); fronts_restore gives
- * them back. Costs a system call (about a microsecond) when a front has
- * been used since the last revoke, nothing otherwise. */
-static void fronts_revoke(curdi_pool *pool)
-{
-    if (!atomic_load_explicit(&pool->fronts_active, memory_order_relaxed))
-        return;
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        if (pool->shards[i].front.active)
-            atomic_store_explicit(&pool->shards[i].front.revoked, true,
-                                  memory_order_relaxed);
-    barrier_everywhere();
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        pool_front *front = &pool->shards[i].front;
-        while (front->active &&
-               atomic_load_explicit(&front->busy, memory_order_acquire))
-            sched_yield(); /* its owner is inside, or was preempted there */
-    }
-}
-
-static void fronts_restore(curdi_pool *pool)
-{
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        atomic_store_explicit(&pool->shards[i].front.revoked, false,
-                              memory_order_release);
-}
-
-/* The owner's first use of its front since it came (its shard locked):
- * from now on revokes include it. */
-static void front_activate(curdi_pool *pool, pool_front *front)
-{
-    if (!front->active) {
-        front->active = true;
-        atomic_store(&pool->fronts_active, true);
-    }
-}
-
-static inline pool_block **front_top(pool_front *front, unsigned class_index)
-{
-    return &front->slots[class_index * FRONT_DEPTH +
-                         front->counts[class_index] - 1u];
-}
-
-/* Moves every block of the front onto its shard's stacks, with their
- * lease, and gives back the rest of the front's lease (the shard locked,
- * and the front revoked or owned by the caller). Counts nothing: the
- * blocks stay cached, and each part keeps its own history. */
-static void front_drain(curdi_pool *pool, pool_shard *shard)
-{
-    pool_front *front = &shard->front;
-    for (unsigned c = 0; c < pool->hot_count; c++) {
-        while (front->counts[c] != 0) {
-            pool_block *block = *front_top(front, c);
-            front->counts[c]--;
-            front->cached_bytes -= block->class_bytes;
-            front->lease_bytes -= block->class_bytes;
-            shard->lease_bytes += block->class_bytes;
-            stack_push(shard, block);
-        }
-    }
-    lease_give_back(pool, &front->lease_bytes, 0, 0);
-}
-
-/* Puts a released block on top of the caller's own front (its shard
- * locked, the block's lease covered by the shard's), the front's oldest
- * block of the class going down to the shard's stack when the front is
- * full: for one thread the front and the stack stay one LIFO, so the
- * block it gets back, and the order a trim frees them in, are what they
- * were without fronts. Leases move with the blocks. */
-static void front_push_locked(pool_shard *shard, pool_front *front,
-                              pool_block *block)
-{
-    unsigned class_index = block->class_index;
-    pool_block **slots = &front->slots[class_index * FRONT_DEPTH];
-    if (front->counts[class_index] == FRONT_DEPTH) {
-        pool_block *oldest = slots[0];
-        memmove(slots, slots + 1, (FRONT_DEPTH - 1u) * sizeof *slots);
-        front->counts[class_index]--;
-        front->cached_bytes -= oldest->class_bytes;
-        front->lease_bytes -= oldest->class_bytes;
-        shard->lease_bytes += oldest->class_bytes;
-        stack_push(shard, oldest);
-    }
-    shard->lease_bytes -= block->class_bytes;
-    front->lease_bytes += block->class_bytes;
-    slots[front->counts[class_index]++] = block;
-    front->cached_bytes += block->class_bytes;
-}
-
-/* An exiting thread's fronts go back to their shards in every pool. */
-static void fronts_give_back(unsigned index)
-{
-    pthread_mutex_lock(&registry_lock);
-    for (curdi_pool *pool = registry_first; pool != NULL;
-         pool = pool->registry_next) {
-        pool_shard *shard = &pool->shards[index];
-        shard_lock(shard);
-        front_drain(pool, shard);
-        shard->front.active = false;
-        shard_unlock(shard);
-    }
-    pthread_mutex_unlock(&registry_lock);
-}
-
-/* ------------------------------------------------------------------------
- * Records and tokens
- * ---------------------------------------------------------------------- */
-static inline uint32_t state_of(uint32_t generation, enum block_kind kind)
-{
-    return generation << 8 | (uint32_t)kind;
-}
-
-/* A record for a new upstream block: a spare one (its index kept), else a
- * new one with the next index, else (past DIRECTORY_MAX - 1 records) one
- * without an index, whose block is handed out without a token. NULL when
- * host memory is short. */
-static pool_block *record_new(curdi_pool *pool)
-{
-    pthread_mutex_lock(&pool->records_lock);
-    pool_block *block = pool->spare_records;
-    if (block != NULL) {
-        pool->spare_records = block->next;
-        pthread_mutex_unlock(&pool->records_lock);
-        block->next = NULL;
-        /* Its generation goes on, so that no earlier token names it. */
-        uint32_t generation = atomic_load(&block->state) >> 8;
-        atomic_store_explicit(&block->state, state_of(generation, BLOCK_IDLE),
-                              memory_order_relaxed);
-        return block;
-    }
-    /* A cache line of its own: a record is written on every acquire and
-     * release, by whichever thread holds it now, and records allocated one
-     * after the other by one thread may be used by different threads. */
-    block = aligned_alloc(CACHE_LINE, CACHE_LINE);
-    if (block == NULL) {
-        pthread_mutex_unlock(&pool->records_lock);
-        return NULL;
-    }
-    memset(block, 0, sizeof *block);
-    atomic_init(&block->state, state_of(0, BLOCK_IDLE));
-    uint32_t index = pool->records_made + 1u;
-    if (index < DIRECTORY_MAX) {
-        _Atomic(pool_block *) *chunk = atomic_load_explicit(
-            &pool->directory[index >> DIRECTORY_CHUNK_SHIFT],
-            memory_order_relaxed);
-        if (chunk == NULL) {
-            chunk = calloc(DIRECTORY_CHUNK, sizeof *chunk);
-            if (chunk != NULL)
-                atomic_store_explicit(
-                    &pool->directory[index >> DIRECTORY_CHUNK_SHIFT], chunk,
-                    memory_order_release);
-        }
-        if (chunk != NULL) {
-            block->index = index;
-            pool->records_made = index;
-            atomic_store_explicit(&chunk[index & (DIRECTORY_CHUNK - 1u)],
-                                  block, memory_order_release);
-        }
-    }
-    pthread_mutex_unlock(&pool->records_lock);
-    return block;
-}
-
-/* The record of a block gone upstream: kept for its index, or freed when
- * it has none. */
-static void record_retire(curdi_pool *pool, pool_block *block)
-{
-    if (block->index == 0) {
-        free(block);
-        return;
-    }
-    uint32_t generation = atomic_load(&block->state) >> 8;
-    atomic_store_explicit(&block->state, state_of(generation, BLOCK_SPARE),
-                          memory_order_relaxed);
-    pthread_mutex_lock(&pool->records_lock);
-    block->next = pool->spare_records;
-    pool->spare_records = block;
-    pthread_mutex_unlock(&pool->records_lock);
-}
-
-/* The record a token's index names, or NULL (no such index). */
-static inline pool_block *directory_record(curdi_pool *pool, uint32_t index)
-{
-    if (index == 0 || index >= DIRECTORY_MAX)
-        return NULL;
-    _Atomic(pool_block *) *chunk =
-        atomic_load_explicit(&pool->directory[index >> DIRECTORY_CHUNK_SHIFT],
-                             memory_order_acquire);
-    if (chunk == NULL)
-        return NULL;
-    return atomic_load_explicit(&chunk[index & (DIRECTORY_CHUNK - 1u)],
-                                memory_order_acquire);
-}
-
-/* Hands a block out with a token (it goes in no table): a new generation,
- * published with the sizes it is handed out with. */
-static inline uint32_t hand_out(pool_block *block, size_t byte_len)
-{
-    block->byte_len = byte_len;
-    uint32_t generation =
-        ((atomic_load_explicit(&block->state, memory_order_relaxed) >> 8) +
-         1u) & ((1u << TOKEN_GENERATION_BITS) - 1u);
-    atomic_store_explicit(&block->state, state_of(generation, BLOCK_HELD),
-                          memory_order_release);
-    return block->index << TOKEN_GENERATION_BITS | generation;
 }
 
 /* ------------------------------------------------------------------------
@@ -1343,7 +627,7 @@ static void upstream_free(curdi_pool *pool, pool_block *block)
                     " (%s); the block is gone",
                     pool->name, block->class_bytes, block->address,
                     curd_status_name(status));
-    record_retire(pool, block);
+    curdi_pool_record_retire(&pool->records, block);
 }
 
 static bool reserved_add(curdi_pool *pool, uint64_t bytes)
@@ -1440,7 +724,7 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
     if (!global_room(pool))
         return fail_counters_full(pool, "trim");
     lock_all(pool);
-    fronts_revoke(pool);
+    curdi_pool_fronts_revoke(pool);
     uint64_t cached = 0;
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         cached += pool->shards[i].cached_bytes +
@@ -1455,7 +739,7 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
                         SHARD_COUNTER_MAX) ||
             !share_room(f[FAMILY_CACHED_BLOCKS].freed, plan.blocks[i],
                         SHARD_COUNTER_MAX)) {
-            fronts_restore(pool);
+            curdi_pool_fronts_restore(pool);
             unlock_all(pool);
             return fail_counters_full(pool, "trim");
         }
@@ -1469,7 +753,7 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
                         shard->front.cached_bytes, 0);
     }
     atomic_fetch_add(&pool->busy, 1u);
-    fronts_restore(pool);
+    curdi_pool_fronts_restore(pool);
     unlock_all(pool);
     while (detached != NULL) {
         pool_block *next = detached->next;
@@ -1519,17 +803,7 @@ static void free_shards(curdi_pool *pool, unsigned initialised)
         free(shard->front.slots);
         curdi_hash_map_fini(&shard->live);
     }
-    /* Every record with an index (spare or not: destroy has sent every
-     * block upstream) and the directory. */
-    for (unsigned c = 0; pool->directory != NULL && c < DIRECTORY_CHUNKS;
-         c++) {
-        _Atomic(pool_block *) *chunk = atomic_load(&pool->directory[c]);
-        for (unsigned j = 0; chunk != NULL && j < DIRECTORY_CHUNK; j++)
-            free(atomic_load(&chunk[j]));
-        free(chunk);
-    }
-    free(pool->directory);
-    pthread_mutex_destroy(&pool->records_lock);
+    curdi_pool_records_fini(&pool->records);
     free(pool->slots);
     free(pool);
 }
@@ -1558,22 +832,16 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
         memset(pool, 0, sizeof *pool);
     unsigned class_count = curdi_size_class_count();
     uint32_t *slots = calloc(class_count, sizeof *slots);
-    _Atomic(pool_block *) *_Atomic *directory =
-        calloc(DIRECTORY_CHUNKS, sizeof *directory);
-    if (pool == NULL || slots == NULL || directory == NULL ||
-        pthread_mutex_init(&pool->records_lock, NULL) != 0) {
+    if (pool == NULL || slots == NULL ||
+        !curdi_pool_records_init(&pool->records)) {
         free(pool);
         free(slots);
-        free(directory);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "The %s pool's %zu bytes of host bookkeeping could "
                           "not be allocated. Fix: free host memory and try "
                           "again.",
                           name, sizeof *pool);
     }
-    pool->directory = directory;
-    for (unsigned c = 0; c < DIRECTORY_CHUNKS; c++)
-        atomic_init(&directory[c], NULL);
     atomic_init(&pool->fronts_active, false);
     pool->hot_count = 0;
     while (pool->hot_count < class_count &&
@@ -1648,12 +916,7 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
         for (unsigned c = 0; c < class_count; c++)
             atomic_init(&shard->stacks[c].count, 0u);
     }
-    pthread_mutex_lock(&registry_lock);
-    pool->registry_next = registry_first;
-    if (registry_first != NULL)
-        registry_first->registry_prev = pool;
-    registry_first = pool;
-    pthread_mutex_unlock(&registry_lock);
+    curdi_pool_registry_join(pool);
     *out_pool = pool;
     return CURD_OK;
 }
@@ -1664,22 +927,15 @@ void curdi_pool_destroy(curdi_pool *pool)
         return;
     atomic_store(&pool->closing, true);
     /* Off the registry first: no exiting thread touches the pool after. */
-    pthread_mutex_lock(&registry_lock);
-    if (pool->registry_prev != NULL)
-        pool->registry_prev->registry_next = pool->registry_next;
-    else
-        registry_first = pool->registry_next;
-    if (pool->registry_next != NULL)
-        pool->registry_next->registry_prev = pool->registry_prev;
-    pthread_mutex_unlock(&registry_lock);
+    curdi_pool_registry_leave(pool);
     pool_block *detached = NULL;
     lock_all(pool);
     /* Other threads' fronts too: revoked, they are never given back (their
      * owners' later calls on this pool would be use after free anyway). */
-    fronts_revoke(pool);
+    curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_shard *shard = &pool->shards[i];
-        front_drain(pool, shard);
+        curdi_pool_front_drain(pool, shard);
         size_t position = 0;
         for (pool_block *block;
              (block = curdi_hash_map_next_entry(&shard->live, &position)) !=
@@ -1697,17 +953,7 @@ void curdi_pool_destroy(curdi_pool *pool)
         }
     }
     /* Blocks out with a token are in no table: the directory has them. */
-    for (unsigned c = 0; c < DIRECTORY_CHUNKS; c++) {
-        _Atomic(pool_block *) *chunk = atomic_load(&pool->directory[c]);
-        for (unsigned j = 0; chunk != NULL && j < DIRECTORY_CHUNK; j++) {
-            pool_block *block = atomic_load(&chunk[j]);
-            if (block != NULL &&
-                (atomic_load(&block->state) & 0xffu) == BLOCK_HELD) {
-                block->next = detached;
-                detached = block;
-            }
-        }
-    }
+    curdi_pool_records_detach_held(&pool->records, &detached);
     unlock_all(pool);
     /* A slow path between its locks either saw `closing` (and frees its
      * block itself) or had put the block where the sweep above found it;
@@ -1867,7 +1113,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
 {
     if (!global_room(pool))
         return fail_counters_full(pool, "acquire");
-    pool_block *block = record_new(pool);
+    pool_block *block = curdi_pool_record_new(&pool->records);
     if (block == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "The %s pool could not allocate the %zu-byte host "
@@ -1875,7 +1121,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
                           "try again.",
                           pool->name, sizeof *block);
     if (!reserved_add(pool, class_bytes)) {
-        record_retire(pool, block);
+        curdi_pool_record_retire(&pool->records, block);
         return curdi_fail(CURD_E_OVERFLOW,
                           "The %s pool cannot hold %zu more bytes: it would "
                           "hold more than 2^62 bytes. Fix: release blocks or "
@@ -1886,7 +1132,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
     if (atomic_load(&pool->closing)) {
         atomic_fetch_sub_explicit(&pool->reserved_bytes, class_bytes,
                                   memory_order_relaxed);
-        record_retire(pool, block);
+        curdi_pool_record_retire(&pool->records, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_closing(pool);
     }
@@ -1897,7 +1143,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
     if (status != CURD_OK) {
         atomic_fetch_sub_explicit(&pool->reserved_bytes, class_bytes,
                                   memory_order_relaxed);
-        record_retire(pool, block);
+        curdi_pool_record_retire(&pool->records, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return status;
     }
@@ -2119,9 +1365,9 @@ curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
      * Everything else takes the whole path. */
     if (pool != NULL && out_address != NULL && out_class_bytes != NULL &&
         out_token != NULL && byte_len - 1u < FRONT_CLASS_MAX &&
-        thread_front == FRONT_OWNED && pool->live_limit_bytes == 0 &&
+        curdi_thread_front == FRONT_OWNED && pool->live_limit_bytes == 0 &&
         !atomic_load_explicit(&pool->closing, memory_order_relaxed)) {
-        unsigned own_index = thread_shard - 1u;
+        unsigned own_index = curdi_thread_shard - 1u;
         pool_front *front = &pool->shards[own_index].front;
         size_t step = (byte_len - 1u) / HOT_STEP;
         unsigned class_index = pool->hot_class[step];
@@ -2156,7 +1402,7 @@ cache_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
 {
     if (to_front && own_front != NULL && own_front->active &&
         block->index != 0 && block->class_index < pool->hot_count)
-        front_push_locked(shard, own_front, block);
+        curdi_pool_front_push_locked(shard, own_front, block);
     else
         stack_push(shard, block);
     count_cached_up(pool, shard->families,
@@ -2332,7 +1578,7 @@ static curd_status release_token(curdi_pool *pool, uint64_t address,
                                  uint32_t token)
 {
     pool_block *block =
-        directory_record(pool, token >> TOKEN_GENERATION_BITS);
+        directory_record(&pool->records, token >> TOKEN_GENERATION_BITS);
     uint32_t generation = token & ((1u << TOKEN_GENERATION_BITS) - 1u);
     uint32_t held = state_of(generation, BLOCK_HELD);
     /* The sizes and address are read only once the state says the block is
@@ -2413,7 +1659,7 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
         return;
     /* Every thread's front is folded in: revoked, so its owner is out. */
     lock_all(pool);
-    fronts_revoke(pool);
+    curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         front_fold(pool, &pool->shards[i].front);
     family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
@@ -2424,7 +1670,7 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         out->cache_hits +=
             pool->shards[i].cache_hits + pool->shards[i].front.moves.out_blocks;
-    fronts_restore(pool);
+    curdi_pool_fronts_restore(pool);
     unlock_all(pool);
     out->upstream_allocs = atomic_load(&pool->upstream_allocs);
     out->upstream_frees = atomic_load(&pool->upstream_frees);
@@ -2441,7 +1687,7 @@ void curdi_pool_stats_reset(curdi_pool *pool)
     if (pool == NULL)
         return;
     lock_all(pool);
-    fronts_revoke(pool);
+    curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_front *front = &pool->shards[i].front;
         front_fold(pool, front);
@@ -2460,7 +1706,7 @@ void curdi_pool_stats_reset(curdi_pool *pool)
     }
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         pool->shards[i].cache_hits = 0;
-    fronts_restore(pool);
+    curdi_pool_fronts_restore(pool);
     unlock_all(pool);
     atomic_store(&pool->upstream_allocs, 0);
     atomic_store(&pool->upstream_frees, 0);

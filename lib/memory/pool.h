@@ -7,48 +7,11 @@
 #ifndef CURD_LIB_POOL_H
 #define CURD_LIB_POOL_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "curd.h"
-
-typedef struct curdi_upstream {
-    /* CURD_OK with *out_address set; CURD_E_OUT_OF_MEMORY when the upstream
-     * lacks memory (the pool then runs its recovery ladder); any other
-     * status is reported as is (the message already set). */
-    curd_status (*alloc)(void *context, size_t byte_len, uint64_t *out_address);
-    /* The block is gone whatever this returns. */
-    curd_status (*free)(void *context, uint64_t address, size_t byte_len);
-    /* Optional (NULL: not known): the memory the upstream has free now, for
-     * the out-of-memory message. Returns false when it cannot tell. */
-    bool (*free_bytes)(void *context, uint64_t *out_free_bytes);
-    void *context;
-} curdi_upstream;
-
-/* Steps of the out-of-memory ladder that reach beyond one pool. */
-typedef enum curdi_relief_step {
-    CURDI_RELIEF_RECLAIM = 1,  /* the application's reclaim callback */
-    CURDI_RELIEF_TRIM_ALL = 2  /* every cached block of every device pool */
-} curdi_relief_step;
-
-typedef struct curdi_pool_config {
-    const char *name; /* "device" or "pinned", for messages */
-    uint64_t cache_budget_bytes;
-    uint64_t live_limit_bytes; /* 0: no cap */
-    /* The most memory the upstream has in all (a device's total memory,
-     * the host's physical memory); 0: not known. A request whose class is
-     * larger can never be met, so it is refused before anything is tried:
-     * no cache trimmed, no callback asked, no counter moved. */
-    uint64_t upstream_total_bytes;
-    /* Called with no pool lock held; returns the bytes it freed. NULL: the
-     * ladder skips those steps. */
-    uint64_t (*relieve)(void *context, uint64_t bytes_needed,
-                        curdi_relief_step step);
-    void *relieve_context;
-} curdi_pool_config;
-
-typedef struct curdi_pool curdi_pool;
+#include "memory/pool_config.h"
 
 curd_status curdi_pool_create(const curdi_upstream *upstream,
                               const curdi_pool_config *config,
@@ -93,9 +56,6 @@ uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes);
 void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out);
 void curdi_pool_stats_reset(curdi_pool *pool);
 
-/* A pool is split into this many shards, one per thread while no more
- * threads than that are alive at once. */
-#define CURDI_POOL_SHARD_COUNT 16u
 /* The calling thread's shard index, below CURDI_POOL_SHARD_COUNT and the
  * same in every pool: taken on the thread's first pool call (this one, if
  * none came before) and given back when the thread exits. For tests. */
