@@ -56,8 +56,8 @@
  * locked, and destroy sweeps the directory for the blocks out with a
  * token.
  *
- * Rooms (why the pool is four files)
- * ----------------------------------
+ * Rooms (why the pool is split)
+ * -----------------------------
  * This file owns the sharded cache: the caching rule, acquire and release,
  * trim, the statistics, the out-of-memory ladder, create and destroy. The
  * pool's layout (the pool, its shards and their fronts) and the shard

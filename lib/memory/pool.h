@@ -28,7 +28,7 @@ curd_status curdi_pool_release(curdi_pool *pool, uint64_t address);
  * handed out with a token (curd_block.reserved), which names its record so
  * that the release finds it without a table, and a hit of a class up to
  * 64 KiB may come from (and go back to) the calling thread's own front,
- * with no lock (pool.c says how). The token is 0 for a block the pool
+ * with no lock (pool_fronts.c says how). The token is 0 for a block the pool
  * keeps in a live table instead (past 2^24 - 1 records). The release is
  * CURD_E_STALE_HANDLE, with nothing changed, unless address, class_bytes,
  * byte_len and token are what the pool handed out and the block is still

@@ -24,12 +24,13 @@
 #include "memory/pool_records.h"
 
 #define SHARD_COUNT CURDI_POOL_SHARD_COUNT
+
 /* Intel's L2 fetches cache lines in 128-byte aligned pairs (the adjacent
  * line prefetcher), so data written by different threads is kept a pair
  * apart, not just a line. */
 #define LINE_PAIR 128u
 
-/* A front's share of a cumulative counter (fronts below). A front whose
+/* A front's share of a cumulative counter (pool_fronts.c). A front whose
  * share is full stops taking blocks (its thread uses the shard) until a
  * reset: at 4 KiB a hit, 2^56 bytes is 2^44 hits. */
 #define FRONT_COUNTER_MAX (((uint64_t)1 << 56) - 1u)
