@@ -287,6 +287,27 @@ static void test_acquire_of_zero_bytes_is_invalid_and_changes_nothing(void)
     destroy_and_check_nothing_held(pool, &upstream);
 }
 
+/* The largest class is still counted after other traffic: its request
+ * reaches the upstream, which here has not that much (out of memory),
+ * instead of stopping at full counters (found by fuzz-pool). */
+static void test_the_largest_class_counts_after_other_traffic(void)
+{
+    pm_upstream upstream;
+    pm_upstream_init(&upstream, 64 * MIB);
+    curdi_pool *pool = pool_new(&upstream, MIB, 0);
+    for (int i = 0; i < 64; i++)
+        release_ok(pool, acquire_ok(pool, 4096 + (size_t)i * 4096));
+    /* The largest class a pool counts: 2^59 * 15/8, below 2^60. */
+    size_t largest = (size_t)15 << 56;
+    uint64_t address = 0;
+    size_t class_bytes = 0;
+    g_assert_cmpint(curdi_pool_acquire(pool, largest, &address, &class_bytes),
+                    ==, CURD_E_OUT_OF_MEMORY);
+    g_assert_cmpuint(class_bytes, ==, 0);
+    curd_test_assert_fix_sentence();
+    destroy_and_check_nothing_held(pool, &upstream);
+}
+
 static void test_acquire_past_the_largest_class_is_overflow(void)
 {
     pm_upstream upstream;
@@ -1514,6 +1535,8 @@ int main(int argc, char **argv)
                     test_acquire_of_zero_bytes_is_invalid_and_changes_nothing);
     g_test_add_func("/pool/acquire/past-the-largest-class-is-overflow-and-changes-nothing",
                     test_acquire_past_the_largest_class_is_overflow);
+    g_test_add_func("/pool/the-largest-class-counts-after-other-traffic",
+                    test_the_largest_class_counts_after_other_traffic);
     g_test_add_func("/pool/release/twice-is-stale-and-changes-nothing",
                     test_release_twice_is_stale_and_changes_nothing);
     g_test_add_func("/pool/release/of-a-foreign-address-is-stale-and-changes-nothing",

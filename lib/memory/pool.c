@@ -93,12 +93,14 @@
  *     family) or to an exact level taken with every shard locked (stats,
  *     reset), so a cached-bytes peak never passes the cache budget.
  * Counters never saturate: a shard's share of a cumulative counter stops at
- * 2^64 / SHARD_COUNT - 2^56 and a front's at 2^56 - 1, so the sum of the
+ * 2^64 / SHARD_COUNT - 2^52 and a front's at 2^52 - 1, so the sum of the
  * parts always fits; the operation
  * that would pass it fails with CURD_E_OVERFLOW and changes nothing, until
  * curd_device_stats_reset(). For the same reason a block's class may not
  * pass 2^60 - 1 bytes (CURD_E_OVERFLOW, like a request past the largest
- * class; the largest class below 2^60 is 2^60 - 2^56, a shard's share). Counters of the slow path (upstream calls,
+ * class; the largest class below 2^60 is 2^60 - 2^56, which leaves a
+ * shard's share room for 2^56 - 2^52 bytes of other traffic before its
+ * counters are full). Counters of the slow path (upstream calls,
  * misses, out-of-memory events, upstream time) are pool-wide atomics that
  * stop 2^62 below 2^64 so that a check made before an upstream call cannot
  * be outrun. The bytes a pool holds upstream (live + cached) are capped at
@@ -146,9 +148,10 @@
 /* A shard's live table starts with room for this many blocks. */
 #define INITIAL_LIVE_SLOTS 32u
 /* A shard's share of a cumulative counter: the sum of SHARD_COUNT shard
- * shares and SHARD_COUNT front shares stays within 2^64 - 1. It is itself
- * a size class (2^59 * 15/8), so the classes a pool serves are those below
- * 2^60, as before fronts took their part. */
+ * shares and SHARD_COUNT front shares stays within 2^64 - 1. It passes the
+ * largest class below 2^60 (2^59 * 15/8) by 2^56 - 2^52 bytes, so a block
+ * of that class can be counted after other traffic, nearly as before
+ * fronts took their part (2^56). */
 #define SHARD_COUNTER_MAX (UINT64_MAX / SHARD_COUNT - FRONT_COUNTER_MAX)
 /* Pool-wide slow-path counters stop this far below 2^64. */
 #define GLOBAL_COUNTER_MAX (UINT64_MAX - ((uint64_t)1 << 62))

@@ -32,8 +32,9 @@
 
 /* A front's share of a cumulative counter (pool_fronts.c). A front whose
  * share is full stops taking blocks (its thread uses the shard) until a
- * reset: at 4 KiB a hit, 2^56 bytes is 2^44 hits. */
-#define FRONT_COUNTER_MAX (((uint64_t)1 << 56) - 1u)
+ * reset: at 4 KiB a hit, 2^52 bytes is 2^40 hits. Kept small so that a
+ * shard's share (pool.c) keeps room above the largest class. */
+#define FRONT_COUNTER_MAX (((uint64_t)1 << 52) - 1u)
 
 /* A thread's front keeps up to FRONT_DEPTH blocks of each class up to
  * FRONT_CLASS_MAX bytes. */
