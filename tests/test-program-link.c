@@ -103,11 +103,7 @@ static curdi_program_counts counts_of(curd_device *device)
 /* The stand-in's running count of links; -1 on a GPU. */
 static long links_made(void)
 {
-    const char *kinds[] = {"link_completions"};
-    long count = -1;
-    if (!ON_FAKE || !curd_test_fake_live(kinds, 1, &count))
-        return -1;
-    return count;
+    return curd_test_fake_count("link_completions");
 }
 
 /* The stand-in's live objects, compared before and after each test. */
@@ -119,21 +115,11 @@ static const char *const fake_kinds[] = {
 
 static void run_test(gconstpointer data)
 {
-    void (*body)(void) = (void (*)(void))(uintptr_t)data;
     long before[G_N_ELEMENTS(fake_kinds)];
-    gboolean counted = ON_FAKE && curd_test_fake_live(
-                                      fake_kinds, G_N_ELEMENTS(fake_kinds),
-                                      before);
-    body();
-    long after[G_N_ELEMENTS(fake_kinds)];
-    if (!counted || g_test_failed() ||
-        !curd_test_fake_live(fake_kinds, G_N_ELEMENTS(fake_kinds), after))
-        return;
-    for (size_t i = 0; i < G_N_ELEMENTS(fake_kinds); i++)
-        if (after[i] != before[i])
-            g_error("the stand-in driver holds %ld %s, %ld when the test "
-                    "began",
-                    after[i], fake_kinds[i], before[i]);
+    gboolean counted;
+    curd_test_run_holding_nothing((void (*)(void))(uintptr_t)data,
+                                  fake_kinds, G_N_ELEMENTS(fake_kinds), before,
+                                  &counted);
 }
 
 /* curd_link_mix of link_mix.cu, on the host. */

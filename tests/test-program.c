@@ -89,11 +89,7 @@ static curd_program_props props_of(const curd_program *program)
 /* The stand-in's running count of PTX compilations; -1 on a GPU. */
 static long jit_count(void)
 {
-    const char *kinds[] = {"jit_compilations"};
-    long count = -1;
-    if (!ON_FAKE || !curd_test_fake_live(kinds, 1, &count))
-        return -1;
-    return count;
+    return curd_test_fake_count("jit_compilations");
 }
 
 /* The stand-in's live objects, compared before and after each test. */
@@ -108,20 +104,9 @@ static gboolean fake_before_valid;
 
 static void run_test(gconstpointer data)
 {
-    void (*body)(void) = (void (*)(void))(uintptr_t)data;
-    fake_before_valid =
-        ON_FAKE &&
-        curd_test_fake_live(fake_kinds, G_N_ELEMENTS(fake_kinds), fake_before);
-    body();
-    long after[G_N_ELEMENTS(fake_kinds)];
-    if (!fake_before_valid || g_test_failed() ||
-        !curd_test_fake_live(fake_kinds, G_N_ELEMENTS(fake_kinds), after))
-        return;
-    for (size_t i = 0; i < G_N_ELEMENTS(fake_kinds); i++)
-        if (after[i] != fake_before[i])
-            g_error("the stand-in driver holds %ld %s, %ld when the test "
-                    "began",
-                    after[i], fake_kinds[i], fake_before[i]);
+    curd_test_run_holding_nothing((void (*)(void))(uintptr_t)data,
+                                  fake_kinds, G_N_ELEMENTS(fake_kinds),
+                                  fake_before, &fake_before_valid);
 }
 
 /* Device buffers for kernels. */

@@ -127,6 +127,31 @@ gboolean curd_test_fake_live(const char *const *kinds, size_t count,
     return fake_live_read(kinds, count, counts);
 }
 
+long curd_test_fake_count(const char *kind)
+{
+    long count = -1;
+    if (!curd_test_fake_live(&kind, 1, &count))
+        return -1;
+    return count;
+}
+
+void curd_test_run_holding_nothing(void (*body)(void),
+                                   const char *const *kinds, size_t count,
+                                   long *before, gboolean *counted)
+{
+    *counted = curd_test_fake_live(kinds, count, before);
+    body();
+    long *after = g_new(long, count);
+    if (*counted && !g_test_failed()
+        && curd_test_fake_live(kinds, count, after))
+        for (size_t i = 0; i < count; i++)
+            if (after[i] != before[i])
+                g_error("the stand-in driver holds %ld %s, %ld when the test"
+                        " began",
+                        after[i], kinds[i], before[i]);
+    g_free(after);
+}
+
 char *curd_test_fake_nccl_path(void)
 {
     char *driver = curd_test_fake_driver_path();

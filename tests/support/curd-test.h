@@ -44,6 +44,16 @@ char *curd_test_fake_driver_path(void);
  * library: the program has made no driver call yet. */
 gboolean curd_test_fake_live(const char *const *kinds, size_t count,
                              long *counts);
+/* One such count (a running one, such as "jit_compilations"), or -1
+ * where the stand-in is not loaded (a GPU). */
+long curd_test_fake_count(const char *kind);
+/* Runs body, a test; on the stand-in it fails the test when the counts of
+ * kinds differ after it from before it. before (count of them) receives
+ * the counts before body runs, and *counted whether they were read, for
+ * the body to compare with. */
+void curd_test_run_holding_nothing(void (*body)(void),
+                                   const char *const *kinds, size_t count,
+                                   long *before, gboolean *counted);
 /* The stand-in NCCL (tests/fake/fake-nccl.c) beside it,
  * libnccl-fake.so.2; the caller frees the path with g_free. */
 char *curd_test_fake_nccl_path(void);

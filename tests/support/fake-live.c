@@ -5,51 +5,57 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+/* The function `symbol` of the stand-in that the environment variable
+ * env_name (CURD_LIBCUDA, CURD_LIBNCCL) names, if it is loaded: *out_library
+ * then holds it open, for the caller to dlclose after the call. NULL,
+ * nothing open, when either is missing. */
+static uintptr_t fake_function(const char *env_name, const char *symbol,
+                               void **out_library)
+{
+    const char *path = getenv(env_name);
+    void *library = path != NULL ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    void *found = library != NULL ? dlsym(library, symbol) : NULL;
+    if (found == NULL && library != NULL) {
+        dlclose(library);
+        library = NULL;
+    }
+    *out_library = library;
+    return (uintptr_t)found;
+}
+
 bool fake_live_read(const char *const *kinds, size_t count, long *counts)
 {
-    const char *path = getenv("CURD_LIBCUDA");
-    if (path == NULL)
+    void *library;
+    long (*live)(const char *) = (long (*)(const char *))fake_function(
+        "CURD_LIBCUDA", "fake_cuda_live", &library);
+    if (live == NULL)
         return false;
-    void *fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return false;
-    long (*live)(const char *) =
-        (long (*)(const char *))(uintptr_t)dlsym(fake, "fake_cuda_live");
-    if (live != NULL)
-        for (size_t i = 0; i < count; i++)
-            counts[i] = live(kinds[i]);
-    dlclose(fake);
-    return live != NULL;
+    for (size_t i = 0; i < count; i++)
+        counts[i] = live(kinds[i]);
+    dlclose(library);
+    return true;
 }
 
 bool fake_live_nccl_comms(long *count)
 {
-    const char *path = getenv("CURD_LIBNCCL");
-    if (path == NULL)
+    void *library;
+    long (*live)(void) = (long (*)(void))fake_function(
+        "CURD_LIBNCCL", "fake_nccl_live", &library);
+    if (live == NULL)
         return false;
-    void *fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return false;
-    long (*live)(void) =
-        (long (*)(void))(uintptr_t)dlsym(fake, "fake_nccl_live");
-    if (live != NULL)
-        *count = live();
-    dlclose(fake);
-    return live != NULL;
+    *count = live();
+    dlclose(library);
+    return true;
 }
 
 bool fake_hold_events(int hold)
 {
-    const char *path = getenv("CURD_LIBCUDA");
-    if (path == NULL)
+    void *library;
+    void (*hold_fn)(int) = (void (*)(int))fake_function(
+        "CURD_LIBCUDA", "fake_cuda_hold_events", &library);
+    if (hold_fn == NULL)
         return false;
-    void *fake = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    if (fake == NULL)
-        return false;
-    void (*hold_fn)(int) =
-        (void (*)(int))(uintptr_t)dlsym(fake, "fake_cuda_hold_events");
-    if (hold_fn != NULL)
-        hold_fn(hold);
-    dlclose(fake);
-    return hold_fn != NULL;
+    hold_fn(hold);
+    dlclose(library);
+    return true;
 }
