@@ -534,9 +534,10 @@ static void job_open(curdi_copy_team *team, const curdi_copy_piece *pieces,
 
 /* Every piece is taken (or a comparison differed). Closes the job, then
  * waits for the workers that joined it to finish their pieces: after that
- * none touches the pieces (the caller's memory) again. Gives the team
- * back. */
-static void job_close(curdi_copy_team *team)
+ * none touches the pieces (the caller's memory) again, and *out_differs
+ * (when not NULL) is whether any comparison differed, the workers' last
+ * pieces included. Gives the team back. */
+static void job_close(curdi_copy_team *team, bool *out_differs)
 {
     atomic_store(&team->open_serial, 0u);
     /* The workers inside are on their last piece: worth polling for
@@ -552,6 +553,9 @@ static void job_close(curdi_copy_team *team)
     team->compares = NULL;
     team->piece_count = 0;
     pthread_mutex_unlock(&team->lock);
+    /* Read before the team goes back: the next job resets it. */
+    if (out_differs != NULL)
+        *out_differs = atomic_load(&team->differs);
     pthread_mutex_unlock(&team->owner);
 }
 
@@ -573,7 +577,7 @@ void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
     }
     job_open(team, pieces, NULL, count, streaming);
     copy_pieces(team, pieces, count, streaming);
-    job_close(team);
+    job_close(team, NULL);
 }
 
 bool curdi_copy_team_equal(curdi_copy_team *team,
@@ -590,7 +594,9 @@ bool curdi_copy_team_equal(curdi_copy_team *team,
     }
     job_open(team, NULL, pieces, count, false);
     compare_pieces(team, pieces, count);
-    bool differs = atomic_load(&team->differs);
-    job_close(team);
+    /* Only once the workers are out: one may still be comparing the
+     * piece that differs when this thread finds none left to take. */
+    bool differs;
+    job_close(team, &differs);
     return !differs;
 }
