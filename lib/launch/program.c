@@ -483,7 +483,8 @@ static curd_status link_images(curdi_module *m, const char *entry,
         if (i == 0)
             snprintf(names[i], sizeof names[i], "image");
         else
-            snprintf(names[i], sizeof names[i], "link_images[%zu]", i - 1);
+            snprintf(names[i], sizeof names[i], "link_images[%u]",
+                     (unsigned)(i - 1u));
         inputs[i].bytes = m->image + m->inputs[i].offset;
         inputs[i].byte_len = m->inputs[i].byte_len;
         inputs[i].kind = m->inputs[i].kind;
