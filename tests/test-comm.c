@@ -80,6 +80,18 @@ static bool devices_open(curd_device **devices)
     return true;
 }
 
+/* Closes the devices that are open; on the stand-ins no communicator may
+ * outlive them. */
+static void devices_close(curd_device **devices)
+{
+    for (int r = 0; r < RANKS; r++)
+        if (devices[r] != NULL)
+            check_ok(curd_device_close(devices[r]), "curd_device_close");
+#ifdef CURD_TEST_COMM_FAKE
+    g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
+#endif
+}
+
 /* NCCL is there, or the test skips (a stand-in run must have it). */
 static bool nccl_there(void)
 {
@@ -101,8 +113,7 @@ static bool pair_open(pair *p, uint32_t timeout_ms)
     if (!devices_open(p->devices))
         return false;
     if (!nccl_there()) {
-        for (int r = 0; r < RANKS; r++)
-            check_ok(curd_device_close(p->devices[r]), "curd_device_close");
+        devices_close(p->devices);
         return false;
     }
     curd_comm_options options;
@@ -122,12 +133,7 @@ static void pair_close(pair *p)
             check_ok(status, "curd_comm_close");
         p->comms[r] = NULL;
     }
-    for (int r = 0; r < RANKS; r++)
-        if (p->devices[r] != NULL)
-            check_ok(curd_device_close(p->devices[r]), "curd_device_close");
-#ifdef CURD_TEST_COMM_FAKE
-    g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
-#endif
+    devices_close(p->devices);
 }
 
 static curd_buffer buffer_with(curd_device *device, const void *bytes,
@@ -731,11 +737,7 @@ static void test_a_rank_that_never_joins_times_out(void)
         g_assert_cmpint(waited_ms, <, 300 + 5000);
         g_assert_null(comm);
     }
-    for (int r = 0; r < RANKS; r++)
-        check_ok(curd_device_close(devices[r]), "curd_device_close");
-#ifdef CURD_TEST_COMM_FAKE
-    g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
-#endif
+    devices_close(devices);
 }
 
 /* Both ranks call, with their sends and receives disagreeing: NCCL or the
@@ -935,11 +937,7 @@ static void test_ranks_in_threads_joined_by_an_id(void)
         for (int r = 0; r < RANKS; r++)
             g_thread_join(running[r]);
     }
-    for (int r = 0; r < RANKS; r++)
-        check_ok(curd_device_close(devices[r]), "curd_device_close");
-#ifdef CURD_TEST_COMM_FAKE
-    g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
-#endif
+    devices_close(devices);
 }
 
 /* Without ncclCommSplit (NCCL before 2.18) a split is unsupported. */
@@ -1457,9 +1455,7 @@ static void test_every_failed_nccl_call(void)
     }
     g_test_message("%u NCCL failures checked", failures);
     g_assert_cmpuint(failures, >, 10);
-    for (int r = 0; r < RANKS; r++)
-        check_ok(curd_device_close(devices[r]), "curd_device_close");
-    g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
+    devices_close(devices);
 }
 #endif
 

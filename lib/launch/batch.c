@@ -784,7 +784,7 @@ static curd_status run_staging(curd_batch *batch, curdi_staging *staging,
  * enqueued (a module load has no place in a capture). Context current. */
 static curd_status run_readback_kernels(curd_batch *batch)
 {
-    curd_status status = curdi_gather_kernels_for_readback(
+    curd_status status = curdi_gather_kernels_if_usable(
         batch->device, &batch->readback, &batch->readback_usable);
     batch->readback_known = status == CURD_OK;
     return status;

@@ -207,9 +207,9 @@ curd_status curdi_gather_kernels_get(curd_device *device,
     return CURD_OK;
 }
 
-curd_status curdi_gather_kernels_for_readback(curd_device *device,
-                                              curdi_gather_kernels *out,
-                                              bool *out_usable)
+curd_status curdi_gather_kernels_if_usable(curd_device *device,
+                                           curdi_gather_kernels *out,
+                                           bool *out_usable)
 {
     *out_usable = false;
     if (device->transfer->tuning.gather.path == CURDI_PATH_DMA

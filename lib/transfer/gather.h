@@ -96,15 +96,15 @@ bool curdi_gather_loaded(struct curd_device *device);
 curd_status curdi_gather_kernels_get(struct curd_device *device,
                                      curdi_gather_kernels *out);
 
-/* The kernels for work recorded above the transfer room (a batch's
- * read-backs, lib/launch/batch.c), context current: *out_usable is false,
- * with CURD_OK, where that work should use DMAs instead: the device's
- * transfer path is "dma" (CURD_TRANSFER_PATH), or its driver cannot run
- * the kernels (remembered as above). Another status, with its sentence,
- * for a failed driver call. */
-curd_status curdi_gather_kernels_for_readback(struct curd_device *device,
-                                              curdi_gather_kernels *out,
-                                              bool *out_usable);
+/* The kernels for work that would use them (a plan that gathers, a
+ * batch's read-backs in lib/launch/batch.c), context current:
+ * *out_usable is false, with CURD_OK, where that work should use DMAs
+ * instead: the device's transfer path is "dma" (CURD_TRANSFER_PATH), or
+ * its driver cannot run the kernels (remembered as above). Another
+ * status, with its sentence, for a failed driver call. */
+curd_status curdi_gather_kernels_if_usable(struct curd_device *device,
+                                           curdi_gather_kernels *out,
+                                           bool *out_usable);
 
 /* Enqueues on stream the launches that move count pieces between their
  * device bytes and stage + stage_offset, page-locked host memory (a pinned

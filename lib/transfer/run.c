@@ -246,13 +246,12 @@ static curd_status run_make_plan(curdi_run *run)
     if (status != CURD_OK || !run->plan.gather)
         return status;
     /* Asked only of plans that would gather: it takes a lock. */
-    status = curdi_gather_unavailable(device)
-                 ? CURD_E_PROGRAM
-                 : curdi_gather_kernels_get(device, &run->kernels);
-    if (status == CURD_OK)
+    bool usable = false;
+    status = curdi_gather_kernels_if_usable(device, &run->kernels, &usable);
+    if (status == CURD_OK && usable)
         return CURD_OK;
     curdi_plan_free(&run->plan);
-    if (status != CURD_E_PROGRAM)
+    if (status != CURD_OK)
         return status;
     return curdi_plan_build(prepared->items, prepared->count, NULL,
                             device->max_copy_pitch, &run->plan);

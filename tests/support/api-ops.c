@@ -759,13 +759,28 @@ static curd_status copy_within_async_call(api_world *w)
     return status;
 }
 
+/* After an asynchronous call: its pending, if it made one, waited for
+ * when the call succeeded, then freed. */
+static void async_pending_end(api_world *w, curd_status status)
+{
+    if (status == CURD_OK)
+        API_OK(curd_pending_wait(w->pending, NULL));
+    if (w->pending != NULL)
+        API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+}
+
+/* After a call on a pending (a wait, whether it failed or not): freeing it
+ * gives everything back. */
+static void pending_let_go(api_world *w)
+{
+    API_OK(curd_pending_free(w->pending));
+    w->pending = NULL;
+}
+
 static void copy_within_async_finish(api_world *w, curd_status status)
 {
-    if (status == CURD_OK) {
-        API_OK(curd_pending_wait(w->pending, NULL));
-        API_OK(curd_pending_free(w->pending));
-        w->pending = NULL;
-    }
+    async_pending_end(w, status);
     copy_within_finish(w, status);
 }
 
@@ -779,8 +794,7 @@ static void copy_pending_made(api_world *w)
  * and the copy is in place or can be made again. */
 static void copy_wait_finish(api_world *w, curd_status status)
 {
-    API_OK(curd_pending_free(w->pending));
-    w->pending = NULL;
+    pending_let_go(w);
     copy_within_finish(w, status);
 }
 
@@ -1065,11 +1079,7 @@ static void on_callers_stream_finish(api_world *w, curd_status status)
 
 static void async_finish(api_world *w, curd_status status)
 {
-    if (status == CURD_OK)
-        API_OK(curd_pending_wait(w->pending, NULL));
-    if (w->pending != NULL)
-        API_OK(curd_pending_free(w->pending));
-    w->pending = NULL;
+    async_pending_end(w, status);
     dispatch_finish(w, status);
 }
 
@@ -1082,8 +1092,7 @@ static curd_status wait_call(api_world *w)
 /* Waited for (the wait failed or not): freeing it gives back everything. */
 static void wait_finish(api_world *w, curd_status status)
 {
-    API_OK(curd_pending_free(w->pending));
-    w->pending = NULL;
+    pending_let_go(w);
     dispatch_finish(w, status);
 }
 
@@ -1390,11 +1399,7 @@ static curd_status batch_run_async_call(api_world *w)
 
 static void batch_run_async_finish(api_world *w, curd_status status)
 {
-    if (status == CURD_OK) {
-        API_OK(curd_pending_wait(w->pending, NULL));
-        API_OK(curd_pending_free(w->pending));
-        w->pending = NULL;
-    }
+    async_pending_end(w, status);
     batch_run_finish(w, status);
 }
 
@@ -1408,8 +1413,7 @@ static void graph_batch_pending(api_world *w)
  * and leaves the batch to run again. */
 static void batch_wait_finish(api_world *w, curd_status status)
 {
-    API_OK(curd_pending_free(w->pending));
-    w->pending = NULL;
+    pending_let_go(w);
     batch_run_finish(w, status);
 }
 
