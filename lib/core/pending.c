@@ -117,12 +117,12 @@ static bool has_end_event(const curd_pending *pending)
     return pending->timed || pending->caller_stream != NULL;
 }
 
-/* The events the work holds: timed ones, or the end event alone
+/* The events the work takes: timed ones, or the end event alone
  * (events[1], timing disabled) for untimed work on the caller's stream. */
 static unsigned event_count(const curd_pending *pending)
 {
     if (!pending->timed)
-        return pending->events_taken ? 1u : 0u;
+        return 1u;
     return pending->split ? 4u : 2u;
 }
 
@@ -269,7 +269,9 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         curdi_device_leave(device);
         return status;
     }
-    curdi_stream_passed(device, pending->stream);
+    /* The fence says so itself. */
+    if (has_end_event(pending))
+        curdi_stream_passed(device, pending->stream);
     if (pending->timed && pending->split) {
         pending->staging_ns = elapsed_ns(driver, pending->events[0],
                                          pending->events[2]);
