@@ -359,6 +359,13 @@ static int fork_child_checks(curd_device *parent_device)
         return 20;
     if (!contains(curd_last_error(), "CUDA contexts do not survive fork"))
         return 21;
+    /* The parent's last check of the device (a pool hit's) does not carry
+     * over: the thread that forked remembers it, and must not trust it. */
+    curd_block block;
+    if (curd_block_acquire(parent_device, CURD_POOL_DEVICE, 64, &block) !=
+            CURD_E_UNSUPPORTED ||
+        !contains(curd_last_error(), "CUDA contexts do not survive fork"))
+        return 22;
     if (curd_device_close(parent_device) != CURD_E_UNSUPPORTED)
         return 14;
     /* The version needs no driver call and still answers. */
@@ -375,6 +382,11 @@ static void test_fork_child_is_unsupported(void)
     use_fake_driver();
     curd_device *device = NULL;
     g_assert_cmpint(curd_device_open(0, NULL, &device), ==, CURD_OK);
+    /* A pool hit before the fork: its device check is remembered. */
+    curd_block block;
+    g_assert_cmpint(curd_block_acquire(device, CURD_POOL_DEVICE, 64, &block),
+                    ==, CURD_OK);
+    g_assert_cmpint(curd_block_release(device, &block), ==, CURD_OK);
     pid_t pid = fork();
     g_assert_cmpint(pid, >=, 0);
     if (pid == 0)

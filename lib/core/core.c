@@ -33,6 +33,29 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(curd_device *) registry[CURDI_OPEN_DEVICES_MAX];
 static atomic_uint registry_end;
 
+/* What lets curdi_device_check skip the registry (core.h): every
+ * thread's last device that passed the whole check, and the count of
+ * closes then. A close (and a fork, whose child may not use a device)
+ * moves the count on, so no device is taken on trust after it. */
+atomic_uint curdi_device_closes;
+_Thread_local curdi_checked_device curdi_device_checked
+    __attribute__((tls_model("initial-exec")));
+static pthread_once_t fork_watch_once = PTHREAD_ONCE_INIT;
+/* Without the fork handler a fork child could trust its parent's device,
+ * so then no thread remembers one and every check walks the registry. */
+static atomic_bool forks_watched;
+
+static void forget_checked_in_child(void)
+{
+    atomic_fetch_add(&curdi_device_closes, 1u);
+}
+
+static void watch_forks(void)
+{
+    if (pthread_atfork(NULL, NULL, forget_checked_in_child) == 0)
+        atomic_store(&forks_watched, true);
+}
+
 static bool registered(const curd_device *device)
 {
     unsigned end = atomic_load_explicit(&registry_end, memory_order_acquire);
@@ -45,6 +68,7 @@ static bool registered(const curd_device *device)
 
 curd_status curdi_core_register(curd_device *device)
 {
+    pthread_once(&fork_watch_once, watch_forks);
     pthread_mutex_lock(&registry_lock);
     unsigned end = atomic_load_explicit(&registry_end, memory_order_relaxed);
     unsigned slot = 0;
@@ -79,6 +103,8 @@ bool curdi_core_unregister(const curd_device *device)
             == device) {
             atomic_store_explicit(&registry[slot], NULL,
                                   memory_order_release);
+            atomic_fetch_add_explicit(&curdi_device_closes, 1u,
+                                      memory_order_release);
             found = true;
         }
     }
@@ -86,8 +112,13 @@ bool curdi_core_unregister(const curd_device *device)
     return found;
 }
 
-curd_status curdi_device_check(const curd_device *device, const char *what)
+curd_status curdi_device_check_fully(const curd_device *device,
+                                     const char *what)
 {
+    /* Read before the registry: a close after it moves the count past
+     * what the thread remembers. */
+    unsigned closes =
+        atomic_load_explicit(&curdi_device_closes, memory_order_acquire);
     if (device == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: device is NULL. Fix: pass a device from"
@@ -111,6 +142,8 @@ curd_status curdi_device_check(const curd_device *device, const char *what)
                           " nothing can run on it any more. Fix: close the"
                           " device and open it again.",
                           what, device->ordinal);
+    if (atomic_load_explicit(&forks_watched, memory_order_relaxed))
+        curdi_device_checked = (curdi_checked_device){device, closes};
     return CURD_OK;
 }
 

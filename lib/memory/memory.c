@@ -247,6 +247,7 @@ curd_status curdi_memory_open(curd_device *device)
     };
     const curdi_pool_config device_config = {
         .name = "device",
+        .kind = CURD_POOL_DEVICE,
         .cache_budget_bytes =
             options->device_cache_bytes != 0
                 ? options->device_cache_bytes
@@ -265,6 +266,7 @@ curd_status curdi_memory_open(curd_device *device)
     };
     const curdi_pool_config pinned_config = {
         .name = "pinned",
+        .kind = CURD_POOL_PINNED,
         .cache_budget_bytes = options->pinned_cache_bytes != 0
                                   ? options->pinned_cache_bytes
                                   : CURDI_PINNED_CACHE_DEFAULT,
@@ -324,95 +326,95 @@ curdi_pool *curdi_memory_pool(curd_device *device, curd_pool_kind kind)
  * ---------------------------------------------------------------------- */
 /* The public entries and the library's own rooms share these, inlined in
  * both: a pool hit is a few tens of nanoseconds, and a call layer less is
- * a measurable part of it. */
-static inline __attribute__((always_inline)) curd_status
-block_acquire(curd_device *device, curd_pool_kind kind, size_t byte_len,
-              curd_block *out_block)
+ * a measurable part of it. Each ends in a tail call and keeps its
+ * refusals in a function of their own, so a hit saves no register. */
+static __attribute__((noinline, cold)) curd_status
+fail_acquire_arguments(const curd_block *out_block, curd_pool_kind kind)
 {
     if (out_block == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_block_acquire: out_block is NULL. Fix: pass "
                           "the address of a curd_block.");
-    curdi_pool *pool = curdi_memory_pool(device, kind);
-    if (pool == NULL)
+    if (kind != CURD_POOL_DEVICE && kind != CURD_POOL_PINNED)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "curd_block_acquire: pool kind %d is neither "
                           "CURD_POOL_DEVICE (0) nor CURD_POOL_PINNED (1). "
                           "Fix: pass one of those.",
                           (int)kind);
-    if (byte_len == 0)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_block_acquire: byte_len is 0. Fix: request "
-                          "at least one byte; a zero-byte transfer needs no "
-                          "block.");
-    uint64_t address = 0;
-    size_t class_bytes = 0;
-    uint32_t token = 0;
-    curd_status status = curdi_pool_acquire_block(pool, byte_len, &address,
-                                                  &class_bytes, &token);
-    if (status != CURD_OK)
-        return status;
-    curd_block block = {
-        .device_ptr = kind == CURD_POOL_DEVICE ? address : 0,
-        .host_ptr = kind == CURD_POOL_PINNED ? (void *)(uintptr_t)address
-                                             : NULL,
-        .byte_len = byte_len,
-        .class_bytes = class_bytes,
-        .pool_kind = (uint32_t)kind,
-        .reserved = token,
-    };
-    *out_block = block;
-    return CURD_OK;
+    return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                      "curd_block_acquire: byte_len is 0. Fix: request at "
+                      "least one byte; a zero-byte transfer needs no "
+                      "block.");
+}
+
+static __attribute__((noinline, cold)) curd_status fail_release_null(void)
+{
+    return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                      "curd_block_release: block is NULL. Fix: pass the "
+                      "block that curd_block_acquire() filled in.");
+}
+
+static inline __attribute__((always_inline)) curd_status
+block_acquire(curd_device *device, curd_pool_kind kind, size_t byte_len,
+              curd_block *out_block)
+{
+    curdi_pool *pool = curdi_memory_pool(device, kind);
+    if (__builtin_expect(out_block == NULL || pool == NULL || byte_len == 0,
+                         false))
+        return fail_acquire_arguments(out_block, kind);
+    return curdi_pool_acquire_block(pool, byte_len, out_block);
 }
 
 static inline __attribute__((always_inline)) curd_status
 block_release(curd_device *device, const curd_block *block)
 {
-    if (block == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curd_block_release: block is NULL. Fix: pass the "
-                          "block that curd_block_acquire() filled in.");
-    curdi_pool *pool = curdi_memory_pool(device, (curd_pool_kind)block->pool_kind);
-    bool shaped = pool != NULL &&
-                  (block->pool_kind == CURD_POOL_DEVICE
-                       ? block->host_ptr == NULL && block->device_ptr != 0
-                       : block->device_ptr == 0 && block->host_ptr != NULL) &&
-                  block->byte_len != 0 && block->byte_len <= block->class_bytes;
-    if (!shaped)
-        return curdi_fail(CURD_E_STALE_HANDLE,
-                          "curd_block_release: the block (pool_kind %" PRIu32
-                          ", device_ptr 0x%" PRIx64 ", host_ptr %p, byte_len "
-                          "%zu, class_bytes %zu, reserved %" PRIu32 ") is not "
-                          "one curd hands out. Fix: release the curd_block "
-                          "that curd_block_acquire() filled in, unchanged.",
-                          block->pool_kind, block->device_ptr, block->host_ptr,
-                          block->byte_len, block->class_bytes,
-                          block->reserved);
-    uint64_t address = block->pool_kind == CURD_POOL_DEVICE
-                           ? block->device_ptr
-                           : (uint64_t)(uintptr_t)block->host_ptr;
-    /* Every other field must be what the pool handed out: a copy altered
-     * in its sizes or its token names a block curd never handed out. */
-    return curdi_pool_release_block(pool, address, block->class_bytes,
-                                    block->byte_len, block->reserved);
+    if (__builtin_expect(block == NULL, false))
+        return fail_release_null();
+    /* Its kind picks the pool, which checks the rest. */
+    curdi_pool *pool =
+        curdi_memory_pool(device, (curd_pool_kind)block->pool_kind);
+    if (__builtin_expect(pool == NULL, false))
+        return curdi_pool_fail_foreign_block(block);
+    return curdi_pool_release_block(pool, block);
+}
+
+/* The public entries by the whole device check (a device the thread has
+ * not checked since the last close). */
+static __attribute__((noinline)) curd_status
+acquire_checking_device(curd_device *device, curd_pool_kind kind,
+                        size_t byte_len, curd_block *out_block)
+{
+    curd_status status =
+        curdi_device_check_fully(device, "curd_block_acquire");
+    if (status != CURD_OK)
+        return status;
+    return block_acquire(device, kind, byte_len, out_block);
+}
+
+static __attribute__((noinline)) curd_status
+release_checking_device(curd_device *device, const curd_block *block)
+{
+    curd_status status =
+        curdi_device_check_fully(device, "curd_block_release");
+    if (status != CURD_OK)
+        return status;
+    return block_release(device, block);
 }
 
 CURD_API curd_status curd_block_acquire(curd_device *device,
                                         curd_pool_kind kind, size_t byte_len,
                                         curd_block *out_block)
 {
-    curd_status status = curdi_device_check(device, "curd_block_acquire");
-    if (status != CURD_OK)
-        return status;
+    if (__builtin_expect(!curdi_device_known(device), false))
+        return acquire_checking_device(device, kind, byte_len, out_block);
     return block_acquire(device, kind, byte_len, out_block);
 }
 
 CURD_API curd_status curd_block_release(curd_device *device,
                                         const curd_block *block)
 {
-    curd_status status = curdi_device_check(device, "curd_block_release");
-    if (status != CURD_OK)
-        return status;
+    if (__builtin_expect(!curdi_device_known(device), false))
+        return release_checking_device(device, block);
     return block_release(device, block);
 }
 

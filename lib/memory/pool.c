@@ -294,7 +294,6 @@ static void front_fold(curdi_pool *pool, pool_front *front)
                                       memory_order_relaxed);
     }
     front->folded = front->moves;
-    front->unfolded = false;
 }
 
 /* Raises the peak of a family past which `level`, an estimate of the
@@ -329,9 +328,9 @@ static inline int64_t pool_level(curdi_pool *pool, enum pool_family family)
 /* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
  * 2 * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
  * caller has checked the room for allocated. own_front: the calling
- * thread's front when it owns the one beside this shard part and the front
- * has an unfolded change (unfolded_front_of), else NULL: that change
- * counts in the estimate, so that one thread's level is exact. */
+ * thread's front when it owns the one beside this shard part
+ * (owner_front_of), else NULL: its unfolded change counts in the
+ * estimate, so that one thread's level is exact. */
 static inline void family_up(curdi_pool *pool, family_part *part,
                              const pool_front *own_front,
                              enum pool_family family, uint64_t amount)
@@ -359,10 +358,11 @@ static inline void family_down(curdi_pool *pool, family_part *part,
 }
 
 /* The families a block moves through, counted in a shard's part array;
- * own_front as for family_up. */
+ * own_front as for family_up. A rise moves the estimates the front's
+ * rooms were measured against, so they close. */
 static inline void count_live_up(curdi_pool *pool, family_part *parts,
-                                 const pool_front *own_front,
-                                 size_t class_bytes, size_t byte_len)
+                                 pool_front *own_front, size_t class_bytes,
+                                 size_t byte_len)
 {
     family_up(pool, &parts[FAMILY_LIVE_BYTES], own_front, FAMILY_LIVE_BYTES,
               class_bytes);
@@ -370,6 +370,8 @@ static inline void count_live_up(curdi_pool *pool, family_part *parts,
               FAMILY_LIVE_BLOCKS, 1);
     family_up(pool, &parts[FAMILY_REQUESTED_BYTES], own_front,
               FAMILY_REQUESTED_BYTES, byte_len);
+    if (own_front != NULL)
+        front_rooms_close(own_front);
 }
 
 static inline void count_live_down(curdi_pool *pool, family_part *parts,
@@ -383,13 +385,14 @@ static inline void count_live_down(curdi_pool *pool, family_part *parts,
 }
 
 static inline void count_cached_up(curdi_pool *pool, family_part *parts,
-                                   const pool_front *own_front,
-                                   size_t class_bytes)
+                                   pool_front *own_front, size_t class_bytes)
 {
     family_up(pool, &parts[FAMILY_CACHED_BYTES], own_front,
               FAMILY_CACHED_BYTES, class_bytes);
     family_up(pool, &parts[FAMILY_CACHED_BLOCKS], own_front,
               FAMILY_CACHED_BLOCKS, 1);
+    if (own_front != NULL)
+        front_rooms_close(own_front);
 }
 
 static inline void count_cached_down(curdi_pool *pool, family_part *parts,
@@ -400,62 +403,121 @@ static inline void count_cached_down(curdi_pool *pool, family_part *parts,
     family_down(pool, &parts[FAMILY_CACHED_BLOCKS], FAMILY_CACHED_BLOCKS, 1);
 }
 
-/* A block out of the front (a hit) and into it, counted in its moves by
- * its owner. The live families rise on a hit, the cached ones on a
- * release (their changes are the live ones' negatives); a change past a
- * quantum folds the front into the pool's levels; the estimate for the
- * peak adds the owner's shard's unflushed change, so that one thread's
- * level is exact. */
 static inline bool past_quantum(int64_t delta, int64_t quantum)
 {
     return delta >= quantum || delta <= -quantum;
 }
 
-static inline __attribute__((always_inline)) void
-front_count(curdi_pool *pool, pool_front *front, const pool_shard *own,
-            size_t class_bytes, size_t byte_len, bool out)
+/* How far a family's estimate may rise before it passes the family's
+ * peak, once the peak has been raised past the estimate (0 when a bound
+ * kept the peak below it: the next rise looks again). */
+static int64_t peak_room(curdi_pool *pool, enum pool_family family,
+                         int64_t level)
+{
+    peak_check(pool, family, level);
+    int64_t peak = (int64_t)atomic_load_explicit(&pool->families[family].peak,
+                                                 memory_order_relaxed);
+    return peak > level ? peak - level : 0;
+}
+
+/* The owner's look at the pool once a move used up one of its front's
+ * rooms: folds the front's level change into the pool's levels once it
+ * reaches a quantum, raises each peak its estimate passed, as family_up
+ * does for a shard (the estimate adds the owner's shard's unflushed change,
+ * so that one thread's level is exact), and measures the rooms again. */
+static __attribute__((noinline, cold)) void
+front_settle_and_leave(curdi_pool *pool, pool_front *front,
+                       const pool_shard *own)
+{
+    static const enum pool_family live[ROOM_COUNT] = {
+        FAMILY_LIVE_BYTES, FAMILY_LIVE_BLOCKS, FAMILY_REQUESTED_BYTES};
+    /* The cached family that moves by the live one's negative, if any. */
+    static const enum pool_family cached[ROOM_COUNT] = {
+        FAMILY_CACHED_BYTES, FAMILY_CACHED_BLOCKS, FAMILY_COUNT};
+    int64_t net[ROOM_COUNT];
+    bool fold = false;
+    for (unsigned r = 0; r < ROOM_COUNT; r++) {
+        net[r] = front_delta(front, live[r]);
+        fold = fold || past_quantum(net[r], family_quantum[live[r]]);
+    }
+    if (fold) {
+        front_fold(pool, front);
+        memset(net, 0, sizeof net);
+    }
+    const family_part *f = own->families;
+    for (unsigned r = 0; r < ROOM_COUNT; r++) {
+        enum pool_family family = live[r];
+        int64_t quantum = family_quantum[family];
+        int64_t rise = quantum - 1 - net[r], fall = quantum - 1 + net[r];
+        int64_t room = peak_room(pool, family,
+                                 pool_level(pool, family) + net[r] +
+                                     delta_of(&f[family]));
+        rise = room < rise ? room : rise;
+        if (cached[r] != FAMILY_COUNT) {
+            room = peak_room(pool, cached[r],
+                             pool_level(pool, cached[r]) - net[r] +
+                                 delta_of(&f[cached[r]]));
+            fall = room < fall ? room : fall;
+        }
+        front->rise_room[r] = rise;
+        front->room_band[r] = rise + fall;
+    }
+    front_leave(front);
+}
+
+/* A block out of the front (a hit) or into it, counted in its moves by its
+ * owner. A hit raises the live families and lowers the cached ones, a
+ * release the other way. Instead of reading the pool's levels and peaks
+ * on every move, the front keeps rooms measured at its last look
+ * (front_settle_and_leave): how far each live family may still rise, and the band
+ * it may move in (the rise and the fall allowed then, summed: a hit
+ * spends rise room and gives the same fall room back, so the band stays
+ * as it was). The owner looks again only once a move leaves the band, when
+ * its change must fold (a quantum) or its estimate passed a peak. Changes
+ * beside it that could make a room too large close the rooms
+ * (front_rooms_close): its own shard's rises and a reset of the peaks.
+ * Other threads' folds can too, which is the error the peaks already allow
+ * (a quantum per other thread). */
+static inline __attribute__((always_inline)) bool
+front_count(pool_front *front, size_t class_bytes, size_t byte_len, bool out)
 {
     front_moves *moves = &front->moves;
-    front->unfolded = true;
+    int64_t *rise = front->rise_room;
+    int64_t bytes, blocks, requested;
+    front->spend_room -= (int64_t)class_bytes;
     if (out) {
         moves->out_blocks += 1;
         moves->out_bytes += class_bytes;
         moves->out_requested += byte_len;
+        bytes = rise[ROOM_BYTES] -= (int64_t)class_bytes;
+        blocks = rise[ROOM_BLOCKS] -= 1;
+        requested = rise[ROOM_REQUESTED] -= (int64_t)byte_len;
     } else {
         moves->in_blocks += 1;
         moves->in_bytes += class_bytes;
         moves->in_requested += byte_len;
+        const int64_t *band = front->room_band;
+        bytes = band[ROOM_BYTES] - (rise[ROOM_BYTES] += (int64_t)class_bytes);
+        blocks = band[ROOM_BLOCKS] - (rise[ROOM_BLOCKS] += 1);
+        requested = band[ROOM_REQUESTED] -
+                    (rise[ROOM_REQUESTED] += (int64_t)byte_len);
     }
-    int64_t live_bytes = front_delta(front, FAMILY_LIVE_BYTES);
-    int64_t live_blocks = front_delta(front, FAMILY_LIVE_BLOCKS);
-    int64_t requested = front_delta(front, FAMILY_REQUESTED_BYTES);
-    if (past_quantum(live_bytes, BYTES_QUANTUM) ||
-        past_quantum(live_blocks, BLOCKS_QUANTUM) ||
-        past_quantum(requested, BYTES_QUANTUM)) {
-        front_fold(pool, front);
-        live_bytes = live_blocks = requested = 0;
-    }
-    const family_part *f = own->families;
-    if (out) {
-        peak_check(pool, FAMILY_LIVE_BYTES,
-                   pool_level(pool, FAMILY_LIVE_BYTES) + live_bytes +
-                       delta_of(&f[FAMILY_LIVE_BYTES]));
-        peak_check(pool, FAMILY_LIVE_BLOCKS,
-                   pool_level(pool, FAMILY_LIVE_BLOCKS) + live_blocks +
-                       delta_of(&f[FAMILY_LIVE_BLOCKS]));
-        peak_check(pool, FAMILY_REQUESTED_BYTES,
-                   pool_level(pool, FAMILY_REQUESTED_BYTES) + requested +
-                       delta_of(&f[FAMILY_REQUESTED_BYTES]));
-    } else {
-        peak_check(pool, FAMILY_CACHED_BYTES,
-                   pool_level(pool, FAMILY_CACHED_BYTES) - live_bytes +
-                       delta_of(&f[FAMILY_CACHED_BYTES]));
-        peak_check(pool, FAMILY_CACHED_BLOCKS,
-                   pool_level(pool, FAMILY_CACHED_BLOCKS) - live_blocks +
-                       delta_of(&f[FAMILY_CACHED_BLOCKS]));
-    }
+    return __builtin_expect((bytes | blocks | requested) < 0, false);
 }
 
+/* Leaves the front after a move: with a look at the pool first when the
+ * move left its band (front_count). The look is a call, made last, so that
+ * the hit keeps no register across it. */
+static inline __attribute__((always_inline)) void
+front_leave_counted(curdi_pool *pool, pool_front *front,
+                    const pool_shard *own, bool settle)
+{
+    if (__builtin_expect(settle, false)) {
+        front_settle_and_leave(pool, front, own);
+        return;
+    }
+    front_leave(front);
+}
 
 /* Shares stay far below their cap in any real run. When every value and
  * amount an operation checks is below half the cap, every sum fits, and one
@@ -861,6 +923,7 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
     }
     pool->upstream = *upstream;
     pool->name = name;
+    pool->kind = config->kind;
     pool->cache_budget_bytes = config->cache_budget_bytes;
     pool->live_limit_bytes = config->live_limit_bytes;
     pool->upstream_total_bytes = config->upstream_total_bytes;
@@ -1176,7 +1239,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_live_table(pool);
     }
-    count_live_up(pool, own->families, unfolded_front_of(own), class_bytes,
+    count_live_up(pool, own->families, owner_front_of(own), class_bytes,
                   byte_len);
     uint32_t token = tokened ? hand_out(block, byte_len) : 0;
     shard_unlock(own);
@@ -1190,31 +1253,45 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
 /* A hit in the calling thread's own front: no lock, no table. False (with
  * nothing changed) when the front has no block of the class, is revoked,
  * or its counters are full. */
+/* A block as curd_block_acquire hands it out. */
+static inline __attribute__((always_inline)) void
+block_fill(const curdi_pool *pool, curd_block *out_block, uint64_t address,
+           size_t byte_len, size_t class_bytes, uint32_t token)
+{
+    bool device = pool->kind == CURD_POOL_DEVICE;
+    *out_block = (curd_block){
+        .device_ptr = device ? address : 0,
+        .host_ptr = device ? NULL : (void *)(uintptr_t)address,
+        .byte_len = byte_len,
+        .class_bytes = class_bytes,
+        .pool_kind = (uint32_t)pool->kind,
+        .reserved = token,
+    };
+}
+
 static inline __attribute__((always_inline)) bool
-acquire_from_front(curdi_pool *pool, pool_shard *own,
-                                      pool_front *front, size_t byte_len,
-                                      size_t class_bytes,
-                                      unsigned class_index,
-                                      uint64_t *out_address,
-                                      uint32_t *out_token)
+acquire_from_front(curdi_pool *pool, pool_shard *own, pool_front *front,
+                   size_t byte_len, size_t class_bytes, unsigned class_index,
+                   curd_block *out_block)
 {
     if (!front_enter(front))
         return false;
     if (front->counts[class_index] == 0 ||
-        !front_room(&front->moves, class_bytes, byte_len)) {
+        !front_may_spend(front, class_bytes)) {
         front_leave(front);
         return false;
     }
     pool_block *block = *front_top(front, class_index);
     front->counts[class_index]--;
     front->cached_bytes -= class_bytes;
-    front_count(pool, front, own, class_bytes, byte_len, true);
+    bool settle = front_count(front, class_bytes, byte_len, true);
     if (front->lease_bytes - front->cached_bytes > 2u * pool->lease_slack)
         lease_give_back(pool, &front->lease_bytes, front->cached_bytes,
                         pool->lease_slack);
-    *out_address = block->address;
-    *out_token = hand_out(block, byte_len); /* fronts hold indexed blocks */
-    front_leave(front);
+    /* Fronts hold indexed blocks: each has a token. */
+    block_fill(pool, out_block, block->address, byte_len, class_bytes,
+               hand_out(block, byte_len));
+    front_leave_counted(pool, front, own, settle);
     return true;
 }
 
@@ -1275,6 +1352,8 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
                             ? owned_front(pool, own_index)
                             : NULL;
     shard_lock(own);
+    if (front != NULL)
+        front_renew_if_short(front);
     /* The own front (by the lock: the owner) and the stack are one LIFO,
      * the front on top. */
     bool in_front = front != NULL && front->counts[class_index] != 0;
@@ -1315,7 +1394,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
             (void)stack_pop(own, class_index);
         }
         count_cached_down(pool, own->families, class_bytes);
-        count_live_up(pool, own->families, unfolded_front_of(own), class_bytes,
+        count_live_up(pool, own->families, owner_front_of(own), class_bytes,
                       byte_len);
         own->cache_hits++;
         if (own->lease_bytes - own->cached_bytes > 2u * pool->lease_slack)
@@ -1355,10 +1434,24 @@ curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
     return acquire(pool, byte_len, out_address, out_class_bytes, NULL);
 }
 
+/* A block by the whole path: by the lock, a token out only on success.
+ * Not inline, so that the hit keeps no register of its own. */
+static __attribute__((noinline)) curd_status
+acquire_block_by_lock(curdi_pool *pool, size_t byte_len,
+                      curd_block *out_block)
+{
+    uint64_t address = 0;
+    size_t class_bytes = 0;
+    uint32_t token = 0;
+    curd_status status =
+        acquire(pool, byte_len, &address, &class_bytes, &token);
+    if (status == CURD_OK)
+        block_fill(pool, out_block, address, byte_len, class_bytes, token);
+    return status;
+}
+
 curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
-                                     uint64_t *out_address,
-                                     size_t *out_class_bytes,
-                                     uint32_t *out_token)
+                                     curd_block *out_block)
 {
     /* The hit in the caller's own front, the only lock-free one, with the
      * fewest checks: a request of 1 to FRONT_CLASS_MAX bytes has a hot
@@ -1366,8 +1459,7 @@ curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
      * fits the upstream; without a live limit nothing is reserved (with
      * one, the whole path below takes the front's block by the lock).
      * Everything else takes the whole path. */
-    if (pool != NULL && out_address != NULL && out_class_bytes != NULL &&
-        out_token != NULL && byte_len - 1u < FRONT_CLASS_MAX &&
+    if (byte_len - 1u < FRONT_CLASS_MAX &&
         curdi_thread_front == FRONT_OWNED && pool->live_limit_bytes == 0 &&
         !atomic_load_explicit(&pool->closing, memory_order_relaxed)) {
         unsigned own_index = curdi_thread_shard - 1u;
@@ -1378,17 +1470,10 @@ curd_status curdi_pool_acquire_block(curdi_pool *pool, size_t byte_len,
         if (front->active &&
             acquire_from_front(pool, &pool->shards[own_index], front,
                                byte_len, class_bytes, class_index,
-                               out_address, out_token)) {
-            *out_class_bytes = class_bytes;
+                               out_block))
             return CURD_OK;
-        }
     }
-    uint32_t token = 0;
-    curd_status status =
-        acquire(pool, byte_len, out_address, out_class_bytes, &token);
-    if (status == CURD_OK && out_token != NULL)
-        *out_token = token;
-    return status;
+    return acquire_block_by_lock(pool, byte_len, out_block);
 }
 
 /* ------------------------------------------------------------------------
@@ -1408,10 +1493,7 @@ cache_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
         curdi_pool_front_push_locked(shard, own_front, block);
     else
         stack_push(shard, block);
-    count_cached_up(pool, shard->families,
-                    own_front != NULL && own_front->unfolded ? own_front
-                                                             : NULL,
-                    block->class_bytes);
+    count_cached_up(pool, shard->families, own_front, block->class_bytes);
 }
 
 /* The rest of a release once the block is the caller's to place: found in
@@ -1543,7 +1625,7 @@ release_to_front(curdi_pool *pool, pool_shard *own,
     size_t class_bytes = block->class_bytes;
     unsigned count = front->counts[class_index];
     if (count >= FRONT_DEPTH || !cacheable(pool, own, block, count) ||
-        !front_room(&front->moves, class_bytes, block->byte_len) ||
+        !front_may_spend(front, class_bytes) ||
         !lease_cover(pool, &front->lease_bytes, front->cached_bytes,
                      class_bytes)) {
         front_leave(front);
@@ -1552,13 +1634,14 @@ release_to_front(curdi_pool *pool, pool_shard *own,
     front->counts[class_index] = (uint8_t)(count + 1u);
     *front_top(front, class_index) = block;
     front->cached_bytes += class_bytes;
-    front_count(pool, front, own, class_bytes, block->byte_len, false);
+    bool settle = front_count(front, class_bytes, block->byte_len, false);
     live_unreserve(pool, class_bytes);
-    front_leave(front);
+    front_leave_counted(pool, front, own, settle);
     return true;
 }
 
-static curd_status fail_stale_token(const curdi_pool *pool, uint64_t address,
+static __attribute__((noinline, cold)) curd_status
+fail_stale_token(const curdi_pool *pool, uint64_t address,
                                     size_t class_bytes, size_t byte_len,
                                     uint32_t token)
 {
@@ -1572,6 +1655,10 @@ static curd_status fail_stale_token(const curdi_pool *pool, uint64_t address,
                       "once, to the device that handed it out.",
                       pool->name, address, byte_len, class_bytes, token);
 }
+
+static __attribute__((noinline)) curd_status
+release_claimed_by_lock(curdi_pool *pool, pool_block *block,
+                        uint32_t generation);
 
 /* A release by token: the directory names the record, and one atomic
  * exchange of its state claims it (of two releases of one block at once,
@@ -1594,16 +1681,32 @@ static curd_status release_token(curdi_pool *pool, uint64_t address,
             &block->state, &held, state_of(generation, BLOCK_IDLE),
             memory_order_acquire, memory_order_relaxed))
         return fail_stale_token(pool, address, class_bytes, byte_len, token);
+    /* A thread that owns fronts has its shard index already. */
+    if (curdi_thread_front == FRONT_OWNED &&
+        block->class_index < pool->hot_count) {
+        pool_shard *own = &pool->shards[curdi_thread_shard - 1u];
+        if (own->front.active &&
+            release_to_front(pool, own, &own->front, block))
+            return CURD_OK;
+    }
+    return release_claimed_by_lock(pool, block, generation);
+}
+
+/* The rest of a release by token whose block the caller has claimed, by
+ * its shard's lock (not inline, as acquire_block_by_lock). */
+static __attribute__((noinline)) curd_status
+release_claimed_by_lock(curdi_pool *pool, pool_block *block,
+                        uint32_t generation)
+{
     unsigned own_index = own_shard_index();
     pool_shard *own = &pool->shards[own_index];
     pool_front *front = owned_front(pool, own_index);
     bool hot = block->class_index < pool->hot_count;
-    if (hot && front != NULL && front->active &&
-        release_to_front(pool, own, front, block))
-        return CURD_OK;
     shard_lock(own);
-    if (hot && front != NULL)
+    if (hot && front != NULL) {
         front_activate(pool, front);
+        front_renew_if_short(front);
+    }
     curd_status status = release_locked(pool, own, block, NULL, front);
     if (status != CURD_OK) /* nothing changed: it is still out */
         atomic_store_explicit(&block->state, state_of(generation, BLOCK_HELD),
@@ -1616,15 +1719,49 @@ curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)
     return release(pool, address, NULL);
 }
 
-curd_status curdi_pool_release_block(curdi_pool *pool, uint64_t address,
-                                     size_t class_bytes, size_t byte_len,
-                                     uint32_t token)
+/* A block without a token goes back by its address (not inline, as
+ * acquire_block_by_lock). */
+static __attribute__((noinline)) curd_status
+release_stated(curdi_pool *pool, uint64_t address, size_t class_bytes,
+               size_t byte_len)
 {
-    if (pool != NULL && token != 0)
-        return release_token(pool, address, class_bytes, byte_len, token);
     const pool_block stated = {.class_bytes = class_bytes,
                                .byte_len = byte_len};
     return release(pool, address, &stated);
+}
+
+curd_status curdi_pool_fail_foreign_block(const curd_block *block)
+{
+    return curdi_fail(CURD_E_STALE_HANDLE,
+                      "curd_block_release: the block (pool_kind %" PRIu32
+                      ", device_ptr 0x%" PRIx64 ", host_ptr %p, byte_len "
+                      "%zu, class_bytes %zu, reserved %" PRIu32 ") is not "
+                      "one curd hands out. Fix: release the curd_block "
+                      "that curd_block_acquire() filled in, unchanged.",
+                      block->pool_kind, block->device_ptr, block->host_ptr,
+                      block->byte_len, block->class_bytes, block->reserved);
+}
+
+curd_status curdi_pool_release_block(curdi_pool *pool,
+                                     const curd_block *block)
+{
+    /* The address in the pointer of the pool's kind, the other empty: then
+     * every other field must be what the pool handed out, since a copy
+     * altered in its sizes or its token names a block curd never handed
+     * out. */
+    bool device = pool->kind == CURD_POOL_DEVICE;
+    uint64_t address = device ? block->device_ptr
+                              : (uint64_t)(uintptr_t)block->host_ptr;
+    bool other_empty = device ? block->host_ptr == NULL
+                              : block->device_ptr == 0;
+    if (!other_empty || address == 0 || block->byte_len == 0 ||
+        block->byte_len > block->class_bytes)
+        return curdi_pool_fail_foreign_block(block);
+    if (block->reserved != 0)
+        return release_token(pool, address, block->class_bytes,
+                             block->byte_len, block->reserved);
+    return release_stated(pool, address, block->class_bytes,
+                          block->byte_len);
 }
 
 /* ------------------------------------------------------------------------
@@ -1696,6 +1833,7 @@ void curdi_pool_stats_reset(curdi_pool *pool)
         front_fold(pool, front);
         memset(&front->moves, 0, sizeof front->moves);
         memset(&front->folded, 0, sizeof front->folded);
+        front_rooms_close(front); /* the peaks come down to the levels */
     }
     for (unsigned f = 0; f < FAMILY_COUNT; f++) {
         for (unsigned i = 0; i < SHARD_COUNT; i++) {

@@ -37,6 +37,10 @@ typedef enum curdi_relief_step {
 
 typedef struct curdi_pool_config {
     const char *name; /* "device" or "pinned", for messages */
+    /* Which pointer of a curd_block carries its address
+     * (curdi_pool_acquire_block): device_ptr for CURD_POOL_DEVICE,
+     * host_ptr for CURD_POOL_PINNED; also its pool_kind. */
+    curd_pool_kind kind;
     uint64_t cache_budget_bytes;
     uint64_t live_limit_bytes; /* 0: no cap */
     /* The most memory the upstream has in all (a device's total memory,

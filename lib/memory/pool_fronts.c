@@ -260,6 +260,20 @@ void curdi_pool_front_push_locked(pool_shard *shard, pool_front *front,
     front->cached_bytes += block->class_bytes;
 }
 
+bool curdi_pool_front_renew(pool_front *front)
+{
+    const front_moves *moves = &front->moves;
+    uint64_t any = moves->out_blocks | moves->out_bytes |
+                   moves->out_requested | moves->in_blocks | moves->in_bytes |
+                   moves->in_requested;
+    /* Below half the share less a spend: the spend cannot pass the half,
+     * so the share is never passed. */
+    if (any > FRONT_COUNTER_MAX / 2u - (uint64_t)FRONT_SPEND)
+        return false;
+    front->spend_room = FRONT_SPEND;
+    return true;
+}
+
 /* An exiting thread's fronts go back to their shards in every pool. */
 static void fronts_give_back(unsigned index)
 {
@@ -270,6 +284,7 @@ static void fronts_give_back(unsigned index)
         shard_lock(shard);
         curdi_pool_front_drain(pool, shard);
         shard->front.active = false;
+        front_rooms_close(&shard->front); /* the next owner looks first */
         shard_unlock(shard);
     }
     pthread_mutex_unlock(&registry_lock);

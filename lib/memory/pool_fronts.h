@@ -66,13 +66,12 @@ static inline pool_front *owned_front(curdi_pool *pool, unsigned index)
                                              : NULL;
 }
 
-/* The front beside the caller's own shard when the caller owns it and it
- * has a level change not yet folded (what family_up must add), else NULL. */
-static inline const pool_front *unfolded_front_of(const pool_shard *own)
+/* The front beside the caller's own shard when the caller owns it, else
+ * NULL: what the shard's counting must add to its estimates and tell of
+ * its own moves (front_rooms_close). */
+static inline pool_front *owner_front_of(pool_shard *own)
 {
-    return curdi_thread_front == FRONT_OWNED && own->front.unfolded
-               ? &own->front
-               : NULL;
+    return curdi_thread_front == FRONT_OWNED ? &own->front : NULL;
 }
 
 /* The owner's way in: a plain store and a plain load, no locked
@@ -115,15 +114,35 @@ static inline pool_block **front_top(pool_front *front, unsigned class_index)
                          front->counts[class_index] - 1u];
 }
 
-/* Room in a front's moves for one more: a front whose share is full only
- * sends its owner to the shard. */
-static inline bool front_room(const front_moves *moves, size_t class_bytes,
-                              size_t byte_len)
+/* Whether the front's counters may take a move of class_bytes without a
+ * look: each move spends its class from spend_room, and once that is short
+ * the owner goes by its shard's lock, which looks at the counters again
+ * (front_renew_if_short). A front whose share is full only sends its owner
+ * to the shard. */
+static inline bool front_may_spend(const pool_front *front,
+                                   size_t class_bytes)
 {
-    uint64_t any = moves->out_blocks | moves->out_bytes |
-                   moves->out_requested | moves->in_blocks | moves->in_bytes |
-                   moves->in_requested | class_bytes | byte_len;
-    return any <= FRONT_COUNTER_MAX / 2u;
+    return front->spend_room >= (int64_t)class_bytes;
+}
+
+bool curdi_pool_front_renew(pool_front *front);
+
+/* By the owner, its shard locked. */
+static inline void front_renew_if_short(pool_front *front)
+{
+    if (front->spend_room < (int64_t)FRONT_CLASS_MAX)
+        (void)curdi_pool_front_renew(front);
+}
+
+/* The pool's levels or peaks changed beside the front's owner (its own
+ * shard counted a rise, a reset lowered the peaks, a new owner came): its
+ * next move looks at the pool again. */
+static inline void front_rooms_close(pool_front *front)
+{
+    for (unsigned r = 0; r < ROOM_COUNT; r++) {
+        front->rise_room[r] = 0;
+        front->room_band[r] = 0;
+    }
 }
 
 #endif

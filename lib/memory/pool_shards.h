@@ -80,6 +80,15 @@ typedef struct front_moves {
     uint64_t in_blocks, in_bytes, in_requested;
 } front_moves;
 
+/* The live families a front watches as it moves (its cached families
+ * move by the live ones' negatives), in the order of its rooms. */
+enum front_room_family { ROOM_BYTES, ROOM_BLOCKS, ROOM_REQUESTED, ROOM_COUNT };
+
+/* The bytes a front may move between two looks at its counters' room
+ * (curdi_pool_front_renew): a front's share keeps this much room above
+ * half of it, so no move can pass the share in between. */
+#define FRONT_SPEND ((int64_t)1 << 40)
+
 /* A thread's front in one pool (pool_fronts.c says who may touch it
  * when). */
 typedef struct pool_front {
@@ -90,9 +99,17 @@ typedef struct pool_front {
     pool_block **slots;   /* FRONT_DEPTH per hot class, top last */
     uint64_t cached_bytes;
     uint64_t lease_bytes; /* >= cached_bytes */
+    /* What its owner's moves may use up before it looks at the pool
+     * (pool.c's front_count says how they are kept): how far each live
+     * family may rise (by hits) before a level must fold or a peak rise,
+     * and the band it may move in (rise + fall allowed), and the bytes it
+     * may move before its counters' room is looked at. All 0: look at the
+     * next move. */
+    int64_t rise_room[ROOM_COUNT];
+    int64_t room_band[ROOM_COUNT];
+    int64_t spend_room;
     front_moves moves;  /* since the last stats reset */
     front_moves folded; /* moves when the front last folded its level */
-    bool unfolded;      /* moves != folded: the front changed a level */
 } pool_front;
 
 typedef struct pool_shard {
@@ -116,6 +133,7 @@ typedef struct family_total {
 struct curdi_pool {
     curdi_upstream upstream;
     const char *name;
+    curd_pool_kind kind;
     uint64_t cache_budget_bytes;
     uint64_t live_limit_bytes;
     uint64_t upstream_total_bytes;
