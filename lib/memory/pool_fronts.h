@@ -140,7 +140,7 @@ static inline void front_renew_if_short(pool_front *front)
 static inline void front_rooms_close(pool_front *front)
 {
     for (unsigned r = 0; r < ROOM_COUNT; r++) {
-        front->rise_room[r] = 0;
+        atomic_store_explicit(&front->rise_room[r], 0, memory_order_relaxed);
         front->room_band[r] = 0;
     }
 }

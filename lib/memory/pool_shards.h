@@ -105,7 +105,7 @@ typedef struct pool_front {
      * and the band it may move in (rise + fall allowed), and the bytes it
      * may move before its counters' room is looked at. All 0: look at the
      * next move. */
-    int64_t rise_room[ROOM_COUNT];
+    _Atomic int64_t rise_room[ROOM_COUNT]; /* pool.c's room_add says why */
     int64_t room_band[ROOM_COUNT];
     int64_t spend_room;
     front_moves moves;  /* since the last stats reset */
