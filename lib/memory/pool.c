@@ -74,10 +74,13 @@
  * amounts and an unflushed level change (delta); the pool keeps the
  * flushed level and the peak in two atomics. A block may be counted up in
  * one part and down in another (taken from a front, released to a shard on
- * another thread): only the sums mean anything, and they are exact. A part folds its delta into the pool level once it
- * reaches a quantum (1 MiB for bytes, 16 for blocks) and after each rise
- * raises the peak to pool level + the thread's own two deltas (its shard's
- * and its front's). So:
+ * another thread): only the sums mean anything, and they are exact. A
+ * part folds its delta into the pool level once it reaches a quantum
+ * (1 MiB for bytes, 16 for blocks) and after each rise raises the peak to
+ * pool level + the thread's own two deltas (its shard's and its front's).
+ * A front does both by rooms measured at its owner's last look at the
+ * pool (front_count), so a hit reads neither the levels nor the peaks.
+ * So:
  *   - current, allocated and freed are exact (sums taken with every shard
  *     locked and every front revoked, so a stats call also sees a
  *     consistent snapshot);
