@@ -1748,7 +1748,8 @@ release_stated(curdi_pool *pool, uint64_t address, size_t class_bytes,
     return release(pool, address, &stated);
 }
 
-curd_status curdi_pool_fail_foreign_block(const curd_block *block)
+__attribute__((cold)) curd_status
+curdi_pool_fail_foreign_block(const curd_block *block)
 {
     return curdi_fail(CURD_E_STALE_HANDLE,
                       "curd_block_release: the block (pool_kind %" PRIu32
@@ -1766,18 +1767,21 @@ curd_status curdi_pool_release_block(curdi_pool *pool,
     /* The address in the pointer of the pool's kind, the other empty: then
      * every other field must be what the pool handed out, since a copy
      * altered in its sizes or its token names a block curd never handed
-     * out. */
+     * out. A token's record holds the sizes and address it was handed out
+     * with, so the release by token compares with those alone. */
     bool device = pool->kind == CURD_POOL_DEVICE;
     uint64_t address = device ? block->device_ptr
                               : (uint64_t)(uintptr_t)block->host_ptr;
     bool other_empty = device ? block->host_ptr == NULL
                               : block->device_ptr == 0;
-    if (!other_empty || address == 0 || block->byte_len == 0 ||
-        block->byte_len > block->class_bytes)
+    if (!other_empty)
         return curdi_pool_fail_foreign_block(block);
     if (block->reserved != 0)
         return release_token(pool, address, block->class_bytes,
                              block->byte_len, block->reserved);
+    if (address == 0 || block->byte_len == 0 ||
+        block->byte_len > block->class_bytes)
+        return curdi_pool_fail_foreign_block(block);
     return release_stated(pool, address, block->class_bytes,
                           block->byte_len);
 }
