@@ -359,8 +359,10 @@ static int check_raw_host_block(const bench_env *env, uint64_t *seed,
  * ---------------------------------------------------------------------- */
 /* A hit's acquire + release pair through the public API, absolute (issue
  * 28): 42 ns on the H100 host while every hit took its shard's lock twice
- * and the live table's hash; the threads' fronts and the blocks' tokens
- * (lib/memory/pool.c) are what it measures. */
+ * and the live table's hash, 33 ns with the threads' fronts and the
+ * blocks' tokens (lib/memory/pool.c), 24.7 ns once a front counted against
+ * rooms instead of the pool's levels and peaks and the device check
+ * skipped the registry for the thread's last device. */
 #define DEVICE_HIT_TARGET_NS 25.0
 
 int bench_pool_device_hit(const bench_env *env)
