@@ -485,10 +485,10 @@ static inline int64_t room_add(_Atomic int64_t *room, int64_t amount)
  * owner. A hit raises the live families and lowers the cached ones, a
  * release the other way. Instead of reading the pool's levels and peaks
  * on every move, the front keeps rooms measured at its last look
- * (front_settle_and_leave): how far each live family may still rise, and the band
- * it may move in (the rise and the fall allowed then, summed: a hit
- * spends rise room and gives the same fall room back, so the band stays
- * as it was). The owner looks again only once a move leaves the band, when
+ * (front_settle_and_leave): how far each live family may still rise, and
+ * the band it may move in (the rise and the fall allowed then, summed: a
+ * hit spends rise room and gives the same fall room back, so the band
+ * stays as it was). The owner looks again only once a move leaves the band, when
  * its change must fold (a quantum) or its estimate passed a peak. Changes
  * beside it that could make a room too large close the rooms
  * (front_rooms_close): its own shard's rises and a reset of the peaks.
@@ -1268,9 +1268,6 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
     return CURD_OK;
 }
 
-/* A hit in the calling thread's own front: no lock, no table. False (with
- * nothing changed) when the front has no block of the class, is revoked,
- * or its counters are full. */
 /* A block as curd_block_acquire hands it out. */
 static inline __attribute__((always_inline)) void
 block_fill(const curdi_pool *pool, curd_block *out_block, uint64_t address,
@@ -1287,6 +1284,9 @@ block_fill(const curdi_pool *pool, curd_block *out_block, uint64_t address,
     };
 }
 
+/* A hit in the calling thread's own front: no lock, no table. False (with
+ * nothing changed) when the front has no block of the class, is revoked,
+ * or its counters are full. */
 static inline __attribute__((always_inline)) bool
 acquire_from_front(curdi_pool *pool, pool_shard *own, pool_front *front,
                    size_t byte_len, size_t class_bytes, unsigned class_index,
@@ -1659,9 +1659,8 @@ release_to_front(curdi_pool *pool, pool_shard *own,
 }
 
 static __attribute__((noinline, cold)) curd_status
-fail_stale_token(const curdi_pool *pool, uint64_t address,
-                                    size_t class_bytes, size_t byte_len,
-                                    uint32_t token)
+fail_stale_token(const curdi_pool *pool, uint64_t address, size_t class_bytes,
+                 size_t byte_len, uint32_t token)
 {
     return curdi_fail(CURD_E_STALE_HANDLE,
                       "The %s pool has no block out as 0x%" PRIx64
@@ -1674,9 +1673,28 @@ fail_stale_token(const curdi_pool *pool, uint64_t address,
                       pool->name, address, byte_len, class_bytes, token);
 }
 
+/* The rest of a release by token whose block the caller has claimed, by
+ * its shard's lock (not inline, as acquire_block_by_lock; release_token
+ * claims it). */
 static __attribute__((noinline)) curd_status
 release_claimed_by_lock(curdi_pool *pool, pool_block *block,
-                        uint32_t generation);
+                        uint32_t generation)
+{
+    unsigned own_index = own_shard_index();
+    pool_shard *own = &pool->shards[own_index];
+    pool_front *front = owned_front(pool, own_index);
+    bool hot = block->class_index < pool->hot_count;
+    shard_lock(own);
+    if (hot && front != NULL) {
+        front_activate(pool, front);
+        front_renew_if_short(front);
+    }
+    curd_status status = release_locked(pool, own, block, NULL, front);
+    if (status != CURD_OK) /* nothing changed: it is still out */
+        atomic_store_explicit(&block->state, state_of(generation, BLOCK_HELD),
+                              memory_order_release);
+    return status;
+}
 
 /* A release by token: the directory names the record, and one atomic
  * exchange of its state claims it (of two releases of one block at once,
@@ -1708,28 +1726,6 @@ static curd_status release_token(curdi_pool *pool, uint64_t address,
             return CURD_OK;
     }
     return release_claimed_by_lock(pool, block, generation);
-}
-
-/* The rest of a release by token whose block the caller has claimed, by
- * its shard's lock (not inline, as acquire_block_by_lock). */
-static __attribute__((noinline)) curd_status
-release_claimed_by_lock(curdi_pool *pool, pool_block *block,
-                        uint32_t generation)
-{
-    unsigned own_index = own_shard_index();
-    pool_shard *own = &pool->shards[own_index];
-    pool_front *front = owned_front(pool, own_index);
-    bool hot = block->class_index < pool->hot_count;
-    shard_lock(own);
-    if (hot && front != NULL) {
-        front_activate(pool, front);
-        front_renew_if_short(front);
-    }
-    curd_status status = release_locked(pool, own, block, NULL, front);
-    if (status != CURD_OK) /* nothing changed: it is still out */
-        atomic_store_explicit(&block->state, state_of(generation, BLOCK_HELD),
-                              memory_order_release);
-    return status;
 }
 
 curd_status curdi_pool_release(curdi_pool *pool, uint64_t address)

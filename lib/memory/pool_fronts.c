@@ -260,7 +260,7 @@ void curdi_pool_front_push_locked(pool_shard *shard, pool_front *front,
     front->cached_bytes += block->class_bytes;
 }
 
-bool curdi_pool_front_renew(pool_front *front)
+void curdi_pool_front_renew(pool_front *front)
 {
     const front_moves *moves = &front->moves;
     uint64_t any = moves->out_blocks | moves->out_bytes |
@@ -268,10 +268,8 @@ bool curdi_pool_front_renew(pool_front *front)
                    moves->in_requested;
     /* Below half the share less a spend: the spend cannot pass the half,
      * so the share is never passed. */
-    if (any > FRONT_COUNTER_MAX / 2u - (uint64_t)FRONT_SPEND)
-        return false;
-    front->spend_room = FRONT_SPEND;
-    return true;
+    if (any <= FRONT_COUNTER_MAX / 2u - (uint64_t)FRONT_SPEND)
+        front->spend_room = FRONT_SPEND;
 }
 
 /* An exiting thread's fronts go back to their shards in every pool. */

@@ -125,13 +125,15 @@ static inline bool front_may_spend(const pool_front *front,
     return front->spend_room >= (int64_t)class_bytes;
 }
 
-bool curdi_pool_front_renew(pool_front *front);
+/* A new spend when the counters have room for it (else the spend stays
+ * short, and the owner keeps to the shard until a reset). */
+void curdi_pool_front_renew(pool_front *front);
 
 /* By the owner, its shard locked. */
 static inline void front_renew_if_short(pool_front *front)
 {
     if (front->spend_room < (int64_t)FRONT_CLASS_MAX)
-        (void)curdi_pool_front_renew(front);
+        curdi_pool_front_renew(front);
 }
 
 /* The pool's levels or peaks changed beside the front's owner (its own
