@@ -5,6 +5,8 @@
  * Each test moves fresh random bytes both ways at several sizes, poisons
  * what it reads into first and compares every byte with the host model,
  * and reads the fence room's counts to see which way each fence ended.
+ * The last three replay graph batches whose last kernel may signal its
+ * own end instead (lib/transfer/gather.h).
  * Each opens device 0 or skips with the reason; test-fence-fake.c runs
  * them on the stand-in driver, whose streams write the word at once. */
 #include <glib.h>
@@ -237,6 +239,225 @@ static void test_a_synchronous_dispatch_ends_on_its_word(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* A graph batch of add_one over a buffer of `words` uint32 and downloads
+ * of the (offset, length) ranges in bytes, one after another, the last
+ * item: a graph whose last kernel reads them back. */
+typedef struct graph_case {
+    curd_device *device;
+    curd_program *add_one;
+    curd_buffer buffer;
+    uint32_t words;
+    guint32 *model;
+    unsigned char *back;
+    size_t ranges[2][2];
+    size_t range_count;
+    curd_batch *batch;
+} graph_case;
+
+static void graph_case_open(graph_case *c, curd_device *device,
+                            uint32_t words, const size_t (*ranges)[2],
+                            size_t range_count)
+{
+    memset(c, 0, sizeof *c);
+    c->device = device;
+    c->words = words;
+    c->range_count = range_count;
+    memcpy(c->ranges, ranges, range_count * sizeof *ranges);
+    c->model = g_new(guint32, words);
+    c->back = g_malloc((size_t)words * 4u);
+    g_assert_cmpint(curd_test_kernel_load(device, "add_one.ptx",
+                                          "curd_add_one", &c->add_one),
+                    ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_alloc(device, (size_t)words * 4u, &c->buffer),
+                    ==, CURD_OK);
+    curd_batch_options options;
+    curd_batch_options_init(&options);
+    options.flags = CURD_BATCH_GRAPH;
+    g_assert_cmpint(curd_batch_new(device, &options, &c->batch), ==, CURD_OK);
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = words;
+    curd_arg args[2] = {curd_arg_buffer(CURD_ROLE_INOUT, c->buffer),
+                        curd_arg_scalar(&c->words, sizeof c->words)};
+    g_assert_cmpint(curd_batch_launch(c->batch, c->add_one, &launch, args, 2,
+                                      NULL),
+                    ==, CURD_OK);
+    for (size_t i = 0; i < range_count; i++)
+        g_assert_cmpint(curd_batch_download(c->batch, c->buffer, ranges[i][0],
+                                            ranges[i][1],
+                                            c->back + ranges[i][0]),
+                        ==, CURD_OK);
+}
+
+static void graph_case_close(graph_case *c)
+{
+    g_assert_cmpint(curd_batch_free(c->batch), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_free(c->device, c->buffer), ==, CURD_OK);
+    g_assert_cmpint(curd_program_free(c->add_one), ==, CURD_OK);
+    g_free(c->back);
+    g_free(c->model);
+}
+
+/* Fresh random words in the buffer and the poisoned read-back. */
+static void graph_case_refill(graph_case *c)
+{
+    curd_test_fill_random(c->model, (size_t)c->words * 4u);
+    g_assert_cmpint(curd_buffer_upload(c->device, c->buffer, c->model,
+                                       (size_t)c->words * 4u),
+                    ==, CURD_OK);
+    curd_test_poison(c->back, (size_t)c->words * 4u);
+    for (uint32_t i = 0; i < c->words; i++)
+        c->model[i] += 1u;
+}
+
+/* Every downloaded byte is the model's. */
+static void graph_case_check(const graph_case *c)
+{
+    const unsigned char *model = (const unsigned char *)c->model;
+    for (size_t i = 0; i < c->range_count; i++)
+        assert_same_bytes(c->back + c->ranges[i][0], model + c->ranges[i][0],
+                          c->ranges[i][1]);
+}
+
+/* One run of the batch (timed when timing is not NULL): how many
+ * cuStreamWriteValue32 calls it made, and the fence's counts around it in
+ * *out_before and *out_after. */
+static unsigned graph_case_run(graph_case *c, curd_timing *timing,
+                               beacon_counts *out_before,
+                               beacon_counts *out_after)
+{
+    graph_case_refill(c);
+    *out_before = counts_of(c->device);
+    curd_test_faults_begin(0, 0, "cuStreamWriteValue32");
+    curd_status status = curd_batch_run(c->batch, timing);
+    unsigned writes = curd_test_faults_end();
+    *out_after = counts_of(c->device);
+    g_assert_cmpint(status, ==, CURD_OK);
+    graph_case_check(c);
+    return writes;
+}
+
+/* The batch's last kernel, the read-back of its downloads, signals its
+ * own end: a synchronous replay polls the kernel's words and asks the
+ * stream for none; the first run (which captures) does the same. Ranges
+ * that start and end off the kernel's 16-byte words over 9 of its 4 KiB
+ * tiles, then one range of all 16 tiles its words cover. */
+static void test_a_graph_batch_ends_on_its_read_backs_signal(void)
+{
+    curd_device *device = open_polling();
+    if (device == NULL)
+        return;
+    static const size_t whole[1][2] = {{0, 65536}};
+    graph_case c;
+    graph_case_open(&c, device, 16384, whole, 1);
+    for (unsigned round = 0; round < 3; round++) {
+        beacon_counts before, after;
+        g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
+        g_assert_cmpuint(waits_between(before, after), ==, 1);
+    }
+    graph_case_close(&c);
+
+    enum { ROUNDS = 12 };
+    static const size_t ranges[2][2] = {{0, 4096}, {4100, 30001}};
+    graph_case_open(&c, device, 9000, ranges, 2);
+    uint64_t seen = 0;
+    for (unsigned round = 0; round < ROUNDS; round++) {
+        beacon_counts before, after;
+        g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
+        g_assert_cmpuint(waits_between(before, after), ==, 1);
+        seen += after.seen - before.seen;
+    }
+    /* Well inside the default 100 us of polling; a slow moment of the
+     * host may push one past it, to the driver's wait. */
+    g_assert_cmpuint(seen, >=, ROUNDS * 3u / 4u);
+    curd_stats stats = curd_test_device_stats(device);
+    g_assert_cmpuint(stats.graph_captures, ==, 2);
+    g_assert_cmpuint(stats.graph_replays, ==, 3 + ROUNDS);
+
+    /* A timed run waits for its end event; the kernel still signals, and
+     * the next synchronous run clears the words before polling them. */
+    curd_timing timing = {.struct_size = sizeof timing};
+    beacon_counts before, after;
+    g_assert_cmpuint(graph_case_run(&c, &timing, &before, &after), ==, 0);
+    g_assert_cmpuint(waits_between(before, after), ==, 0);
+    g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
+    g_assert_cmpuint(waits_between(before, after), ==, 1);
+    graph_case_close(&c);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* Where the last read-back launch spans more tiles than its words cover
+ * (two downloads of 40 KiB: 20 tiles), or the batch ends in a launch, the
+ * stream writes the fence's word as before; every byte arrives. */
+static void test_other_graph_batches_end_on_the_streams_word(void)
+{
+    curd_device *device = open_polling();
+    if (device == NULL)
+        return;
+    static const size_t wide[2][2] = {{0, 40960}, {40960, 40960}};
+    graph_case c;
+    graph_case_open(&c, device, 20480, wide, 2);
+    for (unsigned round = 0; round < 3; round++) {
+        beacon_counts before, after;
+        g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 1);
+        g_assert_cmpuint(waits_between(before, after), ==, 1);
+    }
+    graph_case_close(&c);
+
+    static const size_t narrow[1][2] = {{64, 4096}};
+    graph_case_open(&c, device, 2048, narrow, 1);
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = c.words;
+    curd_arg args[2] = {curd_arg_buffer(CURD_ROLE_INOUT, c.buffer),
+                        curd_arg_scalar(&c.words, sizeof c.words)};
+    g_assert_cmpint(curd_batch_launch(c.batch, c.add_one, &launch, args, 2,
+                                      NULL),
+                    ==, CURD_OK);
+    /* The read-back sits between the two add_ones: it sees the first. */
+    graph_case_refill(&c);
+    beacon_counts before = counts_of(device);
+    curd_test_faults_begin(0, 0, "cuStreamWriteValue32");
+    g_assert_cmpint(curd_batch_run(c.batch, NULL), ==, CURD_OK);
+    g_assert_cmpuint(curd_test_faults_end(), ==, 1);
+    beacon_counts after = counts_of(device);
+    g_assert_cmpuint(waits_between(before, after), ==, 1);
+    graph_case_check(&c);
+    graph_case_close(&c);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* With no polling the replay waits in the driver, signal or not; a wait
+ * the driver fails is the run's failure, with its sentence, and the next
+ * run succeeds. */
+static void test_a_spin_of_zero_waits_for_a_graph_in_the_driver(void)
+{
+    curd_device *device = transfer_test_open_with("CURD_FENCE_SPIN_US", "0");
+    if (device == NULL)
+        return;
+    static const size_t ranges[1][2] = {{0, 4096}};
+    graph_case c;
+    graph_case_open(&c, device, 1024, ranges, 1);
+    for (unsigned round = 0; round < 3; round++) {
+        beacon_counts before, after;
+        g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
+        g_assert_cmpuint(after.seen, ==, before.seen);
+        g_assert_cmpuint(after.synced - before.synced, ==, 1);
+    }
+    curd_test_faults_begin(1, 999 /* CUDA_ERROR_UNKNOWN */,
+                           "cuStreamSynchronize");
+    curd_status status = curd_batch_run(c.batch, NULL);
+    g_assert_true(curd_test_faults_fired());
+    (void)curd_test_faults_end();
+    g_assert_cmpint(status, !=, CURD_OK);
+    g_assert_nonnull(strstr(curd_last_error(), "cuStreamSynchronize"));
+    curd_test_assert_fix_sentence();
+    beacon_counts before, after;
+    g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
+    graph_case_close(&c);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 /* More threads than words: each fence takes a free word or, with none
  * free, waits in the driver; every byte arrives either way. */
 #define THREADS 80
@@ -270,6 +491,12 @@ static const transfer_test_case cases[] = {
     {"a-synchronous-dispatch-ends-on-its-word",
      test_a_synchronous_dispatch_ends_on_its_word},
     {"threads-share-the-words", test_threads_share_the_words},
+    {"a-graph-batch-ends-on-its-read-backs-signal",
+     test_a_graph_batch_ends_on_its_read_backs_signal},
+    {"other-graph-batches-end-on-the-streams-word",
+     test_other_graph_batches_end_on_the_streams_word},
+    {"a-spin-of-zero-waits-for-a-graph-in-the-driver",
+     test_a_spin_of_zero_waits_for_a_graph_in_the_driver},
 };
 
 int main(int argc, char **argv)

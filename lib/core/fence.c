@@ -139,13 +139,19 @@ static void give_word(struct curdi_fence_room *room, unsigned word)
                              memory_order_release);
 }
 
-/* Whether `word` reads `value` within spin_ns. The acquire load orders
- * the caller's later reads of the work's bytes after it. */
-static bool poll_word(const uint32_t *word, uint32_t value, uint64_t spin_ns)
+/* Whether each of `count` words reads `value` within spin_ns. The
+ * acquire loads order the caller's later reads of the work's bytes after
+ * them. */
+static bool poll_words(const uint32_t *words, unsigned count, uint32_t value,
+                       uint64_t spin_ns)
 {
     uint64_t deadline = 0;
+    unsigned seen = 0;
     for (unsigned polls = 0;; polls++) {
-        if (__atomic_load_n(word, __ATOMIC_ACQUIRE) == value)
+        while (seen < count
+               && __atomic_load_n(&words[seen], __ATOMIC_ACQUIRE) == value)
+            seen++;
+        if (seen == count)
             return true;
         if (polls % BEACON_POLLS_PER_CLOCK == 0) {
             uint64_t now = curdi_clock_ns();
@@ -177,8 +183,8 @@ static curdi_cu_result wait_on_word(struct curdi_fence_room *room,
         stream, room->device_page + offset, value,
         CURDI_CU_STREAM_WRITE_VALUE_DEFAULT));
     if (cu_result == CURDI_CUDA_SUCCESS)
-        return poll_word((const uint32_t *)(room->page + offset), value,
-                         spin_ns)
+        return poll_words((const uint32_t *)(room->page + offset), 1u, value,
+                          spin_ns)
                    ? CURDI_CUDA_SUCCESS
                    : CURDI_CUDA_ERROR_NOT_READY;
     if (cu_result == CURDI_CUDA_ERROR_NOT_SUPPORTED) {
@@ -206,6 +212,17 @@ static curdi_cu_result fence_passed(curd_device *device,
     return cu_result;
 }
 
+curdi_cu_result curdi_fence_sync(curd_device *device, curdi_cu_stream stream,
+                                 const char **out_call)
+{
+    atomic_fetch_add_explicit(&device->fence->synced, 1u,
+                              memory_order_relaxed);
+    *out_call = "cuStreamSynchronize";
+    return fence_passed(device, stream,
+                        curdi_driver_note(
+                            curdi_driver_get()->cuStreamSynchronize(stream)));
+}
+
 curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
                                   const char **out_call)
 {
@@ -228,11 +245,18 @@ curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
             }
         }
     }
-    atomic_fetch_add_explicit(&room->synced, 1u, memory_order_relaxed);
-    *out_call = "cuStreamSynchronize";
-    return fence_passed(device, stream,
-                        curdi_driver_note(
-                            curdi_driver_get()->cuStreamSynchronize(stream)));
+    return curdi_fence_sync(device, stream, out_call);
+}
+
+bool curdi_fence_signal_seen(curd_device *device, curdi_cu_stream stream,
+                             const uint32_t *words, unsigned count)
+{
+    struct curdi_fence_room *room = device->fence;
+    if (room->spin_ns == 0 || !poll_words(words, count, 1u, room->spin_ns))
+        return false;
+    atomic_fetch_add_explicit(&room->seen, 1u, memory_order_relaxed);
+    (void)fence_passed(device, stream, CURDI_CUDA_SUCCESS);
+    return true;
 }
 
 bool curdi_fence_available(const curd_device *device)

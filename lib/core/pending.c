@@ -249,6 +249,14 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         finish_complete(pending, wait_start, copy_out);
         return CURD_OK;
     }
+    /* Work whose last kernel signals is seen done with no driver call. */
+    if (pending->signal_words != NULL && !has_end_event(pending)
+        && curdi_fence_signal_seen(device, pending->stream,
+                                   pending->signal_words,
+                                   pending->signal_count)) {
+        finish_complete(pending, wait_start, copy_out);
+        return CURD_OK;
+    }
     curd_status status = curdi_device_enter(device);
     if (status != CURD_OK) {
         /* Entering reported a context the device did not survive. */
@@ -258,12 +266,16 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
     }
     const curdi_driver *driver = curdi_driver_get();
     /* Untimed work is a synchronous call's, waited for as soon as it is
-     * enqueued: the stream writes a word behind it (lib/core/fence.h). */
+     * enqueued: the stream writes a word behind it (lib/core/fence.h), or
+     * its last kernel signalled and was not seen in time. */
     const char *call = "cuEventSynchronize";
-    curdi_cu_result rc =
-        has_end_event(pending)
-            ? curdi_driver_note(driver->cuEventSynchronize(pending->events[1]))
-            : curdi_fence_wait(device, pending->stream, &call);
+    curdi_cu_result rc;
+    if (has_end_event(pending))
+        rc = curdi_driver_note(driver->cuEventSynchronize(pending->events[1]));
+    else if (pending->signal_words != NULL)
+        rc = curdi_fence_sync(device, pending->stream, &call);
+    else
+        rc = curdi_fence_wait(device, pending->stream, &call);
     if (rc != CURDI_CUDA_SUCCESS) {
         status = curdi_pending_fail_driver(device, rc, call);
         curdi_device_leave(device);

@@ -65,6 +65,12 @@ struct curd_pending {
      * synchronisation, or, on the caller's stream, its end event alone
      * (timing disabled); its device_ns stays 0. */
     bool timed;
+    /* Untimed work on a pooled stream whose last kernel signals its own
+     * end (curd_gather's words, lib/transfer/gather.h), set by the owner
+     * before the wait: the wait polls these words instead of asking the
+     * stream to write one (lib/core/fence.h). NULL: the stream's word. */
+    const uint32_t *signal_words;
+    unsigned signal_count;
     /* Timed work whose owner marks where its kernels start and end
      * (curdi_pending_mark): device_ns is then the kernels alone, with
      * staging_ns before and readback_ns after. */

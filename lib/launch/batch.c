@@ -17,7 +17,11 @@
  *    bytes in and enqueues one DMA per item;
  *  - a graph batch's executable graph points at that staging and those
  *    device pointers; a changed launch is one cuGraphExecKernelNodeSetParams
- *    per kernel node, found once after the capture. */
+ *    per kernel node, found once after the capture;
+ *  - a graph whose last item is a download read back by a kernel ends in
+ *    that kernel's signal (lib/transfer/gather.h): words after the
+ *    downloads in the staging, cleared before each replay, which the
+ *    fence polls instead of asking the stream to write one. */
 #include "launch/batch.h"
 
 #include <inttypes.h>
@@ -151,6 +155,11 @@ struct curd_batch {
     size_t kernel_readbacks;
     bool readback_known, readback_usable;
     curdi_gather_kernels readback;
+    /* The graph as captured ends in a read-back launch that signals:
+     * signal_count words at download_bytes in the download staging
+     * (batch_signal_line). */
+    bool graph_signals;
+    unsigned signal_count;
     batch_run run;
     bool running;               /* run is enqueued and not yet released */
     /* CURD_BATCH_GRAPH */
@@ -162,6 +171,8 @@ struct curd_batch {
 
 /* Staging offsets are 16-byte aligned, so the host copies run aligned. */
 #define STAGING_ALIGN 16u
+/* A read-back launch's signal words: one line (gather.h). */
+#define SIGNAL_LINE_BYTES ((size_t)CURDI_GATHER_SIGNAL_BLOCKS * 4u)
 
 /* Downloads up to this many bytes are read back by the transfer room's
  * gather kernel (lib/transfer/gather.h), writing across the bus into the
@@ -187,6 +198,7 @@ static void graph_drop(curd_batch *batch)
 {
     curdi_graph_drop(&batch->graph);
     batch->recapture = true;
+    batch->graph_signals = false;
 }
 
 /* Forgets every item; keeps the staging and the options. */
@@ -394,8 +406,6 @@ static void buffer_unref(curd_batch *batch, uint32_t index)
     batch->buffers[index].refs--;
 }
 
-/* Appends an item naming use (and, for a copy, src_use as its source;
- * else NULL); grows the staging layout and the run's counts. */
 /* Whether a download fits one read-back launch (READBACK_KERNEL_MAX),
  * its staging bytes within the 4 GiB the kernel addresses. */
 static bool reads_back_by_kernel(const batch_item *item)
@@ -403,6 +413,25 @@ static bool reads_back_by_kernel(const batch_item *item)
     return item->byte_len <= READBACK_KERNEL_MAX
            && item->staging_offset <= UINT32_MAX - item->byte_len;
 }
+
+/* The bytes after the downloads' staging that a graph batch ending in a
+ * download read back by a kernel keeps for that launch's signal words
+ * (at download_bytes, a multiple of STAGING_ALIGN, within the 4 GiB the
+ * kernel addresses); 0 for any other batch. */
+static size_t batch_signal_line(const curd_batch *batch)
+{
+    if ((batch->flags & CURD_BATCH_GRAPH) == 0 || batch->item_count == 0)
+        return 0;
+    const batch_item *last = &batch->items[batch->item_count - 1u];
+    return last->kind == ITEM_DOWNLOAD && reads_back_by_kernel(last)
+                   && batch->download_bytes
+                          <= UINT32_MAX - SIGNAL_LINE_BYTES
+               ? SIGNAL_LINE_BYTES
+               : 0;
+}
+
+/* Appends an item naming use (and, for a copy, src_use as its source;
+ * else NULL); grows the staging layout and the run's counts. */
 
 static curd_status item_append(curd_batch *batch, batch_item item,
                                const curdi_resident_use *use,
@@ -790,13 +819,14 @@ static curd_status run_readback_kernels(curd_batch *batch)
     return status;
 }
 
-/* Enqueues every item on stream (which may be capturing). Context
- * current. */
 /* Enqueues the read-back launch of the downloads from items[first] on
  * that a kernel reads back (up to READBACK_PIECES of them in a row);
- * *out_count receives how many it took. */
+ * *out_count receives how many it took. When `capturing` and they end the
+ * batch, the launch signals where the batch keeps room for it
+ * (batch_signal_line), and the batch's graph_signals says so. */
 static curd_status enqueue_readback(curd_batch *batch, size_t first,
-                                    curdi_cu_stream stream, size_t *out_count)
+                                    curdi_cu_stream stream, bool capturing,
+                                    size_t *out_count)
 {
     curdi_engine_piece pieces[READBACK_PIECES];
     size_t count = 0;
@@ -812,11 +842,25 @@ static curd_status enqueue_readback(curd_batch *batch, size_t first,
             .byte_len = item->byte_len};
     }
     *out_count = count;
-    return curdi_gather_enqueue(&batch->readback, stream, true,
-                                batch->down.host, pieces, count);
+    unsigned words = capturing && first + count == batch->item_count
+                             && batch_signal_line(batch) != 0
+                         ? curdi_gather_signal_words(pieces, count)
+                         : 0u;
+    if (words == 0)
+        return curdi_gather_enqueue(&batch->readback, stream, true,
+                                    batch->down.host, pieces, count);
+    curd_status status = curdi_gather_enqueue_signalled(
+        &batch->readback, stream, batch->down.host, pieces, count,
+        batch->download_bytes);
+    batch->graph_signals = status == CURD_OK;
+    batch->signal_count = words;
+    return status;
 }
 
-static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
+/* Enqueues every item on stream, which is capturing the batch's graph
+ * when `capturing`. Context current. */
+static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream,
+                                 bool capturing)
 {
     const curdi_driver *driver = curdi_driver_get();
     curd_device *device = batch->device;
@@ -826,7 +870,7 @@ static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream)
             && reads_back_by_kernel(item)) {
             size_t taken = 0;
             curd_status status = enqueue_readback(batch, index, stream,
-                                                  &taken);
+                                                  capturing, &taken);
             if (status != CURD_OK)
                 return status;
             index += taken - 1u;
@@ -914,7 +958,9 @@ static curdi_graph_kernel *graph_kernels(curd_batch *batch)
 
 static curd_status enqueue_captured(void *context, curdi_cu_stream stream)
 {
-    return enqueue_items(context, stream);
+    curd_batch *batch = context;
+    batch->graph_signals = false;
+    return enqueue_items(batch, stream, true);
 }
 
 /* Captures the items into a graph and instantiates it. Context current;
@@ -972,6 +1018,16 @@ static curd_status enqueue_graph(curd_batch *batch)
     status = curdi_pending_begin(&batch->run.base);
     if (status != CURD_OK)
         return status;
+    if (batch->graph_signals) {
+        uint32_t *words =
+            (uint32_t *)(void *)(batch->down.host + batch->download_bytes);
+        memset(words, 0, batch->signal_count * sizeof *words);
+        /* A wait that polls: synchronous, untimed, on a pooled stream. */
+        if (!batch->run.base.timed && batch->run.base.caller_stream == NULL) {
+            batch->run.base.signal_words = words;
+            batch->run.base.signal_count = batch->signal_count;
+        }
+    }
     status = curdi_graph_launch(&batch->graph, batch->device,
                                 batch->run.base.stream);
     if (status != CURD_OK)
@@ -1031,7 +1087,8 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
         status = run_staging(batch, &batch->up, batch->upload_bytes,
                              &batch->run.took_up);
     if (status == CURD_OK)
-        status = run_staging(batch, &batch->down, batch->download_bytes,
+        status = run_staging(batch, &batch->down,
+                             batch->download_bytes + batch_signal_line(batch),
                              &batch->run.took_down);
     if (status == CURD_OK)
         status = curdi_pending_acquire(&batch->run.base);
@@ -1050,7 +1107,7 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
         } else {
             status = curdi_pending_begin(&batch->run.base);
             if (status == CURD_OK)
-                status = enqueue_items(batch, batch->run.base.stream);
+                status = enqueue_items(batch, batch->run.base.stream, false);
         }
     }
     if (status == CURD_OK)

@@ -122,8 +122,9 @@ void curdi_copy_counts_add(curd_device *device,
 {
     curdi_counter_step steps[4];
     copy_steps(device->copy, counts, steps);
-    atomic_fetch_add(&device->accounting_repairs,
-                     curdi_counters_add(steps, 4));
+    unsigned repairs = curdi_counters_add(steps, 4);
+    if (repairs != 0)
+        atomic_fetch_add(&device->accounting_repairs, repairs);
 }
 
 /* ------------------------------------------------------------------------

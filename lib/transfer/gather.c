@@ -222,51 +222,92 @@ curd_status curdi_gather_kernels_if_usable(curd_device *device,
     return status;
 }
 
+/* The blocks one launch of table needs: one per tile of its range. */
+static unsigned table_grid(const curdi_gather_table *table)
+{
+    return (unsigned)(((uint64_t)table->range_end - table->range_start
+                       + CURDI_GATHER_TILE_BYTES - 1u)
+                      / CURDI_GATHER_TILE_BYTES);
+}
+
+/* The table of one launch of count pieces (1 to CURDI_GATHER_PIECES). */
+static void table_fill(curdi_gather_table *table,
+                       const curdi_engine_piece *pieces, size_t count)
+{
+    const curdi_engine_piece *last = &pieces[count - 1];
+    memset(table, 0, sizeof *table);
+    table->count = (uint32_t)count;
+    /* Every offset and length lies within one chunk, below 4 GiB
+     * (gather.h). */
+    table->range_start = (uint32_t)pieces[0].stage_offset;
+    table->range_end = (uint32_t)(last->stage_offset + last->byte_len);
+    for (size_t index = 0; index < count; index++) {
+        table->piece[index].device_ptr = pieces[index].device_ptr;
+        table->piece[index].stage_offset = (uint32_t)pieces[index].stage_offset;
+        table->piece[index].byte_len = (uint32_t)pieces[index].byte_len;
+    }
+}
+
+/* Launches one table's kernel; the driver copies the parameters at the
+ * call, so the table can be refilled for the next launch at once. */
+static curd_status table_launch(const curdi_gather_kernels *kernels,
+                                curdi_cu_stream stream, bool to_stage,
+                                unsigned char *stage,
+                                curdi_gather_table *table)
+{
+    /* Page-locked host memory is the kernels' at the CPU's own address
+     * (checked when the module loaded). */
+    uint64_t stage_ptr = (uint64_t)(uintptr_t)stage;
+    void *params[2] = {&stage_ptr, table};
+    curdi_cu_result cu_result = curdi_driver_note(
+        curdi_driver_get()->cuLaunchKernel(
+            to_stage ? kernels->gather : kernels->scatter, table_grid(table),
+            1, 1, CURDI_GATHER_BLOCK_THREADS, 1, 1, 0, stream, params, NULL));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        return curdi_fail_driver((int)cu_result,
+                                 to_stage ? "cuLaunchKernel (curd_gather)"
+                                          : "cuLaunchKernel (curd_scatter)",
+                                 CURDI_DRIVER_FIX);
+    return CURD_OK;
+}
+
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
                                  unsigned char *stage,
                                  const curdi_engine_piece *pieces, size_t count)
 {
-    const curdi_driver *driver = curdi_driver_get();
-    curdi_cu_function function = to_stage ? kernels->gather : kernels->scatter;
-    /* Page-locked host memory is the kernels' at the CPU's own address
-     * (checked when the module loaded). */
-    uint64_t stage_ptr = (uint64_t)(uintptr_t)stage;
     curdi_gather_table table;
-    void *params[2] = {&stage_ptr, &table};
     for (size_t first = 0; first < count; first += CURDI_GATHER_PIECES) {
         size_t batch = count - first < CURDI_GATHER_PIECES
                            ? count - first
                            : CURDI_GATHER_PIECES;
-        const curdi_engine_piece *last = &pieces[first + batch - 1];
-        unsigned grid;
-        curdi_cu_result cu_result;
-        memset(&table, 0, sizeof table);
-        table.count = (uint32_t)batch;
-        /* Every offset and length lies within one chunk, below 4 GiB
-         * (gather.h). */
-        table.range_start = (uint32_t)pieces[first].stage_offset;
-        table.range_end = (uint32_t)(last->stage_offset + last->byte_len);
-        for (size_t index = 0; index < batch; index++) {
-            table.piece[index].device_ptr = pieces[first + index].device_ptr;
-            table.piece[index].stage_offset =
-                (uint32_t)pieces[first + index].stage_offset;
-            table.piece[index].byte_len =
-                (uint32_t)pieces[first + index].byte_len;
-        }
-        grid = (unsigned)(((uint64_t)table.range_end - table.range_start
-                           + CURDI_GATHER_TILE_BYTES - 1u)
-                          / CURDI_GATHER_TILE_BYTES);
-        /* The driver copies the parameters at the call, so the table can
-         * be refilled for the next launch at once. */
-        cu_result = curdi_driver_note(driver->cuLaunchKernel(
-            function, grid, 1, 1, CURDI_GATHER_BLOCK_THREADS, 1, 1, 0, stream,
-            params, NULL));
-        if (cu_result != CURDI_CUDA_SUCCESS)
-            return curdi_fail_driver((int)cu_result,
-                                     to_stage ? "cuLaunchKernel (curd_gather)"
-                                              : "cuLaunchKernel (curd_scatter)",
-                                     CURDI_DRIVER_FIX);
+        table_fill(&table, &pieces[first], batch);
+        curd_status status =
+            table_launch(kernels, stream, to_stage, stage, &table);
+        if (status != CURD_OK)
+            return status;
     }
     return CURD_OK;
+}
+
+unsigned curdi_gather_signal_words(const curdi_engine_piece *pieces,
+                                   size_t count)
+{
+    uint64_t range = pieces[count - 1].stage_offset
+                     + pieces[count - 1].byte_len - pieces[0].stage_offset;
+    uint64_t blocks = (range + CURDI_GATHER_TILE_BYTES - 1u)
+                      / CURDI_GATHER_TILE_BYTES;
+    return blocks <= CURDI_GATHER_SIGNAL_BLOCKS ? (unsigned)blocks : 0u;
+}
+
+curd_status curdi_gather_enqueue_signalled(const curdi_gather_kernels *kernels,
+                                           curdi_cu_stream stream,
+                                           unsigned char *stage,
+                                           const curdi_engine_piece *pieces,
+                                           size_t count, size_t signal_offset)
+{
+    curdi_gather_table table;
+    table_fill(&table, pieces, count);
+    table.signal_offset = (uint32_t)signal_offset;
+    return table_launch(kernels, stream, true, stage, &table);
 }

@@ -15,6 +15,15 @@
 // tile, 16 bytes per thread where source and destination share their
 // alignment. Pieces never share device bytes (lib/transfer/plan.h), so no two
 // blocks write the same byte.
+//
+// A curd_gather launch whose table names a signal_offset also says when it
+// is done, for a host thread that polls instead of asking the stream
+// (lib/launch/batch.c, the last read-back of a graph): once every thread of
+// block b has written its part, the block's first thread makes those writes
+// visible system-wide and writes 1 to the word at stage + signal_offset +
+// 4 * b. The barrier orders the block's writes before that thread's fence,
+// which is cumulative, so one fence serves the block (a fence in every
+// thread measured 0.3 to 0.55 us slower on the H100).
 
 #define CURD_GATHER_PIECES 254
 #define CURD_GATHER_TILE 4096u
@@ -31,7 +40,7 @@ struct curd_gather_table {
     unsigned int count;       // pieces used, 1 to CURD_GATHER_PIECES
     unsigned int range_start; // the staging bytes this launch covers
     unsigned int range_end;
-    unsigned int reserved;
+    unsigned int signal_offset; // curd_gather: 0, or where block 0's word is
     curd_gather_piece piece[CURD_GATHER_PIECES];
 };
 
@@ -117,6 +126,13 @@ extern "C" __global__ void curd_gather(unsigned char *stage,
                                        const __grid_constant__ curd_gather_table table)
 {
     move_tile<true>(stage, table);
+    if (table.signal_offset == 0)
+        return;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence_system();
+        ((volatile unsigned int *)(stage + table.signal_offset))[blockIdx.x] = 1u;
+    }
 }
 
 extern "C" __global__ void curd_scatter(unsigned char *stage,

@@ -61,7 +61,7 @@ typedef struct curdi_gather_table {
     uint32_t count;
     uint32_t range_start;
     uint32_t range_end;
-    uint32_t reserved;
+    uint32_t signal_offset; /* curd_gather: 0, or its blocks' words */
     curdi_gather_piece piece[CURDI_GATHER_PIECES];
 } curdi_gather_table;
 
@@ -116,5 +116,28 @@ curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
                                  unsigned char *stage,
                                  const curdi_engine_piece *pieces, size_t count);
+
+/* The most blocks a signalling launch may have: their words fill one
+ * 64-byte line. */
+#define CURDI_GATHER_SIGNAL_BLOCKS 16u
+
+/* How many words one curd_gather launch of these pieces (at most
+ * CURDI_GATHER_PIECES, as above) would signal with: one per block, or 0
+ * when it has more than CURDI_GATHER_SIGNAL_BLOCKS blocks. */
+unsigned curdi_gather_signal_words(const curdi_engine_piece *pieces,
+                                   size_t count);
+
+/* Enqueues one curd_gather launch of pieces, as curdi_gather_enqueue,
+ * whose blocks then signal that the bytes are visible to the host: block b
+ * writes 1 to the uint32_t at stage + signal_offset + 4 * b
+ * (lib/transfer/gather.cu), for curdi_gather_signal_words(pieces, count)
+ * words, which the caller cleared before the launch runs and polls. The
+ * words lie outside the pieces' bytes, 4-aligned, at a non-zero
+ * offset below 4 GiB. */
+curd_status curdi_gather_enqueue_signalled(const curdi_gather_kernels *kernels,
+                                           curdi_cu_stream stream,
+                                           unsigned char *stage,
+                                           const curdi_engine_piece *pieces,
+                                           size_t count, size_t signal_offset);
 
 #endif

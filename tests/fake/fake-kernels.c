@@ -606,7 +606,8 @@ static curdi_cu_result run_hand_fill(const fake_launch *launch,
 
 /* lib/transfer/gather.cu: curd_gather and curd_scatter, block by block and thread
  * by thread as the GPU runs them, so the grid the library sizes and the
- * kernel's tiling, search and alignment cases are what the tests check.
+ * kernel's tiling, search and alignment cases are what the tests check;
+ * then curd_gather's signal words, when its table asks for them.
  * The parameter table is lib/transfer/gather.h's. */
 
 /* copy_range and copy_words: what each of the block's threads copies. */
@@ -675,6 +676,14 @@ static curdi_cu_result run_gather_move(const fake_launch *launch, bool to_stage)
                 gather_copy_range(device, stage + from, (uint32_t)(to - from),
                                   launch->block[0]);
         }
+    }
+    /* curd_gather's signal: each block's word, once its bytes are written. */
+    if (to_stage && table.signal_offset != 0) {
+        uint32_t *words = (uint32_t *)(void *)(stage + table.signal_offset);
+        if (!in_memory(words, launch->grid[0] * sizeof *words))
+            return FAULT;
+        for (uint64_t block = 0; block < launch->grid[0]; block++)
+            __atomic_store_n(&words[block], 1u, __ATOMIC_RELEASE);
     }
     return CURDI_CUDA_SUCCESS;
 }
