@@ -83,6 +83,26 @@ __device__ static void copy_range(unsigned char *dst, const unsigned char *src,
         copy_words<unsigned char>(dst, src, n);
 }
 
+// Piece's part of the tile [tile_start, tile_end), if any.
+template <bool to_stage>
+__device__ static void move_piece_part(unsigned char *stage,
+                                       const curd_gather_piece &piece,
+                                       unsigned int tile_start,
+                                       unsigned int tile_end)
+{
+    unsigned int start = piece.stage_offset;
+    unsigned int end = start + piece.byte_len;
+    unsigned int from = start > tile_start ? start : tile_start;
+    unsigned int to = end < tile_end ? end : tile_end;
+    if (from >= to)
+        return;
+    unsigned char *device = (unsigned char *)piece.device_ptr + (from - start);
+    if (to_stage)
+        copy_range(stage + from, device, to - from);
+    else
+        copy_range(device, stage + from, to - from);
+}
+
 template <bool to_stage>
 __device__ static void move_tile(unsigned char *stage,
                                  const curd_gather_table &table)
@@ -93,6 +113,14 @@ __device__ static void move_tile(unsigned char *stage,
     unsigned int tile_end = table.range_end - tile_start > CURD_GATHER_TILE
                                 ? tile_start + CURD_GATHER_TILE
                                 : table.range_end;
+    // One piece (a batch's single read-back, a single range): its fields
+    // sit at fixed offsets of the parameters, which the compiler reads as
+    // constant operands instead of indexed loads (0.05 to 0.1 us sooner
+    // at the end of a graph on the H100 of doc/PERFORMANCE.md).
+    if (table.count == 1) {
+        move_piece_part<to_stage>(stage, table.piece[0], tile_start, tile_end);
+        return;
+    }
     // The last piece that starts at or before the tile.
     unsigned int low = 0, high = table.count;
     while (high - low > 1) {
@@ -102,22 +130,9 @@ __device__ static void move_tile(unsigned char *stage,
         else
             high = middle;
     }
-    for (unsigned int i = low; i < table.count; i++) {
-        unsigned long long device_ptr = table.piece[i].device_ptr;
-        unsigned int start = table.piece[i].stage_offset;
-        unsigned int end = start + table.piece[i].byte_len;
-        if (start >= tile_end)
-            break;
-        unsigned int from = start > tile_start ? start : tile_start;
-        unsigned int to = end < tile_end ? end : tile_end;
-        if (from >= to)
-            continue;
-        unsigned char *device = (unsigned char *)device_ptr + (from - start);
-        if (to_stage)
-            copy_range(stage + from, device, to - from);
-        else
-            copy_range(device, stage + from, to - from);
-    }
+    for (unsigned int i = low;
+         i < table.count && table.piece[i].stage_offset < tile_end; i++)
+        move_piece_part<to_stage>(stage, table.piece[i], tile_start, tile_end);
 }
 
 // __grid_constant__: the table is read in place from the parameter space,
