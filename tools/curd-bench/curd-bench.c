@@ -100,8 +100,11 @@ static const bench_scenario_entry scenarios[] = {
      bench_program_load_cached, false},
     {"batch/eight-launches",
      "8 dependent launches + 4 KiB read-back, streamed and as a graph, vs "
-     "raw streamed launches and a raw graph replay",
+     "a raw graph replay",
      bench_batch_eight_launches, false},
+    {"batch/eight-launches-streamed",
+     "the same batch streamed vs raw streamed launches",
+     bench_batch_eight_launches_streamed, false},
     {"batch/graph-update",
      "graph replay after changing a launch's scalar or buffer vs replaying "
      "unchanged",

@@ -265,6 +265,19 @@ static int check_raw(batch_bench *b, bench_op_fn op, uint64_t *seed,
  * The scenarios
  * ---------------------------------------------------------------------- */
 
+/* The graph replay and the streamed batch against the raw driver's graph.
+ * The raw streamed launches are a scenario of their own, after this one:
+ * once a process has launched kernels on a second stream, every graph
+ * replay in it is slower from then on, curd's and the raw driver's alike.
+ * On the H100 hosts of doc/PERFORMANCE.md (fourteenth run, raw driver and
+ * curd in one process, medians) 100 launches on another stream made a
+ * replay of this shape 1.3 to 1.8 us slower for the rest of the process,
+ * on a stream of high priority too; taking turns with the raw streamed
+ * launches, curd's replay went from 13.8 to 15.3 us and the raw one (a DMA
+ * node) from 16.4 to 23.5 us. curd's streamed batch, on curd's stream,
+ * slows neither. Run alone or first, this scenario measures a process
+ * whose kernels all go to curd's stream; in the default run it comes after
+ * other scenarios' raw launches and measures the slower state. */
 int bench_batch_eight_launches(const bench_env *env)
 {
     batch_bench b;
@@ -283,7 +296,6 @@ int bench_batch_eight_launches(const bench_env *env)
     if (captured != 0
         || check_curd(&b, streamed, &seed, "curd streamed batch") != 0
         || check_curd(&b, graph, &seed, "curd graph batch") != 0
-        || check_raw(&b, op_raw_streamed, &seed, "raw streamed") != 0
         || check_raw(&b, op_raw_graph, &seed, "raw graph replay") != 0)
         goto done;
 
@@ -298,22 +310,16 @@ int bench_batch_eight_launches(const bench_env *env)
     int curd_graph = bench_add_variant(&scenario, &(bench_variant_spec){
         .label = "curd_batch_run, CURD_BATCH_GRAPH", .role = BENCH_ROLE_CURD,
         .op = op_curd_batch, .context = graph});
-    int raw_streamed = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "8 cuLaunchKernel + cuMemcpyDtoHAsync + sync",
-        .role = BENCH_ROLE_RAW, .op = op_raw_streamed, .context = &b});
     int raw_graph = bench_add_variant(&scenario, &(bench_variant_spec){
         .label = "cuGraphLaunch + sync", .role = BENCH_ROLE_RAW,
         .op = op_raw_graph, .context = &b});
-    if (curd_streamed < 0 || curd_graph < 0 || raw_streamed < 0
-        || raw_graph < 0 || bench_measure(&scenario) != 0)
+    if (curd_streamed < 0 || curd_graph < 0 || raw_graph < 0
+        || bench_measure(&scenario) != 0)
         goto done;
-    bench_check_ratio(&scenario, curd_streamed, raw_streamed, 1.15,
-                      "streamed batch <= 1.15x raw streamed");
     bench_check_ratio(&scenario, curd_graph, raw_graph, 1.10,
                       "graph replay <= 1.1x raw graph replay");
     bench_check_speedup(&scenario, curd_graph, curd_streamed, 2.0,
                         "graph replay > 2x faster than streaming");
-    bench_check_speedup(&scenario, raw_graph, raw_streamed, 0.0, NULL);
     bench_check_median_ns(&scenario, curd_graph, 22300.0,
                           "faster than PyTorch's graph replay (22.3 us)");
     bench_report_scenario(&scenario);
@@ -321,6 +327,44 @@ int bench_batch_eight_launches(const bench_env *env)
 done:
     (void)curd_batch_free(streamed);
     (void)curd_batch_free(graph);
+    bench_free(&b);
+    return result;
+}
+
+/* The streamed batch against the same launches and read-back on a raw
+ * stream (apart from the graphs: see above). */
+int bench_batch_eight_launches_streamed(const bench_env *env)
+{
+    batch_bench b;
+    curd_batch *streamed = NULL;
+    uint64_t seed = env->seed ^ 0x57e4u;
+    int result = -1;
+    if (bench_open(&b, env) != 0
+        || batch_record(&b, 0, LAUNCHES, true, b.n, &streamed) != 0
+        || check_curd(&b, streamed, &seed, "curd streamed batch") != 0
+        || check_raw(&b, op_raw_streamed, &seed, "raw streamed") != 0)
+        goto done;
+
+    bench_scenario scenario;
+    bench_scenario_init(&scenario, env, "batch/eight-launches-streamed",
+                        env->samples,
+                        "8 dependent add_one launches on 4 KiB of resident "
+                        "data + a 4 KiB read-back, streamed, one fence");
+    int curd_streamed = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "curd_batch_run, streamed", .role = BENCH_ROLE_CURD,
+        .op = op_curd_batch, .context = streamed});
+    int raw_streamed = bench_add_variant(&scenario, &(bench_variant_spec){
+        .label = "8 cuLaunchKernel + cuMemcpyDtoHAsync + sync",
+        .role = BENCH_ROLE_RAW, .op = op_raw_streamed, .context = &b});
+    if (curd_streamed < 0 || raw_streamed < 0
+        || bench_measure(&scenario) != 0)
+        goto done;
+    bench_check_ratio(&scenario, curd_streamed, raw_streamed, 1.15,
+                      "streamed batch <= 1.15x raw streamed");
+    bench_report_scenario(&scenario);
+    result = 0;
+done:
+    (void)curd_batch_free(streamed);
     bench_free(&b);
     return result;
 }
