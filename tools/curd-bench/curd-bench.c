@@ -102,6 +102,9 @@ static const bench_scenario_entry scenarios[] = {
      "8 dependent launches + 4 KiB read-back, streamed and as a graph, vs "
      "a raw graph replay",
      bench_batch_eight_launches, false},
+    {"batch/eight-launches-second-stream",
+     "the same graph and streamed batches after launches on a second stream",
+     bench_batch_eight_launches_second_stream, false},
     {"batch/eight-launches-streamed",
      "the same batch streamed vs raw streamed launches",
      bench_batch_eight_launches_streamed, false},

@@ -34,6 +34,7 @@ int bench_dispatch_borrowed_large(const bench_env *env);
 int bench_dispatch_empty_launch(const bench_env *env);
 int bench_program_load_cached(const bench_env *env);
 int bench_batch_eight_launches(const bench_env *env);
+int bench_batch_eight_launches_second_stream(const bench_env *env);
 int bench_batch_eight_launches_streamed(const bench_env *env);
 int bench_batch_graph_update(const bench_env *env);
 int bench_batch_launch_cost(const bench_env *env);
