@@ -265,6 +265,49 @@ static int check_raw(batch_bench *b, bench_op_fn op, uint64_t *seed,
  * The scenarios
  * ---------------------------------------------------------------------- */
 
+/* The streamed and the graph batch of one scenario, and their variants. */
+typedef struct batch_pair {
+    curd_batch *streamed, *graph;
+    int streamed_variant, graph_variant;
+} batch_pair;
+
+static int pair_open(batch_bench *b, const bench_env *env, batch_pair *pair)
+{
+    memset(pair, 0, sizeof *pair);
+    if (bench_open(b, env) != 0
+        || batch_record(b, 0, LAUNCHES, true, b->n, &pair->streamed) != 0
+        || batch_record(b, CURD_BATCH_GRAPH, LAUNCHES, true, b->n,
+                        &pair->graph) != 0)
+        return -1;
+    return 0;
+}
+
+static int pair_check(batch_bench *b, const batch_pair *pair, uint64_t *seed)
+{
+    if (check_curd(b, pair->streamed, seed, "curd streamed batch") != 0
+        || check_curd(b, pair->graph, seed, "curd graph batch") != 0)
+        return -1;
+    return 0;
+}
+
+static int pair_add_variants(bench_scenario *scenario, batch_pair *pair)
+{
+    pair->streamed_variant = bench_add_variant(scenario, &(bench_variant_spec){
+        .label = "curd_batch_run, streamed", .role = BENCH_ROLE_CURD,
+        .op = op_curd_batch, .context = pair->streamed});
+    pair->graph_variant = bench_add_variant(scenario, &(bench_variant_spec){
+        .label = "curd_batch_run, CURD_BATCH_GRAPH", .role = BENCH_ROLE_CURD,
+        .op = op_curd_batch, .context = pair->graph});
+    return pair->streamed_variant < 0 || pair->graph_variant < 0 ? -1 : 0;
+}
+
+static void pair_free(batch_bench *b, batch_pair *pair)
+{
+    (void)curd_batch_free(pair->streamed);
+    (void)curd_batch_free(pair->graph);
+    bench_free(b);
+}
+
 /* The graph replay and the streamed batch against the raw driver's graph.
  * The raw streamed launches are a scenario of their own, after this one:
  * once a process has launched kernels on a second stream, every graph
@@ -282,21 +325,14 @@ static int check_raw(batch_bench *b, bench_op_fn op, uint64_t *seed,
 int bench_batch_eight_launches(const bench_env *env)
 {
     batch_bench b;
-    curd_batch *streamed = NULL, *graph = NULL;
+    batch_pair pair;
     uint64_t seed = env->seed ^ 0xba7c4u;
     int result = -1;
-    if (bench_open(&b, env) != 0
-        || batch_record(&b, 0, LAUNCHES, true, b.n, &streamed) != 0
-        || batch_record(&b, CURD_BATCH_GRAPH, LAUNCHES, true, b.n, &graph)
-               != 0)
-        goto done;
-    if (bench_raw_enter(env) != 0)
+    if (pair_open(&b, env, &pair) != 0 || bench_raw_enter(env) != 0)
         goto done;
     int captured = raw_capture(&b);
     bench_raw_leave(env);
-    if (captured != 0
-        || check_curd(&b, streamed, &seed, "curd streamed batch") != 0
-        || check_curd(&b, graph, &seed, "curd graph batch") != 0
+    if (captured != 0 || pair_check(&b, &pair, &seed) != 0
         || check_raw(&b, op_raw_graph, &seed, "raw graph replay") != 0)
         goto done;
 
@@ -305,30 +341,23 @@ int bench_batch_eight_launches(const bench_env *env)
                         env->samples,
                         "8 dependent add_one launches on 4 KiB of resident "
                         "data + a 4 KiB read-back, one fence");
-    int curd_streamed = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_batch_run, streamed", .role = BENCH_ROLE_CURD,
-        .op = op_curd_batch, .context = streamed});
-    int curd_graph = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_batch_run, CURD_BATCH_GRAPH", .role = BENCH_ROLE_CURD,
-        .op = op_curd_batch, .context = graph});
-    int raw_graph = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "cuGraphLaunch + sync", .role = BENCH_ROLE_RAW,
-        .op = op_raw_graph, .context = &b});
-    if (curd_streamed < 0 || curd_graph < 0 || raw_graph < 0
-        || bench_measure(&scenario) != 0)
+    int raw_graph = -1;
+    if (pair_add_variants(&scenario, &pair) == 0)
+        raw_graph = bench_add_variant(&scenario, &(bench_variant_spec){
+            .label = "cuGraphLaunch + sync", .role = BENCH_ROLE_RAW,
+            .op = op_raw_graph, .context = &b});
+    if (raw_graph < 0 || bench_measure(&scenario) != 0)
         goto done;
-    bench_check_ratio(&scenario, curd_graph, raw_graph, 1.10,
+    bench_check_ratio(&scenario, pair.graph_variant, raw_graph, 1.10,
                       "graph replay <= 1.1x raw graph replay");
-    bench_check_speedup(&scenario, curd_graph, curd_streamed, 2.0,
-                        "graph replay > 2x faster than streaming");
-    bench_check_median_ns(&scenario, curd_graph, 22300.0,
+    bench_check_speedup(&scenario, pair.graph_variant, pair.streamed_variant,
+                        2.0, "graph replay > 2x faster than streaming");
+    bench_check_median_ns(&scenario, pair.graph_variant, 22300.0,
                           "faster than PyTorch's graph replay (22.3 us)");
     bench_report_scenario(&scenario);
     result = 0;
 done:
-    (void)curd_batch_free(streamed);
-    (void)curd_batch_free(graph);
-    bench_free(&b);
+    pair_free(&b, &pair);
     return result;
 }
 
@@ -359,16 +388,11 @@ static int launch_on_a_second_stream(batch_bench *b)
 int bench_batch_eight_launches_second_stream(const bench_env *env)
 {
     batch_bench b;
-    curd_batch *streamed = NULL, *graph = NULL;
+    batch_pair pair;
     uint64_t seed = env->seed ^ 0x2ec0u;
     int result = -1;
-    if (bench_open(&b, env) != 0
-        || batch_record(&b, 0, LAUNCHES, true, b.n, &streamed) != 0
-        || batch_record(&b, CURD_BATCH_GRAPH, LAUNCHES, true, b.n, &graph)
-               != 0
-        || launch_on_a_second_stream(&b) != 0
-        || check_curd(&b, streamed, &seed, "curd streamed batch") != 0
-        || check_curd(&b, graph, &seed, "curd graph batch") != 0)
+    if (pair_open(&b, env, &pair) != 0 || launch_on_a_second_stream(&b) != 0
+        || pair_check(&b, &pair, &seed) != 0)
         goto done;
 
     bench_scenario scenario;
@@ -376,15 +400,11 @@ int bench_batch_eight_launches_second_stream(const bench_env *env)
                         env->samples,
                         "batch/eight-launches' two batches after 100 kernel "
                         "launches on a second stream of the process");
-    int curd_streamed = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_batch_run, streamed", .role = BENCH_ROLE_CURD,
-        .op = op_curd_batch, .context = streamed});
-    int curd_graph = bench_add_variant(&scenario, &(bench_variant_spec){
-        .label = "curd_batch_run, CURD_BATCH_GRAPH", .role = BENCH_ROLE_CURD,
-        .op = op_curd_batch, .context = graph});
-    if (curd_streamed < 0 || curd_graph < 0 || bench_measure(&scenario) != 0)
+    if (pair_add_variants(&scenario, &pair) != 0
+        || bench_measure(&scenario) != 0)
         goto done;
-    bench_check_speedup(&scenario, curd_graph, curd_streamed, 0.0, NULL);
+    bench_check_speedup(&scenario, pair.graph_variant, pair.streamed_variant,
+                        0.0, NULL);
     bench_note(&scenario,
                "every graph replay of a process that has launched kernels "
                "on a second stream is slower, the raw driver's too "
@@ -392,9 +412,7 @@ int bench_batch_eight_launches_second_stream(const bench_env *env)
     bench_report_scenario(&scenario);
     result = 0;
 done:
-    (void)curd_batch_free(streamed);
-    (void)curd_batch_free(graph);
-    bench_free(&b);
+    pair_free(&b, &pair);
     return result;
 }
 
