@@ -432,7 +432,6 @@ static size_t batch_signal_line(const curd_batch *batch)
 
 /* Appends an item naming use (and, for a copy, src_use as its source;
  * else NULL); grows the staging layout and the run's counts. */
-
 static curd_status item_append(curd_batch *batch, batch_item item,
                                const curdi_resident_use *use,
                                const curdi_resident_use *src_use,
