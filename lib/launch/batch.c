@@ -841,17 +841,15 @@ static curd_status enqueue_readback(curd_batch *batch, size_t first,
             .byte_len = item->byte_len};
     }
     *out_count = count;
-    unsigned words = capturing && first + count == batch->item_count
-                             && batch_signal_line(batch) != 0
-                         ? curdi_gather_signal_words(pieces, count)
-                         : 0u;
-    if (words == 0)
+    if (!capturing || first + count != batch->item_count
+        || batch_signal_line(batch) == 0)
         return curdi_gather_enqueue(&batch->readback, stream, true,
                                     batch->down.host, pieces, count);
+    unsigned words = 0;
     curd_status status = curdi_gather_enqueue_signalled(
         &batch->readback, stream, batch->down.host, pieces, count,
-        batch->download_bytes);
-    batch->graph_signals = status == CURD_OK;
+        batch->download_bytes, &words);
+    batch->graph_signals = status == CURD_OK && words != 0;
     batch->signal_count = words;
     return status;
 }

@@ -290,24 +290,18 @@ curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
     return CURD_OK;
 }
 
-unsigned curdi_gather_signal_words(const curdi_engine_piece *pieces,
-                                   size_t count)
-{
-    uint64_t range = pieces[count - 1].stage_offset
-                     + pieces[count - 1].byte_len - pieces[0].stage_offset;
-    uint64_t blocks = (range + CURDI_GATHER_TILE_BYTES - 1u)
-                      / CURDI_GATHER_TILE_BYTES;
-    return blocks <= CURDI_GATHER_SIGNAL_BLOCKS ? (unsigned)blocks : 0u;
-}
-
 curd_status curdi_gather_enqueue_signalled(const curdi_gather_kernels *kernels,
                                            curdi_cu_stream stream,
                                            unsigned char *stage,
                                            const curdi_engine_piece *pieces,
-                                           size_t count, size_t signal_offset)
+                                           size_t count, size_t signal_offset,
+                                           unsigned *out_words)
 {
     curdi_gather_table table;
     table_fill(&table, pieces, count);
-    table.signal_offset = (uint32_t)signal_offset;
+    unsigned blocks = table_grid(&table);
+    *out_words = blocks <= CURDI_GATHER_SIGNAL_BLOCKS ? blocks : 0u;
+    if (*out_words != 0)
+        table.signal_offset = (uint32_t)signal_offset;
     return table_launch(kernels, stream, true, stage, &table);
 }

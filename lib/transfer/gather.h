@@ -121,23 +121,20 @@ curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
  * 64-byte line. */
 #define CURDI_GATHER_SIGNAL_BLOCKS 16u
 
-/* How many words one curd_gather launch of these pieces (at most
- * CURDI_GATHER_PIECES, as above) would signal with: one per block, or 0
- * when it has more than CURDI_GATHER_SIGNAL_BLOCKS blocks. */
-unsigned curdi_gather_signal_words(const curdi_engine_piece *pieces,
-                                   size_t count);
-
-/* Enqueues one curd_gather launch of pieces, as curdi_gather_enqueue,
- * whose blocks then signal that the bytes are visible to the host: block b
+/* Enqueues one curd_gather launch of pieces (at most CURDI_GATHER_PIECES),
+ * as curdi_gather_enqueue. When it has at most CURDI_GATHER_SIGNAL_BLOCKS
+ * blocks, they then signal that the bytes are visible to the host: block b
  * writes 1 to the uint32_t at stage + signal_offset + 4 * b
- * (lib/transfer/gather.cu), for curdi_gather_signal_words(pieces, count)
- * words, which the caller cleared before the launch runs and polls. The
- * words lie outside the pieces' bytes, 4-aligned, at a non-zero
- * offset below 4 GiB. */
+ * (lib/transfer/gather.cu), and *out_words is how many blocks there are;
+ * the caller clears those words before the launch runs and polls them.
+ * A wider launch does not signal, and *out_words is 0. The words lie
+ * outside the pieces' bytes, 4-aligned, at a non-zero offset below
+ * 4 GiB. */
 curd_status curdi_gather_enqueue_signalled(const curdi_gather_kernels *kernels,
                                            curdi_cu_stream stream,
                                            unsigned char *stage,
                                            const curdi_engine_piece *pieces,
-                                           size_t count, size_t signal_offset);
+                                           size_t count, size_t signal_offset,
+                                           unsigned *out_words);
 
 #endif
