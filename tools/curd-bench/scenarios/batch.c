@@ -100,17 +100,19 @@ static int bench_open(batch_bench *b, const bench_env *env)
  * ---------------------------------------------------------------------- */
 
 /* `launches` add_one launches of n elements (blocks of 256) and, with
- * read_back, a 4 KiB copy into pinned memory, on the raw stream. */
-static int raw_enqueue(batch_bench *b, unsigned launches, bool read_back)
+ * read_back, a 4 KiB copy into pinned memory, on `stream` (the raw
+ * stream but for launch_on_a_second_stream). */
+static int raw_enqueue(batch_bench *b, bench_cu_stream stream,
+                       unsigned launches, bool read_back)
 {
     const bench_cuda *cu = b->env->cu;
     unsigned grid = (WORDS + 255u) / 256u;
     for (unsigned i = 0; i < launches; i++)
         BENCH_CU(cu->cuLaunchKernel(b->function, grid, 1, 1, 256, 1, 1, 0,
-                                    b->stream, b->raw_params, NULL));
+                                    stream, b->raw_params, NULL));
     if (read_back)
         BENCH_CU(cu->cuMemcpyDtoHAsync(b->pinned, b->raw_buffer, WORDS * 4u,
-                                       b->stream));
+                                       stream));
     return 0;
 }
 
@@ -122,7 +124,7 @@ static int op_raw_streamed(void *context, uint64_t iterations)
         return -1;
     int result = 0;
     for (uint64_t i = 0; result == 0 && i < iterations; i++) {
-        result = raw_enqueue(b, LAUNCHES, true);
+        result = raw_enqueue(b, b->stream, LAUNCHES, true);
         if (result == 0 && cu->cuStreamSynchronize(b->stream) != 0)
             result = bench_fail("cuStreamSynchronize failed");
     }
@@ -135,7 +137,7 @@ static int raw_capture(batch_bench *b)
     const bench_cuda *cu = b->env->cu;
     BENCH_CU(cu->cuStreamBeginCapture(b->stream,
                                       BENCH_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-    int result = raw_enqueue(b, LAUNCHES, true);
+    int result = raw_enqueue(b, b->stream, LAUNCHES, true);
     bench_cu_result rc = cu->cuStreamEndCapture(b->stream, &b->raw_graph);
     if (result != 0)
         return result;
@@ -366,18 +368,16 @@ done:
 static int launch_on_a_second_stream(batch_bench *b)
 {
     enum { SECOND_STREAM_LAUNCHES = 100 };
-    bench_cu_stream first = b->stream, second = NULL;
+    bench_cu_stream second = NULL;
     if (bench_stream_acquire(b->env, &second) != 0)
         return -1;
-    b->stream = second;
     int result = bench_raw_enter(b->env);
     if (result == 0) {
-        result = raw_enqueue(b, SECOND_STREAM_LAUNCHES, false);
+        result = raw_enqueue(b, second, SECOND_STREAM_LAUNCHES, false);
         if (result == 0 && b->env->cu->cuStreamSynchronize(second) != 0)
             result = bench_fail("cuStreamSynchronize failed");
         bench_raw_leave(b->env);
     }
-    b->stream = first;
     bench_stream_release(b->env, second);
     return result;
 }
@@ -533,7 +533,7 @@ static int op_raw_launches(void *context, uint64_t iterations)
         return -1;
     int result = 0;
     for (uint64_t i = 0; result == 0 && i < iterations; i++) {
-        result = raw_enqueue(b, COST_LAUNCHES, false);
+        result = raw_enqueue(b, b->stream, COST_LAUNCHES, false);
         if (result == 0 && b->env->cu->cuStreamSynchronize(b->stream) != 0)
             result = bench_fail("cuStreamSynchronize failed");
     }
