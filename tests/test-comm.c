@@ -960,6 +960,120 @@ static void test_a_split_without_nccl_split_is_unsupported(void)
 }
 
 /* ------------------------------------------------------------------------
+ * The pair of NCCL communicators behind a curd_comm
+ * ---------------------------------------------------------------------- */
+
+/* Opening asks NCCL to connect every collective's channels while the
+ * ranks join (NCCL_RUNTIME_CONNECT=0 where the user left it unset), and
+ * a communicator takes at most CURDI_COMM_MAX_RUNS_IN_FLIGHT (64)
+ * asynchronous runs: the 65th is CURD_E_BUSY and enqueues nothing, and
+ * the 64 complete once the peer makes its calls. */
+static void test_at_most_64_runs_wait_on_a_peer(void)
+{
+    pair p;
+    if (!pair_open(&p, 20000))
+        return;
+    g_assert_cmpstr(g_getenv("NCCL_RUNTIME_CONNECT"), ==, "0");
+    enum { RUNS = 64, COUNT = 256 };
+    float data[RANKS][COUNT];
+    curd_buffer buffers[RANKS];
+    for (int r = 0; r < RANKS; r++) {
+        for (int i = 0; i < COUNT; i++)
+            data[r][i] = (float)g_test_rand_int_range(-512, 512) / 8.0f;
+        buffers[r] = buffer_with(p.devices[r], data[r], sizeof data[r]);
+    }
+    curd_pending *pending[RANKS][RUNS];
+    curd_collective op = {.kind = CURD_COLLECTIVE_ALL_REDUCE,
+                          .dtype = CURD_DTYPE_FLOAT32,
+                          .op = CURD_REDUCE_SUM,
+                          .count = COUNT};
+    /* Rank 0 alone: its runs wait on rank 1. Each run adds the two ranks'
+     * values into the buffer of its own rank, in place. */
+    for (int r = 0; r < RANKS; r++) {
+        op.comm = p.comms[r];
+        op.send = op.recv = buffers[r];
+        for (int run = 0; run < RUNS; run++)
+            check_ok(curd_collective_run_async(&op, 1, &pending[r][run]),
+                     "curd_collective_run_async");
+        if (r == 0) {
+            curd_pending *extra = NULL;
+            check_refused(curd_collective_run_async(&op, 1, &extra),
+                          CURD_E_BUSY, "a 65th run in flight");
+            g_assert_null(extra);
+        }
+    }
+    for (int r = 0; r < RANKS; r++)
+        for (int run = 0; run < RUNS; run++) {
+            check_ok(curd_pending_wait(pending[r][run], NULL),
+                     "curd_pending_wait");
+            check_ok(curd_pending_free(pending[r][run]), "curd_pending_free");
+        }
+    /* Sixty-four doublings of exact sums: a power of two times the sum. */
+    for (int r = 0; r < RANKS; r++) {
+        float *got = (float *)(void *)download(p.devices[r], buffers[r], sizeof data[r]);
+        for (int i = 0; i < COUNT; i++) {
+            float want = ldexpf(data[0][i] + data[1][i], RUNS - 1);
+            g_assert_cmpfloat(got[i], ==, want);
+        }
+        g_free(got);
+        check_ok(curd_buffer_free(p.devices[r], buffers[r]),
+                 "curd_buffer_free");
+    }
+    pair_close(&p);
+}
+
+#ifdef CURD_TEST_COMM_FAKE
+/* Collectives enqueue on the blocking twins (no thread per group), sends
+ * and receives on the non-blocking communicators, whose channels NCCL
+ * connects at their first use. */
+static void test_collectives_take_the_blocking_twins(void)
+{
+    pair p;
+    if (!pair_open(&p, 10000))
+        return;
+    long blocking = curd_test_fake_nccl_groups(true);
+    long nonblocking = curd_test_fake_nccl_groups(false);
+    shape all_reduce = {CURD_COLLECTIVE_ALL_REDUCE, CURD_DTYPE_FLOAT32,
+                        CURD_REDUCE_SUM, 0};
+    run_checked(&p, &all_reduce);
+    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==, RANKS);
+    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==, 0);
+    shape send_recv = {5, CURD_DTYPE_INT32, CURD_REDUCE_SUM, 0};
+    run_checked(&p, &send_recv);
+    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==, RANKS);
+    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==,
+                    RANKS);
+    pair_close(&p);
+}
+
+/* A user who asks NCCL to connect at run time (NCCL_RUNTIME_CONNECT=1)
+ * keeps every group on the non-blocking communicators: a blocking one
+ * would connect on the caller's thread, where a dead peer hangs it. */
+static void test_runtime_connect_keeps_every_group_nonblocking(void)
+{
+    if (!g_test_subprocess()) {
+        g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_INHERIT_STDERR);
+        g_test_trap_assert_passed();
+        return;
+    }
+    g_setenv("NCCL_RUNTIME_CONNECT", "1", TRUE);
+    pair p;
+    if (!pair_open(&p, 10000))
+        return;
+    long blocking = curd_test_fake_nccl_groups(true);
+    long nonblocking = curd_test_fake_nccl_groups(false);
+    shape all_reduce = {CURD_COLLECTIVE_ALL_REDUCE, CURD_DTYPE_FLOAT32,
+                        CURD_REDUCE_SUM, 0};
+    run_checked(&p, &all_reduce);
+    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==, 0);
+    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==,
+                    RANKS);
+    g_assert_cmpstr(g_getenv("NCCL_RUNTIME_CONNECT"), ==, "1");
+    pair_close(&p);
+}
+#endif
+
+/* ------------------------------------------------------------------------
  * The launcher's environment
  * ---------------------------------------------------------------------- */
 static void test_one_rank_from_a_launcher_environment(void)
@@ -1484,6 +1598,14 @@ int main(int argc, char **argv)
                     test_a_device_closed_under_its_communicator);
     g_test_add_func(PATH_ROOT "/async-runs-hold-their-buffers",
                     test_async_runs_hold_their_buffers);
+    g_test_add_func(PATH_ROOT "/at-most-64-runs-wait-on-a-peer",
+                    test_at_most_64_runs_wait_on_a_peer);
+#ifdef CURD_TEST_COMM_FAKE
+    g_test_add_func(PATH_ROOT "/collectives-take-the-blocking-twins",
+                    test_collectives_take_the_blocking_twins);
+    g_test_add_func(PATH_ROOT "/runtime-connect-keeps-every-group-nonblocking",
+                    test_runtime_connect_keeps_every_group_nonblocking);
+#endif
     g_test_add_func(PATH_ROOT "/ranks-in-threads-joined-by-an-id",
                     test_ranks_in_threads_joined_by_an_id);
     g_test_add_func(PATH_ROOT "/a-split-without-nccl-split-is-unsupported",

@@ -14,12 +14,17 @@ uint64_t curdi_clock_ns(void)
 
 void curdi_clock_poll_pause(uint64_t waited_ns)
 {
-    if (waited_ns < 50000u) {
+    if (waited_ns < CURDI_CLOCK_SPIN_NS) {
         curdi_clock_pause();
-    } else if (waited_ns < 2000000u) {
+    } else if (waited_ns < CURDI_CLOCK_YIELD_NS) {
         sched_yield();
     } else {
-        struct timespec nap = {0, 50000};
+        /* A nap of 1% of the wait so far: a late wake-up costs at most
+         * about that, and the timer's slack (50 us) is small beside it. */
+        uint64_t nap_ns = waited_ns / 100u;
+        if (nap_ns > CURDI_CLOCK_NAP_MAX_NS)
+            nap_ns = CURDI_CLOCK_NAP_MAX_NS;
+        struct timespec nap = {0, (long)nap_ns};
         while (nanosleep(&nap, &nap) != 0 && errno == EINTR)
             ;
     }

@@ -131,6 +131,11 @@ static bool overlap(uint64_t a, uint64_t a_len, uint64_t b, uint64_t b_len)
     return a_len != 0 && b_len != 0 && a < b + b_len && b < a + a_len;
 }
 
+static bool is_point_to_point(curd_collective_kind kind)
+{
+    return kind == CURD_COLLECTIVE_SEND || kind == CURD_COLLECTIVE_RECV;
+}
+
 static curd_status check_op(const curd_collective *op, size_t index,
                             const char *what, planned *out)
 {
@@ -159,8 +164,7 @@ static curd_status check_op(const curd_collective *op, size_t index,
                           what, index, kind_names[op->kind], (int)op->op);
     bool rooted = op->kind == CURD_COLLECTIVE_BROADCAST ||
                   op->kind == CURD_COLLECTIVE_REDUCE;
-    bool p2p = op->kind == CURD_COLLECTIVE_SEND ||
-               op->kind == CURD_COLLECTIVE_RECV;
+    bool p2p = is_point_to_point(op->kind);
     if ((rooted || p2p) &&
         (op->root_or_peer < 0 || op->root_or_peer >= comm->size))
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -379,18 +383,26 @@ static curd_status run_ready(curd_pending *pending, int *out_ready)
         return status;
     for (size_t index = 0; index < run->comm_count; index++) {
         curd_comm *comm = run->comms[index];
-        curdi_nccl_result async_error = CURDI_NCCL_Success;
-        if (comm->nccl == NULL ||
-            nccl->ncclCommGetAsyncError(comm->nccl, &async_error) !=
-                CURDI_NCCL_Success ||
-            (async_error != CURDI_NCCL_Success &&
-             async_error != CURDI_NCCL_InProgress)) {
+        curdi_nccl_comm pair[2] = {comm->blocking, comm->nccl};
+        if (comm->nccl == NULL) {
             *out_ready = 1;
             return CURD_OK;
         }
-        if (async_error == CURDI_NCCL_InProgress) {
-            *out_ready = 0;
-            return CURD_OK;
+        for (int which = 0; which < 2; which++) {
+            curdi_nccl_result async_error = CURDI_NCCL_Success;
+            if (pair[which] == NULL)
+                continue;
+            if (nccl->ncclCommGetAsyncError(pair[which], &async_error) !=
+                    CURDI_NCCL_Success ||
+                (async_error != CURDI_NCCL_Success &&
+                 async_error != CURDI_NCCL_InProgress)) {
+                *out_ready = 1;
+                return CURD_OK;
+            }
+            if (async_error == CURDI_NCCL_InProgress) {
+                *out_ready = 0;
+                return CURD_OK;
+            }
         }
     }
     bool done = lanes_done(run, &status);
@@ -524,14 +536,15 @@ static void *device_pointer(const collective_run *run, size_t use,
     return (void *)(uintptr_t)(run->uses[use].device_ptr + offset);
 }
 
-/* The NCCL call of one checked operation, on stream; send and recv are
- * NULL where the operation uses no such buffer. */
+/* The NCCL call of one checked operation, on stream, through comm (one
+ * of the pair of op->comm); send and recv are NULL where the operation
+ * uses no such buffer. */
 static curdi_nccl_result enqueue_call(const curdi_nccl *nccl,
-                                      const planned *op, void *send,
-                                      void *recv, curdi_cu_stream stream)
+                                      const planned *op, curdi_nccl_comm comm,
+                                      void *send, void *recv,
+                                      curdi_cu_stream stream)
 {
     size_t count = (size_t)op->count;
-    curdi_nccl_comm comm = op->comm->nccl;
     switch (op->kind) {
     case CURD_COLLECTIVE_ALL_REDUCE:
         return nccl->ncclAllReduce(send, recv, count, op->nccl_type,
@@ -562,6 +575,15 @@ static curdi_nccl_result enqueue_call(const curdi_nccl *nccl,
     return CURDI_NCCL_InvalidArgument; /* check_op refused every other kind */
 }
 
+/* The communicator of the pair that carries op: its blocking twin for a
+ * collective, the non-blocking one for a send or receive (and for every
+ * operation of a communicator without a twin). The choice depends on the
+ * operation alone, so every rank makes the same one. */
+static curdi_nccl_comm op_nccl(const planned *op)
+{
+    return curdi_comm_nccl_for(op->comm, is_point_to_point(op->kind));
+}
+
 static curdi_nccl_result enqueue_op(const curdi_nccl *nccl,
                                     const collective_run *run,
                                     const planned *op)
@@ -572,46 +594,81 @@ static curdi_nccl_result enqueue_op(const curdi_nccl *nccl,
     void *recv = op->uses_recv
                      ? device_pointer(run, op->recv_use, op->recv_offset)
                      : NULL;
-    return enqueue_call(nccl, op, send, recv, run->lanes[op->lane].stream);
+    return enqueue_call(nccl, op, op_nccl(op), send, recv,
+                        run->lanes[op->lane].stream);
 }
 
-/* One NCCL group for every operation, then each lane's event. A failure
- * inside the group aborts every communicator of the run: what NCCL took
- * of the group is unknown. */
-static curd_status enqueue(collective_run *run)
+/* What one NCCL group of the run left: the failed call (NULL when none),
+ * its result and communicator, and whether NCCL still enqueues. */
+typedef struct group_outcome {
+    const char *call;
+    curdi_nccl_result result;
+    curdi_nccl_comm failed_comm;
+    bool in_progress;
+} group_outcome;
+
+/* One NCCL group of the operations that go to blocking twins (blocking)
+ * or to the non-blocking communicators (!blocking); none when the run has
+ * no such operation. NCCL refuses a group that mixes the two kinds. */
+static curd_status enqueue_group(const curdi_nccl *nccl, collective_run *run,
+                                 bool blocking, group_outcome *out)
 {
-    const curdi_nccl *nccl = NULL;
-    curd_status status = curdi_nccl_ready(&nccl);
-    if (status != CURD_OK)
-        return status;
+    size_t first = 0;
+    while (first < run->op_count &&
+           (op_nccl(&run->ops[first]) == run->ops[first].comm->blocking) !=
+               blocking)
+        first++;
+    if (first == run->op_count)
+        return CURD_OK;
     curdi_nccl_result result = nccl->ncclGroupStart();
     if (result != CURDI_NCCL_Success)
         return curdi_fail_nccl(result, NULL, "ncclGroupStart", NULL);
-    const char *call = NULL;
-    curdi_nccl_comm failed_comm = NULL;
-    for (size_t index = 0; index < run->op_count && call == NULL; index++) {
+    curd_status status = CURD_OK;
+    for (size_t index = first; index < run->op_count && out->call == NULL;
+         index++) {
         const planned *op = &run->ops[index];
+        if ((op_nccl(op) == op->comm->blocking) != blocking)
+            continue;
         status = curdi_device_enter(op->comm->device);
         if (status != CURD_OK)
             break;
         result = enqueue_op(nccl, run, op);
         curdi_device_leave(op->comm->device);
         if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
-            call = kind_calls[op->kind];
-            failed_comm = op->comm->nccl;
+            out->call = kind_calls[op->kind];
+            out->result = result;
+            out->failed_comm = op_nccl(op);
         }
     }
     curdi_nccl_result end = nccl->ncclGroupEnd();
-    if (status == CURD_OK && call == NULL && end != CURDI_NCCL_Success &&
+    if (status == CURD_OK && out->call == NULL && end != CURDI_NCCL_Success &&
         end != CURDI_NCCL_InProgress) {
-        result = end;
-        call = "ncclGroupEnd";
+        out->result = end;
+        out->call = "ncclGroupEnd";
     }
-    if (status == CURD_OK && call != NULL) {
+    out->in_progress |= end == CURDI_NCCL_InProgress;
+    return status;
+}
+
+/* The run's NCCL groups (the collectives on the blocking twins first,
+ * then the rest), then each lane's event. A failure inside a group aborts
+ * every communicator of the run: what NCCL took of the group is
+ * unknown. */
+static curd_status enqueue(collective_run *run)
+{
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    group_outcome outcome = {NULL, CURDI_NCCL_Success, NULL, false};
+    status = enqueue_group(nccl, run, true, &outcome);
+    if (status == CURD_OK && outcome.call == NULL)
+        status = enqueue_group(nccl, run, false, &outcome);
+    if (status == CURD_OK && outcome.call != NULL) {
         char text[128];
-        snprintf(text, sizeof text, "%s: %s", run->what, call);
+        snprintf(text, sizeof text, "%s: %s", run->what, outcome.call);
         status = curdi_fail_nccl_as(
-            CURD_E_COMM, result, failed_comm, text,
+            CURD_E_COMM, outcome.result, outcome.failed_comm, text,
             "every communicator of this call was aborted: close them and "
             "open new ones on every rank");
     }
@@ -620,11 +677,11 @@ static curd_status enqueue(collective_run *run)
             curdi_comm_abort(run->comms[index]);
         return status;
     }
-    /* The usual case: NCCL enqueued everything in the group's end, and
+    /* The usual case: NCCL enqueued everything in the groups' ends, and
      * the events go behind it now; else the wait records them. Failing
      * here leaves NCCL's work enqueued: the communicators are aborted, so
      * the release's drain cannot wait on a peer. */
-    status = end == CURDI_NCCL_Success ? record_lanes(run) : CURD_OK;
+    status = !outcome.in_progress ? record_lanes(run) : CURD_OK;
     if (status != CURD_OK)
         for (size_t index = 0; index < run->comm_count; index++)
             curdi_comm_abort(run->comms[index]);
@@ -654,6 +711,18 @@ static curd_status start(const curd_collective *ops, size_t count,
     for (size_t index = 0; index < count; index++) {
         curd_status status = check_op(&ops[index], index, what,
                                       &run->ops[index]);
+        if (status == CURD_OK &&
+            atomic_load(&ops[index].comm->runs_in_flight) >=
+                CURDI_COMM_MAX_RUNS_IN_FLIGHT)
+            status = curdi_fail(CURD_E_BUSY,
+                                "%s: operation %zu's communicator (rank %d of "
+                                "%d) has %d runs in flight, the most curd "
+                                "keeps queued on one communicator; nothing "
+                                "was enqueued. Fix: curd_pending_wait and "
+                                "curd_pending_free earlier runs first.",
+                                what, index, ops[index].comm->rank,
+                                ops[index].comm->size,
+                                CURDI_COMM_MAX_RUNS_IN_FLIGHT);
         if (status == CURD_OK && one_device &&
             ops[index].comm->device != ops[0].comm->device)
             status = curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -756,7 +825,9 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
     curd_status status = curdi_nccl_ready(&nccl);
     if (status != CURD_OK)
         return status;
-    curdi_nccl_result result = enqueue_call(nccl, &recorded->op,
+    curdi_nccl_comm handle =
+        curdi_comm_nccl_for(comm, is_point_to_point(recorded->op.kind));
+    curdi_nccl_result result = enqueue_call(nccl, &recorded->op, handle,
                                             recorded->send, recorded->recv,
                                             stream);
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
@@ -764,7 +835,7 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
         snprintf(text, sizeof text, "%s: %s", what,
                  kind_calls[recorded->op.kind]);
         status = curdi_fail_nccl_as(
-            CURD_E_COMM, result, comm->nccl, text,
+            CURD_E_COMM, result, handle, text,
             "the communicator was aborted: close it and open a new one on "
             "every rank");
         curdi_comm_abort(comm);

@@ -131,24 +131,36 @@ void curdi_comm_stats_reset(curd_device *device)
 /* ------------------------------------------------------------------------
  * Waiting, aborting, destroying
  * ---------------------------------------------------------------------- */
-void curdi_comm_abort(curd_comm *comm)
+/* Aborts one NCCL communicator of the pair. The device is entered by the
+ * caller where it can be. */
+static void abort_one(const curdi_nccl *nccl, curdi_nccl_comm handle)
 {
-    if (comm->nccl == NULL)
-        return;
-    const curdi_nccl *nccl = NULL;
-    if (curdi_nccl_ready(&nccl) != CURD_OK)
-        return; /* unreachable: the communicator was made through it */
-    bool entered = comm->device != NULL && curdi_driver_usable() &&
-                   curdi_device_enter(comm->device) == CURD_OK;
-    curdi_nccl_result result = nccl->ncclCommAbort(comm->nccl);
-    if (entered)
-        curdi_device_leave(comm->device);
+    curdi_nccl_result result = nccl->ncclCommAbort(handle);
     /* ncclInProgress: the abort goes on in NCCL's own thread (its
      * kernels were told to stop before the call returned). */
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress)
         curdi_trace("ncclCommAbort failed with %s; its resources stay with "
                     "NCCL",
                     curdi_nccl_result_name(result));
+}
+
+void curdi_comm_abort(curd_comm *comm)
+{
+    if (comm->nccl == NULL && comm->blocking == NULL)
+        return;
+    const curdi_nccl *nccl = NULL;
+    if (curdi_nccl_ready(&nccl) != CURD_OK)
+        return; /* unreachable: the communicator was made through it */
+    bool entered = comm->device != NULL && curdi_driver_usable() &&
+                   curdi_device_enter(comm->device) == CURD_OK;
+    /* The twin first: it shares the other's resources and abort flag. */
+    if (comm->blocking != NULL)
+        abort_one(nccl, comm->blocking);
+    if (comm->nccl != NULL)
+        abort_one(nccl, comm->nccl);
+    if (entered)
+        curdi_device_leave(comm->device);
+    comm->blocking = NULL;
     comm->nccl = NULL;
 }
 
@@ -168,18 +180,16 @@ static curd_status fail_aborted(const curd_comm *comm, const char *what)
                       what, (const void *)comm, comm->rank, comm->size);
 }
 
-curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
-                                  const char *what)
+/* One NCCL communicator's asynchronous error: CURD_OK (setting
+ * *in_progress while NCCL is still enqueueing), else CURD_E_COMM with
+ * NCCL's sentence. */
+static curd_status poll_one(const curdi_nccl *nccl, const curd_comm *comm,
+                            curdi_nccl_comm handle, bool *in_progress,
+                            const char *what)
 {
-    const curdi_nccl *nccl = NULL;
-    curd_status status = curdi_nccl_ready(&nccl);
-    if (status != CURD_OK)
-        return status;
-    if (comm->nccl == NULL)
-        return fail_aborted(comm, what);
     curdi_nccl_result async_error = CURDI_NCCL_Success;
     curdi_nccl_result result =
-        nccl->ncclCommGetAsyncError(comm->nccl, &async_error);
+        nccl->ncclCommGetAsyncError(handle, &async_error);
     const char *call = "ncclCommGetAsyncError";
     if (result == CURDI_NCCL_Success) {
         if (async_error == CURDI_NCCL_InProgress) {
@@ -195,10 +205,26 @@ curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
     snprintf(call_text, sizeof call_text, "%s: %s on rank %d of %d", what,
              call, comm->rank, comm->size);
     return curdi_fail_nccl_as(
-        CURD_E_COMM, result, comm->nccl, call_text,
+        CURD_E_COMM, result, handle, call_text,
         "every communicator of this call was aborted: close them and open "
         "new ones on every rank (the device is still usable); check that "
         "every peer is alive, and run with NCCL_DEBUG=WARN for NCCL's view");
+}
+
+curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
+                                  const char *what)
+{
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    if (comm->nccl == NULL)
+        return fail_aborted(comm, what);
+    if (comm->blocking != NULL)
+        status = poll_one(nccl, comm, comm->blocking, in_progress, what);
+    if (status == CURD_OK)
+        status = poll_one(nccl, comm, comm->nccl, in_progress, what);
+    return status;
 }
 
 curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
@@ -246,15 +272,42 @@ curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
     }
 }
 
-/* Lets go of the communicator's NCCL side: finalize (its work flushed
- * within the timeout), then destroy; abort when either fails. The device
- * is entered by the caller. Returns the status of the wait. */
+/* Lets go of the blocking twin: its finalize and destroy run on this
+ * thread and wait on nothing of a peer's (NCCL's own streams, which hold
+ * no collective of curd's once its runs are released, and its proxy). */
+static curd_status destroy_blocking(curd_comm *comm, const curdi_nccl *nccl)
+{
+    if (comm->blocking == NULL)
+        return CURD_OK;
+    const char *call = "ncclCommFinalize";
+    curdi_nccl_result result = nccl->ncclCommFinalize(comm->blocking);
+    if (result == CURDI_NCCL_Success) {
+        call = "ncclCommDestroy";
+        result = nccl->ncclCommDestroy(comm->blocking);
+    }
+    if (result != CURDI_NCCL_Success) {
+        curd_status status = curdi_fail_nccl_as(
+            CURD_E_COMM, result, comm->blocking, call,
+            "the communicator was aborted and freed anyway; nothing is "
+            "left to do");
+        curdi_comm_abort(comm);
+        return status;
+    }
+    comm->blocking = NULL;
+    return CURD_OK;
+}
+
+/* Lets go of the communicator's NCCL side: the twin, then finalize (its
+ * work flushed within the timeout) and destroy; abort when either fails.
+ * The device is entered by the caller. Returns the status of the wait. */
 static curd_status destroy_nccl(curd_comm *comm, const char *what)
 {
     if (comm->nccl == NULL)
         return CURD_OK;
     const curdi_nccl *nccl = NULL;
     curd_status status = curdi_nccl_ready(&nccl);
+    if (status == CURD_OK)
+        status = destroy_blocking(comm, nccl);
     if (status != CURD_OK)
         return status;
     curdi_nccl_result result = nccl->ncclCommFinalize(comm->nccl);
@@ -443,12 +496,108 @@ static void comm_publish(curd_comm *comm)
     room_attach(comm);
 }
 
-/* A non-blocking config: NCCL's defaults for everything else. */
+/* The non-blocking communicator's config: NCCL's defaults for everything
+ * else. It shares its resources with the communicators split from it
+ * (its blocking twin above all: the channels connected for one serve
+ * both, and NCCL orders their work). */
 static curdi_nccl_config nonblocking_config(void)
 {
     curdi_nccl_config config = CURDI_NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
+    config.split_share = 1;
     return config;
+}
+
+static curdi_nccl_config blocking_config(void)
+{
+    curdi_nccl_config config = CURDI_NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    return config;
+}
+
+/* Whether communicators get a blocking twin. Only when NCCL connects
+ * every collective's channels while the ranks join: at run time it would
+ * connect them on the caller's thread, at the first collective of each
+ * algorithm, waiting there for a peer that may never answer. NCCL reads
+ * NCCL_RUNTIME_CONNECT once, at its first init; curd sets it to 0 before
+ * its first communicator unless the user set it, and keeps every group
+ * on the non-blocking communicators when the user asked for 1. */
+static pthread_once_t twins_once = PTHREAD_ONCE_INIT;
+static bool twins_wanted;
+
+static void twins_decide(void)
+{
+    const char *value = getenv("NCCL_RUNTIME_CONNECT");
+    if (value == NULL || value[0] == '\0')
+        twins_wanted = setenv("NCCL_RUNTIME_CONNECT", "0", 1) == 0;
+    else
+        twins_wanted = strcmp(value, "0") == 0;
+    curdi_trace("communicators: %s (NCCL_RUNTIME_CONNECT=%s)",
+                twins_wanted ? "collectives enqueue on blocking twins"
+                             : "every group stays non-blocking",
+                value != NULL ? value : "unset, now 0");
+}
+
+/* Splits a blocking twin off each ready communicator of comms (one group
+ * when there are several, as their ranks wait for each other), waiting
+ * for the split like for the join. On a failure every communicator of
+ * comms is aborted. Nothing is done where no twin is wanted or NCCL has
+ * no split. */
+static curd_status twins_open(curd_comm *const *comms, size_t count,
+                              const char *what)
+{
+    const curdi_nccl *nccl = NULL;
+    curd_status status = curdi_nccl_ready(&nccl);
+    if (status != CURD_OK)
+        return status;
+    if (!twins_wanted || nccl->ncclCommSplit == NULL)
+        return CURD_OK;
+    curdi_nccl_result result = nccl->ncclGroupStart();
+    if (result != CURDI_NCCL_Success)
+        return curdi_fail_nccl(result, NULL, "ncclGroupStart", NULL);
+    const char *call = NULL;
+    curdi_nccl_comm failed = NULL;
+    for (size_t index = 0; index < count && call == NULL; index++) {
+        curd_comm *comm = comms[index];
+        status = curdi_device_enter(comm->device);
+        if (status != CURD_OK)
+            break;
+        curdi_nccl_config config = blocking_config();
+        result = nccl->ncclCommSplit(comm->nccl, 0, comm->rank,
+                                     &comm->blocking, &config);
+        curdi_device_leave(comm->device);
+        if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
+            call = "ncclCommSplit (the blocking twin)";
+            failed = comm->nccl;
+        }
+    }
+    curdi_nccl_result end = nccl->ncclGroupEnd();
+    if (status == CURD_OK && call == NULL && end != CURDI_NCCL_Success &&
+        end != CURDI_NCCL_InProgress) {
+        result = end;
+        call = "ncclGroupEnd (the blocking twins)";
+    }
+    if (status == CURD_OK && call != NULL)
+        status = curdi_fail_nccl_as(CURD_E_COMM, result, failed, call,
+                                    "close nothing: the communicator was "
+                                    "not opened; check that every rank is "
+                                    "alive and try again");
+    /* The parents report the splits' progress (NCCL writes each twin's
+     * handle when its split completes). */
+    if (status == CURD_OK)
+        status = curdi_comm_wait(comms, count, true, NULL, NULL, what);
+    for (size_t index = 0; index < count && status == CURD_OK; index++)
+        if (comms[index]->blocking == NULL)
+            status = curdi_fail(CURD_E_COMM,
+                                "%s: NCCL's split of rank %d's blocking "
+                                "twin completed without a communicator. "
+                                "Fix: run with NCCL_DEBUG=WARN and report "
+                                "NCCL's view; NCCL_RUNTIME_CONNECT=1 opens "
+                                "without twins.",
+                                what, comms[index]->rank);
+    if (status != CURD_OK)
+        abort_all(comms, count);
+    return status;
 }
 
 /* ------------------------------------------------------------------------
@@ -500,6 +649,7 @@ static curd_status init_rank(curd_comm *comm, const curdi_nccl_unique_id *id,
         status = curdi_device_enter(comm->device);
     if (status != CURD_OK)
         return status;
+    (void)pthread_once(&twins_once, twins_decide);
     curdi_nccl_config config = nonblocking_config();
     curdi_nccl_result result = nccl->ncclCommInitRankConfig(
         &comm->nccl, comm->size, *id, comm->rank,
@@ -526,6 +676,8 @@ static curd_status open_checked(curd_device *device,
     curd_status status = init_rank(comm, id, what);
     if (status == CURD_OK)
         status = curdi_comm_wait(&comm, 1, true, NULL, NULL, what);
+    if (status == CURD_OK)
+        status = twins_open(&comm, 1, what);
     if (status != CURD_OK) {
         curdi_comm_abort(comm);
         free(comm);
@@ -646,6 +798,8 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
     if (status == CURD_OK)
         status = curdi_comm_wait(made, (size_t)count, true, NULL, NULL,
                                  what);
+    if (status == CURD_OK)
+        status = twins_open(made, (size_t)count, what);
     if (status != CURD_OK) {
         for (int index = 0; index < count; index++)
             if (made[index] != NULL) {
@@ -819,6 +973,8 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
                                      "ncclCommCount",
                                      NULL);
     }
+    if (status == CURD_OK && child->nccl != NULL)
+        status = twins_open(&child, 1, what);
     if (status != CURD_OK || child->nccl == NULL) {
         curdi_comm_abort(child);
         free(child);

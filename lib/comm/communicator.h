@@ -1,6 +1,23 @@
 /* communicator.h - the communicator room: curd_comm, one NCCL rank bound
  * to one curd_device, and the one wait every communicator call ends in.
  *
+ * A curd_comm holds two NCCL communicators of the same rank. `nccl` is
+ * non-blocking: opening, splitting and closing go through it, each a job
+ * in NCCL's own thread that curd's wait polls against a timeout, and so
+ * does any group NCCL may have to connect on the caller's thread (send
+ * and receive, whose channels NCCL connects at their first use).
+ * `blocking` is its twin, split from it while the ranks join: a blocking
+ * communicator enqueues on the caller's thread, with no thread started
+ * per group, which is what makes a collective as fast as raw NCCL's. It
+ * shares `nccl`'s resources (NCCL's splitShare), and every channel a
+ * collective uses was connected while the ranks joined (curd asks NCCL to
+ * connect at init: NCCL_RUNTIME_CONNECT=0 unless the user set it), so an
+ * enqueue on it never waits for a peer: a peer that dies or stops shows
+ * in curd's wait, which aborts both on this thread, never while another
+ * thread is inside NCCL. `blocking` is NULL where NCCL has no split or
+ * the user asked NCCL to connect at run time; then every group takes
+ * `nccl`.
+ *
  * A curd_comm lives in two lists: the process-wide registry of live
  * communicators (so a closed or forged pointer is refused without being
  * read) and its device's room (so curd_device_close closes what is still
@@ -27,6 +44,9 @@ struct curd_comm {
     curd_device *device;
     /* NULL once aborted (after a failure) or destroyed. */
     curdi_nccl_comm nccl;
+    /* The blocking twin collectives enqueue on (see above); NULL when
+     * there is none, and once aborted or destroyed. */
+    curdi_nccl_comm blocking;
     int rank;
     int size;
     uint32_t timeout_ms;      /* waits on its work */
@@ -41,6 +61,22 @@ struct curd_comm {
      * waits for before letting a communicator go. */
     atomic_int batch_holds;
 };
+
+/* The most asynchronous runs a communicator takes before they are
+ * waited for: each holds a slot of NCCL's work queue, and an enqueue on a
+ * blocking communicator whose queue is full would wait on the GPU (and so
+ * on a peer). */
+#define CURDI_COMM_MAX_RUNS_IN_FLIGHT 64
+
+/* The NCCL communicator a group goes to: the blocking twin when the
+ * communicator has one and the group holds no send or receive, else the
+ * non-blocking one. */
+static inline curdi_nccl_comm curdi_comm_nccl_for(const curd_comm *comm,
+                                                  bool point_to_point)
+{
+    return comm->blocking != NULL && !point_to_point ? comm->blocking
+                                                     : comm->nccl;
+}
 
 /* The device's room: its open communicators and the collective counts. */
 curd_status curdi_comm_room_open(curd_device *device);
@@ -71,8 +107,9 @@ curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
 
 /* The two halves of one poll of that wait, for waits that poll other
  * work beside (a batch run: lib/launch/batch.c). poll_error: CURD_E_COMM
- * (sentence set) when NCCL reports an error or the communicator was
- * aborted; else sets *in_progress when NCCL is still enqueueing.
+ * (sentence set) when NCCL reports an error on either of the pair or the
+ * communicator was aborted; else sets *in_progress when NCCL is still
+ * enqueueing.
  * poll_timeout: CURD_E_COMM once waited_ns passed the communicator's
  * timeout (its open timeout when `opening`). Neither aborts. */
 curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,

@@ -13,6 +13,8 @@
  *  - ncclCommInitRankConfig and ncclCommSplit return at once; the new
  *    communicator's ncclCommGetAsyncError says ncclInProgress until its
  *    clique is complete.
+ *  - A split whose config says blocking makes a blocking communicator:
+ *    its group's end returns once posted (see struct ncclComm).
  *  - ncclGroupStart/End collect a thread's calls; at the outermost
  *    ncclGroupEnd each communicator's calls are posted to its clique as
  *    one group. A clique runs its ranks' groups in order, once every rank
@@ -38,7 +40,9 @@
  *   FAKE_NCCL_VERSION     what ncclGetVersion reports (default 22809)
  *   FAKE_NCCL_STALL_RANK  groups posted by this rank of any clique are
  *                         accepted and never arrive
- * fake_nccl_live() counts live communicators, so tests prove none leaks. */
+ * fake_nccl_live() counts live communicators, so tests prove none leaks;
+ * fake_nccl_groups(blocking) counts the groups posted on blocking or
+ * non-blocking communicators, so tests see which of a pair took work. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -118,6 +122,11 @@ struct ncclComm {
     fake_clique *split_parent; /* a split child not yet placed: where */
     int rank;
     bool joined;         /* counted in its clique */
+    /* config.blocking 1: its ncclGroupEnd returns once the group is
+     * posted, as a blocking NCCL's returns once the kernel is enqueued;
+     * its ncclCommGetAsyncError still says ncclInProgress until the
+     * clique ran the group, as the kernel would still be running. */
+    bool blocking;
     curdi_nccl_result error;
     unsigned long long posted, completed;
     unsigned long long splits; /* splits this rank called */
@@ -142,6 +151,8 @@ struct fake_clique {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_clique *cliques;
 static long live_comms;
+/* Groups posted, on non-blocking [0] and blocking [1] communicators. */
+static long groups_posted[2];
 static __thread char thread_error[256];
 
 static __thread int group_depth;
@@ -642,6 +653,7 @@ FAKE_API curdi_nccl_result ncclCommSplit(curdi_nccl_comm comm, int color,
         comm->splits++;
         if (child != NULL) {
             child->split_parent = parent;
+            child->blocking = config != NULL && config->blocking == 1;
             live_comms++;
         }
         *out = child;
@@ -817,6 +829,7 @@ static curdi_nccl_result post_groups(void)
             }
         fake_clique *clique = comm->clique;
         comm->posted++;
+        groups_posted[comm->blocking]++;
         if (clique->broken)
             break_comm(comm, CURDI_NCCL_RemoteError,
                        "fake NCCL: a peer's communicator was destroyed or "
@@ -832,7 +845,8 @@ static curdi_nccl_result post_groups(void)
             clique->head[comm->rank] = group;
         clique->tail[comm->rank] = group;
         progress(clique);
-        if (state_of(comm) != CURDI_NCCL_Success)
+        if (state_of(comm) != CURDI_NCCL_Success &&
+            !(comm->blocking && state_of(comm) == CURDI_NCCL_InProgress))
             result = state_of(comm);
     }
     pthread_mutex_unlock(&lock);
@@ -1102,6 +1116,15 @@ FAKE_API long fake_nccl_live(void)
 {
     pthread_mutex_lock(&lock);
     long count = live_comms;
+    pthread_mutex_unlock(&lock);
+    return count;
+}
+
+FAKE_API long fake_nccl_groups(int blocking);
+FAKE_API long fake_nccl_groups(int blocking)
+{
+    pthread_mutex_lock(&lock);
+    long count = groups_posted[blocking != 0];
     pthread_mutex_unlock(&lock);
     return count;
 }

@@ -169,6 +169,13 @@ long curd_test_fake_nccl_live(void)
     return count;
 }
 
+long curd_test_fake_nccl_groups(int blocking)
+{
+    long count = 0;
+    (void)fake_live_nccl_groups(blocking != 0, &count); /* never loaded: none */
+    return count;
+}
+
 void curd_test_require_fake_driver(void)
 {
     char *path = curd_test_fake_driver_path();

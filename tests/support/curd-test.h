@@ -59,6 +59,9 @@ void curd_test_run_holding_nothing(void (*body)(void),
 char *curd_test_fake_nccl_path(void);
 /* Its live communicators (fake_nccl_live); 0 when it was never loaded. */
 long curd_test_fake_nccl_live(void);
+/* Its groups posted on blocking (or non-blocking) communicators; 0 when it
+ * was never loaded. */
+long curd_test_fake_nccl_groups(int blocking);
 /* Points curd at that stand-in driver (CURD_LIBCUDA) and NCCL
  * (CURD_LIBNCCL) and sets
  * CURD_REQUIRE_GPU, so that a missing device fails a test instead of

@@ -48,6 +48,18 @@ bool fake_live_nccl_comms(long *count)
     return true;
 }
 
+bool fake_live_nccl_groups(bool blocking, long *count)
+{
+    void *library;
+    long (*groups)(int) = (long (*)(int))fake_function(
+        "CURD_LIBNCCL", "fake_nccl_groups", &library);
+    if (groups == NULL)
+        return false;
+    *count = groups(blocking);
+    dlclose(library);
+    return true;
+}
+
 bool fake_hold_events(int hold)
 {
     void *library;

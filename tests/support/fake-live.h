@@ -25,4 +25,9 @@ bool fake_hold_events(int hold);
  * false when CURD_LIBNCCL names no loaded library. */
 bool fake_live_nccl_comms(long *count);
 
+/* The groups the stand-in NCCL saw posted on blocking (or non-blocking)
+ * communicators (fake_nccl_groups) into *count; false when CURD_LIBNCCL
+ * names no loaded library. */
+bool fake_live_nccl_groups(bool blocking, long *count);
+
 #endif
