@@ -1,5 +1,6 @@
 /* pair.h - a second device for the scenarios that need two GPUs (peer
- * copies, collectives): the run's device and the next one, each as a
+ * copies, the graph batch), or every visible GPU (the all-reduces): the
+ * run's device and the next ones, each as a
  * bench_env, so every raw helper (bench_raw_enter, bench_stream_acquire,
  * the raw set-up copies) serves either side. */
 #ifndef CURD_BENCH_PAIR_H
@@ -16,5 +17,15 @@ int bench_pair_open(const bench_env *env, const char *name,
                     bench_env *second);
 /* Releases what bench_pair_open opened (nothing when it did not). */
 void bench_pair_close(bench_env *second);
+
+/* Every visible GPU, up to `most`, for the scenarios that take them all:
+ * env's device is rank 0, others[i - 1] the device i after it (wrapping),
+ * each opened as bench_pair_open opens one. *out_count is the number of
+ * ranks, env's included (1 on a machine of one GPU). 0 when opened; -1
+ * after bench_fail(), nothing left open. */
+int bench_gang_open(const bench_env *env, int most, bench_env *others,
+                    int *out_count);
+/* Releases what bench_gang_open opened for count ranks. */
+void bench_gang_close(bench_env *others, int count);
 
 #endif
