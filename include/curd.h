@@ -1307,9 +1307,10 @@ CURD_API curd_status curd_session_stats_get(curd_session *session,
  * loaded on the first call of this group, never before; without it every
  * call here returns CURD_E_UNSUPPORTED, naming what to install.
  *
- * Communicators never hang: they are NCCL's non-blocking ones, and every
- * wait (opening, a collective, closing) polls NCCL's asynchronous error
- * and the work's completion against the communicator's timeout. A peer
+ * Communicators never hang: no call waits inside NCCL for a peer, and
+ * every wait (opening, a collective, closing) polls NCCL's asynchronous
+ * error and the work's completion against the communicator's timeout. A
+ * peer
  * that dies or does not answer within it, or an error NCCL reports, is
  * CURD_E_COMM with NCCL's message: the communicator is then aborted (every
  * later call on it is CURD_E_COMM until it is closed), while the device
