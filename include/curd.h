@@ -978,10 +978,21 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
                                        const curd_launch *launch,
                                        const curd_arg *args, size_t nargs,
                                        size_t *out_item);
-/* Copies [offset, offset + byte_len) of buffer into dst, at each run. */
+/* Copies [offset, offset + byte_len) of buffer into dst, at each run.
+ * It takes no capacity: like memcpy it trusts that dst holds byte_len
+ * bytes, and a smaller dst is overrun at every run. Prefer
+ * curd_batch_download_range. */
 CURD_API curd_status curd_batch_download(curd_batch *batch,
                                          curd_buffer buffer, size_t offset,
                                          size_t byte_len, void *dst);
+/* curd 1.2: the same into dst, which holds dst_capacity bytes: byte_len
+ * above dst_capacity is CURD_E_RANGE when recorded, nothing recorded
+ * (curd_buffer_download_range's rule). Nothing past byte_len of dst is
+ * written, whatever its capacity. */
+CURD_API curd_status curd_batch_download_range(curd_batch *batch,
+                                               curd_buffer buffer,
+                                               size_t offset, size_t byte_len,
+                                               void *dst, size_t dst_capacity);
 
 /* Change a recorded launch: the same number and kinds of arguments, each
  * scalar of its recorded size (set_args); the same cooperative flag and

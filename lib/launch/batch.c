@@ -495,19 +495,30 @@ static curd_status item_append(curd_batch *batch, batch_item item,
 
 /* The common part of fill, clear, upload and download: the batch, the
  * buffer and the range; `whole` (a clear) takes the whole buffer, which
- * is known once the buffer is resolved. */
+ * is known once the buffer is resolved. capacity: the bytes at host
+ * (SIZE_MAX where the caller states none: fills, uploads and
+ * curd_batch_download, which trusts its caller like memcpy). */
 static curd_status record_range(curd_batch *batch, item_kind kind,
                                 curd_buffer buffer, bool whole, size_t offset,
                                 size_t byte_len, const void *host,
-                                uint8_t value, const char *what)
+                                size_t capacity, uint8_t value,
+                                const char *what)
 {
     curdi_resident_use use;
     curd_status status = check_batch(batch, what);
     /* Every host range goes through the transfers' check (a NULL one
-     * with byte_len 0 is refused below, as an empty item). */
+     * with byte_len 0 is refused below, as an empty item), then the
+     * capacity, in curd_buffer_download_range's order. */
     if (status == CURD_OK && kind != ITEM_FILL)
         status = curdi_host_range_check(host, byte_len, what,
                                         kind == ITEM_UPLOAD ? "src" : "dst");
+    if (status == CURD_OK && byte_len > capacity)
+        status = curdi_fail(CURD_E_RANGE,
+                            "%s: %zu bytes asked for, but dst_capacity is"
+                            " only %zu; nothing was recorded. Fix: pass a"
+                            " destination of at least byte_len bytes, or"
+                            " ask for fewer.",
+                            what, byte_len, capacity);
     if (status == CURD_OK && !whole && byte_len == 0)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: byte_len is 0, so the item would do"
@@ -1241,13 +1252,13 @@ CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
                                      uint8_t value)
 {
     return record_range(batch, ITEM_FILL, buffer, false, offset, byte_len,
-                        NULL, value, "curd_batch_fill");
+                        NULL, SIZE_MAX, value, "curd_batch_fill");
 }
 
 CURD_API curd_status curd_batch_clear(curd_batch *batch, curd_buffer buffer)
 {
-    return record_range(batch, ITEM_FILL, buffer, true, 0, 0, NULL, 0,
-                        "curd_batch_clear");
+    return record_range(batch, ITEM_FILL, buffer, true, 0, 0, NULL, SIZE_MAX,
+                        0, "curd_batch_clear");
 }
 
 CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
@@ -1255,7 +1266,7 @@ CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
                                        size_t byte_len)
 {
     return record_range(batch, ITEM_UPLOAD, buffer, false, offset, byte_len,
-                        src, 0, "curd_batch_upload");
+                        src, SIZE_MAX, 0, "curd_batch_upload");
 }
 
 CURD_API curd_status curd_batch_download(curd_batch *batch,
@@ -1263,7 +1274,17 @@ CURD_API curd_status curd_batch_download(curd_batch *batch,
                                          size_t byte_len, void *dst)
 {
     return record_range(batch, ITEM_DOWNLOAD, buffer, false, offset,
-                        byte_len, dst, 0, "curd_batch_download");
+                        byte_len, dst, SIZE_MAX, 0, "curd_batch_download");
+}
+
+CURD_API curd_status curd_batch_download_range(curd_batch *batch,
+                                               curd_buffer buffer,
+                                               size_t offset, size_t byte_len,
+                                               void *dst, size_t dst_capacity)
+{
+    return record_range(batch, ITEM_DOWNLOAD, buffer, false, offset,
+                        byte_len, dst, dst_capacity, 0,
+                        "curd_batch_download_range");
 }
 
 CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy)
