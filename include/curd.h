@@ -372,7 +372,12 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
 /* Freeing a buffer that queued work still uses (an asynchronous upload not
  * yet completed by curd_device_sync_uploads, or a transfer or fill running
  * on another thread) is CURD_E_BUSY: nothing is freed, and the caller frees
- * it after completing that work. Never deferred. */
+ * it after completing that work. Never deferred. A buffer of a static set
+ * (curd_session_upload_static) is its session's: CURD_E_BUSY too, held or
+ * only cached, its Fix naming curd_session_release_static (curd 1.2;
+ * before, it was freed under the cache). A freed handle's later use is
+ * CURD_E_STALE_HANDLE, its sentence naming the call that let the buffer
+ * go (curd_buffer_free, curd_session_release, ...). */
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer);
 /* Names byte_len bytes of device memory at device_ptr that another
  * library allocated (cudaMalloc, PyTorch, RMM: a CUdeviceptr) as a
@@ -1153,7 +1158,9 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
  * a typed error, never a write into another user's buffer. A buffer the
  * session lent may also be freed with curd_buffer_free; the session then
  * forgets it when it is released (CURD_E_STALE_HANDLE) or when the session
- * is freed.
+ * is freed. A static set's buffers may not: curd_buffer_free refuses them
+ * (CURD_E_BUSY) whether the set is held or only cached, so a hit never
+ * hands out a freed handle.
  *
  * A set stays valid, and its buffers allocated, until it is released:
  * call curd_session_release_static once for each curd_session_upload_static
