@@ -728,8 +728,10 @@ typedef enum curd_arg_kind {
 
 typedef enum curd_arg_role {
     CURD_ROLE_INPUT = 1,   /* read by the kernel */
-    CURD_ROLE_OUTPUT = 2,  /* written by the kernel; zeroed before it */
-    CURD_ROLE_INOUT = 3,   /* read and written */
+    CURD_ROLE_OUTPUT = 2,  /* written by the kernel; zeroed before it (by
+                              a dispatch and, from curd 1.2, a batch) */
+    CURD_ROLE_INOUT = 3,   /* read and written; never zeroed: bind an
+                              accumulator that must keep its bytes so */
     CURD_ROLE_SCRATCH = 4  /* the kernel's workspace: zeroed, not read back */
 } curd_arg_role;
 
@@ -921,9 +923,15 @@ CURD_API curd_status curd_pending_event(curd_pending *pending,
  *
  * Launches take CURD_ARG_BUFFER, CURD_ARG_SCALAR and CURD_ARG_NULL
  * arguments (scalars are copied when recorded); a buffer argument's host
- * read-back is not used: record a download. Unlike curd_dispatch, a batch
- * launch does not zero its outputs: the batch does exactly what was
- * recorded (record a clear where a kernel needs zeroed memory).
+ * read-back is not used: record a download. As curd_dispatch does, a
+ * batch launch zeroes its OUTPUT and SCRATCH buffers (the whole buffer)
+ * before it, at every run: one device memset each, enqueued in order and
+ * captured into a graph batch's graph, counted in fill_ops and fill_bytes
+ * (curd 1.2; curd 1.0 and 1.1 batches zeroed nothing, so a kernel that
+ * accumulates into an OUTPUT binding gave another answer than through a
+ * dispatch). Bind what must keep its bytes as INPUT or INOUT. A
+ * curd_batch_set_args that changes which buffers are zeroed captures a
+ * graph batch anew at its next run.
  *
  * Buffers are checked when recorded and again at each run: a buffer freed
  * since is CURD_E_STALE_HANDLE at the run, with nothing enqueued. A

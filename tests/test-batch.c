@@ -735,6 +735,113 @@ static void test_close_frees_batches_left_open(void)
     g_free(words);
 }
 
+/* A kernel that accumulates into its binding (add_one: words[i] += 1,
+ * iterations times) bound as OUTPUT or SCRATCH gives the same answer
+ * through curd_dispatch and through a batch, streamed or as a graph: both
+ * zero the buffer first, at every run, so each run leaves exactly
+ * `iterations` in every word whatever the buffer held. Each zeroing counts
+ * as one fill of the buffer's bytes, as a dispatch's does. A changed
+ * OUTPUT buffer (curd_batch_set_args) is the one zeroed next, a graph
+ * captured anew for it. */
+static void test_outputs_and_scratch_are_zeroed_as_dispatch_zeroes_them(
+    gconstpointer data)
+{
+    uint32_t flags = GPOINTER_TO_UINT(data);
+    static const curd_arg_role roles[] = {CURD_ROLE_OUTPUT,
+                                          CURD_ROLE_SCRATCH};
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *add_one = load(device, "add_one.ptx", "curd_add_one");
+    for (size_t r = 0; r < G_N_ELEMENTS(roles); r++) {
+        uint32_t n = random_count(100, 20000);
+        uint32_t iterations = (uint32_t)g_test_rand_int_range(1, 4);
+        uint32_t *garbage = random_words(n);
+        uint32_t *want = g_new(uint32_t, n);
+        for (uint32_t i = 0; i < n; i++)
+            want[i] = iterations;
+        uint32_t *got = g_new(uint32_t, n);
+        curd_launch launch = launch_over(n, 128);
+        launch.iterations = iterations;
+
+        /* Through curd_dispatch. */
+        curd_buffer through_dispatch = upload_new(device, garbage, n * 4u);
+        curd_arg dispatch_args[] = {
+            counted(curd_arg_buffer(roles[r], through_dispatch), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_dispatch(device, add_one, &launch, dispatch_args, 2),
+                 "curd_dispatch");
+        uint32_t *dispatched = g_new(uint32_t, n);
+        download_words(device, through_dispatch, dispatched, n);
+        assert_words(dispatched, want, n, "the dispatch's accumulation");
+
+        /* Through a batch, run three times over fresh garbage. */
+        curd_buffer through_batch = upload_new(device, garbage, n * 4u);
+        curd_batch *batch = batch_new(device, flags);
+        curd_arg batch_args[] = {
+            counted(curd_arg_buffer(roles[r], through_batch), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        size_t item = 0;
+        check_ok(curd_batch_launch(batch, add_one, &launch, batch_args, 2,
+                                   &item),
+                 "curd_batch_launch");
+        check_ok(curd_batch_download_range(batch, through_batch, 0, n * 4u,
+                                           got, n * 4u),
+                 "curd_batch_download_range");
+        for (int run = 0; run < 3; run++) {
+            curd_test_fill_random(garbage, n * 4u);
+            check_ok(curd_buffer_upload(device, through_batch, garbage,
+                                        n * 4u),
+                     "curd_buffer_upload");
+            curd_test_poison(got, n * 4u);
+            curd_stats before = curd_test_device_stats(device);
+            check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+            curd_stats after = curd_test_device_stats(device);
+            assert_words(got, dispatched, n,
+                         "the batch's accumulation against the dispatch's");
+            g_assert_cmpuint(after.fill_ops - before.fill_ops, ==, 1);
+            g_assert_cmpuint(after.fill_bytes - before.fill_bytes, ==,
+                             n * 4u);
+        }
+
+        /* Another buffer bound in its place is the one zeroed now. */
+        curd_buffer other = upload_new(device, garbage, n * 4u);
+        curd_arg other_args[] = {
+            counted(curd_arg_buffer(roles[r], other), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_batch_set_args(batch, item, other_args, 2),
+                 "curd_batch_set_args");
+        curd_test_fill_random(garbage, n * 4u);
+        check_ok(curd_buffer_upload(device, through_batch, garbage, n * 4u),
+                 "curd_buffer_upload");
+        curd_stats before = curd_test_device_stats(device);
+        check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+        curd_stats after = curd_test_device_stats(device);
+        if (flags & CURD_BATCH_GRAPH)
+            g_assert_cmpuint(after.graph_captures - before.graph_captures,
+                             ==, 1);
+        download_words(device, other, got, n);
+        assert_words(got, want, n, "the buffer bound by set_args");
+        /* The old one was neither zeroed nor launched on: read back as
+         * the garbage it holds. */
+        uint32_t *old = g_new(uint32_t, n);
+        download_words(device, through_batch, old, n);
+        assert_words(old, garbage, n, "the buffer no longer bound");
+        g_free(old);
+
+        check_ok(curd_batch_free(batch), "curd_batch_free");
+        check_ok(curd_buffer_free(device, through_dispatch),
+                 "curd_buffer_free");
+        check_ok(curd_buffer_free(device, through_batch), "curd_buffer_free");
+        check_ok(curd_buffer_free(device, other), "curd_buffer_free");
+        g_free(dispatched);
+        g_free(garbage);
+        g_free(want);
+        g_free(got);
+    }
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
 /* A download whose destination is smaller than its length is refused
  * when recorded (CURD_E_RANGE, with its Fix), so no run ever writes past
  * the destination: the batch records nothing, its runs move no byte, and
@@ -918,6 +1025,8 @@ int main(int argc, char **argv)
          test_cooperative_and_large_shared_launches},
         {"every-failed-driver-call-of-a-run",
          test_every_failed_driver_call_of_a_run},
+        {"outputs-and-scratch-are-zeroed-as-dispatch-zeroes-them",
+         test_outputs_and_scratch_are_zeroed_as_dispatch_zeroes_them},
         {"download-range-past-its-capacity-is-refused-when-recorded",
          test_download_range_past_its_capacity_is_refused_when_recorded},
         {"download-range-writes-its-length-and-nothing-past-it",
