@@ -37,8 +37,8 @@ static int exchange(curd_device *device, curd_buffer table,
 {
     curd_upload uploads[RECORD_COUNT];
     curd_download downloads[RECORD_COUNT / 2];
-    curd_stats before = {.struct_size = sizeof before};
-    curd_stats after = {.struct_size = sizeof after};
+    curd_stats before = CURD_STATS_INIT;
+    curd_stats after = CURD_STATS_INIT;
     curd_status status;
 
     for (size_t i = 0; i < RECORD_COUNT; i++)

@@ -20,8 +20,9 @@
  *  - Callers own their host memory; the library never hands back memory that
  *    must be freed by anything but a curd_ function.
  *  - Options and result structs start with a struct_size field that the
- *    caller sets to sizeof the struct it was compiled with (the _init
- *    functions do it). That lets the structs grow without breaking callers:
+ *    caller sets to sizeof the struct it was compiled with (the options'
+ *    _init functions do it; each result struct has an initialiser macro,
+ *    curd 1.2: curd_stats stats = CURD_STATS_INIT;). That lets the structs grow without breaking callers:
  *    the library reads and writes only the fields both sides know, and
  *    rejects an options struct whose unknown tail is not zero.
  */
@@ -33,6 +34,22 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* curd 1.2: an initialiser for a result struct whose first field is
+ * struct_size: that field set to sizeof the struct, every other one zero
+ * (CURD_STATS_INIT and its siblings below use it). */
+#ifdef __cplusplus
+/* C++ (before C++20) has no designated initialisers, and a brace list
+ * shorter than the struct warns under -Wextra: a value-initialised copy. */
+#define CURD_RESULT_INIT(type)                                                \
+    ([]() {                                                                   \
+        type value = type();                                                  \
+        value.struct_size = sizeof(type);                                     \
+        return value;                                                         \
+    }())
+#else
+#define CURD_RESULT_INIT(type) {.struct_size = sizeof(type)}
 #endif
 
 #if defined(CURD_BUILDING) && defined(__GNUC__)
@@ -177,6 +194,9 @@ typedef struct curd_device_props {
     uint64_t resident_budget_bytes; /* live, read at the call */
 } curd_device_props;
 
+/* curd 1.2: curd_device_props props = CURD_DEVICE_PROPS_INIT; */
+#define CURD_DEVICE_PROPS_INIT CURD_RESULT_INIT(curd_device_props)
+
 /* props->struct_size must be set by the caller. */
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props);
@@ -320,6 +340,9 @@ typedef struct curd_stats {
      * a level; they count in no resident statistic or budget. */
     uint64_t imported_bytes;
 } curd_stats;
+
+/* curd 1.2: curd_stats stats = CURD_STATS_INIT; */
+#define CURD_STATS_INIT CURD_RESULT_INIT(curd_stats)
 
 /* stats->struct_size must be set by the caller: at least up to
  * accounting_repairs (the 1.0 struct); only struct_size bytes are written
@@ -662,6 +685,9 @@ typedef struct curd_program_props {
     int ptx_version;    /* e.g. 80 for PTX ISA 8.0 */
 } curd_program_props;
 
+/* curd 1.2: curd_program_props props = CURD_PROGRAM_PROPS_INIT; */
+#define CURD_PROGRAM_PROPS_INIT CURD_RESULT_INIT(curd_program_props)
+
 /* props->struct_size must be set by the caller. No driver call. (The
  * struct is _props, like curd_device_props, since a C function and a type
  * cannot share the name curd_program_info.) */
@@ -833,6 +859,9 @@ typedef struct curd_timing {
     uint64_t staging_ns;
     uint64_t readback_ns;
 } curd_timing;
+
+/* curd 1.2: curd_timing timing = CURD_TIMING_INIT; */
+#define CURD_TIMING_INIT CURD_RESULT_INIT(curd_timing)
 
 /* Runs the launch and waits: on CURD_OK every output is in place. */
 CURD_API curd_status curd_dispatch(curd_device *device,
@@ -1318,6 +1347,9 @@ typedef struct curd_session_stats {
     uint64_t static_keyed_hits;   /* served by the set cached under the key */
     uint64_t static_keyed_misses; /* that allocated and uploaded */
 } curd_session_stats;
+
+/* curd 1.2: curd_session_stats stats = CURD_SESSION_STATS_INIT; */
+#define CURD_SESSION_STATS_INIT CURD_RESULT_INIT(curd_session_stats)
 
 /* stats->struct_size must be set by the caller; curd 1.0's size (the
  * struct up to static_budget_bytes) is accepted and filled to its end.
