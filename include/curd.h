@@ -101,8 +101,10 @@ typedef enum curd_status {
 /* "CURD_OK", "CURD_E_RANGE", ...; "CURD_E_UNKNOWN" for other values. */
 CURD_API const char *curd_status_name(curd_status status);
 /* The calling thread's sentence for its last failed call, ending with
- * "Fix: ..."; "" before any failure. Valid until the thread's next curd
- * call. */
+ * "Fix: ..."; "" before any failure. curd_status_name, curd_last_error,
+ * curd_last_driver_code, curd_version and curd_version_string never touch
+ * it (so one argument list may call curd_status_name and this); any other
+ * curd call on the thread may rewrite it (every failing one does). */
 CURD_API const char *curd_last_error(void);
 /* The CUresult of the calling thread's last failed driver call, 0 if none. */
 CURD_API int curd_last_driver_code(void);
