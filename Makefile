@@ -15,6 +15,8 @@
 #                        folder by folder
 #   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR, MANDIR
 #                        honoured
+#   make fake-driver     the stand-in libcuda and libnccl, for trying curd
+#                        without a GPU (README.md says how)
 #   make dist, source-package, bench-internal, bench-plot, check-examples,
 #   check-manpages: see mk/*.mk
 #
@@ -163,6 +165,10 @@ $(BUILD)/tools/%.o: tools/%.c
 	@echo "  CC      $<"
 	$(Q)$(CC) $(TOOL_CPPFLAGS) $(CFLAGS) -std=c11 $(WARNINGS) $(DEPFLAGS) -c $< -o $@
 
+# Without a driver or a device (curd-info's exit 3) the sentence ends by
+# pointing at the stand-in driver (README.md, "Trying curd without a GPU").
+INFO_NO_GPU_HINT := To try curd without a GPU: make fake-driver, then follow \
+    README.md, section Trying curd without a GPU.
 # When curd-info fails (no driver, say), `make info` ends with its one
 # sentence and a non-zero status: make cannot fail a recipe without adding
 # its own "*** [...] Error N" line, so the sentence is kept in
@@ -177,7 +183,10 @@ info-report:
 	$(Q)rm -f $(BUILD)/info.failed; status=0; \
 	    $(BUILD)/tools/curd-info 2>$(BUILD)/info.stderr || status=$$?; \
 	    if [ $$status -eq 0 ]; then cat $(BUILD)/info.stderr >&2; \
-	    elif [ -s $(BUILD)/info.stderr ]; then cp $(BUILD)/info.stderr $(BUILD)/info.failed; \
+	    elif [ -s $(BUILD)/info.stderr ]; then \
+	        { tr -d '\n' <$(BUILD)/info.stderr; \
+	          if [ $$status -eq 3 ]; then printf ' %s' "$(INFO_NO_GPU_HINT)"; fi; \
+	          echo; } >$(BUILD)/info.failed; \
 	    else echo "curd-info exited $$status" >$(BUILD)/info.failed; fi
 
 # ---------------------------------------------------------------------------
@@ -232,6 +241,14 @@ $(FAKE_NCCL): tests/fake/fake-nccl.c tests/support/float16.h lib/driver/nccl_abi
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -ldl
 tests: $(FAKE_NCCL)
+
+# The stand-ins alone, for trying curd (the examples, curd-info,
+# curd-bench, a program of your own) on a host without a GPU: README.md,
+# "Trying curd without a GPU".
+.PHONY: fake-driver
+fake-driver: $(FAKE_CUDA) $(FAKE_NCCL)
+	@echo "stand-in driver: CURD_LIBCUDA=$(abspath $(FAKE_CUDA))"
+	@echo "stand-in NCCL:   CURD_LIBNCCL=$(abspath $(FAKE_NCCL))"
 
 # The Valgrind run hides the driver (CURD_LIBCUDA points nowhere), so it
 # covers exactly the suite that needs no GPU, even on a GPU host.

@@ -146,7 +146,7 @@ static int resident(curd_device *device, const curd_program *program,
         return fail("curd_dispatch_async", status);
     }
     /* ... other work could run here while the GPU works ... */
-    curd_timing timing = {.struct_size = sizeof timing};
+    curd_timing timing = CURD_TIMING_INIT;
     status = curd_pending_wait(pending, &timing);
     curd_pending_free(pending);
     int result = status != CURD_OK ? fail("curd_pending_wait", status) : 0;

@@ -20,8 +20,9 @@
  *  - Callers own their host memory; the library never hands back memory that
  *    must be freed by anything but a curd_ function.
  *  - Options and result structs start with a struct_size field that the
- *    caller sets to sizeof the struct it was compiled with (the _init
- *    functions do it). That lets the structs grow without breaking callers:
+ *    caller sets to sizeof the struct it was compiled with (the options'
+ *    _init functions do it; each result struct has an initialiser macro,
+ *    curd 1.2: curd_stats stats = CURD_STATS_INIT;). That lets the structs grow without breaking callers:
  *    the library reads and writes only the fields both sides know, and
  *    rejects an options struct whose unknown tail is not zero.
  */
@@ -33,6 +34,22 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* curd 1.2: an initialiser for a result struct whose first field is
+ * struct_size: that field set to sizeof the struct, every other one zero
+ * (CURD_STATS_INIT and its siblings below use it). */
+#ifdef __cplusplus
+/* C++ (before C++20) has no designated initialisers, and a brace list
+ * shorter than the struct warns under -Wextra: a value-initialised copy. */
+#define CURD_RESULT_INIT(type)                                                \
+    ([]() {                                                                   \
+        type value = type();                                                  \
+        value.struct_size = sizeof(type);                                     \
+        return value;                                                         \
+    }())
+#else
+#define CURD_RESULT_INIT(type) {.struct_size = sizeof(type)}
 #endif
 
 #if defined(CURD_BUILDING) && defined(__GNUC__)
@@ -84,8 +101,10 @@ typedef enum curd_status {
 /* "CURD_OK", "CURD_E_RANGE", ...; "CURD_E_UNKNOWN" for other values. */
 CURD_API const char *curd_status_name(curd_status status);
 /* The calling thread's sentence for its last failed call, ending with
- * "Fix: ..."; "" before any failure. Valid until the thread's next curd
- * call. */
+ * "Fix: ..."; "" before any failure. curd_status_name, curd_last_error,
+ * curd_last_driver_code, curd_version and curd_version_string never touch
+ * it (so one argument list may call curd_status_name and this); any other
+ * curd call on the thread may rewrite it (every failing one does). */
 CURD_API const char *curd_last_error(void);
 /* The CUresult of the calling thread's last failed driver call, 0 if none. */
 CURD_API int curd_last_driver_code(void);
@@ -176,6 +195,9 @@ typedef struct curd_device_props {
     uint32_t capabilities; /* CURD_CAP_* */
     uint64_t resident_budget_bytes; /* live, read at the call */
 } curd_device_props;
+
+/* curd 1.2: curd_device_props props = CURD_DEVICE_PROPS_INIT; */
+#define CURD_DEVICE_PROPS_INIT CURD_RESULT_INIT(curd_device_props)
 
 /* props->struct_size must be set by the caller. */
 CURD_API curd_status curd_device_info(curd_device *device,
@@ -321,6 +343,9 @@ typedef struct curd_stats {
     uint64_t imported_bytes;
 } curd_stats;
 
+/* curd 1.2: curd_stats stats = CURD_STATS_INIT; */
+#define CURD_STATS_INIT CURD_RESULT_INIT(curd_stats)
+
 /* stats->struct_size must be set by the caller: at least up to
  * accounting_repairs (the 1.0 struct); only struct_size bytes are written
  * (those of this version's fields that fit). */
@@ -372,7 +397,12 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
 /* Freeing a buffer that queued work still uses (an asynchronous upload not
  * yet completed by curd_device_sync_uploads, or a transfer or fill running
  * on another thread) is CURD_E_BUSY: nothing is freed, and the caller frees
- * it after completing that work. Never deferred. */
+ * it after completing that work. Never deferred. A buffer of a static set
+ * (curd_session_upload_static) is its session's: CURD_E_BUSY too, held or
+ * only cached, its Fix naming curd_session_release_static (curd 1.2;
+ * before, it was freed under the cache). A freed handle's later use is
+ * CURD_E_STALE_HANDLE, its sentence naming the call that let the buffer
+ * go (curd_buffer_free, curd_session_release, ...). */
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer);
 /* Names byte_len bytes of device memory at device_ptr that another
  * library allocated (cudaMalloc, PyTorch, RMM: a CUdeviceptr) as a
@@ -657,6 +687,9 @@ typedef struct curd_program_props {
     int ptx_version;    /* e.g. 80 for PTX ISA 8.0 */
 } curd_program_props;
 
+/* curd 1.2: curd_program_props props = CURD_PROGRAM_PROPS_INIT; */
+#define CURD_PROGRAM_PROPS_INIT CURD_RESULT_INIT(curd_program_props)
+
 /* props->struct_size must be set by the caller. No driver call. (The
  * struct is _props, like curd_device_props, since a C function and a type
  * cannot share the name curd_program_info.) */
@@ -723,8 +756,10 @@ typedef enum curd_arg_kind {
 
 typedef enum curd_arg_role {
     CURD_ROLE_INPUT = 1,   /* read by the kernel */
-    CURD_ROLE_OUTPUT = 2,  /* written by the kernel; zeroed before it */
-    CURD_ROLE_INOUT = 3,   /* read and written */
+    CURD_ROLE_OUTPUT = 2,  /* written by the kernel; zeroed before it (by
+                              a dispatch and, from curd 1.2, a batch) */
+    CURD_ROLE_INOUT = 3,   /* read and written; never zeroed: bind an
+                              accumulator that must keep its bytes so */
     CURD_ROLE_SCRATCH = 4  /* the kernel's workspace: zeroed, not read back */
 } curd_arg_role;
 
@@ -827,6 +862,9 @@ typedef struct curd_timing {
     uint64_t readback_ns;
 } curd_timing;
 
+/* curd 1.2: curd_timing timing = CURD_TIMING_INIT; */
+#define CURD_TIMING_INIT CURD_RESULT_INIT(curd_timing)
+
 /* Runs the launch and waits: on CURD_OK every output is in place. */
 CURD_API curd_status curd_dispatch(curd_device *device,
                                    const curd_program *program,
@@ -916,9 +954,15 @@ CURD_API curd_status curd_pending_event(curd_pending *pending,
  *
  * Launches take CURD_ARG_BUFFER, CURD_ARG_SCALAR and CURD_ARG_NULL
  * arguments (scalars are copied when recorded); a buffer argument's host
- * read-back is not used: record a download. Unlike curd_dispatch, a batch
- * launch does not zero its outputs: the batch does exactly what was
- * recorded (record a clear where a kernel needs zeroed memory).
+ * read-back is not used: record a download. As curd_dispatch does, a
+ * batch launch zeroes its OUTPUT and SCRATCH buffers (the whole buffer)
+ * before it, at every run: one device memset each, enqueued in order and
+ * captured into a graph batch's graph, counted in fill_ops and fill_bytes
+ * (curd 1.2; curd 1.0 and 1.1 batches zeroed nothing, so a kernel that
+ * accumulates into an OUTPUT binding gave another answer than through a
+ * dispatch). Bind what must keep its bytes as INPUT or INOUT. A
+ * curd_batch_set_args that changes which buffers are zeroed captures a
+ * graph batch anew at its next run.
  *
  * Buffers are checked when recorded and again at each run: a buffer freed
  * since is CURD_E_STALE_HANDLE at the run, with nothing enqueued. A
@@ -978,10 +1022,21 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
                                        const curd_launch *launch,
                                        const curd_arg *args, size_t nargs,
                                        size_t *out_item);
-/* Copies [offset, offset + byte_len) of buffer into dst, at each run. */
+/* Copies [offset, offset + byte_len) of buffer into dst, at each run.
+ * It takes no capacity: like memcpy it trusts that dst holds byte_len
+ * bytes, and a smaller dst is overrun at every run. Prefer
+ * curd_batch_download_range. */
 CURD_API curd_status curd_batch_download(curd_batch *batch,
                                          curd_buffer buffer, size_t offset,
                                          size_t byte_len, void *dst);
+/* curd 1.2: the same into dst, which holds dst_capacity bytes: byte_len
+ * above dst_capacity is CURD_E_RANGE when recorded, nothing recorded
+ * (curd_buffer_download_range's rule). Nothing past byte_len of dst is
+ * written, whatever its capacity. */
+CURD_API curd_status curd_batch_download_range(curd_batch *batch,
+                                               curd_buffer buffer,
+                                               size_t offset, size_t byte_len,
+                                               void *dst, size_t dst_capacity);
 
 /* Change a recorded launch: the same number and kinds of arguments, each
  * scalar of its recorded size (set_args); the same cooperative flag and
@@ -1142,7 +1197,9 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
  * a typed error, never a write into another user's buffer. A buffer the
  * session lent may also be freed with curd_buffer_free; the session then
  * forgets it when it is released (CURD_E_STALE_HANDLE) or when the session
- * is freed.
+ * is freed. A static set's buffers may not: curd_buffer_free refuses them
+ * (CURD_E_BUSY) whether the set is held or only cached, so a hit never
+ * hands out a freed handle.
  *
  * A set stays valid, and its buffers allocated, until it is released:
  * call curd_session_release_static once for each curd_session_upload_static
@@ -1292,6 +1349,9 @@ typedef struct curd_session_stats {
     uint64_t static_keyed_hits;   /* served by the set cached under the key */
     uint64_t static_keyed_misses; /* that allocated and uploaded */
 } curd_session_stats;
+
+/* curd 1.2: curd_session_stats stats = CURD_SESSION_STATS_INIT; */
+#define CURD_SESSION_STATS_INIT CURD_RESULT_INIT(curd_session_stats)
 
 /* stats->struct_size must be set by the caller; curd 1.0's size (the
  * struct up to static_budget_bytes) is accepted and filled to its end.

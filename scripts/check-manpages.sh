@@ -5,6 +5,8 @@
 #     that installs a link for it);
 #   - every .Xr reference to a curd page in section 3 names a documented
 #     function;
+#   - every page in man/ is reachable from man/curd.3 (the overview)
+#     through .Xr references;
 #   - mandoc -Tlint finds no error or warning in man/*.3 and man/*.1 (the
 #     tools' pages);
 #   - groff (what man-db renders with) titles no page "BSD ..." and ends
@@ -35,6 +37,29 @@ if [ -n "$dangling" ]; then
     fail=1
 fi
 
+# Every page is reachable from curd(3), the overview, through .Xr
+# references (man curd, then its SEE ALSO or function index, and on).
+reached=curd.3
+while :; do
+    next=$(for page in $reached; do
+               sed -n 's/^\.Xr \(curd[A-Za-z0-9_-]*\) \([13]\).*/\1.\2/p' "man/$page"
+           done | while read -r target; do
+               [ -f "man/$target" ] && echo "$target"
+           done; echo "$reached" | tr ' ' '\n')
+    next=$(echo "$next" | LC_ALL=C sort -u | tr '\n' ' ' | sed 's/ *$//')
+    [ "$next" = "$reached" ] && break
+    reached=$next
+done
+echo "$reached" | tr ' ' '\n' | LC_ALL=C sort -u >"$tmp/reached"
+(cd man && ls *.3 *.1) | LC_ALL=C sort -u >"$tmp/pages"
+unreached=$(LC_ALL=C comm -23 "$tmp/pages" "$tmp/reached")
+if [ -n "$unreached" ]; then
+    echo "pages that no chain of .Xr references from man/curd.3 reaches:"
+    echo "$unreached" | sed 's/^/  /'
+    echo "  (name each in curd(3)'s function index or SEE ALSO)"
+    fail=1
+fi
+
 # Errors and warnings only: mandoc's style notes include "referenced manual
 # not found" for pages that are not installed yet, which the check above
 # covers.
@@ -61,6 +86,6 @@ if command -v groff >/dev/null 2>&1; then
 fi
 
 if [ "$fail" -eq 0 ]; then
-    echo "man/: $(ls man/*.3 | wc -l) pages document all $(wc -l <"$tmp/declared") functions of $header; mandoc -Tlint is clean"
+    echo "man/: $(ls man/*.3 | wc -l) pages document all $(wc -l <"$tmp/declared") functions of $header, each reachable from curd(3); mandoc -Tlint is clean"
 fi
 exit "$fail"

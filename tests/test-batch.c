@@ -116,10 +116,11 @@ static void test_items_run_in_order_and_again(gconstpointer data)
              "curd_batch_fill");
     check_ok(curd_batch_launch(batch, saxpy, &once, saxpy_args, 4, NULL),
              "curd_batch_launch");
-    check_ok(curd_batch_download(batch, words, 0, bytes, got_words),
-             "curd_batch_download");
-    check_ok(curd_batch_download(batch, ys, 0, bytes, got_y),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, words, 0, bytes, got_words,
+                                       bytes),
+             "curd_batch_download_range");
+    check_ok(curd_batch_download_range(batch, ys, 0, bytes, got_y, bytes),
+             "curd_batch_download_range");
     /* The scalars were copied when recorded: changing them now changes
      * nothing. */
     float a_recorded = a;
@@ -193,8 +194,8 @@ static void test_eight_dependent_launches_and_a_read_back(gconstpointer data)
     for (int i = 0; i < 8; i++)
         check_ok(curd_batch_launch(batch, add_one, &launch, args, 2, NULL),
                  "curd_batch_launch");
-    check_ok(curd_batch_download(batch, buffer, 0, n * 4u, got),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, buffer, 0, n * 4u, got, n * 4u),
+             "curd_batch_download_range");
     uint32_t *want = g_memdup2(start, n * 4u);
     int runs = g_test_rand_int_range(2, 6);
     for (int run = 1; run <= runs; run++) {
@@ -260,9 +261,10 @@ static void test_read_backs_of_every_size_land_exactly(gconstpointer data)
                  "curd_batch_launch");
         for (size_t i = 0; i < RANGES; i++) {
             got[i] = g_malloc(ranges[i].byte_len);
-            check_ok(curd_batch_download(batch, buffer, ranges[i].offset,
-                                         ranges[i].byte_len, got[i]),
-                     "curd_batch_download");
+            check_ok(curd_batch_download_range(batch, buffer, ranges[i].offset,
+                                               ranges[i].byte_len, got[i],
+                                               ranges[i].byte_len),
+                     "curd_batch_download_range");
             if (i == RANGES - 2)
                 check_ok(curd_batch_launch(batch, add_one, &launch, args, 2,
                                            NULL),
@@ -271,9 +273,9 @@ static void test_read_backs_of_every_size_land_exactly(gconstpointer data)
         /* More small ones in a row than one read-back launch takes. */
         for (size_t i = 0; i < SMALL; i++) {
             got[RANGES + i] = g_malloc(16);
-            check_ok(curd_batch_download(batch, buffer, 1000 + 37 * i, 16,
-                                         got[RANGES + i]),
-                     "curd_batch_download");
+            check_ok(curd_batch_download_range(batch, buffer, 1000 + 37 * i,
+                                               16, got[RANGES + i], 16),
+                     "curd_batch_download_range");
         }
         uint32_t *want = g_memdup2(start, n * 4u);
         for (int run = 1; run <= 3; run++) {
@@ -345,8 +347,8 @@ static void test_changed_launches_run_as_changed(gconstpointer data)
                            curd_arg_scalar(&n, sizeof n)};
     check_ok(curd_batch_launch(batch, add_one, &over, add_args, 2, &add_item),
              "curd_batch_launch");
-    check_ok(curd_batch_download(batch, ys, 0, bytes, got),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, ys, 0, bytes, got, bytes),
+             "curd_batch_download_range");
     g_assert_cmpuint(saxpy_item, ==, 1);
     g_assert_cmpuint(add_item, ==, 2);
     curd_test_poison(got, bytes);
@@ -418,8 +420,8 @@ static void test_a_pending_run_holds_the_batch(gconstpointer data)
                        curd_arg_scalar(&n, sizeof n)};
     check_ok(curd_batch_launch(batch, add_one, &launch, args, 2, NULL),
              "curd_batch_launch");
-    check_ok(curd_batch_download(batch, buffer, 0, n * 4u, got),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, buffer, 0, n * 4u, got, n * 4u),
+             "curd_batch_download_range");
     curd_pending *pending = NULL;
     check_ok(curd_batch_run_async(batch, &pending), "curd_batch_run_async");
     curd_pending *second = NULL;
@@ -515,11 +517,12 @@ static void test_cooperative_and_large_shared_launches(gconstpointer data)
              "curd_batch_launch");
     check_ok(curd_batch_launch(batch, reverse, &shared, reverse_args, 3, NULL),
              "curd_batch_launch");
-    check_ok(curd_batch_download(batch, outs, 0, out_count * 8u, sums),
-             "curd_batch_download");
-    check_ok(curd_batch_download(batch, routs, 0, tile * tiles * 4u,
-                                 reversed),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, outs, 0, out_count * 8u, sums,
+                                       out_count * 8u),
+             "curd_batch_download_range");
+    check_ok(curd_batch_download_range(batch, routs, 0, tile * tiles * 4u,
+                                       reversed, tile * tiles * 4u),
+             "curd_batch_download_range");
     for (int run = 0; run < 2; run++) {
         check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
         for (size_t i = 0; i < out_count; i++)
@@ -553,6 +556,17 @@ static void assert_refused(curd_status got, curd_status want)
 {
     g_assert_cmpint(got, ==, want);
     curd_test_assert_fix_sentence();
+}
+
+/* Host bytes that no run may have written still hold what they held. */
+static void assert_untouched(const unsigned char *got,
+                             const unsigned char *was, size_t byte_len,
+                             const char *what)
+{
+    for (size_t i = 0; i < byte_len; i++)
+        if (got[i] != was[i])
+            g_error("%s: byte %zu of %zu is 0x%02x, was 0x%02x", what, i,
+                    byte_len, got[i], was[i]);
 }
 
 static void test_bad_input_is_refused_and_changes_nothing(void)
@@ -591,11 +605,17 @@ static void test_bad_input_is_refused_and_changes_nothing(void)
     assert_refused(curd_batch_download(batch, buffer, 0, 32,
                                        (void *)(uintptr_t)near_top),
                    CURD_E_OVERFLOW);
+    assert_refused(curd_batch_download_range(batch, buffer, 0, 32,
+                                             (void *)(uintptr_t)near_top, 32),
+                   CURD_E_OVERFLOW);
     assert_refused(curd_buffer_upload_at(device, buffer, 0, near_top, 32),
                    CURD_E_OVERFLOW);
     assert_refused(curd_batch_upload(batch, buffer, 0, NULL, 4),
                    CURD_E_INVALID_ARGUMENT);
     assert_refused(curd_batch_download(batch, buffer, 0, 0, host),
+                   CURD_E_INVALID_ARGUMENT);
+    assert_refused(curd_batch_download_range(batch, buffer, 0, 0, host,
+                                             sizeof host),
                    CURD_E_INVALID_ARGUMENT);
     curd_buffer forged = {buffer.id ^ 0x5555u};
     assert_refused(curd_batch_clear(batch, forged), CURD_E_STALE_HANDLE);
@@ -703,8 +723,9 @@ static void test_close_frees_batches_left_open(void)
         curd_batch *batch = batch_new(device, flags);
         check_ok(curd_batch_launch(batch, add_one, &launch, args, 2, NULL),
                  "curd_batch_launch");
-        check_ok(curd_batch_download(batch, buffer, 0, sizeof got, got),
-                 "curd_batch_download");
+        check_ok(curd_batch_download_range(batch, buffer, 0, sizeof got, got,
+                                           sizeof got),
+                 "curd_batch_download_range");
         check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
         curd_pending *pending;
         check_ok(curd_batch_run_async(batch, &pending),
@@ -712,6 +733,191 @@ static void test_close_frees_batches_left_open(void)
     }
     check_ok(curd_device_close(device), "curd_device_close");
     g_free(words);
+}
+
+/* A kernel that accumulates into its binding (add_one: words[i] += 1,
+ * iterations times) bound as OUTPUT or SCRATCH gives the same answer
+ * through curd_dispatch and through a batch, streamed or as a graph: both
+ * zero the buffer first, at every run, so each run leaves exactly
+ * `iterations` in every word whatever the buffer held. Each zeroing counts
+ * as one fill of the buffer's bytes, as a dispatch's does. A changed
+ * OUTPUT buffer (curd_batch_set_args) is the one zeroed next, a graph
+ * captured anew for it. */
+static void test_outputs_and_scratch_are_zeroed_as_dispatch_zeroes_them(
+    gconstpointer data)
+{
+    uint32_t flags = GPOINTER_TO_UINT(data);
+    static const curd_arg_role roles[] = {CURD_ROLE_OUTPUT,
+                                          CURD_ROLE_SCRATCH};
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_program *add_one = load(device, "add_one.ptx", "curd_add_one");
+    for (size_t r = 0; r < G_N_ELEMENTS(roles); r++) {
+        uint32_t n = random_count(100, 20000);
+        uint32_t iterations = (uint32_t)g_test_rand_int_range(1, 4);
+        uint32_t *garbage = random_words(n);
+        uint32_t *want = g_new(uint32_t, n);
+        for (uint32_t i = 0; i < n; i++)
+            want[i] = iterations;
+        uint32_t *got = g_new(uint32_t, n);
+        curd_launch launch = launch_over(n, 128);
+        launch.iterations = iterations;
+
+        /* Through curd_dispatch. */
+        curd_buffer through_dispatch = upload_new(device, garbage, n * 4u);
+        curd_arg dispatch_args[] = {
+            counted(curd_arg_buffer(roles[r], through_dispatch), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_dispatch(device, add_one, &launch, dispatch_args, 2),
+                 "curd_dispatch");
+        uint32_t *dispatched = g_new(uint32_t, n);
+        download_words(device, through_dispatch, dispatched, n);
+        assert_words(dispatched, want, n, "the dispatch's accumulation");
+
+        /* Through a batch, run three times over fresh garbage. */
+        curd_buffer through_batch = upload_new(device, garbage, n * 4u);
+        curd_batch *batch = batch_new(device, flags);
+        curd_arg batch_args[] = {
+            counted(curd_arg_buffer(roles[r], through_batch), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        size_t item = 0;
+        check_ok(curd_batch_launch(batch, add_one, &launch, batch_args, 2,
+                                   &item),
+                 "curd_batch_launch");
+        check_ok(curd_batch_download_range(batch, through_batch, 0, n * 4u,
+                                           got, n * 4u),
+                 "curd_batch_download_range");
+        for (int run = 0; run < 3; run++) {
+            curd_test_fill_random(garbage, n * 4u);
+            check_ok(curd_buffer_upload(device, through_batch, garbage,
+                                        n * 4u),
+                     "curd_buffer_upload");
+            curd_test_poison(got, n * 4u);
+            curd_stats before = curd_test_device_stats(device);
+            check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+            curd_stats after = curd_test_device_stats(device);
+            assert_words(got, dispatched, n,
+                         "the batch's accumulation against the dispatch's");
+            g_assert_cmpuint(after.fill_ops - before.fill_ops, ==, 1);
+            g_assert_cmpuint(after.fill_bytes - before.fill_bytes, ==,
+                             n * 4u);
+        }
+
+        /* Another buffer bound in its place is the one zeroed now. */
+        curd_buffer other = upload_new(device, garbage, n * 4u);
+        curd_arg other_args[] = {
+            counted(curd_arg_buffer(roles[r], other), 1),
+            curd_arg_scalar(&n, sizeof n)};
+        check_ok(curd_batch_set_args(batch, item, other_args, 2),
+                 "curd_batch_set_args");
+        curd_test_fill_random(garbage, n * 4u);
+        check_ok(curd_buffer_upload(device, through_batch, garbage, n * 4u),
+                 "curd_buffer_upload");
+        curd_stats before = curd_test_device_stats(device);
+        check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+        curd_stats after = curd_test_device_stats(device);
+        if (flags & CURD_BATCH_GRAPH)
+            g_assert_cmpuint(after.graph_captures - before.graph_captures,
+                             ==, 1);
+        download_words(device, other, got, n);
+        assert_words(got, want, n, "the buffer bound by set_args");
+        /* The old one was neither zeroed nor launched on: read back as
+         * the garbage it holds. */
+        uint32_t *old = g_new(uint32_t, n);
+        download_words(device, through_batch, old, n);
+        assert_words(old, garbage, n, "the buffer no longer bound");
+        g_free(old);
+
+        check_ok(curd_batch_free(batch), "curd_batch_free");
+        check_ok(curd_buffer_free(device, through_dispatch),
+                 "curd_buffer_free");
+        check_ok(curd_buffer_free(device, through_batch), "curd_buffer_free");
+        check_ok(curd_buffer_free(device, other), "curd_buffer_free");
+        g_free(dispatched);
+        g_free(garbage);
+        g_free(want);
+        g_free(got);
+    }
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* A download whose destination is smaller than its length is refused
+ * when recorded (CURD_E_RANGE, with its Fix), so no run ever writes past
+ * the destination: the batch records nothing, its runs move no byte, and
+ * the destination and the bytes after it keep their poison. */
+static void test_download_range_past_its_capacity_is_refused_when_recorded(
+    gconstpointer data)
+{
+    uint32_t flags = GPOINTER_TO_UINT(data);
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    uint32_t n = 1024;
+    uint32_t *words = random_words(n);
+    curd_buffer buffer = upload_new(device, words, n * 4u);
+    size_t capacity = (size_t)g_test_rand_int_range(1, 4096);
+    /* The destination, with a guard of poison after it that a run which
+     * overran it would change. */
+    unsigned char *dst = g_malloc(capacity + 64u);
+    curd_test_poison(dst, capacity + 64u);
+    unsigned char *poison = g_memdup2(dst, capacity + 64u);
+    curd_batch *batch = batch_new(device, flags);
+    curd_stats before = curd_test_device_stats(device);
+    assert_refused(curd_batch_download_range(batch, buffer, 0, 4096, dst,
+                                             capacity),
+                   CURD_E_RANGE);
+    assert_refused(curd_batch_download_range(batch, buffer, 16, capacity + 1u,
+                                             dst, capacity),
+                   CURD_E_RANGE);
+    check_ok(curd_batch_run(batch, NULL), "curd_batch_run of nothing");
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(after.d2h_bytes, ==, before.d2h_bytes);
+    assert_untouched(dst, poison, capacity + 64u,
+                     "the refused download's destination and guard");
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    g_free(poison);
+    g_free(dst);
+    g_free(words);
+    check_ok(curd_device_close(device), "curd_device_close");
+}
+
+/* A download within its capacity writes byte_len bytes at dst, every one
+ * of them the buffer's, and nothing after them, run after run. */
+static void test_download_range_writes_its_length_and_nothing_past_it(
+    gconstpointer data)
+{
+    uint32_t flags = GPOINTER_TO_UINT(data);
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    uint32_t n = random_count(64, 20000);
+    uint32_t *words = random_words(n);
+    curd_buffer buffer = upload_new(device, words, n * 4u);
+    size_t offset = (size_t)g_test_rand_int_range(0, (gint32)(n * 2u));
+    size_t byte_len =
+        (size_t)g_test_rand_int_range(1, (gint32)(n * 4u - offset));
+    size_t capacity = byte_len + (size_t)g_test_rand_int_range(0, 100);
+    unsigned char *dst = g_malloc(capacity);
+    curd_batch *batch = batch_new(device, flags);
+    check_ok(curd_batch_download_range(batch, buffer, offset, byte_len, dst,
+                                       capacity),
+             "curd_batch_download_range");
+    for (int run = 0; run < 2; run++) {
+        curd_test_poison(dst, capacity);
+        unsigned char *tail = g_memdup2(dst + byte_len, capacity - byte_len);
+        check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
+        assert_range(dst, words, offset, byte_len);
+        assert_untouched(dst + byte_len, tail, capacity - byte_len,
+                         "the destination past byte_len");
+        g_free(tail);
+    }
+    check_ok(curd_batch_free(batch), "curd_batch_free");
+    check_ok(curd_buffer_free(device, buffer), "curd_buffer_free");
+    g_free(dst);
+    g_free(words);
+    check_ok(curd_device_close(device), "curd_device_close");
 }
 
 /* ------------------------------------------------------------------------
@@ -746,8 +952,9 @@ static void test_every_failed_driver_call_of_a_run(gconstpointer data)
             check_ok(curd_batch_launch(batch, add_one, &launch, args, 2,
                                        &item),
                      "curd_batch_launch");
-            check_ok(curd_batch_download(batch, buffer, 0, n * 4u, got),
-                     "curd_batch_download");
+            check_ok(curd_batch_download_range(batch, buffer, 0,
+                                               n * 4u, got, n * 4u),
+                     "curd_batch_download_range");
             if (updating) {
                 check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
                 check_ok(curd_batch_set_args(batch, item, args, 2),
@@ -818,6 +1025,12 @@ int main(int argc, char **argv)
          test_cooperative_and_large_shared_launches},
         {"every-failed-driver-call-of-a-run",
          test_every_failed_driver_call_of_a_run},
+        {"outputs-and-scratch-are-zeroed-as-dispatch-zeroes-them",
+         test_outputs_and_scratch_are_zeroed_as_dispatch_zeroes_them},
+        {"download-range-past-its-capacity-is-refused-when-recorded",
+         test_download_range_past_its_capacity_is_refused_when_recorded},
+        {"download-range-writes-its-length-and-nothing-past-it",
+         test_download_range_writes_its_length_and_nothing_past_it},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(both); i++) {
         char *streamed = g_strdup_printf(PATH_ROOT "/streamed/%s", both[i].name);

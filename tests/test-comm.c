@@ -1166,8 +1166,9 @@ static curd_batch *collective_batch(curd_device *device, curd_comm *comm,
                           .recv = buffer,
                           .count = BATCH_WORDS};
     check_ok(curd_batch_collective(batch, &op), "curd_batch_collective");
-    check_ok(curd_batch_download(batch, buffer, 0, BATCH_WORDS * 4u, output),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, buffer, 0, BATCH_WORDS * 4u,
+                                       output, BATCH_WORDS * 4u),
+             "curd_batch_download_range");
     return batch;
 }
 

@@ -98,6 +98,17 @@ static void test_missing_libcuda_is_no_driver(void)
     g_assert_true(contains(sentence, "restricted"));
     g_assert_true(contains(sentence, "multiverse"));
     assert_sentence_ends_with_fix(sentence);
+    /* The path came from CURD_LIBCUDA: the sentence says so first, with
+     * dlopen's reason, and its Fix starts with that variable, not with
+     * installing a driver. */
+    g_assert_true(g_str_has_prefix(sentence, "CURD_LIBCUDA is set to "
+                                             MISSING_PATH
+                                             ", which cannot be loaded ("));
+    g_assert_true(contains(sentence, "No such file or directory"));
+    g_assert_true(contains(sentence, "Fix: set CURD_LIBCUDA to the full"
+                                     " path of a libcuda.so.1"));
+    g_assert_true(strstr(sentence, "Fix: set CURD_LIBCUDA")
+                  < strstr(sentence, "install"));
     char *first = g_strdup(sentence);
 
     /* Every entry that needs the driver says the same, every time, on
@@ -119,6 +130,42 @@ static void test_missing_libcuda_is_no_driver(void)
     g_free(expected);
     g_free(on_thread);
     g_free(first);
+}
+
+/* CURD_LIBCUDA naming a file that is there but no library: the sentence
+ * names the variable and the path first, carries dlopen's own reason
+ * word for word, and its Fix is about the variable. */
+static void test_unloadable_curd_libcuda_names_the_variable_and_dlopens_reason(
+    void)
+{
+    if (!in_child(FALSE))
+        return;
+    char *dir = g_dir_make_tmp("curd-test-driver-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    char *path = g_build_filename(dir, "libcuda.so.1", NULL);
+    g_assert_true(g_file_set_contents(path, "not a library\n", -1, NULL));
+    /* What dlopen says of it, as the library will have seen it. */
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    g_assert_null(handle);
+    char *reason = g_strdup(dlerror());
+    g_setenv("CURD_LIBCUDA", path, TRUE);
+    int count = -7;
+    g_assert_cmpint(curd_device_count(&count), ==, CURD_E_NO_DRIVER);
+    g_assert_cmpint(count, ==, -7);
+    const char *sentence = curd_last_error();
+    char *start = g_strdup_printf("CURD_LIBCUDA is set to %s, which cannot"
+                                  " be loaded (%s)", path, reason);
+    if (!g_str_has_prefix(sentence, start))
+        g_error("the sentence does not start with '%s': %s", start,
+                sentence);
+    g_assert_true(contains(sentence, "Fix: set CURD_LIBCUDA"));
+    assert_sentence_ends_with_fix(sentence);
+    g_free(start);
+    g_free(reason);
+    unlink(path);
+    rmdir(dir);
+    g_free(path);
+    g_free(dir);
 }
 
 static void test_default_library_is_libcuda_so_1(void)
@@ -525,6 +572,8 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/driver/missing-libcuda-is-no-driver-naming-the-path-and-the-package",
                     test_missing_libcuda_is_no_driver);
+    g_test_add_func("/driver/unloadable-curd-libcuda-names-the-variable-and-dlopens-reason",
+                    test_unloadable_curd_libcuda_names_the_variable_and_dlopens_reason);
     g_test_add_func("/driver/default-library-is-libcuda-so-1",
                     test_default_library_is_libcuda_so_1);
     g_test_add_func("/driver/library-without-cuda-symbols-is-not-a-driver",

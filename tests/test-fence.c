@@ -289,9 +289,9 @@ static void graph_case_open(graph_case *c, curd_device *device,
     g_assert_cmpint(curd_batch_new(device, &options, &c->batch), ==, CURD_OK);
     graph_case_add_one(c);
     for (size_t i = 0; i < range_count; i++)
-        g_assert_cmpint(curd_batch_download(c->batch, c->buffer, ranges[i][0],
-                                            ranges[i][1],
-                                            c->back + ranges[i][0]),
+        g_assert_cmpint(curd_batch_download_range(
+                            c->batch, c->buffer, ranges[i][0], ranges[i][1],
+                            c->back + ranges[i][0], ranges[i][1]),
                         ==, CURD_OK);
 }
 

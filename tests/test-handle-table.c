@@ -132,7 +132,7 @@ static void test_freed_handle_is_stale_and_its_slot_gets_a_new_generation(void)
     uint64_t second;
     table_init(&table, 9, 0);
     first = table_insert(&table, 0x1000, 16);
-    curdi_handle_table_remove(&table, first);
+    curdi_handle_table_remove(&table, first, "curd_buffer_free");
     assert_stale(&table, first);
     g_assert_nonnull(strstr(curd_last_error(), "freed"));
     second = table_insert(&table, 0x2000, 32);
@@ -143,6 +143,50 @@ static void test_freed_handle_is_stale_and_its_slot_gets_a_new_generation(void)
                      curdi_handle_id_generation(first) + 1u);
     assert_stale(&table, first);
     assert_live(&table, second, 0x2000, 32);
+    curdi_handle_table_fini(&table);
+}
+
+/* A stale handle's sentence names the call that let its buffer go, when
+ * that was the slot's last ending, and never the slot or generation
+ * numbers (those go to CURD_TRACE); an older handle of the same slot gets
+ * a sentence that names no one call. */
+static void test_stale_sentence_names_the_call_that_let_it_go(void)
+{
+    curdi_handle_table table;
+    table_init(&table, 11, 0);
+    uint64_t released = table_insert(&table, 0x1000, 16);
+    curdi_handle_table_remove(&table, released, "curd_session_release");
+    assert_stale(&table, released);
+    const char *sentence = curd_last_error();
+    g_assert_nonnull(strstr(sentence, "let go by curd_session_release()"));
+    g_assert_null(strstr(sentence, "curd_buffer_free"));
+    g_assert_null(strstr(sentence, "slot"));
+    g_assert_null(strstr(sentence, "generation"));
+    /* The slot serves a new buffer, which curd_buffer_free ends. */
+    uint64_t freed = table_insert(&table, 0x2000, 32);
+    g_assert_cmpuint(curdi_handle_id_index(freed), ==,
+                     curdi_handle_id_index(released));
+    curdi_handle_table_remove(&table, freed, "curd_buffer_free");
+    assert_stale(&table, freed);
+    g_assert_nonnull(strstr(curd_last_error(), "let go by curd_buffer_free()"));
+    g_assert_null(strstr(curd_last_error(), "slot"));
+    assert_stale(&table, released);
+    g_assert_null(strstr(curd_last_error(), "let go by"));
+    g_assert_null(strstr(curd_last_error(), "generation"));
+    /* A static set's buffer, ended with its set. */
+    uint64_t in_set = table_insert(&table, 0x3000, 8);
+    curdi_handle_table_remove(&table, in_set, "curd_session_release_static");
+    assert_stale(&table, in_set);
+    g_assert_nonnull(strstr(curd_last_error(),
+                            "let go by curd_session_release_static()"));
+    g_assert_nonnull(strstr(curd_last_error(), "curd_session_upload_static"));
+    /* Never issued: no numbers either. */
+    uint64_t ahead = curdi_handle_id_make(
+        11, curdi_handle_id_generation(in_set) + 5u,
+        curdi_handle_id_index(in_set));
+    assert_stale(&table, ahead);
+    g_assert_nonnull(strstr(curd_last_error(), "never issued"));
+    g_assert_null(strstr(curd_last_error(), "slot"));
     curdi_handle_table_fini(&table);
 }
 
@@ -171,7 +215,7 @@ static void test_forged_handles_are_stale(void)
         ids[i] = table_insert(&table, 0x1000u * (i + 1), 4);
     /* A handful of freed ones among them. */
     for (size_t i = 0; i < G_N_ELEMENTS(ids); i += 5)
-        curdi_handle_table_remove(&table, ids[i]);
+        curdi_handle_table_remove(&table, ids[i], "curd_buffer_free");
 
     for (int round = 0; round < 100000; round++) {
         uint64_t forged = ((uint64_t)g_test_rand_int() << 32) | g_test_rand_int();
@@ -239,7 +283,7 @@ static void test_table_grows_and_keeps_every_handle(void)
     /* Free every other one and refill: the freed slots come back, the old
      * handles stay stale. */
     for (size_t i = 0; i < COUNT; i += 2)
-        curdi_handle_table_remove(&table, ids[i]);
+        curdi_handle_table_remove(&table, ids[i], "curd_buffer_free");
     uint32_t slots_before = table.slot_count;
     for (size_t i = 0; i < COUNT; i += 2) {
         uint64_t id = table_insert(&table, 1, 1);
@@ -273,7 +317,7 @@ static void test_full_table_is_a_budget_error_and_changes_nothing(void)
     for (size_t i = 0; i < 5; i++)
         assert_live(&table, ids[i], 0x100u * (i + 1), 1);
     /* Freeing one makes room again. */
-    curdi_handle_table_remove(&table, ids[2]);
+    curdi_handle_table_remove(&table, ids[2], "curd_buffer_free");
     g_assert_cmpint(curdi_handle_table_reserve(&table, 1), ==, CURD_OK);
     (void)table_insert(&table, 0x7777, 1);
     curdi_handle_table_fini(&table);
@@ -313,8 +357,8 @@ static void test_reserved_inserts_need_no_growth_even_across_retirement(void)
         CURDI_HANDLE_MAX_GENERATION;
     ids[0] = curdi_handle_id_make(6, CURDI_HANDLE_MAX_GENERATION,
                                   curdi_handle_id_index(ids[0]));
-    curdi_handle_table_remove(&table, ids[0]);
-    curdi_handle_table_remove(&table, ids[1]);
+    curdi_handle_table_remove(&table, ids[0], "curd_buffer_free");
+    curdi_handle_table_remove(&table, ids[1], "curd_buffer_free");
     g_assert_cmpuint(table.retired_count, ==, 1);
     ids[2] = curdi_handle_table_insert_reserved(&table, 0x300, 3);
     ids[3] = curdi_handle_table_insert_reserved(&table, 0x400, 4);
@@ -338,14 +382,14 @@ static void test_slot_retires_instead_of_wrapping_its_generation(void)
     table_init(&table, 5, 0);
     id = table_insert(&table, 0x1000, 1);
     /* Bring slot 0 to its last generation, as 2^24 - 2 frees would. */
-    curdi_handle_table_remove(&table, id);
+    curdi_handle_table_remove(&table, id, "curd_buffer_free");
     table.slots[0].generation = CURDI_HANDLE_MAX_GENERATION;
     id = table_insert(&table, 0x2000, 1);
     g_assert_cmpuint(curdi_handle_id_index(id), ==, 0);
     g_assert_cmpuint(curdi_handle_id_generation(id), ==,
                      CURDI_HANDLE_MAX_GENERATION);
     assert_live(&table, id, 0x2000, 1);
-    curdi_handle_table_remove(&table, id);
+    curdi_handle_table_remove(&table, id, "curd_buffer_free");
     g_assert_cmpuint(table.slots[0].state, ==, CURDI_SLOT_RETIRED);
     g_assert_cmpuint(table.retired_count, ==, 1);
     assert_stale(&table, id);
@@ -376,7 +420,7 @@ static void test_random_insert_remove_matches_a_model(void)
             live++;
         } else {
             size_t pick = (size_t)g_test_rand_int_range(0, (gint32)live);
-            curdi_handle_table_remove(&table, live_ids[pick]);
+            curdi_handle_table_remove(&table, live_ids[pick], "curd_buffer_free");
             g_array_append_val(dead, live_ids[pick]);
             live_ids[pick] = live_ids[live - 1];
             live_ptrs[pick] = live_ptrs[live - 1];
@@ -406,7 +450,7 @@ static void test_lookup_agrees_with_find_on_any_id(void)
     for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
         ids[i] = table_insert(&table, 0x1000u * (i + 1u), i + 1u);
     for (size_t i = 0; i < G_N_ELEMENTS(ids); i += 3)
-        curdi_handle_table_remove(&table, ids[i]);
+        curdi_handle_table_remove(&table, ids[i], "curd_buffer_free");
     for (int round = 0; round < 100000; round++) {
         uint64_t base = ids[g_test_rand_int_range(0, G_N_ELEMENTS(ids))];
         uint16_t tag = (uint16_t)(curdi_handle_id_tag(base)
@@ -437,6 +481,8 @@ int main(int argc, char **argv)
                     test_device_tags_are_nonzero_and_differ);
     g_test_add_func("/handle-table/init-refuses-zero-tag-and-too-many-slots",
                     test_init_refuses_zero_tag_and_too_many_slots);
+    g_test_add_func("/handle-table/stale-sentence-names-the-call-that-let-it-go",
+                    test_stale_sentence_names_the_call_that_let_it_go);
     g_test_add_func("/handle-table/inserts-give-distinct-live-handles",
                     test_inserts_give_distinct_live_handles);
     g_test_add_func("/handle-table/zero-handle-is-stale",

@@ -614,8 +614,9 @@ static void test_imported_memory_is_a_buffer_like_any_other(void)
     curd_batch *batch = NULL;
     check_ok(curd_batch_new(device, NULL, &batch), "curd_batch_new");
     curd_test_poison(got, byte_len);
-    check_ok(curd_batch_download(batch, buffer, 0, byte_len, got),
-             "curd_batch_download");
+    check_ok(curd_batch_download_range(batch, buffer, 0, byte_len, got,
+                                       byte_len),
+             "curd_batch_download_range");
     check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
     assert_words(got, want, WORDS, "a batch's download of imported memory");
     check_ok(curd_batch_free(batch), "curd_batch_free");

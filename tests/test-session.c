@@ -664,6 +664,127 @@ static void test_set_larger_than_the_budget_is_not_retained_and_freed_at_release
     tables_free(&t);
 }
 
+/* The sentence a stale handle gets names the call that let it go, in the
+ * caller's words: no slot or generation number. */
+static void assert_stale_names(curd_device *device, curd_buffer buffer,
+                               const char *call)
+{
+    assert_stale(device, buffer);
+    curd_test_assert_fix_sentence();
+    const char *sentence = curd_last_error();
+    char *named = g_strdup_printf("let go by %s()", call);
+    if (strstr(sentence, named) == NULL)
+        g_error("the stale handle's sentence does not name %s(): %s", call,
+                sentence);
+    g_free(named);
+    g_assert_null(strstr(sentence, "slot"));
+    g_assert_null(strstr(sentence, "generation"));
+}
+
+static void test_released_handle_names_curd_session_release(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    size_t len = (size_t)g_test_rand_int_range(1, 100000);
+    curd_buffer lent = session_alloc_ok(session, len);
+    g_assert_cmpint(curd_session_release(session, lent), ==, CURD_OK);
+    assert_stale_names(device, lent, "curd_session_release");
+    g_assert_null(strstr(curd_last_error(), "curd_buffer_free"));
+    /* Freed at once (larger than the whole idle budget) names it too. */
+    curd_session *tight = session_open(device, 1, 0, 0);
+    curd_buffer big = session_alloc_ok(tight, len + 1u);
+    g_assert_cmpint(curd_session_release(tight, big), ==, CURD_OK);
+    assert_stale_names(device, big, "curd_session_release");
+    /* A buffer freed by the user names curd_buffer_free. */
+    curd_buffer mine;
+    g_assert_cmpint(curd_buffer_alloc(device, len, &mine), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_free(device, mine), ==, CURD_OK);
+    assert_stale_names(device, mine, "curd_buffer_free");
+    g_assert_cmpint(curd_session_free(tight), ==, CURD_OK);
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
+/* curd_buffer_free of a static set's buffer is refused (CURD_E_BUSY, its
+ * Fix naming curd_session_release_static) and changes nothing, whether
+ * the set is held or only cached; the next hit hands out the same live
+ * buffers, every byte in place. */
+static void static_set_buffer_free_is_busy(bool held)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 0, 0);
+    tables t = tables_random(3, three_tables);
+    const curd_static_set *set = upload_ok(session, "busy", &t);
+    g_assert_cmpuint(set->retained, ==, 1);
+    curd_buffer victim = set->buffers[g_test_rand_int_range(0, 3)];
+    if (!held)
+        g_assert_cmpint(curd_session_release_static(session, set), ==,
+                        CURD_OK);
+    uint64_t resident = resident_bytes(device);
+    curd_session_stats before = session_stats(session);
+    g_assert_cmpint(curd_buffer_free(device, victim), ==, CURD_E_BUSY);
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(),
+                            "curd_session_release_static()"));
+    g_assert_cmpuint(resident_bytes(device), ==, resident);
+    assert_session_stats_equal(session_stats(session), before);
+    const curd_static_set *again = upload_ok(session, "busy", &t);
+    g_assert_cmpuint(session_stats(session).static_hits, ==,
+                     before.static_hits + 1u);
+    g_assert_true(again == set);
+    assert_set_holds(device, again, &t);
+    if (held)
+        g_assert_cmpint(curd_session_release_static(session, set), ==,
+                        CURD_OK);
+    g_assert_cmpint(curd_session_release_static(session, again), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    tables_free(&t);
+}
+
+static void test_freeing_a_held_static_sets_buffer_is_busy(void)
+{
+    static_set_buffer_free_is_busy(true);
+}
+
+static void test_freeing_a_cached_static_sets_buffer_is_busy(void)
+{
+    static_set_buffer_free_is_busy(false);
+}
+
+/* Once the set is gone (its last release of a set not retained, or its
+ * session freed), its buffers are stale, and the sentence names the call
+ * that ended the set. */
+static void test_a_gone_static_sets_buffer_is_stale_naming_its_end(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    curd_session *session = session_open(device, 0, 1000, 0);
+    const size_t large[2] = {600, 401};
+    tables t = tables_random(2, large);
+    const curd_static_set *set = upload_ok(session, "gone", &t);
+    g_assert_cmpuint(set->retained, ==, 0);
+    curd_buffer kept = set->buffers[1];
+    g_assert_cmpint(curd_session_release_static(session, set), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_free(device, kept), ==, CURD_E_STALE_HANDLE);
+    assert_stale_names(device, kept, "curd_session_release_static");
+    const size_t small[1] = {64};
+    tables u = tables_random(1, small);
+    set = upload_ok(session, "gone", &u);
+    kept = set->buffers[0];
+    g_assert_cmpint(curd_session_free(session), ==, CURD_OK);
+    assert_stale_names(device, kept, "curd_session_free");
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    tables_free(&t);
+    tables_free(&u);
+}
+
 static void test_static_eviction_is_largest_first_and_spares_held_sets(void)
 {
     curd_device *device = curd_test_gpu_open();
@@ -1397,6 +1518,14 @@ static const transfer_test_case cases[] = {
      test_domain_and_the_split_of_the_bytes_are_part_of_the_key},
     {"set-larger-than-the-budget-is-not-retained-and-freed-at-release",
      test_set_larger_than_the_budget_is_not_retained_and_freed_at_release},
+    {"released-handle-names-curd-session-release",
+     test_released_handle_names_curd_session_release},
+    {"freeing-a-held-static-sets-buffer-is-busy",
+     test_freeing_a_held_static_sets_buffer_is_busy},
+    {"freeing-a-cached-static-sets-buffer-is-busy",
+     test_freeing_a_cached_static_sets_buffer_is_busy},
+    {"a-gone-static-sets-buffer-is-stale-naming-its-end",
+     test_a_gone_static_sets_buffer_is_stale_naming_its_end},
     {"static-eviction-is-largest-first-and-spares-held-sets",
      test_static_eviction_is_largest_first_and_spares_held_sets},
     {"bad-static-calls-are-typed-errors-that-upload-nothing",

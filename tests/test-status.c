@@ -310,9 +310,35 @@ static void test_version_matches_the_header(void)
     g_assert_true(curd_version_string() == curd_version_string());
 }
 
+/* Each result struct's initialiser (curd 1.2) sets struct_size to the
+ * struct's size and leaves every field after it zero. */
+static void test_result_initialisers_set_struct_size(void)
+{
+    curd_stats stats = CURD_STATS_INIT;
+    g_assert_cmpuint(stats.struct_size, ==, sizeof stats);
+    g_assert_cmpuint(stats.h2d_bytes, ==, 0);
+    g_assert_cmpuint(stats.imported_bytes, ==, 0);
+    g_assert_cmpuint(stats.device_pool.live_bytes.peak, ==, 0);
+    curd_device_props props = CURD_DEVICE_PROPS_INIT;
+    g_assert_cmpuint(props.struct_size, ==, sizeof props);
+    g_assert_cmpint(props.ordinal, ==, 0);
+    g_assert_cmpuint(props.resident_budget_bytes, ==, 0);
+    curd_session_stats session = CURD_SESSION_STATS_INIT;
+    g_assert_cmpuint(session.struct_size, ==, sizeof session);
+    g_assert_cmpuint(session.static_keyed_misses, ==, 0);
+    curd_program_props program = CURD_PROGRAM_PROPS_INIT;
+    g_assert_cmpuint(program.struct_size, ==, sizeof program);
+    g_assert_cmpint(program.ptx_version, ==, 0);
+    curd_timing timing = CURD_TIMING_INIT;
+    g_assert_cmpuint(timing.struct_size, ==, sizeof timing);
+    g_assert_cmpuint(timing.readback_ns, ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/status/result-initialisers-set-struct-size",
+                    test_result_initialisers_set_struct_size);
     g_test_add_func("/status/names-cover-every-status-in-abi-order",
                     test_names_cover_every_status);
     g_test_add_func("/status/unknown-status-is-named-unknown",

@@ -104,6 +104,20 @@ static void load_once_body(void)
 
     dlerror();
     libcuda = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (libcuda == NULL && path == override) {
+        /* The caller named the library: what is wrong is that path, not
+         * the system's driver, and dlopen's own words say why. */
+        const char *why = dlerror();
+        set_load_failure(CURD_E_NO_DRIVER, 0,
+                         "CURD_LIBCUDA is set to %s, which cannot be loaded"
+                         " (%s), so no GPU can be used. Fix: set CURD_LIBCUDA"
+                         " to the full path of a libcuda.so.1 that exists"
+                         " and loads, or unset it to load the system's"
+                         " libcuda.so.1; where the system has none, %s.",
+                         path, why != NULL ? why : "no reason given",
+                         CURDI_DRIVER_PACKAGE_HINT);
+        return;
+    }
     if (libcuda == NULL) {
         const char *why = dlerror();
         set_load_failure(CURD_E_NO_DRIVER, 0,

@@ -92,6 +92,9 @@ typedef struct batch_launch {
     uint64_t *ptrs;       /* what each pointer parameter passes */
     void **params;        /* the parameter list: &ptrs[i] or a scalar */
     unsigned char *values;
+    /* Its OUTPUT and SCRATCH buffers, zeroed before it at each run: how
+     * many, and their bytes (what they add to a run's fills). */
+    uint64_t zero_ops, zero_bytes;
     /* What the graph room sees of it; kernel.nodes holds a captured
      * graph's node per iteration. */
     curdi_graph_kernel kernel;
@@ -495,19 +498,30 @@ static curd_status item_append(curd_batch *batch, batch_item item,
 
 /* The common part of fill, clear, upload and download: the batch, the
  * buffer and the range; `whole` (a clear) takes the whole buffer, which
- * is known once the buffer is resolved. */
+ * is known once the buffer is resolved. capacity: the bytes at host
+ * (SIZE_MAX where the caller states none: fills, uploads and
+ * curd_batch_download, which trusts its caller like memcpy). */
 static curd_status record_range(curd_batch *batch, item_kind kind,
                                 curd_buffer buffer, bool whole, size_t offset,
                                 size_t byte_len, const void *host,
-                                uint8_t value, const char *what)
+                                size_t capacity, uint8_t value,
+                                const char *what)
 {
     curdi_resident_use use;
     curd_status status = check_batch(batch, what);
     /* Every host range goes through the transfers' check (a NULL one
-     * with byte_len 0 is refused below, as an empty item). */
+     * with byte_len 0 is refused below, as an empty item), then the
+     * capacity, in curd_buffer_download_range's order. */
     if (status == CURD_OK && kind != ITEM_FILL)
         status = curdi_host_range_check(host, byte_len, what,
                                         kind == ITEM_UPLOAD ? "src" : "dst");
+    if (status == CURD_OK && byte_len > capacity)
+        status = curdi_fail(CURD_E_RANGE,
+                            "%s: %zu bytes asked for, but dst_capacity is"
+                            " only %zu; nothing was recorded. Fix: pass a"
+                            " destination of at least byte_len bytes, or"
+                            " ask for fewer.",
+                            what, byte_len, capacity);
     if (status == CURD_OK && !whole && byte_len == 0)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: byte_len is 0, so the item would do"
@@ -567,6 +581,40 @@ static curd_status check_launch_args(curd_batch *batch,
                                                   uses[index].byte_len, what);
     }
     return status;
+}
+
+/* Whether a launch zeroes the argument's buffer before it runs: OUTPUT and
+ * SCRATCH bindings, as curd_dispatch zeroes them, so that a role means
+ * one thing everywhere (curd 1.2; a batch zeroed nothing before). */
+static bool zeroes(const curd_arg *arg)
+{
+    return arg->kind == CURD_ARG_BUFFER
+           && (arg->role == CURD_ROLE_OUTPUT
+               || arg->role == CURD_ROLE_SCRATCH);
+}
+
+/* The run's fills with a launch's zeroing: counts with the old one's
+ * (old_ops, old_bytes) taken out and that of args (uses their buffers)
+ * put in; false when a sum would pass 2^64. */
+static bool zero_counts(curdi_transfer_counts *counts, uint64_t old_ops,
+                        uint64_t old_bytes, const curd_arg *args,
+                        size_t nargs, const curdi_resident_use *uses,
+                        uint64_t *out_ops, uint64_t *out_bytes)
+{
+    uint64_t ops = 0, bytes = 0;
+    for (size_t index = 0; index < nargs; index++)
+        if (zeroes(&args[index])) {
+            ops++;
+            if (!curdi_u64_add(bytes, uses[index].byte_len, &bytes))
+                return false;
+        }
+    /* The old launch's were added to counts: they come out whole. */
+    counts->fill_ops -= old_ops;
+    counts->fill_bytes -= old_bytes;
+    *out_ops = ops;
+    *out_bytes = bytes;
+    return curdi_u64_add(counts->fill_ops, ops, &counts->fill_ops)
+           && curdi_u64_add(counts->fill_bytes, bytes, &counts->fill_bytes);
 }
 
 /* Copies the arguments into the launch and points its parameter list at
@@ -915,6 +963,20 @@ static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream,
         }
         case ITEM_LAUNCH: {
             const batch_launch *launch = item->launch;
+            /* Its outputs and scratch zeroed first, one memset each
+             * (captured with the rest in a graph batch). */
+            for (size_t arg = 0; arg < launch->nargs; arg++) {
+                if (!zeroes(&launch->args[arg]))
+                    continue;
+                const batch_buffer *zeroed =
+                    &batch->buffers[launch->buffer_of[arg]];
+                rc = driver->cuMemsetD8Async(
+                    (curdi_cu_deviceptr)zeroed->device_ptr, 0,
+                    zeroed->byte_len, stream);
+                if (curdi_driver_note(rc) != CURDI_CUDA_SUCCESS)
+                    return curdi_pending_fail_driver(device, rc,
+                                                     "cuMemsetD8Async");
+            }
             curd_status status = curdi_dispatch_enqueue_launch(
                 device, launch->program, &launch->shape, launch->params,
                 stream);
@@ -1241,13 +1303,13 @@ CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
                                      uint8_t value)
 {
     return record_range(batch, ITEM_FILL, buffer, false, offset, byte_len,
-                        NULL, value, "curd_batch_fill");
+                        NULL, SIZE_MAX, value, "curd_batch_fill");
 }
 
 CURD_API curd_status curd_batch_clear(curd_batch *batch, curd_buffer buffer)
 {
-    return record_range(batch, ITEM_FILL, buffer, true, 0, 0, NULL, 0,
-                        "curd_batch_clear");
+    return record_range(batch, ITEM_FILL, buffer, true, 0, 0, NULL, SIZE_MAX,
+                        0, "curd_batch_clear");
 }
 
 CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
@@ -1255,7 +1317,7 @@ CURD_API curd_status curd_batch_upload(curd_batch *batch, curd_buffer buffer,
                                        size_t byte_len)
 {
     return record_range(batch, ITEM_UPLOAD, buffer, false, offset, byte_len,
-                        src, 0, "curd_batch_upload");
+                        src, SIZE_MAX, 0, "curd_batch_upload");
 }
 
 CURD_API curd_status curd_batch_download(curd_batch *batch,
@@ -1263,7 +1325,17 @@ CURD_API curd_status curd_batch_download(curd_batch *batch,
                                          size_t byte_len, void *dst)
 {
     return record_range(batch, ITEM_DOWNLOAD, buffer, false, offset,
-                        byte_len, dst, 0, "curd_batch_download");
+                        byte_len, dst, SIZE_MAX, 0, "curd_batch_download");
+}
+
+CURD_API curd_status curd_batch_download_range(curd_batch *batch,
+                                               curd_buffer buffer,
+                                               size_t offset, size_t byte_len,
+                                               void *dst, size_t dst_capacity)
+{
+    return record_range(batch, ITEM_DOWNLOAD, buffer, false, offset,
+                        byte_len, dst, dst_capacity, 0,
+                        "curd_batch_download_range");
 }
 
 CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy)
@@ -1344,6 +1416,15 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
         status = fail_memory(what);
     if (status == CURD_OK)
         status = check_launch_args(batch, program, args, nargs, uses, what);
+    curdi_transfer_counts more = batch->counts;
+    uint64_t zero_ops = 0, zero_bytes = 0;
+    if (status == CURD_OK
+        && !zero_counts(&more, 0, 0, args, nargs, uses, &zero_ops,
+                        &zero_bytes))
+        status = curdi_fail(CURD_E_OVERFLOW,
+                            "%s: the batch's byte counts would pass 2^64."
+                            " Fix: split the batch.",
+                            what);
     batch_launch *recorded = NULL;
     if (status == CURD_OK
         && ((recorded = launch_new(nargs, scalar_bytes(args, nargs),
@@ -1362,6 +1443,9 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
     }
     recorded->program = program;
     recorded->shape = shape;
+    recorded->zero_ops = zero_ops;
+    recorded->zero_bytes = zero_bytes;
+    batch->counts = more;
     launch_set_args(recorded, args, uses);
     launch_take_buffers(batch, recorded, uses);
     free(uses);
@@ -1429,12 +1513,36 @@ CURD_API curd_status curd_batch_set_args(curd_batch *batch, size_t item,
     if (status == CURD_OK)
         status = check_launch_args(batch, recorded->program, args, nargs,
                                    uses, what);
+    curdi_transfer_counts more = batch->counts;
+    uint64_t zero_ops = 0, zero_bytes = 0;
+    if (status == CURD_OK
+        && !zero_counts(&more, recorded->zero_ops, recorded->zero_bytes,
+                        args, nargs, uses, &zero_ops, &zero_bytes))
+        status = curdi_fail(CURD_E_OVERFLOW,
+                            "%s: the batch's byte counts would pass 2^64."
+                            " Fix: split the batch.",
+                            what);
     if (status == CURD_OK && !reserve_buffer_entries(batch, nargs))
         status = fail_memory(what);
     if (status != CURD_OK) {
         free(uses);
         return status;
     }
+    /* A graph updates kernel nodes in place, not the memsets before them:
+     * other buffers zeroed (or zeroed no more) capture the graph anew. */
+    for (size_t index = 0; index < nargs; index++) {
+        bool was = zeroes(&recorded->args[index]);
+        bool now = zeroes(&args[index]);
+        if (was != now
+            || (now
+                && (recorded->ptrs[index] != uses[index].device_ptr
+                    || batch->buffers[recorded->buffer_of[index]].byte_len
+                           != uses[index].byte_len)))
+            batch->recapture = true;
+    }
+    batch->counts = more;
+    recorded->zero_ops = zero_ops;
+    recorded->zero_bytes = zero_bytes;
     /* An entry dropped to no references is free to be taken again, by
      * the same buffer or another. */
     launch_drop_buffers(batch, recorded);

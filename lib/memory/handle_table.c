@@ -154,10 +154,12 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
         slot->generation = (uint32_t)(handle_random(table)
                                       & ((CURDI_HANDLE_MAX_GENERATION >> 1)))
                            + 1u;
+        slot->ended_by = NULL;
     }
     slot->device_ptr = device_ptr;
     slot->byte_len = byte_len;
     slot->imported = false;
+    slot->owned = false;
     slot->state = CURDI_SLOT_LIVE;
     slot->use_count = 0;
     slot->async_count = 0;
@@ -175,6 +177,69 @@ curd_status curdi_handle_table_insert(curdi_handle_table *table,
         return status;
     *out_id = curdi_handle_table_insert_reserved(table, device_ptr, byte_len);
     return CURD_OK;
+}
+
+/* What a user can do about a handle that the call ended_by let go. */
+static const char *stale_fix(const char *ended_by)
+{
+    if (strcmp(ended_by, "curd_session_release") == 0)
+        return "do not use a buffer after releasing it to its session;"
+               " take a new one with curd_session_alloc() and use the"
+               " handle it returns.";
+    /* A static set's buffers end with its release, its session, or its
+     * eviction by a later upload. */
+    if (strncmp(ended_by, "curd_session_", 13) == 0)
+        return "use a static set's buffers only while the set is held;"
+               " upload it again (curd_session_upload_static) and use the"
+               " set it returns.";
+    return "do not use a buffer after it was freed; allocate a new one.";
+}
+
+/* The sentence for a handle that names no live buffer (slot NULL: an
+ * index or generation this table never issued). The numbers a reader of
+ * the library needs (slot, generations) go to CURD_TRACE; the caller's
+ * sentence names the call that let the buffer go, when the slot's last
+ * ending was the handle's own. */
+static curd_status handle_stale(const curdi_handle_table *table, uint64_t id,
+                                const curdi_handle_slot *slot,
+                                const char *what)
+{
+    uint32_t index = curdi_handle_id_index(id);
+    uint32_t generation = curdi_handle_id_generation(id);
+    /* Generations only grow, and a retired slot keeps its last one. */
+    bool never = slot == NULL || generation > slot->generation
+                 || (slot->state != CURDI_SLOT_RETIRED
+                     && generation == slot->generation);
+    curdi_trace("%s: curd_buffer 0x%016" PRIx64 " is stale: slot %" PRIu32
+                " (of %" PRIu32 "), handle generation %" PRIu32
+                ", slot generation %" PRIu32 "%s",
+                what, id, index, table->slot_count, generation,
+                slot != NULL ? slot->generation : 0u,
+                slot == NULL                          ? ", no such slot"
+                : slot->state == CURDI_SLOT_RETIRED ? ", retired"
+                : slot->state == CURDI_SLOT_FREE    ? ", free"
+                                                    : ", live");
+    if (never)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " was never issued"
+                          " by this device. Fix: pass a buffer from"
+                          " curd_buffer_alloc(), unchanged.",
+                          what, id);
+    bool last = slot->state == CURDI_SLOT_RETIRED
+                    ? generation == slot->generation
+                    : generation + 1u == slot->generation;
+    if (last && slot->ended_by != NULL)
+        return curdi_fail(CURD_E_STALE_HANDLE,
+                          "%s: curd_buffer 0x%016" PRIx64 " was let go by"
+                          " %s(), so it names no buffer any more. Fix: %s",
+                          what, id, slot->ended_by,
+                          stale_fix(slot->ended_by));
+    return curdi_fail(CURD_E_STALE_HANDLE,
+                      "%s: curd_buffer 0x%016" PRIx64 " was let go earlier"
+                      " (freed, or released to a session). Fix: do not use"
+                      " a buffer after curd_buffer_free() or"
+                      " curd_session_release(); allocate a new one.",
+                      what, id);
 }
 
 curd_status curdi_handle_table_find(const curdi_handle_table *table,
@@ -198,33 +263,23 @@ curd_status curdi_handle_table_find(const curdi_handle_table *table,
                           " %u) or was forged. Fix: use each buffer only with"
                           " the device that allocated it.",
                           what, id, (unsigned)tag, (unsigned)table->tag);
-    if (index >= table->slot_count || generation == 0)
-        return curdi_fail(CURD_E_STALE_HANDLE,
-                          "%s: curd_buffer 0x%016" PRIx64 " was never issued"
-                          " by this device (slot %" PRIu32 ", generation %"
-                          PRIu32 "). Fix: pass a buffer from"
-                          " curd_buffer_alloc(), unchanged.",
-                          what, id, index, generation);
-    slot = &table->slots[index];
-    if (slot->state != CURDI_SLOT_LIVE || slot->generation != generation)
-        return curdi_fail(CURD_E_STALE_HANDLE,
-                          "%s: curd_buffer 0x%016" PRIx64 " has been freed"
-                          " (slot %" PRIu32 " is at generation %" PRIu32
-                          "%s). Fix: do not use a buffer after"
-                          " curd_buffer_free(); allocate a new one.",
-                          what, id, index, slot->generation,
-                          slot->state == CURDI_SLOT_RETIRED ? ", retired"
-                          : slot->generation < generation
-                              ? ", below the handle's: forged"
-                              : "");
-    *out_slot = slot;
-    return CURD_OK;
+    slot = index < table->slot_count && generation != 0
+               ? &table->slots[index]
+               : NULL;
+    if (slot != NULL && slot->state == CURDI_SLOT_LIVE
+        && slot->generation == generation) {
+        *out_slot = slot;
+        return CURD_OK;
+    }
+    return handle_stale(table, id, slot, what);
 }
 
-void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id)
+void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id,
+                               const char *ended_by)
 {
     uint32_t index = curdi_handle_id_index(id);
     curdi_handle_slot *slot = &table->slots[index];
+    slot->ended_by = ended_by;
     slot->device_ptr = 0;
     slot->byte_len = 0;
     slot->use_count = 0;

@@ -59,7 +59,14 @@ typedef struct curdi_handle_slot {
     /* Memory another library allocated (curd_buffer_import): no pool
      * block behind it, never freed by curd, in no budget. */
     bool imported;
+    /* A room above owns it (a static set's buffer, lib/session/): the
+     * public curd_buffer_free refuses it, the room frees it itself. */
+    bool owned;
     uint32_t next_free;   /* free list: index + 1 of the next, 0 ends */
+    /* The public call that ended the slot's last generation
+     * (curd_buffer_free, curd_session_release, ...), a static string, or
+     * NULL before any: a stale handle's sentence names it. */
+    const char *ended_by;
 } curdi_handle_slot;
 
 typedef struct curdi_handle_table {
@@ -99,14 +106,20 @@ curd_status curdi_handle_table_insert(curdi_handle_table *table,
                                       uint64_t device_ptr, size_t byte_len,
                                       uint64_t *out_id);
 /* Resolves an id to its live slot; CURD_E_STALE_HANDLE (with a sentence
- * saying why: zero, another device's, never issued, freed) otherwise.
- * `what` names the use in the message ("curd_buffer_free", ...). */
+ * saying why: zero, another device's, never issued, or let go, naming the
+ * call that let it go when the slot's last generation was the handle's)
+ * otherwise. `what` names the use in the message ("curd_buffer_free",
+ * ...). The slot and generation numbers go to CURD_TRACE, not into the
+ * sentence. */
 curd_status curdi_handle_table_find(const curdi_handle_table *table,
                                     uint64_t id, const char *what,
                                     curdi_handle_slot **out_slot);
 /* Frees the live slot of id (which the caller has just found): its
- * generation moves on, so id and every copy of it are stale from now on. */
-void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id);
+ * generation moves on, so id and every copy of it are stale from now on.
+ * ended_by names the public call that let the buffer go (a static
+ * string), for the sentence a later use of id gets. */
+void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id,
+                               const char *ended_by);
 
 
 /* A fresh non-zero tag for a new device (process-wide, thread-safe). */

@@ -32,6 +32,10 @@ struct curdi_resident_table {
     curd_stat_family bytes;   /* current: the resident bytes */
     curd_stat_family buffers; /* current: the live buffers */
     uint64_t imported_bytes;  /* of the live imported buffers, apart */
+    /* The end of curd_buffer_free's sentence for a buffer a room owns
+     * (curdi_resident_own: the one room that owns buffers, sessions, sets
+     * it). */
+    const char *owner_fix;
 };
 
 curd_status curdi_resident_open(curd_device *device)
@@ -394,8 +398,24 @@ uint64_t curdi_resident_imported_bytes(curd_device *device)
     return bytes;
 }
 
-curd_status curdi_resident_take(curd_device *device, const char *what,
-                                uint64_t id, uint64_t *out_device_ptr)
+void curdi_resident_own(curd_device *device, uint64_t id,
+                        const char *owner_fix)
+{
+    struct curdi_resident_table *resident = device->resident;
+    pthread_mutex_lock(&resident->lock);
+    curdi_handle_slot *slot = curdi_handle_table_lookup(&resident->table, id);
+    if (slot != NULL) {
+        slot->owned = true;
+        resident->owner_fix = owner_fix;
+    }
+    pthread_mutex_unlock(&resident->lock);
+}
+
+/* take, for the room's own calls (owners_too) or curd_buffer_free (a
+ * buffer a room owns is refused). */
+static curd_status resident_take(curd_device *device, const char *what,
+                                 uint64_t id, bool owners_too,
+                                 uint64_t *out_device_ptr)
 {
     struct curdi_resident_table *resident = device->resident;
     curdi_handle_slot *slot;
@@ -404,6 +424,13 @@ curd_status curdi_resident_take(curd_device *device, const char *what,
 
     pthread_mutex_lock(&resident->lock);
     status = slot_unused(resident, what, id, &slot);
+    if (status == CURD_OK && slot->owned && !owners_too)
+        status = curdi_fail(CURD_E_BUSY,
+                            "%s: curd_buffer 0x%016" PRIx64 " belongs to a"
+                            " static set that its session owns"
+                            " (curd_session_upload_static); nothing was"
+                            " freed. %s",
+                            what, id, resident->owner_fix);
     if (status == CURD_OK && slot->imported)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: curd_buffer 0x%016" PRIx64 " is imported"
@@ -417,7 +444,7 @@ curd_status curdi_resident_take(curd_device *device, const char *what,
     }
     *out_device_ptr = slot->device_ptr;
     byte_len = slot->byte_len;
-    curdi_handle_table_remove(&resident->table, id);
+    curdi_handle_table_remove(&resident->table, id, what);
     /* current >= byte_len: it is the sum of the live buffers' sizes. The
      * cumulative freed counters are statistics; one that would pass 2^64
      * (not reachable in a real run) is counted as a repair rather than
@@ -432,11 +459,19 @@ curd_status curdi_resident_take(curd_device *device, const char *what,
     return CURD_OK;
 }
 
-curd_status curdi_resident_free(curd_device *device, const char *what,
-                                uint64_t id)
+curd_status curdi_resident_take(curd_device *device, const char *what,
+                                uint64_t id, uint64_t *out_device_ptr)
+{
+    return resident_take(device, what, id, true, out_device_ptr);
+}
+
+/* take, then the block back to the pool. */
+static curd_status resident_free(curd_device *device, const char *what,
+                                 uint64_t id, bool owners_too)
 {
     uint64_t device_ptr = 0;
-    curd_status status = curdi_resident_take(device, what, id, &device_ptr);
+    curd_status status =
+        resident_take(device, what, id, owners_too, &device_ptr);
     /* The pool call runs without the table lock (it may free upstream,
      * entering the device itself). The block is one this table received
      * from the pool, so a failure means the pool lost track of it: report
@@ -444,6 +479,12 @@ curd_status curdi_resident_free(curd_device *device, const char *what,
     if (status == CURD_OK)
         status = curdi_pool_release(device->device_pool, device_ptr);
     return status;
+}
+
+curd_status curdi_resident_free(curd_device *device, const char *what,
+                                uint64_t id)
+{
+    return resident_free(device, what, id, true);
 }
 
 curd_status curdi_resident_retag(curd_device *device, const char *what,
@@ -464,7 +505,7 @@ curd_status curdi_resident_retag(curd_device *device, const char *what,
     if (status == CURD_OK) {
         uint64_t device_ptr = slot->device_ptr;
         size_t byte_len = slot->byte_len;
-        curdi_handle_table_remove(&resident->table, id);
+        curdi_handle_table_remove(&resident->table, id, what);
         *out_id = curdi_handle_table_insert_reserved(&resident->table,
                                                      device_ptr, byte_len);
     }
@@ -578,7 +619,7 @@ static bool forget_if_imported(curd_device *device, uint64_t id)
     if (idle) {
         /* Nothing to give back: the memory is its owner's. */
         resident->imported_bytes -= slot->byte_len;
-        curdi_handle_table_remove(&resident->table, id);
+        curdi_handle_table_remove(&resident->table, id, "curd_buffer_free");
     }
     pthread_mutex_unlock(&resident->lock);
     /* One in use is refused by the take below, with its sentence. */
@@ -597,7 +638,7 @@ CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    status = curdi_resident_free(device, "curd_buffer_free", buffer.id);
+    status = resident_free(device, "curd_buffer_free", buffer.id, false);
     curdi_device_leave(device);
     return status;
 }

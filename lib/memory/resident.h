@@ -84,6 +84,14 @@ curd_status curdi_resident_alloc(struct curd_device *device, const char *what,
                                  size_t byte_len, uint64_t *out_id);
 curd_status curdi_resident_free(struct curd_device *device, const char *what,
                                 uint64_t id);
+/* Marks the live buffer id as the calling room's own (a static set's):
+ * curd_buffer_free refuses it from then on with CURD_E_BUSY, the sentence
+ * ending in owner_fix (a static string: "Fix: ..."), while
+ * curdi_resident_free and _take, the room's own calls, still free it. No
+ * driver call. */
+void curdi_resident_own(struct curd_device *device, uint64_t id,
+                        const char *owner_fix);
+
 /* Gives a live, unmarked buffer a new handle for the same memory: id and
  * every copy of it are stale from then on, as after a free, while the
  * bytes, the budget and the statistics stay as they were. A session takes

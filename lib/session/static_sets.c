@@ -705,6 +705,14 @@ static curd_status set_upload(curd_device *device, static_set *set,
     for (; made < request->count && status == CURD_OK; made++) {
         status = curdi_resident_alloc(device, what, set->byte_lens[made],
                                       &set->buffers[made].id);
+        /* The set's buffers are the session's: curd_buffer_free refuses
+         * them, so no hit ever hands out a handle freed under the cache. */
+        if (status == CURD_OK)
+            curdi_resident_own(device, set->buffers[made].id,
+                               "Fix: release the set with"
+                               " curd_session_release_static(); the session"
+                               " frees its buffers when the set leaves the"
+                               " cache or the session is freed.");
         items[made] = (curd_upload){set->buffers[made], 0,
                                     request->payloads[made].data,
                                     set->byte_lens[made]};

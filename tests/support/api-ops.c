@@ -1269,7 +1269,8 @@ static void batch_of_words(api_world *w, uint32_t flags, bool cooperative)
     batch_words_args(w, args);
     API_OK(curd_batch_launch(w->batch, w->add_one, &launch, args, 2,
                              &w->item));
-    API_OK(curd_batch_download(w->batch, w->made, 0, WORD_BYTES, w->words));
+    API_OK(curd_batch_download_range(w->batch, w->made, 0, WORD_BYTES,
+                                     w->words, WORD_BYTES));
 }
 
 static void streamed_batch(api_world *w)
@@ -1450,8 +1451,8 @@ static curd_status batch_launch_call(api_world *w)
 static void batch_launch_finish(api_world *w, curd_status status)
 {
     if (!api_world_lost(w, status)) {
-        API_OK(curd_batch_download(w->batch, w->made, 0, WORD_BYTES,
-                                   w->words));
+        API_OK(curd_batch_download_range(w->batch, w->made, 0, WORD_BYTES,
+                                         w->words, WORD_BYTES));
         API_OK(curd_batch_run(w->batch, NULL));
         API_CHECK(status == CURD_OK ? words_added(w) : words_untouched(w),
                   status == CURD_OK ? "the recorded launch did not run"
@@ -2197,6 +2198,7 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_batch_clear", "records: resolves a resident buffer"},
     {"curd_batch_upload", "records: resolves a resident buffer"},
     {"curd_batch_download", "records: resolves a resident buffer"},
+    {"curd_batch_download_range", "records: resolves a resident buffer"},
     {"curd_batch_copy", "records: resolves two resident buffers"},
     {"curd_batch_collective", "records: checks the collective as"
                               " curd_collective_run does, resolves its"

@@ -183,8 +183,8 @@ static int batch_record(batch_bench *b, uint32_t flags, unsigned launches,
     for (unsigned i = 0; status == CURD_OK && i < launches; i++)
         status = curd_batch_launch(*out, b->program, &launch, args, 2, NULL);
     if (status == CURD_OK && read_back)
-        status = curd_batch_download(*out, b->buffers[0], 0, WORDS * 4u,
-                                     b->out);
+        status = curd_batch_download_range(*out, b->buffers[0], 0,
+                                           WORDS * 4u, b->out, WORDS * 4u);
     return status == CURD_OK ? 0 : bench_fail_curd("recording a batch", status);
 }
 

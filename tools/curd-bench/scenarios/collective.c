@@ -521,8 +521,9 @@ static int graph_batch_record(graph_batch_rank *rank, curd_comm *comm,
         .dtype = CURD_DTYPE_FLOAT32, .op = CURD_REDUCE_SUM,
         .send = rank->words, .recv = rank->sums, .count = BATCH_WORDS};
     BENCH_CURD(curd_batch_collective(*out, &op));
-    BENCH_CURD(curd_batch_download(*out, rank->sums, 0, BATCH_WORDS * 4u,
-                                   rank->out));
+    BENCH_CURD(curd_batch_download_range(*out, rank->sums, 0,
+                                         BATCH_WORDS * 4u, rank->out,
+                                         BATCH_WORDS * 4u));
     return 0;
 }
 

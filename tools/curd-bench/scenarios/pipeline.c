@@ -76,8 +76,9 @@ static curd_status pass(pipeline *p)
         status = curd_batch_launch(batch, p->add_one, &launch, args, 2, NULL);
     }
     for (unsigned r = 0; status == CURD_OK && r < 4; r++)
-        status = curd_batch_download(batch, buffers[2 * r + 1], 0,
-                                     READ_BYTES, p->reads[r]);
+        status = curd_batch_download_range(batch, buffers[2 * r + 1], 0,
+                                           READ_BYTES, p->reads[r],
+                                           READ_BYTES);
     if (status == CURD_OK)
         status = curd_batch_run(batch, NULL);
     curd_status freed = curd_batch_free(batch);
