@@ -138,10 +138,13 @@ if wanted tests; then
         if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped(.*)$ ]]; then
             passed+=("${BASH_REMATCH[1]} tests")
             if [ "${BASH_REMATCH[2]}" -ne 0 ] || [ "$rc" -ne 0 ]; then
-                # The programs with a failure, with its first test.
+                # The programs with a failure (or a skip, which counts as
+                # one here), each with its first.
                 failed+=("$(plural "${BASH_REMATCH[2]}" test) ($(awk '
                     /^# \[[0-9]+\/[0-9]+\] / { program = $3 }
                     /^not ok / && !(program in seen) { seen[program] = 1; printf "%s%s %s", sep, program, $4; sep = ", " }
+                    /^ok .*# SKIP / && !/# SKIP needs [0-9]+ GPUs; this host has/ && !(program in seen) {
+                        seen[program] = 1; printf "%s%s %s (skipped)", sep, program, $3; sep = ", " }
                     /^# programs that exited abnormally:/ { sub(/^# programs that exited abnormally: */, ""); printf "%s%s", sep, $0 }
                     ' "$out/check-gpu.log"); see check-gpu.log)")
             fi
