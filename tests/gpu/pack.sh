@@ -10,7 +10,7 @@
 # usage: tests/gpu/pack.sh [BUILD]   (default build)
 set -eu
 build=${1:-build}
-out=build-gpu
+out="build-gpu"
 make --no-print-directory -s SETUP=true BUILD="$build" example-programs
 rm -rf "$out"
 mkdir -p "$out/tests" "$out/examples"
