@@ -291,6 +291,7 @@ check:
 	    --step check-layers 'scripts/check-layers.sh' \
 	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
 	    --step check-run-tests 'scripts/check-run-tests.sh' \
+	    --step check-run-remote '$(MAKE) --no-print-directory check-run-remote' \
 	    --step check-manpages 'scripts/check-manpages.sh' \
 	    --step check-dist 'scripts/make-dist.sh $(VERSION) $(BUILD)/dist-check' \
 	    --step check-examples '$(MAKE) --no-print-directory check-examples' \
@@ -310,6 +311,12 @@ check-exports: $(SHARED)
 
 check-layers:
 	$(Q)scripts/check-layers.sh
+
+# tests/gpu/run-remote.sh's summary on the stand-in driver, with stand-ins
+# for compute-sanitizer and nvidia-smi (tests/fake/bin/).
+.PHONY: check-run-remote
+check-run-remote: tests $(TOOLS) example-programs
+	$(Q)scripts/check-run-remote.sh $(BUILD)
 
 # After a build, a second `make all tests` has nothing to do (make -q);
 # otherwise this names what it would still run.

@@ -24,6 +24,10 @@ $(BUILD)/examples/bin/%: examples/%.c include/curd.h $(SHARED)
 	@echo "  CC      $@"
 	$(Q)$(CC) -std=c11 $(WARNINGS) $< -o $@ $(EXAMPLE_FLAGS)
 
+# The examples built, for tests/gpu/pack.sh to carry to a GPU machine.
+.PHONY: example-programs
+example-programs: $(EXAMPLE_BINS)
+
 .PHONY: check-exit-codes
 # `make info` without a driver must end with curd-info's sentence and a
 # non-zero status, not with make's "Error N" line.

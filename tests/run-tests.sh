@@ -1,7 +1,12 @@
 #!/bin/sh
 # Runs each g_test program with --tap, then any extra checks, and prints one
 # closing line:
-#   N passed, N failed, N skipped
+#   N passed, N failed, N skipped[, N need G GPUs (not run)]
+# A test that skips with "needs G GPUs; this host has H" (H < G, as
+# curd_test_have_gpus in tests/support/curd-test.c words it) is counted
+# apart, as not run here, and never as a failure, --skip-is-failure or
+# not: on a host with enough GPUs it runs. Where H >= G the skip is wrong
+# and counts as a failure.
 # As it goes it prints "[N/M] name" before each program, each Valgrind run
 # as it ends and each step, so that a log or a terminal shows where a long
 # run stands. A skip reason longer than a line that was already given in
@@ -82,7 +87,11 @@ for program in "$@"; do
     env $wrap "$program" --tap >"$log" 2>&1
     status=$?
     show_tap "$log"
-    s=$(grep -c '^ok .*# SKIP' "$log")
+    # The tests that need more GPUs than this host has: "G H" lines.
+    sed -n 's/^ok .*# SKIP needs \([0-9][0-9]*\) GPUs; this host has \([0-9][0-9]*\)$/\1 \2/p' \
+        "$log" >"$work/needs-one"
+    cat "$work/needs-one" >>"$work/needs"
+    s=$(($(grep -c '^ok .*# SKIP' "$log") - $(wc -l <"$work/needs-one")))
     p=$(grep '^ok ' "$log" | grep -vc '# SKIP')
     f=$(grep -c '^not ok ' "$log")
     passed=$((passed + p))
@@ -135,10 +144,22 @@ while [ "$i" -le "$step_count" ]; do
     i=$((i + 1))
 done
 
+# Not run here: counted per number of GPUs needed; a skip that says the
+# host has enough is a failure.
+not_run=""
+if [ -s "$work/needs" ]; then
+    wrong=$(awk '$2 >= $1' "$work/needs" | wc -l)
+    if [ "$wrong" -ne 0 ]; then
+        echo "# $wrong tests skipped saying they need more GPUs than this host has, which has enough: counted as failures"
+        failed=$((failed + wrong))
+    fi
+    not_run=$(awk '$2 < $1 { n[$1]++ } END { for (g in n) print g, n[g] }' "$work/needs" |
+        sort -n | awk '{ printf ", %d need %d GPUs (not run)", $2, $1 }')
+fi
 if [ "$skip_is_failure" -eq 1 ] && [ "$skipped" -ne 0 ]; then
     echo "# $skipped skipped tests count as failures under --skip-is-failure"
     failed=$((failed + skipped))
 fi
 [ -z "$crashed" ] || echo "# programs that exited abnormally:$crashed"
-echo "$passed passed, $failed failed, $skipped skipped"
+echo "$passed passed, $failed failed, $skipped skipped$not_run"
 [ "$failed" -eq 0 ]

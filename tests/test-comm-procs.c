@@ -351,12 +351,9 @@ static bool two_gpus_and_nccl(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return false;
-    int count = 0;
     curd_comm_id id;
-    bool ready = curd_device_count(&count) == CURD_OK && count >= 2;
-    if (!ready)
-        g_test_skip_printf("needs 2 GPUs; this host has %d", count);
-    else if (curd_comm_id_new(&id) != CURD_OK) {
+    bool ready = curd_test_have_gpus(2);
+    if (ready && curd_comm_id_new(&id) != CURD_OK) {
         g_test_skip_printf("no NCCL: %s", curd_last_error());
         ready = false;
     }

@@ -496,7 +496,8 @@ int main(int argc, char **argv)
                     test_cooperative_launch_with_dynamic_shared_above_48_kib);
     g_test_add_func(PATH_ROOT "/bad-input-is-refused-and-touches-nothing",
                     test_bad_input_is_refused_and_touches_nothing);
-    g_test_add_func(PATH_ROOT "/a-kernel-fault-loses-the-device-until-reopened",
+    g_test_add_func(PATH_ROOT CURD_TEST_DELIBERATE_FAULT
+                    "/a-kernel-fault-loses-the-device-until-reopened",
                     test_a_kernel_fault_loses_the_device_until_reopened);
     return g_test_run();
 }

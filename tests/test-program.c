@@ -1578,12 +1578,14 @@ static const struct {
      test_hand_written_ptx_takes_a_pointer_after_scalars},
     {"/kernels/a-graph-replays-captured-launches-and-takes-new-params",
      test_a_graph_replays_captured_launches_and_takes_new_params},
-    {"/kernels/a-faulting-kernel-spoils-the-context-until-reopened",
+    {"/kernels" CURD_TEST_DELIBERATE_FAULT
+     "/a-faulting-kernel-spoils-the-context-until-reopened",
      test_a_faulting_kernel_spoils_the_context_until_reopened},
     {"/jit/options-reach-the-jit-and-key-the-cache",
      test_jit_options_reach_the_jit_and_key_the_cache},
     {"/jit/bad-options-are-refused", test_bad_jit_options_are_refused},
-    {"/kernels/open-mends-a-context-another-library-broke",
+    {"/kernels" CURD_TEST_DELIBERATE_FAULT
+     "/open-mends-a-context-another-library-broke",
      test_open_mends_a_context_another_library_broke},
 };
 

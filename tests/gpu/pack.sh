@@ -1,16 +1,20 @@
 #!/bin/sh
 # Packs what the GPU machine needs of a build into build-gpu/, small enough
-# to carry (the device tool carries at most 64 MiB): the library, the tools
-# and the GPU test programs with their debug sections stripped; no objects,
-# no dependency files, no stand-in-driver twins (they run here, in make
-# check), but the stand-in itself, which some CPU-side tests load. Then, there: BUILD=build-gpu tests/gpu/run-remote.sh
+# to carry (the device tool carries at most 64 MiB): the library, the tools,
+# the GPU test programs with their debug sections stripped and the example
+# programs (built here: make example-programs); no objects, no dependency
+# files, no stand-in-driver twins (they run here, in make check), but the
+# stand-in itself, which some CPU-side tests load. Then, there:
+# BUILD=build-gpu tests/gpu/run-remote.sh
 #
 # usage: tests/gpu/pack.sh [BUILD]   (default build)
 set -eu
 build=${1:-build}
-out=build-gpu
+out="build-gpu"
+make --no-print-directory -s SETUP=true BUILD="$build" example-programs
 rm -rf "$out"
-mkdir -p "$out/tests"
+mkdir -p "$out/tests" "$out/examples"
+cp -a "$build/examples/bin" "$out/examples/"
 cp -a "$build"/libcurd.so* "$build/tools" "$out/"
 find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x ! -name '*-fake' \
     -exec cp {} "$out/tests/" \;

@@ -1,44 +1,119 @@
 #!/bin/bash
-# The whole GPU check in one command, for the lent GPU machine (Ubuntu,
-# NVIDIA driver, no GLib, no compilers needed). It builds nothing: run it
-# from the repository root with the build outputs carried along:
+# The whole GPU check, for a GPU machine (Ubuntu, NVIDIA driver, no GLib,
+# no compilers needed). It builds nothing: run it from the repository root
+# with the build outputs carried along:
 #
 #   here:   make all tests && tests/gpu/fetch-glib.sh && tests/gpu/pack.sh
 #   there:  BUILD=build-gpu tests/gpu/run-remote.sh   (carry: build-gpu,
 #           .gpu-deps; the whole build/ passes the device tool's carry limit)
 #
-# BUILD names the build folder (default build). Logs go to $OUT (or
-# ./gpu-out) and a short summary is printed last: one line per step, the
-# fault sweep's and the soak's totals, and one line per compute-sanitizer
-# tool. STEPS picks the parts (default "tests sanitizers bench") and
-# SANITIZERS the tools (default all four), so that
-# a machine that limits each command's time can run them one by one.
+# It runs, on as many GPUs as the machine has:
+#   tests       curd-info, then every test program (tests/run-tests.sh
+#               --skip-is-failure), test-comm-procs' two processes included;
+#               a test that needs more GPUs than the machine has is counted
+#               as "need N GPUs (not run)", never as a failure
+#   examples    each example program (pack.sh builds them): exit 0 passes,
+#               exit 3 saying "needs N GPUs" on a machine with fewer is not
+#               run, anything else fails
+#   sanitizers  compute-sanitizer's memcheck (--leak-check full),
+#               racecheck, initcheck and synccheck on every GPU test program
+#               (the ones a *-fake.c twin includes, so a new one is found
+#               without editing a list)
+#   bench       curd-bench, its table and JSON
+# and ends with a summary whose last line is the verdict: PASS or FAIL,
+# what passed, what failed (each sanitizer error with its program and
+# test), and what could not run here and why.
 #
-# compute-sanitizer runs on every GPU test program: memcheck (with
-# --leak-check full), initcheck and synccheck on each, racecheck on those
-# that run kernels of their own (test-dispatch, test-program, test-batch,
-# test-gather, the soak).
-# The GPU test programs are the ones a *-fake.c twin includes (the twin
-# runs the same tests on the stand-in driver), so a new one is found
-# without editing this list. The sanitizers run the soak briefly
-# (CURD_SOAK_SECONDS, CURD_SOAK_OPENS), the fault sweep with its transient
-# failure only (CURD_SWEEP_QUICK), and skip the two tests that fault on
-# purpose; each run stops after SANITIZER_TIMEOUT seconds (default 90) and
-# no run starts after SANITIZER_BUDGET seconds of sanitizing (default
-# 240): the summary then says how many programs a tool did not reach.
-# Tools run in order of worth: memcheck, racecheck, initcheck, synccheck.
+# The sanitizer runs are clean by construction:
+#   - a test that faults on purpose carries /deliberate-fault/ in its path
+#     (CURD_TEST_DELIBERATE_FAULT, tests/support/curd-test.h); each
+#     program's list (-l) names them and they are left out (-s), so no
+#     list here falls behind;
+#   - --report-api-errors no: curd checks every driver result it gets and
+#     turns it into a typed status that the tests assert on, so a CUDA API
+#     error the tests did not expect already fails a test, while the ones
+#     provoked on purpose (cuFuncGetParamInfo asked one past the last
+#     parameter, PTX that must not compile, a link that must fail, device
+#     memory run out, NCCL's own cudaFuncGetAttributes query) are not
+#     errors;
+#   - the fault sweep runs its quick form (CURD_SWEEP_QUICK=1), the soak
+#     briefly (CURD_SOAK_SECONDS, CURD_SOAK_OPENS) with its free-memory
+#     comparisons left to the plain run (CURD_SOAK_SANITIZED=1);
+#   - the pool test that fills the device runs under memcheck only, and
+#     the one that compares free memory not under initcheck (whose shadow
+#     memory moves it).
+# Each error a tool prints is reported with its program and the test that
+# was running (the next TAP result after it; "at exit" for leaks).
+#
+# Variables:
+#   PART        1 or 2, for a machine that stops each command at 10 minutes
+#               (the device tool): PART=1 runs tests, examples and memcheck,
+#               PART=2 initcheck, synccheck and racecheck; the two cover all
+#               but the bench. Unset: every step.
+#   STEPS       the steps, overriding PART's ("tests examples sanitizers
+#               bench")
+#   SANITIZERS  the tools, overriding PART's
+#   PROGRAMS    test program names to run (default: all there are)
+#   DEADLINE    seconds after its start by which the script is done
+#               (default 560; 0 for none): no run starts that cannot end
+#               by then, and the summary names what was left out
+#   SANITIZER_TIMEOUT  seconds one sanitizer run may take (default 240)
+#   BUILD       the build folder (default build); OUT the folder for logs
+#               (default ./gpu-out)
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 build=${BUILD:-build}
 export LD_LIBRARY_PATH="$PWD/.gpu-deps/usr/lib/x86_64-linux-gnu:$PWD/$build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export CURD_REQUIRE_GPU=1
-summary=()
-steps=" ${STEPS:-tests sanitizers bench} "
+# NVLink multicast stays off: a program that uses it can put a shared
+# host's GPUs out of service.
+export NCCL_NVLS_ENABLE=0
+
+case ${PART:-} in
+"") default_steps="tests examples sanitizers bench"
+    default_tools="memcheck racecheck initcheck synccheck" ;;
+1) default_steps="tests examples sanitizers" default_tools="memcheck" ;;
+2) default_steps="sanitizers" default_tools="initcheck synccheck racecheck" ;;
+*) echo "run-remote.sh: PART is 1 or 2, not '$PART'" >&2; exit 2 ;;
+esac
+steps=" ${STEPS:-$default_steps} "
+tools=${SANITIZERS:-$default_tools}
 wanted() { [[ $steps == *" $1 "* ]]; }
+plural() { if [ "$1" -eq 1 ]; then echo "$1 $2"; else echo "$1 ${2}s"; fi; }
+deadline=${DEADLINE:-560}
+# Seconds left before the deadline (a large number where there is none).
+left() {
+    if [ "$deadline" -eq 0 ]; then echo 1000000; else echo $((deadline - SECONDS)); fi
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader \
-    | tee "$out/gpu.txt"
+    >"$out/gpu.txt"
+cat "$out/gpu.txt"
+gpus=$(grep -c . "$out/gpu.txt")
+gpu_name=$(head -n 1 "$out/gpu.txt" | cut -d, -f1)
+
+# The test programs: every one there is, or those PROGRAMS names.
+programs=()
+if [ -n "${PROGRAMS:-}" ]; then
+    for t in $PROGRAMS; do programs+=("$build/tests/$t"); done
+else
+    mapfile -t programs < <(find "$build/tests" -maxdepth 1 -type f -name 'test-*' \
+        ! -name '*-fake' -perm -u+x | sort)
+fi
+chosen() { # chosen NAME: whether the run takes test program NAME
+    local p
+    for p in "${programs[@]}"; do [ "$(basename "$p")" = "$1" ] && return 0; done
+    return 1
+}
+
+summary=() # one line per step
+passed=()  # the verdict's parts
+failed=()
+not_run=()
+# GPUs needed, by what: "N thing" lines, counted at the end.
+needs_file=$out/needs.txt
+: >"$needs_file"
 
 step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
     local name=$1
@@ -53,112 +128,266 @@ step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
 
 totals=()
 if wanted tests; then
-    step curd-info "$build/tools/curd-info"
-    step curd-info-json "$build/tools/curd-info" --json
-    mapfile -t tests < <(find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x | sort)
-    step check-gpu tests/run-tests.sh --skip-is-failure "${tests[@]}"
-    grep -E '^not ok|SKIP' "$out/check-gpu.log" | head -20
-    # What the closing note quotes: the fault points survived, the soak's
-    # totals and the thousand opens, on the GPU (the -fake twins print
-    # theirs for the stand-in driver).
-    mapfile -t totals < <(grep -hE '^# (fault sweep on|soak on|[0-9]+ opens and closes on)' \
-        "$out/check-gpu.log" | grep -v 'curd fake CUDA device' | cut -c3-)
+    step curd-info "$build/tools/curd-info" || failed+=("curd-info")
+    step curd-info-json "$build/tools/curd-info" --json || failed+=("curd-info --json")
+    if [ "$(left)" -gt 30 ]; then
+        step check-gpu timeout "$(left)" tests/run-tests.sh --skip-is-failure "${programs[@]}"
+        rc=$?
+        last=$(tail -n 1 "$out/check-gpu.log")
+        grep -E '^not ok|# SKIP' "$out/check-gpu.log" | grep -v '# SKIP needs [0-9]* GPUs' | head -20
+        if [[ $last =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped(.*)$ ]]; then
+            passed+=("${BASH_REMATCH[1]} tests")
+            if [ "${BASH_REMATCH[2]}" -ne 0 ] || [ "$rc" -ne 0 ]; then
+                # The programs with a failure (or a skip, which counts as
+                # one here), each with its first.
+                failed+=("$(plural "${BASH_REMATCH[2]}" test) ($(awk '
+                    /^# \[[0-9]+\/[0-9]+\] / { program = $3 }
+                    /^not ok / && !(program in seen) { seen[program] = 1; printf "%s%s %s", sep, program, $4; sep = ", " }
+                    /^ok .*# SKIP / && !/# SKIP needs [0-9]+ GPUs; this host has/ && !(program in seen) {
+                        seen[program] = 1; printf "%s%s %s (skipped)", sep, program, $3; sep = ", " }
+                    /^# programs that exited abnormally:/ { sub(/^# programs that exited abnormally: */, ""); printf "%s%s", sep, $0 }
+                    ' "$out/check-gpu.log"); see check-gpu.log)")
+            fi
+            # "K need N GPUs (not run)", once for each N.
+            grep -o '[0-9]* need [0-9]* GPUs (not run)' <<<"${BASH_REMATCH[4]}" |
+                awk '{ print $3, $1, "test" }' >>"$needs_file"
+        else
+            failed+=("the test run (rc=$rc, ended with: $last)")
+        fi
+        # What the closing note quotes: the fault points survived, the
+        # soak's totals and the thousand opens, on the GPU (the -fake twins
+        # print theirs for the stand-in driver).
+        mapfile -t totals < <(grep -hE '^# (fault sweep on|soak on|[0-9]+ opens and closes on)' \
+            "$out/check-gpu.log" | grep -v 'curd fake CUDA device' | cut -c3-)
+    else
+        not_run+=("the tests (DEADLINE)")
+    fi
+fi
+
+if wanted examples; then
+    # pack.sh puts them in $build/examples/bin (make example-programs).
+    ex_pass=0 ex_fail=() ex_needs=0
+    {
+        for e in "$build"/examples/bin/*; do
+            [ -x "$e" ] || continue
+            name=$(basename "$e")
+            rc=0
+            timeout 120 "$e" >"$out/example-$name.out" 2>&1 || rc=$?
+            need=$(sed -n 's/.*needs \([0-9][0-9]*\) GPUs.*/\1/p' "$out/example-$name.out" | head -n 1)
+            if [ "$rc" -eq 0 ]; then
+                ex_pass=$((ex_pass + 1))
+                echo "ok   $name"
+            elif [ "$rc" -eq 3 ] && [ -n "$need" ] && [ "$gpus" -lt "$need" ]; then
+                ex_needs=$((ex_needs + 1))
+                echo "$need 1 example" >>"$needs_file"
+                echo "not run: $name needs $need GPUs, this machine has $gpus"
+            else
+                ex_fail+=("$name rc=$rc")
+                echo "FAIL $name (exit $rc):"
+                sed 's/^/     /' "$out/example-$name.out"
+            fi
+        done
+        echo "examples: $ex_pass passed, ${#ex_fail[@]} failed, $ex_needs not run"
+    } >"$out/examples.log" 2>&1
+    summary+=("$(printf '%-22s %s' examples "$(tail -n 1 "$out/examples.log")")")
+    if [ $((ex_pass + ${#ex_fail[@]} + ex_needs)) -eq 0 ]; then
+        failed+=("examples (none in $build/examples/bin: run tests/gpu/pack.sh)")
+    fi
+    [ "$ex_pass" -gt 0 ] && passed+=("$ex_pass examples")
+    [ ${#ex_fail[@]} -gt 0 ] && failed+=("examples: ${ex_fail[*]}")
 fi
 
 sanitized=()
 if ! wanted sanitizers; then
     :
-elif command -v compute-sanitizer >/dev/null; then
+elif ! command -v compute-sanitizer >/dev/null; then
+    not_run+=("sanitizers (compute-sanitizer not found)")
+else
+    # The long ones last (the fault sweep, the soak: racecheck once ran
+    # the soak's 16 threads of launches past any limit), so that a
+    # deadline leaves out the fewest programs; only the order depends on
+    # these names.
     mapfile -t gpu_tests < <(sed -n 's/^#include "\(test-[a-z0-9-]*\)\.c"$/\1/p' \
-        tests/test-*-fake.c | sort -u)
-    # The soak's kernels are add_one's, which test-dispatch covers: under
-    # racecheck its 16 threads of launches outlast any time limit.
-    kernel_tests=(test-dispatch test-program test-batch test-gather)
-    # They fault on purpose; the sanitizers run the rest.
-    skip=(-s /dispatch/a-kernel-fault-loses-the-device-until-reopened
-          -s /program/kernels/a-faulting-kernel-spoils-the-context-until-reopened)
-    budget=${SANITIZER_BUDGET:-240}
+        tests/test-*-fake.c | sort -u |
+        awk '/^test-(fault-sweep|soak-gpu)$/ { last[++n] = $0; next } { print } END { for (i = 1; i <= n; i++) print last[i] }')
+    tool_list=()
+    for tool in $tools; do tool_list+=("$tool"); done
     began=$SECONDS
-    # sanitize TOOL PROGRAM...: one line for the tool in the summary.
-    sanitize() {
-        local tool=$1 errors=0 ran=0 failed=() skipped=0
-        shift
-        for t in "$@"; do
-            [ -x "$build/tests/$t" ] || continue
-            if [ $((SECONDS - began)) -ge "$budget" ]; then
-                skipped=$((skipped + 1))
+    # results: "tool program status errors" lines, status one of clean,
+    # errors, failed, timeout, late (out of time), absent.
+    results=$out/sanitizer-results.txt
+    errors_file=$out/sanitizer-errors.txt
+    : >"$results"
+    : >"$errors_file"
+    for tool in "${tool_list[@]}"; do
+        for t in "${gpu_tests[@]}"; do
+            chosen "$t" || continue
+            program=$build/tests/$t
+            if [ ! -x "$program" ]; then
+                echo "$tool $t absent 0" >>"$results"
                 continue
             fi
-            local args=(--tool "$tool" --error-exitcode 9)
-            case $tool in
-            memcheck)
-                # The program room counts a kernel's parameters by asking
-                # cuFuncGetParamInfo for one past the last (an answered
-                # CUDA_ERROR_INVALID_VALUE, by design), and the pool test
-                # runs the device out of memory on purpose: API errors are
-                # not errors in the programs that load kernels or fill the
-                # device.
-                local api_errors=explicit
-                case $t in test-pool-gpu | test-program | test-dispatch* | test-batch | test-device | test-fault-sweep | test-soak-gpu | test-fence | test-landing)
-                    api_errors=no ;;
-                esac
-                args+=(--leak-check full --report-api-errors "$api_errors") ;;
-            *)
-                # API errors are memcheck's to report.
-                args+=(--report-api-errors no) ;;
-            esac
+            limit=${SANITIZER_TIMEOUT:-240}
+            remaining=$(($(left) - 15))
+            if [ "$remaining" -lt 30 ]; then
+                echo "$tool $t late 0" >>"$results"
+                continue
+            fi
+            [ "$remaining" -lt "$limit" ] && limit=$remaining
+            args=(--tool "$tool" --error-exitcode 9 --report-api-errors no)
+            [ "$tool" = memcheck ] && args+=(--leak-check full)
+            # The tests that fault on purpose, by their paths' tag.
+            skip=()
+            while read -r path; do
+                skip+=(-s "$path")
+            done < <("$program" -l 2>/dev/null | grep '^/.*/deliberate-fault/')
             # The out-of-memory test fills the whole device: memcheck
-            # covers it; the other tools would shadow all of it.
-            local extra=()
-            [ "$tool" != memcheck ] && [ "$t" = test-pool-gpu ] &&
-                extra=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
-            # initcheck keeps shadow memory on the device as the programs
-            # allocate, so the device's free memory no longer returns to
-            # where it was: the pool test that compares it runs under the
-            # others (the soak's comparisons follow CURD_SOAK_SANITIZED).
-            [ "$tool" = initcheck ] && [ "$t" = test-pool-gpu ] &&
-                extra+=(-s /pool-gpu/failing-each-cuMemAlloc-in-turn-keeps-every-counter-exact)
-            local log="$out/$tool-$t.log"
-            # The soak's free-memory comparisons move with the tool's own
-            # device bookkeeping (memcheck's too, for mapped pinned memory):
-            # CURD_SOAK_SANITIZED leaves them to the plain run.
+            # covers it; the other tools would shadow all of it. initcheck
+            # keeps shadow memory on the device as the programs allocate,
+            # so free memory no longer returns to where it was: the pool
+            # test that compares it runs under the others.
+            if [ "$t" = test-pool-gpu ] && [ "$tool" != memcheck ]; then
+                skip+=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
+                [ "$tool" = initcheck ] &&
+                    skip+=(-s /pool-gpu/failing-each-cuMemAlloc-in-turn-keeps-every-counter-exact)
+            fi
+            log=$out/$tool-$t.log
             CURD_SOAK_SECONDS=${SANITIZER_SOAK_SECONDS:-0.5} CURD_SOAK_OPENS=${SANITIZER_SOAK_OPENS:-50} \
                 CURD_SWEEP_QUICK=1 CURD_SOAK_SANITIZED=1 \
-                timeout "${SANITIZER_TIMEOUT:-90}" compute-sanitizer "${args[@]}" \
-                "$build/tests/$t" "${skip[@]}" "${extra[@]}" >"$log" 2>&1
-            local rc=$?
-            ran=$((ran + 1))
-            local found
+                timeout -k 10 "$limit" compute-sanitizer "${args[@]}" \
+                "$program" --tap "${skip[@]}" >"$log" 2>&1
+            rc=$?
             found=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -n 1)
-            errors=$((errors + ${found:-0}))
-            [ "$rc" -ne 0 ] && failed+=("$t rc=$rc")
+            # Each error's first line with the test that was running: the
+            # next TAP result after it, or the program's exit (leaks).
+            awk -v tool="$tool" -v program="$t" '
+                function flush(test,   i) {
+                    for (i = 1; i <= n; i++)
+                        print tool, program, test, pending[i]
+                    n = 0
+                }
+                /^(not )?ok [0-9]+ \// { flush($1 == "not" ? $4 : $3); next }
+                /^========= [A-Z]/ && !/^========= (COMPUTE-SANITIZER|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Target application|Warning)/ {
+                    pending[++n] = substr($0, 11)
+                }
+                END { flush("(at exit)") }' "$log" >>"$errors_file"
+            failures=$(grep -c '^not ok ' "$log")
+            if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+                if [ "$limit" -lt "${SANITIZER_TIMEOUT:-240}" ]; then
+                    status=late # cut by the deadline, not by its own limit
+                else
+                    status=timeout
+                fi
+            elif [ -z "$found" ]; then
+                status=failed # no summary: the tool did not run to the end
+            elif [ "$found" -gt 0 ]; then
+                status=errors
+            elif [ "$rc" -ne 0 ] || [ "$failures" -gt 0 ]; then
+                status=failed
+            else
+                status=clean
+            fi
+            echo "$tool $t $status ${found:-0} $rc $failures" >>"$results"
         done
-        local line="$tool: $ran programs, $errors errors"
-        [ ${#failed[@]} -gt 0 ] && line+=", failed: ${failed[*]}"
-        [ "$skipped" -gt 0 ] && line+=", $skipped not run (SANITIZER_BUDGET spent)"
+    done
+    # The table: errors per program and tool; "-" not run, with why below.
+    sanitized+=("sanitizers: errors per program and tool, $((SECONDS - began)) s (logs: <tool>-<program>.log)")
+    header=$(printf '  %-26s' program)
+    for tool in "${tool_list[@]}"; do header+=$(printf ' %-10s' "$tool"); done
+    sanitized+=("${header%"${header##*[! ]}"}")
+    for t in "${gpu_tests[@]}"; do
+        chosen "$t" || continue
+        row=$(printf '  %-26s' "$t")
+        for tool in "${tool_list[@]}"; do
+            cell=$(awk -v tool="$tool" -v t="$t" '$1 == tool && $2 == t {
+                if ($3 == "clean" || $3 == "errors") print $4
+                else if ($3 == "failed") print "failed"
+                else if ($3 == "timeout") print "timeout"
+                else print "-" }' "$results")
+            row+=$(printf ' %-10s' "${cell:--}")
+        done
+        sanitized+=("${row%"${row##*[! ]}"}")
+    done
+    for tool in "${tool_list[@]}"; do
+        line=$(awk -v tool="$tool" '$1 == tool {
+                total++
+                if ($3 == "clean" || $3 == "errors") { reached++; errors += $4 }
+                if ($3 == "failed") { reached++; failed = failed " " $2 " (rc=" $5 ", " $6 " tests failed)" }
+                if ($3 == "timeout") { reached++; failed = failed " " $2 " (timed out)" }
+                if ($3 == "late") late = late " " $2
+                if ($3 == "absent") absent = absent " " $2
+            }
+            END {
+                printf "%s: %d of %d programs reached, %d error%s", tool, reached, total, errors, errors == 1 ? "" : "s"
+                if (failed != "") printf "; failed:%s", failed
+                if (late != "") printf "; not reached (DEADLINE):%s", late
+                if (absent != "") printf "; not built:%s", absent
+            }' "$results")
         sanitized+=("$line")
-    }
-    # SANITIZERS picks the tools, so that they can run in separate calls.
-    tools=" ${SANITIZERS:-memcheck racecheck initcheck synccheck} "
-    [[ $tools == *" memcheck "* ]] && sanitize memcheck "${gpu_tests[@]}"
-    [[ $tools == *" racecheck "* ]] && sanitize racecheck "${kernel_tests[@]}"
-    [[ $tools == *" initcheck "* ]] && sanitize initcheck "${gpu_tests[@]}"
-    [[ $tools == *" synccheck "* ]] && sanitize synccheck "${gpu_tests[@]}"
-    sanitized+=("sanitizers took $((SECONDS - began)) s")
-else
-    sanitized+=("compute-sanitizer not found: no sanitizer ran")
+        reached=$(awk -v tool="$tool" '$1 == tool && ($3 == "clean" || $3 == "errors") { n++ } END { print n + 0 }' "$results")
+        errors=$(awk -v tool="$tool" '$1 == tool { n += $4 } END { print n + 0 }' "$results")
+        bad=$(awk -v tool="$tool" '$1 == tool && ($3 == "failed" || $3 == "timeout") { printf " %s", $2 }' "$results")
+        late=$(awk -v tool="$tool" '$1 == tool && ($3 == "late" || $3 == "absent") { printf " %s", $2 }' "$results")
+        [ "$errors" -eq 0 ] && [ "$reached" -gt 0 ] && passed+=("$tool 0 errors on $reached programs")
+        if [ "$errors" -gt 0 ]; then
+            where=$(awk -v tool="$tool" '$1 == tool { k = $2 " " $3; if (!(k in seen)) { seen[k] = 1; printf "%s%s %s", sep, $2, $3; sep = ", " } }' "$errors_file")
+            failed+=("$tool $(plural "$errors" error) ($where)")
+        fi
+        [ -n "$bad" ] && failed+=("$tool runs that did not end cleanly:$bad")
+        [ -n "$late" ] && not_run+=("$tool on$late (DEADLINE; run with SANITIZERS=$tool PROGRAMS='${late# }')")
+    done
+    # Every error with its program and test, the same ones counted once.
+    if [ -s "$errors_file" ]; then
+        sanitized+=("sanitizer errors (tool program test: first line):")
+        mapfile -t lines < <(sort "$errors_file" | uniq -c | sort -rn | head -n 30 |
+            awk '{ count = $1; $1 = ""; sub(/^ /, ""); print "  " $0 (count > 1 ? " (x" count ")" : "") }')
+        sanitized+=("${lines[@]}")
+    fi
+    for tool in memcheck racecheck initcheck synccheck; do
+        [[ " $tools " == *" $tool "* ]] && continue
+        case ${PART:-} in
+        1) not_run+=("$tool (PART=2)") ;;
+        2) not_run+=("$tool (PART=1)") ;;
+        *) not_run+=("$tool (SANITIZERS)") ;;
+        esac
+    done
 fi
 
 if wanted bench && [ -x "$build/tools/curd-bench" ]; then
-    # shellcheck disable=SC2086
-    step curd-bench "$build/tools/curd-bench" --json="$out/bench.json" ${CURD_BENCH_ARGS:-}
-    cat "$out/curd-bench.log"
+    if [ "$(left)" -gt 180 ]; then
+        # shellcheck disable=SC2086
+        step curd-bench timeout "$(left)" "$build/tools/curd-bench" --json="$out/bench.json" \
+            ${CURD_BENCH_ARGS:-} || failed+=("curd-bench")
+        cat "$out/curd-bench.log"
+    else
+        not_run+=("the bench (DEADLINE; run with STEPS=bench)")
+    fi
 fi
+
+# Not run for want of GPUs: "N count what" lines (what: test, example),
+# one entry per N.
+while read -r line; do
+    not_run+=("$line")
+done < <(awk '{ n[$1 " " $3] += $2 } END { for (k in n) print k, n[k] }' "$needs_file" |
+    sort -k1,1n -k2,2r | awk '
+    $1 != need { if (line != "") print line; need = $1; line = "needs " need " GPUs (not run):"; sep = " " }
+    { line = line sep $3 " " $2 ($3 == 1 ? "" : "s"); sep = ", " }
+    END { if (line != "") print line }')
+rm -f "$needs_file"
 
 # What comes back from the machine is a few files: the logs travel as one
 # archive beside the test log, the benchmark table and its JSON.
 tar -czf "$out.logs.tar.gz" -C "$out" --exclude logs.tar.gz . && mv "$out.logs.tar.gz" "$out/logs.tar.gz"
-find "$out" -maxdepth 1 -name '*.log' ! -name check-gpu.log ! -name curd-bench.log -delete
+find "$out" -maxdepth 1 \( -name '*.log' -o -name '*.out' -o -name '*.txt' \) \
+    ! -name check-gpu.log ! -name curd-bench.log ! -name gpu.txt -delete
 
-echo "==== summary ($(head -n 1 "$out/gpu.txt"))"
+verdict=PASS
+[ ${#failed[@]} -gt 0 ] && verdict=FAIL
+join() { local joined="" item; for item in "$@"; do joined+="${joined:+; }$item"; done; echo "$joined"; }
+echo "==== summary ($(head -n 1 "$out/gpu.txt"); $(plural "$gpus" GPU); PART=${PART:-all}, $SECONDS s)"
 printf '%s\n' "${summary[@]}" "${totals[@]}" "${sanitized[@]}"
+echo "verdict: $verdict on $gpus x $gpu_name" \
+    "| passed: $([ ${#passed[@]} -gt 0 ] && join "${passed[@]}" || echo nothing)" \
+    "| failed: $([ ${#failed[@]} -gt 0 ] && join "${failed[@]}" || echo nothing)" \
+    "| not run here: $([ ${#not_run[@]} -gt 0 ] && join "${not_run[@]}" || echo nothing)"
+[ "$verdict" = PASS ]

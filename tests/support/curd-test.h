@@ -26,6 +26,24 @@ curd_device *curd_test_gpu_open(void);
 /* Same with options. */
 curd_device *curd_test_gpu_open_with(const curd_device_options *options);
 
+/* Whether the host has at least count GPUs. With fewer it calls
+ * g_test_skip_printf("needs COUNT GPUs; this host has N") and returns
+ * FALSE; the test then returns at once. tests/run-tests.sh counts a skip
+ * worded so as "needs COUNT GPUs (not run)", apart from the skips, and
+ * never as a failure. Call it with a device open (curd_test_gpu_open),
+ * so that a missing driver or GPU is reported as such first. */
+gboolean curd_test_have_gpus(int count);
+
+/* A test that makes the GPU fault on purpose (a kernel that writes
+ * through a null pointer, or any other report a compute-sanitizer tool
+ * would rightly make) carries CURD_TEST_DELIBERATE_FAULT as a component
+ * of its path, e.g. "/program/kernels" CURD_TEST_DELIBERATE_FAULT
+ * "/a-faulting-kernel-spoils-the-context-until-reopened". That path is the
+ * one place that names it: tests/gpu/run-remote.sh lists each program's
+ * tests (-l) and leaves out of its sanitizer runs every test whose path
+ * holds the component. */
+#define CURD_TEST_DELIBERATE_FAULT "/deliberate-fault"
+
 /* curd_device_info into poisoned props; a failure ends the test with
  * the status and the sentence. */
 curd_device_props curd_test_device_info(curd_device *device);
