@@ -1,16 +1,18 @@
 /*
- * curd-allreduce.c - two GPUs, a kernel on each, an all-reduce over both.
+ * curd-allreduce.c - every GPU (two to eight), a kernel on each, an
+ * all-reduce over all of them.
  *
  *   cc -std=c11 curd-allreduce.c $(pkg-config --cflags --libs curd) \
  *       -o curd-allreduce
  *
- * Opens GPUs 0 and 1, and on each a resident buffer of COUNT words that a
- * tiny kernel (PTX text embedded below) fills on the GPU itself: rank r
- * writes data[i] = i * (r + 1). One communicator over both devices
- * (curd_comm_open_all; NCCL loaded at run time) then sums the two buffers
- * in place with one curd_collective_run driving both ranks from this
- * thread, and each GPU's buffer is read back and checked on the host:
- * every word must be i * 1 + i * 2 = i * 3. On N processes or N hosts the
+ * Opens every GPU the driver sees (up to 8; at least 2), and on each a
+ * resident buffer of COUNT words that a tiny kernel (PTX text embedded
+ * below) fills on the GPU itself: rank r writes data[i] = i * (r + 1).
+ * One communicator over the devices (curd_comm_open_all; NCCL loaded at
+ * run time) then sums the buffers in place with one curd_collective_run
+ * driving every rank from this thread, and each GPU's buffer is read back
+ * and checked on the host: with n GPUs every word must be
+ * i * (1 + 2 + ... + n) = i * n (n + 1) / 2. On N processes or N hosts the
  * same collective is one operation per process, with the communicator
  * from curd_comm_open_from_env (doc/SCALING.md).
  *
@@ -63,7 +65,7 @@ static const char scaled_index_ptx[] =
     "    ret;\n"
     "}\n";
 
-#define RANKS 2
+#define MAX_RANKS 8
 #define COUNT 1000000u
 
 /* What one GPU holds: its device, the kernel loaded there, its buffer,
@@ -119,46 +121,51 @@ static int rank_open(rank_state *rank, int ordinal)
     return status != CURD_OK ? fail("curd_dispatch", status) : 0;
 }
 
-/* Reads rank r's buffer back and checks every word is i * 3. */
-static int rank_check(const rank_state *rank, int ordinal, uint32_t *words)
+/* Reads rank r's buffer back and checks every word is i times the sum
+ * of the scales 1..ranks. */
+static int rank_check(const rank_state *rank, int ordinal, int ranks,
+                      uint32_t *words)
 {
+    uint32_t factor = (uint32_t)(ranks * (ranks + 1) / 2);
     curd_status status = curd_buffer_download(rank->device, rank->buffer,
                                               words,
                                               COUNT * sizeof *words);
     if (status != CURD_OK)
         return fail("curd_buffer_download", status);
     for (uint32_t i = 0; i < COUNT; i++)
-        if (words[i] != i * 3u) {
+        if (words[i] != i * factor) {
             fprintf(stderr, "curd-allreduce: GPU %d: word %" PRIu32
                             " is %" PRIu32 ", expected %" PRIu32 "\n",
-                    ordinal, i, words[i], i * 3u);
+                    ordinal, i, words[i], i * factor);
             return 1;
         }
     printf("GPU %d: %u words summed over %d GPUs, data[0..3] = %" PRIu32
            " %" PRIu32 " %" PRIu32 "\n",
-           ordinal, COUNT, RANKS, words[0], words[1], words[2]);
+           ordinal, COUNT, ranks, words[0], words[1], words[2]);
     return 0;
 }
 
-static int all_reduce(rank_state *ranks)
+static int all_reduce(rank_state *ranks, int count)
 {
-    curd_device *devices[RANKS] = {ranks[0].device, ranks[1].device};
-    curd_comm *comms[RANKS] = {NULL, NULL};
-    curd_status status = curd_comm_open_all(devices, RANKS, NULL, comms);
+    curd_device *devices[MAX_RANKS];
+    curd_comm *comms[MAX_RANKS] = {NULL};
+    for (int r = 0; r < count; r++)
+        devices[r] = ranks[r].device;
+    curd_status status = curd_comm_open_all(devices, count, NULL, comms);
     if (status != CURD_OK)
         return fail("curd_comm_open_all", status);
-    for (int r = 0; r < RANKS; r++)
+    for (int r = 0; r < count; r++)
         ranks[r].comm = comms[r];
     /* One operation per rank, in place (send and recv the same range),
-     * both in one call: one NCCL group over the two GPUs. */
-    curd_collective ops[RANKS];
-    for (int r = 0; r < RANKS; r++)
+     * all in one call: one NCCL group over every GPU. */
+    curd_collective ops[MAX_RANKS];
+    for (int r = 0; r < count; r++)
         ops[r] = (curd_collective){
             .comm = ranks[r].comm, .kind = CURD_COLLECTIVE_ALL_REDUCE,
             .dtype = CURD_DTYPE_UINT32, .op = CURD_REDUCE_SUM,
             .send = ranks[r].buffer, .recv = ranks[r].buffer,
             .count = COUNT};
-    status = curd_collective_run(ops, RANKS);
+    status = curd_collective_run(ops, (size_t)count);
     return status != CURD_OK ? fail("curd_collective_run", status) : 0;
 }
 
@@ -173,7 +180,7 @@ int main(int argc, char **argv)
     curd_status status = curd_device_count(&count);
     if (status != CURD_OK)
         return fail("curd_device_count", status);
-    if (count < RANKS) {
+    if (count < 2) {
         fprintf(stderr, "curd-allreduce: this example needs 2 GPUs and the "
                         "CUDA driver sees %d. Fix: run it on a machine with "
                         "two GPUs (check nvidia-smi and "
@@ -182,26 +189,28 @@ int main(int argc, char **argv)
         return 3;
     }
 
-    rank_state ranks[RANKS] = {{0}};
+    if (count > MAX_RANKS)
+        count = MAX_RANKS;
+    rank_state ranks[MAX_RANKS] = {{0}};
     uint32_t *words = malloc(COUNT * sizeof *words);
     int result = words == NULL ? 1 : 0;
     if (words == NULL)
         fprintf(stderr, "curd-allreduce: out of host memory\n");
-    for (int r = 0; r < RANKS && result == 0; r++)
+    for (int r = 0; r < count && result == 0; r++)
         result = rank_open(&ranks[r], r);
     if (result == 0)
-        result = all_reduce(ranks);
-    for (int r = 0; r < RANKS && result == 0; r++)
-        result = rank_check(&ranks[r], r, words);
+        result = all_reduce(ranks, count);
+    for (int r = 0; r < count && result == 0; r++)
+        result = rank_check(&ranks[r], r, count, words);
 
     /* Communicators first: a communicator's close waits for its work on
      * the device. */
-    for (int r = 0; r < RANKS; r++) {
+    for (int r = 0; r < count; r++) {
         status = curd_comm_close(ranks[r].comm);
         if (status != CURD_OK && result == 0)
             result = fail("curd_comm_close", status);
     }
-    for (int r = 0; r < RANKS; r++) {
+    for (int r = 0; r < count; r++) {
         if (ranks[r].device == NULL)
             continue;
         if (ranks[r].buffer.id != 0)
