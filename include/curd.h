@@ -420,6 +420,58 @@ CURD_API curd_status curd_buffer_import(curd_device *device,
                                         uint64_t device_ptr,
                                         uint64_t byte_len,
                                         curd_buffer *out_buffer);
+/* Buffers shared with other processes (curd 1.2). A shareable buffer is
+ * memory that other processes of the host map and use as their own, with
+ * no dangling memory: each process's mapping holds the memory alive, so
+ * freeing on either side never invalidates the other's, the memory goes
+ * back to the driver when the last process frees its buffer (or exits,
+ * killed or not), and each side's buffer is a curd_buffer that every
+ * transfer, dispatch, batch, copy and collective takes, checked like any
+ * other. Where the driver or the device has no virtual memory management
+ * with POSIX file descriptors, each is CURD_E_UNSUPPORTED.
+ *
+ * curd_buffer_alloc_shareable: as curd_buffer_alloc (same refusals, and
+ * the resident budget and statistics count byte_len), but the memory is
+ * its own allocation, made for sharing: the driver rounds it up to its
+ * allocation granularity (2 MiB on current GPUs), so a small shareable
+ * buffer costs a whole granule of device memory, which the budget sees
+ * in the driver's free memory rather than in the resident bytes. */
+CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
+                                                 size_t byte_len,
+                                                 curd_buffer *out_buffer);
+/* A new file descriptor (close-on-exec) for the memory of buffer, which
+ * curd_buffer_alloc_shareable or curd_buffer_import_fd made (another
+ * buffer is CURD_E_INVALID_ARGUMENT). The caller owns it: pass it on
+ * (curd_fd_send, or pidfd_getfd in the receiver) and close it; as long as
+ * it is open it holds the memory alive too. */
+CURD_API curd_status curd_buffer_export_fd(curd_device *device,
+                                           curd_buffer buffer, int *out_fd);
+/* The memory behind fd, a descriptor curd_buffer_export_fd gave in this
+ * or another process, mapped for device as a buffer of byte_len bytes.
+ * fd stays the caller's: the import does not take or close it, and the
+ * caller may close it as soon as the call returns. byte_len must be what
+ * the exporter's buffer holds (curd_fd_recv gives it): a byte_len that,
+ * rounded up to the granularity, passes the end of the allocation is
+ * CURD_E_RANGE; 0, a descriptor that is not open, or one that is not a
+ * CUDA shareable handle (a pipe, a file) is CURD_E_INVALID_ARGUMENT, as
+ * is memory of another device that this device cannot reach (no peer
+ * access). The buffer counts in no budget or resident statistic, only in
+ * curd_stats.imported_bytes (the memory is the exporter's allocation);
+ * curd_buffer_free unmaps it, which never disturbs the other processes. */
+CURD_API curd_status curd_buffer_import_fd(curd_device *device, int fd,
+                                           uint64_t byte_len,
+                                           curd_buffer *out_buffer);
+/* Passes fd and byte_len over a connected Unix domain stream socket
+ * (SCM_RIGHTS); the sender keeps its own fd (close it after). Each send
+ * is received by one curd_fd_recv, which gives a new descriptor that the
+ * caller owns (close-on-exec) and the byte_len sent. A socket that fails,
+ * is closed at the other end or carries anything else is
+ * CURD_E_INVALID_ARGUMENT (any descriptor that came with it closed), as
+ * are a closed fd and a byte_len of 0. Both block; neither touches a
+ * device. */
+CURD_API curd_status curd_fd_send(int socket, int fd, uint64_t byte_len);
+CURD_API curd_status curd_fd_recv(int socket, int *out_fd,
+                                  uint64_t *out_byte_len);
 CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
                                       size_t *out_byte_len);
 /* The CUdeviceptr, for interoperation with other CUDA code. Valid until the

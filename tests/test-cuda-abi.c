@@ -53,6 +53,12 @@ static void test_typedefs_match(void)
     SAME_TYPE(curdi_cu_graph_exec_update_result_info_abi_t,
               CUgraphExecUpdateResultInfo);
     SAME_TYPE(curdi_cu_memcpy2d_abi_t, CUDA_MEMCPY2D);
+    SAME_TYPE(curdi_cu_mem_handle, CUmemGenericAllocationHandle);
+    SAME_TYPE(curdi_cu_mem_handle_type, CUmemAllocationHandleType);
+    SAME_TYPE(curdi_cu_mem_granularity_flags,
+              CUmemAllocationGranularity_flags);
+    SAME_TYPE(curdi_cu_mem_allocation_prop_abi_t, CUmemAllocationProp);
+    SAME_TYPE(curdi_cu_mem_access_desc_abi_t, CUmemAccessDesc);
     /* Sizes too, for the record (compatibility already implies them). */
     g_assert_cmpuint(sizeof(curdi_cu_deviceptr), ==, sizeof(CUdeviceptr));
     g_assert_cmpuint(sizeof(curdi_cu_result), ==, sizeof(CUresult));
@@ -122,6 +128,34 @@ static void test_struct_layouts_match(void)
     SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, dst_pitch, dstPitch);
     SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, width, WidthInBytes);
     SAME_FIELD(curdi_cu_memcpy2d, CUDA_MEMCPY2D, height, Height);
+    /* The virtual memory management entries' structs. */
+    g_assert_cmpuint(sizeof(curdi_cu_mem_location), ==, sizeof(CUmemLocation));
+    SAME_FIELD(curdi_cu_mem_location, CUmemLocation, type, type);
+    SAME_FIELD(curdi_cu_mem_location, CUmemLocation, id, id);
+    g_assert_cmpuint(sizeof(curdi_cu_mem_allocation_prop), ==,
+                     sizeof(CUmemAllocationProp));
+    g_assert_cmpuint(_Alignof(curdi_cu_mem_allocation_prop), ==,
+                     _Alignof(CUmemAllocationProp));
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp, type, type);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp,
+               requested_handle_types, requestedHandleTypes);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp, location,
+               location);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp,
+               win32_handle_metadata, win32HandleMetaData);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp,
+               alloc_flags.compression_type, allocFlags.compressionType);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp,
+               alloc_flags.gpu_direct_rdma_capable,
+               allocFlags.gpuDirectRDMACapable);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp,
+               alloc_flags.usage, allocFlags.usage);
+    SAME_FIELD(curdi_cu_mem_allocation_prop, CUmemAllocationProp,
+               alloc_flags.reserved, allocFlags.reserved);
+    g_assert_cmpuint(sizeof(curdi_cu_mem_access_desc), ==,
+                     sizeof(CUmemAccessDesc));
+    SAME_FIELD(curdi_cu_mem_access_desc, CUmemAccessDesc, location, location);
+    SAME_FIELD(curdi_cu_mem_access_desc, CUmemAccessDesc, flags, flags);
 #undef SAME_FIELD
 }
 

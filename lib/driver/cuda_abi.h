@@ -44,6 +44,12 @@ typedef unsigned int curdi_cu_device_attribute; /* CUdevice_attribute */
 typedef unsigned int curdi_cu_jit_option;       /* CUjit_option */
 typedef unsigned int curdi_cu_mempool_attribute; /* CUmemPool_attribute */
 typedef unsigned int curdi_cu_pointer_attribute; /* CUpointer_attribute */
+/* CUmemGenericAllocationHandle: the driver's name for one physical
+ * allocation of the virtual memory management calls (cuMemCreate). */
+typedef unsigned long long curdi_cu_mem_handle;
+typedef unsigned int curdi_cu_mem_handle_type; /* CUmemAllocationHandleType */
+/* CUmemAllocationGranularity_flags */
+typedef unsigned int curdi_cu_mem_granularity_flags;
 /* CUdriverProcAddressQueryResult */
 typedef unsigned int curdi_cu_proc_address_query_result;
 
@@ -98,6 +104,32 @@ typedef struct curdi_cu_memcpy2d {
 } curdi_cu_memcpy2d;
 typedef struct CUDA_MEMCPY2D_st curdi_cu_memcpy2d_abi_t;
 
+/* CUmemLocation, CUmemAllocationProp and CUmemAccessDesc (the _v1
+ * layouts the virtual memory management entries take), under curd's own
+ * tags for the same reason; test-cuda-abi checks every offset. */
+typedef struct curdi_cu_mem_location {
+    unsigned int type; /* CUmemLocationType: CURDI_CU_MEM_LOCATION_TYPE_* */
+    int id;            /* a device ordinal, for a device location */
+} curdi_cu_mem_location;
+typedef struct curdi_cu_mem_allocation_prop {
+    unsigned int type; /* CUmemAllocationType: CURDI_CU_MEM_ALLOCATION_* */
+    unsigned int requested_handle_types; /* CUmemAllocationHandleType */
+    curdi_cu_mem_location location;
+    void *win32_handle_metadata; /* NULL but on Windows */
+    struct {
+        unsigned char compression_type;
+        unsigned char gpu_direct_rdma_capable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } alloc_flags;
+} curdi_cu_mem_allocation_prop;
+typedef struct CUmemAllocationProp_st curdi_cu_mem_allocation_prop_abi_t;
+typedef struct curdi_cu_mem_access_desc {
+    curdi_cu_mem_location location;
+    unsigned int flags; /* CUmemAccess_flags */
+} curdi_cu_mem_access_desc;
+typedef struct CUmemAccessDesc_st curdi_cu_mem_access_desc_abi_t;
+
 /* The same memory seen as the type the entry point declares: the driver
  * reads the bytes, whose layout test-cuda-abi proves equal. */
 static inline curdi_cu_kernel_node_params_abi_t *
@@ -115,6 +147,16 @@ static inline const curdi_cu_memcpy2d_abi_t *
 curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
 {
     return (const curdi_cu_memcpy2d_abi_t *)(const void *)copy;
+}
+static inline curdi_cu_mem_allocation_prop_abi_t *
+curdi_cu_mem_allocation_prop_abi(curdi_cu_mem_allocation_prop *prop)
+{
+    return (curdi_cu_mem_allocation_prop_abi_t *)(void *)prop;
+}
+static inline const curdi_cu_mem_access_desc_abi_t *
+curdi_cu_mem_access_desc_abi(const curdi_cu_mem_access_desc *desc)
+{
+    return (const curdi_cu_mem_access_desc_abi_t *)(const void *)desc;
 }
 
 /* The first CUDA version whose driver curd supports, and the version it
@@ -149,6 +191,7 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(ERROR_UNSUPPORTED_PTX_VERSION, 222)                                     \
     X(ERROR_JIT_COMPILATION_DISABLED, 223)                                    \
     X(ERROR_CONTAINED, 226)                                                   \
+    X(ERROR_OPERATING_SYSTEM, 304)                                            \
     X(ERROR_INVALID_HANDLE, 400)                                              \
     X(ERROR_NOT_FOUND, 500)                                                   \
     X(ERROR_NOT_READY, 600)                                                   \
@@ -200,6 +243,8 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 91)                            \
     X(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 97)                                  \
     X(HOST_REGISTER_SUPPORTED, 99)                                            \
+    X(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 102)                               \
+    X(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 103)                       \
     X(MEMORY_POOLS_SUPPORTED, 115)
 
 /* Flags and other enumerators, named as in cuda.h: X(NAME, value); each
@@ -259,7 +304,13 @@ curdi_cu_memcpy2d_abi(const curdi_cu_memcpy2d *copy)
     X(CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 2)                                    \
     X(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, 9)                                 \
     X(CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, 11)                              \
-    X(CU_POINTER_ATTRIBUTE_RANGE_SIZE, 12)
+    X(CU_POINTER_ATTRIBUTE_RANGE_SIZE, 12)                                    \
+    X(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0x1)                          \
+    X(CU_MEM_ACCESS_FLAGS_PROT_READWRITE, 0x3)                                \
+    X(CU_MEM_LOCATION_TYPE_DEVICE, 0x1)                                       \
+    X(CU_MEM_ALLOCATION_TYPE_PINNED, 0x1)                                     \
+    X(CU_MEM_ALLOC_GRANULARITY_MINIMUM, 0x0)                                  \
+    X(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, 0x1)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -518,7 +569,53 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_deviceptr dst, curdi_cu_context dst_context,                  \
        curdi_cu_deviceptr src, curdi_cu_context src_context, size_t byte_len, \
        curdi_cu_stream stream),                                               \
-      (dst, dst_context, src, src_context, byte_len, stream))
+      (dst, dst_context, src, src_context, byte_len, stream))                 \
+    X(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity",         \
+      OPTIONAL,                                                               \
+      (size_t *granularity, const curdi_cu_mem_allocation_prop_abi_t *prop,   \
+       curdi_cu_mem_granularity_flags option),                                \
+      (granularity, prop, option))                                            \
+    X(cuMemCreate, "cuMemCreate", OPTIONAL,                                   \
+      (curdi_cu_mem_handle * handle, size_t byte_len,                         \
+       const curdi_cu_mem_allocation_prop_abi_t *prop,                        \
+       unsigned long long flags),                                             \
+      (handle, byte_len, prop, flags))                                        \
+    X(cuMemRelease, "cuMemRelease", OPTIONAL, (curdi_cu_mem_handle handle),   \
+      (handle))                                                               \
+    X(cuMemAddressReserve, "cuMemAddressReserve", OPTIONAL,                   \
+      (curdi_cu_deviceptr * device_ptr, size_t byte_len, size_t alignment,    \
+       curdi_cu_deviceptr address, unsigned long long flags),                 \
+      (device_ptr, byte_len, alignment, address, flags))                      \
+    X(cuMemAddressFree, "cuMemAddressFree", OPTIONAL,                         \
+      (curdi_cu_deviceptr device_ptr, size_t byte_len),                       \
+      (device_ptr, byte_len))                                                 \
+    X(cuMemMap, "cuMemMap", OPTIONAL,                                         \
+      (curdi_cu_deviceptr device_ptr, size_t byte_len, size_t offset,         \
+       curdi_cu_mem_handle handle, unsigned long long flags),                 \
+      (device_ptr, byte_len, offset, handle, flags))                          \
+    X(cuMemUnmap, "cuMemUnmap", OPTIONAL,                                     \
+      (curdi_cu_deviceptr device_ptr, size_t byte_len),                       \
+      (device_ptr, byte_len))                                                 \
+    X(cuMemSetAccess, "cuMemSetAccess", OPTIONAL,                             \
+      (curdi_cu_deviceptr device_ptr, size_t byte_len,                        \
+       const curdi_cu_mem_access_desc_abi_t *desc, size_t count),             \
+      (device_ptr, byte_len, desc, count))                                    \
+    X(cuMemExportToShareableHandle, "cuMemExportToShareableHandle",           \
+      OPTIONAL,                                                               \
+      (void *shareable_handle, curdi_cu_mem_handle handle,                    \
+       curdi_cu_mem_handle_type handle_type, unsigned long long flags),       \
+      (shareable_handle, handle, handle_type, flags))                         \
+    X(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle",       \
+      OPTIONAL,                                                               \
+      (curdi_cu_mem_handle * handle, void *os_handle,                         \
+       curdi_cu_mem_handle_type handle_type),                                 \
+      (handle, os_handle, handle_type))                                       \
+    X(cuMemGetAllocationPropertiesFromHandle,                                 \
+      "cuMemGetAllocationPropertiesFromHandle", OPTIONAL,                     \
+      (curdi_cu_mem_allocation_prop_abi_t *prop, curdi_cu_mem_handle handle), \
+      (prop, handle))                                                         \
+    X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", OPTIONAL,   \
+      (curdi_cu_mem_handle * handle, void *address), (handle, address))
 
 #define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
     typedef curdi_cu_result (*curdi_pfn_##name) params;

@@ -159,6 +159,7 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
     slot->device_ptr = device_ptr;
     slot->byte_len = byte_len;
     slot->imported = false;
+    slot->mapping_log2 = 0;
     slot->owned = false;
     slot->state = CURDI_SLOT_LIVE;
     slot->use_count = 0;

@@ -59,6 +59,11 @@ typedef struct curdi_handle_slot {
     /* Memory another library allocated (curd_buffer_import): no pool
      * block behind it, never freed by curd, in no budget. */
     bool imported;
+    /* Memory mapped through the virtual memory management calls
+     * (memory/vmm.c: a shareable buffer, or one imported from a file
+     * descriptor), in granules of 2^mapping_log2 bytes; 0 for any other.
+     * Freeing it unmaps the byte_len bytes rounded up to the granule. */
+    uint8_t mapping_log2;
     /* A room above owns it (a static set's buffer, lib/session/): the
      * public curd_buffer_free refuses it, the room frees it itself. */
     bool owned;

@@ -211,7 +211,7 @@ CURD_API curd_status curd_buffer_import(curd_device *device,
     uint64_t id = 0;
     if (status == CURD_OK)
         status = curdi_resident_import(device, what, device_ptr,
-                                       (size_t)byte_len, &id);
+                                       (size_t)byte_len, 0, &id);
     if (status == CURD_OK)
         out_buffer->id = id;
     return status;

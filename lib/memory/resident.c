@@ -15,6 +15,7 @@
 #include "base/checked.h"
 #include "core/core.h"
 #include "memory/pool.h"
+#include "memory/vmm.h"
 #include "driver/driver.h"
 #include "base/status.h"
 
@@ -62,6 +63,16 @@ curd_status curdi_resident_open(curd_device *device)
     return CURD_OK;
 }
 
+/* The mapping behind a live slot with mapping_log2 != 0. Its size was
+ * rounded up without overflow when it was made. */
+static curdi_vmm_mapping mapping_of(const curdi_handle_slot *slot)
+{
+    curdi_vmm_mapping mapping = {slot->device_ptr, 0, slot->mapping_log2};
+    (void)curdi_vmm_round_up(slot->byte_len, slot->mapping_log2,
+                             &mapping.mapped_len);
+    return mapping;
+}
+
 void curdi_resident_close(curd_device *device)
 {
     struct curdi_resident_table *resident;
@@ -75,7 +86,11 @@ void curdi_resident_close(curd_device *device)
         /* The pool frees upstream (or caches) what it has live; a failure
          * here has nowhere to go at close, and the pool's own destroy frees
          * whatever is still live anyway. */
-        if (slot->state == CURDI_SLOT_LIVE && !slot->imported
+        if (slot->state == CURDI_SLOT_LIVE && slot->mapping_log2 != 0
+            && curdi_driver_usable()) {
+            curdi_vmm_mapping mapping = mapping_of(slot);
+            (void)curdi_vmm_unmap(device, &mapping);
+        } else if (slot->state == CURDI_SLOT_LIVE && !slot->imported
             && device->device_pool != NULL)
             (void)curdi_pool_release(device->device_pool, slot->device_ptr);
     }
@@ -332,6 +347,18 @@ uint64_t curdi_resident_commit(curd_device *device, size_t byte_len,
     return id;
 }
 
+uint64_t curdi_resident_commit_mapped(curd_device *device, size_t byte_len,
+                                      uint64_t device_ptr,
+                                      uint8_t mapping_log2)
+{
+    uint64_t id = curdi_resident_commit(device, byte_len, device_ptr);
+    pthread_mutex_lock(&device->resident->lock);
+    curdi_handle_table_lookup(&device->resident->table, id)->mapping_log2 =
+        mapping_log2;
+    pthread_mutex_unlock(&device->resident->lock);
+    return id;
+}
+
 /* Lock held: the live slot of id for a call that removes it or gives it a
  * new handle. CURD_E_STALE_HANDLE, or CURD_E_BUSY while uses are in
  * flight, with `what` naming the call. */
@@ -365,7 +392,7 @@ static curd_status slot_unused(struct curdi_resident_table *resident,
 
 curd_status curdi_resident_import(curd_device *device, const char *what,
                                   uint64_t device_ptr, size_t byte_len,
-                                  uint64_t *out_id)
+                                  uint8_t mapping_log2, uint64_t *out_id)
 {
     struct curdi_resident_table *resident = device->resident;
     pthread_mutex_lock(&resident->lock);
@@ -383,7 +410,10 @@ curd_status curdi_resident_import(curd_device *device, const char *what,
     if (status == CURD_OK) {
         *out_id = curdi_handle_table_insert_reserved(&resident->table,
                                                      device_ptr, byte_len);
-        curdi_handle_table_lookup(&resident->table, *out_id)->imported = true;
+        curdi_handle_slot *slot =
+            curdi_handle_table_lookup(&resident->table, *out_id);
+        slot->imported = true;
+        slot->mapping_log2 = mapping_log2;
         resident->imported_bytes = imported;
     }
     pthread_mutex_unlock(&resident->lock);
@@ -411,6 +441,32 @@ void curdi_resident_own(curd_device *device, uint64_t id,
     pthread_mutex_unlock(&resident->lock);
 }
 
+/* Lock held: removes the live slot of id and takes its bytes out of the
+ * statistics it is counted in (the imported bytes, or the resident
+ * families). */
+static void remove_counted(curd_device *device, curdi_handle_slot *slot,
+                           uint64_t id, const char *what)
+{
+    struct curdi_resident_table *resident = device->resident;
+    size_t byte_len = slot->byte_len;
+    bool imported = slot->imported;
+    curdi_handle_table_remove(&resident->table, id, what);
+    if (imported) {
+        resident->imported_bytes -= byte_len;
+        return;
+    }
+    /* current >= byte_len: it is the sum of the live buffers' sizes. The
+     * cumulative freed counters are statistics; one that would pass 2^64
+     * (not reachable in a real run) is counted as a repair rather than
+     * failing a free. */
+    resident->bytes.current -= byte_len;
+    resident->buffers.current--;
+    if (!curdi_u64_add(resident->bytes.freed, byte_len, &resident->bytes.freed)
+        || !curdi_u64_add(resident->buffers.freed, 1u,
+                          &resident->buffers.freed))
+        atomic_fetch_add(&device->accounting_repairs, 1u);
+}
+
 /* take, for the room's own calls (owners_too) or curd_buffer_free (a
  * buffer a room owns is refused). */
 static curd_status resident_take(curd_device *device, const char *what,
@@ -431,30 +487,24 @@ static curd_status resident_take(curd_device *device, const char *what,
                             " (curd_session_upload_static); nothing was"
                             " freed. %s",
                             what, id, resident->owner_fix);
-    if (status == CURD_OK && slot->imported)
+    if (status == CURD_OK && (slot->imported || slot->mapping_log2 != 0))
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: curd_buffer 0x%016" PRIx64 " is imported"
-                            " memory (curd_buffer_import), which curd does"
-                            " not own; nothing was done. Fix: free it with"
-                            " curd_buffer_free, which forgets it.",
-                            what, id);
+                            "%s: curd_buffer 0x%016" PRIx64 " is %s, with no"
+                            " block of curd's pool behind it; nothing was"
+                            " done. Fix: free it with curd_buffer_free.",
+                            what, id,
+                            slot->mapping_log2 != 0
+                                ? "shareable memory (curd_buffer_alloc_shareable"
+                                  " or curd_buffer_import_fd)"
+                                : "imported memory (curd_buffer_import)");
     if (status != CURD_OK) {
         pthread_mutex_unlock(&resident->lock);
         return status;
     }
     *out_device_ptr = slot->device_ptr;
     byte_len = slot->byte_len;
-    curdi_handle_table_remove(&resident->table, id, what);
-    /* current >= byte_len: it is the sum of the live buffers' sizes. The
-     * cumulative freed counters are statistics; one that would pass 2^64
-     * (not reachable in a real run) is counted as a repair rather than
-     * failing a free. */
-    resident->bytes.current -= byte_len;
-    resident->buffers.current--;
-    if (!curdi_u64_add(resident->bytes.freed, byte_len, &resident->bytes.freed)
-        || !curdi_u64_add(resident->buffers.freed, 1u,
-                          &resident->buffers.freed))
-        atomic_fetch_add(&device->accounting_repairs, 1u);
+    (void)byte_len;
+    remove_counted(device, slot, id, what);
     pthread_mutex_unlock(&resident->lock);
     return CURD_OK;
 }
@@ -557,6 +607,28 @@ static curd_status resident_free_bytes(curd_device *device,
     return CURD_OK;
 }
 
+curd_status curdi_resident_reserve_live(curd_device *device,
+                                        const char *what, size_t byte_len)
+{
+    uint64_t free_bytes = 0;
+    uint64_t total_bytes = 0;
+    curd_status status = resident_free_bytes(device, &free_bytes, &total_bytes);
+    if (status == CURD_OK)
+        status = curdi_resident_reserve(device, what, byte_len, total_bytes,
+                                        free_bytes);
+    return status;
+}
+
+bool curdi_resident_mapped(curd_device *device, uint64_t id)
+{
+    pthread_mutex_lock(&device->resident->lock);
+    const curdi_handle_slot *slot =
+        curdi_handle_table_lookup(&device->resident->table, id);
+    bool mapped = slot != NULL && slot->mapping_log2 != 0;
+    pthread_mutex_unlock(&device->resident->lock);
+    return mapped;
+}
+
 curd_status curdi_resident_alloc(curd_device *device, const char *what,
                                  size_t byte_len, uint64_t *out_id)
 {
@@ -614,16 +686,51 @@ static bool forget_if_imported(curd_device *device, uint64_t id)
     struct curdi_resident_table *resident = device->resident;
     pthread_mutex_lock(&resident->lock);
     curdi_handle_slot *slot = curdi_handle_table_lookup(&resident->table, id);
-    bool imported = slot != NULL && slot->imported;
+    bool imported = slot != NULL && slot->imported && slot->mapping_log2 == 0;
     bool idle = imported && slot->use_count == 0;
-    if (idle) {
-        /* Nothing to give back: the memory is its owner's. */
-        resident->imported_bytes -= slot->byte_len;
-        curdi_handle_table_remove(&resident->table, id, "curd_buffer_free");
-    }
+    if (idle) /* Nothing to give back: the memory is its owner's. */
+        remove_counted(device, slot, id, "curd_buffer_free");
     pthread_mutex_unlock(&resident->lock);
     /* One in use is refused by the take below, with its sentence. */
     return idle;
+}
+
+/* A mapped buffer (shareable or imported from a descriptor): *mapped
+ * false for any other, which the caller frees as usual. Unmapped first,
+ * removed after: an unmap that fails leaves the buffer live and mapped,
+ * as it was. While it unmaps, the slot carries the most uses a slot can
+ * (UINT32_MAX), so that neither a free nor a use begins on it. Device
+ * entered. */
+static curd_status free_if_mapped(curd_device *device, uint64_t id,
+                                  bool *mapped)
+{
+    struct curdi_resident_table *resident = device->resident;
+    const char *what = "curd_buffer_free";
+    curdi_handle_slot *slot = NULL;
+    pthread_mutex_lock(&resident->lock);
+    slot = curdi_handle_table_lookup(&resident->table, id);
+    *mapped = slot != NULL && slot->mapping_log2 != 0;
+    if (!*mapped) {
+        pthread_mutex_unlock(&resident->lock);
+        return CURD_OK;
+    }
+    curd_status status = slot_unused(resident, what, id, &slot);
+    if (status != CURD_OK) {
+        pthread_mutex_unlock(&resident->lock);
+        return status;
+    }
+    curdi_vmm_mapping mapping = mapping_of(slot);
+    slot->use_count = UINT32_MAX;
+    pthread_mutex_unlock(&resident->lock);
+    status = curdi_vmm_unmap(device, &mapping);
+    pthread_mutex_lock(&resident->lock);
+    /* The mark kept the slot live and the same. */
+    slot = &resident->table.slots[curdi_handle_id_index(id)];
+    slot->use_count = 0;
+    if (status == CURD_OK)
+        remove_counted(device, slot, id, what);
+    pthread_mutex_unlock(&resident->lock);
+    return status;
 }
 
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
@@ -638,7 +745,10 @@ CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    status = resident_free(device, "curd_buffer_free", buffer.id, false);
+    bool mapped = false;
+    status = free_if_mapped(device, buffer.id, &mapped);
+    if (!mapped)
+        status = resident_free(device, "curd_buffer_free", buffer.id, false);
     curdi_device_leave(device);
     return status;
 }

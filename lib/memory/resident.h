@@ -53,10 +53,24 @@ void curdi_resident_unreserve(struct curd_device *device, size_t byte_len);
  * handle. */
 uint64_t curdi_resident_commit(struct curd_device *device, size_t byte_len,
                                uint64_t device_ptr);
+/* commit for memory memory/vmm.c mapped in granules of 2^mapping_log2
+ * bytes (curd_buffer_alloc_shareable): counted like any resident buffer,
+ * at byte_len; curd_buffer_free unmaps it. Cannot fail. */
+uint64_t curdi_resident_commit_mapped(struct curd_device *device,
+                                      size_t byte_len, uint64_t device_ptr,
+                                      uint8_t mapping_log2);
+/* reserve, with the device's live free and total memory read from the
+ * driver (cuMemGetInfo, plus the pool's cache): for a caller that makes
+ * the memory itself (curd_buffer_alloc_shareable). Device entered. */
+curd_status curdi_resident_reserve_live(struct curd_device *device,
+                                        const char *what, size_t byte_len);
+/* Whether id names a live mapped buffer (commit_mapped's, or an import
+ * with mapping_log2 != 0). No sentence. */
+bool curdi_resident_mapped(struct curd_device *device, uint64_t id);
 /* Removes a live, unmarked buffer and gives its device pointer back for the
  * caller to release to the pool. CURD_E_STALE_HANDLE, or CURD_E_BUSY while
- * uses are in flight, or CURD_E_INVALID_ARGUMENT for an imported buffer
- * (no block of curd's to give back); nothing changes on any. `what` names
+ * uses are in flight, or CURD_E_INVALID_ARGUMENT for an imported or a
+ * mapped buffer (no block of curd's to give back); nothing changes on any. `what` names
  * the call in the sentences. */
 curd_status curdi_resident_take(struct curd_device *device, const char *what,
                                 uint64_t id, uint64_t *out_device_ptr);
@@ -64,12 +78,15 @@ curd_status curdi_resident_take(struct curd_device *device, const char *what,
 /* A live buffer over device memory curd did not allocate
  * (curd_buffer_import, lib/memory/import.c, which checked the range with
  * the driver): in no budget and no resident statistic, counted in the
- * imported bytes alone; freeing it forgets it. CURD_E_BUDGET or
+ * imported bytes alone; freeing it forgets it, or, with mapping_log2
+ * != 0 (curd_buffer_import_fd: memory/vmm.c mapped it in granules of
+ * 2^mapping_log2 bytes), unmaps it. CURD_E_BUDGET or
  * CURD_E_OUT_OF_MEMORY when the table cannot grow; nothing changes then.
  * No driver call. */
 curd_status curdi_resident_import(struct curd_device *device,
                                   const char *what, uint64_t device_ptr,
-                                  size_t byte_len, uint64_t *out_id);
+                                  size_t byte_len, uint8_t mapping_log2,
+                                  uint64_t *out_id);
 /* The bytes of the live imported buffers. */
 uint64_t curdi_resident_imported_bytes(struct curd_device *device);
 

@@ -66,12 +66,16 @@
  * other; what is modelled is the bookkeeping: which context enabled peer
  * access to which (cuCtxEnablePeerAccess a second time is
  * CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, as on a GPU). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "driver/cuda_abi.h"
 #include "fake.h"
@@ -99,13 +103,16 @@ typedef enum fake_kind {
     FAKE_GRAPH,
     FAKE_GRAPH_EXEC,
     FAKE_LINK_STATE,
+    FAKE_ALLOCATION,
+    FAKE_MEM_HANDLE,
+    FAKE_VA_RANGE,
     FAKE_KIND_COUNT
 } fake_kind;
 
 static const char *const kind_names[FAKE_KIND_COUNT] = {
     "device_memory", "host_memory", "registered", "stream",
     "event",         "module",      "graph",      "graph_exec",
-    "link_state",
+    "link_state",    "allocation",  "mem_handle", "va_range",
 };
 
 typedef struct fake_graph fake_graph;
@@ -123,6 +130,16 @@ typedef struct fake_object {
                           streams: the graph being captured, or NULL */
     fake_link *link;   /* link states: the inputs so far, the logs */
     bool not_ready; /* events: recorded while fake_cuda_hold_events held */
+    /* Virtual memory management (see "Virtual memory management" below):
+     * an allocation's memfd, its references (handles and mappings), the
+     * handle types it may be exported as, and whether it came from an
+     * import (then in no device's used bytes); a handle's or a mapping's
+     * allocation (device memory with `allocation` set is a mapping). */
+    int fd;
+    long refs;
+    unsigned handle_types;
+    bool imported;
+    struct fake_object *allocation;
 } fake_object;
 
 struct CUctx_st {
@@ -532,7 +549,13 @@ static void destroy_broken_context(int dev)
     fake_object **link = &objects;
     while (*link != NULL) {
         fake_object *o = *link;
-        if (o->device != dev) {
+        /* What the virtual memory management calls made belongs to the
+         * process, not to a context: it outlives the context. */
+        bool process_wide = o->kind == FAKE_ALLOCATION
+                            || o->kind == FAKE_MEM_HANDLE
+                            || o->kind == FAKE_VA_RANGE
+                            || o->allocation != NULL;
+        if (o->device != dev || process_wide) {
             link = &o->next;
             continue;
         }
@@ -548,6 +571,9 @@ static void destroy_broken_context(int dev)
         free(o);
     }
     used_bytes[dev] = 0;
+    for (fake_object *o = objects; o != NULL; o = o->next)
+        if (o->kind == FAKE_ALLOCATION && o->device == dev && !o->imported)
+            used_bytes[dev] += o->byte_len;
     sticky[dev] = 0;
     memset(peer_enabled[dev], 0, sizeof peer_enabled[dev]);
 }
@@ -646,7 +672,7 @@ static curdi_cu_result f_cuMemFree(curdi_cu_deviceptr device_ptr)
     ENTER_CONTEXT(device);
     (void)device;
     fake_object *o = find(FAKE_DEVICE_MEMORY, (void *)(uintptr_t)device_ptr);
-    if (o == NULL)
+    if (o == NULL || o->allocation != NULL) /* a mapping is unmapped */
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     used_bytes[o->device] -= o->byte_len;
     free(o->address);
@@ -2255,6 +2281,384 @@ static curdi_cu_result f_cuMemPoolSetAttribute(
     return CURDI_CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------------
+ * Virtual memory management: cuMemCreate and the calls around it.
+ *
+ * An allocation is a memfd (named "fake-cuda-dev<N>", sealed against
+ * resizing) of a multiple of the granularity; a handle names it (created
+ * or imported), an address range reserved with cuMemAddressReserve is an
+ * anonymous PROT_NONE mapping, and cuMemMap maps the memfd over part of
+ * it, PROT_NONE until cuMemSetAccess makes it readable and writable (a
+ * device that touches memory it was given no access to faults, as on a
+ * GPU). A mapping is device memory like cuMemAlloc's (copies and kernels
+ * reach it) that holds a reference to its allocation; the allocation goes
+ * when its last handle is released and its last mapping unmapped.
+ * cuMemExportToShareableHandle hands out a duplicate of the memfd, and
+ * cuMemImportFromShareableHandle takes any such descriptor, in this
+ * process or another: two processes on the stand-in then share the bytes
+ * for real, and the kernel keeps them until the last process lets go.
+ * A descriptor that is not such a memfd is CUDA_ERROR_INVALID_VALUE.
+ * ---------------------------------------------------------------------- */
+#define FAKE_GRANULARITY ((size_t)2 << 20)
+
+static bool valid_allocation_prop(const curdi_cu_mem_allocation_prop *prop)
+{
+    return prop != NULL && prop->type == CURDI_CU_MEM_ALLOCATION_TYPE_PINNED
+           && prop->location.type == CURDI_CU_MEM_LOCATION_TYPE_DEVICE
+           && valid_device(prop->location.id)
+           && (prop->requested_handle_types
+               & ~(unsigned)CURDI_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                  == 0;
+}
+
+static const curdi_cu_mem_allocation_prop *
+prop_of(const curdi_cu_mem_allocation_prop_abi_t *abi)
+{
+    return (const curdi_cu_mem_allocation_prop *)(const void *)abi;
+}
+
+static fake_object *handle_object(curdi_cu_mem_handle handle)
+{
+    return find(FAKE_MEM_HANDLE, (void *)(uintptr_t)handle);
+}
+
+/* A new handle on allocation, which it holds a reference to. */
+static curdi_cu_result new_mem_handle(fake_object *allocation,
+                                      curdi_cu_mem_handle *out)
+{
+    void *token = malloc(1);
+    fake_object *o = token == NULL ? NULL
+                                   : add(FAKE_MEM_HANDLE, token, 0,
+                                         allocation->device);
+    if (o == NULL) {
+        free(token);
+        return CURDI_CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    o->allocation = allocation;
+    allocation->refs++;
+    *out = (curdi_cu_mem_handle)(uintptr_t)token;
+    return CURDI_CUDA_SUCCESS;
+}
+
+static void allocation_unref(fake_object *allocation)
+{
+    if (--allocation->refs > 0)
+        return;
+    close(allocation->fd);
+    if (!allocation->imported)
+        used_bytes[allocation->device] -= allocation->byte_len;
+    free(allocation->address);
+    drop(allocation);
+}
+
+/* An allocation object over fd (owned from here on). */
+static curdi_cu_result new_allocation(int fd, size_t byte_len, int device,
+                                      unsigned handle_types, bool imported,
+                                      fake_object **out)
+{
+    void *token = malloc(1);
+    fake_object *o = token == NULL ? NULL
+                                   : add(FAKE_ALLOCATION, token, byte_len,
+                                         device);
+    if (o == NULL) {
+        free(token);
+        close(fd);
+        return CURDI_CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    o->fd = fd;
+    o->handle_types = handle_types;
+    o->imported = imported;
+    *out = o;
+    return CURDI_CUDA_SUCCESS;
+}
+
+static curdi_cu_result f_cuMemGetAllocationGranularity(
+    size_t *granularity, const curdi_cu_mem_allocation_prop_abi_t *prop,
+    curdi_cu_mem_granularity_flags option)
+{
+    ENTER_NO_CONTEXT();
+    if (granularity == NULL || !valid_allocation_prop(prop_of(prop))
+        || option > CURDI_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    *granularity = FAKE_GRANULARITY;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemCreate(
+    curdi_cu_mem_handle *handle, size_t byte_len,
+    const curdi_cu_mem_allocation_prop_abi_t *abi, unsigned long long flags)
+{
+    ENTER_NO_CONTEXT();
+    const curdi_cu_mem_allocation_prop *prop = prop_of(abi);
+    if (handle == NULL || !valid_allocation_prop(prop) || flags != 0
+        || byte_len == 0 || byte_len % FAKE_GRANULARITY != 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    int device = prop->location.id;
+    if (byte_len > cfg_memory - used_bytes[device])
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    char name[32];
+    snprintf(name, sizeof name, "fake-cuda-dev%d", device);
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    if (ftruncate(fd, (off_t)byte_len) != 0
+        || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+               != 0) {
+        close(fd);
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    fake_object *allocation = NULL;
+    curdi_cu_result result =
+        new_allocation(fd, byte_len, device, prop->requested_handle_types,
+                       false, &allocation);
+    if (result != CURDI_CUDA_SUCCESS)
+        return unlock_with(result);
+    used_bytes[device] += byte_len;
+    result = new_mem_handle(allocation, handle);
+    if (result != CURDI_CUDA_SUCCESS) {
+        allocation->refs = 1;
+        allocation_unref(allocation);
+    }
+    return unlock_with(result);
+}
+
+static curdi_cu_result f_cuMemRelease(curdi_cu_mem_handle handle)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *o = handle_object(handle);
+    if (o == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    fake_object *allocation = o->allocation;
+    free(o->address);
+    drop(o);
+    allocation_unref(allocation);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemAddressReserve(curdi_cu_deviceptr *device_ptr,
+                                             size_t byte_len, size_t alignment,
+                                             curdi_cu_deviceptr address,
+                                             unsigned long long flags)
+{
+    ENTER_NO_CONTEXT();
+    (void)address; /* a hint */
+    if (device_ptr == NULL || byte_len == 0
+        || byte_len % FAKE_GRANULARITY != 0 || flags != 0
+        || (alignment != 0 && alignment > FAKE_GRANULARITY))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    void *range = mmap(NULL, byte_len, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (range == MAP_FAILED)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    if (add(FAKE_VA_RANGE, range, byte_len, -1) == NULL) {
+        munmap(range, byte_len);
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    *device_ptr = (curdi_cu_deviceptr)(uintptr_t)range;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* A mapping overlapping [address, address + byte_len), or NULL. */
+static fake_object *mapping_overlapping(uintptr_t address, size_t byte_len)
+{
+    for (fake_object *o = objects; o != NULL; o = o->next) {
+        if (o->kind != FAKE_DEVICE_MEMORY || o->allocation == NULL)
+            continue;
+        uintptr_t start = (uintptr_t)o->address;
+        if (address < start + o->byte_len && start < address + byte_len)
+            return o;
+    }
+    return NULL;
+}
+
+static curdi_cu_result f_cuMemAddressFree(curdi_cu_deviceptr device_ptr,
+                                          size_t byte_len)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *o = find(FAKE_VA_RANGE, (void *)(uintptr_t)device_ptr);
+    /* The whole reservation, with nothing mapped in it any more. */
+    if (o == NULL || o->byte_len != byte_len
+        || mapping_overlapping((uintptr_t)device_ptr, byte_len) != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    munmap(o->address, o->byte_len);
+    drop(o);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemMap(curdi_cu_deviceptr device_ptr,
+                                  size_t byte_len, size_t offset,
+                                  curdi_cu_mem_handle handle,
+                                  unsigned long long flags)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *h = handle_object(handle);
+    uintptr_t address = (uintptr_t)device_ptr;
+    /* Offset 0 (as the driver asks), a multiple of the granularity, no
+     * larger than the allocation, inside one reservation, over nothing
+     * mapped yet. */
+    if (h == NULL || offset != 0 || flags != 0 || byte_len == 0
+        || byte_len % FAKE_GRANULARITY != 0
+        || byte_len > h->allocation->byte_len
+        || find_range_of(FAKE_VA_RANGE, address, byte_len) == NULL
+        || mapping_overlapping(address, byte_len) != NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    void *mapped = mmap((void *)address, byte_len, PROT_NONE,
+                        MAP_SHARED | MAP_FIXED, h->allocation->fd, 0);
+    if (mapped == MAP_FAILED)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    fake_object *o = add(FAKE_DEVICE_MEMORY, mapped, byte_len,
+                         h->allocation->device);
+    if (o == NULL) {
+        mmap(mapped, byte_len, PROT_NONE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    o->allocation = h->allocation;
+    h->allocation->refs++;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemUnmap(curdi_cu_deviceptr device_ptr,
+                                    size_t byte_len)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *o = find(FAKE_DEVICE_MEMORY, (void *)(uintptr_t)device_ptr);
+    if (o == NULL || o->allocation == NULL || o->byte_len != byte_len)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    /* The range goes back to being reserved, inaccessible. */
+    mmap(o->address, byte_len, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    fake_object *allocation = o->allocation;
+    drop(o);
+    allocation_unref(allocation);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemSetAccess(
+    curdi_cu_deviceptr device_ptr, size_t byte_len,
+    const curdi_cu_mem_access_desc_abi_t *abi, size_t count)
+{
+    ENTER_NO_CONTEXT();
+    const curdi_cu_mem_access_desc *desc =
+        (const curdi_cu_mem_access_desc *)(const void *)abi;
+    fake_object *o = find(FAKE_DEVICE_MEMORY, (void *)(uintptr_t)device_ptr);
+    if (o == NULL || o->allocation == NULL || o->byte_len != byte_len
+        || desc == NULL || count == 0)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CURDI_CU_MEM_LOCATION_TYPE_DEVICE
+            || desc[i].flags != CURDI_CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+        if (!valid_device(desc[i].location.id))
+            return unlock_with(CURDI_CUDA_ERROR_INVALID_DEVICE);
+        /* Another device than the memory's reaches it over peer access. */
+        if (desc[i].location.id != o->device
+            && getenv("FAKE_CUDA_NO_PEER_ACCESS") != NULL)
+            return unlock_with(CURDI_CUDA_ERROR_INVALID_DEVICE);
+    }
+    if (mprotect(o->address, byte_len, PROT_READ | PROT_WRITE) != 0)
+        return unlock_with(CURDI_CUDA_ERROR_OUT_OF_MEMORY);
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemExportToShareableHandle(
+    void *shareable_handle, curdi_cu_mem_handle handle,
+    curdi_cu_mem_handle_type handle_type, unsigned long long flags)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *h = handle_object(handle);
+    if (h == NULL || shareable_handle == NULL || flags != 0
+        || handle_type != CURDI_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    if ((h->allocation->handle_types & handle_type) == 0)
+        return unlock_with(CURDI_CUDA_ERROR_NOT_PERMITTED);
+    int fd = fcntl(h->allocation->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return unlock_with(CURDI_CUDA_ERROR_OPERATING_SYSTEM);
+    *(int *)shareable_handle = fd;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+/* The device whose allocation fd is (a stand-in memfd, sealed against
+ * resizing), and its size; false for any other descriptor. */
+static bool stand_in_allocation(int fd, int *device, size_t *byte_len)
+{
+    char link[64], target[128];
+    struct stat st;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW))
+                         != (F_SEAL_SHRINK | F_SEAL_GROW)
+        || fstat(fd, &st) != 0 || st.st_size <= 0)
+        return false;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t length = readlink(link, target, sizeof target - 1);
+    if (length <= 0)
+        return false;
+    target[length] = '\0';
+    if (sscanf(target, "/memfd:fake-cuda-dev%d", device) != 1
+        || !valid_device(*device))
+        return false;
+    *byte_len = (size_t)st.st_size;
+    return true;
+}
+
+static curdi_cu_result f_cuMemImportFromShareableHandle(
+    curdi_cu_mem_handle *handle, void *os_handle,
+    curdi_cu_mem_handle_type handle_type)
+{
+    ENTER_NO_CONTEXT();
+    int fd = (int)(intptr_t)os_handle;
+    int device = -1;
+    size_t byte_len = 0;
+    if (handle == NULL
+        || handle_type != CURDI_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        || !stand_in_allocation(fd, &device, &byte_len))
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0)
+        return unlock_with(CURDI_CUDA_ERROR_OPERATING_SYSTEM);
+    fake_object *allocation = NULL;
+    curdi_cu_result result =
+        new_allocation(own, byte_len, device,
+                       CURDI_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, true,
+                       &allocation);
+    if (result == CURDI_CUDA_SUCCESS) {
+        result = new_mem_handle(allocation, handle);
+        if (result != CURDI_CUDA_SUCCESS) {
+            allocation->refs = 1;
+            allocation_unref(allocation);
+        }
+    }
+    return unlock_with(result);
+}
+
+static curdi_cu_result f_cuMemGetAllocationPropertiesFromHandle(
+    curdi_cu_mem_allocation_prop_abi_t *abi, curdi_cu_mem_handle handle)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *h = handle_object(handle);
+    if (h == NULL || abi == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    curdi_cu_mem_allocation_prop *prop =
+        (curdi_cu_mem_allocation_prop *)(void *)abi;
+    memset(prop, 0, sizeof *prop);
+    prop->type = CURDI_CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->requested_handle_types = h->allocation->handle_types;
+    prop->location.type = CURDI_CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = h->allocation->device;
+    return unlock_with(CURDI_CUDA_SUCCESS);
+}
+
+static curdi_cu_result f_cuMemRetainAllocationHandle(
+    curdi_cu_mem_handle *handle, void *address)
+{
+    ENTER_NO_CONTEXT();
+    fake_object *o = find(FAKE_DEVICE_MEMORY, address);
+    if (handle == NULL || o == NULL || o->allocation == NULL)
+        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
+    return unlock_with(new_mem_handle(o->allocation, handle));
+}
+
 static curdi_cu_result f_cuDriverGetVersion(int *version)
 {
     return cuDriverGetVersion(version);
@@ -2337,6 +2741,9 @@ FAKE_API curdi_cu_result cuGetProcAddress(const char *symbol, void **pfn,
  * "stream", "event", "module", "graph", "graph_exec", "link_state"), their
  * bytes
  * ("device_memory_bytes", "host_memory_bytes", "registered_bytes"), or
+ * "allocation", "mem_handle", "va_range" (the virtual memory management
+ * calls': allocations, handles and reserved ranges; a mapping counts as
+ * device_memory),
  * "context_retains": the primary-context retain counts of every device,
  * summed; "context_stack": this thread's pushed contexts;
  * "jit_compilations": PTX images compiled since the library loaded (a

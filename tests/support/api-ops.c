@@ -18,8 +18,10 @@
 #include "core/core.h"
 #include "driver/driver.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void nothing(api_world *w)
 {
@@ -1163,6 +1165,127 @@ static void import_finish(api_world *w, curd_status status)
 }
 
 /* ------------------------------------------------------------------------
+ * Shareable buffers: made, exported, imported (in this process: the
+ * driver calls are the same as in another) and freed.
+ * ---------------------------------------------------------------------- */
+static int shared_fd = -1;
+static curd_buffer shared_import;
+
+static curd_status alloc_shareable_call(api_world *w)
+{
+    w->made.id = 0;
+    return curd_buffer_alloc_shareable(w->device, API_SMALL_BYTES, &w->made);
+}
+
+/* Made, it holds what is uploaded; failed, out_buffer is untouched. */
+static void alloc_shareable_finish(api_world *w, curd_status status)
+{
+    if (status != CURD_OK) {
+        API_CHECK(w->made.id == 0, "a failed allocation wrote out_buffer");
+        return;
+    }
+    API_OK(curd_buffer_upload(w->device, w->made, w->small_model,
+                              API_SMALL_BYTES));
+    api_world_expect_buffer(w, w->made, w->small_model, API_SMALL_BYTES);
+    API_OK(curd_buffer_free(w->device, w->made));
+    w->made.id = 0;
+}
+
+/* A shareable buffer holding the small buffer's bytes. */
+static void shareable_made(api_world *w)
+{
+    api_world_reset_buffers(w);
+    API_OK(curd_buffer_alloc_shareable(w->device, API_SMALL_BYTES, &w->made));
+    API_OK(curd_buffer_upload(w->device, w->made, w->small_model,
+                              API_SMALL_BYTES));
+}
+
+/* The shareable buffer freed, unless the device was lost (the world's
+ * reopening closes it). */
+static void shareable_freed(api_world *w, curd_status status)
+{
+    if (!lost(status) && w->made.id != 0)
+        API_OK(curd_buffer_free(w->device, w->made));
+    w->made.id = 0;
+}
+
+static curd_status export_fd_call(api_world *w)
+{
+    shared_fd = -1;
+    return curd_buffer_export_fd(w->device, w->made, &shared_fd);
+}
+
+/* Exported, the descriptor imports to the same bytes; failed, no
+ * descriptor. */
+static void export_fd_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        curd_buffer imported = {0};
+        API_OK(curd_buffer_import_fd(w->device, shared_fd, API_SMALL_BYTES,
+                                     &imported));
+        api_world_expect_buffer(w, imported, w->small_model, API_SMALL_BYTES);
+        API_OK(curd_buffer_free(w->device, imported));
+        close(shared_fd);
+    } else {
+        API_CHECK(shared_fd == -1, "a failed export wrote out_fd");
+    }
+    shared_fd = -1;
+    shareable_freed(w, status);
+}
+
+static void shareable_exported(api_world *w)
+{
+    shareable_made(w);
+    API_OK(curd_buffer_export_fd(w->device, w->made, &shared_fd));
+}
+
+static curd_status import_fd_call(api_world *w)
+{
+    shared_import.id = 0;
+    return curd_buffer_import_fd(w->device, shared_fd, API_SMALL_BYTES,
+                                 &shared_import);
+}
+
+/* Imported, the handle reads the exporter's bytes, and still does after
+ * the exporter's buffer is freed; failed, out_buffer is untouched. The
+ * descriptor stays the caller's either way. */
+static void import_fd_finish(api_world *w, curd_status status)
+{
+    API_CHECK(fcntl(shared_fd, F_GETFD) != -1,
+              "curd_buffer_import_fd closed the caller's descriptor");
+    close(shared_fd);
+    shared_fd = -1;
+    if (status != CURD_OK) {
+        API_CHECK(shared_import.id == 0, "a failed import wrote out_buffer");
+        shareable_freed(w, status);
+        return;
+    }
+    api_world_expect_buffer(w, shared_import, w->small_model,
+                            API_SMALL_BYTES);
+    shareable_freed(w, status);
+    api_world_expect_buffer(w, shared_import, w->small_model,
+                            API_SMALL_BYTES);
+    API_OK(curd_buffer_free(w->device, shared_import));
+    shared_import.id = 0;
+}
+
+/* Freed, the handle is stale; failed, the buffer is as it was. */
+static void free_shareable_finish(api_world *w, curd_status status)
+{
+    if (status == CURD_OK) {
+        size_t size = 0;
+        API_CHECK(curd_buffer_size(w->device, w->made, &size)
+                      == CURD_E_STALE_HANDLE,
+                  "a freed shareable buffer is still live");
+        w->made.id = 0;
+        return;
+    }
+    if (!lost(status))
+        api_world_expect_buffer(w, w->made, w->small_model, API_SMALL_BYTES);
+    shareable_freed(w, status);
+}
+
+/* ------------------------------------------------------------------------
  * An asynchronous download of the small buffer into registered memory (or,
  * where the driver cannot register, nowhere page-locked: refused).
  * ---------------------------------------------------------------------- */
@@ -2094,6 +2217,14 @@ const api_op api_ops[] = {
      copy_wait_finish, 0},
     {"curd_pending_free", "a-copy-not-waited-for", copy_pending_made,
      pending_free_call, copy_within_finish, API_MAY_LET_GO},
+    {"curd_buffer_alloc_shareable", "mapped-for-the-device", nothing,
+     alloc_shareable_call, alloc_shareable_finish, 0},
+    {"curd_buffer_export_fd", "a-shareable-buffer", shareable_made,
+     export_fd_call, export_fd_finish, 0},
+    {"curd_buffer_import_fd", "a-descriptor-of-this-process",
+     shareable_exported, import_fd_call, import_fd_finish, 0},
+    {"curd_buffer_free", "a-shareable-buffer-unmapped", shareable_made,
+     free_call, free_shareable_finish, 0},
     {"curd_buffer_import", "the-small-buffers-memory",
      api_world_reset_buffers,
      import_call, import_finish, 0},
@@ -2174,6 +2305,8 @@ const size_t api_op_count = sizeof api_ops / sizeof api_ops[0];
 
 const api_quiet_function api_quiet_functions[] = {
     {"curd_version", "a constant"},
+    {"curd_fd_send", "a socket, no device"},
+    {"curd_fd_recv", "a socket, no device"},
     {"curd_version_string", "a constant"},
     {"curd_status_name", "a table"},
     {"curd_last_error", "the thread's sentence"},

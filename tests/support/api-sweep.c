@@ -236,6 +236,7 @@ static const char *const held_kinds[API_HELD_KINDS] = {
     "device_memory", "host_memory",     "stream",        "event",
     "module",        "registered",      "graph",         "graph_exec",
     "context_retains", "context_stack", "registered_bytes", "link_state",
+    "allocation",    "mem_handle",      "va_range",
 };
 #define HELD_KINDS API_HELD_KINDS
 

@@ -203,7 +203,7 @@ extern const size_t api_quiet_function_count;
 extern const int api_fault_results[];
 extern const size_t api_fault_result_count;
 
-#define API_HELD_KINDS 12u
+#define API_HELD_KINDS 15u
 
 typedef struct api_tally {
     unsigned points;        /* runs whose armed failure fired */

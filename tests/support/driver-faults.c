@@ -60,7 +60,8 @@ CURDI_CUDA_ENTRY_LIST(DRIVER_FAULTS_WRAP_)
     X(cuGraphDestroy, curdi_cu_graph)                                        \
     X(cuGraphExecDestroy, curdi_cu_graph_exec)                               \
     X(cuLinkDestroy, curdi_cu_link_state)                                    \
-    X(cuDevicePrimaryCtxRelease, curdi_cu_device)
+    X(cuDevicePrimaryCtxRelease, curdi_cu_device)                           \
+    X(cuMemRelease, curdi_cu_mem_handle)
 
 #define DRIVER_FAULTS_RELEASE_(name, type)                                   \
     static type withheld_##name;                                             \
@@ -79,6 +80,27 @@ CURDI_CUDA_ENTRY_LIST(DRIVER_FAULTS_WRAP_)
     }
 RELEASE_ENTRIES(DRIVER_FAULTS_RELEASE_)
 #undef DRIVER_FAULTS_RELEASE_
+
+/* Freeing a reserved address range takes the range's start and size. */
+static curdi_cu_deviceptr withheld_range_start;
+static size_t withheld_range_len;
+static curdi_cu_result complete_cuMemAddressFree(void)
+{
+    return saved_table.cuMemAddressFree(withheld_range_start,
+                                        withheld_range_len);
+}
+
+static curdi_cu_result release_cuMemAddressFree(curdi_cu_deviceptr start,
+                                                size_t byte_len)
+{
+    if (fault_now("cuMemAddressFree")) {
+        withheld_range_start = start;
+        withheld_range_len = byte_len;
+        withheld = complete_cuMemAddressFree;
+        return fault_result;
+    }
+    return saved_table.cuMemAddressFree(start, byte_len);
+}
 
 /* Popping a context lets go of the push before it; its argument is only
  * where the popped context is written. */
@@ -128,6 +150,8 @@ bool driver_faults_begin(unsigned fail_at, int cu_result,
     RELEASE_ENTRIES(DRIVER_FAULTS_INSTALL_RELEASE_)
 #undef DRIVER_FAULTS_INSTALL_RELEASE_
     live_table->cuCtxPopCurrent = release_cuCtxPopCurrent;
+    if (live_table->cuMemAddressFree != NULL)
+        live_table->cuMemAddressFree = release_cuMemAddressFree;
     /* Describing errors is not an operation's driver call (see above). */
     live_table->cuGetErrorName = saved_table.cuGetErrorName;
     live_table->cuGetErrorString = saved_table.cuGetErrorString;
