@@ -440,8 +440,9 @@ CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
                                                  size_t byte_len,
                                                  curd_buffer *out_buffer);
 /* A new file descriptor (close-on-exec) for the memory of buffer, which
- * curd_buffer_alloc_shareable or curd_buffer_import_fd made (another
- * buffer is CURD_E_INVALID_ARGUMENT). The caller owns it: pass it on
+ * curd_buffer_alloc_shareable made in this process (another buffer, an
+ * imported one included, is CURD_E_INVALID_ARGUMENT: an importer passes
+ * on the descriptor it received). The caller owns it: pass it on
  * (curd_fd_send, or pidfd_getfd in the receiver) and close it; as long as
  * it is open it holds the memory alive too. */
 CURD_API curd_status curd_buffer_export_fd(curd_device *device,

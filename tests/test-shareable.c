@@ -379,9 +379,14 @@ static void test_one_process_sees_one_memory_through_both_handles(void)
     g_assert_cmpint(curd_buffer_download(device, imported, back, len), ==,
                     CURD_OK);
     assert_same_bytes(back, data, len);
-    /* An import may be exported again. */
-    g_assert_cmpint(curd_buffer_export_fd(device, imported, &fd), ==, CURD_OK);
-    close(fd);
+    /* Only the allocating process exports: an import is refused (the
+     * driver refuses it too), naming the descriptor to pass on. */
+    fd = -1;
+    g_assert_cmpint(curd_buffer_export_fd(device, imported, &fd), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "imported"));
+    g_assert_cmpint(fd, ==, -1);
     g_assert_cmpint(curd_buffer_free(device, imported), ==, CURD_OK);
     g_assert_cmpint(curd_buffer_free(device, imported), ==,
                     CURD_E_STALE_HANDLE);

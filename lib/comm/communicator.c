@@ -153,11 +153,15 @@ void curdi_comm_abort(curd_comm *comm)
         return; /* unreachable: the communicator was made through it */
     bool entered = comm->device != NULL && curdi_driver_usable() &&
                    curdi_device_enter(comm->device) == CURD_OK;
-    /* The twin first: it shares the other's resources and abort flag. */
-    if (comm->blocking != NULL)
-        abort_one(nccl, comm->blocking);
+    /* The non-blocking one first: its abort joins a split still in
+     * NCCL's thread, which writes the twin's handle as it ends (on a
+     * failure too), so the twin is read only after. */
     if (comm->nccl != NULL)
         abort_one(nccl, comm->nccl);
+    curdi_nccl_comm twin =
+        __atomic_load_n(&comm->blocking, __ATOMIC_ACQUIRE);
+    if (twin != NULL)
+        abort_one(nccl, twin);
     if (entered)
         curdi_device_leave(comm->device);
     comm->blocking = NULL;

@@ -629,6 +629,16 @@ bool curdi_resident_mapped(curd_device *device, uint64_t id)
     return mapped;
 }
 
+bool curdi_resident_imported(curd_device *device, uint64_t id)
+{
+    pthread_mutex_lock(&device->resident->lock);
+    const curdi_handle_slot *slot =
+        curdi_handle_table_lookup(&device->resident->table, id);
+    bool imported = slot != NULL && slot->imported;
+    pthread_mutex_unlock(&device->resident->lock);
+    return imported;
+}
+
 curd_status curdi_resident_alloc(curd_device *device, const char *what,
                                  size_t byte_len, uint64_t *out_id)
 {

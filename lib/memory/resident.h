@@ -67,6 +67,9 @@ curd_status curdi_resident_reserve_live(struct curd_device *device,
 /* Whether id names a live mapped buffer (commit_mapped's, or an import
  * with mapping_log2 != 0). No sentence. */
 bool curdi_resident_mapped(struct curd_device *device, uint64_t id);
+/* Whether id names a live imported buffer (curd_buffer_import, or
+ * curd_buffer_import_fd). No sentence. */
+bool curdi_resident_imported(struct curd_device *device, uint64_t id);
 /* Removes a live, unmarked buffer and gives its device pointer back for the
  * caller to release to the pool. CURD_E_STALE_HANDLE, or CURD_E_BUSY while
  * uses are in flight, or CURD_E_INVALID_ARGUMENT for an imported or a

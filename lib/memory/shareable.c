@@ -82,12 +82,23 @@ CURD_API curd_status curd_buffer_export_fd(curd_device *device,
     status = curdi_resident_use_begin(device, what, &buffer.id, 1, &use);
     if (status != CURD_OK)
         return status;
-    if (!curdi_resident_mapped(device, buffer.id))
+    if (curdi_resident_imported(device, buffer.id))
+        /* The driver exports only an allocation this process made (on
+         * driver 580 an import's export fails with an invalid value). */
+        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
+                            "%s: curd_buffer 0x%016" PRIx64 " was imported"
+                            " (curd_buffer_import_fd or curd_buffer_import);"
+                            " only the process that allocated memory exports"
+                            " it. Fix: pass on the descriptor this process"
+                            " received (dup() it first if you keep using"
+                            " it), or ask the exporter for another.",
+                            what, buffer.id);
+    else if (!curdi_resident_mapped(device, buffer.id))
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
                             "%s: curd_buffer 0x%016" PRIx64 " is not"
-                            " shareable (curd_buffer_alloc made it, or"
-                            " curd_buffer_import). Fix: allocate the memory"
-                            " to share with curd_buffer_alloc_shareable.",
+                            " shareable (curd_buffer_alloc made it). Fix:"
+                            " allocate the memory to share with"
+                            " curd_buffer_alloc_shareable.",
                             what, buffer.id);
     if (status == CURD_OK)
         status = curdi_device_enter(device);
