@@ -15,8 +15,8 @@
  * needs only the core, the fence and the driver.
  *
  * A pending belongs to one thread at a time (curd.h). */
-#ifndef CURD_LIB_PENDING_H
-#define CURD_LIB_PENDING_H
+#ifndef CURD_LIB_CORE_PENDING_H
+#define CURD_LIB_CORE_PENDING_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -13,8 +13,8 @@
  *  - deinitialized: a call reported CUDA_ERROR_DEINITIALIZED (the driver
  *    is shutting down at process exit). From then on curd makes no driver
  *    call at all; teardown frees host memory only and reports success. */
-#ifndef CURD_LIB_DRIVER_H
-#define CURD_LIB_DRIVER_H
+#ifndef CURD_LIB_DRIVER_DRIVER_H
+#define CURD_LIB_DRIVER_DRIVER_H
 
 #include <stdbool.h>
 

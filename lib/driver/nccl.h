@@ -6,8 +6,8 @@
  * of CURDI_NCCL_ENTRY_LIST (nccl_abi.h) with dlsym. A program that never
  * opens a communicator never loads NCCL. Everything else calls NCCL
  * through the table curdi_nccl_ready() hands out. */
-#ifndef CURD_LIB_NCCL_H
-#define CURD_LIB_NCCL_H
+#ifndef CURD_LIB_DRIVER_NCCL_H
+#define CURD_LIB_DRIVER_NCCL_H
 
 #include "driver/nccl_abi.h"
 #include "curd.h"

@@ -5,8 +5,8 @@
  * The program room uses it for every module it loads; it keeps no state.
  *
  * Driver calls need the device's context current; no lock is held. */
-#ifndef CURD_LIB_JIT_H
-#define CURD_LIB_JIT_H
+#ifndef CURD_LIB_LAUNCH_JIT_H
+#define CURD_LIB_LAUNCH_JIT_H
 
 #include <stddef.h>
 #include <stdint.h>

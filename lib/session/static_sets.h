@@ -29,8 +29,8 @@
  *  - the retained sets stay within the static budget: a new set that fits
  *    evicts unheld ones, the largest first, then the least recently
  *    handed out. */
-#ifndef CURD_LIB_STATIC_SETS_H
-#define CURD_LIB_STATIC_SETS_H
+#ifndef CURD_LIB_SESSION_STATIC_SETS_H
+#define CURD_LIB_SESSION_STATIC_SETS_H
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -11,8 +11,8 @@
  * driver, lib/memory/import.h), so that it runs asynchronously. It counts
  * as a transfer does (d2h_bytes, copy_ops, one fence) once complete. The
  * room has no state of its own and nothing to open or close. */
-#ifndef CURD_LIB_DOWNLOAD_H
-#define CURD_LIB_DOWNLOAD_H
+#ifndef CURD_LIB_TRANSFER_DOWNLOAD_H
+#define CURD_LIB_TRANSFER_DOWNLOAD_H
 
 #include "curd.h"
 

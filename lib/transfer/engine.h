@@ -8,8 +8,8 @@
  * device only through a small table of operations (copy, copy_rows,
  * gathered, mark, wait, finish), which lib/transfer/transfer.c fills with
  * driver calls and tests/test-transfer.c with a deferred-DMA stand-in. */
-#ifndef CURD_LIB_ENGINE_H
-#define CURD_LIB_ENGINE_H
+#ifndef CURD_LIB_TRANSFER_ENGINE_H
+#define CURD_LIB_TRANSFER_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>

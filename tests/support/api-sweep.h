@@ -40,8 +40,8 @@
  *  6. the device works: a buffer round trip, every byte compared; after
  *     CURD_E_DEVICE_LOST the world is closed (the stand-in must then hold
  *     nothing) and opened again first. */
-#ifndef CURD_TEST_API_SWEEP_H
-#define CURD_TEST_API_SWEEP_H
+#ifndef CURD_TESTS_SUPPORT_API_SWEEP_H
+#define CURD_TESTS_SUPPORT_API_SWEEP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* kernel-load.h - loading a kernel of the harness (tests/kernels/) by the
  * name of its PTX file, for the tests and the fuzzers (no GLib). */
-#ifndef CURD_TEST_KERNEL_LOAD_H
-#define CURD_TEST_KERNEL_LOAD_H
+#ifndef CURD_TESTS_SUPPORT_KERNEL_LOAD_H
+#define CURD_TESTS_SUPPORT_KERNEL_LOAD_H
 
 #include <stddef.h>
 
