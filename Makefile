@@ -13,6 +13,8 @@
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS,
 #                        folder by folder
+#   make check-paths     proves that every header guard follows its path and
+#                        every path the sources and docs name exists
 #   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR, MANDIR
 #                        honoured
 #   make fake-driver     the stand-in libcuda and libnccl, for trying curd
@@ -101,7 +103,8 @@ BENCH_HARNESS_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
 BENCH_OBJS := $(BUILD)/bench/curd-bench.o $(BENCH_HARNESS_OBJS)
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \
-        check-tsan check-exports check-layers install uninstall clean
+        check-tsan check-exports check-layers check-paths install uninstall \
+        clean
 all: lib tools
 
 # ---------------------------------------------------------------------------
@@ -289,6 +292,7 @@ check:
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-layers 'scripts/check-layers.sh' \
+	    --step check-paths 'scripts/check-paths.sh' \
 	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
 	    --step check-run-tests 'scripts/check-run-tests.sh' \
 	    --step check-run-remote '$(MAKE) --no-print-directory check-run-remote' \
@@ -311,6 +315,9 @@ check-exports: $(SHARED)
 
 check-layers:
 	$(Q)scripts/check-layers.sh
+
+check-paths:
+	$(Q)scripts/check-paths.sh
 
 # tests/gpu/run-remote.sh's summary on the stand-in driver, with stand-ins
 # for compute-sanitizer and nvidia-smi (tests/fake/bin/).

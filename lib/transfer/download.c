@@ -15,7 +15,7 @@
 #include "transfer/host_register.h"
 #include "transfer/transfer.h"
 
-/* A download's curd_pending (lib/launch/pending.h) and what it holds. */
+/* A download's curd_pending (lib/core/pending.h) and what it holds. */
 typedef struct download_run {
     curd_pending base;
     curdi_resident_use use;   /* the buffer, marked in use */
