@@ -33,8 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 struct curd_device;
 

@@ -18,8 +18,8 @@
 
 #include <stdbool.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 #define CURDI_DRIVER_MEMBER_(name, symbol, tier, params, args)                \
     curdi_pfn_##name name;

@@ -9,8 +9,8 @@
 #ifndef CURD_LIB_DRIVER_NCCL_H
 #define CURD_LIB_DRIVER_NCCL_H
 
-#include "driver/nccl_abi.h"
 #include "curd.h"
+#include "driver/nccl_abi.h"
 
 #define CURDI_NCCL_MEMBER_(name, tier, params, args) curdi_pfn_##name name;
 #define CURDI_NCCL_TEXT_MEMBER_(name, params, args) curdi_pfn_##name name;

@@ -12,9 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "curd.h"
 #include "driver/cuda_abi.h"
 #include "memory/resident.h"
-#include "curd.h"
 
 struct curd_device;
 

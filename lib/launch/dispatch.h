@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 #include "memory/resident.h"
 
 struct curd_device;

@@ -11,8 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 /* Each log buffer the driver writes into. */
 #define CURDI_JIT_LOG_BYTES 4096u

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 struct curd_device;
 

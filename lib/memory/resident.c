@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "base/checked.h"
-#include "core/core.h"
-#include "memory/pool.h"
-#include "driver/driver.h"
 #include "base/status.h"
+#include "core/core.h"
+#include "driver/driver.h"
+#include "memory/pool.h"
 
 /* ------------------------------------------------------------------------
  * The device's resident room

@@ -37,8 +37,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "curd.h"
 #include "base/hash_map.h"
+#include "curd.h"
 
 struct curd_device;
 struct curdi_static_set; /* one set, private to static_sets.c */

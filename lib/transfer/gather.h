@@ -31,8 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 #include "transfer/engine.h"
 
 struct curd_device;

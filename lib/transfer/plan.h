@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transfer/copy_team.h"
 #include "curd.h"
+#include "transfer/copy_team.h"
 #include "transfer/tuning.h"
 
 /* malloc (or calloc when zeroed) of count elements, the product checked;
