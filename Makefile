@@ -369,7 +369,7 @@ install: all
 	install -m 0644 $(SHARED) $(STATIC) $(DESTDIR)$(LIBDIR)/
 	ln -sf libcurd.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcurd.so
-	install -m 0644 include/curd.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 include/curd.h include/curd_comm.h $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' \
 	    -e 's|@includedir@|$(INCLUDEDIR)|' -e 's|@version@|$(VERSION)|' \
 	    pkgconfig/curd.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/curd.pc
@@ -382,6 +382,7 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libcurd.so.$(VERSION) \
 	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libcurd.so \
 	    $(DESTDIR)$(LIBDIR)/libcurd.a $(DESTDIR)$(INCLUDEDIR)/curd.h \
+	    $(DESTDIR)$(INCLUDEDIR)/curd_comm.h \
 	    $(DESTDIR)$(PKGCONFIGDIR)/curd.pc \
 	    $(DESTDIR)$(BINDIR)/curd-info $(DESTDIR)$(BINDIR)/curd-bench
 
