@@ -337,8 +337,12 @@ check-rebuild:
 	    exit 1; \
 	fi
 
+# The sanitizer builds (and fuzz/fuzz.mk's) also check the library's own
+# invariants: -DCURDI_DEBUG turns CURDI_ASSERT on (lib/base/assert.h); the
+# release build never aborts.
+DEBUG_ASSERT_FLAGS := -DCURDI_DEBUG
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
-              -fno-sanitize-recover=undefined
+              -fno-sanitize-recover=undefined $(DEBUG_ASSERT_FLAGS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-asan CFLAGS='$(ASAN_FLAGS)' \
 	    LDFLAGS='-fsanitize=address,undefined' all tests
@@ -355,7 +359,7 @@ TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell 
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-tsan CC=clang \
-	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
+	    CFLAGS='-O1 -g -fsanitize=thread $(DEBUG_ASSERT_FLAGS)' LDFLAGS=-fsanitize=thread \
 	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 \
 	    build-tsan/tests/libnccl-fake.so.2 $(TSAN_BINS)
 	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
