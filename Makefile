@@ -13,6 +13,8 @@
 #   make check-exports   proves that libcurd.so exports only curd_* symbols
 #   make check-layers    proves that every include in lib/ points down lib/LAYERS,
 #                        folder by folder
+#   make check-paths     proves that every header guard follows its path and
+#                        every path the sources and docs name exists
 #   make install         DESTDIR, PREFIX, LIBDIR, INCLUDEDIR, BINDIR, MANDIR
 #                        honoured
 #   make fake-driver     the stand-in libcuda and libnccl, for trying curd
@@ -101,7 +103,8 @@ BENCH_HARNESS_OBJS := $(patsubst tools/curd-bench/%.c,$(BUILD)/bench/%.o,\
 BENCH_OBJS := $(BUILD)/bench/curd-bench.o $(BENCH_HARNESS_OBJS)
 
 .PHONY: all lib tools tests info check check-plain check-gpu check-asan \
-        check-tsan check-exports check-layers install uninstall clean
+        check-tsan check-exports check-layers check-paths install uninstall \
+        clean
 all: lib tools
 
 # ---------------------------------------------------------------------------
@@ -289,6 +292,7 @@ check:
 	    --step check-tsan '$(call sanitizer_step,check-tsan)' \
 	    --step check-exports 'scripts/check-exports.sh $(SHARED)' \
 	    --step check-layers 'scripts/check-layers.sh' \
+	    --step check-paths 'scripts/check-paths.sh' \
 	    --step check-rebuild '$(MAKE) --no-print-directory check-rebuild' \
 	    --step check-run-tests 'scripts/check-run-tests.sh' \
 	    --step check-run-remote '$(MAKE) --no-print-directory check-run-remote' \
@@ -312,6 +316,9 @@ check-exports: $(SHARED)
 check-layers:
 	$(Q)scripts/check-layers.sh
 
+check-paths:
+	$(Q)scripts/check-paths.sh
+
 # tests/gpu/run-remote.sh's summary on the stand-in driver, with stand-ins
 # for compute-sanitizer and nvidia-smi (tests/fake/bin/).
 .PHONY: check-run-remote
@@ -330,8 +337,12 @@ check-rebuild:
 	    exit 1; \
 	fi
 
+# The sanitizer builds (and fuzz/fuzz.mk's) also check the library's own
+# invariants: -DCURDI_DEBUG turns CURDI_ASSERT on (lib/base/assert.h); the
+# release build never aborts.
+DEBUG_ASSERT_FLAGS := -DCURDI_DEBUG
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
-              -fno-sanitize-recover=undefined
+              -fno-sanitize-recover=undefined $(DEBUG_ASSERT_FLAGS)
 check-asan:
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-asan CFLAGS='$(ASAN_FLAGS)' \
 	    LDFLAGS='-fsanitize=address,undefined' all tests
@@ -348,7 +359,7 @@ TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell 
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")
 	$(Q)$(MAKE) --no-print-directory $(if $(Q),-s) BUILD=build-tsan CC=clang \
-	    CFLAGS='-O1 -g -fsanitize=thread' LDFLAGS=-fsanitize=thread \
+	    CFLAGS='-O1 -g -fsanitize=thread $(DEBUG_ASSERT_FLAGS)' LDFLAGS=-fsanitize=thread \
 	    build-tsan/libcurd.a build-tsan/tests/libcuda-fake.so.1 \
 	    build-tsan/tests/libnccl-fake.so.2 $(TSAN_BINS)
 	$(Q)TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
@@ -362,7 +373,7 @@ install: all
 	install -m 0644 $(SHARED) $(STATIC) $(DESTDIR)$(LIBDIR)/
 	ln -sf libcurd.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libcurd.so
-	install -m 0644 include/curd.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 include/curd.h include/curd_comm.h $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@prefix@|$(PREFIX)|' -e 's|@libdir@|$(LIBDIR)|' \
 	    -e 's|@includedir@|$(INCLUDEDIR)|' -e 's|@version@|$(VERSION)|' \
 	    pkgconfig/curd.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/curd.pc
@@ -375,6 +386,7 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libcurd.so.$(VERSION) \
 	    $(DESTDIR)$(LIBDIR)/$(SONAME) $(DESTDIR)$(LIBDIR)/libcurd.so \
 	    $(DESTDIR)$(LIBDIR)/libcurd.a $(DESTDIR)$(INCLUDEDIR)/curd.h \
+	    $(DESTDIR)$(INCLUDEDIR)/curd_comm.h \
 	    $(DESTDIR)$(PKGCONFIGDIR)/curd.pc \
 	    $(DESTDIR)$(BINDIR)/curd-info $(DESTDIR)$(BINDIR)/curd-bench
 

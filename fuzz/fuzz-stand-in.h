@@ -7,8 +7,8 @@
  * The stand-in keeps device memory on the host, so a buffer's bytes are
  * read and written straight through its device pointer. Each harness is
  * one program: the state below is its own. */
-#ifndef CURD_FUZZ_STAND_IN_H
-#define CURD_FUZZ_STAND_IN_H
+#ifndef CURD_FUZZ_FUZZ_STAND_IN_H
+#define CURD_FUZZ_FUZZ_STAND_IN_H
 
 #include <limits.h>
 #include <unistd.h>

@@ -5,8 +5,8 @@
  * independent slow reference (128-bit arithmetic, byte-by-byte models) and
  * calls FUZZ_CHECK, which aborts the harness (never the library) on a
  * disagreement so libFuzzer saves the input. */
-#ifndef CURD_FUZZ_H
-#define CURD_FUZZ_H
+#ifndef CURD_FUZZ_FUZZ_H
+#define CURD_FUZZ_FUZZ_H
 
 #include <limits.h>
 #include <stdbool.h>

@@ -23,7 +23,8 @@ FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 8
 FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=all
-FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer -std=c11 -DCURD_BUILDING \
+# -DCURDI_DEBUG: the library's CURDI_ASSERTs are checked (lib/base/assert.h).
+FUZZ_CFLAGS := -g -O1 -fno-omit-frame-pointer -std=c11 -DCURD_BUILDING -DCURDI_DEBUG \
                $(FUZZ_SANITIZE) -fsanitize=fuzzer-no-link $(WARNINGS)
 FUZZ_LDFLAGS := $(FUZZ_SANITIZE) -fsanitize=fuzzer
 # -timeout: a single input slower than this is a bug (a hang).

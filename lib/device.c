@@ -23,24 +23,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/communicator.h"
-#include "launch/batch.h"
-#include "core/fence.h"
 #include "base/checked.h"
+#include "base/status.h"
+#include "comm/communicator.h"
 #include "core/core.h"
-#include "launch/dispatch.h"
+#include "core/fence.h"
 #include "driver/driver.h"
-#include "transfer/upload_marks.h"
-#include "transfer/gather.h"
-#include "transfer/host_register.h"
+#include "launch/batch.h"
+#include "launch/dispatch.h"
+#include "launch/program.h"
 #include "memory/landing.h"
 #include "memory/memory.h"
-#include "launch/program.h"
 #include "memory/resident.h"
 #include "session/session.h"
-#include "base/status.h"
-#include "transfer/transfer.h"
 #include "transfer/copy.h"
+#include "transfer/gather.h"
+#include "transfer/host_register.h"
+#include "transfer/transfer.h"
+#include "transfer/upload_marks.h"
 
 CURD_API void curd_device_options_init(curd_device_options *options)
 {

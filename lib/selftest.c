@@ -13,8 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/core.h"
 #include "base/status.h"
+#include "core/core.h"
 
 /* out[i] = in[i] ^ 0x5A for i < byte_len, one thread per byte. Written by
  * hand for the oldest target the driver can still JIT (sm_50, PTX ISA 7.0,

@@ -19,7 +19,7 @@ check-examples: $(SHARED) $(FAKE_CUDA) $(FAKE_NCCL)
 # convention (scripts/check-exit-codes.sh); the examples are built for it
 # into $(BUILD)/examples/bin/.
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/bin/%,$(sort $(wildcard examples/*.c)))
-$(BUILD)/examples/bin/%: examples/%.c include/curd.h $(SHARED)
+$(BUILD)/examples/bin/%: examples/%.c include/curd.h include/curd_comm.h $(SHARED)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) -std=c11 $(WARNINGS) $< -o $@ $(EXAMPLE_FLAGS)

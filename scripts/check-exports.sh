@@ -4,12 +4,15 @@
 #     file name;
 #   - every defined dynamic symbol is a curd_* symbol with a CURD_* version
 #     (lib/curd.map), or that version node itself;
-#   - every function declared CURD_API in include/curd.h is exported, and
-#     every exported symbol is declared there.
-# usage: scripts/check-exports.sh build/libcurd.so.X.Y.Z [include/curd.h]
+#   - every function declared CURD_API in the public headers
+#     (include/curd.h and include/curd_comm.h, which it includes) is
+#     exported, and every exported symbol is declared there.
+# usage: scripts/check-exports.sh build/libcurd.so.X.Y.Z [HEADER...]
 set -eu
-so=${1:?usage: check-exports.sh LIBRARY [HEADER]}
-header=${2:-include/curd.h}
+so=${1:?usage: check-exports.sh LIBRARY [HEADER...]}
+shift
+[ $# -gt 0 ] || set -- include/curd.h include/curd_comm.h
+header=$*
 major=$(basename "$so" | sed -n 's/^libcurd\.so\.\([0-9]*\)\..*/\1/p')
 fail=0
 
@@ -34,7 +37,7 @@ if [ -s "$tmp/bad" ]; then
 fi
 sed -n 's/^[0-9a-f]* [A-Za-z] \(curd_[a-z0-9_]*\)@.*/\1/p' "$tmp/nm" | sort -u >"$tmp/exported"
 
-"$(dirname "$0")/curd-api-names.sh" "$header" | sort -u >"$tmp/declared"
+"$(dirname "$0")/curd-api-names.sh" "$@" | sort -u >"$tmp/declared"
 
 missing=$(comm -23 "$tmp/declared" "$tmp/exported")
 undeclared=$(comm -13 "$tmp/declared" "$tmp/exported")

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Checks the manual pages:
-#   - every function declared CURD_API in include/curd.h is named in the
-#     NAME section of a page in man/ (a page of its own, or a family page
-#     that installs a link for it);
+#   - every function declared CURD_API in the public headers
+#     (include/curd.h and include/curd_comm.h, which it includes) is named
+#     in the NAME section of a page in man/ (a page of its own, or a family
+#     page that installs a link for it);
 #   - every .Xr reference to a curd page in section 3 names a documented
 #     function;
 #   - every page in man/ is reachable from man/curd.3 (the overview)
@@ -11,15 +12,17 @@
 #     tools' pages);
 #   - groff (what man-db renders with) titles no page "BSD ..." and ends
 #     it with curd's version (.Os curd X.Y.Z, or .TH's fourth field).
-# usage: scripts/check-manpages.sh [HEADER]
+# usage: scripts/check-manpages.sh [HEADER...] (the first holds the version)
 set -eu
-header=${1:-include/curd.h}
+[ $# -gt 0 ] || set -- include/curd.h include/curd_comm.h
+header=$*
+version_header=$1
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-scripts/curd-api-names.sh "$header" >"$tmp/declared"
+scripts/curd-api-names.sh "$@" >"$tmp/declared"
 for page in man/*.3; do scripts/man-names.sh "$page"; done | LC_ALL=C sort -u >"$tmp/documented"
 missing=$(LC_ALL=C comm -23 "$tmp/declared" "$tmp/documented")
 if [ -n "$missing" ]; then
@@ -70,7 +73,7 @@ elif ! mandoc -Tlint -W warning man/*.3 man/*.1; then
     fail=1
 fi
 
-version=$(sed -n 's/^#define CURD_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$header" | paste -sd.)
+version=$(sed -n 's/^#define CURD_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$version_header" | paste -sd.)
 if command -v groff >/dev/null 2>&1; then
     for page in man/*.3 man/*.1; do
         groff -mandoc -Tutf8 -P-c "$page" 2>/dev/null >"$tmp/page" || true

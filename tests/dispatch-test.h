@@ -5,8 +5,8 @@
  *
  * The including program is built with the generated table of kernel
  * images (tests/kernels/kernels.mk lists it in KERNEL_TEST_BINS). */
-#ifndef CURD_DISPATCH_TEST_H
-#define CURD_DISPATCH_TEST_H
+#ifndef CURD_TESTS_DISPATCH_TEST_H
+#define CURD_TESTS_DISPATCH_TEST_H
 
 #include <glib.h>
 #include <inttypes.h>

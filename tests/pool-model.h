@@ -25,9 +25,9 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/status.h"
 #include "curd.h"
 #include "memory/pool.h"
-#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The host upstream

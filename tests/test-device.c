@@ -23,8 +23,8 @@
 
 
 #include "base/checked.h"
-#include "curd.h"
 #include "core/core.h"
+#include "curd.h"
 #include "driver/driver.h"
 #include "support/curd-test.h"
 

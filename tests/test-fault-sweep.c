@@ -7,9 +7,10 @@
  * the invariants are tests/support/api-ops.c and api-sweep.c (see
  * api-sweep.h); the last test prints how many fault points survived.
  *
- * Also: include/curd.h declares no function that is in neither the
- * sweep's list nor its list of functions that make no driver call, and
- * the statistics rules name every field of curd_stats.
+ * Also: include/curd.h (with include/curd_comm.h, which it includes)
+ * declares no function that is in neither the sweep's list nor its list
+ * of functions that make no driver call, and the statistics rules name
+ * every field of curd_stats.
  *
  * CURD_SWEEP_QUICK=1 injects only the transient failure (the sanitizer
  * runs on the GPU use it).
@@ -47,25 +48,40 @@ static void glib_handler(const char *file, int line, const char *message)
 /* ------------------------------------------------------------------------
  * The header against the lists
  * ---------------------------------------------------------------------- */
-/* include/curd.h from the source tree: the working directory is the
- * tree's root (make, tests/gpu/run-remote.sh), or the program sits in
- * BUILD/tests/ beneath it. */
-static char *read_header(void)
+/* One public header (include/<name>) from the source tree: the working
+ * directory is the tree's root (make, tests/gpu/run-remote.sh), or the
+ * program sits in BUILD/tests/ beneath it. */
+static char *read_one_header(const char *name)
 {
     char *text = NULL;
-    if (g_file_get_contents("include/curd.h", &text, NULL, NULL))
+    char *here = g_build_filename("include", name, NULL);
+    gboolean found = g_file_get_contents(here, &text, NULL, NULL);
+    g_free(here);
+    if (found)
         return text;
     char *exe = g_file_read_link("/proc/self/exe", NULL);
     g_assert_nonnull(exe);
     char *dir = g_path_get_dirname(exe);
-    char *path = g_build_filename(dir, "..", "..", "include", "curd.h", NULL);
-    gboolean found = g_file_get_contents(path, &text, NULL, NULL);
+    char *path = g_build_filename(dir, "..", "..", "include", name, NULL);
+    found = g_file_get_contents(path, &text, NULL, NULL);
     if (!found)
-        g_error("include/curd.h is neither in the working directory nor"
-                " at %s", path);
+        g_error("include/%s is neither in the working directory nor"
+                " at %s", name, path);
     g_free(path);
     g_free(dir);
     g_free(exe);
+    return text;
+}
+
+/* The public API's text: include/curd.h and include/curd_comm.h, which
+ * curd.h includes (the communicators and collectives). */
+static char *read_header(void)
+{
+    char *main_header = read_one_header("curd.h");
+    char *comm_header = read_one_header("curd_comm.h");
+    char *text = g_strconcat(main_header, "\n", comm_header, NULL);
+    g_free(main_header);
+    g_free(comm_header);
     return text;
 }
 

@@ -35,20 +35,20 @@ static curd_device *open_polling(void)
     return device;
 }
 
-typedef struct beacon_counts {
+typedef struct fence_counts {
     uint64_t seen;
     uint64_t synced;
-} beacon_counts;
+} fence_counts;
 
-static beacon_counts counts_of(curd_device *device)
+static fence_counts counts_of(curd_device *device)
 {
-    beacon_counts counts;
+    fence_counts counts;
     curdi_fence_counts(device, &counts.seen, &counts.synced);
     return counts;
 }
 
 /* The waits that ended between two counts, either way. */
-static uint64_t waits_between(beacon_counts before, beacon_counts after)
+static uint64_t waits_between(fence_counts before, fence_counts after)
 {
     return (after.seen - before.seen) + (after.synced - before.synced);
 }
@@ -61,12 +61,12 @@ static void test_transfers_end_on_the_word_their_stream_writes(void)
     if (device == NULL)
         return;
     enum { ROUNDS = 8 };
-    beacon_counts before = counts_of(device);
+    fence_counts before = counts_of(device);
     uint64_t fences = transfer_test_take(device).fences;
     for (unsigned round = 0; round < ROUNDS; round++)
         for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
             transfer_test_round_trip(device, sizes[i]);
-    beacon_counts after = counts_of(device);
+    fence_counts after = counts_of(device);
     uint64_t fenced = transfer_test_take(device).fences - fences;
     /* Every fence is one wait, ended one way or the other. */
     g_assert_cmpuint(fenced, ==, 2u * ROUNDS * G_N_ELEMENTS(sizes));
@@ -82,10 +82,10 @@ static void test_a_spin_of_zero_waits_in_the_driver(void)
     curd_device *device = transfer_test_open_with("CURD_FENCE_SPIN_US", "0");
     if (device == NULL)
         return;
-    beacon_counts before = counts_of(device);
+    fence_counts before = counts_of(device);
     for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++)
         transfer_test_round_trip(device, sizes[i]);
-    beacon_counts after = counts_of(device);
+    fence_counts after = counts_of(device);
     g_assert_cmpuint(after.seen, ==, before.seen);
     g_assert_cmpuint(after.synced - before.synced, ==,
                      2u * G_N_ELEMENTS(sizes));
@@ -99,7 +99,7 @@ static void test_an_unsupported_write_leaves_the_driver_wait(void)
     curd_device *device = open_polling();
     if (device == NULL)
         return;
-    beacon_counts before = counts_of(device);
+    fence_counts before = counts_of(device);
     curd_test_faults_begin(1, 801 /* CUDA_ERROR_NOT_SUPPORTED */,
                            "cuStreamWriteValue32");
     transfer_test_round_trip(device, 4096);
@@ -111,7 +111,7 @@ static void test_an_unsupported_write_leaves_the_driver_wait(void)
     transfer_test_round_trip(device, 65536);
     g_assert_false(curd_test_faults_fired());
     (void)curd_test_faults_end();
-    beacon_counts after = counts_of(device);
+    fence_counts after = counts_of(device);
     g_assert_cmpuint(after.seen, ==, before.seen);
     g_assert_cmpuint(after.synced - before.synced, ==, 4u);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
@@ -131,14 +131,14 @@ static void test_a_page_that_cannot_be_made_leaves_the_wait_to_the_driver(void)
     unsigned char byte = (unsigned char)g_test_rand_int();
     unsigned char back = (unsigned char)~byte;
     g_assert_cmpint(curd_buffer_alloc(device, 1, &buffer), ==, CURD_OK);
-    beacon_counts before = counts_of(device);
+    fence_counts before = counts_of(device);
     curd_test_faults_begin(1, 2 /* CUDA_ERROR_OUT_OF_MEMORY */,
                            "cuMemHostAlloc");
     g_assert_cmpint(curd_buffer_upload(device, buffer, &byte, 1), ==,
                     CURD_OK);
     g_assert_true(curd_test_faults_fired());
     (void)curd_test_faults_end();
-    beacon_counts after = counts_of(device);
+    fence_counts after = counts_of(device);
     g_assert_cmpuint(after.seen, ==, before.seen);
     g_assert_cmpuint(after.synced - before.synced, ==, 1);
     g_assert_cmpint(curd_buffer_download(device, buffer, &back, 1), ==,
@@ -210,10 +210,10 @@ static void test_a_synchronous_dispatch_ends_on_its_word(void)
         curd_arg_host(CURD_ROLE_INOUT, back, WORDS * sizeof *back),
         curd_arg_scalar(&words, sizeof words)};
 
-    beacon_counts before = counts_of(device);
+    fence_counts before = counts_of(device);
     g_assert_cmpint(curd_dispatch(device, add_one, &launch, args, 2), ==,
                     CURD_OK);
-    beacon_counts after = counts_of(device);
+    fence_counts after = counts_of(device);
     g_assert_cmpuint(waits_between(before, after), ==, 1);
     for (size_t i = 0; i < WORDS; i++)
         model[i] += 1u;
@@ -329,8 +329,8 @@ static void graph_case_check(const graph_case *c)
  * cuStreamWriteValue32 calls it made, and the fence's counts around it in
  * *out_before and *out_after. */
 static unsigned graph_case_run(graph_case *c, curd_timing *timing,
-                               beacon_counts *out_before,
-                               beacon_counts *out_after)
+                               fence_counts *out_before,
+                               fence_counts *out_after)
 {
     graph_case_refill(c);
     *out_before = counts_of(c->device);
@@ -360,7 +360,7 @@ static void test_a_graph_batch_ends_on_its_read_backs_signal(void)
     graph_case c;
     graph_case_open(&c, device, 16384, whole, 1);
     for (unsigned round = 0; round < 3; round++) {
-        beacon_counts before, after;
+        fence_counts before, after;
         g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
         g_assert_cmpuint(after.seen - before.seen, ==, 1);
     }
@@ -370,7 +370,7 @@ static void test_a_graph_batch_ends_on_its_read_backs_signal(void)
     static const size_t ranges[2][2] = {{0, 4096}, {4100, 30001}};
     graph_case_open(&c, device, 9000, ranges, 2);
     for (unsigned round = 0; round < ROUNDS; round++) {
-        beacon_counts before, after;
+        fence_counts before, after;
         g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
         g_assert_cmpuint(after.seen - before.seen, ==, 1);
         g_assert_cmpuint(after.synced, ==, before.synced);
@@ -382,7 +382,7 @@ static void test_a_graph_batch_ends_on_its_read_backs_signal(void)
     /* A timed run waits for its end event; the kernel still signals, and
      * the next synchronous run clears the words before polling them. */
     curd_timing timing = {.struct_size = sizeof timing};
-    beacon_counts before, after;
+    fence_counts before, after;
     g_assert_cmpuint(graph_case_run(&c, &timing, &before, &after), ==, 0);
     g_assert_cmpuint(waits_between(before, after), ==, 0);
     g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
@@ -403,7 +403,7 @@ static void test_other_graph_batches_end_on_the_streams_word(void)
     graph_case c;
     graph_case_open(&c, device, 20480, wide, 2);
     for (unsigned round = 0; round < 3; round++) {
-        beacon_counts before, after;
+        fence_counts before, after;
         g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 1);
         g_assert_cmpuint(waits_between(before, after), ==, 1);
     }
@@ -414,7 +414,7 @@ static void test_other_graph_batches_end_on_the_streams_word(void)
     /* The read-back sits between the two add_ones: it sees the first, as
      * graph_case_run's check expects. */
     graph_case_add_one(&c);
-    beacon_counts before, after;
+    fence_counts before, after;
     g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 1);
     g_assert_cmpuint(waits_between(before, after), ==, 1);
     graph_case_close(&c);
@@ -433,7 +433,7 @@ static void test_a_spin_of_zero_waits_for_a_graph_in_the_driver(void)
     graph_case c;
     graph_case_open(&c, device, 1024, ranges, 1);
     for (unsigned round = 0; round < 3; round++) {
-        beacon_counts before, after;
+        fence_counts before, after;
         g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
         g_assert_cmpuint(after.seen, ==, before.seen);
         g_assert_cmpuint(after.synced - before.synced, ==, 1);
@@ -446,7 +446,7 @@ static void test_a_spin_of_zero_waits_for_a_graph_in_the_driver(void)
     g_assert_cmpint(status, !=, CURD_OK);
     g_assert_nonnull(strstr(curd_last_error(), "cuStreamSynchronize"));
     curd_test_assert_fix_sentence();
-    beacon_counts before, after;
+    fence_counts before, after;
     g_assert_cmpuint(graph_case_run(&c, NULL, &before, &after), ==, 0);
     graph_case_close(&c);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
@@ -462,10 +462,10 @@ static void test_threads_share_the_words(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    beacon_counts before = counts_of(device);
+    fence_counts before = counts_of(device);
     transfer_test_round_trips_on_threads(device, THREADS, THREAD_ROUNDS,
                                          256 * 1024);
-    beacon_counts after = counts_of(device);
+    fence_counts after = counts_of(device);
     g_assert_cmpuint(waits_between(before, after), ==,
                      2u * THREADS * THREAD_ROUNDS);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);

@@ -10,8 +10,8 @@
 #include <glib.h>
 #include <string.h>
 
-#include "transfer/plan.h"
 #include "support/curd-test.h"
+#include "transfer/plan.h"
 
 #define KIB ((uint64_t)1024)
 #define MIB ((uint64_t)1024 * 1024)

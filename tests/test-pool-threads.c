@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "base/checked.h"
-#include "pool-model.h"
 #include "memory/pool.h"
+#include "pool-model.h"
 #include "support/curd-test.h"
 
 #define THREADS 8

@@ -11,8 +11,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "transfer/spans.h"
 #include "support/curd-test.h"
+#include "transfer/spans.h"
 
 typedef unsigned __int128 u128;
 

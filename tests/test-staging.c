@@ -7,9 +7,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pool-model.h"
 #include "memory/pool.h"
 #include "memory/staging.h"
+#include "pool-model.h"
 #include "support/curd-test.h"
 
 typedef struct fixture {

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "curd.h"
 #include "driver/driver.h"
-#include "base/status.h"
 #include "support/curd-test.h"
 
 static gboolean ends_with_fix(const char *sentence)

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transfer/copy_team.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
+#include "transfer/copy_team.h"
 
 enum { THREADS = 6, ROUNDS = 12 };
 

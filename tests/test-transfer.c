@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transfer/copy_team.h"
 #include "support/curd-test.h"
 #include "transfer-test.h"
+#include "transfer/copy_team.h"
 #include "transfer/engine.h"
 #include "transfer/plan.h"
 

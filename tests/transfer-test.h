@@ -3,8 +3,8 @@
  * g_assert_cmpmem takes int lengths and prints whole buffers; these take
  * size_t and name the first differing byte, which is what a failed round
  * trip of 64 MiB needs. */
-#ifndef CURD_TRANSFER_TEST_H
-#define CURD_TRANSFER_TEST_H
+#ifndef CURD_TESTS_TRANSFER_TEST_H
+#define CURD_TESTS_TRANSFER_TEST_H
 
 #include <glib.h>
 #include <stdbool.h>

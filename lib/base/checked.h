@@ -3,8 +3,8 @@
  * Nothing here touches the driver or allocates. The bool helpers return
  * false on overflow and leave *out unchanged; the curd_status helpers also
  * set the thread's error sentence via curdi_fail(). */
-#ifndef CURD_LIB_CHECKED_H
-#define CURD_LIB_CHECKED_H
+#ifndef CURD_LIB_BASE_CHECKED_H
+#define CURD_LIB_BASE_CHECKED_H
 
 #include <stdatomic.h>
 #include <stdbool.h>

@@ -3,8 +3,8 @@
  * room's polling deadlines and the pending results' stage times; and the
  * pause every polling loop takes between two polls. Pure: no driver, no
  * state. */
-#ifndef CURD_LIB_CLOCK_H
-#define CURD_LIB_CLOCK_H
+#ifndef CURD_LIB_BASE_CLOCK_H
+#define CURD_LIB_BASE_CLOCK_H
 
 #include <stdint.h>
 

@@ -21,8 +21,8 @@
  * with the key, find_next the next one. A caller whose keys are digests
  * keeps records whose digests collide and tells them apart by their own
  * bytes. Not thread-safe: the caller's lock guards a map. */
-#ifndef CURD_LIB_HASH_MAP_H
-#define CURD_LIB_HASH_MAP_H
+#ifndef CURD_LIB_BASE_HASH_MAP_H
+#define CURD_LIB_BASE_HASH_MAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,8 +5,8 @@
  * and returns the status, so a caller writes `return curdi_fail(...)`.
  * Messages name what failed and the values involved and must end with
  * "Fix: ...". */
-#ifndef CURD_LIB_STATUS_H
-#define CURD_LIB_STATUS_H
+#ifndef CURD_LIB_BASE_STATUS_H
+#define CURD_LIB_BASE_STATUS_H
 
 #include <stdbool.h>
 

@@ -12,11 +12,11 @@
 #include "base/status.h"
 #include "comm/communicator.h"
 #include "core/core.h"
+#include "core/pending.h"
 #include "driver/driver.h"
 #include "launch/batch.h"
-#include "transfer/upload_marks.h"
-#include "core/pending.h"
 #include "memory/resident.h"
+#include "transfer/upload_marks.h"
 
 /* More operations than any group needs; keeps the run's one allocation
  * far from overflowing. */

@@ -9,7 +9,7 @@
  * every operation in one NCCL group, records the events, and waits
  * through curdi_comm_wait (communicator.h): NCCL's asynchronous errors
  * and the events, until the timeout. The asynchronous form hands the same
- * run out as a curd_pending (lib/launch/pending.h) whose wait is that
+ * run out as a curd_pending (lib/core/pending.h) whose wait is that
  * poll. curd_batch_collective records one checked operation in a batch
  * as an external item (lib/launch/batch.h), which the batch enqueues on
  * its stream or captures into its graph and whose wait polls the

@@ -36,8 +36,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "driver/nccl.h"
 #include "curd.h"
+#include "driver/nccl.h"
 
 struct curd_comm {
     /* NULL once curd_device_close detached the communicator. */

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base/checked.h"
-#include "driver/driver.h"
 #include "base/status.h"
+#include "driver/driver.h"
 
 /* ------------------------------------------------------------------------
  * The registry of open devices

@@ -11,8 +11,8 @@
  * behind one pointer each in struct curd_device, set and cleared by their
  * own curdi_<room>_open / _close, which lib/device.c calls in order. The
  * core never calls up into them. */
-#ifndef CURD_LIB_CORE_H
-#define CURD_LIB_CORE_H
+#ifndef CURD_LIB_CORE_CORE_H
+#define CURD_LIB_CORE_CORE_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 struct curdi_pool;
 struct curdi_fence_room;

@@ -7,10 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
+#include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "base/status.h"
 
 #define BEACON_LINE_BYTES 64u
 #define BEACON_PAGE_BYTES (CURDI_BEACON_WORDS * BEACON_LINE_BYTES)
@@ -135,8 +136,12 @@ static unsigned take_word(struct curdi_fence_room *room)
 
 static void give_word(struct curdi_fence_room *room, unsigned word)
 {
-    atomic_fetch_or_explicit(&room->free_words, (uint64_t)1 << word,
-                             memory_order_release);
+    CURDI_ASSERT(word < CURDI_BEACON_WORDS);
+    uint64_t before = atomic_fetch_or_explicit(
+        &room->free_words, (uint64_t)1 << word, memory_order_release);
+    /* A word is given back once, by whoever took it. */
+    CURDI_ASSERT((before & ((uint64_t)1 << word)) == 0);
+    (void)before;
 }
 
 /* Whether each of `count` words reads `value` within spin_ns. The

@@ -27,14 +27,14 @@
  *
  * Behind curd_device.fence; lock-free (the free words are one atomic
  * mask; a word's value belongs to whoever holds the word). */
-#ifndef CURD_LIB_BEACON_H
-#define CURD_LIB_BEACON_H
+#ifndef CURD_LIB_CORE_FENCE_H
+#define CURD_LIB_CORE_FENCE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 struct curd_device;
 

@@ -6,11 +6,11 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "core/fence.h"
 #include "base/clock.h"
-#include "core/core.h"
-#include "driver/driver.h"
 #include "base/status.h"
+#include "core/core.h"
+#include "core/fence.h"
+#include "driver/driver.h"
 
 /* ------------------------------------------------------------------------
  * The registry of live pendings

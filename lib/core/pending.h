@@ -15,15 +15,15 @@
  * needs only the core, the fence and the driver.
  *
  * A pending belongs to one thread at a time (curd.h). */
-#ifndef CURD_LIB_PENDING_H
-#define CURD_LIB_PENDING_H
+#ifndef CURD_LIB_CORE_PENDING_H
+#define CURD_LIB_CORE_PENDING_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 struct curd_device;
 

@@ -16,8 +16,8 @@
  * The lists below are X-macros so that one list drives the enum values
  * here, the entry-point table in driver.h, the fault-injection wrappers in
  * the tests and the checks against cuda.h. */
-#ifndef CURD_LIB_CUDA_ABI_H
-#define CURD_LIB_CUDA_ABI_H
+#ifndef CURD_LIB_DRIVER_CUDA_ABI_H
+#define CURD_LIB_DRIVER_CUDA_ABI_H
 
 #include <stddef.h>
 #include <stdint.h>

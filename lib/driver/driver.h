@@ -13,13 +13,13 @@
  *  - deinitialized: a call reported CUDA_ERROR_DEINITIALIZED (the driver
  *    is shutting down at process exit). From then on curd makes no driver
  *    call at all; teardown frees host memory only and reports success. */
-#ifndef CURD_LIB_DRIVER_H
-#define CURD_LIB_DRIVER_H
+#ifndef CURD_LIB_DRIVER_DRIVER_H
+#define CURD_LIB_DRIVER_DRIVER_H
 
 #include <stdbool.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 #define CURDI_DRIVER_MEMBER_(name, symbol, tier, params, args)                \
     curdi_pfn_##name name;

@@ -6,11 +6,11 @@
  * of CURDI_NCCL_ENTRY_LIST (nccl_abi.h) with dlsym. A program that never
  * opens a communicator never loads NCCL. Everything else calls NCCL
  * through the table curdi_nccl_ready() hands out. */
-#ifndef CURD_LIB_NCCL_H
-#define CURD_LIB_NCCL_H
+#ifndef CURD_LIB_DRIVER_NCCL_H
+#define CURD_LIB_DRIVER_NCCL_H
 
-#include "driver/nccl_abi.h"
 #include "curd.h"
+#include "driver/nccl_abi.h"
 
 #define CURDI_NCCL_MEMBER_(name, tier, params, args) curdi_pfn_##name name;
 #define CURDI_NCCL_TEXT_MEMBER_(name, params, args) curdi_pfn_##name name;

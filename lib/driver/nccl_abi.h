@@ -14,8 +14,8 @@
  * C enums whose constants are all non-negative, which GCC and Clang give
  * the underlying type unsigned int, so our function-pointer types are
  * compatible with nccl.h's, not merely the same size. */
-#ifndef CURD_LIB_NCCL_ABI_H
-#define CURD_LIB_NCCL_ABI_H
+#ifndef CURD_LIB_DRIVER_NCCL_ABI_H
+#define CURD_LIB_DRIVER_NCCL_ABI_H
 
 #include <limits.h>
 #include <stddef.h>

@@ -30,22 +30,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/checked.h"
 #include "base/clock.h"
+#include "base/status.h"
 #include "core/core.h"
-#include "launch/dispatch.h"
-#include "driver/driver.h"
 #include "core/pending.h"
+#include "driver/driver.h"
+#include "launch/dispatch.h"
 #include "launch/graph.h"
 #include "launch/program.h"
 #include "memory/memory.h"
 #include "memory/resident.h"
-#include "transfer/upload_marks.h"
 #include "memory/staging.h"
-#include "base/status.h"
 #include "transfer/copy.h"
 #include "transfer/gather.h"
 #include "transfer/transfer.h"
+#include "transfer/upload_marks.h"
 
 /* ------------------------------------------------------------------------
  * The room
@@ -399,6 +400,7 @@ static uint32_t buffer_ref(curd_batch *batch, const curdi_resident_use *use)
     }
     if (free_entry == batch->buffer_count)
         batch->buffer_count++;
+    CURDI_ASSERT(free_entry < batch->buffer_capacity);
     batch->buffers[free_entry] = (batch_buffer){
         use->id, use->device_ptr, use->byte_len, 1u};
     return (uint32_t)free_entry;
@@ -406,6 +408,7 @@ static uint32_t buffer_ref(curd_batch *batch, const curdi_resident_use *use)
 
 static void buffer_unref(curd_batch *batch, uint32_t index)
 {
+    CURDI_ASSERT(index < batch->buffer_count && batch->buffers[index].refs > 0);
     batch->buffers[index].refs--;
 }
 
@@ -479,7 +482,9 @@ static curd_status item_append(curd_batch *batch, batch_item item,
                              batch->item_count + 1u, sizeof *batch->items)
         || !reserve_buffer_entries(batch, src_use != NULL ? 2u : 1u))
         return fail_memory(what);
-    /* Nothing fails from here on. */
+    /* Nothing fails from here on: the item and its buffer entries have
+     * their room. */
+    CURDI_ASSERT(batch->item_count < batch->item_capacity);
     if (layout != NULL) {
         item.staging_offset = *layout;
         *layout = end & ~(size_t)(STAGING_ALIGN - 1u);

@@ -6,15 +6,15 @@
  * device's live batches, so closing the device frees those the caller did
  * not, and its counters. A batch itself belongs to one thread at a time
  * and takes no lock; the room's mutex guards only the list. */
-#ifndef CURD_LIB_BATCH_H
-#define CURD_LIB_BATCH_H
+#ifndef CURD_LIB_LAUNCH_BATCH_H
+#define CURD_LIB_LAUNCH_BATCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "curd.h"
 #include "driver/cuda_abi.h"
 #include "memory/resident.h"
-#include "curd.h"
 
 struct curd_device;
 

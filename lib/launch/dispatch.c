@@ -31,17 +31,17 @@
 
 #include "base/checked.h"
 #include "base/clock.h"
+#include "base/status.h"
 #include "core/core.h"
-#include "driver/driver.h"
-#include "memory/landing.h"
 #include "core/pending.h"
+#include "driver/driver.h"
 #include "launch/program.h"
+#include "memory/landing.h"
 #include "memory/memory.h"
 #include "memory/resident.h"
-#include "transfer/upload_marks.h"
 #include "memory/staging.h"
-#include "base/status.h"
 #include "transfer/transfer.h"
+#include "transfer/upload_marks.h"
 
 /* ------------------------------------------------------------------------
  * The room: the counters of completed dispatches

@@ -11,15 +11,15 @@
  * The room's state (struct curdi_dispatch_room behind
  * curd_device.dispatch) is its counters, atomics that a dispatch adds to
  * once its work is complete, so dispatching threads share no lock. */
-#ifndef CURD_LIB_DISPATCH_H
-#define CURD_LIB_DISPATCH_H
+#ifndef CURD_LIB_LAUNCH_DISPATCH_H
+#define CURD_LIB_LAUNCH_DISPATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 #include "memory/resident.h"
 
 struct curd_device;

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "driver/driver.h"
 #include "core/pending.h"
+#include "driver/driver.h"
 #include "launch/program.h"
 
 void curdi_graph_drop(curdi_graph *graph)

@@ -8,8 +8,8 @@
  * (launch/batch.c) is its caller; it keeps one curdi_graph per graph batch
  * and says when a capture is due. Context current for every call but
  * curdi_graph_forget. */
-#ifndef CURD_LIB_GRAPH_H
-#define CURD_LIB_GRAPH_H
+#ifndef CURD_LIB_LAUNCH_GRAPH_H
+#define CURD_LIB_LAUNCH_GRAPH_H
 
 #include <stdbool.h>
 #include <stddef.h>

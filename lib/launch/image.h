@@ -3,8 +3,8 @@
  * before the driver sees it; and the entry names of PTX text, for
  * messages. No driver, no device:
  * fuzz-image and test-image drive all of it. */
-#ifndef CURD_LIB_IMAGE_H
-#define CURD_LIB_IMAGE_H
+#ifndef CURD_LIB_LAUNCH_IMAGE_H
+#define CURD_LIB_LAUNCH_IMAGE_H
 
 #include <stddef.h>
 

@@ -5,14 +5,14 @@
  * The program room uses it for every module it loads; it keeps no state.
  *
  * Driver calls need the device's context current; no lock is held. */
-#ifndef CURD_LIB_JIT_H
-#define CURD_LIB_JIT_H
+#ifndef CURD_LIB_LAUNCH_JIT_H
+#define CURD_LIB_LAUNCH_JIT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 /* Each log buffer the driver writes into. */
 #define CURDI_JIT_LOG_BYTES 4096u

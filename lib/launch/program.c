@@ -17,12 +17,12 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/checked.h"
 #include "base/clock.h"
 #include "base/hash_map.h"
+#include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "base/status.h"
-#include "base/checked.h"
 #include "launch/image.h"
 #include "launch/jit.h"
 

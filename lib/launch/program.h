@@ -17,15 +17,15 @@
  *
  * Programs are immutable once loaded (except the dynamic shared memory
  * limit, below), so the accessors take no lock. */
-#ifndef CURD_LIB_PROGRAM_H
-#define CURD_LIB_PROGRAM_H
+#ifndef CURD_LIB_LAUNCH_PROGRAM_H
+#define CURD_LIB_LAUNCH_PROGRAM_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 
 struct curd_device;
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/assert.h"
 #include "base/status.h"
 
 /* ------------------------------------------------------------------------
@@ -145,9 +146,12 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
      * here, hence no failure. */
     if (table->free_head != 0) {
         index = table->free_head - 1u;
+        CURDI_ASSERT(index < table->slot_count);
         slot = &table->slots[index];
+        CURDI_ASSERT(slot->state == CURDI_SLOT_FREE);
         table->free_head = slot->next_free;
     } else {
+        CURDI_ASSERT(table->slot_count < table->capacity);
         index = table->slot_count++;
         slot = &table->slots[index];
         /* In [1, 2^23]: at least 2^23 reuses before the slot retires. */
@@ -166,6 +170,10 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
     slot->async_count = 0;
     slot->next_free = 0;
     table->live_count++;
+    /* A generation that fits its field and is never 0 (id 0 is never
+     * live). */
+    CURDI_ASSERT(slot->generation >= 1u
+                 && slot->generation <= CURDI_HANDLE_MAX_GENERATION);
     return curdi_handle_id_make(table->tag, slot->generation, index);
 }
 
@@ -279,7 +287,11 @@ void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id,
                                const char *ended_by)
 {
     uint32_t index = curdi_handle_id_index(id);
+    /* The caller has just found id: its slot is live, of id's generation. */
+    CURDI_ASSERT(index < table->slot_count && table->live_count > 0);
     curdi_handle_slot *slot = &table->slots[index];
+    CURDI_ASSERT(slot->state == CURDI_SLOT_LIVE
+                 && slot->generation == curdi_handle_id_generation(id));
     slot->ended_by = ended_by;
     slot->device_ptr = 0;
     slot->byte_len = 0;

@@ -20,8 +20,8 @@
  * generation would pass 2^24 - 1 is retired for good instead of wrapping,
  * so a freed handle never names a live buffer again. Id 0 is never live
  * (its generation is 0). */
-#ifndef CURD_LIB_HANDLE_TABLE_H
-#define CURD_LIB_HANDLE_TABLE_H
+#ifndef CURD_LIB_MEMORY_HANDLE_TABLE_H
+#define CURD_LIB_MEMORY_HANDLE_TABLE_H
 
 #include <stdbool.h>
 #include <stddef.h>

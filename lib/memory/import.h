@@ -8,8 +8,8 @@
  * frees it (curd_buffer_free forgets it) and it counts in no budget, only
  * in curd_stats.imported_bytes. The room has no state of its own and
  * nothing to open or close. */
-#ifndef CURD_LIB_IMPORT_H
-#define CURD_LIB_IMPORT_H
+#ifndef CURD_LIB_MEMORY_IMPORT_H
+#define CURD_LIB_MEMORY_IMPORT_H
 
 #include <stddef.h>
 

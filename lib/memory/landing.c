@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "base/status.h"
 
 /* Granules are whole pages: a DMA into a landing starts page-aligned. */
 #define LANDING_GRANULE_ALIGN ((uint64_t)4096)

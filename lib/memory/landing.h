@@ -19,8 +19,8 @@
  * granules, a mask of the free ones, and a cursor: a landing takes the
  * granules at the cursor and moves it past them, so landings follow one
  * another around the area. Lock-free but for making the area. */
-#ifndef CURD_LIB_LANDING_H
-#define CURD_LIB_LANDING_H
+#ifndef CURD_LIB_MEMORY_LANDING_H
+#define CURD_LIB_MEMORY_LANDING_H
 
 #include <stdbool.h>
 #include <stddef.h>

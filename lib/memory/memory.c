@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "base/checked.h"
+#include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "base/status.h"
 #include "memory/pool.h"
 
 /* ------------------------------------------------------------------------

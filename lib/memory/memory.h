@@ -27,8 +27,8 @@
  * the primary context). For the pinned pool, RECLAIM does nothing (the
  * callback is about device memory) and TRIM_ALL does the same for the
  * pinned pools. */
-#ifndef CURD_LIB_MEMORY_H
-#define CURD_LIB_MEMORY_H
+#ifndef CURD_LIB_MEMORY_MEMORY_H
+#define CURD_LIB_MEMORY_MEMORY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -139,6 +139,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/checked.h"
 #include "base/clock.h"
 #include "base/hash_map.h"
@@ -651,6 +652,21 @@ static curd_status fail_live_table(const curdi_pool *pool)
 /* ------------------------------------------------------------------------
  * Budget leases across shards, and the caching rule
  * ---------------------------------------------------------------------- */
+/* Every shard locked and the fronts revoked: lease_free + the sum of
+ * leases is the budget (a block moving between shards carries its lease
+ * outside both for a moment, so it may be less, never more). Only a
+ * CURDI_ASSERT calls it, which the release build compiles away. */
+static inline __attribute__((unused)) bool
+leases_within_budget(curdi_pool *pool)
+{
+    uint64_t total =
+        atomic_load_explicit(&pool->lease_free, memory_order_relaxed);
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        total += pool->shards[i].lease_bytes
+                 + pool->shards[i].front.lease_bytes;
+    return total <= pool->cache_budget_bytes;
+}
+
 /* Collects the unused lease of every shard but `except` (locking one at a
  * time; the caller holds none). True when any came back. */
 static bool lease_sweep(curdi_pool *pool, const pool_shard *except)
@@ -835,6 +851,7 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
         lease_give_back(pool, &shard->front.lease_bytes,
                         shard->front.cached_bytes, 0);
     }
+    CURDI_ASSERT(leases_within_budget(pool));
     atomic_fetch_add(&pool->busy, 1u);
     curdi_pool_fronts_restore(pool);
     unlock_all(pool);

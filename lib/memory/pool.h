@@ -4,8 +4,8 @@
  * host memory (cuMemHostAlloc/cuMemFreeHost) and, in the tests, plain host
  * memory. Addresses are uint64_t so one type carries both a CUdeviceptr and
  * a host pointer. The pool never holds a lock across an upstream call. */
-#ifndef CURD_LIB_POOL_H
-#define CURD_LIB_POOL_H
+#ifndef CURD_LIB_MEMORY_POOL_H
+#define CURD_LIB_MEMORY_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/assert.h"
 #include "base/hash_map.h"
 #include "memory/pool_config.h"
 #include "memory/pool_records.h"
@@ -248,6 +249,7 @@ static inline bool lease_cover(curdi_pool *pool, uint64_t *lease_bytes,
         &pool->lease_free, &available, available - take,
         memory_order_relaxed, memory_order_relaxed));
     *lease_bytes += take;
+    CURDI_ASSERT(end <= *lease_bytes);
     return true;
 }
 
@@ -257,12 +259,19 @@ static inline uint64_t lease_give_back(curdi_pool *pool,
                                        uint64_t *lease_bytes, uint64_t cached,
                                        uint64_t keep_unused)
 {
+    /* A lease always covers what its holder caches. */
+    CURDI_ASSERT(cached <= *lease_bytes);
     uint64_t unused = *lease_bytes - cached;
     if (unused <= keep_unused)
         return 0;
     uint64_t give = unused - keep_unused;
     *lease_bytes -= give;
-    atomic_fetch_add_explicit(&pool->lease_free, give, memory_order_relaxed);
+    uint64_t unleased = atomic_fetch_add_explicit(&pool->lease_free, give,
+                                                  memory_order_relaxed);
+    /* lease_free + the sum of leases == budget, so what comes back never
+     * takes the unleased rest past the budget. */
+    CURDI_ASSERT(unleased + give <= pool->cache_budget_bytes);
+    (void)unleased;
     return give;
 }
 

@@ -13,11 +13,11 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/status.h"
 #include "core/core.h"
+#include "driver/driver.h"
 #include "memory/pool.h"
 #include "memory/vmm.h"
-#include "driver/driver.h"
-#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The device's resident room

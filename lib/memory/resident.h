@@ -7,8 +7,8 @@
  * Device memory comes from the device pool (dev->device_pool).
  *
  * The id layout and the table's rules are in memory/handle_table.h. */
-#ifndef CURD_LIB_RESIDENT_H
-#define CURD_LIB_RESIDENT_H
+#ifndef CURD_LIB_MEMORY_RESIDENT_H
+#define CURD_LIB_MEMORY_RESIDENT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,8 +11,8 @@
  * gives an empty staging area (host NULL) without touching the pool, and
  * releasing it is a no-op. Every function validates all of its arguments
  * before it writes a byte. */
-#ifndef CURD_LIB_STAGING_H
-#define CURD_LIB_STAGING_H
+#ifndef CURD_LIB_MEMORY_STAGING_H
+#define CURD_LIB_MEMORY_STAGING_H
 
 #include <stddef.h>
 #include <stdint.h>

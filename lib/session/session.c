@@ -9,19 +9,20 @@
 #include "session/session.h"
 
 #include <inttypes.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/checked.h"
 #include "base/hash_map.h"
+#include "base/status.h"
 #include "core/core.h"
 #include "memory/memory.h"
 #include "memory/resident.h"
-#include "base/status.h"
 #include "session/static_sets.h"
 
 /* ------------------------------------------------------------------------
@@ -437,7 +438,9 @@ static curd_status release_keep(curd_session *session, curd_device *device,
     /* An insert right after a removal never allocates: it cannot fail. */
     curdi_hash_map_remove(&session->buffers, &record->id, record);
     record->id = new_id;
-    (void)curdi_hash_map_insert(&session->buffers, &record->id, record);
+    bool inserted = curdi_hash_map_insert(&session->buffers, &record->id,
+                                          record);
+    CURDI_ASSERT(inserted);
     lent_sub(session, record);
     evict_idle(session, record->byte_len, to_free);
     idle_push(session, record);

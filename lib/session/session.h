@@ -27,8 +27,8 @@
  * a pointer that is not one (freed already, never made) without reading
  * it; the other entry points trust their session pointer, as the program
  * calls trust theirs. */
-#ifndef CURD_LIB_SESSION_H
-#define CURD_LIB_SESSION_H
+#ifndef CURD_LIB_SESSION_SESSION_H
+#define CURD_LIB_SESSION_SESSION_H
 
 #include "curd.h"
 

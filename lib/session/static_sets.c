@@ -24,12 +24,13 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "base/assert.h"
 #include "base/checked.h"
 #include "base/hash_map.h"
+#include "base/status.h"
 #include "core/core.h"
 #include "memory/memory.h"
 #include "memory/resident.h"
-#include "base/status.h"
 #include "transfer/copy_team.h"
 #include "transfer/run.h"
 #include "transfer/transfer.h"
@@ -798,11 +799,14 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
     set_handed_out(sets, set, request, false);
-    /* Room was reserved in both tables (set_reserve). */
+    /* Room was reserved in both tables (set_reserve): the inserts cannot
+     * fail. */
     uint64_t address = curdi_hash_map_address_key(set);
-    (void)curdi_hash_map_insert(&sets->live, &address, set);
+    bool inserted = curdi_hash_map_insert(&sets->live, &address, set);
+    CURDI_ASSERT(inserted);
     if (retain) {
-        (void)curdi_hash_map_insert(&sets->cache, &set->key.low64, set);
+        inserted = curdi_hash_map_insert(&sets->cache, &set->key.low64, set);
+        CURDI_ASSERT(inserted);
         stats->cached_bytes += set->total_bytes;
         stats->cached_sets++;
     } else {

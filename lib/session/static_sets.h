@@ -29,16 +29,16 @@
  *  - the retained sets stay within the static budget: a new set that fits
  *    evicts unheld ones, the largest first, then the least recently
  *    handed out. */
-#ifndef CURD_LIB_STATIC_SETS_H
-#define CURD_LIB_STATIC_SETS_H
+#ifndef CURD_LIB_SESSION_STATIC_SETS_H
+#define CURD_LIB_SESSION_STATIC_SETS_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "curd.h"
 #include "base/hash_map.h"
+#include "curd.h"
 
 struct curd_device;
 struct curdi_static_set; /* one set, private to static_sets.c */

@@ -47,8 +47,8 @@
  * holding an event of another device for it.
  *
  * Behind curd_device.copy: the four counters and the peer answers. */
-#ifndef CURD_LIB_COPY_H
-#define CURD_LIB_COPY_H
+#ifndef CURD_LIB_TRANSFER_COPY_H
+#define CURD_LIB_TRANSFER_COPY_H
 
 #include <stdint.h>
 

@@ -5,8 +5,8 @@
  * (lib/transfer/engine.c) uses a team to copy into and out of pinned staging at what
  * a DMA engine takes, which one core cannot; tests/test-transfer.c drives
  * it on the CPU. */
-#ifndef CURD_LIB_COPYTEAM_H
-#define CURD_LIB_COPYTEAM_H
+#ifndef CURD_LIB_TRANSFER_COPY_TEAM_H
+#define CURD_LIB_TRANSFER_COPY_TEAM_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -7,15 +7,15 @@
 #include "base/checked.h"
 #include "base/status.h"
 #include "core/core.h"
-#include "driver/driver.h"
 #include "core/pending.h"
+#include "driver/driver.h"
 #include "memory/import.h"
 #include "memory/resident.h"
-#include "transfer/upload_marks.h"
 #include "transfer/host_register.h"
 #include "transfer/transfer.h"
+#include "transfer/upload_marks.h"
 
-/* A download's curd_pending (lib/launch/pending.h) and what it holds. */
+/* A download's curd_pending (lib/core/pending.h) and what it holds. */
 typedef struct download_run {
     curd_pending base;
     curdi_resident_use use;   /* the buffer, marked in use */

@@ -3,7 +3,7 @@
  * pooled stream, handed back as a curd_pending.
  *
  * It stands in launch/ beside dispatch because its result is a
- * curd_pending (lib/launch/pending.h): a wait fences it on its end event,
+ * curd_pending (lib/core/pending.h): a wait fences it on its end event,
  * a free drains it, and the buffer stays marked in use (it cannot be
  * freed) and the destination's registration in use (it cannot be
  * unregistered) until then. The copy is one cuMemcpyDtoHAsync straight
@@ -11,8 +11,8 @@
  * driver, lib/memory/import.h), so that it runs asynchronously. It counts
  * as a transfer does (d2h_bytes, copy_ops, one fence) once complete. The
  * room has no state of its own and nothing to open or close. */
-#ifndef CURD_LIB_DOWNLOAD_H
-#define CURD_LIB_DOWNLOAD_H
+#ifndef CURD_LIB_TRANSFER_DOWNLOAD_H
+#define CURD_LIB_TRANSFER_DOWNLOAD_H
 
 #include "curd.h"
 

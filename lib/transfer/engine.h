@@ -6,10 +6,10 @@
  * slots, the host copy of one chunk (shared with the copy team) under
  * the DMAs of another, or one gathered launch per chunk. It reaches the
  * device only through a small table of operations (copy, copy_rows,
- * gathered, mark, wait, finish), which lib/transfer/transfer.c fills with
+ * gathered, mark, wait, finish), which lib/transfer/run.c fills with
  * driver calls and tests/test-transfer.c with a deferred-DMA stand-in. */
-#ifndef CURD_LIB_ENGINE_H
-#define CURD_LIB_ENGINE_H
+#ifndef CURD_LIB_TRANSFER_ENGINE_H
+#define CURD_LIB_TRANSFER_ENGINE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "base/status.h"
 #include "transfer/state.h"
 
 /* The room's state, behind curd_device.gather. lock guards the fields

@@ -24,15 +24,15 @@
  * again. A device that cannot reach page-locked host memory at its host
  * address (no unified addressing) is remembered the same way. The room's
  * lock is never held across a driver call. */
-#ifndef CURD_LIB_GATHER_H
-#define CURD_LIB_GATHER_H
+#ifndef CURD_LIB_TRANSFER_GATHER_H
+#define CURD_LIB_TRANSFER_GATHER_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "driver/cuda_abi.h"
 #include "curd.h"
+#include "driver/cuda_abi.h"
 #include "transfer/engine.h"
 
 struct curd_device;

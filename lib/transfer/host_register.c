@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
-#include "base/status.h"
 
 /* ------------------------------------------------------------------------
  * The state and the registered ranges

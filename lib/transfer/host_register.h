@@ -8,8 +8,8 @@
  * through it or an asynchronous upload from it is in flight (the fence
  * room holds that use until its fence); a range in use cannot be
  * unregistered (CURD_E_BUSY). */
-#ifndef CURD_LIB_HOSTREG_H
-#define CURD_LIB_HOSTREG_H
+#ifndef CURD_LIB_TRANSFER_HOST_REGISTER_H
+#define CURD_LIB_TRANSFER_HOST_REGISTER_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "base/checked.h"
-#include "transfer/spans.h"
 #include "base/status.h"
+#include "transfer/spans.h"
 
 /* ------------------------------------------------------------------------
  * The plan

@@ -10,15 +10,15 @@
  * (every other 4 KiB of a buffer, the rows of a matrix) join into rows
  * that cross the bus in one strided DMA. lib/transfer/engine.h runs a
  * plan. */
-#ifndef CURD_LIB_PLAN_H
-#define CURD_LIB_PLAN_H
+#ifndef CURD_LIB_TRANSFER_PLAN_H
+#define CURD_LIB_TRANSFER_PLAN_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "transfer/copy_team.h"
 #include "curd.h"
+#include "transfer/copy_team.h"
 #include "transfer/tuning.h"
 
 /* malloc (or calloc when zeroed) of count elements, the product checked;

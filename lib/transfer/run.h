@@ -21,8 +21,8 @@
  * The counters stay with lib/transfer/transfer.c, which checks them
  * between the plan and the take. The fills and the upload sync use the
  * stream and the fence from here too. */
-#ifndef CURD_LIB_RUN_H
-#define CURD_LIB_RUN_H
+#ifndef CURD_LIB_TRANSFER_RUN_H
+#define CURD_LIB_TRANSFER_RUN_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * merges ranges of the same buffer that are adjacent or overlapping into one
  * span, lays the spans out back to back in a staging area, and says where
  * each item's bytes sit in it. Nothing here touches the driver. */
-#ifndef CURD_LIB_COPYPLAN_H
-#define CURD_LIB_COPYPLAN_H
+#ifndef CURD_LIB_TRANSFER_SPANS_H
+#define CURD_LIB_TRANSFER_SPANS_H
 
 #include <stddef.h>
 #include <stdint.h>

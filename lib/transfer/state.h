@@ -1,7 +1,7 @@
 /* state.h - the device's transfer state (a header alone, pure: it
  * declares what the transfer rooms share behind curd_device.transfer). */
-#ifndef CURD_LIB_STATE_H
-#define CURD_LIB_STATE_H
+#ifndef CURD_LIB_TRANSFER_STATE_H
+#define CURD_LIB_TRANSFER_STATE_H
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -24,8 +24,8 @@
  *    pool, exactly one fence).
  *  - lib/transfer/transfer.c: the public entry points and the counters;
  *    fills and asynchronous uploads. */
-#ifndef CURD_LIB_TRANSFER_H
-#define CURD_LIB_TRANSFER_H
+#ifndef CURD_LIB_TRANSFER_TRANSFER_H
+#define CURD_LIB_TRANSFER_TRANSFER_H
 
 #include <stdint.h>
 

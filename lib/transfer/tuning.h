@@ -8,8 +8,8 @@
  * setting (curd-bench's tune/ scenarios do). A value that does not parse
  * or lies outside its range is ignored, with a CURD_TRACE line. man/curd.3
  * lists the variables. */
-#ifndef CURD_LIB_TUNING_H
-#define CURD_LIB_TUNING_H
+#ifndef CURD_LIB_TRANSFER_TUNING_H
+#define CURD_LIB_TRANSFER_TUNING_H
 
 #include <stdint.h>
 

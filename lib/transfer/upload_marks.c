@@ -4,12 +4,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/status.h"
 #include "core/core.h"
 #include "core/pending.h"
 #include "driver/driver.h"
-#include "transfer/host_register.h"
 #include "memory/resident.h"
-#include "base/status.h"
+#include "transfer/host_register.h"
 
 /* An asynchronous upload not yet completed by a wait on its stream. */
 typedef struct curdi_upload_mark {

@@ -13,8 +13,8 @@
  * stream completes every mark enqueued before it, so completion names a
  * serial limit rather than marks. Behind curd_device.upload_marks, under one
  * lock never held across a driver call. */
-#ifndef CURD_LIB_FENCE_H
-#define CURD_LIB_FENCE_H
+#ifndef CURD_LIB_TRANSFER_UPLOAD_MARKS_H
+#define CURD_LIB_TRANSFER_UPLOAD_MARKS_H
 
 #include <stdbool.h>
 #include <stddef.h>

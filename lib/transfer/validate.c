@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/checked.h"
 #include "base/status.h"
 #include "core/core.h"
@@ -198,10 +199,10 @@ static bool prepare_first_range(curd_device *device,
                                 size_t byte_len, curdi_prepared *one)
 {
     const curdi_transfer_item *first = &prepared->items[0];
-    curd_status status;
-    /* One item: cannot fail. */
-    (void)curdi_validate_begin(one, prepared->what, prepared->upload, false,
-                               1);
+    /* One item: cannot fail (begin allocates only for more than one). */
+    curd_status status = curdi_validate_begin(one, prepared->what,
+                                              prepared->upload, false, 1);
+    CURDI_ASSERT(status == CURD_OK);
     status = curdi_validate_item(one, 0, first->buffer_key,
                                  (size_t)first->offset, byte_len, first->host,
                                  SIZE_MAX);

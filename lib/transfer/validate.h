@@ -19,8 +19,8 @@
  * which holds its marks past the call: curdi_validate_begin,
  * curdi_validate_item for each item, curdi_validate_end (destinations,
  * handles, ranges), then always curdi_prepared_release. */
-#ifndef CURD_LIB_VALIDATE_H
-#define CURD_LIB_VALIDATE_H
+#ifndef CURD_LIB_TRANSFER_VALIDATE_H
+#define CURD_LIB_TRANSFER_VALIDATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

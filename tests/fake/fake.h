@@ -6,8 +6,8 @@
  * memory, asking fake-cuda.c (through fake_span) how many bytes of fake
  * device memory lie at an address. It keeps no state and takes no lock;
  * fake-cuda.c calls it with its own lock held. */
-#ifndef CURD_TESTS_FAKE_H
-#define CURD_TESTS_FAKE_H
+#ifndef CURD_TESTS_FAKE_FAKE_H
+#define CURD_TESTS_FAKE_FAKE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -14,9 +14,9 @@
 #include "support/fake-live.h"
 #include "support/kernel-load.h"
 
-#include <stdio.h>
 #include "core/core.h"
 #include "driver/driver.h"
+#include <stdio.h>
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -10,11 +10,11 @@
 #include "core/core.h"
 #include "driver/driver.h"
 #include "driver/nccl.h"
-#include "transfer/gather.h"
 #include "launch/program.h"
 #include "support/driver-faults.h"
-#include "support/nccl-faults.h"
 #include "support/fake-live.h"
+#include "support/nccl-faults.h"
+#include "transfer/gather.h"
 
 const int api_fault_results[] = {CURDI_CUDA_ERROR_UNKNOWN,
                                  CURDI_CUDA_ERROR_ILLEGAL_ADDRESS};

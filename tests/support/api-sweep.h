@@ -7,9 +7,10 @@
  * that calls the driver (a function may have several, one per path worth
  * failing), and api_quiet_functions[] names every other public function
  * with the reason it makes no driver call. test-fault-sweep parses
- * include/curd.h and fails when a CURD_API function is in neither list,
- * so a new function cannot be forgotten: add an entry beside the others
- * (setup, call, finish) or say why it needs none.
+ * include/curd.h and include/curd_comm.h and fails when a CURD_API
+ * function is in neither list, so a new function cannot be forgotten:
+ * add an entry beside the others (setup, call, finish) or say why it
+ * needs none.
  *
  * The world (api_world_open) is one device and what the entries work on:
  * two buffers with known bytes (a small one and one large enough to be
@@ -40,8 +41,8 @@
  *  6. the device works: a buffer round trip, every byte compared; after
  *     CURD_E_DEVICE_LOST the world is closed (the stand-in must then hold
  *     nothing) and opened again first. */
-#ifndef CURD_TEST_API_SWEEP_H
-#define CURD_TEST_API_SWEEP_H
+#ifndef CURD_TESTS_SUPPORT_API_SWEEP_H
+#define CURD_TESTS_SUPPORT_API_SWEEP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,8 +2,8 @@
  *
  * Random data comes from g_test_rand_*(), so GLib's printed seed
  * ("# random seed: ...", replay with --seed) replays a failure. */
-#ifndef CURD_TEST_H
-#define CURD_TEST_H
+#ifndef CURD_TESTS_SUPPORT_CURD_TEST_H
+#define CURD_TESTS_SUPPORT_CURD_TEST_H
 
 #include <glib.h>
 #include <stddef.h>

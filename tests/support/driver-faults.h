@@ -18,8 +18,8 @@
  * for good; driver_faults_complete_release() then makes the withheld call
  * for real, so that a stand-in driver's live counts stay meaningful for
  * the runs that follow. */
-#ifndef CURD_TEST_DRIVER_FAULTS_H
-#define CURD_TEST_DRIVER_FAULTS_H
+#ifndef CURD_TESTS_SUPPORT_DRIVER_FAULTS_H
+#define CURD_TESTS_SUPPORT_DRIVER_FAULTS_H
 
 #include <stdbool.h>
 

@@ -1,8 +1,8 @@
 /* fake-live.h - the stand-in driver's (tests/fake/) counts of live
  * objects, read through its fake_cuda_live() (no GLib: the fuzzers read
  * them too). */
-#ifndef CURD_TEST_FAKE_LIVE_H
-#define CURD_TEST_FAKE_LIVE_H
+#ifndef CURD_TESTS_SUPPORT_FAKE_LIVE_H
+#define CURD_TESTS_SUPPORT_FAKE_LIVE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* float16.h - IEEE half and bfloat16 conversions for the tests: the
  * stand-in NCCL reduces halves through float, and the collective tests
  * build their host references the same way (round to nearest even). */
-#ifndef CURD_TEST_FLOAT16_H
-#define CURD_TEST_FLOAT16_H
+#ifndef CURD_TESTS_SUPPORT_FLOAT16_H
+#define CURD_TESTS_SUPPORT_FLOAT16_H
 
 #include <stdint.h>
 #include <string.h>

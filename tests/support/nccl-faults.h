@@ -13,8 +13,8 @@
  * nccl_faults_end() restores the real table. NCCL must be loaded
  * (a communicator call made) before begin; without it nothing is
  * wrapped. */
-#ifndef CURD_TEST_NCCL_FAULTS_H
-#define CURD_TEST_NCCL_FAULTS_H
+#ifndef CURD_TESTS_SUPPORT_NCCL_FAULTS_H
+#define CURD_TESTS_SUPPORT_NCCL_FAULTS_H
 
 #include <stdbool.h>
 

@@ -1,8 +1,8 @@
 /* check-memory.h - memory checks (check-memory.c): that a block holds
  * what is written to it, read back through raw copies independent of the
  * path checked. Each enters the context itself. */
-#ifndef CURD_BENCH_CHECK_MEMORY_H
-#define CURD_BENCH_CHECK_MEMORY_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_CHECK_MEMORY_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_CHECK_MEMORY_H
 
 #include "harness/common.h"
 

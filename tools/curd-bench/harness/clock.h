@@ -1,7 +1,7 @@
 /* clock.h - the one clock of the harness: CLOCK_MONOTONIC in nanoseconds,
  * for the samples, the progress line and the run's wall time. */
-#ifndef CURD_BENCH_CLOCK_H
-#define CURD_BENCH_CLOCK_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_CLOCK_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_CLOCK_H
 
 #include <stdint.h>
 

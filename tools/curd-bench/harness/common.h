@@ -14,8 +14,8 @@
  * Every failure goes through bench_fail(), which keeps the first message
  * (thread-safe) and returns -1; the scenario returns -1 up to main(), which
  * prints that one line and exits non-zero. */
-#ifndef CURD_BENCH_COMMON_H
-#define CURD_BENCH_COMMON_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_COMMON_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_COMMON_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -11,8 +11,8 @@
  * through cuGetProcAddress by its base name for CUDA 12.0 (which picks the
  * ABI variant of that version, as libcurd does), then through dlsym of the
  * symbol that carries the same ABI (cuMemAlloc_v2, ...). */
-#ifndef CURD_BENCH_CUDA_H
-#define CURD_BENCH_CUDA_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_CUDA_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_CUDA_H
 
 #include <stddef.h>
 

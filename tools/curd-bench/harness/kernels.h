@@ -1,7 +1,7 @@
 /* kernels.h - the harness kernels of tests/kernels/ (kernels.c), for
  * the scenarios that launch one. */
-#ifndef CURD_BENCH_KERNELS_H
-#define CURD_BENCH_KERNELS_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_KERNELS_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_KERNELS_H
 
 #include "harness/common.h"
 

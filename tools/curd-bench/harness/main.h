@@ -1,8 +1,8 @@
 /* main.h - the command line and the run of a benchmark program
  * (curd-bench, curd-bench-internal): options, the device, the raw driver,
  * then each selected scenario in turn. */
-#ifndef CURD_BENCH_MAIN_H
-#define CURD_BENCH_MAIN_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_MAIN_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_MAIN_H
 
 #include "harness/common.h"
 

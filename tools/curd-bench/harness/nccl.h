@@ -7,8 +7,8 @@
  * baselines need, written from NCCL's stable 2.x C ABI (nccl.h): results,
  * data types and operations are C enums (unsigned int), the communicator
  * an opaque pointer, the unique id 128 bytes passed by value. */
-#ifndef CURD_BENCH_NCCL_H
-#define CURD_BENCH_NCCL_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_NCCL_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_NCCL_H
 
 #include <limits.h>
 #include <stddef.h>

@@ -3,8 +3,8 @@
  * run's device and the next ones, each as a
  * bench_env, so every raw helper (bench_raw_enter, bench_stream_acquire,
  * the raw set-up copies) serves either side. */
-#ifndef CURD_BENCH_PAIR_H
-#define CURD_BENCH_PAIR_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_PAIR_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_PAIR_H
 
 #include "harness/common.h"
 

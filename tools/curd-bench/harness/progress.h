@@ -1,8 +1,8 @@
 /* progress.h - the progress line (progress.c): one line on standard
  * error, rewritten in place, only when standard error is a terminal and
  * the run has lasted a second; silent otherwise. */
-#ifndef CURD_BENCH_PROGRESS_H
-#define CURD_BENCH_PROGRESS_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_PROGRESS_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_PROGRESS_H
 
 /* The run is about to take scenario_count scenarios. */
 void bench_progress_begin(unsigned scenario_count);

@@ -1,6 +1,6 @@
 /* report-csv.h - the run as CSV (report-csv.c): one row per variant. */
-#ifndef CURD_BENCH_REPORT_CSV_H
-#define CURD_BENCH_REPORT_CSV_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_CSV_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_CSV_H
 
 #include <stdio.h>
 

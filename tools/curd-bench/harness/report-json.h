@@ -1,7 +1,7 @@
 /* report-json.h - the run as JSON (report-json.c), through
  * tools/json-writer.c. */
-#ifndef CURD_BENCH_REPORT_JSON_H
-#define CURD_BENCH_REPORT_JSON_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_JSON_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_JSON_H
 
 #include <stdio.h>
 

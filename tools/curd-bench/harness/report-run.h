@@ -2,8 +2,8 @@
  * helpers they share with the table (report-run.c). The table (report.c)
  * and the writers (report-csv.c, report-json.c) stand above this room;
  * the writers never reach the table. */
-#ifndef CURD_BENCH_REPORT_RUN_H
-#define CURD_BENCH_REPORT_RUN_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_RUN_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_RUN_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * scenario finishes, then the summary, the JSON (report-json.c) and the
  * CSV (report-csv.c). report.c dispatches to the writers; they share
  * report-run.h and never call back into it. */
-#ifndef CURD_BENCH_REPORT_H
-#define CURD_BENCH_REPORT_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_H
 
 #include <stdbool.h>
 

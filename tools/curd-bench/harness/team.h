@@ -10,8 +10,8 @@
  * of all threads (ops_per_iteration = the thread count), so ops/s is
  * 1e9 / per-op ns and a speedup is the 1-thread per-op time over the
  * k-thread one. */
-#ifndef CURD_BENCH_TEAM_H
-#define CURD_BENCH_TEAM_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_TEAM_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_TEAM_H
 
 #include "harness/common.h"
 

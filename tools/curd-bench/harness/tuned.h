@@ -3,8 +3,8 @@
  * (man curd) when a device opens, so a scenario compares settings side by
  * side by opening one more curd_device of the same ordinal per setting
  * (they share the primary context, and the raw driver's view of it). */
-#ifndef CURD_BENCH_TUNED_H
-#define CURD_BENCH_TUNED_H
+#ifndef CURD_TOOLS_CURD_BENCH_HARNESS_TUNED_H
+#define CURD_TOOLS_CURD_BENCH_HARNESS_TUNED_H
 
 #include "harness/common.h"
 

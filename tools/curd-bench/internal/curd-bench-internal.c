@@ -3,7 +3,7 @@
  *
  * Linked statically with libcurd.a, built by `make bench-internal` as
  * $(BUILD)/bench/curd-bench-internal, never installed or packaged. It
- * shares curd-bench's harness, options and report (tools/bench-*.c).
+ * shares curd-bench's harness, options and report (tools/curd-bench/harness/).
  * Exit status: see tools/curd-bench/harness/main.h. */
 #include "harness/main.h"
 #include "internal/internal.h"

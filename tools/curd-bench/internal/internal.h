@@ -1,7 +1,7 @@
 /* internal.h - curd-bench-internal's scenarios
  * (internal/pool.c). */
-#ifndef CURD_BENCH_INTERNAL_H
-#define CURD_BENCH_INTERNAL_H
+#ifndef CURD_TOOLS_CURD_BENCH_INTERNAL_INTERNAL_H
+#define CURD_TOOLS_CURD_BENCH_INTERNAL_INTERNAL_H
 
 #include "harness/common.h"
 

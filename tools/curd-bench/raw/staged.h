@@ -14,8 +14,8 @@
  * next. Between uploads the helpers sleep; during one they poll for the
  * next chunk, so no chunk waits for a wake-up. It shares nothing with
  * libcurd but the device's primary context. */
-#ifndef CURD_BENCH_STAGED_H
-#define CURD_BENCH_STAGED_H
+#ifndef CURD_TOOLS_CURD_BENCH_RAW_STAGED_H
+#define CURD_TOOLS_CURD_BENCH_RAW_STAGED_H
 
 #include "harness/common.h"
 

@@ -1,8 +1,8 @@
 /* pool.h - what the pool scenarios of curd-bench (scenarios/pool.c) and
  * of curd-bench-internal (tools/curd-bench/internal/) share: the public block loop,
  * priming, the pool's hit counters, the thread counts and their targets. */
-#ifndef CURD_BENCH_POOL_H
-#define CURD_BENCH_POOL_H
+#ifndef CURD_TOOLS_CURD_BENCH_SCENARIOS_POOL_H
+#define CURD_TOOLS_CURD_BENCH_SCENARIOS_POOL_H
 
 #include "harness/common.h"
 #include "harness/team.h"

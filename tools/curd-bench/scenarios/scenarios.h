@@ -3,8 +3,8 @@
  * scenarios/dispatch.c, scenarios/batch.c, scenarios/session.c, scenarios/pipeline.c,
  * scenarios/peer.c, scenarios/collective.c, scenarios/interop.c);
  * tools/curd-bench/README.md says what each compares. */
-#ifndef CURD_BENCH_SCENARIOS_H
-#define CURD_BENCH_SCENARIOS_H
+#ifndef CURD_TOOLS_CURD_BENCH_SCENARIOS_SCENARIOS_H
+#define CURD_TOOLS_CURD_BENCH_SCENARIOS_SCENARIOS_H
 
 #include "harness/common.h"
 

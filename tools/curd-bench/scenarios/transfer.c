@@ -17,10 +17,10 @@
  * cuStreamSynchronize; raw pinned memory comes from cuMemHostAlloc. The raw
  * variants address the same resident buffer as curd (its device pointer),
  * so both sides move the same bytes between the same memory. */
+#include "scenarios/transfer.h"
 #include "harness/report.h"
 #include "raw/staged.h"
 #include "scenarios/scenarios.h"
-#include "scenarios/transfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /* transfer.h - the copies that the transfer scenarios (scenarios/transfer.c)
  * and the size sweeps (scenarios/sweep.c) time, and the set-up and checks
  * around them. */
-#ifndef CURD_BENCH_TRANSFER_H
-#define CURD_BENCH_TRANSFER_H
+#ifndef CURD_TOOLS_CURD_BENCH_SCENARIOS_TRANSFER_H
+#define CURD_TOOLS_CURD_BENCH_SCENARIOS_TRANSFER_H
 
 #include "harness/common.h"
 
