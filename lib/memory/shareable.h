@@ -12,8 +12,8 @@
  * allocation), and curd_buffer_free unmaps either. The room has no state
  * of its own and nothing to open or close; the public entries are all
  * it offers, so this header declares nothing. */
-#ifndef CURD_LIB_SHAREABLE_H
-#define CURD_LIB_SHAREABLE_H
+#ifndef CURD_LIB_MEMORY_SHAREABLE_H
+#define CURD_LIB_MEMORY_SHAREABLE_H
 
 #include "curd.h"
 

@@ -13,8 +13,8 @@
  * allocation granularity (a power of two), whose log2 the caller keeps
  * to unmap the same range. No state of its own; every call runs with the
  * device entered. The resident room (above) keeps the buffers. */
-#ifndef CURD_LIB_VMM_H
-#define CURD_LIB_VMM_H
+#ifndef CURD_LIB_MEMORY_VMM_H
+#define CURD_LIB_MEMORY_VMM_H
 
 #include <stdbool.h>
 #include <stddef.h>
