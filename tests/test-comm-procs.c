@@ -88,6 +88,19 @@ static const char *const phases[] = {
 };
 #define PHASE_COUNT (sizeof phases / sizeof phases[0])
 
+/* An in-place sum all-reduce of count elements of dtype in buffer. */
+static curd_collective in_place_sum(curd_comm *comm, curd_buffer buffer,
+                                    curd_dtype dtype, uint64_t count)
+{
+    return (curd_collective){.comm = comm,
+                             .kind = CURD_COLLECTIVE_ALL_REDUCE,
+                             .dtype = dtype,
+                             .op = CURD_REDUCE_SUM,
+                             .send = buffer,
+                             .recv = buffer,
+                             .count = count};
+}
+
 /* One checked all-reduce of COUNT uint32 (both ranks' data from the
  * seed): 0 when every element is the sum, else 1 (said on stderr). */
 static int checked_all_reduce(int rank, curd_device *device, curd_comm *comm,
@@ -100,13 +113,8 @@ static int checked_all_reduce(int rank, curd_device *device, curd_comm *comm,
     curd_status status = curd_buffer_alloc(device, COUNT * 4u, &buffer);
     if (status == CURD_OK)
         status = curd_buffer_upload(device, buffer, data, COUNT * 4u);
-    curd_collective op = {.comm = comm,
-                          .kind = CURD_COLLECTIVE_ALL_REDUCE,
-                          .dtype = CURD_DTYPE_UINT32,
-                          .op = CURD_REDUCE_SUM,
-                          .send = buffer,
-                          .recv = buffer,
-                          .count = COUNT};
+    curd_collective op =
+        in_place_sum(comm, buffer, CURD_DTYPE_UINT32, COUNT);
     if (status == CURD_OK)
         status = curd_collective_run(&op, 1);
     curd_test_poison(data, COUNT * 4u);
@@ -151,13 +159,8 @@ static curd_status graph_batch(curd_device *device, curd_comm *comm,
     curd_batch_options_init(&options);
     options.flags = CURD_BATCH_GRAPH;
     curd_status status = curd_batch_new(device, &options, out);
-    curd_collective op = {.comm = comm,
-                          .kind = CURD_COLLECTIVE_ALL_REDUCE,
-                          .dtype = CURD_DTYPE_FLOAT32,
-                          .op = CURD_REDUCE_SUM,
-                          .send = buffer,
-                          .recv = buffer,
-                          .count = LARGE_COUNT};
+    curd_collective op =
+        in_place_sum(comm, buffer, CURD_DTYPE_FLOAT32, LARGE_COUNT);
     if (status == CURD_OK)
         status = curd_batch_collective(*out, &op);
     return status;
@@ -194,13 +197,8 @@ static int die_in(int rank, const char *phase, curd_device *device,
     }
     if (strcmp(phase, "close") != 0) {
         /* Its part of a large all-reduce in flight, then gone. */
-        curd_collective op = {.comm = comm,
-                              .kind = CURD_COLLECTIVE_ALL_REDUCE,
-                              .dtype = CURD_DTYPE_FLOAT32,
-                              .op = CURD_REDUCE_SUM,
-                              .send = buffer,
-                              .recv = buffer,
-                              .count = LARGE_COUNT};
+        curd_collective op =
+            in_place_sum(comm, buffer, CURD_DTYPE_FLOAT32, LARGE_COUNT);
         curd_pending *pending = NULL;
         (void)curd_collective_run_async(&op, 1, &pending);
     }
@@ -241,13 +239,8 @@ static curd_status survive(int rank, const char *phase, curd_device *device,
         if (status != CURD_OK)
             return rank_fail(rank, "the graph batch", status), status;
     }
-    curd_collective op = {.comm = comm,
-                          .kind = CURD_COLLECTIVE_ALL_REDUCE,
-                          .dtype = CURD_DTYPE_FLOAT32,
-                          .op = CURD_REDUCE_SUM,
-                          .send = buffer,
-                          .recv = buffer,
-                          .count = LARGE_COUNT};
+    curd_collective op =
+        in_place_sum(comm, buffer, CURD_DTYPE_FLOAT32, LARGE_COUNT);
     /* The peer is gone (or going): each call within its timeout, until
      * one fails. A close may also end well: the peer owes it nothing. */
     status = CURD_OK;

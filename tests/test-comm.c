@@ -1020,6 +1020,25 @@ static void test_at_most_64_runs_wait_on_a_peer(void)
 }
 
 #ifdef CURD_TEST_COMM_FAKE
+/* Runs one checked operation of shape s and asserts how many groups the
+ * stand-in NCCL saw posted on blocking and on non-blocking
+ * communicators. */
+static void run_counting_groups(pair *p, const shape *s, long want_blocking,
+                                long want_nonblocking)
+{
+    long blocking = curd_test_fake_nccl_groups(true);
+    long nonblocking = curd_test_fake_nccl_groups(false);
+    run_checked(p, s);
+    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==,
+                    want_blocking);
+    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==,
+                    want_nonblocking);
+}
+
+static const shape all_reduce_shape = {CURD_COLLECTIVE_ALL_REDUCE,
+                                       CURD_DTYPE_FLOAT32, CURD_REDUCE_SUM,
+                                       0};
+
 /* Collectives enqueue on the blocking twins (no thread per group), sends
  * and receives on the non-blocking communicators, whose channels NCCL
  * connects at their first use. */
@@ -1028,18 +1047,9 @@ static void test_collectives_take_the_blocking_twins(void)
     pair p;
     if (!pair_open(&p, 10000))
         return;
-    long blocking = curd_test_fake_nccl_groups(true);
-    long nonblocking = curd_test_fake_nccl_groups(false);
-    shape all_reduce = {CURD_COLLECTIVE_ALL_REDUCE, CURD_DTYPE_FLOAT32,
-                        CURD_REDUCE_SUM, 0};
-    run_checked(&p, &all_reduce);
-    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==, RANKS);
-    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==, 0);
+    run_counting_groups(&p, &all_reduce_shape, RANKS, 0);
     shape send_recv = {5, CURD_DTYPE_INT32, CURD_REDUCE_SUM, 0};
-    run_checked(&p, &send_recv);
-    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==, RANKS);
-    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==,
-                    RANKS);
+    run_counting_groups(&p, &send_recv, 0, RANKS);
     pair_close(&p);
 }
 
@@ -1057,14 +1067,7 @@ static void test_runtime_connect_keeps_every_group_nonblocking(void)
     pair p;
     if (!pair_open(&p, 10000))
         return;
-    long blocking = curd_test_fake_nccl_groups(true);
-    long nonblocking = curd_test_fake_nccl_groups(false);
-    shape all_reduce = {CURD_COLLECTIVE_ALL_REDUCE, CURD_DTYPE_FLOAT32,
-                        CURD_REDUCE_SUM, 0};
-    run_checked(&p, &all_reduce);
-    g_assert_cmpint(curd_test_fake_nccl_groups(true) - blocking, ==, 0);
-    g_assert_cmpint(curd_test_fake_nccl_groups(false) - nonblocking, ==,
-                    RANKS);
+    run_counting_groups(&p, &all_reduce_shape, 0, RANKS);
     g_assert_cmpstr(g_getenv("NCCL_RUNTIME_CONNECT"), ==, "1");
     pair_close(&p);
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -138,6 +139,22 @@ CURD_API curd_status curd_buffer_import_fd(curd_device *device, int fd,
                           " pass the descriptor curd_fd_recv received, and"
                           " close it only after the import.",
                           what, fd, fd < 0 ? "negative" : strerror(errno));
+    /* A pipe, a socket or a folder is never a driver's handle; the driver
+     * answers one on driver 580 with a code that names no caller's
+     * mistake, so it is refused here, before the driver. */
+    struct stat kind;
+    if (fstat(fd, &kind) == 0 &&
+        (S_ISFIFO(kind.st_mode) || S_ISSOCK(kind.st_mode) ||
+         S_ISDIR(kind.st_mode)))
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: descriptor %d is a %s, not a CUDA shareable"
+                          " handle. Fix: pass the descriptor"
+                          " curd_buffer_export_fd gave the exporting"
+                          " process, as curd_fd_recv received it.",
+                          what, fd,
+                          S_ISFIFO(kind.st_mode)   ? "pipe"
+                          : S_ISSOCK(kind.st_mode) ? "socket"
+                                                   : "folder");
     status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
