@@ -46,9 +46,11 @@
 # was running (the next TAP result after it; "at exit" for leaks).
 #
 # Variables:
-#   PART        1 or 2, for a machine that stops each command at 10 minutes
-#               (the device tool): PART=1 runs tests, examples and memcheck,
-#               PART=2 initcheck, synccheck and racecheck; the two cover all
+#   PART        1, 2 or 3, for a machine that stops each command at 10
+#               minutes (the device tool): PART=1 runs the tests and the
+#               examples (6 minutes on one H200), PART=2 memcheck and
+#               initcheck, PART=3 synccheck and racecheck (each tool some
+#               4 minutes over the 21 GPU programs); the three cover all
 #               but the bench. Unset: every step.
 #   STEPS       the steps, overriding PART's ("tests examples sanitizers
 #               bench")
@@ -73,9 +75,10 @@ export NCCL_NVLS_ENABLE=0
 case ${PART:-} in
 "") default_steps="tests examples sanitizers bench"
     default_tools="memcheck racecheck initcheck synccheck" ;;
-1) default_steps="tests examples sanitizers" default_tools="memcheck" ;;
-2) default_steps="sanitizers" default_tools="initcheck synccheck racecheck" ;;
-*) echo "run-remote.sh: PART is 1 or 2, not '$PART'" >&2; exit 2 ;;
+1) default_steps="tests examples" default_tools="" ;;
+2) default_steps="sanitizers" default_tools="memcheck initcheck" ;;
+3) default_steps="sanitizers" default_tools="synccheck racecheck" ;;
+*) echo "run-remote.sh: PART is 1, 2 or 3, not '$PART'" >&2; exit 2 ;;
 esac
 steps=" ${STEPS:-$default_steps} "
 tools=${SANITIZERS:-$default_tools}
@@ -199,7 +202,8 @@ fi
 
 sanitized=()
 if ! wanted sanitizers; then
-    :
+    [ "${PART:-}" = 1 ] &&
+        not_run+=("memcheck, initcheck (PART=2); synccheck, racecheck (PART=3)")
 elif ! command -v compute-sanitizer >/dev/null; then
     not_run+=("sanitizers (compute-sanitizer not found)")
 else
@@ -345,9 +349,9 @@ else
     fi
     for tool in memcheck racecheck initcheck synccheck; do
         [[ " $tools " == *" $tool "* ]] && continue
-        case ${PART:-} in
-        1) not_run+=("$tool (PART=2)") ;;
-        2) not_run+=("$tool (PART=1)") ;;
+        case ${PART:-}:$tool in
+        [123]:memcheck | [123]:initcheck) not_run+=("$tool (PART=2)") ;;
+        [123]:*) not_run+=("$tool (PART=3)") ;;
         *) not_run+=("$tool (SANITIZERS)") ;;
         esac
     done
