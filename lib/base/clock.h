@@ -22,19 +22,6 @@ static inline void curdi_clock_pause(void)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
-/* Between two polls of work that may take long (a collective waiting on
- * its peers), waited_ns into the wait: spins for the first 50 us (a small
- * collective completes in tens of microseconds), then yields the core up
- * to 50 ms, then sleeps 1% of the time waited so far (at most 2 ms). A
- * sleep's granularity (the timer's 50 us slack and more) would be seen in
- * every collective from 64 KiB to hundreds of MiB, which take 20 us to
- * a few ms; yielding costs them nothing, and past 50 ms a wake-up late by
- * 1% costs little CPU and little time. */
-#define CURDI_CLOCK_SPIN_NS 50000u
-#define CURDI_CLOCK_YIELD_NS 50000000u
-#define CURDI_CLOCK_NAP_MAX_NS 2000000u
-void curdi_clock_poll_pause(uint64_t waited_ns);
-
 #endif
 }
 
