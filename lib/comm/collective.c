@@ -382,27 +382,11 @@ static curd_status run_ready(curd_pending *pending, int *out_ready)
     if (status != CURD_OK)
         return status;
     for (size_t index = 0; index < run->comm_count; index++) {
-        curd_comm *comm = run->comms[index];
-        curdi_nccl_comm pair[2] = {comm->blocking, comm->nccl};
-        if (comm->nccl == NULL) {
-            *out_ready = 1;
+        bool failed = false;
+        bool in_progress = curdi_comm_peek(run->comms[index], &failed);
+        if (failed || in_progress) {
+            *out_ready = failed;
             return CURD_OK;
-        }
-        for (int which = 0; which < 2; which++) {
-            curdi_nccl_result async_error = CURDI_NCCL_Success;
-            if (pair[which] == NULL)
-                continue;
-            if (nccl->ncclCommGetAsyncError(pair[which], &async_error) !=
-                    CURDI_NCCL_Success ||
-                (async_error != CURDI_NCCL_Success &&
-                 async_error != CURDI_NCCL_InProgress)) {
-                *out_ready = 1;
-                return CURD_OK;
-            }
-            if (async_error == CURDI_NCCL_InProgress) {
-                *out_ready = 0;
-                return CURD_OK;
-            }
         }
     }
     bool done = lanes_done(run, &status);
@@ -584,6 +568,11 @@ static curdi_nccl_comm op_nccl(const planned *op)
     return curdi_comm_nccl_for(op->comm, is_point_to_point(op->kind));
 }
 
+static bool op_on_twin(const planned *op)
+{
+    return op_nccl(op) == op->comm->blocking;
+}
+
 static curdi_nccl_result enqueue_op(const curdi_nccl *nccl,
                                     const collective_run *run,
                                     const planned *op)
@@ -614,9 +603,7 @@ static curd_status enqueue_group(const curdi_nccl *nccl, collective_run *run,
                                  bool blocking, group_outcome *out)
 {
     size_t first = 0;
-    while (first < run->op_count &&
-           (op_nccl(&run->ops[first]) == run->ops[first].comm->blocking) !=
-               blocking)
+    while (first < run->op_count && op_on_twin(&run->ops[first]) != blocking)
         first++;
     if (first == run->op_count)
         return CURD_OK;
@@ -627,7 +614,7 @@ static curd_status enqueue_group(const curdi_nccl *nccl, collective_run *run,
     for (size_t index = first; index < run->op_count && out->call == NULL;
          index++) {
         const planned *op = &run->ops[index];
-        if ((op_nccl(op) == op->comm->blocking) != blocking)
+        if (op_on_twin(op) != blocking)
             continue;
         status = curdi_device_enter(op->comm->device);
         if (status != CURD_OK)

@@ -231,6 +231,25 @@ curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
     return status;
 }
 
+bool curdi_comm_peek(const curd_comm *comm, bool *failed)
+{
+    const curdi_nccl *nccl = NULL;
+    *failed = curdi_nccl_ready(&nccl) != CURD_OK || comm->nccl == NULL;
+    const curdi_nccl_comm pair[2] = {comm->blocking, comm->nccl};
+    for (int which = 0; which < 2 && !*failed; which++) {
+        curdi_nccl_result async_error = CURDI_NCCL_Success;
+        if (pair[which] == NULL)
+            continue;
+        *failed = nccl->ncclCommGetAsyncError(pair[which], &async_error) !=
+                      CURDI_NCCL_Success ||
+                  (async_error != CURDI_NCCL_Success &&
+                   async_error != CURDI_NCCL_InProgress);
+        if (!*failed && async_error == CURDI_NCCL_InProgress)
+            return true;
+    }
+    return false;
+}
+
 curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
                                     bool opening, const char *what)
 {
@@ -532,14 +551,15 @@ static bool twins_wanted;
 static void twins_decide(void)
 {
     const char *value = getenv("NCCL_RUNTIME_CONNECT");
-    if (value == NULL || value[0] == '\0')
+    bool unset = value == NULL || value[0] == '\0';
+    if (unset)
         twins_wanted = setenv("NCCL_RUNTIME_CONNECT", "0", 1) == 0;
     else
         twins_wanted = strcmp(value, "0") == 0;
     curdi_trace("communicators: %s (NCCL_RUNTIME_CONNECT=%s)",
                 twins_wanted ? "collectives enqueue on blocking twins"
                              : "every group stays non-blocking",
-                value != NULL ? value : "unset, now 0");
+                unset ? "unset, now 0" : value);
 }
 
 /* Splits a blocking twin off each ready communicator of comms (one group

@@ -114,6 +114,10 @@ curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
  * timeout (its open timeout when `opening`). Neither aborts. */
 curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
                                   const char *what);
+/* poll_error without a sentence, for a readiness query: true while NCCL
+ * still enqueues on either of the pair; *failed when NCCL reported an
+ * error on either, or the communicator was aborted. NCCL loaded. */
+bool curdi_comm_peek(const curd_comm *comm, bool *failed);
 curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
                                     bool opening, const char *what);
 
