@@ -462,6 +462,8 @@ static void test_shareable_buffers_count_in_the_resident_budget(void)
 static void refused(curd_status status, curd_status expected,
                     curd_buffer buffer)
 {
+    if (status != expected)
+        g_test_message("%s: %s", curd_status_name(status), curd_last_error());
     g_assert_cmpint(status, ==, expected);
     curd_test_assert_fix_sentence();
     g_assert_cmpuint(buffer.id, ==, 77);

@@ -798,11 +798,27 @@ static curd_status batch_check(void *item, const char *what)
     return curdi_comm_check(((batch_collective *)item)->op.comm, what);
 }
 
+static curd_status batch_poll(void *item, uint64_t waited_ns,
+                              bool *in_progress, const char *what)
+{
+    curd_comm *comm = ((batch_collective *)item)->op.comm;
+    curd_status status = curdi_comm_poll_error(comm, in_progress, what);
+    if (status == CURD_OK)
+        status = curdi_comm_poll_timeout(comm, waited_ns, false, what);
+    return status;
+}
+
 /* One NCCL call on the batch's stream, in order with the batch's other
  * items. A non-blocking communicator may still be enqueueing when the call
  * returns (connecting to its peers, in NCCL's own thread): the next item,
  * and the end of a graph's capture, go behind it only once NCCL is done,
- * which the communicator's wait sees within its timeout. */
+ * which the communicator's polls see within its timeout.
+ *
+ * A failure aborts nothing here: the call may be inside a graph's
+ * capture, where NCCL's abort cannot synchronise its own streams (the
+ * thread is in capture mode) and keeps the communicator's memory for
+ * ever. The batch aborts its collectives once the capture has ended
+ * (batch_abort, through the batch's failure path). */
 static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
                                  const char *what)
 {
@@ -821,24 +837,20 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
         char text[128];
         snprintf(text, sizeof text, "%s: %s", what,
                  kind_calls[recorded->op.kind]);
-        status = curdi_fail_nccl_as(
+        return curdi_fail_nccl_as(
             CURD_E_COMM, result, handle, text,
             "the communicator was aborted: close it and open a new one on "
             "every rank");
-        curdi_comm_abort(comm);
-        return status;
     }
-    return curdi_comm_wait(&comm, 1, false, NULL, NULL, what);
-}
-
-static curd_status batch_poll(void *item, uint64_t waited_ns,
-                              bool *in_progress, const char *what)
-{
-    curd_comm *comm = ((batch_collective *)item)->op.comm;
-    curd_status status = curdi_comm_poll_error(comm, in_progress, what);
-    if (status == CURD_OK)
-        status = curdi_comm_poll_timeout(comm, waited_ns, false, what);
-    return status;
+    uint64_t start_ns = curdi_clock_ns();
+    for (;;) {
+        uint64_t waited_ns = curdi_clock_ns() - start_ns;
+        bool in_progress = false;
+        status = batch_poll(item, waited_ns, &in_progress, what);
+        if (status != CURD_OK || !in_progress)
+            return status;
+        curdi_clock_poll_pause(waited_ns);
+    }
 }
 
 static void batch_abort(void *item)

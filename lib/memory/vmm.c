@@ -117,8 +117,8 @@ bool curdi_vmm_round_up(uint64_t byte_len, uint8_t granularity_log2,
 /* Reserves mapping->mapped_len bytes of addresses, maps handle there and
  * gives the device read and write access; on a failure nothing is left
  * mapped or reserved. *map_refused: the map itself failed with
- * CUDA_ERROR_INVALID_VALUE (a size past the allocation's end), with no
- * sentence, for the caller to word. */
+ * CUDA_ERROR_INVALID_VALUE or CUDA_ERROR_NOT_SUPPORTED (a size past the
+ * allocation's end), with no sentence, for the caller to word. */
 static curd_status map_handle(curd_device *device, curdi_cu_mem_handle handle,
                               curdi_vmm_mapping *mapping, bool *map_refused)
 {
@@ -131,7 +131,11 @@ static curd_status map_handle(curd_device *device, curdi_cu_mem_handle handle,
     if (rc != CURDI_CUDA_SUCCESS)
         return driver_failed(device, rc, "cuMemAddressReserve");
     rc = curdi_driver_note(driver->cuMemMap(address, mapped_len, 0, handle, 0));
-    if (rc == CURDI_CUDA_ERROR_INVALID_VALUE) {
+    /* Driver 580 answers a size past the allocation's end with
+     * CUDA_ERROR_NOT_SUPPORTED, the documentation with
+     * CUDA_ERROR_INVALID_VALUE. */
+    if (rc == CURDI_CUDA_ERROR_INVALID_VALUE
+        || rc == CURDI_CUDA_ERROR_NOT_SUPPORTED) {
         *map_refused = true;
         (void)driver->cuMemAddressFree(address, mapped_len);
         return CURD_E_RANGE;

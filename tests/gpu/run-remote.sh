@@ -46,12 +46,14 @@
 # was running (the next TAP result after it; "at exit" for leaks).
 #
 # Variables:
-#   PART        1, 2 or 3, for a machine that stops each command at 10
+#   PART        1 or 2, for a machine that stops each command at 10
 #               minutes (the device tool): PART=1 runs the tests and the
-#               examples (6 minutes on one H200), PART=2 memcheck and
-#               initcheck, PART=3 synccheck and racecheck (each tool some
-#               4 minutes over the 21 GPU programs); the three cover all
-#               but the bench. Unset: every step.
+#               examples (6 minutes on one H200), PART=2 the four
+#               sanitizers on every GPU test program, JOBS runs at a time;
+#               the two cover all but the bench. Unset: every step.
+#   JOBS        sanitizer runs at a time (default: a run for each 4 CPU
+#               cores); the programs that fill the device or compare its
+#               free memory run alone after the others
 #   STEPS       the steps, overriding PART's ("tests examples sanitizers
 #               bench")
 #   SANITIZERS  the tools, overriding PART's
@@ -76,9 +78,8 @@ case ${PART:-} in
 "") default_steps="tests examples sanitizers bench"
     default_tools="memcheck racecheck initcheck synccheck" ;;
 1) default_steps="tests examples" default_tools="" ;;
-2) default_steps="sanitizers" default_tools="memcheck initcheck" ;;
-3) default_steps="sanitizers" default_tools="synccheck racecheck" ;;
-*) echo "run-remote.sh: PART is 1, 2 or 3, not '$PART'" >&2; exit 2 ;;
+2) default_steps="sanitizers" default_tools="memcheck racecheck initcheck synccheck" ;;
+*) echo "run-remote.sh: PART is 1 or 2, not '$PART'" >&2; exit 2 ;;
 esac
 steps=" ${STEPS:-$default_steps} "
 tools=${SANITIZERS:-$default_tools}
@@ -129,12 +130,66 @@ step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
     return $rc
 }
 
+# The programs that fill the device, compare its free memory (the soak's
+# plain run does) or count its contexts: they run alone, after the others.
+alone=" test-pool-gpu test-resident-gpu test-device test-soak-gpu "
+jobs_max=${JOBS:-$(($(nproc) / 4))}
+[ "$jobs_max" -ge 1 ] || jobs_max=1
+
+# The test programs, JOBS run-tests.sh at a time (the fault sweep, the
+# longest, in a group of its own), then the ones that run alone; one log,
+# the groups' logs one after the other, ending with their summed line.
+run_tests_in_groups() {
+    local groups=() t i=0 rc=0 g
+    for t in "${programs[@]}"; do
+        [[ $alone == *" $(basename "$t") "* ]] && continue
+        if [ "$(basename "$t")" = test-fault-sweep ] && [ "$jobs_max" -gt 1 ]; then
+            groups[jobs_max - 1]+=" $t"
+            continue
+        fi
+        g=$((i % (jobs_max > 1 ? jobs_max - 1 : 1)))
+        groups[g]+=" $t"
+        i=$((i + 1))
+    done
+    local pids=()
+    for g in "${!groups[@]}"; do
+        # shellcheck disable=SC2086
+        timeout "$(left)" tests/run-tests.sh --skip-is-failure ${groups[g]} \
+            >"$out/.tests.$g.log" 2>&1 &
+        pids+=($!)
+    done
+    for g in "${pids[@]}"; do wait "$g" || rc=1; done
+    local lone=()
+    for t in "${programs[@]}"; do
+        [[ $alone == *" $(basename "$t") "* ]] && lone+=("$t")
+    done
+    if [ ${#lone[@]} -gt 0 ]; then
+        timeout "$(left)" tests/run-tests.sh --skip-is-failure "${lone[@]}" \
+            >"$out/.tests.alone.log" 2>&1 || rc=1
+    fi
+    local logs=("$out"/.tests.*.log)
+    for g in "${logs[@]}"; do sed '$d' "$g"; done
+    # Each group's last line: "P passed, F failed, S skipped[, K need G
+    # GPUs (not run)]..."; their sum is the run's.
+    tail -q -n 1 "${logs[@]}" | awk '
+        { p += $1; f += $3; s += $5
+          for (i = 7; i <= NF; i++) if ($(i + 1) == "need") n[$(i + 2)] += $i }
+        END {
+            line = p " passed, " f " failed, " s " skipped"
+            for (g in n) line = line ", " n[g] " need " g " GPUs (not run)"
+            print line
+            exit f != 0
+        }' || rc=1
+    rm -f "${logs[@]}"
+    return $rc
+}
+
 totals=()
 if wanted tests; then
     step curd-info "$build/tools/curd-info" || failed+=("curd-info")
     step curd-info-json "$build/tools/curd-info" --json || failed+=("curd-info --json")
     if [ "$(left)" -gt 30 ]; then
-        step check-gpu timeout "$(left)" tests/run-tests.sh --skip-is-failure "${programs[@]}"
+        step check-gpu run_tests_in_groups
         rc=$?
         last=$(tail -n 1 "$out/check-gpu.log")
         grep -E '^not ok|# SKIP' "$out/check-gpu.log" | grep -v '# SKIP needs [0-9]* GPUs' | head -20
@@ -203,17 +258,16 @@ fi
 sanitized=()
 if ! wanted sanitizers; then
     [ "${PART:-}" = 1 ] &&
-        not_run+=("memcheck, initcheck (PART=2); synccheck, racecheck (PART=3)")
+        not_run+=("the sanitizers (PART=2)")
 elif ! command -v compute-sanitizer >/dev/null; then
     not_run+=("sanitizers (compute-sanitizer not found)")
 else
-    # The long ones last (the fault sweep, the soak: racecheck once ran
-    # the soak's 16 threads of launches past any limit), so that a
-    # deadline leaves out the fewest programs; only the order depends on
-    # these names.
+    # The long ones first (the fault sweep, the soak: racecheck once ran
+    # the soak's 16 threads of launches past any limit), so that the
+    # short ones run beside them; only the order depends on these names.
     mapfile -t gpu_tests < <(sed -n 's/^#include "\(test-[a-z0-9-]*\)\.c"$/\1/p' \
         tests/test-*-fake.c | sort -u |
-        awk '/^test-(fault-sweep|soak-gpu)$/ { last[++n] = $0; next } { print } END { for (i = 1; i <= n; i++) print last[i] }')
+        awk '/^test-(fault-sweep|soak-gpu)$/ { print; next } { rest[++n] = $0 } END { for (i = 1; i <= n; i++) print rest[i] }')
     tool_list=()
     for tool in $tools; do tool_list+=("$tool"); done
     began=$SECONDS
@@ -223,75 +277,111 @@ else
     errors_file=$out/sanitizer-errors.txt
     : >"$results"
     : >"$errors_file"
+    # One tool on one program, in the background: its line of $results
+    # and its errors go to files of its own, joined in a fixed order once
+    # every run has ended.
+    sanitize() { # sanitize TOOL PROGRAM
+        local tool=$1 t=$2 program=$build/tests/$2 res=$out/.res.$1.$2 limit remaining
+        : >"$out/.err.$tool.$t"
+        if [ ! -x "$program" ]; then
+            echo "$tool $t absent 0" >"$res"
+            return
+        fi
+        limit=${SANITIZER_TIMEOUT:-240}
+        remaining=$(($(left) - 15))
+        if [ "$remaining" -lt 30 ]; then
+            echo "$tool $t late 0" >"$res"
+            return
+        fi
+        [ "$remaining" -lt "$limit" ] && limit=$remaining
+        local args=(--tool "$tool" --error-exitcode 9 --report-api-errors no)
+        [ "$tool" = memcheck ] && args+=(--leak-check full)
+        # The tests that fault on purpose, by their paths' tag.
+        local skip=() path
+        while read -r path; do
+            skip+=(-s "$path")
+        done < <("$program" -l 2>/dev/null | grep '^/.*/deliberate-fault/')
+        # The out-of-memory test fills the whole device: memcheck covers
+        # it; the other tools would shadow all of it. initcheck keeps
+        # shadow memory on the device as the programs allocate, so free
+        # memory no longer returns to where it was: the pool test that
+        # compares it runs under the others.
+        if [ "$t" = test-pool-gpu ] && [ "$tool" != memcheck ]; then
+            skip+=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
+            [ "$tool" = initcheck ] &&
+                skip+=(-s /pool-gpu/failing-each-cuMemAlloc-in-turn-keeps-every-counter-exact)
+        fi
+        local log=$out/$tool-$t.log rc found failures status
+        CURD_SOAK_SECONDS=${SANITIZER_SOAK_SECONDS:-0.5} CURD_SOAK_OPENS=${SANITIZER_SOAK_OPENS:-50} \
+            CURD_SWEEP_QUICK=1 CURD_SOAK_SANITIZED=1 \
+            timeout -k 10 "$limit" compute-sanitizer "${args[@]}" \
+            "$program" --tap "${skip[@]}" >"$log" 2>&1
+        rc=$?
+        # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E
+        # errors, W warnings)" instead of an ERROR SUMMARY line.
+        found=$(sed -n -e 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' \
+            -e 's/^========= RACECHECK SUMMARY: .*(\([0-9]*\) errors\{0,1\},.*/\1/p' "$log" | tail -n 1)
+        # Each error's first line with the test that was running: the next
+        # TAP result after it (the test programs write their TAP lines
+        # line by line, tests/support/curd-test.c), or the program's exit
+        # (leaks).
+        awk -v tool="$tool" -v program="$t" '
+            function flush(test,   i) {
+                for (i = 1; i <= n; i++)
+                    print tool, program, test, pending[i]
+                n = 0
+            }
+            /^(not )?ok [0-9]+ \// { flush($1 == "not" ? $4 : $3); next }
+            /^========= [A-Z]/ && !/^========= (COMPUTE-SANITIZER|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Target application|Warning)/ {
+                pending[++n] = substr($0, 11)
+            }
+            END { flush("(at exit)") }' "$log" >"$out/.err.$tool.$t"
+        failures=$(grep -c '^not ok ' "$log")
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            if [ "$limit" -lt "${SANITIZER_TIMEOUT:-240}" ]; then
+                status=late # cut by the deadline, not by its own limit
+            else
+                status=timeout
+            fi
+        elif [ -z "$found" ]; then
+            status=failed # no summary: the tool did not run to the end
+        elif [ "$found" -gt 0 ]; then
+            status=errors
+        elif [ "$rc" -ne 0 ] || [ "$failures" -gt 0 ]; then
+            status=failed
+        else
+            status=clean
+        fi
+        echo "$tool $t $status ${found:-0} $rc $failures" >"$res"
+    }
+    # JOBS runs at a time on the one GPU (its memory and its 16 cores have
+    # room for several); those that fill the device or compare its free
+    # memory run alone afterwards (the soak not: its sanitized run leaves
+    # its free-memory comparisons out).
+    sanitize_alone=" test-pool-gpu test-resident-gpu test-device "
+    shared_runs=() alone_runs=()
+    for t in "${gpu_tests[@]}"; do
+        chosen "$t" || continue
+        for tool in "${tool_list[@]}"; do
+            if [[ $sanitize_alone == *" $t "* ]]; then alone_runs+=("$tool $t"); else shared_runs+=("$tool $t"); fi
+        done
+    done
+    for run in "${shared_runs[@]}"; do
+        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+        # shellcheck disable=SC2086
+        sanitize $run &
+    done
+    wait
+    for run in "${alone_runs[@]}"; do
+        # shellcheck disable=SC2086
+        sanitize $run
+    done
     for tool in "${tool_list[@]}"; do
         for t in "${gpu_tests[@]}"; do
             chosen "$t" || continue
-            program=$build/tests/$t
-            if [ ! -x "$program" ]; then
-                echo "$tool $t absent 0" >>"$results"
-                continue
-            fi
-            limit=${SANITIZER_TIMEOUT:-240}
-            remaining=$(($(left) - 15))
-            if [ "$remaining" -lt 30 ]; then
-                echo "$tool $t late 0" >>"$results"
-                continue
-            fi
-            [ "$remaining" -lt "$limit" ] && limit=$remaining
-            args=(--tool "$tool" --error-exitcode 9 --report-api-errors no)
-            [ "$tool" = memcheck ] && args+=(--leak-check full)
-            # The tests that fault on purpose, by their paths' tag.
-            skip=()
-            while read -r path; do
-                skip+=(-s "$path")
-            done < <("$program" -l 2>/dev/null | grep '^/.*/deliberate-fault/')
-            # The out-of-memory test fills the whole device: memcheck
-            # covers it; the other tools would shadow all of it. initcheck
-            # keeps shadow memory on the device as the programs allocate,
-            # so free memory no longer returns to where it was: the pool
-            # test that compares it runs under the others.
-            if [ "$t" = test-pool-gpu ] && [ "$tool" != memcheck ]; then
-                skip+=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
-                [ "$tool" = initcheck ] &&
-                    skip+=(-s /pool-gpu/failing-each-cuMemAlloc-in-turn-keeps-every-counter-exact)
-            fi
-            log=$out/$tool-$t.log
-            CURD_SOAK_SECONDS=${SANITIZER_SOAK_SECONDS:-0.5} CURD_SOAK_OPENS=${SANITIZER_SOAK_OPENS:-50} \
-                CURD_SWEEP_QUICK=1 CURD_SOAK_SANITIZED=1 \
-                timeout -k 10 "$limit" compute-sanitizer "${args[@]}" \
-                "$program" --tap "${skip[@]}" >"$log" 2>&1
-            rc=$?
-            found=$(sed -n 's/^========= ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$log" | tail -n 1)
-            # Each error's first line with the test that was running: the
-            # next TAP result after it, or the program's exit (leaks).
-            awk -v tool="$tool" -v program="$t" '
-                function flush(test,   i) {
-                    for (i = 1; i <= n; i++)
-                        print tool, program, test, pending[i]
-                    n = 0
-                }
-                /^(not )?ok [0-9]+ \// { flush($1 == "not" ? $4 : $3); next }
-                /^========= [A-Z]/ && !/^========= (COMPUTE-SANITIZER|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Target application|Warning)/ {
-                    pending[++n] = substr($0, 11)
-                }
-                END { flush("(at exit)") }' "$log" >>"$errors_file"
-            failures=$(grep -c '^not ok ' "$log")
-            if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-                if [ "$limit" -lt "${SANITIZER_TIMEOUT:-240}" ]; then
-                    status=late # cut by the deadline, not by its own limit
-                else
-                    status=timeout
-                fi
-            elif [ -z "$found" ]; then
-                status=failed # no summary: the tool did not run to the end
-            elif [ "$found" -gt 0 ]; then
-                status=errors
-            elif [ "$rc" -ne 0 ] || [ "$failures" -gt 0 ]; then
-                status=failed
-            else
-                status=clean
-            fi
-            echo "$tool $t $status ${found:-0} $rc $failures" >>"$results"
+            cat "$out/.res.$tool.$t" >>"$results"
+            cat "$out/.err.$tool.$t" >>"$errors_file"
+            rm -f "$out/.res.$tool.$t" "$out/.err.$tool.$t"
         done
     done
     # The table: errors per program and tool; "-" not run, with why below.
@@ -350,8 +440,7 @@ else
     for tool in memcheck racecheck initcheck synccheck; do
         [[ " $tools " == *" $tool "* ]] && continue
         case ${PART:-}:$tool in
-        [123]:memcheck | [123]:initcheck) not_run+=("$tool (PART=2)") ;;
-        [123]:*) not_run+=("$tool (PART=3)") ;;
+        [12]:*) not_run+=("$tool (PART=2)") ;;
         *) not_run+=("$tool (SANITIZERS)") ;;
         esac
     done

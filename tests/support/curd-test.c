@@ -4,12 +4,23 @@
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "driver/driver.h"
 #include "support/driver-faults.h"
 #include "support/fake-live.h"
+
+/* Each TAP line leaves as it is written, also into a file or a pipe: a
+ * sanitizer writes its reports straight to the same log, and
+ * tests/gpu/run-remote.sh names the test an error belongs to by the TAP
+ * line that follows it, which a buffered stdout would hold back until
+ * exit. */
+__attribute__((constructor)) static void tap_lines_unbuffered(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+}
 
 /* ------------------------------------------------------------------------
  * Data

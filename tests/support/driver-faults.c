@@ -119,6 +119,25 @@ static curdi_cu_result release_cuCtxPopCurrent(curdi_cu_context *context)
     return saved_table.cuCtxPopCurrent(context);
 }
 
+/* A capture ends whatever cuStreamEndCapture returns: the driver ends an
+ * invalidated capture too. A failure that left the stream capturing
+ * would keep this thread in capture mode, where every later synchronising
+ * call fails (NCCL's own destroy among them), which no driver does. */
+static curdi_cu_result end_cuStreamEndCapture(curdi_cu_stream stream,
+                                              curdi_cu_graph *graph)
+{
+    if (fault_now("cuStreamEndCapture")) {
+        curdi_cu_graph captured = NULL;
+        if (saved_table.cuStreamEndCapture(stream, &captured)
+                == CURDI_CUDA_SUCCESS
+            && captured != NULL)
+            (void)saved_table.cuGraphDestroy(captured);
+        *graph = NULL;
+        return fault_result;
+    }
+    return saved_table.cuStreamEndCapture(stream, graph);
+}
+
 bool driver_faults_begin(unsigned fail_at, int cu_result,
                          const char *only_entry)
 {
@@ -150,6 +169,7 @@ bool driver_faults_begin(unsigned fail_at, int cu_result,
     RELEASE_ENTRIES(DRIVER_FAULTS_INSTALL_RELEASE_)
 #undef DRIVER_FAULTS_INSTALL_RELEASE_
     live_table->cuCtxPopCurrent = release_cuCtxPopCurrent;
+    live_table->cuStreamEndCapture = end_cuStreamEndCapture;
     if (live_table->cuMemAddressFree != NULL)
         live_table->cuMemAddressFree = release_cuMemAddressFree;
     /* Describing errors is not an operation's driver call (see above). */
