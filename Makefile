@@ -74,7 +74,27 @@ GLIB_LIBS = $(shell pkg-config --libs glib-2.0)
 # Every tests/test-*.c is one g_test program; tests/support/*.c is linked
 # into each of them.
 TEST_SRCS := $(sort $(wildcard tests/test-*.c))
-test_bins = $(patsubst tests/%.c,$(1)/tests/%,$(TEST_SRCS))
+# The GPU tests: this list is the one place that says which tests need a
+# GPU (tests/README.md). Each skips without one, and each is built twice
+# from its one source, as itself and as its stand-in twin test-<name>-fake
+# (compiled with -DCURD_TEST_ON_FAKE=1, tests/support/curd-test.h), which
+# runs the same tests on the stand-in driver (tests/fake/), without a GPU,
+# under Valgrind in make check. A list rather than a naming rule (a
+# -gpu suffix, a folder): the programs' names are in the docs, the
+# scripts and the GPU logs, and the list is where a new GPU test must be
+# added anyway for its twin. Only test-comm-procs (two processes; the
+# stand-in NCCL's ranks are threads of one) needs GPUs without a twin.
+# tests/gpu/run-remote.sh reads the list from $(GPU_TESTS_LIST).
+GPU_TESTS := test-batch test-comm test-copy test-device test-dispatch \
+             test-dispatch-faults test-dispatch-telemetry test-fault-sweep \
+             test-fence test-gather test-interop test-landing test-pool-gpu \
+             test-program test-program-link test-resident-gpu test-session \
+             test-session-faults test-shareable test-soak-gpu \
+             test-transfer-faults test-transfer-gpu
+GPU_TESTS_LIST = $(BUILD)/tests/gpu-tests.txt
+test_bins = $(patsubst tests/%.c,$(1)/tests/%,$(TEST_SRCS)) \
+            $(patsubst %,$(1)/tests/%-fake,$(GPU_TESTS))
+FAKE_TWINS := $(patsubst %,$(BUILD)/tests/%-fake,$(GPU_TESTS))
 TEST_BINS := $(call test_bins,$(BUILD))
 TEST_SUPPORT_OBJS := $(patsubst tests/support/%.c,$(BUILD)/tests/support/%.o,\
                        $(sort $(wildcard tests/support/*.c)))
@@ -203,12 +223,29 @@ $(BUILD)/tests/support/%.o: tests/support/%.c
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
 	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
+# $(call test_program,FLAGS): one test program from its one source $<.
+test_program = $(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
+    $(TEST_EXTRA_CFLAGS) $(1) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) $(TEST_EXTRA_OBJS) -o $@ \
+    $(LDFLAGS) $(STATIC) $(GLIB_LIBS) $(LIBS) -lm
+
 $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
-	$(Q)$(CC) $(CPPFLAGS) -Itests $(GLIB_CFLAGS) $(CFLAGS) -std=gnu11 $(WARNINGS) \
-	    $(TEST_EXTRA_CFLAGS) $(DEPFLAGS) $< $(TEST_SUPPORT_OBJS) $(TEST_EXTRA_OBJS) -o $@ \
-	    $(LDFLAGS) $(STATIC) $(GLIB_LIBS) $(LIBS) -lm
+	$(Q)$(call test_program,)
+
+# The stand-in twins of the GPU tests (GPU_TESTS above).
+$(FAKE_TWINS): $(BUILD)/tests/%-fake: tests/%.c $(TEST_SUPPORT_OBJS) $(STATIC)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(call test_program,-DCURD_TEST_ON_FAKE=1)
+
+# The GPU tests by name, one a line, for tests/gpu/run-remote.sh (which
+# runs where there is no make) and tests/gpu/pack.sh.
+$(GPU_TESTS_LIST): Makefile
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q)printf '%s\n' $(GPU_TESTS) > $@
+tests: $(GPU_TESTS_LIST)
 
 # tests/test-json-writer tests the tools' JSON writer, which is no part of
 # the library: it links that one object too.
@@ -353,8 +390,8 @@ check-asan:
 # ThreadSanitizer needs clang here and a fixed address layout on some
 # kernels, hence setarch -R when it is available.
 TSAN_BINS := $(patsubst tests/%.c,build-tsan/tests/%,$(wildcard tests/test-*thread*.c) \
-               tests/test-soak-gpu-fake.c tests/test-comm-fake.c \
-               tests/test-pool.c)
+               tests/test-pool.c) \
+             build-tsan/tests/test-soak-gpu-fake build-tsan/tests/test-comm-fake
 TSAN_RUN := $(shell command -v setarch >/dev/null 2>&1 && echo 'setarch $(shell uname -m) -R')
 check-tsan:
 	$(if $(TSAN_BINS),,@echo "# no tests/test-*thread*.c yet")

@@ -8,6 +8,11 @@
  * can. Every size, offset and byte counter is checked: a bad range is a typed
  * error, never a wild DMA.
  *
+ * This header is the contract: what each call does, what it refuses and
+ * who owns what. How curd does it and what that costs (hashes, chunk
+ * sizes, thread counts, timings, what a given driver does) is in the
+ * manual pages (man 3 curd, and one page per function) and doc/.
+ *
  * Conventions that hold for every function below:
  *  - Every fallible call returns a curd_status. Results come back through
  *    out parameters, which are written only on success.
@@ -22,9 +27,10 @@
  *  - Options and result structs start with a struct_size field that the
  *    caller sets to sizeof the struct it was compiled with (the options'
  *    _init functions do it; each result struct has an initialiser macro,
- *    curd 1.2: curd_stats stats = CURD_STATS_INIT;). That lets the structs grow without breaking callers:
- *    the library reads and writes only the fields both sides know, and
- *    rejects an options struct whose unknown tail is not zero.
+ *    curd 1.2: curd_stats stats = CURD_STATS_INIT;). That lets the
+ *    structs grow without breaking callers: the library reads and writes
+ *    only the fields both sides know, and rejects an options struct whose
+ *    unknown tail is not zero.
  */
 #ifndef CURD_H
 #define CURD_H
@@ -155,10 +161,9 @@ CURD_API void curd_device_options_init(curd_device_options *options);
  * close after a fault resets it, and so does an open that finds it
  * broken while no curd device of the GPU is open (another library's
  * kernel faulted). A reset frees everything any user had in the context;
- * it was unusable already. Whether it mends the GPU is the driver's call:
- * the NVIDIA driver 580 keeps a GPU that took a sticky fault (an illegal
- * address, a trap) unusable for the rest of the process, and the open
- * then fails with CURD_E_DEVICE_LOST, its Fix a restart of the process. */
+ * it was unusable already. Where the driver keeps the GPU unusable after
+ * the fault (curd_device_open(3) says which), the open fails with
+ * CURD_E_DEVICE_LOST, its Fix a restart of the process. */
 CURD_API curd_status curd_device_open(int ordinal,
                                       const curd_device_options *options,
                                       curd_device **out_device);
@@ -203,13 +208,12 @@ typedef struct curd_device_props {
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props);
 
-/* Checks the device end to end: loads a tiny kernel from embedded PTX
- * (out[i] = in[i] ^ 0x5A) as a program (JIT-compiled once, then found in
- * the module cache), dispatches it on random bytes in borrowed memory and
- * verifies every byte; it is counted in curd_stats like any load and
- * dispatch. Writes a one-line report (NUL-terminated,
- * truncated to report_capacity; report may be NULL when the capacity is 0).
- * CURD_OK when every byte matched. */
+/* Checks the device end to end: loads a tiny kernel of the library's own
+ * as a program, dispatches it on random bytes in borrowed memory and
+ * verifies every byte (curd_device_self_test(3)); it is counted in
+ * curd_stats like any load and dispatch. Writes a one-line report
+ * (NUL-terminated, truncated to report_capacity; report may be NULL when
+ * the capacity is 0). CURD_OK when every byte matched. */
 CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
                                            size_t report_capacity);
 
@@ -217,10 +221,9 @@ CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
  * Pools and statistics
  * Each device has two pools: device memory and page-locked (pinned) host
  * memory. Requests round up to a size class with bounded waste (at most
- * 255 bytes up to 2 KiB, less than 1/8 of the request above: 1.1 GiB holds
- * 1.125 GiB); released blocks are cached up to the pool's cache budget (at
- * most min(budget / class, 1024) blocks of a class per thread) so the next
- * acquire of that class costs well under a microsecond. When the driver
+ * 255 bytes up to 2 KiB, less than 1/8 of the request above); released
+ * blocks are cached up to the pool's cache budget (curd_block_acquire(3)
+ * says how). When the driver
  * runs out of memory a pool trims its cache, asks the reclaim callback,
  * trims every pool, and only then reports CURD_E_OUT_OF_MEMORY. A request
  * larger than all the memory behind its pool (the device's total memory;
@@ -255,10 +258,9 @@ CURD_API curd_status curd_block_release(curd_device *device,
 /* A level and its history: current and peak levels, cumulative amounts
  * added (allocated) and removed (freed). For the pools, current, allocated
  * and freed are exact; peak is exact while one thread uses a pool and, with
- * threads using it at once, may be off by less than 2 MiB (32 blocks) per
- * other thread (an exact running maximum would cost every acquire a write
- * shared by all threads), though a cached_bytes peak never passes the
- * pool's cache_budget_bytes. */
+ * threads using it at once, may be off by less than 2 MiB per other
+ * thread, though a cached_bytes peak never passes the pool's
+ * cache_budget_bytes (curd_device_stats(3)). */
 typedef struct curd_stat_family {
     uint64_t current;
     uint64_t peak;
@@ -433,9 +435,10 @@ CURD_API curd_status curd_buffer_import(curd_device *device,
  * curd_buffer_alloc_shareable: as curd_buffer_alloc (same refusals, and
  * the resident budget and statistics count byte_len), but the memory is
  * its own allocation, made for sharing: the driver rounds it up to its
- * allocation granularity (2 MiB on current GPUs), so a small shareable
- * buffer costs a whole granule of device memory, which the budget sees
- * in the driver's free memory rather than in the resident bytes. */
+ * allocation granularity (curd_buffer_alloc_shareable(3)), so a small
+ * shareable buffer costs a whole granule of device memory, which the
+ * budget sees in the driver's free memory rather than in the resident
+ * bytes. */
 CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
                                                  size_t byte_len,
                                                  curd_buffer *out_buffer);
@@ -514,12 +517,9 @@ CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer);
  *  - Host memory registered with curd_host_register skips staging: a fused
  *    span whose host side is one run inside a registered range moves in
  *    one DMA straight to or from it.
- *  - Transfers larger than a staging chunk (1 to 8 MiB) are pipelined: the
- *    host copy of one chunk overlaps the DMAs of the next ones, and large
- *    copies are split among up to 6 copy threads that the device starts on
- *    first use. A download that stages 16 MiB or more writes the caller's
- *    memory with non-temporal stores on x86-64 (its bytes are then not in
- *    the processor's cache).
+ *  - Large transfers are staged in chunks and pipelined: how, and the
+ *    environment variables that tune it, curd_buffer_upload(3) and
+ *    curd(3) say.
  *  - Counters, added only on success: h2d_bytes and d2h_bytes count the
  *    bytes that cross the bus (a fused span once); copy_ops counts DMAs (a
  *    span is cut at chunk boundaries, one DMA per piece); fences counts one
@@ -621,11 +621,10 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device);
  * A curd_program is one kernel (an entry) of a module image: PTX text, a
  * cubin or a fatbin, told apart by content, or (curd 1.1) a module the
  * driver's linker made of several images (curd_program_desc.link_images).
- * Loading caches the module per device under an XXH3-128 hash of the
- * image bytes (every input's, in order, for a link), the device's compute
- * capability and the JIT options (the image bytes themselves are compared
- * on a hit, so a hash collision can never load the wrong module): a second
- * load of the same image makes no JIT and no driver call at all. Modules
+ * Loading caches the module per device, keyed by the image bytes (every
+ * input's, in order, for a link), the device's compute capability and the
+ * JIT options, the bytes compared on a hit (curd_program_load(3)): a
+ * second load of the same image makes no JIT and no driver call. Modules
  * are shared by the programs that use them; once none does, a module stays
  * loaded among the device's idle modules (curd_device_options.
  * module_cache_count of them, least recently used unloaded first).
@@ -797,8 +796,7 @@ CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
  * call on that device (and on the others open on that GPU) until it is
  * closed. The last close resets the GPU's primary context, which is
  * broken for every user of it in the process; a device opened again
- * works where the driver accepts that reset (driver 580 does not after a
- * sticky fault: see curd_device_open).
+ * works where the driver accepts that reset (see curd_device_open).
  * ---------------------------------------------------------------------- */
 typedef enum curd_arg_kind {
     CURD_ARG_NULL = 0,
@@ -882,12 +880,11 @@ typedef struct curd_launch {
      * caller's later work after it; curd adds no fence of its own (a
      * synchronous dispatch waits for its end event only). What it holds
      * (staging, device blocks) goes back once the stream has passed its
-     * end event, never earlier. The caller times its own stream: that
-     * end event has timing disabled (a timed one costs some 0.6 us more
-     * to record), so an asynchronous dispatch there reports no device_ns
-     * (0), unless CURD_TRACE is set; a synchronous one that asks for its
-     * timing (below) is timed. Batch launches take none: a batch's
-     * stream is curd_batch_options.cu_stream. */
+     * end event, never earlier. The caller times its own stream: an
+     * asynchronous dispatch there reports no device_ns (0), unless
+     * CURD_TRACE is set; a synchronous one that asks for its timing
+     * (below) is timed. Batch launches take none: a batch's stream is
+     * curd_batch_options.cu_stream. */
     void *cu_stream;
     /* curd 1.1: where curd_dispatch writes the dispatch's timing (its
      * struct_size set by the caller), without CURD_TRACE; NULL: none.
@@ -1131,20 +1128,19 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
  *    later copy may read what an earlier one wrote.
  *  - Every buffer named is marked in use (it cannot be freed, CURD_E_BUSY)
  *    until the copies complete: the synchronous call returns, or
- *    curd_pending_wait (or _free) of the asynchronous one returns. Buffers with asynchronous uploads pending are waited for
- *    first (their device's upload stream is synchronised). Like a
+ *    curd_pending_wait (or _free) of the asynchronous one returns.
+ *    Buffers with asynchronous uploads pending are waited for first
+ *    (their device's upload stream is synchronised). Like a
  *    dispatch's, an asynchronous copy is not ordered with other work the
  *    caller starts before it completes: do not write its source or touch
  *    its destination until then.
  *  - Between two devices: when the driver says the destination device can
  *    reach the source's memory (cuDeviceCanAccessPeer), peer access is
  *    enabled once for that ordered pair, on the first copy that needs it,
- *    and the bytes go over NVLink or PCIe directly (cuMemcpyPeerAsync on
- *    the destination device's stream). Otherwise they are staged through
- *    pinned host memory of the destination device's pool, in chunks of up
- *    to 8 MiB in two slots: the source device copies one chunk down while
- *    the destination copies the one before up, ordered by events, with no
- *    host wait in between. The environment variable CURD_PEER_ACCESS=0,
+ *    and the bytes go over NVLink or PCIe directly. Otherwise they are
+ *    staged through pinned host memory of the destination device's pool
+ *    with no host wait (curd_buffer_copy(3) says how). The environment
+ *    variable CURD_PEER_ACCESS=0,
  *    read when a device opens, makes every copy from or to that device
  *    staged. Both devices must stay open until the copy completes.
  *  - Counted in curd_stats (d2d_*, peer_*) on success only; a failed copy
@@ -1197,88 +1193,39 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
 
 /* ------------------------------------------------------------------------
  * Sessions
- * A curd_session keeps two things off the hot path of a pipeline that runs
- * the same passes again and again, each within a budget of device bytes:
- *  - Buffers by exact size. curd_session_alloc hands out an idle buffer of
- *    exactly the size asked for when the session holds one (no lock of the
- *    device's, no budget check, no driver call), else a new resident
- *    buffer. curd_session_release takes a buffer back: it waits idle,
- *    evicting the largest idle buffers first to stay within
- *    idle_budget_bytes, or is freed at once when it is larger than that
- *    whole budget. Exact sizes, because kernels are written against
- *    declared lengths.
- *  - Immutable uploads by content. curd_session_upload_static uploads a
- *    set of payloads into resident buffers, one per payload, and remembers
- *    the set under a key derived from the domain tag, the device's compute
- *    capability and capabilities, and the exact bytes: an XXH3-128 hash
- *    keyed with a secret drawn once per process (getrandom), so crafted
- *    collisions are impractical, and the bytes are compared on a hit as
- *    well (against a host copy the session keeps of each cached set, in
- *    host memory, counted against no device budget). The same call with
- *    the same bytes is a hit: no allocation, no host-to-device byte. A hit
- *    still reads every payload byte, comparing it with that copy: the
- *    lookup first tries the set last handed out with the same domain and
- *    payload lengths, and hashes the bytes only when that one differs.
- *    Comparing costs some 25 us per MiB on one core: a set of 1 MiB or
- *    more ($CURD_COMPARE_PARALLEL_MIN) is compared by the device's copy
- *    team (the threads that share pageable copies, CURD_COPY_THREADS)
- *    with the calling thread, a smaller one by the calling thread
- *    alone.
- *  - Immutable uploads by a key the caller vouches for.
- *    curd_session_upload_static_keyed names the set by (domain, key),
- *    where the key is whatever identifies the payloads' version to the
- *    caller (a version id, a content hash it has already): a hit is a
- *    short hash of the domain and key, one lock and one lookup (well
- *    under a microsecond at any size) and reads no payload byte; it still
- *    checks that the count and every byte_len equal the cached set's
- *    (CURD_E_INVALID_ARGUMENT otherwise, nothing changed). The session
- *    keeps no host copy of a keyed set's bytes. Payloads that change
- *    under an unchanged key are the caller's mistake and are not caught:
- *    the hit hands out the set uploaded first. Keyed and verified sets
- *    share the static budget, the eviction and the release rules, but
- *    never answer each other's lookups: a verified upload promises the
- *    set holds exactly its bytes, which a keyed set (no copy to compare)
- *    cannot prove, and a keyed upload promises to read no byte, which a
- *    verified set's lookup would have to.
+ * A curd_session, made on one device, holds two things within budgets of
+ * device bytes, off the hot path of a pipeline that runs the same passes
+ * again and again (curd_session_new(3)):
+ *  - buffers reused by exact size: curd_session_alloc hands out an idle
+ *    buffer of that size or a new one, curd_session_release takes it back
+ *    (curd_session_alloc(3));
+ *  - immutable uploads cached as sets: curd_session_upload_static finds a
+ *    set by its exact bytes, which a hit compares (no allocation, no
+ *    host-to-device byte); curd_session_upload_static_keyed by a key the
+ *    caller vouches for, a hit reading no payload byte. Neither kind of
+ *    set answers the other's lookups (curd_session_upload_static(3)).
  *
- * The buffers are ordinary curd_buffer handles of the session's device:
- * every transfer and dispatch call takes them. The handle given to
- * curd_session_release is stale from that moment (CURD_E_STALE_HANDLE in
- * every call, curd_buffer_free included): the memory waits idle under a
- * handle only the session knows, and curd_session_alloc hands it out
- * again under a new one. So a use after release, or a second release, is
- * a typed error, never a write into another user's buffer. A buffer the
- * session lent may also be freed with curd_buffer_free; the session then
- * forgets it when it is released (CURD_E_STALE_HANDLE) or when the session
- * is freed. A static set's buffers may not: curd_buffer_free refuses them
- * (CURD_E_BUSY) whether the set is held or only cached, so a hit never
- * hands out a freed handle.
+ * Who owns what. The buffers are ordinary curd_buffer handles of the
+ * session's device. A handle given to curd_session_release is stale from
+ * that moment (CURD_E_STALE_HANDLE in every call, curd_buffer_free
+ * included): a use after release, or a second release, is a typed error,
+ * never a write into another user's buffer. A lent buffer may be freed
+ * with curd_buffer_free; a static set's buffers may not (CURD_E_BUSY, held
+ * or only cached). A set stays valid, its buffers allocated, until its
+ * last curd_session_release_static (one for each upload that succeeded);
+ * a retained one stays cached after that, until evicted while nobody
+ * holds it. Set buffers must not be written: a kernel that writes one
+ * changes what every later hit gets. Idle buffers and cached sets are
+ * resident buffers (the device's resident bytes and budget count them);
+ * curd_session_free frees everything the session allocated, lent buffers
+ * and held sets included.
  *
- * A set stays valid, and its buffers allocated, until it is released:
- * call curd_session_release_static once for each curd_session_upload_static
- * that succeeded. A set that fits the static budget is retained: it stays
- * cached after its last release, until evicted (largest first, then least
- * recently used, only while nobody holds it) to make room for another. A
- * set larger than the budget, or than the room that sets still held leave
- * in it, comes back with retained 0 and is freed at its last release. Set
- * buffers must not be written: a kernel that writes one changes what every
- * later hit gets.
- *
- * Idle buffers and cached sets are resident buffers: they count in the
- * device's resident bytes and budget. curd_session_free frees everything
- * the session allocated, lent buffers and held sets included, so the
- * device's resident bytes return to what they were before the session.
- *
- * A session may be shared by threads: one short lock, never held across a
- * driver call that can wait for the GPU (allocation and upload of a missed
- * set run outside it; two threads missing the same set at once both upload
- * it, and the second uses the first's). curd_device_close detaches the
- * device's sessions: it frees their buffers and sets with everything else,
- * and every later call on such a session but curd_session_free is
- * CURD_E_INVALID_ARGUMENT; curd_session_free then frees what is left of it
- * (host memory). A freed session must not be used again (a second
- * curd_session_free is CURD_E_INVALID_ARGUMENT), and a set not after its
- * last release or its session's end.
+ * A session may be shared by threads. curd_device_close detaches the
+ * device's sessions, freeing their buffers and sets: every later call on
+ * such a session but curd_session_free is CURD_E_INVALID_ARGUMENT. A
+ * freed session must not be used again (a second curd_session_free is
+ * CURD_E_INVALID_ARGUMENT), nor a set after its last release or its
+ * session's end.
  * ---------------------------------------------------------------------- */
 typedef struct curd_session curd_session;
 
@@ -1354,9 +1301,8 @@ CURD_API curd_status curd_session_upload_static(
 /* The set cached under (domain, key) in this session, or on a miss the
  * payloads uploaded as curd_session_upload_static does and cached under
  * it (retained, evicted and released by the same rules). A hit reads no
- * payload byte: it costs a hash of the domain and the key_len bytes of
- * key, one lock and one lookup, and hands out the cached set even if the
- * payloads' bytes changed: pass a key that changes whenever they do.
+ * payload byte and hands out the cached set even if the payloads' bytes
+ * changed: pass a key that changes whenever they do.
  * count and every byte_len must still equal the cached set's, else
  * CURD_E_INVALID_ARGUMENT with nothing changed. key: key_len bytes, at
  * least 1, copied; domain and payloads as for curd_session_upload_static.

@@ -26,8 +26,7 @@ extern "C" {
  * Communicators never hang: no call waits inside NCCL for a peer, and
  * every wait (opening, a collective, closing) polls NCCL's asynchronous
  * error and the work's completion against the communicator's timeout. A
- * peer
- * that dies or does not answer within it, or an error NCCL reports, is
+ * peer that dies or does not answer within it, or an error NCCL reports, is
  * CURD_E_COMM with NCCL's message: the communicator is then aborted (every
  * later call on it is CURD_E_COMM until it is closed), while the device
  * stays usable for local work. curd never changes NCCL's transports (its

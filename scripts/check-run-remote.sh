@@ -30,7 +30,7 @@ ln -s "$build/tools" "$fake_build/tools"
 ln -s "$build/examples/bin" "$fake_build/examples/bin"
 for f in "$build"/libcurd.so*; do ln -s "$f" "$fake_build/"; done
 programs="test-copy test-dispatch test-program"
-for t in $programs libcuda-fake.so.1 libnccl-fake.so.2; do
+for t in $programs libcuda-fake.so.1 libnccl-fake.so.2 gpu-tests.txt; do
     ln -s "$build/tests/$t" "$fake_build/tests/$t"
 done
 cat >"$fake_build/tests/test-broken" <<'TAP'

@@ -6,7 +6,7 @@
  *
  * Most tests run twice, streamed and as a graph (the path names say
  * which). Every test opens device 0 or skips with the reason.
- * test-batch-fake includes this file with CURD_TEST_BATCH_FAKE defined:
+ * Its stand-in twin test-batch-fake (CURD_TEST_ON_FAKE, tests/README.md):
  * there the stand-in libcuda (tests/fake/) runs every test, the kernels
  * emulated on the host, and no skip is allowed. */
 #include <glib.h>
@@ -18,7 +18,7 @@
 #include "dispatch-test.h"
 #include "transfer-test.h"
 
-#ifdef CURD_TEST_BATCH_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/batch-fake"
 #else
 #define PATH_ROOT "/batch"
@@ -1005,7 +1005,7 @@ static void test_every_failed_driver_call_of_a_run(gconstpointer data)
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_BATCH_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);

@@ -12,8 +12,8 @@
  * fresh data, and a peer that never comes during a batch run.
  *
  * Every test opens devices 0 and 1, or skips ("needs 2 GPUs", or NCCL
- * missing). test-comm-fake includes this file with CURD_TEST_COMM_FAKE
- * defined: there the stand-in driver (two devices) and the stand-in NCCL
+ * missing). In its stand-in twin test-comm-fake (CURD_TEST_ON_FAKE,
+ * tests/README.md) the stand-in driver (two devices) and the stand-in NCCL
  * (tests/fake/fake-nccl.c) run every test, no skip is allowed, and the
  * tests that need the stand-ins' knobs run too (a stalled rank, an older
  * NCCL, every NCCL call failed in turn). */
@@ -29,7 +29,7 @@
 #include "support/kernel-load.h"
 #include "support/nccl-faults.h"
 
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/comm-fake"
 #else
 #define PATH_ROOT "/comm"
@@ -84,7 +84,7 @@ static void devices_close(curd_device **devices)
     for (int r = 0; r < RANKS; r++)
         if (devices[r] != NULL)
             check_ok(curd_device_close(devices[r]), "curd_device_close");
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
     g_assert_cmpint(curd_test_fake_nccl_live(), ==, 0);
 #endif
 }
@@ -94,7 +94,7 @@ static bool nccl_there(void)
 {
     curd_comm_id id;
     curd_status status = curd_comm_id_new(&id);
-#ifndef CURD_TEST_COMM_FAKE
+#if !CURD_TEST_ON_FAKE
     if (status == CURD_E_UNSUPPORTED) {
         g_test_skip_printf("no NCCL: %s", curd_last_error());
         return false;
@@ -759,7 +759,7 @@ static void test_sends_and_receives_that_disagree_fail(void)
     gint64 start = g_get_monotonic_time();
     curd_status status = curd_collective_run(ops, RANKS);
     gint64 waited_ms = (g_get_monotonic_time() - start) / 1000;
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
     check_refused(status, CURD_E_COMM, "a send and a smaller receive");
 #else
     /* What NCCL makes of it is its own (an error, a timeout, or a
@@ -1019,7 +1019,7 @@ static void test_at_most_64_runs_wait_on_a_peer(void)
     pair_close(&p);
 }
 
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
 /* Runs one checked operation of shape s and asserts how many groups the
  * stand-in NCCL saw posted on blocking and on non-blocking
  * communicators. */
@@ -1414,7 +1414,7 @@ static void test_a_peer_that_never_comes_fails_a_batch_run(gconstpointer data)
                                 .inputs = (const uint32_t(*)[RANKS]
                                                             [BATCH_WORDS])inputs,
                                 .want_status = CURD_E_COMM};
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
     setenv("FAKE_NCCL_STALL_RANK", "1", 1);
     batch_ranks_run(ranks, RANKS);
     unsetenv("FAKE_NCCL_STALL_RANK");
@@ -1463,7 +1463,7 @@ static void test_without_nccl_communicators_are_unsupported(void)
     g_test_trap_assert_passed();
 }
 
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
 static void test_an_nccl_too_old_is_unsupported(void)
 {
     if (g_test_subprocess()) {
@@ -1576,7 +1576,7 @@ static void test_every_failed_nccl_call(void)
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
     g_setenv("FAKE_CUDA_DEVICES", "2", TRUE);
 #endif
@@ -1601,7 +1601,7 @@ int main(int argc, char **argv)
                     test_async_runs_hold_their_buffers);
     g_test_add_func(PATH_ROOT "/at-most-64-runs-wait-on-a-peer",
                     test_at_most_64_runs_wait_on_a_peer);
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
     g_test_add_func(PATH_ROOT "/collectives-take-the-blocking-twins",
                     test_collectives_take_the_blocking_twins);
     g_test_add_func(PATH_ROOT "/runtime-connect-keeps-every-group-nonblocking",
@@ -1634,7 +1634,7 @@ int main(int argc, char **argv)
         test_a_peer_that_never_comes_fails_a_batch_run);
     g_test_add_func(PATH_ROOT "/without-nccl-communicators-are-unsupported",
                     test_without_nccl_communicators_are_unsupported);
-#ifdef CURD_TEST_COMM_FAKE
+#if CURD_TEST_ON_FAKE
     g_test_add_func(PATH_ROOT "/an-nccl-too-old-is-unsupported",
                     test_an_nccl_too_old_is_unsupported);
     g_test_add_func(PATH_ROOT "/a-stalled-rank-times-out",

@@ -7,10 +7,10 @@
  * destinations, runs the copies on a host model too (the same copies, in
  * order, with memmove) and compares every byte of every buffer with the
  * model. Tests that need two GPUs skip with "needs 2 GPUs" on a host with
- * one; test-copy-fake.c runs all of them on the stand-in driver with two
- * fake devices (and, to reach the staged route on the CPU, with peer
- * access denied by FAKE_CUDA_NO_PEER_ACCESS, or turned off by
- * CURD_PEER_ACCESS=0). */
+ * one; its stand-in twin test-copy-fake (tests/README.md) runs all of
+ * them on the stand-in driver with two fake devices (and, to reach the
+ * staged route on the CPU, with peer access denied by
+ * FAKE_CUDA_NO_PEER_ACCESS, or turned off by CURD_PEER_ACCESS=0). */
 #include <glib.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -492,7 +492,7 @@ static void test_copies_between_two_devices_staged_when_told(void)
     copies_between("0");
 }
 
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
 /* The driver denies peer access: staged, on the driver's word. */
 static void test_copies_between_two_devices_staged_without_peer_access(void)
 {
@@ -793,7 +793,7 @@ static const transfer_test_case cases[] = {
     {"two-devices/peer-access", test_copies_between_two_devices_with_peer_access},
     {"two-devices/staged-when-told-CURD_PEER_ACCESS-0",
      test_copies_between_two_devices_staged_when_told},
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
     /* The stand-in's alone: a GPU cannot be told to deny peer access, and
      * the driver does not count its enabled pairs. */
     {"two-devices/staged-without-peer-access",
@@ -816,7 +816,7 @@ int main(int argc, char **argv)
 {
     /* The stand-in driver reads its device count when it loads, at the
      * first driver call; a GPU host ignores it. */
-    if (TRANSFER_TEST_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_setenv("FAKE_CUDA_DEVICES", "2", TRUE);
     return transfer_test_main(argc, argv, "copy", cases, G_N_ELEMENTS(cases));
 }

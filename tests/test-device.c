@@ -4,8 +4,8 @@
  *
  * The tests that need a device open device 0 through curd_test_gpu_open()
  * and skip without one. The same tests also run against the stand-in
- * libcuda (tests/fake/fake-cuda.c) in test-device-fake, which includes
- * this file with CURD_TEST_DEVICE_FAKE defined; there no skip is allowed,
+ * libcuda (tests/fake/fake-cuda.c) in its stand-in twin test-device-fake
+ * (CURD_TEST_ON_FAKE, tests/README.md); there no skip is allowed,
  * and the fake's own count of live objects must be zero after each test.
  *
  * Leaks are counted at the driver boundary, the same way on a GPU and on
@@ -27,12 +27,6 @@
 #include "curd.h"
 #include "driver/driver.h"
 #include "support/curd-test.h"
-
-#ifdef CURD_TEST_DEVICE_FAKE
-#define ON_FAKE TRUE
-#else
-#define ON_FAKE FALSE
-#endif
 
 static gboolean ends_with_fix(const char *sentence)
 {
@@ -159,7 +153,8 @@ static const char *const fake_kinds[] = {
 static gboolean fake_snapshot(long *out)
 {
     /* FALSE where not loaded: the test made no driver call. */
-    return ON_FAKE && curd_test_fake_live(fake_kinds, FAKE_KIND_COUNT, out);
+    return CURD_TEST_ON_FAKE
+           && curd_test_fake_live(fake_kinds, FAKE_KIND_COUNT, out);
 }
 
 static long fake_at_begin[FAKE_KIND_COUNT];
@@ -1069,16 +1064,16 @@ static const device_case cases[] = {
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_DEVICE_FAKE
+#if CURD_TEST_ON_FAKE
     /* Every test against the stand-in driver beside this program; a
      * missing device is a failure here, never a skip. */
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
-        char *path = ON_FAKE ? g_strdup_printf("/device-fake%s",
-                                               cases[i].path + strlen("/device"))
-                             : g_strdup(cases[i].path);
+        char *path = CURD_TEST_ON_FAKE ? g_strdup_printf(
+                         "/device-fake%s", cases[i].path + strlen("/device"))
+                                       : g_strdup(cases[i].path);
         g_test_add_data_func(path, &cases[i], run_case);
         g_free(path);
     }

@@ -9,8 +9,8 @@
  * 1.0's smaller curd_stats gets its fields and nothing past them.
  *
  * Every test opens device 0 or skips with the reason.
- * test-dispatch-telemetry-fake includes this file with
- * CURD_TEST_DISPATCH_FAKE defined: the stand-in libcuda runs every test
+ * In its stand-in twin test-dispatch-telemetry-fake (CURD_TEST_ON_FAKE,
+ * tests/README.md) the stand-in libcuda runs every test
  * (its event timer reads 1 us per dispatch, which is checked too). */
 #include <glib.h>
 #include <stddef.h>
@@ -20,12 +20,10 @@
 #include "dispatch-test.h"
 #include "support/curd-test.h"
 
-#ifdef CURD_TEST_DISPATCH_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/dispatch-telemetry-fake"
-#define ON_FAKE TRUE
 #else
 #define PATH_ROOT "/dispatch-telemetry"
-#define ON_FAKE FALSE
 #endif
 
 /* The stand-in's cuEventElapsedTime: 0.001 ms. */
@@ -257,7 +255,7 @@ static void test_dispatches_count_launches_and_sum_their_timing(void)
                      a.enqueue_ns + b.enqueue_ns);
     g_assert_cmpuint(stats.dispatch_wait_ns, ==, a.wait_ns + b.wait_ns);
     g_assert_cmpuint(stats.dispatch_enqueue_ns, >, 0);
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_cmpuint(stats.dispatch_device_ns, ==, 2 * FAKE_DEVICE_NS);
 
     /* A synchronous one, and one freed without a wait: both complete. */
@@ -282,7 +280,7 @@ static void test_dispatches_count_launches_and_sum_their_timing(void)
     g_assert_cmpuint(after.dispatch_wait_ns, >=, stats.dispatch_wait_ns);
     /* The synchronous one asked for no timing: it ran untimed (no events,
      * one stream synchronisation), so only the other adds device time. */
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_cmpuint(after.dispatch_device_ns, ==, 3 * FAKE_DEVICE_NS);
 
     /* Refused dispatches count nothing. */
@@ -485,7 +483,7 @@ static void test_timing_splits_staging_kernels_and_read_back(void)
     g_assert_cmpuint(timing.struct_size, ==, sizeof timing);
     g_assert_cmpuint(after.dispatch_device_ns - before.dispatch_device_ns, ==,
                      timing.device_ns);
-    if (ON_FAKE) {
+    if (CURD_TEST_ON_FAKE) {
         g_assert_cmpuint(timing.staging_ns, ==, FAKE_DEVICE_NS);
         g_assert_cmpuint(timing.device_ns, ==, FAKE_DEVICE_NS);
         g_assert_cmpuint(timing.readback_ns, ==, FAKE_DEVICE_NS);
@@ -533,7 +531,7 @@ static void test_timing_splits_staging_kernels_and_read_back(void)
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_DISPATCH_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);

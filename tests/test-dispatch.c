@@ -6,9 +6,9 @@
  * refusals that leave caller memory untouched; and a kernel fault that
  * loses the device until it is closed and opened again.
  *
- * Every test opens device 0 or skips with the reason. test-dispatch-fake
- * includes this file with CURD_TEST_DISPATCH_FAKE defined: there the
- * stand-in libcuda (tests/fake/) runs every test, with the kernels
+ * Every test opens device 0 or skips with the reason. In its
+ * stand-in twin test-dispatch-fake (CURD_TEST_ON_FAKE, tests/README.md)
+ * the stand-in libcuda (tests/fake/) runs every test, with the kernels
  * emulated on the host, and no skip is allowed. */
 #include <glib.h>
 #include <inttypes.h>
@@ -20,7 +20,7 @@
 #include "support/curd-test.h"
 #include "support/kernel-load.h"
 
-#ifdef CURD_TEST_DISPATCH_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/dispatch-fake"
 #else
 #define PATH_ROOT "/dispatch"
@@ -456,7 +456,7 @@ static void test_a_kernel_fault_loses_the_device_until_reopened(void)
      * rest of the process even after the reset (its retain answers the
      * fault again), and curd says so with a typed error and its Fix. */
     curd_status status = curd_device_open(0, NULL, &device);
-#ifndef CURD_TEST_DISPATCH_FAKE
+#if !CURD_TEST_ON_FAKE
     if (status == CURD_E_DEVICE_LOST) {
         curd_test_assert_fix_sentence();
         g_assert_nonnull(strstr(curd_last_error(), "restart the process"));
@@ -472,7 +472,7 @@ static void test_a_kernel_fault_loses_the_device_until_reopened(void)
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_DISPATCH_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);

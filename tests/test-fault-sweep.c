@@ -15,9 +15,9 @@
  * CURD_SWEEP_QUICK=1 injects only the transient failure (the sanitizer
  * runs on the GPU use it).
  *
- * Needs a GPU (skips with the reason otherwise); test-fault-sweep-fake
- * includes this file with FAULT_SWEEP_ON_FAKE defined and runs it on the
- * stand-in driver (tests/fake/), where no skip is allowed and the
+ * Needs a GPU (skips with the reason otherwise); its stand-in
+ * twin test-fault-sweep-fake (CURD_TEST_ON_FAKE, tests/README.md) runs it
+ * on the stand-in driver (tests/fake/), where no skip is allowed and the
  * stand-in's live counts prove that nothing leaked. */
 #include <glib.h>
 #include <string.h>
@@ -25,7 +25,7 @@
 #include "support/api-sweep.h"
 #include "support/curd-test.h"
 
-#ifdef FAULT_SWEEP_ON_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/fault-sweep-fake"
 #else
 #define PATH_ROOT "/fault-sweep"
@@ -218,7 +218,7 @@ static void test_fault_points_survived(void)
 
 int main(int argc, char **argv)
 {
-#ifdef FAULT_SWEEP_ON_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
     /* Two stand-in devices, so that copies between devices are swept on
      * both of their routes (the world itself opens device 0). */

@@ -7,8 +7,9 @@
  * and reads the fence room's counts to see which way each fence ended.
  * The last three replay graph batches whose last kernel may signal its
  * own end instead (lib/transfer/gather.h).
- * Each opens device 0 or skips with the reason; test-fence-fake.c runs
- * them on the stand-in driver, whose streams write the word at once. */
+ * Each opens device 0 or skips with the reason; its stand-in twin
+ * test-fence-fake (tests/README.md) runs them on the stand-in driver,
+ * whose streams write the word at once. */
 #include <glib.h>
 #include <stdbool.h>
 #include <stdlib.h>

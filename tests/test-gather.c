@@ -10,9 +10,9 @@
  * byte is compared with a host model that applies the items in order
  * (the later of overlapping uploads wins). The counters show which way
  * the bytes went: a gathered chunk is one operation across the bus (one
- * launch) whatever its spans. Each
- * test opens device 0 or skips with the reason; test-gather-fake.c runs
- * them on the stand-in driver, which runs the kernels block by block. */
+ * launch) whatever its spans. Each test opens device 0 or skips with the
+ * reason; its stand-in twin test-gather-fake (tests/README.md) runs them
+ * on the stand-in driver, which runs the kernels block by block. */
 #include <glib.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -307,7 +307,7 @@ static void test_large_gathered_batches_pipeline_across_chunks(void)
         return;
     /* Several chunks of staging: the copy threads, the slots' events and
      * spans cut at chunk boundaries, all through the kernels. */
-    int rounds = TRANSFER_TEST_FAKE ? 2 : 8;
+    int rounds = CURD_TEST_ON_FAKE ? 2 : 8;
     for (int round = 0; round < rounds; round++)
         scattered_round(device, (size_t)g_test_rand_int_range(20, 120),
                         3u << 20, 1u << 20, EXPECT_ANY);
@@ -553,7 +553,7 @@ static void test_gathering_takes_no_device_memory(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
 /* A device that cannot reach page-locked host memory at its host address
  * (the stand-in says so under FAKE_CUDA_NO_HOST_POINTER) cannot run the
  * kernels: its scattered batches move one DMA per span, and every byte
@@ -889,7 +889,7 @@ static const transfer_test_case cases[] = {
      test_scattered_pieces_move_straight_to_registered_memory},
     {"gathering-takes-no-device-memory",
      test_gathering_takes_no_device_memory},
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
     {"a-device-without-host-access-moves-one-dma-per-span",
      test_a_device_without_host_access_moves_one_dma_per_span},
 #endif

@@ -11,11 +11,11 @@
  * loaded. Each test runs many launches on one side before the other side
  * reads or adds, so that on a GPU a missing order shows as wrong words.
  *
- * Every test opens device 0 or skips with the reason; test-interop-fake
- * includes this file with CURD_TEST_INTEROP_FAKE defined: the stand-in
- * libcuda (tests/fake/) runs every test, with two devices for the test of
- * a stream of another context, and its held events for the test that
- * curd stops waiting once the caller's work completed. */
+ * Every test opens device 0 or skips with the reason; in its stand-in
+ * twin test-interop-fake (CURD_TEST_ON_FAKE, tests/README.md) the
+ * stand-in libcuda (tests/fake/) runs every test, with two devices for
+ * the test of a stream of another context, and its held events for the
+ * test that curd stops waiting once the caller's work completed. */
 #include <glib.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,12 +29,10 @@
 #include "support/curd-test.h"
 #include "support/fake-live.h"
 
-#ifdef CURD_TEST_INTEROP_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/interop-fake"
-#define ON_FAKE TRUE
 #else
 #define PATH_ROOT "/interop"
-#define ON_FAKE FALSE
 #endif
 
 /* Launches on one side before the other side looks: long enough on a
@@ -871,7 +869,7 @@ static void test_a_wait_costs_the_next_work_on_its_stream_nothing(void)
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_INTEROP_FAKE
+#if CURD_TEST_ON_FAKE
     /* A second GPU for the stream of another context; set before the
      * stand-in loads. */
     g_setenv("FAKE_CUDA_DEVICES", "2", TRUE);
@@ -911,7 +909,7 @@ int main(int argc, char **argv)
                     "/an-asynchronous-download-lands-in-page-locked-memory",
                     test_an_asynchronous_download_lands_in_page_locked_memory);
     /* The stand-in's alone: it holds the caller's events on request. */
-    if (ON_FAKE) {
+    if (CURD_TEST_ON_FAKE) {
         g_test_add_func(PATH_ROOT "/waits-end-once-the-callers-work-completed",
                         test_waits_end_once_the_callers_work_completed);
         g_test_add_func(PATH_ROOT

@@ -6,7 +6,8 @@
  * Each test downloads fresh random bytes into poisoned malloc memory and
  * compares every byte with the host model, and reads the landing room's
  * counts to see where each download landed. Each opens device 0 or skips
- * with the reason; test-landing-fake.c runs them on the stand-in driver,
+ * with the reason; its stand-in twin test-landing-fake (tests/README.md)
+ * runs them on the stand-in driver,
  * which must hold nothing afterwards (the area is freed at close). */
 #include <glib.h>
 #include <stdbool.h>

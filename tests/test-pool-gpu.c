@@ -2,9 +2,9 @@
  *
  * On a GPU host these drive cuMemAlloc/cuMemFree and
  * cuMemHostAlloc/cuMemFreeHost for real; without one each test skips with
- * the reason (make check-gpu counts a skip as a failure). test-pool-fake.c
- * includes this file with CURD_TEST_POOL_FAKE defined and runs every test
- * against the stand-in libcuda (tests/fake/) with 64 MiB of "device
+ * the reason (make check-gpu counts a skip as a failure). Its stand-in
+ * twin test-pool-gpu-fake (CURD_TEST_ON_FAKE, tests/README.md) runs every
+ * test against the stand-in libcuda (tests/fake/) with 64 MiB of "device
  * memory", so the same paths also run, under Valgrind, on hosts without a
  * GPU; there the fake's count of live allocations must be back where it
  * was after every test.
@@ -23,11 +23,9 @@
 #include "pool-model.h"
 #include "support/curd-test.h"
 
-#ifdef CURD_TEST_POOL_FAKE
-#define ON_FAKE TRUE
+#if CURD_TEST_ON_FAKE
 #define PATH_PREFIX "/pool-fake"
 #else
-#define ON_FAKE FALSE
 #define PATH_PREFIX "/pool-gpu"
 #endif
 
@@ -104,13 +102,14 @@ static size_t random_size(size_t max_bytes)
 }
 
 /* ------------------------------------------------------------------------
- * The stand-in driver's live allocations (test-pool-fake only)
+ * The stand-in driver's live allocations (test-pool-gpu-fake only)
  * ---------------------------------------------------------------------- */
 static gboolean fake_live(long *device_memory, long *host_memory)
 {
     static const char *const kinds[] = {"device_memory", "host_memory"};
     long counts[G_N_ELEMENTS(kinds)];
-    if (!ON_FAKE || !curd_test_fake_live(kinds, G_N_ELEMENTS(kinds), counts))
+    if (!CURD_TEST_ON_FAKE
+        || !curd_test_fake_live(kinds, G_N_ELEMENTS(kinds), counts))
         return FALSE;
     *device_memory = counts[0];
     *host_memory = counts[1];
@@ -541,7 +540,7 @@ static void body_close_returns_device_free_memory_to_where_it_was(void)
     uint64_t free_after = free_memory(observer);
     g_test_message("free memory %" PRIu64 " before, %" PRIu64 " after close",
                    free_before, free_after);
-    uint64_t tolerance = ON_FAKE ? 0 : 16 * MIB;
+    uint64_t tolerance = CURD_TEST_ON_FAKE ? 0 : 16 * MIB;
     uint64_t gap = free_after > free_before ? free_after - free_before
                                             : free_before - free_after;
     g_assert_cmpuint(gap, <=, tolerance);
@@ -843,7 +842,7 @@ static void body_failing_each_cumemalloc_in_turn_keeps_counters_exact(void)
     uint64_t free_after = free_memory(observer);
     uint64_t gap = free_after > free_before ? free_after - free_before
                                             : free_before - free_after;
-    g_assert_cmpuint(gap, <=, ON_FAKE ? 0 : 16 * MIB);
+    g_assert_cmpuint(gap, <=, CURD_TEST_ON_FAKE ? 0 : 16 * MIB);
     g_assert_cmpint(curd_device_close(observer), ==, CURD_OK);
 }
 
@@ -874,7 +873,7 @@ static const pool_case cases[] = {
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_POOL_FAKE
+#if CURD_TEST_ON_FAKE
     /* The stand-in driver beside this program, with a small memory so the
      * out-of-memory test fills it quickly; no skip is allowed here. */
     curd_test_require_fake_driver();

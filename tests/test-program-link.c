@@ -10,8 +10,8 @@
  * fails each driver call of a link in turn.
  *
  * Every test that needs a device opens device 0 or skips with the reason
- * (make check-gpu counts a skip as a failure). test-program-link-fake
- * includes this file with CURD_TEST_PROGRAM_LINK_FAKE defined: there the
+ * (make check-gpu counts a skip as a failure). In its stand-in
+ * twin test-program-link-fake (CURD_TEST_ON_FAKE, tests/README.md) the
  * stand-in libcuda (tests/fake/) links by joining its inputs' texts, runs
  * every test, allows no skip, and after each test must hold no more
  * objects (link states included) than when it began. */
@@ -25,12 +25,6 @@
 #include "launch/program.h"
 #include "support/curd-test.h"
 #include "support/kernel-load.h"
-
-#ifdef CURD_TEST_PROGRAM_LINK_FAKE
-#define ON_FAKE TRUE
-#else
-#define ON_FAKE FALSE
-#endif
 
 static curd_program *const untouched_program = (curd_program *)(uintptr_t)0x77;
 
@@ -304,7 +298,7 @@ static void test_two_ptx_modules_link_and_run(void)
                     CURD_OK);
     g_test_message("the linker's information log (%zu bytes): %s", log_len,
                    log);
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_nonnull(strstr(log, "linked 2 inputs"));
     g_free(log);
     g_assert_cmpint(curd_program_free(program), ==, CURD_OK);
@@ -429,7 +423,7 @@ static void test_jit_options_reach_the_link(void)
     props.struct_size = sizeof props;
     g_assert_cmpint(curd_program_info(program, &props), ==, CURD_OK);
     g_assert_cmpint(props.registers_per_thread, <=, 24);
-    if (ON_FAKE) {
+    if (CURD_TEST_ON_FAKE) {
         char log[512];
         g_assert_cmpint(curd_program_log(program, log, sizeof log, NULL), ==,
                         CURD_OK);
@@ -490,8 +484,9 @@ static void test_a_library_links_with_the_code_that_calls_it(void)
         return;
     size_t library_bytes = 0;
     char *path = NULL;
-    char *library = ON_FAKE ? stand_in_library(&library_bytes)
-                            : device_runtime_library(&library_bytes, &path);
+    char *library = CURD_TEST_ON_FAKE
+                        ? stand_in_library(&library_bytes)
+                        : device_runtime_library(&library_bytes, &path);
     if (library == NULL) {
         g_test_skip("no libcudadevrt.a in $CUDA_HOME/lib64, "
                     "/usr/local/cuda/lib64 or /usr/lib/x86_64-linux-gnu:"
@@ -505,11 +500,13 @@ static void test_a_library_links_with_the_code_that_calls_it(void)
         image_of(library, library_bytes),
         ptx_image("link_mix.ptx"),
     };
-    curd_program_desc desc = linked_desc(ptx_image("link_apply.ptx"), links,
-                                         ON_FAKE ? 1 : 2, "curd_link_apply");
+    curd_program_desc desc =
+        linked_desc(ptx_image("link_apply.ptx"), links,
+                    CURD_TEST_ON_FAKE ? 1 : 2, "curd_link_apply");
     g_test_message("linking link_apply.ptx with %s (%zu bytes)%s",
-                   ON_FAKE ? "an archive of link_mix.ptx" : path,
-                   library_bytes, ON_FAKE ? "" : " and link_mix.ptx");
+                   CURD_TEST_ON_FAKE ? "an archive of link_mix.ptx" : path,
+                   library_bytes,
+                   CURD_TEST_ON_FAKE ? "" : " and link_mix.ptx");
     curd_program *program = load_ok(device, &desc);
     expect_link_apply_works(device, program);
     g_assert_cmpint(curd_program_free(program), ==, CURD_OK);
@@ -520,7 +517,7 @@ static void test_a_library_links_with_the_code_that_calls_it(void)
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_PROGRAM_LINK_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);
@@ -545,7 +542,8 @@ int main(int argc, char **argv)
     };
     GPtrArray *paths = g_ptr_array_new_with_free_func(g_free);
     for (size_t i = 0; i < G_N_ELEMENTS(tests); i++) {
-        char *path = g_strconcat(ON_FAKE ? "/program-link-fake" : "/program-link",
+        char *path = g_strconcat(CURD_TEST_ON_FAKE ? "/program-link-fake"
+                                                   : "/program-link",
                                  tests[i].path, NULL);
         g_ptr_array_add(paths, path);
         g_test_add_data_func(path, (gconstpointer)(uintptr_t)tests[i].body,

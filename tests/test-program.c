@@ -5,8 +5,8 @@
  * the driver table and compared element by element with a host reference.
  *
  * Every test that needs a device opens device 0 or skips with the reason.
- * test-program-fake includes this file with CURD_TEST_PROGRAM_FAKE
- * defined: there the stand-in libcuda (tests/fake/) runs every test, no
+ * In its stand-in twin test-program-fake (CURD_TEST_ON_FAKE,
+ * tests/README.md) the stand-in libcuda (tests/fake/) runs every test, no
  * skip is allowed, and after each test the stand-in must hold no more
  * objects than when it began. The kernels' host emulations in the
  * stand-in are thereby proven equal to the same references the GPU run
@@ -23,12 +23,6 @@
 #include "driver/driver.h"
 #include "launch/program.h"
 #include "support/curd-test.h"
-
-#ifdef CURD_TEST_PROGRAM_FAKE
-#define ON_FAKE TRUE
-#else
-#define ON_FAKE FALSE
-#endif
 
 static curd_program *const untouched_program = (curd_program *)(uintptr_t)0x77;
 
@@ -353,7 +347,7 @@ static void test_ptx_cubin_and_fatbin_load_by_content(void)
     g_assert_cmpint(curd_program_free(again), ==, CURD_OK);
     g_assert_cmpint(curd_program_free(program), ==, CURD_OK);
     g_free(padded);
-    if (!ON_FAKE) {
+    if (!CURD_TEST_ON_FAKE) {
         g_test_message("binary images are loaded on the stand-in driver only "
                        "(the tests carry no real cubin)");
     } else {
@@ -459,7 +453,7 @@ static void test_a_second_load_is_a_cache_hit_without_any_driver_call(void)
         return;
     long jits = jit_count();
     curd_program *first = load_ok(device, "saxpy.ptx", "curd_saxpy");
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_cmpint(jit_count(), ==, jits + 1);
     curdi_program_counts counts = counts_of(device);
     g_assert_cmpuint(counts.misses, ==, 1);
@@ -469,7 +463,7 @@ static void test_a_second_load_is_a_cache_hit_without_any_driver_call(void)
     curd_test_faults_begin(0, 0, NULL);
     curd_program *second = load_ok(device, "saxpy.ptx", "curd_saxpy");
     g_assert_cmpuint(curd_test_faults_end(), ==, 0);
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_cmpint(jit_count(), ==, jits + 1);
     counts = counts_of(device);
     g_assert_cmpuint(counts.hits, ==, 1);
@@ -554,12 +548,12 @@ static void test_idle_modules_past_the_bound_are_unloaded_oldest_first(void)
     curd_program *oldest = load_ok(device, files[0], entries[0]);
     counts = counts_of(device);
     g_assert_cmpuint(counts.misses, ==, 4);
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_cmpint(jit_count(), ==, jits + 1);
     /* Modules in use are never evicted: 2 in use + saxpy idle is 3. */
     g_assert_cmpuint(counts.modules_loaded, ==, 3);
     g_assert_cmpuint(counts.modules_cached, ==, 1);
-    if (ON_FAKE) {
+    if (CURD_TEST_ON_FAKE) {
         const char *kinds[] = {"module"};
         long modules = 0, baseline = 0;
         g_assert_true(curd_test_fake_live(kinds, 1, &modules));
@@ -1303,7 +1297,7 @@ static void test_jit_options_reach_the_jit_and_key_the_cache(void)
     g_assert_cmpint(curd_program_log(plain, log, sizeof log, &len), ==,
                     CURD_OK);
     g_assert_cmpuint(strlen(log), ==, len < sizeof log ? len : sizeof log - 1);
-    if (ON_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_assert_cmpstr(log, ==,
                         "fake ptxas info: optimization level -1, max"
                         " registers -1, target -1, line info -1");
@@ -1320,7 +1314,7 @@ static void test_jit_options_reach_the_jit_and_key_the_cache(void)
     g_assert_cmpuint(after.modules_loaded - before.modules_loaded, ==, 1);
     g_assert_cmpint(curd_program_log(tuned, log, sizeof log, NULL), ==,
                     CURD_OK);
-    if (ON_FAKE) {
+    if (CURD_TEST_ON_FAKE) {
         char want[160];
         snprintf(want, sizeof want,
                  "fake ptxas info: optimization level 2, max registers 32,"
@@ -1442,7 +1436,7 @@ static void test_a_faulting_kernel_spoils_the_context_until_reopened(void)
      * fault unusable for the rest of the process even after the reset, and
      * curd says so with a typed error whose Fix is a new process. */
     curd_status reopened = curd_device_open(0, NULL, &device);
-    if (reopened == CURD_E_DEVICE_LOST && !ON_FAKE) {
+    if (reopened == CURD_E_DEVICE_LOST && !CURD_TEST_ON_FAKE) {
         curd_test_assert_fix_sentence();
         g_assert_nonnull(strstr(curd_last_error(), "restart the process"));
         g_test_message("reopening after the fault: %s", curd_last_error());
@@ -1515,7 +1509,7 @@ static void test_open_mends_a_context_another_library_broke(void)
      * a GPU that took a sticky fault unusable for the rest of the process
      * even after it, which curd reports with a typed error and its Fix. */
     curd_status opened = curd_device_open(0, NULL, &device);
-    if (opened == CURD_E_DEVICE_LOST && !ON_FAKE) {
+    if (opened == CURD_E_DEVICE_LOST && !CURD_TEST_ON_FAKE) {
         curd_test_assert_fix_sentence();
         g_test_message("opening after another library's fault: %s",
                        curd_last_error());
@@ -1591,13 +1585,13 @@ static const struct {
 
 int main(int argc, char **argv)
 {
-#ifdef CURD_TEST_PROGRAM_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);
     for (size_t i = 0; i < G_N_ELEMENTS(tests); i++) {
-        char *path = g_strdup_printf("/program%s%s", ON_FAKE ? "-fake" : "",
-                                     tests[i].path);
+        char *path = g_strdup_printf(
+            "/program%s%s", CURD_TEST_ON_FAKE ? "-fake" : "", tests[i].path);
         g_test_add_data_func(path, (gconstpointer)(uintptr_t)tests[i].body,
                              run_test);
         g_free(path);

@@ -7,7 +7,8 @@
  * sharing one session.
  *
  * Every test opens device 0 or skips with the reason (no driver, no
- * device); test-session-fake.c runs the same on the stand-in driver, and
+ * device); its stand-in twin test-session-fake (tests/README.md) runs
+ * the same on the stand-in driver, and
  * test-session-threads.c the threads alone, for ThreadSanitizer. Contents
  * are fresh random bytes, read back into poisoned memory and compared
  * byte for byte. */

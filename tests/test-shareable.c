@@ -10,7 +10,8 @@
  * Both orders of freeing, and the exporter killed (SIGKILL) while the
  * importer reads on. Then each bad input, refused with a typed error and
  * a Fix, leaving the statistics and the stand-in's live objects as they
- * were. Built twice like the other GPU tests: test-shareable-fake.c runs
+ * were. Built twice like the other GPU tests: its stand-in twin
+ * test-shareable-fake (tests/README.md) runs
  * every test on the stand-in driver (tests/fake/), whose memfds make two
  * processes share bytes for real. */
 #include <errno.h>
@@ -41,7 +42,7 @@ static void assert_no_mappings_left(void)
     static const char *const kinds[] = {"allocation", "mem_handle",
                                         "va_range", "device_memory"};
     long live[G_N_ELEMENTS(kinds)];
-    if (!TRANSFER_TEST_FAKE)
+    if (!CURD_TEST_ON_FAKE)
         return;
     g_assert_true(curd_test_fake_live(kinds, G_N_ELEMENTS(kinds), live));
     for (size_t i = 0; i < G_N_ELEMENTS(kinds); i++)
@@ -497,7 +498,7 @@ static void test_bad_descriptors_are_refused_and_nothing_leaks(void)
             CURD_E_INVALID_ARGUMENT, imported);
     g_assert_nonnull(strstr(curd_last_error(), "pipe"));
     close(pipe_fds[0]);
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
     /* A regular file reaches the driver: the stand-in refuses it with
      * CUDA_ERROR_INVALID_VALUE. (Which code driver 580 gives is not yet
      * seen on a GPU: the first run failed at the pipe, which curd now
@@ -656,7 +657,7 @@ static void test_memory_of_another_device_is_mapped_over_peer_access(void)
     assert_no_mappings_left();
 }
 
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
 /* The stand-in's alone: a GPU cannot be told to deny peer access. */
 static void test_memory_of_an_unreachable_device_is_refused(void)
 {
@@ -684,7 +685,7 @@ static const transfer_test_case cases[] = {
     {"bad-input/sockets-refused", test_bad_sockets_are_refused},
     {"two-devices/memory-of-another-device-mapped-over-peer-access",
      test_memory_of_another_device_is_mapped_over_peer_access},
-#ifdef TRANSFER_TEST_ON_FAKE
+#if CURD_TEST_ON_FAKE
     {"two-devices/memory-of-an-unreachable-device-is-refused",
      test_memory_of_an_unreachable_device_is_refused},
 #endif
@@ -696,7 +697,7 @@ int main(int argc, char **argv)
     if (role != NULL)
         return run_role(role);
     /* The stand-in driver reads its device count when it loads. */
-    if (TRANSFER_TEST_FAKE)
+    if (CURD_TEST_ON_FAKE)
         g_setenv("FAKE_CUDA_DEVICES", "2", TRUE);
     return transfer_test_main(argc, argv, "shareable", cases,
                               G_N_ELEMENTS(cases));

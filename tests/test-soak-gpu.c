@@ -25,9 +25,10 @@
  * stand-in driver so is every live count (memory and its bytes, streams,
  * events, modules, registrations, context retains).
  *
- * Skips without a GPU; test-soak-gpu-fake includes this file with
- * SOAK_ON_FAKE defined and runs on the stand-in driver (tests/fake/),
- * also under ThreadSanitizer (make check-tsan). */
+ * Skips without a GPU; its stand-in twin test-soak-gpu-fake
+ * (CURD_TEST_ON_FAKE, tests/README.md) runs on the stand-in driver
+ * (tests/fake/), briefly, under Valgrind in make check and
+ * ThreadSanitizer (make check-tsan). */
 #include <glib.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -37,7 +38,7 @@
 #include "support/curd-test.h"
 #include "support/kernel-load.h"
 
-#ifdef SOAK_ON_FAKE
+#if CURD_TEST_ON_FAKE
 #define PATH_ROOT "/soak-fake"
 #define DEFAULT_SECONDS 0.3
 #else
@@ -714,7 +715,7 @@ static void test_opening_and_closing_a_device_leaks_nothing(void)
 
 int main(int argc, char **argv)
 {
-#ifdef SOAK_ON_FAKE
+#if CURD_TEST_ON_FAKE
     curd_test_require_fake_driver();
 #endif
     g_test_init(&argc, &argv, NULL);

@@ -79,7 +79,7 @@ static void test_whole_buffer_round_trips_at_many_sizes(void)
     unsigned char *src = g_malloc(64u << 20);
     unsigned char *dst = g_malloc(64u << 20);
     for (size_t i = 0; i < G_N_ELEMENTS(round_trip_sizes); i++) {
-        if (TRANSFER_TEST_FAKE && round_trip_sizes[i] > (16u << 20))
+        if (CURD_TEST_ON_FAKE && round_trip_sizes[i] > (16u << 20))
             continue;
         round_trip(device, round_trip_sizes[i], src, dst,
                    round_trip_sizes[i] <= (1u << 20));
@@ -104,7 +104,7 @@ static void test_registered_memory_round_trips_in_one_dma_each_way(void)
     g_assert_cmpint(curd_host_register(device, src, 64u << 20), ==, CURD_OK);
     g_assert_cmpint(curd_host_register(device, dst, 64u << 20), ==, CURD_OK);
     for (size_t i = 0; i < G_N_ELEMENTS(round_trip_sizes); i++) {
-        if (TRANSFER_TEST_FAKE && round_trip_sizes[i] > (16u << 20))
+        if (CURD_TEST_ON_FAKE && round_trip_sizes[i] > (16u << 20))
             continue;
         round_trip(device, round_trip_sizes[i], src, dst, true);
     }
@@ -300,7 +300,7 @@ static void test_large_batches_pipeline_across_staging_chunks(void)
     curd_device *device = curd_test_gpu_open();
     if (device == NULL)
         return;
-    if (TRANSFER_TEST_FAKE)
+    if (CURD_TEST_ON_FAKE)
         batch_round(device, 12, 6u << 20, 3u << 20);
     else
         for (int round = 0; round < 4; round++)

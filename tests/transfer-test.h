@@ -275,20 +275,18 @@ static inline uint64_t transfer_test_union(const curd_buffer *buffers,
 /* ------------------------------------------------------------------------
  * Running the GPU tests, on a GPU or on the stand-in driver
  *
- * test-<area>-gpu.c is built twice: as itself, against whatever libcuda
- * the host has (skipping without one), and through test-<area>-fake.c,
- * which defines TRANSFER_TEST_ON_FAKE and includes it: then the stand-in
- * libcuda built beside the program (tests/fake/) is loaded, no skip is
- * allowed, and after every test the fake must hold no memory, stream,
+ * A GPU test is built twice (tests/README.md): as itself, against
+ * whatever libcuda the host has (skipping without one), and as its
+ * stand-in twin, with CURD_TEST_ON_FAKE: then the stand-in libcuda built
+ * beside the program (tests/fake/) is loaded, no skip is allowed, and
+ * after every test the fake must hold no memory, stream,
  * event, registration, module or context retain: what curd created, it
  * destroyed.
  * ---------------------------------------------------------------------- */
 
-#ifdef TRANSFER_TEST_ON_FAKE
-#define TRANSFER_TEST_FAKE true
+#if CURD_TEST_ON_FAKE
 #define TRANSFER_TEST_SUFFIX "-fake"
 #else
-#define TRANSFER_TEST_FAKE false
 #define TRANSFER_TEST_SUFFIX "-gpu"
 #endif
 
@@ -306,7 +304,7 @@ static inline void transfer_test_run_case(gconstpointer data)
     const transfer_test_case *test_case = data;
     long live[G_N_ELEMENTS(kinds)];
     test_case->run();
-    if (!TRANSFER_TEST_FAKE || g_test_failed())
+    if (!CURD_TEST_ON_FAKE || g_test_failed())
         return;
     if (!curd_test_fake_live(kinds, G_N_ELEMENTS(kinds), live))
         g_error("%s: the stand-in driver is not loaded after the test",
@@ -321,7 +319,7 @@ static inline int transfer_test_main(int argc, char **argv, const char *area,
                                      const transfer_test_case *cases,
                                      size_t count)
 {
-    if (TRANSFER_TEST_FAKE) {
+    if (CURD_TEST_ON_FAKE) {
         curd_test_require_fake_driver();
     }
     g_test_init(&argc, &argv, NULL);

@@ -11,7 +11,8 @@
 set -eu
 build=${1:-build}
 out="build-gpu"
-make --no-print-directory -s SETUP=true BUILD="$build" example-programs
+make --no-print-directory -s SETUP=true BUILD="$build" example-programs \
+    "$build/tests/gpu-tests.txt"
 rm -rf "$out"
 mkdir -p "$out/tests" "$out/examples"
 cp -a "$build/examples/bin" "$out/examples/"
@@ -20,6 +21,9 @@ find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x ! -name '*-fak
     -exec cp {} "$out/tests/" \;
 # The CPU-side tests among them (test-driver, ...) load the stand-in.
 cp "$build/tests/libcuda-fake.so.1" "$out/tests/"
+# Which of them need a GPU (the Makefile's GPU_TESTS): run-remote.sh's
+# sanitizer runs take those.
+cp "$build/tests/gpu-tests.txt" "$out/tests/"
 find "$out" -name '*.o' -delete
 find "$out" -name '*.d' -delete
 strip --strip-debug "$out"/tests/test-*

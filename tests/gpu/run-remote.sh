@@ -17,8 +17,8 @@
 #               run, anything else fails
 #   sanitizers  compute-sanitizer's memcheck (--leak-check full),
 #               racecheck, initcheck and synccheck on every GPU test program
-#               (the ones a *-fake.c twin includes, so a new one is found
-#               without editing a list)
+#               (the Makefile's GPU_TESTS, which make tests writes to
+#               $BUILD/tests/gpu-tests.txt, so no list here falls behind)
 #   bench       curd-bench, its table and JSON
 # and ends with a summary whose last line is the verdict: PASS or FAIL,
 # what passed, what failed (each sanitizer error with its program and
@@ -265,8 +265,7 @@ else
     # The long ones first (the fault sweep, the soak: racecheck once ran
     # the soak's 16 threads of launches past any limit), so that the
     # short ones run beside them; only the order depends on these names.
-    mapfile -t gpu_tests < <(sed -n 's/^#include "\(test-[a-z0-9-]*\)\.c"$/\1/p' \
-        tests/test-*-fake.c | sort -u |
+    mapfile -t gpu_tests < <(sort -u "$build/tests/gpu-tests.txt" |
         awk '/^test-(fault-sweep|soak-gpu)$/ { print; next } { rest[++n] = $0 } END { for (i = 1; i <= n; i++) print rest[i] }')
     tool_list=()
     for tool in $tools; do tool_list+=("$tool"); done

@@ -11,6 +11,17 @@
 
 #include "curd.h"
 
+/* 1 in a GPU test's stand-in twin, 0 everywhere else. Each GPU test
+ * (GPU_TESTS in the Makefile; tests/README.md) is built twice from its
+ * one source: as itself, which skips without a GPU, and as its twin
+ * test-<name>-fake, compiled with -DCURD_TEST_ON_FAKE=1, which loads the
+ * stand-in driver (curd_test_require_fake_driver), allows no skip and
+ * may check the stand-in's own counts. Tests ask `#if CURD_TEST_ON_FAKE`
+ * or `if (CURD_TEST_ON_FAKE)`. */
+#ifndef CURD_TEST_ON_FAKE
+#define CURD_TEST_ON_FAKE 0
+#endif
+
 /* Fills n bytes with fresh random data. */
 void curd_test_fill_random(void *p, size_t n);
 /* Fills n bytes with a poison pattern that no correct output equals. */
