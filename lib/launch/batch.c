@@ -318,7 +318,9 @@ static curd_status check_batch_shape(const curd_batch *batch,
 {
     curd_status status = curdi_dispatch_check_shape(batch->device, program,
                                                     launch, what, out);
-    if (status == CURD_OK && out->cu_stream != NULL)
+    if (status != CURD_OK)
+        return status;
+    if (out->cu_stream != NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: the launch names stream %p, but a batch's"
                           " launches run on the batch's stream. Fix: leave"
@@ -326,14 +328,14 @@ static curd_status check_batch_shape(const curd_batch *batch,
                           " curd_batch_options.cu_stream when the batch is"
                           " made.",
                           what, out->cu_stream);
-    if (status == CURD_OK && out->timing != NULL)
+    if (out->timing != NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: the launch names a curd_timing, but a batch's"
                           " launches are timed with its run. Fix: leave"
                           " curd_launch.timing NULL and pass a curd_timing"
                           " to curd_batch_run.",
                           what);
-    return status;
+    return CURD_OK;
 }
 
 static curd_status check_batch(const curd_batch *batch, const char *what)
@@ -344,13 +346,15 @@ static curd_status check_batch(const curd_batch *batch, const char *what)
                           " curd_batch_new made.",
                           what);
     curd_status status = curdi_device_check(batch->device, what);
-    if (status == CURD_OK && batch->running)
-        status = curdi_fail(CURD_E_BUSY,
-                            "%s: a run of this batch is still pending; the"
-                            " batch was not changed. Fix: curd_pending_wait"
-                            " or curd_pending_free it first.",
-                            what);
-    return status;
+    if (status != CURD_OK)
+        return status;
+    if (batch->running)
+        return curdi_fail(CURD_E_BUSY,
+                          "%s: a run of this batch is still pending; the"
+                          " batch was not changed. Fix: curd_pending_wait"
+                          " or curd_pending_free it first.",
+                          what);
+    return CURD_OK;
 }
 
 /* A live buffer of the batch's device: its device pointer and size. */
@@ -359,9 +363,10 @@ static curd_status resolve_buffer(curd_batch *batch, curd_buffer buffer,
 {
     curd_status status = curdi_resident_use_begin(batch->device, what,
                                                   &buffer.id, 1, out);
-    if (status == CURD_OK)
-        curdi_resident_use_end(batch->device, out, 1);
-    return status;
+    if (status != CURD_OK)
+        return status;
+    curdi_resident_use_end(batch->device, out, 1);
+    return CURD_OK;
 }
 
 /* Room for `more` buffer entries (and the run's arrays beside them), all
@@ -513,34 +518,34 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
                                 const char *what)
 {
     curdi_resident_use use;
-    curd_status status = check_batch(batch, what);
+    curd_status status;
+    CURDI_TRY(status, check_batch(batch, what), out);
     /* Every host range goes through the transfers' check (a NULL one
      * with byte_len 0 is refused below, as an empty item), then the
      * capacity, in curd_buffer_download_range's order. */
-    if (status == CURD_OK && kind != ITEM_FILL)
-        status = curdi_host_range_check(host, byte_len, what,
-                                        kind == ITEM_UPLOAD ? "src" : "dst");
-    if (status == CURD_OK && byte_len > capacity)
-        status = curdi_fail(CURD_E_RANGE,
-                            "%s: %zu bytes asked for, but dst_capacity is"
-                            " only %zu; nothing was recorded. Fix: pass a"
-                            " destination of at least byte_len bytes, or"
-                            " ask for fewer.",
-                            what, byte_len, capacity);
-    if (status == CURD_OK && !whole && byte_len == 0)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: byte_len is 0, so the item would do"
-                            " nothing. Fix: record only items that move or"
-                            " set bytes.",
-                            what);
-    if (status == CURD_OK)
-        status = resolve_buffer(batch, buffer, what, &use);
-    if (status == CURD_OK && whole)
+    if (kind != ITEM_FILL)
+        CURDI_TRY(status,
+                  curdi_host_range_check(host, byte_len, what,
+                                         kind == ITEM_UPLOAD ? "src" : "dst"),
+                  out);
+    if (byte_len > capacity)
+        return curdi_fail(CURD_E_RANGE,
+                          "%s: %zu bytes asked for, but dst_capacity is"
+                          " only %zu; nothing was recorded. Fix: pass a"
+                          " destination of at least byte_len bytes, or"
+                          " ask for fewer.",
+                          what, byte_len, capacity);
+    if (!whole && byte_len == 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: byte_len is 0, so the item would do"
+                          " nothing. Fix: record only items that move or"
+                          " set bytes.",
+                          what);
+    CURDI_TRY(status, resolve_buffer(batch, buffer, what, &use), out);
+    if (whole)
         byte_len = use.byte_len;
-    if (status == CURD_OK)
-        status = curdi_range_check(offset, byte_len, use.byte_len, what);
-    if (status != CURD_OK)
-        return status;
+    CURDI_TRY(status, curdi_range_check(offset, byte_len, use.byte_len, what),
+              out);
     batch_item item = {.kind = kind, .offset = offset, .byte_len = byte_len,
                        .value = value};
     if (kind == ITEM_UPLOAD)
@@ -548,6 +553,8 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
     else if (kind == ITEM_DOWNLOAD)
         item.dst = (void *)(uintptr_t)host;
     return item_append(batch, item, &use, NULL, what);
+out:
+    return status;
 }
 
 /* The checks of a launch's arguments that batches add to dispatch's: only
@@ -559,9 +566,10 @@ static curd_status check_launch_args(curd_batch *batch,
                                      curdi_resident_use *uses,
                                      const char *what)
 {
-    curd_status status =
-        curdi_dispatch_check_args(program, args, nargs, what);
-    for (size_t index = 0; status == CURD_OK && index < nargs; index++) {
+    curd_status status;
+    CURDI_TRY(status, curdi_dispatch_check_args(program, args, nargs, what),
+              out);
+    for (size_t index = 0; index < nargs; index++) {
         const curd_arg *arg = &args[index];
         if (arg->kind == CURD_ARG_HOST)
             return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -580,11 +588,15 @@ static curd_status check_launch_args(curd_batch *batch,
                               " Fix: leave host NULL and record a"
                               " curd_batch_download after the launch.",
                               what, index);
-        status = resolve_buffer(batch, arg->buffer, what, &uses[index]);
-        if (status == CURD_OK)
-            status = curdi_dispatch_check_binding(args, index,
-                                                  uses[index].byte_len, what);
+        CURDI_TRY(status,
+                  resolve_buffer(batch, arg->buffer, what, &uses[index]),
+                  out);
+        CURDI_TRY(status,
+                  curdi_dispatch_check_binding(args, index,
+                                               uses[index].byte_len, what),
+                  out);
     }
+out:
     return status;
 }
 
@@ -771,27 +783,27 @@ static curd_status run_poll(curd_batch *batch, uint64_t waited_ns,
     const char *what = batch->run.what;
     bool in_progress = false;
     curd_status status = CURD_OK;
-    for (size_t index = 0; status == CURD_OK && index < batch->item_count;
-         index++) {
+    *out_done = 0;
+    for (size_t index = 0; index < batch->item_count; index++) {
         const batch_item *item = &batch->items[index];
         if (item->kind == ITEM_EXTERNAL)
-            status = item->external_ops->poll(item->external, waited_ns,
-                                              &in_progress, what);
+            CURDI_TRY(status,
+                      item->external_ops->poll(item->external, waited_ns,
+                                               &in_progress, what),
+                      out);
     }
-    *out_done = 0;
-    if (status == CURD_OK && !in_progress) {
-        status = curdi_device_enter(batch->device);
-        if (status == CURD_OK) {
-            curdi_cu_result rc = curdi_driver_note(
-                curdi_driver_get()->cuStreamQuery(batch->run.base.stream));
-            curdi_device_leave(batch->device);
-            if (rc == CURDI_CUDA_SUCCESS)
-                *out_done = 1;
-            else if (rc != CURDI_CUDA_ERROR_NOT_READY)
-                status = curdi_pending_fail_driver(batch->device, rc,
-                                                   "cuStreamQuery");
-        }
-    }
+    if (in_progress)
+        return CURD_OK;
+    CURDI_TRY(status, curdi_device_enter(batch->device), out);
+    curdi_cu_result rc = curdi_driver_note(
+        curdi_driver_get()->cuStreamQuery(batch->run.base.stream));
+    curdi_device_leave(batch->device);
+    if (rc == CURDI_CUDA_SUCCESS)
+        *out_done = 1;
+    else if (rc != CURDI_CUDA_ERROR_NOT_READY)
+        status = curdi_pending_fail_driver(batch->device, rc,
+                                           "cuStreamQuery");
+out:
     return status;
 }
 
@@ -840,9 +852,10 @@ static curd_status run_mark_buffers(curd_batch *batch, const char *what)
     curd_status status = curdi_resident_use_begin(batch->device, what,
                                                   batch->use_ids, count,
                                                   batch->uses);
-    if (status == CURD_OK)
-        batch->run.use_count = count;
-    return status;
+    if (status != CURD_OK)
+        return status;
+    batch->run.use_count = count;
+    return CURD_OK;
 }
 
 /* The pinned staging the layout needs, kept between runs; a graph that
@@ -1071,17 +1084,12 @@ static curd_status graph_update(curd_batch *batch)
  * in place when only launches changed, then launched. */
 static curd_status enqueue_graph(curd_batch *batch)
 {
-    curd_status status = CURD_OK;
+    curd_status status;
     if (batch->any_dirty && !batch->recapture && batch->graph.nodes_known)
-        status = graph_update(batch);
-    if (status == CURD_OK
-        && (batch->graph.exec == NULL || batch->recapture || batch->any_dirty))
-        status = graph_capture(batch);
-    if (status != CURD_OK)
-        return status;
-    status = curdi_pending_begin(&batch->run.base);
-    if (status != CURD_OK)
-        return status;
+        CURDI_TRY(status, graph_update(batch), out);
+    if (batch->graph.exec == NULL || batch->recapture || batch->any_dirty)
+        CURDI_TRY(status, graph_capture(batch), out);
+    CURDI_TRY(status, curdi_pending_begin(&batch->run.base), out);
     if (batch->graph_signals) {
         uint32_t *words =
             (uint32_t *)(void *)(batch->down.host + batch->download_bytes);
@@ -1092,12 +1100,13 @@ static curd_status enqueue_graph(curd_batch *batch)
             batch->run.base.signal_count = batch->signal_count;
         }
     }
-    status = curdi_graph_launch(&batch->graph, batch->device,
-                                batch->run.base.stream);
-    if (status != CURD_OK)
-        return status;
+    CURDI_TRY(status,
+              curdi_graph_launch(&batch->graph, batch->device,
+                                 batch->run.base.stream),
+              out);
     batch->run.replayed = true;
-    return CURD_OK;
+out:
+    return status;
 }
 
 /* Starts a run: everything checked and marked, the uploads staged, the
@@ -1109,17 +1118,17 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     if (status != CURD_OK)
         return status;
     curd_device *device = batch->device;
-    status = curdi_transfer_counts_check(device, &batch->counts, what);
-    if (status == CURD_OK)
-        status = curdi_copy_counts_check(device, &batch->copies, what);
-    for (size_t index = 0; status == CURD_OK && batch->externals != 0
-                           && index < batch->item_count;
+    CURDI_TRY(status, curdi_transfer_counts_check(device, &batch->counts, what),
+              out);
+    CURDI_TRY(status, curdi_copy_counts_check(device, &batch->copies, what),
+              out);
+    for (size_t index = 0; batch->externals != 0 && index < batch->item_count;
          index++)
         if (batch->items[index].kind == ITEM_EXTERNAL)
-            status = batch->items[index].external_ops->check(
-                batch->items[index].external, what);
-    if (status != CURD_OK)
-        return status;
+            CURDI_TRY(status,
+                      batch->items[index].external_ops->check(
+                          batch->items[index].external, what),
+                      out);
     curdi_pending_init(&batch->run.base, device,
                        batch->externals != 0 ? &run_ops_polled : &run_ops);
     batch->run.what = what;
@@ -1132,60 +1141,54 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     batch->run.took_up = batch->run.took_down = false;
     batch->run.external_enqueued = false;
     batch->running = true;
-    status = run_mark_buffers(batch, what);
-    if (status != CURD_OK) {
-        curdi_pending_release(&batch->run.base);
-        return status;
+    CURDI_TRY(status, run_mark_buffers(batch, what), release);
+    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status,
+              curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
+                                       what),
+              drain);
+    CURDI_TRY(status,
+              curdi_upload_marks_wait_for(device, batch->uses,
+                                          batch->run.use_count),
+              drain);
+    CURDI_TRY(status,
+              run_staging(batch, &batch->up, batch->upload_bytes,
+                          &batch->run.took_up),
+              drain);
+    CURDI_TRY(status,
+              run_staging(batch, &batch->down,
+                          batch->download_bytes + batch_signal_line(batch),
+                          &batch->run.took_down),
+              drain);
+    CURDI_TRY(status, curdi_pending_acquire(&batch->run.base), drain);
+    if (batch->kernel_readbacks != 0 && !batch->readback_known)
+        CURDI_TRY(status, run_readback_kernels(batch), drain);
+    for (size_t index = 0; index < batch->item_count; index++) {
+        const batch_item *item = &batch->items[index];
+        if (item->kind == ITEM_UPLOAD)
+            memcpy(batch->up.host + item->staging_offset, item->src,
+                   item->byte_len);
     }
-    status = curdi_device_enter(device);
-    if (status != CURD_OK) {
-        curdi_pending_release(&batch->run.base);
-        return status;
+    if ((batch->flags & CURD_BATCH_GRAPH) != 0) {
+        CURDI_TRY(status, enqueue_graph(batch), drain);
+    } else {
+        CURDI_TRY(status, curdi_pending_begin(&batch->run.base), drain);
+        CURDI_TRY(status,
+                  enqueue_items(batch, batch->run.base.stream, false),
+                  drain);
     }
-    status = curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
-                                      what);
-    if (status == CURD_OK)
-        status = curdi_upload_marks_wait_for(device, batch->uses,
-                                              batch->run.use_count);
-    if (status == CURD_OK)
-        status = run_staging(batch, &batch->up, batch->upload_bytes,
-                             &batch->run.took_up);
-    if (status == CURD_OK)
-        status = run_staging(batch, &batch->down,
-                             batch->download_bytes + batch_signal_line(batch),
-                             &batch->run.took_down);
-    if (status == CURD_OK)
-        status = curdi_pending_acquire(&batch->run.base);
-    if (status == CURD_OK && batch->kernel_readbacks != 0
-        && !batch->readback_known)
-        status = run_readback_kernels(batch);
-    if (status == CURD_OK) {
-        for (size_t index = 0; index < batch->item_count; index++) {
-            const batch_item *item = &batch->items[index];
-            if (item->kind == ITEM_UPLOAD)
-                memcpy(batch->up.host + item->staging_offset, item->src,
-                       item->byte_len);
-        }
-        if ((batch->flags & CURD_BATCH_GRAPH) != 0) {
-            status = enqueue_graph(batch);
-        } else {
-            status = curdi_pending_begin(&batch->run.base);
-            if (status == CURD_OK)
-                status = enqueue_items(batch, batch->run.base.stream, false);
-        }
-    }
-    if (status == CURD_OK)
-        status = curdi_pending_end(&batch->run.base);
-    if (status != CURD_OK) {
-        if (batch->run.external_enqueued || batch->run.replayed)
-            run_abort_externals(batch);
-        curdi_pending_drain(&batch->run.base);
-        curdi_device_leave(device);
-        curdi_pending_release(&batch->run.base);
-        return status;
-    }
+    CURDI_TRY(status, curdi_pending_end(&batch->run.base), drain);
     curdi_device_leave(device);
     return CURD_OK;
+drain:
+    if (batch->run.external_enqueued || batch->run.replayed)
+        run_abort_externals(batch);
+    curdi_pending_drain(&batch->run.base);
+    curdi_device_leave(device);
+release:
+    curdi_pending_release(&batch->run.base);
+out:
+    return status;
 }
 
 /* ------------------------------------------------------------------------
@@ -1207,30 +1210,30 @@ CURD_API curd_status curd_batch_new(curd_device *device,
     const char *what = "curd_batch_new";
     curd_batch_options given;
     curd_batch_options_init(&given);
-    curd_status status = curdi_device_check(device, what);
-    if (status == CURD_OK && out_batch == NULL)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: out_batch is NULL. Fix: pass the address of"
-                            " a curd_batch pointer.",
-                            what);
-    if (status == CURD_OK && options != NULL) {
-        status = curdi_options_check(options, sizeof given,
-                                     offsetof(curd_batch_options, flags)
-                                         + sizeof given.flags,
-                                     "curd_batch_options");
-        if (status == CURD_OK)
-            memcpy(&given, options,
-                   options->struct_size < sizeof given ? options->struct_size
-                                                       : sizeof given);
+    curd_status status;
+    CURDI_TRY(status, curdi_device_check(device, what), out);
+    if (out_batch == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_batch is NULL. Fix: pass the address of"
+                          " a curd_batch pointer.",
+                          what);
+    if (options != NULL) {
+        CURDI_TRY(status,
+                  curdi_options_check(options, sizeof given,
+                                      offsetof(curd_batch_options, flags)
+                                          + sizeof given.flags,
+                                      "curd_batch_options"),
+                  out);
+        memcpy(&given, options,
+               options->struct_size < sizeof given ? options->struct_size
+                                                   : sizeof given);
     }
-    if (status == CURD_OK && (given.flags & ~CURD_BATCH_FLAGS_KNOWN) != 0)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: flags 0x%x set bits this version of curd"
-                            " does not define (known: 0x%x). Fix: pass"
-                            " CURD_BATCH_* flags only.",
-                            what, given.flags, CURD_BATCH_FLAGS_KNOWN);
-    if (status != CURD_OK)
-        return status;
+    if ((given.flags & ~CURD_BATCH_FLAGS_KNOWN) != 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: flags 0x%x set bits this version of curd"
+                          " does not define (known: 0x%x). Fix: pass"
+                          " CURD_BATCH_* flags only.",
+                          what, given.flags, CURD_BATCH_FLAGS_KNOWN);
     curd_batch *batch = calloc(1, sizeof *batch);
     if (batch == NULL)
         return fail_memory(what);
@@ -1247,6 +1250,8 @@ CURD_API curd_status curd_batch_new(curd_device *device,
     pthread_mutex_unlock(&room->lock);
     *out_batch = batch;
     return CURD_OK;
+out:
+    return status;
 }
 
 CURD_API curd_status curd_batch_free(curd_batch *batch)
@@ -1286,21 +1291,18 @@ CURD_API curd_status curd_batch_free(curd_batch *batch)
 
 CURD_API curd_status curd_batch_reset(curd_batch *batch)
 {
-    curd_status status = check_batch(batch, "curd_batch_reset");
+    curd_status status;
+    CURDI_TRY(status, check_batch(batch, "curd_batch_reset"), out);
     /* A graph holding external items' work (NCCL's) goes before they
      * do: their communicators wait for it. */
-    bool drop = status == CURD_OK && batch->externals != 0
-                && batch->graph.graph != NULL;
-    if (drop)
-        status = curdi_device_enter(batch->device);
-    if (status != CURD_OK)
-        return status;
-    if (drop) {
+    if (batch->externals != 0 && batch->graph.graph != NULL) {
+        CURDI_TRY(status, curdi_device_enter(batch->device), out);
         graph_drop(batch);
         curdi_device_leave(batch->device);
     }
     batch_empty(batch);
-    return CURD_OK;
+out:
+    return status;
 }
 
 CURD_API curd_status curd_batch_fill(curd_batch *batch, curd_buffer buffer,
@@ -1347,26 +1349,28 @@ CURD_API curd_status curd_batch_copy(curd_batch *batch, const curd_copy *copy)
 {
     const char *what = "curd_batch_copy";
     curdi_resident_use uses[2];
-    curd_status status = check_batch(batch, what);
-    if (status == CURD_OK)
-        status = curdi_copy_check_one(batch->device, copy, what, uses);
-    if (status != CURD_OK)
-        return status;
+    curd_status status;
+    CURDI_TRY(status, check_batch(batch, what), out);
+    CURDI_TRY(status, curdi_copy_check_one(batch->device, copy, what, uses),
+              out);
     /* Both ranges lie inside their buffers, whose sizes are size_t. */
     batch_item item = {.kind = ITEM_COPY,
                        .offset = (size_t)copy->dst_offset,
                        .byte_len = (size_t)copy->byte_len,
                        .src_offset = (size_t)copy->src_offset};
     return item_append(batch, item, &uses[0], &uses[1], what);
+out:
+    return status;
 }
 
 curd_status curdi_batch_check(curd_batch *batch, const char *what,
                               curd_device **out_device)
 {
     curd_status status = check_batch(batch, what);
-    if (status == CURD_OK)
-        *out_device = batch->device;
-    return status;
+    if (status != CURD_OK)
+        return status;
+    *out_device = batch->device;
+    return CURD_OK;
 }
 
 curd_status curdi_batch_record_external(curd_batch *batch,
@@ -1380,9 +1384,10 @@ curd_status curdi_batch_record_external(curd_batch *batch,
                        .external = external};
     curd_status status = item_append(batch, item, &uses[0],
                                      use_count > 1 ? &uses[1] : NULL, what);
-    if (status == CURD_OK)
-        batch->externals++;
-    return status;
+    if (status != CURD_OK)
+        return status;
+    batch->externals++;
+    return CURD_OK;
 }
 
 /* Takes the entries of a launch's BUFFER arguments (room for nargs more
@@ -1411,41 +1416,32 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
     const char *what = "curd_batch_launch";
     curdi_launch_shape shape;
     curdi_resident_use *uses = NULL;
-    curd_status status = check_batch(batch, what);
-    if (status == CURD_OK)
-        status = curdi_program_check(program, batch->device, what);
-    if (status == CURD_OK)
-        status = check_batch_shape(batch, program, launch, what, &shape);
-    if (status == CURD_OK && nargs != 0
-        && (uses = calloc(nargs, sizeof *uses)) == NULL)
-        status = fail_memory(what);
-    if (status == CURD_OK)
-        status = check_launch_args(batch, program, args, nargs, uses, what);
-    curdi_transfer_counts more = batch->counts;
-    uint64_t zero_ops = 0, zero_bytes = 0;
-    if (status == CURD_OK
-        && !zero_counts(&more, 0, 0, args, nargs, uses, &zero_ops,
-                        &zero_bytes))
-        status = curdi_fail(CURD_E_OVERFLOW,
-                            "%s: the batch's byte counts would pass 2^64."
-                            " Fix: split the batch.",
-                            what);
     batch_launch *recorded = NULL;
-    if (status == CURD_OK
-        && ((recorded = launch_new(nargs, scalar_bytes(args, nargs),
-                                   shape.iterations))
-                == NULL
-            || !reserve_buffer_entries(batch, nargs)
-            || !curdi_array_reserve((void **)&batch->items,
-                                    &batch->item_capacity,
-                                    batch->item_count + 1u,
-                                    sizeof *batch->items)))
-        status = fail_memory(what);
-    if (status != CURD_OK) {
-        free(recorded);
-        free(uses);
-        return status;
-    }
+    curdi_transfer_counts more;
+    uint64_t zero_ops = 0, zero_bytes = 0;
+    curd_status status;
+    CURDI_TRY(status, check_batch(batch, what), out);
+    CURDI_TRY(status, curdi_program_check(program, batch->device, what), out);
+    CURDI_TRY(status,
+              check_batch_shape(batch, program, launch, what, &shape), out);
+    if (nargs != 0 && (uses = calloc(nargs, sizeof *uses)) == NULL)
+        return fail_memory(what);
+    CURDI_TRY(status,
+              check_launch_args(batch, program, args, nargs, uses, what),
+              free_uses);
+    more = batch->counts;
+    if (!zero_counts(&more, 0, 0, args, nargs, uses, &zero_ops, &zero_bytes))
+        CURDI_TRY(status,
+                  curdi_fail(CURD_E_OVERFLOW,
+                             "%s: the batch's byte counts would pass 2^64."
+                             " Fix: split the batch.",
+                             what),
+                  free_uses);
+    recorded = launch_new(nargs, scalar_bytes(args, nargs), shape.iterations);
+    if (recorded == NULL || !reserve_buffer_entries(batch, nargs)
+        || !curdi_array_reserve((void **)&batch->items, &batch->item_capacity,
+                                batch->item_count + 1u, sizeof *batch->items))
+        CURDI_TRY(status, fail_memory(what), free_recorded);
     recorded->program = program;
     recorded->shape = shape;
     recorded->zero_ops = zero_ops;
@@ -1463,6 +1459,12 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
     batch->item_count++;
     batch->recapture = true;
     return CURD_OK;
+free_recorded:
+    free(recorded);
+free_uses:
+    free(uses);
+out:
+    return status;
 }
 
 /* The launch item `item` names, for the set calls. */
@@ -1485,54 +1487,54 @@ CURD_API curd_status curd_batch_set_args(curd_batch *batch, size_t item,
     const char *what = "curd_batch_set_args";
     batch_launch *recorded = NULL;
     curdi_resident_use *uses = NULL;
-    curd_status status = check_batch(batch, what);
-    if (status == CURD_OK)
-        status = launch_item(batch, item, what, &recorded);
-    if (status == CURD_OK && nargs != recorded->nargs)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: launch %zu was recorded with %zu arguments,"
-                            " not %zu. Fix: pass the same parameter list"
-                            " with other values.",
-                            what, item, recorded->nargs, nargs);
-    for (size_t index = 0; status == CURD_OK && index < nargs; index++) {
+    curdi_transfer_counts more;
+    uint64_t zero_ops = 0, zero_bytes = 0;
+    curd_status status;
+    CURDI_TRY(status, check_batch(batch, what), out);
+    CURDI_TRY(status, launch_item(batch, item, what, &recorded), out);
+    if (nargs != recorded->nargs)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: launch %zu was recorded with %zu arguments,"
+                          " not %zu. Fix: pass the same parameter list"
+                          " with other values.",
+                          what, item, recorded->nargs, nargs);
+    for (size_t index = 0; index < nargs; index++) {
         const curd_arg *old = &recorded->args[index];
         if (args == NULL)
-            status = curdi_dispatch_check_args(recorded->program, args,
-                                               nargs, what);
+            CURDI_TRY(status,
+                      curdi_dispatch_check_args(recorded->program, args,
+                                                nargs, what),
+                      out);
         else if (args[index].kind != old->kind
                  || (old->kind == CURD_ARG_SCALAR
                      && args[index].byte_len != old->byte_len))
-            status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                                "%s: argument %zu of launch %zu was recorded"
-                                " as kind %" PRIu32 " of %zu bytes; it is"
-                                " now kind %" PRIu32 " of %zu bytes. Fix:"
-                                " keep each argument's kind and size;"
-                                " record a new launch for another kernel"
-                                " signature.",
-                                what, index, item, old->kind, old->byte_len,
-                                args[index].kind, args[index].byte_len);
+            return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                              "%s: argument %zu of launch %zu was recorded"
+                              " as kind %" PRIu32 " of %zu bytes; it is"
+                              " now kind %" PRIu32 " of %zu bytes. Fix:"
+                              " keep each argument's kind and size;"
+                              " record a new launch for another kernel"
+                              " signature.",
+                              what, index, item, old->kind, old->byte_len,
+                              args[index].kind, args[index].byte_len);
     }
-    if (status == CURD_OK && nargs != 0
-        && (uses = calloc(nargs, sizeof *uses)) == NULL)
-        status = fail_memory(what);
-    if (status == CURD_OK)
-        status = check_launch_args(batch, recorded->program, args, nargs,
-                                   uses, what);
-    curdi_transfer_counts more = batch->counts;
-    uint64_t zero_ops = 0, zero_bytes = 0;
-    if (status == CURD_OK
-        && !zero_counts(&more, recorded->zero_ops, recorded->zero_bytes,
-                        args, nargs, uses, &zero_ops, &zero_bytes))
-        status = curdi_fail(CURD_E_OVERFLOW,
-                            "%s: the batch's byte counts would pass 2^64."
-                            " Fix: split the batch.",
-                            what);
-    if (status == CURD_OK && !reserve_buffer_entries(batch, nargs))
-        status = fail_memory(what);
-    if (status != CURD_OK) {
-        free(uses);
-        return status;
-    }
+    if (nargs != 0 && (uses = calloc(nargs, sizeof *uses)) == NULL)
+        return fail_memory(what);
+    CURDI_TRY(status,
+              check_launch_args(batch, recorded->program, args, nargs, uses,
+                                what),
+              free_uses);
+    more = batch->counts;
+    if (!zero_counts(&more, recorded->zero_ops, recorded->zero_bytes, args,
+                     nargs, uses, &zero_ops, &zero_bytes))
+        CURDI_TRY(status,
+                  curdi_fail(CURD_E_OVERFLOW,
+                             "%s: the batch's byte counts would pass 2^64."
+                             " Fix: split the batch.",
+                             what),
+                  free_uses);
+    if (!reserve_buffer_entries(batch, nargs))
+        CURDI_TRY(status, fail_memory(what), free_uses);
     /* A graph updates kernel nodes in place, not the memsets before them:
      * other buffers zeroed (or zeroed no more) capture the graph anew. */
     for (size_t index = 0; index < nargs; index++) {
@@ -1557,6 +1559,10 @@ CURD_API curd_status curd_batch_set_args(curd_batch *batch, size_t item,
     recorded->dirty = true;
     batch->any_dirty = true;
     return CURD_OK;
+free_uses:
+    free(uses);
+out:
+    return status;
 }
 
 CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
@@ -1565,33 +1571,32 @@ CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
     const char *what = "curd_batch_set_launch";
     batch_launch *recorded = NULL;
     curdi_launch_shape shape;
-    curd_status status = check_batch(batch, what);
-    if (status == CURD_OK)
-        status = launch_item(batch, item, what, &recorded);
-    if (status == CURD_OK)
-        status = check_batch_shape(batch, recorded->program, launch, what,
-                                   &shape);
-    if (status == CURD_OK
-        && (shape.cooperative != recorded->shape.cooperative
-            || shape.iterations != recorded->shape.iterations))
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: launch %zu was recorded %s with %" PRIu32
-                            " iterations; the new launch is %s with %" PRIu32
-                            ". Fix: change only the grid, block and dynamic"
-                            " shared memory; record a new launch for the"
-                            " rest.",
-                            what, item,
-                            recorded->shape.cooperative ? "cooperative"
-                                                        : "plain",
-                            recorded->shape.iterations,
-                            shape.cooperative ? "cooperative" : "plain",
-                            shape.iterations);
-    if (status != CURD_OK)
-        return status;
+    curd_status status;
+    CURDI_TRY(status, check_batch(batch, what), out);
+    CURDI_TRY(status, launch_item(batch, item, what, &recorded), out);
+    CURDI_TRY(status,
+              check_batch_shape(batch, recorded->program, launch, what,
+                                &shape),
+              out);
+    if (shape.cooperative != recorded->shape.cooperative
+        || shape.iterations != recorded->shape.iterations)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: launch %zu was recorded %s with %" PRIu32
+                          " iterations; the new launch is %s with %" PRIu32
+                          ". Fix: change only the grid, block and dynamic"
+                          " shared memory; record a new launch for the"
+                          " rest.",
+                          what, item,
+                          recorded->shape.cooperative ? "cooperative"
+                                                      : "plain",
+                          recorded->shape.iterations,
+                          shape.cooperative ? "cooperative" : "plain",
+                          shape.iterations);
     recorded->shape = shape;
     recorded->dirty = true;
     batch->any_dirty = true;
-    return CURD_OK;
+out:
+    return status;
 }
 
 CURD_API curd_status curd_batch_run_async(curd_batch *batch,
@@ -1606,28 +1611,29 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
     /* Timed for curd_pending_wait's timing, but on the caller's stream,
      * whose work the caller times itself (lib/core/pending.h). */
     curd_status status = run_start(batch, batch->cu_stream == NULL, what);
-    if (status == CURD_OK) {
-        curdi_pending_publish(&batch->run.base);
-        *out_pending = &batch->run.base;
-    }
-    return status;
+    if (status != CURD_OK)
+        return status;
+    curdi_pending_publish(&batch->run.base);
+    *out_pending = &batch->run.base;
+    return CURD_OK;
 }
 
 CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
 {
     const char *what = "curd_batch_run";
-    curd_status status = CURD_OK;
+    curd_status status;
     if (timing != NULL)
-        status = curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
-                                           what, "timing", "curd_timing");
+        CURDI_TRY(status,
+                  curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
+                                            what, "timing", "curd_timing"),
+                  out);
     /* Untimed unless asked: one stream synchronisation is the fence. */
-    if (status == CURD_OK)
-        status = run_start(batch, timing != NULL, what);
-    if (status != CURD_OK)
-        return status;
-    status = curdi_pending_finish(&batch->run.base, true);
-    if (status == CURD_OK && timing != NULL)
+    CURDI_TRY(status, run_start(batch, timing != NULL, what), out);
+    CURDI_TRY(status, curdi_pending_finish(&batch->run.base, true), release);
+    if (timing != NULL)
         curdi_pending_timing(&batch->run.base, timing);
+release:
     curdi_pending_release(&batch->run.base);
+out:
     return status;
 }
