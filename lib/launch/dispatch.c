@@ -540,17 +540,19 @@ curd_status curdi_dispatch_check_binding(const curd_arg *args, size_t index,
 {
     uint64_t needed = 0; /* set by kernel_bytes on CURD_OK */
     curd_status status = kernel_bytes(args, index, what, &needed);
-    if (status == CURD_OK && needed > device_bytes)
-        status = curdi_fail(CURD_E_RANGE,
-                            "%s: argument %zu holds %zu bytes, but the"
-                            " kernel's length for it is %" PRIu64
-                            " bytes; nothing was enqueued. Fix: pass a"
-                            " %s of at least that size.",
-                            what, index, device_bytes, needed,
-                            args[index].kind == CURD_ARG_BUFFER
-                                ? "buffer"
-                                : "host range");
-    return status;
+    if (status != CURD_OK)
+        return status;
+    if (needed > device_bytes)
+        return curdi_fail(CURD_E_RANGE,
+                          "%s: argument %zu holds %zu bytes, but the"
+                          " kernel's length for it is %" PRIu64
+                          " bytes; nothing was enqueued. Fix: pass a"
+                          " %s of at least that size.",
+                          what, index, device_bytes, needed,
+                          args[index].kind == CURD_ARG_BUFFER
+                              ? "buffer"
+                              : "host range");
+    return CURD_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -732,12 +734,10 @@ static curd_status run_prepare(curd_device *device,
         if (args[index].kind == CURD_ARG_BUFFER)
             run->ids[next++] = args[index].buffer.id;
     if (buffers != 0) {
-        status = curdi_resident_use_begin(device, what, run->ids, buffers,
-                                          run->uses);
-        if (status != CURD_OK) {
-            curdi_pending_release(&run->base);
-            return status;
-        }
+        CURDI_TRY(status,
+                  curdi_resident_use_begin(device, what, run->ids, buffers,
+                                           run->uses),
+                  release);
         run->use_count = buffers;
     }
     for (size_t index = 0, next = 0; index < nargs; index++) {
@@ -752,17 +752,18 @@ static curd_status run_prepare(curd_device *device,
         } else {
             b->device_bytes = arg->byte_len;
         }
-        status = curdi_dispatch_check_binding(args, index, b->device_bytes,
-                                              what);
-        if (status == CURD_OK)
-            status = read_range(arg, index, b->device_bytes, what, b);
-        if (status != CURD_OK) {
-            curdi_pending_release(&run->base);
-            return status;
-        }
+        CURDI_TRY(status,
+                  curdi_dispatch_check_binding(args, index, b->device_bytes,
+                                               what),
+                  release);
+        CURDI_TRY(status, read_range(arg, index, b->device_bytes, what, b),
+                  release);
     }
     *out = run;
     return CURD_OK;
+release:
+    curdi_pending_release(&run->base);
+    return status;
 }
 
 /* What run_enqueue will move, set and wait for, as a transfer counts it:
@@ -815,20 +816,21 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
         if (arg->kind != CURD_ARG_HOST)
             continue;
         size_t class_bytes;
-        status = curdi_memory_device_acquire(device, arg->byte_len, &b->block,
-                                             &class_bytes);
-        if (status != CURD_OK)
-            return status;
+        CURDI_TRY(status,
+                  curdi_memory_device_acquire(device, arg->byte_len,
+                                              &b->block, &class_bytes),
+                  out);
         b->device_ptr = b->block;
         if (!reads_input(arg) || arg->byte_len == 0)
             continue;
-        status = curdi_memory_staging_acquire(device, arg->byte_len,
-                                              &b->staging);
-        if (status == CURD_OK)
-            status = curdi_staging_write(&b->staging, 0, arg->byte_len,
-                                         arg->host, arg->byte_len);
-        if (status != CURD_OK)
-            return status;
+        CURDI_TRY(status,
+                  curdi_memory_staging_acquire(device, arg->byte_len,
+                                               &b->staging),
+                  out);
+        CURDI_TRY(status,
+                  curdi_staging_write(&b->staging, 0, arg->byte_len,
+                                      arg->host, arg->byte_len),
+                  out);
     }
     /* A read-back with no input lands where it can: a DMA into lines the
      * CPU has just read waits on their snoops, and the pinned pool hands
@@ -839,14 +841,15 @@ static curd_status run_acquire(dispatch_run *run, const curd_arg *args)
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len != 0 && !(args[index].kind == CURD_ARG_HOST
-                                  && reads_input(&args[index]))) {
-            status = curdi_landing_or_staging(device, b->read_len,
-                                              &b->landing, &b->staging);
-            if (status != CURD_OK)
-                return status;
-        }
+                                  && reads_input(&args[index])))
+            CURDI_TRY(status,
+                      curdi_landing_or_staging(device, b->read_len,
+                                               &b->landing, &b->staging),
+                      out);
     }
     return curdi_pending_acquire(&run->base);
+out:
+    return status;
 }
 
 /* Enqueues the whole dispatch on the run's stream. Context current. */
@@ -858,9 +861,8 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_stream stream = run->base.stream;
     curdi_cu_result rc;
-    curd_status status = curdi_pending_begin(&run->base);
-    if (status != CURD_OK)
-        return status;
+    curd_status status;
+    CURDI_TRY(status, curdi_pending_begin(&run->base), out);
     for (size_t index = 0; index < run->nargs; index++) {
         const curd_arg *arg = &args[index];
         bound *b = &run->bounds[index];
@@ -889,14 +891,12 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
         run->params[index] = args[index].kind == CURD_ARG_SCALAR
                                  ? (void *)(uintptr_t)args[index].value
                                  : &run->bounds[index].device_ptr;
-    status = curdi_pending_mark(&run->base, false);
-    if (status == CURD_OK)
-        status = curdi_dispatch_enqueue_launch(device, program, shape,
-                                               run->params, stream);
-    if (status == CURD_OK)
-        status = curdi_pending_mark(&run->base, true);
-    if (status != CURD_OK)
-        return status;
+    CURDI_TRY(status, curdi_pending_mark(&run->base, false), out);
+    CURDI_TRY(status,
+              curdi_dispatch_enqueue_launch(device, program, shape,
+                                            run->params, stream),
+              out);
+    CURDI_TRY(status, curdi_pending_mark(&run->base, true), out);
     for (size_t index = 0; index < run->nargs; index++) {
         bound *b = &run->bounds[index];
         if (b->read_len == 0)
@@ -908,6 +908,8 @@ static curd_status run_enqueue(dispatch_run *run, const curd_program *program,
             return curdi_pending_fail_driver(device, rc, "cuMemcpyDtoHAsync");
     }
     return curdi_pending_end(&run->base);
+out:
+    return status;
 }
 
 /* Checks and enqueues a dispatch; *out_pending receives it. A synchronous
@@ -921,33 +923,28 @@ static curd_status dispatch_start(curd_device *device,
 {
     dispatch_run *run = NULL;
     curdi_launch_shape shape;
-    curd_status status = curdi_device_check(device, what);
-    if (status == CURD_OK)
-        status = curdi_program_check(program, device, what);
-    if (status == CURD_OK && out_pending == NULL)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: out_pending is NULL. Fix: pass the address"
-                            " of a curd_pending pointer.",
-                            what);
-    if (status == CURD_OK)
-        status = curdi_dispatch_check_shape(device, program, launch, what,
-                                            &shape);
-    if (status == CURD_OK && timed && shape.timing != NULL)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: launch->timing is set, but an asynchronous"
-                            " dispatch's timing comes from curd_pending_wait."
-                            " Fix: leave launch->timing NULL and pass a"
-                            " curd_timing to curd_pending_wait.",
-                            what);
-    if (status == CURD_OK)
-        status = run_prepare(device, program, args, nargs, what, &run);
-    if (status == CURD_OK) {
-        status = run_count(run, args, what);
-        if (status != CURD_OK)
-            curdi_pending_release(&run->base);
-    }
-    if (status != CURD_OK)
-        return status;
+    curd_status status;
+    CURDI_TRY(status, curdi_device_check(device, what), out);
+    CURDI_TRY(status, curdi_program_check(program, device, what), out);
+    if (out_pending == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_pending is NULL. Fix: pass the address"
+                          " of a curd_pending pointer.",
+                          what);
+    CURDI_TRY(status,
+              curdi_dispatch_check_shape(device, program, launch, what,
+                                         &shape),
+              out);
+    if (timed && shape.timing != NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: launch->timing is set, but an asynchronous"
+                          " dispatch's timing comes from curd_pending_wait."
+                          " Fix: leave launch->timing NULL and pass a"
+                          " curd_timing to curd_pending_wait.",
+                          what);
+    CURDI_TRY(status, run_prepare(device, program, args, nargs, what, &run),
+              out);
+    CURDI_TRY(status, run_count(run, args, what), release);
     run->launches = shape.iterations;
     run->timing = shape.timing;
     run->trace = curdi_trace_enabled();
@@ -965,30 +962,30 @@ static curd_status dispatch_start(curd_device *device,
                  shape.grid[2], shape.block[0], shape.block[1],
                  shape.block[2], shape.iterations);
     }
-    status = curdi_device_enter(device);
-    if (status != CURD_OK) {
-        curdi_pending_release(&run->base);
-        return lost_if(device, status);
-    }
-    status = curdi_pending_use_stream(&run->base, shape.cu_stream, what);
-    if (status == CURD_OK)
-        status = curdi_upload_marks_wait_for(device, run->uses,
-                                              run->use_count);
-    if (status == CURD_OK)
-        status = run_acquire(run, args);
-    if (status == CURD_OK && run->trace)
+    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status,
+              curdi_pending_use_stream(&run->base, shape.cu_stream, what),
+              drain);
+    CURDI_TRY(status,
+              curdi_upload_marks_wait_for(device, run->uses, run->use_count),
+              drain);
+    CURDI_TRY(status, run_acquire(run, args), drain);
+    if (run->trace)
         run->staged_ns = curdi_clock_ns() - run->base.start_ns;
-    if (status == CURD_OK)
-        status = run_enqueue(run, program, &shape, args);
-    if (status != CURD_OK) {
-        curdi_pending_drain(&run->base);
-        curdi_device_leave(device);
-        curdi_pending_release(&run->base);
-        return lost_if(device, status);
-    }
+    CURDI_TRY(status, run_enqueue(run, program, &shape, args), drain);
     curdi_device_leave(device);
     *out_pending = &run->base;
     return CURD_OK;
+drain:
+    curdi_pending_drain(&run->base);
+    curdi_device_leave(device);
+release:
+    /* From the run on, a failure may be the context's (run_count's
+     * never is: it only adds). */
+    curdi_pending_release(&run->base);
+    return lost_if(device, status);
+out:
+    return status;
 }
 
 CURD_API curd_status curd_dispatch_async(curd_device *device,
@@ -1000,9 +997,10 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
     curd_status status = dispatch_start(device, program, launch, args, nargs,
                                         true, "curd_dispatch_async",
                                         out_pending);
-    if (status == CURD_OK)
-        curdi_pending_publish(*out_pending);
-    return status;
+    if (status != CURD_OK)
+        return status;
+    curdi_pending_publish(*out_pending);
+    return CURD_OK;
 }
 
 CURD_API curd_status curd_dispatch(curd_device *device,
@@ -1011,14 +1009,17 @@ CURD_API curd_status curd_dispatch(curd_device *device,
                                    const curd_arg *args, size_t nargs)
 {
     curd_pending *pending = NULL;
-    curd_status status = dispatch_start(device, program, launch, args, nargs,
-                                        false, "curd_dispatch", &pending);
-    if (status != CURD_OK)
-        return status;
-    status = curdi_pending_finish(pending, true);
+    curd_status status;
+    CURDI_TRY(status,
+              dispatch_start(device, program, launch, args, nargs, false,
+                             "curd_dispatch", &pending),
+              out);
+    CURDI_TRY(status, curdi_pending_finish(pending, true), release);
     curd_timing *timing = ((dispatch_run *)(void *)pending)->timing;
-    if (status == CURD_OK && timing != NULL)
+    if (timing != NULL)
         curdi_pending_timing(pending, timing);
+release:
     curdi_pending_release(pending);
+out:
     return status;
 }
