@@ -114,7 +114,7 @@ typedef struct batch_item {
     batch_launch *launch;   /* launches */
     uint32_t src_buffer;    /* copies: the source's entry in buffers ... */
     size_t src_offset;      /* ... and offset (buffer, offset: the dst) */
-    const curdi_batch_external_ops *external_ops; /* external items */
+    const struct curdi_batch_external_ops *external_ops; /* external items */
     void *external;         /* (buffer, and src_buffer when it has two) */
 } batch_item;
 
@@ -299,7 +299,7 @@ void curdi_batch_counts_reset(curd_device *device)
  * Recording
  * ---------------------------------------------------------------------- */
 
-static curd_status fail_memory(const char *what)
+static inline curd_status fail_memory(const char *what)
 {
     return curdi_fail(CURD_E_OUT_OF_MEMORY,
                       "%s: could not grow the batch. Fix: free host memory,"
@@ -338,7 +338,8 @@ static curd_status check_batch_shape(const curd_batch *batch,
     return CURD_OK;
 }
 
-static curd_status check_batch(const curd_batch *batch, const char *what)
+static inline curd_status check_batch(const curd_batch *batch,
+                                      const char *what)
 {
     if (batch == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -419,7 +420,7 @@ static void buffer_unref(curd_batch *batch, uint32_t index)
 
 /* Whether a download fits one read-back launch (READBACK_KERNEL_MAX),
  * its staging bytes within the 4 GiB the kernel addresses. */
-static bool reads_back_by_kernel(const batch_item *item)
+static inline bool reads_back_by_kernel(const batch_item *item)
 {
     return item->byte_len <= READBACK_KERNEL_MAX
            && item->staging_offset <= UINT32_MAX - item->byte_len;
@@ -429,7 +430,7 @@ static bool reads_back_by_kernel(const batch_item *item)
  * download read back by a kernel keeps for that launch's signal words
  * (at download_bytes, a multiple of STAGING_ALIGN, within the 4 GiB the
  * kernel addresses); 0 for any other batch. */
-static size_t batch_signal_line(const curd_batch *batch)
+static inline size_t batch_signal_line(const curd_batch *batch)
 {
     if ((batch->flags & CURD_BATCH_GRAPH) == 0 || batch->item_count == 0)
         return 0;
@@ -603,7 +604,7 @@ out:
 /* Whether a launch zeroes the argument's buffer before it runs: OUTPUT and
  * SCRATCH bindings, as curd_dispatch zeroes them, so that a role means
  * one thing everywhere (curd 1.2; a batch zeroed nothing before). */
-static bool zeroes(const curd_arg *arg)
+static inline bool zeroes(const curd_arg *arg)
 {
     return arg->kind == CURD_ARG_BUFFER
            && (arg->role == CURD_ROLE_OUTPUT
