@@ -14,6 +14,39 @@
 
 #define CURDI_PRINTF(f, a) __attribute__((format(printf, f, a)))
 
+/* CURDI_TRY(status, call, label): the one way to pass a failure up to a
+ * function's cleanup. It evaluates call (any curd_status expression),
+ * stores the result in status and, unless it is CURD_OK, jumps to label;
+ * the callee has set the sentence, so the caller adds none.
+ *
+ * A function keeps one cleanup tail: a label per thing it acquired, in
+ * reverse order of acquisition, so a failure releases exactly what was
+ * taken before it, and the success path falls through the labels it also
+ * needs (or returns before them):
+ *
+ *     curd_status status;
+ *     CURDI_TRY(status, take_a(&a), out);
+ *     CURDI_TRY(status, take_b(&b), release_a);
+ *     CURDI_TRY(status, use(&a, &b), release_b);
+ *     return CURD_OK;
+ * release_b:
+ *     give_b(&b);
+ * release_a:
+ *     give_a(&a);
+ * out:
+ *     return status;
+ *
+ * A test that fails with its own sentence forwards the same way:
+ * `if (bad) CURDI_TRY(status, curdi_fail(...), release_a);`; with nothing
+ * to release, `return curdi_fail(...)` is enough. Loops break out with it
+ * too, rather than testing status in their condition. */
+#define CURDI_TRY(status, call, label)                                        \
+    do {                                                                      \
+        (status) = (call);                                                    \
+        if ((status) != CURD_OK)                                              \
+            goto label;                                                       \
+    } while (0)
+
 curd_status curdi_fail(curd_status status, const char *format, ...)
     CURDI_PRINTF(2, 3);
 

@@ -492,24 +492,27 @@ static curd_status plan_lanes(collective_run *run)
  * uploads. */
 static curd_status take_lanes(collective_run *run)
 {
+    lane *l = NULL;
+    curd_status status;
     for (size_t at = 0; at < run->lane_count; at++) {
-        lane *l = &run->lanes[at];
-        curd_status status = curdi_device_enter(l->device);
-        if (status != CURD_OK)
-            return status;
-        status = curdi_stream_acquire(l->device, &l->stream);
-        if (status == CURD_OK) {
-            status = curdi_events_acquire(l->device, &l->done, 1);
-            l->event_taken = status == CURD_OK;
-        }
-        if (status == CURD_OK)
-            status = curdi_upload_marks_wait_for(
-                l->device, run->uses + l->first_use, l->use_count);
+        l = &run->lanes[at];
+        CURDI_TRY(status, curdi_device_enter(l->device), out);
+        CURDI_TRY(status, curdi_stream_acquire(l->device, &l->stream), leave);
+        CURDI_TRY(status, curdi_events_acquire(l->device, &l->done, 1),
+                  leave);
+        l->event_taken = true;
+        CURDI_TRY(status,
+                  curdi_upload_marks_wait_for(l->device,
+                                              run->uses + l->first_use,
+                                              l->use_count),
+                  leave);
         curdi_device_leave(l->device);
-        if (status != CURD_OK)
-            return status;
     }
     return CURD_OK;
+leave:
+    curdi_device_leave(l->device);
+out:
+    return status; /* what the lanes took is given back by the release */
 }
 
 static void *device_pointer(const collective_run *run, size_t use,
@@ -628,13 +631,15 @@ static curd_status enqueue_group(const curdi_nccl *nccl, collective_run *run,
         }
     }
     curdi_nccl_result end = nccl->ncclGroupEnd();
-    if (status == CURD_OK && out->call == NULL && end != CURDI_NCCL_Success &&
+    out->in_progress |= end == CURDI_NCCL_InProgress;
+    if (status != CURD_OK)
+        return status;
+    if (out->call == NULL && end != CURDI_NCCL_Success &&
         end != CURDI_NCCL_InProgress) {
         out->result = end;
         out->call = "ncclGroupEnd";
     }
-    out->in_progress |= end == CURDI_NCCL_InProgress;
-    return status;
+    return CURD_OK;
 }
 
 /* The run's NCCL groups (the collectives on the blocking twins first,
@@ -644,34 +649,34 @@ static curd_status enqueue_group(const curdi_nccl *nccl, collective_run *run,
 static curd_status enqueue(collective_run *run)
 {
     const curdi_nccl *nccl = NULL;
-    curd_status status = curdi_nccl_ready(&nccl);
-    if (status != CURD_OK)
-        return status;
     group_outcome outcome = {NULL, CURDI_NCCL_Success, NULL, false};
-    status = enqueue_group(nccl, run, true, &outcome);
-    if (status == CURD_OK && outcome.call == NULL)
-        status = enqueue_group(nccl, run, false, &outcome);
-    if (status == CURD_OK && outcome.call != NULL) {
+    curd_status status;
+    CURDI_TRY(status, curdi_nccl_ready(&nccl), out);
+    CURDI_TRY(status, enqueue_group(nccl, run, true, &outcome), abort);
+    if (outcome.call == NULL)
+        CURDI_TRY(status, enqueue_group(nccl, run, false, &outcome), abort);
+    if (outcome.call != NULL) {
         char text[128];
         snprintf(text, sizeof text, "%s: %s", run->what, outcome.call);
-        status = curdi_fail_nccl_as(
-            CURD_E_COMM, outcome.result, outcome.failed_comm, text,
-            "every communicator of this call was aborted: close them and "
-            "open new ones on every rank");
-    }
-    if (status != CURD_OK) {
-        for (size_t index = 0; index < run->comm_count; index++)
-            curdi_comm_abort(run->comms[index]);
-        return status;
+        CURDI_TRY(status,
+                  curdi_fail_nccl_as(CURD_E_COMM, outcome.result,
+                                     outcome.failed_comm, text,
+                                     "every communicator of this call was"
+                                     " aborted: close them and open new"
+                                     " ones on every rank"),
+                  abort);
     }
     /* The usual case: NCCL enqueued everything in the groups' ends, and
      * the events go behind it now; else the wait records them. Failing
      * here leaves NCCL's work enqueued: the communicators are aborted, so
      * the release's drain cannot wait on a peer. */
-    status = !outcome.in_progress ? record_lanes(run) : CURD_OK;
-    if (status != CURD_OK)
-        for (size_t index = 0; index < run->comm_count; index++)
-            curdi_comm_abort(run->comms[index]);
+    if (!outcome.in_progress)
+        CURDI_TRY(status, record_lanes(run), abort);
+    return CURD_OK;
+abort:
+    for (size_t index = 0; index < run->comm_count; index++)
+        curdi_comm_abort(run->comms[index]);
+out:
     return status;
 }
 
@@ -695,51 +700,44 @@ static curd_status start(const curd_collective *ops, size_t count,
     collective_run *run = run_new(count, what);
     if (run == NULL)
         return CURD_E_OUT_OF_MEMORY;
+    curd_status status;
     for (size_t index = 0; index < count; index++) {
-        curd_status status = check_op(&ops[index], index, what,
-                                      &run->ops[index]);
-        if (status == CURD_OK &&
-            atomic_load(&ops[index].comm->runs_in_flight) >=
-                CURDI_COMM_MAX_RUNS_IN_FLIGHT)
-            status = curdi_fail(CURD_E_BUSY,
-                                "%s: operation %zu's communicator (rank %d of "
-                                "%d) has %d runs in flight, the most curd "
-                                "keeps queued on one communicator; nothing "
-                                "was enqueued. Fix: curd_pending_wait and "
-                                "curd_pending_free earlier runs first.",
-                                what, index, ops[index].comm->rank,
-                                ops[index].comm->size,
-                                CURDI_COMM_MAX_RUNS_IN_FLIGHT);
-        if (status == CURD_OK && one_device &&
-            ops[index].comm->device != ops[0].comm->device)
-            status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                                "%s: operation %zu's communicator is of "
-                                "another device than operation 0's; an "
-                                "asynchronous run waits on one device. Fix: "
-                                "use curd_collective_run for a group over "
-                                "several devices.",
-                                what, index);
-        if (status != CURD_OK) {
-            free(run);
-            return status;
-        }
+        CURDI_TRY(status, check_op(&ops[index], index, what, &run->ops[index]),
+                  free_run);
+        if (atomic_load(&ops[index].comm->runs_in_flight) >=
+            CURDI_COMM_MAX_RUNS_IN_FLIGHT)
+            CURDI_TRY(status,
+                      curdi_fail(CURD_E_BUSY,
+                                 "%s: operation %zu's communicator (rank %d "
+                                 "of %d) has %d runs in flight, the most "
+                                 "curd keeps queued on one communicator; "
+                                 "nothing was enqueued. Fix: "
+                                 "curd_pending_wait and curd_pending_free "
+                                 "earlier runs first.",
+                                 what, index, ops[index].comm->rank,
+                                 ops[index].comm->size,
+                                 CURDI_COMM_MAX_RUNS_IN_FLIGHT),
+                      free_run);
+        if (one_device && ops[index].comm->device != ops[0].comm->device)
+            CURDI_TRY(status,
+                      curdi_fail(CURD_E_INVALID_ARGUMENT,
+                                 "%s: operation %zu's communicator is of "
+                                 "another device than operation 0's; an "
+                                 "asynchronous run waits on one device. "
+                                 "Fix: use curd_collective_run for a group "
+                                 "over several devices.",
+                                 what, index),
+                      free_run);
     }
     run->op_count = count;
     curdi_pending_init(&run->base, ops[0].comm->device, &run_ops);
     /* The lanes' own streams and events carry the work; the base's are
      * unused, but for curd_pending_ready's query of the end event. */
     run->base.timed = false;
-    curd_status status = plan_lanes(run);
-    if (status == CURD_OK)
-        status = take_lanes(run);
-    if (status == CURD_OK) {
-        run->base.events[1] = run->lanes[0].done;
-        status = enqueue(run);
-    }
-    if (status != CURD_OK) {
-        curdi_pending_release(&run->base);
-        return status;
-    }
+    CURDI_TRY(status, plan_lanes(run), release);
+    CURDI_TRY(status, take_lanes(run), release);
+    run->base.events[1] = run->lanes[0].done;
+    CURDI_TRY(status, enqueue(run), release);
     /* The communicators cannot be closed under the run (run_release). */
     for (size_t index = 0; index < run->comm_count; index++)
         atomic_fetch_add(&run->comms[index]->runs_in_flight, 1);
@@ -747,6 +745,13 @@ static curd_status start(const curd_collective *ops, size_t count,
     run->base.enqueue_ns = curdi_clock_ns() - run->base.start_ns;
     *out = run;
     return CURD_OK;
+release:
+    /* Once a pending, the run is its release's to free. */
+    curdi_pending_release(&run->base);
+    return status;
+free_run:
+    free(run);
+    return status;
 }
 
 CURD_API curd_status curd_collective_run(const curd_collective *ops,
@@ -803,9 +808,9 @@ static curd_status batch_poll(void *item, uint64_t waited_ns,
 {
     curd_comm *comm = ((batch_collective *)item)->op.comm;
     curd_status status = curdi_comm_poll_error(comm, in_progress, what);
-    if (status == CURD_OK)
-        status = curdi_comm_poll_timeout(comm, waited_ns, false, what);
-    return status;
+    if (status != CURD_OK)
+        return status;
+    return curdi_comm_poll_timeout(comm, waited_ns, false, what);
 }
 
 /* One NCCL call on the batch's stream, in order with the batch's other
@@ -887,60 +892,59 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
 {
     const char *what = "curd_batch_collective";
     curd_device *device = NULL;
-    curd_status status = curdi_batch_check(batch, what, &device);
-    if (status == CURD_OK && op == NULL)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: op is NULL. Fix: pass the address of a "
-                            "curd_collective.",
-                            what);
-    if (status == CURD_OK)
-        status = curdi_comm_check(op->comm, what);
-    if (status == CURD_OK && op->comm->device != device)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: the communicator (rank %d of %d) was opened "
-                            "on GPU %d, the batch on GPU %d. Fix: record a "
-                            "collective in a batch of its communicator's "
-                            "device.",
-                            what, op->comm->rank, op->comm->size,
-                            op->comm->device->ordinal, device->ordinal);
     batch_collective *recorded = NULL;
-    if (status == CURD_OK &&
-        (recorded = calloc(1, sizeof *recorded)) == NULL)
-        status = curdi_fail(CURD_E_OUT_OF_MEMORY,
-                            "%s: no host memory for the item. Fix: free "
-                            "host memory and try again.",
-                            what);
-    if (status == CURD_OK)
-        status = check_op(op, 0, what, &recorded->op);
     /* The pointers of the buffers it uses, each resolved on the device
      * (uses[] in the op's order: send, then recv). */
     curdi_resident_use uses[2];
     uint64_t ids[2];
     size_t use_count = 0;
-    if (status == CURD_OK) {
-        if (recorded->op.uses_send)
-            ids[use_count++] = recorded->op.send_id;
-        if (recorded->op.uses_recv)
-            ids[use_count++] = recorded->op.recv_id;
-        status = curdi_resident_use_begin(device, what, ids, use_count, uses);
-    }
-    if (status == CURD_OK) {
-        curdi_resident_use_end(device, uses, use_count);
-        /* Each range was checked inside its buffer. */
-        size_t at = 0;
-        if (recorded->op.uses_send)
-            recorded->send = (void *)(uintptr_t)(uses[at++].device_ptr +
-                                                 recorded->op.send_offset);
-        if (recorded->op.uses_recv)
-            recorded->recv = (void *)(uintptr_t)(uses[at].device_ptr +
-                                                 recorded->op.recv_offset);
-        status = curdi_batch_record_external(batch, &batch_ops, recorded,
-                                             uses, use_count, what);
-    }
-    if (status != CURD_OK) {
-        free(recorded);
-        return status;
-    }
+    curd_status status;
+    CURDI_TRY(status, curdi_batch_check(batch, what, &device), out);
+    if (op == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: op is NULL. Fix: pass the address of a "
+                          "curd_collective.",
+                          what);
+    CURDI_TRY(status, curdi_comm_check(op->comm, what), out);
+    if (op->comm->device != device)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: the communicator (rank %d of %d) was opened "
+                          "on GPU %d, the batch on GPU %d. Fix: record a "
+                          "collective in a batch of its communicator's "
+                          "device.",
+                          what, op->comm->rank, op->comm->size,
+                          op->comm->device->ordinal, device->ordinal);
+    recorded = calloc(1, sizeof *recorded);
+    if (recorded == NULL)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: no host memory for the item. Fix: free "
+                          "host memory and try again.",
+                          what);
+    CURDI_TRY(status, check_op(op, 0, what, &recorded->op), free_recorded);
+    if (recorded->op.uses_send)
+        ids[use_count++] = recorded->op.send_id;
+    if (recorded->op.uses_recv)
+        ids[use_count++] = recorded->op.recv_id;
+    CURDI_TRY(status,
+              curdi_resident_use_begin(device, what, ids, use_count, uses),
+              free_recorded);
+    curdi_resident_use_end(device, uses, use_count);
+    /* Each range was checked inside its buffer. */
+    size_t at = 0;
+    if (recorded->op.uses_send)
+        recorded->send = (void *)(uintptr_t)(uses[at++].device_ptr +
+                                             recorded->op.send_offset);
+    if (recorded->op.uses_recv)
+        recorded->recv = (void *)(uintptr_t)(uses[at].device_ptr +
+                                             recorded->op.recv_offset);
+    CURDI_TRY(status,
+              curdi_batch_record_external(batch, &batch_ops, recorded, uses,
+                                          use_count, what),
+              free_recorded);
     atomic_fetch_add(&recorded->op.comm->batch_holds, 1);
     return CURD_OK;
+free_recorded:
+    free(recorded);
+out:
+    return status;
 }

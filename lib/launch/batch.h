@@ -5,7 +5,10 @@
  * The room (struct curdi_batch_room behind curd_device.batch) holds the
  * device's live batches, so closing the device frees those the caller did
  * not, and its counters. A batch itself belongs to one thread at a time
- * and takes no lock; the room's mutex guards only the list. */
+ * and takes no lock; the room's mutex guards only the list.
+ *
+ * Its files: batch.c (a batch's life), batch_record.c (recording),
+ * batch_run.c (the run and the graph), batch_state.h (what they share). */
 #ifndef CURD_LIB_LAUNCH_BATCH_H
 #define CURD_LIB_LAUNCH_BATCH_H
 

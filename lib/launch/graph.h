@@ -5,7 +5,7 @@
  * order they are enqueued (a list of curdi_graph_kernel: the program, the
  * shape, the arguments and the parameter list passed), and a function that
  * enqueues the work on the stream while it captures. The batch room
- * (launch/batch.c) is its caller; it keeps one curdi_graph per graph batch
+ * (launch/batch_run.c) is its caller; it keeps one curdi_graph per graph batch
  * and says when a capture is due. Context current for every call but
  * curdi_graph_forget. */
 #ifndef CURD_LIB_LAUNCH_GRAPH_H

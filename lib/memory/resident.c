@@ -187,21 +187,24 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
                 ? previous
                 : curdi_handle_table_lookup(&resident->table, ids[index]);
         if (slot == NULL)
-            status = curdi_handle_table_find(
-                &resident->table, ids[index],
-                use_what(what, count, index, scratch, sizeof scratch),
-                &slot);
-        if (status == CURD_OK && slot->use_count == UINT32_MAX)
-            status = curdi_fail(CURD_E_BUSY,
-                                "%s: curd_buffer 0x%016" PRIx64 " has %" PRIu32
-                                " uses in flight already. Fix: complete"
-                                " asynchronous uploads with"
-                                " curd_device_sync_uploads().",
-                                use_what(what, count, index, scratch,
-                                               sizeof scratch),
-                                ids[index], slot->use_count);
-        if (status != CURD_OK)
-            break;
+            CURDI_TRY(status,
+                      curdi_handle_table_find(&resident->table, ids[index],
+                                              use_what(what, count, index,
+                                                       scratch,
+                                                       sizeof scratch),
+                                              &slot),
+                      unmark);
+        if (slot->use_count == UINT32_MAX)
+            CURDI_TRY(status,
+                      curdi_fail(CURD_E_BUSY,
+                                 "%s: curd_buffer 0x%016" PRIx64 " has %" PRIu32
+                                 " uses in flight already. Fix: complete"
+                                 " asynchronous uploads with"
+                                 " curd_device_sync_uploads().",
+                                 use_what(what, count, index, scratch,
+                                          sizeof scratch),
+                                 ids[index], slot->use_count),
+                      unmark);
         slot->use_count++;
         previous = slot;
         out[index].id = ids[index];
@@ -209,12 +212,13 @@ curd_status curdi_resident_use_begin(curd_device *device, const char *what,
         out[index].byte_len = slot->byte_len;
         out[index].async_pending = slot->async_count != 0;
     }
-    if (status != CURD_OK) {
-        /* All or none: undo the marks taken so far. Their slots are still
-         * live, since nothing can free a marked buffer. */
-        for (size_t undo = 0; undo < index; undo++)
-            resident->table.slots[curdi_handle_id_index(ids[undo])].use_count--;
-    }
+    pthread_mutex_unlock(&resident->lock);
+    return CURD_OK;
+unmark:
+    /* All or none: undo the marks taken so far. Their slots are still
+     * live, since nothing can free a marked buffer. */
+    for (size_t undo = 0; undo < index; undo++)
+        resident->table.slots[curdi_handle_id_index(ids[undo])].use_count--;
     pthread_mutex_unlock(&resident->lock);
     return status;
 }
@@ -300,12 +304,13 @@ curd_status curdi_resident_reserve(curd_device *device, const char *what,
                           " curd_device_stats_reset().",
                           what);
     }
-    status = curdi_handle_table_reserve(&resident->table,
-                                        resident->reserved_slots + 1u);
-    if (status == CURD_OK) {
-        resident->reserved_bytes += byte_len;
-        resident->reserved_slots++;
-    }
+    CURDI_TRY(status,
+              curdi_handle_table_reserve(&resident->table,
+                                         resident->reserved_slots + 1u),
+              unlock);
+    resident->reserved_bytes += byte_len;
+    resident->reserved_slots++;
+unlock:
     pthread_mutex_unlock(&resident->lock);
     return status;
 }
@@ -395,27 +400,30 @@ curd_status curdi_resident_import(curd_device *device, const char *what,
                                   uint8_t mapping_log2, uint64_t *out_id)
 {
     struct curdi_resident_table *resident = device->resident;
+    uint64_t imported = 0;
+    curd_status status;
     pthread_mutex_lock(&resident->lock);
     /* One spare slot beyond those promised to allocations in flight. */
-    curd_status status = curdi_handle_table_reserve(
-        &resident->table, resident->reserved_slots + 1u);
-    uint64_t imported = 0;
-    if (status == CURD_OK
-        && !curdi_u64_add(resident->imported_bytes, byte_len, &imported))
-        status = curdi_fail(CURD_E_OVERFLOW,
-                            "%s: %zu more imported bytes would pass 2^64."
-                            " Fix: free imported buffers you no longer"
-                            " use.",
-                            what, byte_len);
-    if (status == CURD_OK) {
-        *out_id = curdi_handle_table_insert_reserved(&resident->table,
-                                                     device_ptr, byte_len);
-        curdi_handle_slot *slot =
-            curdi_handle_table_lookup(&resident->table, *out_id);
-        slot->imported = true;
-        slot->mapping_log2 = mapping_log2;
-        resident->imported_bytes = imported;
-    }
+    CURDI_TRY(status,
+              curdi_handle_table_reserve(&resident->table,
+                                         resident->reserved_slots + 1u),
+              unlock);
+    if (!curdi_u64_add(resident->imported_bytes, byte_len, &imported))
+        CURDI_TRY(status,
+                  curdi_fail(CURD_E_OVERFLOW,
+                             "%s: %zu more imported bytes would pass 2^64."
+                             " Fix: free imported buffers you no longer"
+                             " use.",
+                             what, byte_len),
+                  unlock);
+    *out_id = curdi_handle_table_insert_reserved(&resident->table, device_ptr,
+                                                 byte_len);
+    curdi_handle_slot *slot =
+        curdi_handle_table_lookup(&resident->table, *out_id);
+    slot->imported = true;
+    slot->mapping_log2 = mapping_log2;
+    resident->imported_bytes = imported;
+unlock:
     pthread_mutex_unlock(&resident->lock);
     return status;
 }
@@ -479,34 +487,37 @@ static curd_status resident_take(curd_device *device, const char *what,
     curd_status status;
 
     pthread_mutex_lock(&resident->lock);
-    status = slot_unused(resident, what, id, &slot);
-    if (status == CURD_OK && slot->owned && !owners_too)
-        status = curdi_fail(CURD_E_BUSY,
-                            "%s: curd_buffer 0x%016" PRIx64 " belongs to a"
-                            " static set that its session owns"
-                            " (curd_session_upload_static); nothing was"
-                            " freed. %s",
-                            what, id, resident->owner_fix);
-    if (status == CURD_OK && (slot->imported || slot->mapping_log2 != 0))
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: curd_buffer 0x%016" PRIx64 " is %s, with no"
-                            " block of curd's pool behind it; nothing was"
-                            " done. Fix: free it with curd_buffer_free.",
-                            what, id,
-                            slot->mapping_log2 != 0
-                                ? "shareable memory (curd_buffer_alloc_shareable"
-                                  " or curd_buffer_import_fd)"
-                                : "imported memory (curd_buffer_import)");
-    if (status != CURD_OK) {
-        pthread_mutex_unlock(&resident->lock);
-        return status;
-    }
+    CURDI_TRY(status, slot_unused(resident, what, id, &slot), unlock);
+    if (slot->owned && !owners_too)
+        CURDI_TRY(status,
+                  curdi_fail(CURD_E_BUSY,
+                             "%s: curd_buffer 0x%016" PRIx64 " belongs to a"
+                             " static set that its session owns"
+                             " (curd_session_upload_static); nothing was"
+                             " freed. %s",
+                             what, id, resident->owner_fix),
+                  unlock);
+    if (slot->imported || slot->mapping_log2 != 0)
+        CURDI_TRY(status,
+                  curdi_fail(CURD_E_INVALID_ARGUMENT,
+                             "%s: curd_buffer 0x%016" PRIx64 " is %s, with"
+                             " no block of curd's pool behind it; nothing"
+                             " was done. Fix: free it with"
+                             " curd_buffer_free.",
+                             what, id,
+                             slot->mapping_log2 != 0
+                                 ? "shareable memory"
+                                   " (curd_buffer_alloc_shareable"
+                                   " or curd_buffer_import_fd)"
+                                 : "imported memory (curd_buffer_import)"),
+                  unlock);
     *out_device_ptr = slot->device_ptr;
     byte_len = slot->byte_len;
     (void)byte_len;
     remove_counted(device, slot, id, what);
+unlock:
     pthread_mutex_unlock(&resident->lock);
-    return CURD_OK;
+    return status;
 }
 
 curd_status curdi_resident_take(curd_device *device, const char *what,
@@ -522,13 +533,13 @@ static curd_status resident_free(curd_device *device, const char *what,
     uint64_t device_ptr = 0;
     curd_status status =
         resident_take(device, what, id, owners_too, &device_ptr);
+    if (status != CURD_OK)
+        return status;
     /* The pool call runs without the table lock (it may free upstream,
      * entering the device itself). The block is one this table received
      * from the pool, so a failure means the pool lost track of it: report
      * it; the handle is gone either way. */
-    if (status == CURD_OK)
-        status = curdi_pool_release(device->device_pool, device_ptr);
-    return status;
+    return curdi_pool_release(device->device_pool, device_ptr);
 }
 
 curd_status curdi_resident_free(curd_device *device, const char *what,
@@ -545,20 +556,20 @@ curd_status curdi_resident_retag(curd_device *device, const char *what,
     curd_status status;
 
     pthread_mutex_lock(&resident->lock);
-    status = slot_unused(resident, what, id, &slot);
+    CURDI_TRY(status, slot_unused(resident, what, id, &slot), unlock);
     /* One spare slot beyond those promised to allocations in flight, so
      * the insert below cannot fail; the remove gives one back, and the
      * insert takes that very slot unless the remove retired it. */
-    if (status == CURD_OK)
-        status = curdi_handle_table_reserve(&resident->table,
-                                            resident->reserved_slots + 1u);
-    if (status == CURD_OK) {
-        uint64_t device_ptr = slot->device_ptr;
-        size_t byte_len = slot->byte_len;
-        curdi_handle_table_remove(&resident->table, id, what);
-        *out_id = curdi_handle_table_insert_reserved(&resident->table,
-                                                     device_ptr, byte_len);
-    }
+    CURDI_TRY(status,
+              curdi_handle_table_reserve(&resident->table,
+                                         resident->reserved_slots + 1u),
+              unlock);
+    uint64_t device_ptr = slot->device_ptr;
+    size_t byte_len = slot->byte_len;
+    curdi_handle_table_remove(&resident->table, id, what);
+    *out_id = curdi_handle_table_insert_reserved(&resident->table, device_ptr,
+                                                 byte_len);
+unlock:
     pthread_mutex_unlock(&resident->lock);
     return status;
 }
@@ -613,10 +624,10 @@ curd_status curdi_resident_reserve_live(curd_device *device,
     uint64_t free_bytes = 0;
     uint64_t total_bytes = 0;
     curd_status status = resident_free_bytes(device, &free_bytes, &total_bytes);
-    if (status == CURD_OK)
-        status = curdi_resident_reserve(device, what, byte_len, total_bytes,
-                                        free_bytes);
-    return status;
+    if (status != CURD_OK)
+        return status;
+    return curdi_resident_reserve(device, what, byte_len, total_bytes,
+                                  free_bytes);
 }
 
 bool curdi_resident_mapped(curd_device *device, uint64_t id)
@@ -649,20 +660,24 @@ curd_status curdi_resident_alloc(curd_device *device, const char *what,
     curd_status status = curdi_device_enter(device);
     if (status != CURD_OK)
         return status;
-    status = resident_free_bytes(device, &free_bytes, &total_bytes);
-    if (status == CURD_OK)
-        status = curdi_resident_reserve(device, what, byte_len, total_bytes,
-                                        free_bytes);
-    if (status == CURD_OK) {
-        /* Without the table lock: the pool may run its out-of-memory
-         * ladder, whose reclaim callback may call curd_buffer_free. */
-        status = curdi_pool_acquire(device->device_pool, byte_len, &device_ptr,
-                                    &class_bytes);
-        if (status == CURD_OK)
-            *out_id = curdi_resident_commit(device, byte_len, device_ptr);
-        else
-            curdi_resident_unreserve(device, byte_len);
-    }
+    CURDI_TRY(status, resident_free_bytes(device, &free_bytes, &total_bytes),
+              leave);
+    CURDI_TRY(status,
+              curdi_resident_reserve(device, what, byte_len, total_bytes,
+                                     free_bytes),
+              leave);
+    /* Without the table lock: the pool may run its out-of-memory ladder,
+     * whose reclaim callback may call curd_buffer_free. */
+    CURDI_TRY(status,
+              curdi_pool_acquire(device->device_pool, byte_len, &device_ptr,
+                                 &class_bytes),
+              unreserve);
+    *out_id = curdi_resident_commit(device, byte_len, device_ptr);
+    curdi_device_leave(device);
+    return CURD_OK;
+unreserve:
+    curdi_resident_unreserve(device, byte_len);
+leave:
     curdi_device_leave(device);
     return status;
 }
@@ -684,9 +699,10 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
                           "curd_buffer_alloc: a buffer of 0 bytes was asked"
                           " for. Fix: allocate at least one byte.");
     status = curdi_resident_alloc(device, "curd_buffer_alloc", byte_len, &id);
-    if (status == CURD_OK)
-        out_buffer->id = id;
-    return status;
+    if (status != CURD_OK)
+        return status;
+    out_buffer->id = id;
+    return CURD_OK;
 }
 
 /* An imported buffer is forgotten (true), with no driver call; false
@@ -773,12 +789,13 @@ static curd_status resident_peek(curd_device *device, curd_buffer buffer,
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&device->resident->lock);
-    status = curdi_handle_table_find(&device->resident->table, buffer.id, what,
-                                     &slot);
-    if (status == CURD_OK) {
-        *out_ptr = slot->device_ptr;
-        *out_len = slot->byte_len;
-    }
+    CURDI_TRY(status,
+              curdi_handle_table_find(&device->resident->table, buffer.id,
+                                      what, &slot),
+              unlock);
+    *out_ptr = slot->device_ptr;
+    *out_len = slot->byte_len;
+unlock:
     pthread_mutex_unlock(&device->resident->lock);
     return status;
 }
@@ -795,9 +812,10 @@ CURD_API curd_status curd_buffer_size(curd_device *device, curd_buffer buffer,
                           " the address of a size_t.");
     status = resident_peek(device, buffer, "curd_buffer_size",
                                  &device_ptr, &byte_len);
-    if (status == CURD_OK)
-        *out_byte_len = byte_len;
-    return status;
+    if (status != CURD_OK)
+        return status;
+    *out_byte_len = byte_len;
+    return CURD_OK;
 }
 
 CURD_API curd_status curd_buffer_device_ptr(curd_device *device,
@@ -813,9 +831,10 @@ CURD_API curd_status curd_buffer_device_ptr(curd_device *device,
                           " Fix: pass the address of a uint64_t.");
     status = resident_peek(device, buffer, "curd_buffer_device_ptr",
                                  &device_ptr, &byte_len);
-    if (status == CURD_OK)
-        *out_device_ptr = device_ptr;
-    return status;
+    if (status != CURD_OK)
+        return status;
+    *out_device_ptr = device_ptr;
+    return CURD_OK;
 }
 
 CURD_API curd_status curd_device_resident_bytes(curd_device *device,

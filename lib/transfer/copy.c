@@ -182,15 +182,19 @@ static curd_status check_ranges(const curd_copy *copy, size_t index,
                                 const char *what)
 {
     char scratch[160];
-    curd_status status = curdi_range_check(
-        copy->dst_offset, copy->byte_len, dst->byte_len,
-        side_what(scratch, sizeof scratch, what, index, "dst"));
-    if (status == CURD_OK)
-        status = curdi_range_check(
-            copy->src_offset, copy->byte_len, src->byte_len,
-            side_what(scratch, sizeof scratch, what, index, "src"));
-    if (status != CURD_OK)
-        return status;
+    curd_status status;
+    CURDI_TRY(status,
+              curdi_range_check(copy->dst_offset, copy->byte_len,
+                                dst->byte_len,
+                                side_what(scratch, sizeof scratch, what,
+                                          index, "dst")),
+              out);
+    CURDI_TRY(status,
+              curdi_range_check(copy->src_offset, copy->byte_len,
+                                src->byte_len,
+                                side_what(scratch, sizeof scratch, what,
+                                          index, "src")),
+              out);
     /* Both ranges lie inside their buffers (checked above), so the sums
      * below cannot wrap. */
     if (copy->dst.id == copy->src.id
@@ -208,6 +212,8 @@ static curd_status check_ranges(const curd_copy *copy, size_t index,
                           copy->src_offset + copy->byte_len, copy->dst_offset,
                           copy->dst_offset + copy->byte_len);
     return CURD_OK;
+out:
+    return status;
 }
 
 curd_status curdi_copy_check_one(curd_device *device, const curd_copy *copy,
@@ -377,9 +383,12 @@ static curd_status work_resolve(copy_work *work, const curd_copy *copies,
     if (status != CURD_OK)
         return wrong_device(src, dst, copies, count, false, what, status);
     work->src_marked = true;
-    for (size_t index = 0; status == CURD_OK && index < count; index++)
-        status = check_ranges(&copies[index], index, &work->uses[index],
-                              &work->uses[count + index], what);
+    for (size_t index = 0; index < count; index++)
+        CURDI_TRY(status,
+                  check_ranges(&copies[index], index, &work->uses[index],
+                               &work->uses[count + index], what),
+                  out);
+out:
     return status;
 }
 
@@ -554,22 +563,21 @@ static curd_status staged_acquire(copy_work *work)
      * size_t. */
     work->slot_count = chunks > 1u ? STAGED_SLOTS : 1u;
     size_t block_bytes = (size_t)work->slot_bytes * work->slot_count;
-    curd_status status =
-        curdi_memory_staging_acquire(dst, block_bytes, &work->slots);
-    if (status == CURD_OK)
-        status = curdi_events_acquire(dst, work->dst_events, STAGED_SLOTS);
-    if (status != CURD_OK)
-        return status;
+    curd_status status;
+    CURDI_TRY(status,
+              curdi_memory_staging_acquire(dst, block_bytes, &work->slots),
+              out);
+    CURDI_TRY(status, curdi_events_acquire(dst, work->dst_events, STAGED_SLOTS),
+              out);
     work->dst_events_taken = true;
-    status = curdi_device_enter(src);
-    if (status != CURD_OK)
-        return status;
-    status = curdi_stream_acquire(src, &work->src_stream);
-    if (status == CURD_OK)
-        status = curdi_events_acquire(src, work->src_events, STAGED_SLOTS);
-    if (status == CURD_OK)
-        work->src_events_taken = true;
+    CURDI_TRY(status, curdi_device_enter(src), out);
+    CURDI_TRY(status, curdi_stream_acquire(src, &work->src_stream), leave);
+    CURDI_TRY(status, curdi_events_acquire(src, work->src_events, STAGED_SLOTS),
+              leave);
+    work->src_events_taken = true;
+leave:
     curdi_device_leave(src);
+out:
     return status;
 }
 
@@ -637,12 +645,12 @@ static curd_status staged_up(copy_work *work, uint64_t chunk,
  * the two slots, all enqueued before anything is waited for. */
 static curd_status enqueue_staged(copy_work *work)
 {
-    curd_status status = staged_acquire(work);
     uint64_t chunk = 0;
-    for (size_t index = 0; status == CURD_OK && index < work->span_count;
-         index++) {
+    curd_status status;
+    CURDI_TRY(status, staged_acquire(work), out);
+    for (size_t index = 0; index < work->span_count; index++) {
         const copy_span *span = &work->spans[index];
-        for (uint64_t done = 0; status == CURD_OK && done < span->byte_len;
+        for (uint64_t done = 0; done < span->byte_len;
              done += work->slot_bytes, chunk++) {
             uint64_t left = span->byte_len - done;
             size_t len = (size_t)(left < work->slot_bytes ? left
@@ -650,12 +658,16 @@ static curd_status enqueue_staged(copy_work *work)
             unsigned char *slot =
                 work->slots.host
                 + (size_t)(chunk % work->slot_count) * (size_t)work->slot_bytes;
-            status = staged_down(work, chunk, slot, span->src_ptr + done, len);
-            if (status == CURD_OK)
-                status = staged_up(work, chunk, slot, span->dst_ptr + done,
-                                   len);
+            CURDI_TRY(status,
+                      staged_down(work, chunk, slot, span->src_ptr + done,
+                                  len),
+                      out);
+            CURDI_TRY(status,
+                      staged_up(work, chunk, slot, span->dst_ptr + done, len),
+                      out);
         }
     }
+out:
     return status;
 }
 
@@ -671,64 +683,53 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
                               bool timed, const char *what, copy_work **out)
 {
     *out = NULL;
-    curd_status status = curdi_device_check(dst, what);
-    if (status == CURD_OK)
-        status = curdi_device_check(src, what);
-    if (status == CURD_OK && copies == NULL && count != 0)
-        status = curdi_fail(CURD_E_INVALID_ARGUMENT,
-                            "%s: copies is NULL with count %zu. Fix: pass an"
-                            " array of count curd_copy.",
-                            what, count);
-    if (status != CURD_OK)
-        return status;
     copy_work *work = NULL;
-    status = work_new(dst, src, count, what, &work);
-    if (status != CURD_OK)
-        return status;
-    work->base.timed = timed;
-    status = work_resolve(work, copies, what);
-    bool one_context = dst == src || dst->context == src->context;
-    if (status == CURD_OK)
-        status = work_plan(work, copies, one_context, what);
-    if (status == CURD_OK)
-        status = curdi_copy_counts_check(dst, &work->counts, what);
-    if (status != CURD_OK || (!timed && work->span_count == 0)) {
-        curdi_pending_release(&work->base);
-        return status;
-    }
-    status = curdi_device_enter(dst);
-    if (status != CURD_OK) {
-        curdi_pending_release(&work->base);
-        return status;
-    }
     peer_route route = PEER_DIRECT;
+    curd_status status;
+    CURDI_TRY(status, curdi_device_check(dst, what), out);
+    CURDI_TRY(status, curdi_device_check(src, what), out);
+    if (copies == NULL && count != 0)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: copies is NULL with count %zu. Fix: pass an"
+                          " array of count curd_copy.",
+                          what, count);
+    CURDI_TRY(status, work_new(dst, src, count, what, &work), out);
+    work->base.timed = timed;
+    CURDI_TRY(status, work_resolve(work, copies, what), release);
+    bool one_context = dst == src || dst->context == src->context;
+    CURDI_TRY(status, work_plan(work, copies, one_context, what), release);
+    CURDI_TRY(status, curdi_copy_counts_check(dst, &work->counts, what),
+              release);
+    /* Nothing to move, synchronously: no stream, no fence. */
+    if (!timed && work->span_count == 0)
+        goto release;
+    CURDI_TRY(status, curdi_device_enter(dst), release);
     if (!one_context && work->span_count != 0)
-        status = peer_route_of(dst, src, &route);
+        CURDI_TRY(status, peer_route_of(dst, src, &route), drain);
     /* One device: both sides' uses are its own. */
-    if (status == CURD_OK)
-        status = curdi_upload_marks_wait_for(dst, work->uses,
-                               dst == src ? 2 * count : count);
-    if (status == CURD_OK)
-        status = source_after_uploads(work);
-    if (status == CURD_OK)
-        status = curdi_pending_acquire(&work->base);
-    if (status == CURD_OK)
-        status = curdi_pending_begin(&work->base);
-    if (status == CURD_OK)
-        status = one_context            ? enqueue_device_to_device(work)
-                 : route == PEER_DIRECT ? enqueue_peer(work)
-                                        : enqueue_staged(work);
-    if (status == CURD_OK)
-        status = curdi_pending_end(&work->base);
-    if (status != CURD_OK) {
-        curdi_pending_drain(&work->base);
-        curdi_device_leave(dst);
-        curdi_pending_release(&work->base);
-        return status;
-    }
+    CURDI_TRY(status,
+              curdi_upload_marks_wait_for(dst, work->uses,
+                                          dst == src ? 2 * count : count),
+              drain);
+    CURDI_TRY(status, source_after_uploads(work), drain);
+    CURDI_TRY(status, curdi_pending_acquire(&work->base), drain);
+    CURDI_TRY(status, curdi_pending_begin(&work->base), drain);
+    CURDI_TRY(status,
+              one_context            ? enqueue_device_to_device(work)
+              : route == PEER_DIRECT ? enqueue_peer(work)
+                                     : enqueue_staged(work),
+              drain);
+    CURDI_TRY(status, curdi_pending_end(&work->base), drain);
     curdi_device_leave(dst);
     *out = work;
     return CURD_OK;
+drain:
+    curdi_pending_drain(&work->base);
+    curdi_device_leave(dst);
+release:
+    curdi_pending_release(&work->base);
+out:
+    return status;
 }
 
 CURD_API curd_status curd_buffer_copy(curd_device *dst_device,
@@ -760,9 +761,9 @@ CURD_API curd_status curd_buffer_copy_async(curd_device *dst_device,
     copy_work *work = NULL;
     curd_status status = copy_start(dst_device, src_device, copies, count,
                                     true, what, &work);
-    if (status == CURD_OK) {
-        curdi_pending_publish(&work->base);
-        *out_pending = &work->base;
-    }
-    return status;
+    if (status != CURD_OK)
+        return status;
+    curdi_pending_publish(&work->base);
+    *out_pending = &work->base;
+    return CURD_OK;
 }

@@ -97,7 +97,7 @@ curd_status curdi_gather_kernels_get(struct curd_device *device,
                                      curdi_gather_kernels *out);
 
 /* The kernels for work that would use them (a plan that gathers, a
- * batch's read-backs in lib/launch/batch.c), context current:
+ * batch's read-backs in lib/launch/batch_run.c), context current:
  * *out_usable is false, with CURD_OK, where that work should use DMAs
  * instead: the device's transfer path is "dma" (CURD_TRANSFER_PATH), or
  * its driver cannot run the kernels (remembered as above). Another

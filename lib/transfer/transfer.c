@@ -184,23 +184,21 @@ static curd_status transfer_run(curd_device *device, curdi_prepared *prepared)
         curdi_prepared_release(device, prepared);
         return CURD_OK;
     }
-    status = curdi_run_plan(device, prepared, &run);
-    if (status == CURD_OK) {
-        run_counts(prepared->upload, run.plan.dma_bytes,
-                   run.host.copy_ops_bound, 1, &counts);
-        status = curdi_transfer_counts_check(device, &counts, prepared->what);
-    }
-    if (status == CURD_OK)
-        status = curdi_run_resources_take(&run);
-    if (status == CURD_OK)
-        status = curdi_engine_run(&run.plan, prepared->items,
-                                  prepared->upload, &run.staging, &run.ops,
-                                  run.team, &result);
-    if (status == CURD_OK) {
-        run_counts(prepared->upload, result.dma_bytes, result.dma_ops,
-                   result.fences, &counts);
-        curdi_transfer_counts_add(device, &counts);
-    }
+    CURDI_TRY(status, curdi_run_plan(device, prepared, &run), give_back);
+    run_counts(prepared->upload, run.plan.dma_bytes, run.host.copy_ops_bound,
+               1, &counts);
+    CURDI_TRY(status,
+              curdi_transfer_counts_check(device, &counts, prepared->what),
+              give_back);
+    CURDI_TRY(status, curdi_run_resources_take(&run), give_back);
+    CURDI_TRY(status,
+              curdi_engine_run(&run.plan, prepared->items, prepared->upload,
+                               &run.staging, &run.ops, run.team, &result),
+              give_back);
+    run_counts(prepared->upload, result.dma_bytes, result.dma_ops,
+               result.fences, &counts);
+    curdi_transfer_counts_add(device, &counts);
+give_back:
     curdi_run_resources_give_back(&run, status);
     return status;
 }
@@ -316,44 +314,42 @@ static curd_status fill(curd_device *device, const char *what,
         offset = 0;
         byte_len = use.byte_len;
     }
-    status = curdi_range_check(offset, byte_len, use.byte_len, what);
-    if (status != CURD_OK || byte_len == 0) {
-        curdi_resident_use_end(device, &use, 1);
-        return status;
-    }
-    status = curdi_device_enter(device);
-    if (status != CURD_OK) {
-        curdi_resident_use_end(device, &use, 1);
-        return status;
-    }
+    CURDI_TRY(status, curdi_range_check(offset, byte_len, use.byte_len, what),
+              unmark);
+    if (byte_len == 0)
+        goto unmark;
+    CURDI_TRY(status, curdi_device_enter(device), unmark);
     driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.fill_ops = 1;
     counts.fill_bytes = byte_len;
     counts.fences = 1;
-    status = curdi_transfer_counts_check(device, &counts, what);
-    if (status == CURD_OK)
-        status = curdi_run_stream_for(device, use.async_pending, &stream,
-                                      &pooled);
-    if (status == CURD_OK) {
-        /* offset + byte_len <= the buffer's size: checked above. */
-        cu_result = curdi_driver_note(driver->cuMemsetD8Async(
-            (curdi_cu_deviceptr)(use.device_ptr + offset), value, byte_len,
-            stream));
-        if (cu_result != CURDI_CUDA_SUCCESS)
-            status = curdi_fail_driver((int)cu_result, "cuMemsetD8Async",
-                                       CURDI_DRIVER_FIX);
-    }
-    if (status == CURD_OK) {
-        status = curdi_run_fence(device, stream, CURDI_DRIVER_FIX);
-        if (status != CURD_OK)
-            curdi_run_stream_drain(driver, stream);
-    }
+    CURDI_TRY(status, curdi_transfer_counts_check(device, &counts, what),
+              leave);
+    CURDI_TRY(status,
+              curdi_run_stream_for(device, use.async_pending, &stream,
+                                   &pooled),
+              release_stream);
+    /* offset + byte_len <= the buffer's size: checked above. */
+    cu_result = curdi_driver_note(driver->cuMemsetD8Async(
+        (curdi_cu_deviceptr)(use.device_ptr + offset), value, byte_len,
+        stream));
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        CURDI_TRY(status,
+                  curdi_fail_driver((int)cu_result, "cuMemsetD8Async",
+                                    CURDI_DRIVER_FIX),
+                  release_stream);
+    status = curdi_run_fence(device, stream, CURDI_DRIVER_FIX);
+    if (status != CURD_OK)
+        curdi_run_stream_drain(driver, stream);
+    else
+        curdi_transfer_counts_add(device, &counts);
+release_stream:
     if (pooled && stream != NULL)
         curdi_stream_release(device, stream);
-    if (status == CURD_OK)
-        curdi_transfer_counts_add(device, &counts);
+leave:
     curdi_device_leave(device);
+unmark:
     curdi_resident_use_end(device, &use, 1);
     return status;
 }
@@ -386,55 +382,43 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     curdi_transfer_counts counts;
     curdi_cu_result cu_result;
     uintptr_t range_key;
-    curd_status status = curdi_device_check(device, what);
-    if (status == CURD_OK)
-        status = curdi_validate_begin(&prepared, what, true, false, 1);
-    if (status != CURD_OK)
-        return status;
-    status = curdi_validate_item(&prepared, 0, buffer.id, offset, byte_len,
-                                (unsigned char *)pinned_src, SIZE_MAX);
-    if (status == CURD_OK)
-        status = curdi_validate_end(device, &prepared);
-    if (status != CURD_OK || byte_len == 0) {
-        curdi_prepared_release(device, &prepared);
-        return status;
-    }
-    status = curdi_device_enter(device);
-    if (status != CURD_OK) {
-        curdi_prepared_release(device, &prepared);
-        return status;
-    }
+    curd_status status;
+    CURDI_TRY(status, curdi_device_check(device, what), out);
+    CURDI_TRY(status, curdi_validate_begin(&prepared, what, true, false, 1),
+              out);
+    CURDI_TRY(status,
+              curdi_validate_item(&prepared, 0, buffer.id, offset, byte_len,
+                                  (unsigned char *)pinned_src, SIZE_MAX),
+              release);
+    CURDI_TRY(status, curdi_validate_end(device, &prepared), release);
+    if (byte_len == 0)
+        goto release;
+    CURDI_TRY(status, curdi_device_enter(device), release);
     driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.h2d_bytes = byte_len;
     counts.copy_ops = 1;
-    status = curdi_transfer_counts_check(device, &counts, what);
-    if (status != CURD_OK)
-        goto fail;
-
+    CURDI_TRY(status, curdi_transfer_counts_check(device, &counts, what),
+              leave);
     /* Room for the pending entry first, so nothing can fail after the
      * copy is enqueued. */
-    status = curdi_upload_marks_reserve(device, pinned_src, byte_len, what,
-                                         &range_key);
-    if (status != CURD_OK)
-        goto fail;
-
-    status = curdi_stream_order_after_waits(device, device->upload_stream,
-                                            true);
-    if (status != CURD_OK) {
-        curdi_upload_marks_cancel(device, range_key);
-        goto fail;
-    }
+    CURDI_TRY(status,
+              curdi_upload_marks_reserve(device, pinned_src, byte_len, what,
+                                         &range_key),
+              leave);
+    CURDI_TRY(status,
+              curdi_stream_order_after_waits(device, device->upload_stream,
+                                             true),
+              cancel);
     /* offset + byte_len <= the buffer's size: checked in curdi_validate_end. */
     cu_result = curdi_driver_note(driver->cuMemcpyHtoDAsync(
         (curdi_cu_deviceptr)(prepared.uses[0].device_ptr + offset), pinned_src,
         byte_len, device->upload_stream));
-    if (cu_result != CURDI_CUDA_SUCCESS) {
-        status = curdi_fail_driver((int)cu_result, "cuMemcpyHtoDAsync",
-                                   CURDI_DRIVER_FIX);
-        curdi_upload_marks_cancel(device, range_key);
-        goto fail;
-    }
+    if (cu_result != CURDI_CUDA_SUCCESS)
+        CURDI_TRY(status,
+                  curdi_fail_driver((int)cu_result, "cuMemcpyHtoDAsync",
+                                    CURDI_DRIVER_FIX),
+                  cancel);
     /* The use becomes asynchronous before it is listed, so a concurrent
      * curd_device_sync_uploads that ends it finds it so. */
     curdi_resident_async_begin(device, buffer.id);
@@ -444,10 +428,13 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     curdi_device_leave(device);
     curdi_prepared_release(device, &prepared);
     return CURD_OK;
-
-fail:
+cancel:
+    curdi_upload_marks_cancel(device, range_key);
+leave:
     curdi_device_leave(device);
+release:
     curdi_prepared_release(device, &prepared);
+out:
     return status;
 }
 
@@ -468,17 +455,18 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
         return status;
     memset(&counts, 0, sizeof counts);
     counts.fences = 1;
-    status = curdi_transfer_counts_check(device, &counts, what);
-    if (status == CURD_OK)
-        status = curdi_run_fence(
-            device, device->upload_stream,
-            "the uploads stay pending (their buffers cannot be freed"
-            " until a later sync succeeds); check the device with"
-            " nvidia-smi");
-    if (status == CURD_OK) {
-        curdi_upload_marks_complete(device, serial_limit);
-        curdi_transfer_counts_add(device, &counts);
-    }
+    CURDI_TRY(status, curdi_transfer_counts_check(device, &counts, what),
+              leave);
+    CURDI_TRY(status,
+              curdi_run_fence(device, device->upload_stream,
+                              "the uploads stay pending (their buffers"
+                              " cannot be freed until a later sync"
+                              " succeeds); check the device with"
+                              " nvidia-smi"),
+              leave);
+    curdi_upload_marks_complete(device, serial_limit);
+    curdi_transfer_counts_add(device, &counts);
+leave:
     curdi_device_leave(device);
     return status;
 }
