@@ -33,6 +33,7 @@
 #include "base/assert.h"
 #include "base/checked.h"
 #include "base/clock.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/pending.h"
@@ -1597,6 +1598,7 @@ CURD_API curd_status curd_batch_set_launch(curd_batch *batch, size_t item,
 CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                                           curd_pending **out_pending)
 {
+    CURDI_RANGE("curd_batch_run_async");
     const char *what = "curd_batch_run_async";
     if (out_pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -1615,6 +1617,7 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
 
 CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
 {
+    CURDI_RANGE("curd_batch_run");
     const char *what = "curd_batch_run";
     curd_status status = CURD_OK;
     if (timing != NULL)
