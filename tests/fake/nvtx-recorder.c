@@ -15,7 +15,11 @@
  * nested in one named curd_dispatch; a range of a domain other than
  * "curd" is written "DOMAIN:NAME{". tests/test-nvtx.c reads the calling
  * thread's record (nvtx_recorder_take), how many threads recorded any,
- * and how many strings were registered, through dlsym. */
+ * and how many strings were registered, through dlsym.
+ *
+ * With NVTX_RECORDER_LOG=FILE it also appends each push and pop to FILE
+ * as a line, "TID push NAME" or "TID pop", for a look at what a whole
+ * program (an example, on a GPU host without Nsight Systems) pushed. */
 #define NVTX_NO_IMPL /* the types and the injection interface alone */
 #include <nvtx3/nvToolsExt.h>
 
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -40,6 +45,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nvtxStringRegistration_st *strings;
 static long registrations; /* calls of nvtxDomainRegisterStringA */
 static long threads;       /* threads that pushed a range */
+static FILE *log_file;     /* NVTX_RECORDER_LOG's, or NULL */
 
 /* The calling thread's record; leaked at the thread's end (a test
  * program's few threads). */
@@ -64,6 +70,17 @@ static void append(const char *a, const char *b, const char *c)
     }
     snprintf(record + record_len, record_cap - record_len, "%s%s%s", a, b, c);
     record_len += add;
+}
+
+static void log_line(const char *event, const char *text)
+{
+    if (log_file == NULL)
+        return;
+    pthread_mutex_lock(&lock);
+    fprintf(log_file, "%ld %s%s%s\n", (long)gettid(), event,
+            text[0] != '\0' ? " " : "", text);
+    fflush(log_file);
+    pthread_mutex_unlock(&lock);
 }
 
 static nvtxDomainHandle_t NVTX_API domain_create(const char *name)
@@ -111,6 +128,7 @@ static int NVTX_API range_push(nvtxDomainHandle_t domain,
         append(name, ":", text);
         append("{", "", "");
     }
+    log_line("push", text);
     return 0;
 }
 
@@ -118,6 +136,7 @@ static int NVTX_API range_pop(nvtxDomainHandle_t domain)
 {
     (void)domain;
     append("}", "", "");
+    log_line("pop", "");
     return 0;
 }
 
@@ -130,6 +149,10 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
     if (callbacks == NULL ||
         !callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &table, &size) ||
         size <= NVTX_CBID_CORE2_DomainCreateA)
+        return 0;
+    const char *log_path = getenv("NVTX_RECORDER_LOG");
+    if (log_path != NULL && log_path[0] != '\0' &&
+        (log_file = fopen(log_path, "a")) == NULL)
         return 0;
     /* Each slot points at the function pointer NVTX calls through. */
     *table[NVTX_CBID_CORE2_DomainCreateA] = (NvtxFunctionPointer)domain_create;
