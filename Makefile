@@ -266,7 +266,7 @@ tests: $(FAKE_NCCL)
 # nvtx-recorder.c): tests/test-nvtx points NVTX_INJECTION64_PATH at it and
 # reads the ranges curd pushed.
 NVTX_RECORDER := $(BUILD)/tests/libnvtx-recorder.so
-$(NVTX_RECORDER): tests/fake/nvtx-recorder.c
+$(NVTX_RECORDER): tests/fake/nvtx-recorder.c third_party/nvtx3/nvToolsExt.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared -fvisibility=hidden $(WARNINGS) $< -o $@ -lpthread

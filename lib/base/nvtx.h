@@ -42,8 +42,9 @@ typedef struct curdi_nvtx_site {
 #if CURDI_NVTX
 
 /* -1: not decided yet (the first range decides); 0: no ranges (no tool
- * attached, or CURD_NVTX=0); 1: ranges go to the tool. */
-extern atomic_int curdi_nvtx_state;
+ * attached, or CURD_NVTX=0); 1: ranges go to the tool. Hidden, so that
+ * the test is a load relative to the code, not through the GOT. */
+extern __attribute__((visibility("hidden"))) atomic_int curdi_nvtx_state;
 
 /* Push a range named by site (registered on its first push) or by text
  * (copied by the tool); true when a range was pushed, which
