@@ -56,8 +56,8 @@ static char *recorder_path(void)
 /* The recorder if NVTX has loaded it (RTLD_NOLOAD loads nothing). */
 static bool recorder_find(recorder *r)
 {
-    void *handle = dlopen(g_getenv("NVTX_INJECTION64_PATH"),
-                          RTLD_NOW | RTLD_NOLOAD);
+    void *handle =
+        dlopen(g_getenv("NVTX_INJECTION64_PATH"), RTLD_NOW | RTLD_NOLOAD);
     if (handle == NULL)
         return false;
     *(void **)&r->take = dlsym(handle, "nvtx_recorder_take");
@@ -123,7 +123,8 @@ static void batch_runs(curd_device *device, curd_program *add_one,
                        "graph replay{}}"
                      : "curd_batch_run{curd_add_one{}}");
         check_ok(curd_batch_run(batch, NULL), "curd_batch_run");
-        expect(on, graph ? "a graph batch's second run" : "a batch's second run",
+        expect(on,
+               graph ? "a graph batch's second run" : "a batch's second run",
                graph ? "curd_batch_run{graph replay{}}"
                      : "curd_batch_run{curd_add_one{}}");
         check_ok(curd_batch_free(batch), "curd_batch_free");
@@ -142,7 +143,8 @@ static void collective_run(curd_device *device, curd_buffer send,
     }
     check_ok(status, "curd_comm_id_new");
     curd_comm *comm = NULL;
-    check_ok(curd_comm_open_all(&device, 1, NULL, &comm), "curd_comm_open_all");
+    check_ok(curd_comm_open_all(&device, 1, NULL, &comm),
+             "curd_comm_open_all");
     curd_collective op;
     memset(&op, 0, sizeof op);
     op.comm = comm;
@@ -164,17 +166,19 @@ static void work(bool on)
     if (device == NULL)
         return;
     curd_program *add_one = NULL;
-    check_ok(curd_test_kernel_load(device, "add_one.ptx", "curd_add_one",
-                                   &add_one),
-             "curd_test_kernel_load");
+    check_ok(
+        curd_test_kernel_load(device, "add_one.ptx", "curd_add_one", &add_one),
+        "curd_test_kernel_load");
     uint32_t *words = g_new0(uint32_t, ELEMENTS);
     curd_buffer a = buffer_new(device), b = buffer_new(device);
 
-    check_ok(curd_buffer_upload(device, a, words, BYTES), "curd_buffer_upload");
+    check_ok(curd_buffer_upload(device, a, words, BYTES),
+             "curd_buffer_upload");
     expect(on, "an upload", "curd_buffer_upload{}");
     recorder r;
     long registered = on && recorder_find(&r) ? r.registrations() : 0;
-    check_ok(curd_buffer_upload(device, a, words, BYTES), "curd_buffer_upload");
+    check_ok(curd_buffer_upload(device, a, words, BYTES),
+             "curd_buffer_upload");
     expect(on, "a second upload", "curd_buffer_upload{}");
     if (on)
         g_assert_cmpint(r.registrations(), ==, registered); /* once a site */
@@ -190,7 +194,8 @@ static void work(bool on)
     curd_launch_init(&launch);
     launch.elements = ELEMENTS;
     launch.block[0] = 256;
-    check_ok(curd_dispatch(device, add_one, &launch, args, 2), "curd_dispatch");
+    check_ok(curd_dispatch(device, add_one, &launch, args, 2),
+             "curd_dispatch");
     expect(on, "a dispatch", "curd_dispatch{curd_add_one{}}");
 
     curd_pending *pending = NULL;
@@ -235,8 +240,8 @@ static void in_subprocess(void (*body)(void))
         return;
     check_ok(curd_device_close(device), "curd_device_close");
     g_test_trap_subprocess(NULL, 0,
-                           G_TEST_SUBPROCESS_INHERIT_STDOUT |
-                               G_TEST_SUBPROCESS_INHERIT_STDERR);
+                           G_TEST_SUBPROCESS_INHERIT_STDOUT
+                               | G_TEST_SUBPROCESS_INHERIT_STDERR);
     g_test_trap_assert_passed();
 }
 

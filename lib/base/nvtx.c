@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 /* NVIDIA's NVTX v3, carried as is (third_party/nvtx3/, reached through
  * -isystem): its definitions are hidden and weak, so they are this
@@ -22,11 +23,14 @@ static pthread_once_t decided = PTHREAD_ONCE_INIT;
 /* CURD_NVTX=0 turns the ranges off; otherwise the domain is created, which
  * makes NVTX look for a tool (it dlopens $NVTX_INJECTION64_PATH) once for
  * the process. Without one the domain is NULL and every later range costs
- * the inline load and branch alone. */
+ * the inline load and branch alone. A set-user-ID program never calls
+ * NVTX: its loader reads that path with getenv, and the environment of
+ * such a program is its caller's (CURD_LIBCUDA is ignored there too). */
 static void decide(void)
 {
     const char *value = getenv("CURD_NVTX");
-    if (value == NULL || strcmp(value, "0") != 0)
+    bool wanted = value == NULL || strcmp(value, "0") != 0;
+    if (wanted && getauxval(AT_SECURE) == 0)
         domain = nvtxDomainCreateA("curd");
     atomic_store_explicit(&curdi_nvtx_state, domain != NULL ? 1 : 0,
                           memory_order_release);

@@ -146,19 +146,21 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
     const NvtxExportTableCallbacks *callbacks = get_table(NVTX_ETID_CALLBACKS);
     NvtxFunctionTable table = NULL;
     unsigned size = 0;
-    if (callbacks == NULL ||
-        !callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &table, &size) ||
-        size <= NVTX_CBID_CORE2_DomainCreateA)
+    if (callbacks == NULL
+        || !callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &table,
+                                              &size)
+        || size <= NVTX_CBID_CORE2_DomainCreateA)
         return 0;
     const char *log_path = getenv("NVTX_RECORDER_LOG");
-    if (log_path != NULL && log_path[0] != '\0' &&
-        (log_file = fopen(log_path, "a")) == NULL)
+    if (log_path != NULL && log_path[0] != '\0'
+        && (log_file = fopen(log_path, "a")) == NULL)
         return 0;
     /* Each slot points at the function pointer NVTX calls through. */
     *table[NVTX_CBID_CORE2_DomainCreateA] = (NvtxFunctionPointer)domain_create;
     *table[NVTX_CBID_CORE2_DomainRegisterStringA] =
         (NvtxFunctionPointer)register_string;
-    *table[NVTX_CBID_CORE2_DomainRangePushEx] = (NvtxFunctionPointer)range_push;
+    *table[NVTX_CBID_CORE2_DomainRangePushEx] =
+        (NvtxFunctionPointer)range_push;
     *table[NVTX_CBID_CORE2_DomainRangePop] = (NvtxFunctionPointer)range_pop;
     return 1;
 }
