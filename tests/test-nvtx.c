@@ -43,16 +43,6 @@ typedef struct recorder {
     long (*threads)(void);
 } recorder;
 
-static char *recorder_path(void)
-{
-    char *driver = curd_test_fake_driver_path();
-    char *dir = g_path_get_dirname(driver);
-    char *path = g_build_filename(dir, "libnvtx-recorder.so", NULL);
-    g_free(dir);
-    g_free(driver);
-    return path;
-}
-
 /* The recorder if NVTX has loaded it (RTLD_NOLOAD loads nothing). */
 static bool recorder_find(recorder *r)
 {
@@ -276,7 +266,7 @@ int main(int argc, char **argv)
 #ifdef CURD_TEST_NVTX_FAKE
     curd_test_require_fake_driver();
 #endif
-    char *path = recorder_path();
+    char *path = curd_test_path_beside("libnvtx-recorder.so");
     g_setenv("NVTX_INJECTION64_PATH", path, TRUE);
     g_free(path);
     g_test_init(&argc, &argv, NULL);

@@ -47,11 +47,24 @@ static bool listening(void)
     return state > 0;
 }
 
-static void push(const nvtxEventAttributes_t *attributes)
+/* Pushes a range named by a registered string (handle not NULL) or by
+ * text, which the tool copies. */
+static void push(nvtxStringHandle_t handle, const char *text)
 {
+    nvtxEventAttributes_t attributes;
+    memset(&attributes, 0, sizeof attributes);
+    attributes.version = NVTX_VERSION;
+    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    if (handle != NULL) {
+        attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+        attributes.message.registered = handle;
+    } else {
+        attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        attributes.message.ascii = text;
+    }
     /* A tool that keeps no stack answers a negative level; its pop is then
      * as harmless, so every push is popped alike. */
-    (void)nvtxDomainRangePushEx(domain, attributes);
+    (void)nvtxDomainRangePushEx(domain, &attributes);
 }
 
 bool curdi_nvtx_push_site(curdi_nvtx_site *site)
@@ -62,23 +75,14 @@ bool curdi_nvtx_push_site(curdi_nvtx_site *site)
         atomic_load_explicit(&site->handle, memory_order_acquire);
     if (handle == NULL) {
         /* Two threads may both register a site's name: the tool gives the
-         * same handle for the same string, and either store is right. */
+         * same handle for the same string, and either store is right. A
+         * tool that registers no strings answers NULL, and takes the
+         * text at every push. */
         handle = nvtxDomainRegisterStringA(domain, site->name);
         atomic_store_explicit(&site->handle, (void *)handle,
                               memory_order_release);
     }
-    nvtxEventAttributes_t attributes;
-    memset(&attributes, 0, sizeof attributes);
-    attributes.version = NVTX_VERSION;
-    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    if (handle != NULL) {
-        attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-        attributes.message.registered = handle;
-    } else { /* a tool that registers no strings takes the text */
-        attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-        attributes.message.ascii = site->name;
-    }
-    push(&attributes);
+    push(handle, site->name);
     return true;
 }
 
@@ -86,13 +90,7 @@ bool curdi_nvtx_push_text(const char *text)
 {
     if (!listening())
         return false;
-    nvtxEventAttributes_t attributes;
-    memset(&attributes, 0, sizeof attributes);
-    attributes.version = NVTX_VERSION;
-    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    attributes.message.ascii = text;
-    push(&attributes);
+    push(NULL, text);
     return true;
 }
 

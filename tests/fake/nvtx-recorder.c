@@ -178,22 +178,24 @@ EXPORT char *nvtx_recorder_take(void)
     return taken;
 }
 
+static long read_locked(const long *counter)
+{
+    pthread_mutex_lock(&lock);
+    long count = *counter;
+    pthread_mutex_unlock(&lock);
+    return count;
+}
+
 /* Calls of nvtxDomainRegisterStringA so far. */
 EXPORT long nvtx_recorder_registrations(void);
 EXPORT long nvtx_recorder_registrations(void)
 {
-    pthread_mutex_lock(&lock);
-    long count = registrations;
-    pthread_mutex_unlock(&lock);
-    return count;
+    return read_locked(&registrations);
 }
 
 /* Threads that pushed a range so far. */
 EXPORT long nvtx_recorder_threads(void);
 EXPORT long nvtx_recorder_threads(void)
 {
-    pthread_mutex_lock(&lock);
-    long count = threads;
-    pthread_mutex_unlock(&lock);
-    return count;
+    return read_locked(&threads);
 }
