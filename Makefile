@@ -23,6 +23,13 @@
 #   check-manpages: see mk/*.mk
 #
 # V=1 shows the commands. Objects and programs go under $(BUILD)/.
+#
+# NVTX=0 compiles out the NVTX ranges that name curd's work in Nsight
+# Systems (lib/base/nvtx.h; CURD_NVTX=0 turns them off at run time
+# instead), into build-nvtx0/ unless BUILD says otherwise, so that both
+# builds sit side by side: `make tools && make NVTX=0 tools`, then
+# build/tools/curd-bench and build-nvtx0/tools/curd-bench in turn measure
+# what the ranges cost with no profiler attached.
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define CURD_VERSION_MAJOR \([0-9]*\).*/\1/p' include/curd.h)
 VERSION_MINOR := $(shell sed -n 's/^\#define CURD_VERSION_MINOR \([0-9]*\).*/\1/p' include/curd.h)
@@ -36,6 +43,10 @@ BINDIR ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
 CC ?= cc
+NVTX ?= 1
+ifeq ($(NVTX),0)
+BUILD ?= build-nvtx0
+endif
 BUILD ?= build
 # Distribution builds may pass WERROR= to keep new compiler warnings from
 # failing the build; development and CI builds keep -Werror.
@@ -43,7 +54,13 @@ WERROR ?= -Werror
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wconversion -Wno-sign-conversion -Wformat-security $(WERROR)
 CFLAGS ?= -O2 -g
-CPPFLAGS += -Iinclude -Ilib -D_GNU_SOURCE
+# third_party/ holds NVIDIA's NVTX v3 headers (third_party/README.md says
+# whence), included as <nvtx3/...> by lib/base/nvtx.c alone; -isystem keeps
+# our warnings off their code.
+CPPFLAGS += -Iinclude -Ilib -isystem third_party -D_GNU_SOURCE
+ifeq ($(NVTX),0)
+CPPFLAGS += -DCURDI_NVTX=0
+endif
 DEPFLAGS = -MMD -MP -MF $@.d
 LIB_CFLAGS := -std=c11 -fPIC -fvisibility=hidden -DCURD_BUILDING $(WARNINGS)
 LIBS := -ldl -lpthread
@@ -89,7 +106,7 @@ GPU_TESTS := test-batch test-comm test-copy test-device test-dispatch \
              test-dispatch-faults test-dispatch-telemetry test-fault-sweep \
              test-fence test-gather test-interop test-landing test-pool-gpu \
              test-program test-program-link test-resident-gpu test-session \
-             test-session-faults test-shareable test-soak-gpu \
+             test-nvtx test-session-faults test-shareable test-soak-gpu \
              test-transfer-faults test-transfer-gpu
 GPU_TESTS_LIST = $(BUILD)/tests/gpu-tests.txt
 test_bins = $(patsubst tests/%.c,$(1)/tests/%,$(TEST_SRCS)) \
@@ -282,6 +299,16 @@ $(FAKE_NCCL): tests/fake/fake-nccl.c tests/support/float16.h lib/driver/nccl_abi
 	$(Q)$(CC) $(CPPFLAGS) -Itests $(CFLAGS) -std=gnu11 -fPIC -fwrapv -shared $(WARNINGS) $(filter %.c,$^) -o $@ -lpthread -ldl
 tests: $(FAKE_NCCL)
 
+# A stand-in for a profiler's NVTX injection library (tests/fake/
+# nvtx-recorder.c): tests/test-nvtx points NVTX_INJECTION64_PATH at it and
+# reads the ranges curd pushed.
+NVTX_RECORDER := $(BUILD)/tests/libnvtx-recorder.so
+$(NVTX_RECORDER): tests/fake/nvtx-recorder.c third_party/nvtx3/nvToolsExt.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -std=gnu11 -fPIC -shared -fvisibility=hidden $(WARNINGS) $< -o $@ -lpthread
+tests: $(NVTX_RECORDER)
+
 # The stand-ins alone, for trying curd (the examples, curd-info,
 # curd-bench, a program of your own) on a host without a GPU: README.md,
 # "Trying curd without a GPU".
@@ -428,7 +455,7 @@ uninstall:
 	    $(DESTDIR)$(BINDIR)/curd-info $(DESTDIR)$(BINDIR)/curd-bench
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-nvtx0
 
 # Fuzz targets (`make fuzz`, `make fuzz-smoke`); fuzz/fuzz.mk is the fuzz
 # harness's own.

@@ -9,6 +9,7 @@
 
 #include "base/checked.h"
 #include "base/clock.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "comm/communicator.h"
 #include "core/core.h"
@@ -757,6 +758,7 @@ free_run:
 CURD_API curd_status curd_collective_run(const curd_collective *ops,
                                          size_t count)
 {
+    CURDI_RANGE("curd_collective_run");
     collective_run *run = NULL;
     curd_status status = start(ops, count, false, "curd_collective_run", &run);
     if (status != CURD_OK)
@@ -770,6 +772,7 @@ CURD_API curd_status curd_collective_run_async(const curd_collective *ops,
                                                size_t count,
                                                curd_pending **out_pending)
 {
+    CURDI_RANGE("curd_collective_run_async");
     const char *what = "curd_collective_run_async";
     if (out_pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,

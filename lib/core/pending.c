@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/fence.h"
@@ -372,6 +373,7 @@ CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
 CURD_API curd_status curd_pending_wait(curd_pending *pending,
                                        curd_timing *timing)
 {
+    CURDI_RANGE("curd_pending_wait");
     const char *what = "curd_pending_wait";
     curd_status status = check_pending(pending, what);
     if (status == CURD_OK && timing != NULL)

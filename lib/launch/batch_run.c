@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/pending.h"
@@ -513,6 +514,7 @@ out:
 CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                                           curd_pending **out_pending)
 {
+    CURDI_RANGE("curd_batch_run_async");
     const char *what = "curd_batch_run_async";
     if (out_pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -531,6 +533,7 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
 
 CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
 {
+    CURDI_RANGE("curd_batch_run");
     const char *what = "curd_batch_run";
     curd_status status;
     if (timing != NULL)

@@ -33,6 +33,7 @@
 
 #include "base/checked.h"
 #include "base/clock.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/pending.h"
@@ -183,6 +184,7 @@ curd_status curdi_dispatch_enqueue_launch(curd_device *device,
                                           void **params,
                                           curdi_cu_stream stream)
 {
+    CURDI_RANGE_NAMED(curdi_program_entry(program));
     const curdi_driver *driver = curdi_driver_get();
     if (shape->dynamic_shared_bytes > 48u * 1024u) {
         curd_status status = curdi_program_reserve_dynamic_shared(
@@ -612,6 +614,7 @@ CURD_API curd_status curd_dispatch_async(curd_device *device,
                                          const curd_arg *args, size_t nargs,
                                          curd_pending **out_pending)
 {
+    CURDI_RANGE("curd_dispatch_async");
     curd_status status = dispatch_start(device, program, launch, args, nargs,
                                         true, "curd_dispatch_async",
                                         out_pending);
@@ -626,6 +629,7 @@ CURD_API curd_status curd_dispatch(curd_device *device,
                                    const curd_launch *launch,
                                    const curd_arg *args, size_t nargs)
 {
+    CURDI_RANGE("curd_dispatch");
     curd_pending *pending = NULL;
     curd_status status;
     CURDI_TRY(status,

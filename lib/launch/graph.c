@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/nvtx.h"
 #include "core/core.h"
 #include "core/pending.h"
 #include "driver/driver.h"
@@ -111,6 +112,7 @@ curd_status curdi_graph_capture(curdi_graph *graph, struct curd_device *device,
                                                        curdi_cu_stream stream),
                                 void *context, curdi_graph_kernel *kernels)
 {
+    CURDI_RANGE("graph capture");
     const curdi_driver *driver = curdi_driver_get();
     curdi_graph_drop(graph);
     curdi_cu_result rc = curdi_driver_note(driver->cuStreamBeginCapture(
@@ -186,6 +188,7 @@ curd_status curdi_graph_launch(const curdi_graph *graph,
                                struct curd_device *device,
                                curdi_cu_stream stream)
 {
+    CURDI_RANGE("graph replay");
     curdi_cu_result rc = curdi_driver_note(
         curdi_driver_get()->cuGraphLaunch(graph->exec, stream));
     if (rc != CURDI_CUDA_SUCCESS)

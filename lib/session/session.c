@@ -19,6 +19,7 @@
 #include "base/assert.h"
 #include "base/checked.h"
 #include "base/hash_map.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "memory/memory.h"
@@ -484,6 +485,7 @@ CURD_API curd_status curd_session_upload_static(
     const curd_static_payload *payloads, size_t count,
     const curd_static_set **out_set)
 {
+    CURDI_RANGE("curd_session_upload_static");
     if (session == NULL)
         return null_session("curd_session_upload_static");
     return curdi_static_sets_upload(&session->static_sets, domain, payloads,
@@ -495,6 +497,7 @@ CURD_API curd_status curd_session_upload_static_keyed(
     size_t key_len, const curd_static_payload *payloads, size_t count,
     const curd_static_set **out_set)
 {
+    CURDI_RANGE("curd_session_upload_static_keyed");
     if (session == NULL)
         return null_session("curd_session_upload_static_keyed");
     return curdi_static_sets_upload_keyed(&session->static_sets, domain, key,

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/pending.h"
@@ -736,6 +737,7 @@ CURD_API curd_status curd_buffer_copy(curd_device *dst_device,
                                       curd_device *src_device,
                                       const curd_copy *copies, size_t count)
 {
+    CURDI_RANGE("curd_buffer_copy");
     copy_work *work = NULL;
     curd_status status = copy_start(dst_device, src_device, copies, count,
                                     false, "curd_buffer_copy", &work);
@@ -752,6 +754,7 @@ CURD_API curd_status curd_buffer_copy_async(curd_device *dst_device,
                                             size_t count,
                                             curd_pending **out_pending)
 {
+    CURDI_RANGE("curd_buffer_copy_async");
     const char *what = "curd_buffer_copy_async";
     if (out_pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/pending.h"
@@ -86,6 +87,7 @@ CURD_API curd_status curd_buffer_download_async(curd_device *device,
                                                 size_t byte_len,
                                                 curd_pending **out_pending)
 {
+    CURDI_RANGE("curd_buffer_download_async");
     const char *what = "curd_buffer_download_async";
     curd_status status = curdi_device_check(device, what);
     if (status != CURD_OK)

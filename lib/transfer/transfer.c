@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "base/checked.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "core/fence.h"
@@ -228,6 +229,7 @@ static curd_status transfer_one(curd_device *device, const char *what,
 CURD_API curd_status curd_buffer_upload(curd_device *device, curd_buffer buffer,
                                         const void *src, size_t byte_len)
 {
+    CURDI_RANGE("curd_buffer_upload");
     return transfer_one(device, "curd_buffer_upload", true, true,
                               buffer.id, 0, byte_len, (unsigned char *)src,
                               SIZE_MAX);
@@ -237,6 +239,7 @@ CURD_API curd_status curd_buffer_upload_at(curd_device *device,
                                            curd_buffer buffer, size_t offset,
                                            const void *src, size_t byte_len)
 {
+    CURDI_RANGE("curd_buffer_upload_at");
     return transfer_one(device, "curd_buffer_upload_at", true, false,
                               buffer.id, offset, byte_len,
                               (unsigned char *)src, SIZE_MAX);
@@ -246,6 +249,7 @@ CURD_API curd_status curd_buffer_download(curd_device *device,
                                           curd_buffer buffer, void *dst,
                                           size_t byte_len)
 {
+    CURDI_RANGE("curd_buffer_download");
     return transfer_one(device, "curd_buffer_download", false, true,
                               buffer.id, 0, byte_len, dst, byte_len);
 }
@@ -255,6 +259,7 @@ CURD_API curd_status curd_buffer_download_range(curd_device *device,
                                                 size_t offset, size_t byte_len,
                                                 void *dst, size_t dst_capacity)
 {
+    CURDI_RANGE("curd_buffer_download_range");
     return transfer_one(device, "curd_buffer_download_range", false,
                               false, buffer.id, offset, byte_len, dst,
                               dst_capacity);
@@ -274,6 +279,7 @@ curd_status curdi_transfer_upload_batch(curd_device *device, const char *what,
 CURD_API curd_status curd_upload_batch(curd_device *device,
                                        const curd_upload *items, size_t count)
 {
+    CURDI_RANGE("curd_upload_batch");
     return curdi_transfer_upload_batch(device, "curd_upload_batch", items,
                                        count);
 }
@@ -282,6 +288,7 @@ CURD_API curd_status curd_download_batch(curd_device *device,
                                          const curd_download *items,
                                          size_t count)
 {
+    CURDI_RANGE("curd_download_batch");
     curdi_prepared prepared;
     curd_status status = curdi_validate_downloads(
         device, &prepared, "curd_download_batch", items, count);
@@ -358,12 +365,14 @@ CURD_API curd_status curd_buffer_fill(curd_device *device, curd_buffer buffer,
                                       size_t offset, size_t byte_len,
                                       uint8_t value)
 {
+    CURDI_RANGE("curd_buffer_fill");
     return fill(device, "curd_buffer_fill", buffer, offset, byte_len,
                       false, value);
 }
 
 CURD_API curd_status curd_buffer_clear(curd_device *device, curd_buffer buffer)
 {
+    CURDI_RANGE("curd_buffer_clear");
     return fill(device, "curd_buffer_clear", buffer, 0, 0, true, 0);
 }
 
@@ -376,6 +385,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
                                               const void *pinned_src,
                                               size_t byte_len)
 {
+    CURDI_RANGE("curd_buffer_upload_async");
     const char *what = "curd_buffer_upload_async";
     const curdi_driver *driver;
     curdi_prepared prepared;
@@ -440,6 +450,7 @@ out:
 
 CURD_API curd_status curd_device_sync_uploads(curd_device *device)
 {
+    CURDI_RANGE("curd_device_sync_uploads");
     const char *what = "curd_device_sync_uploads";
     curdi_transfer_counts counts;
     uint64_t serial_limit;

@@ -19,8 +19,9 @@ cp -a "$build/examples/bin" "$out/examples/"
 cp -a "$build"/libcurd.so* "$build/tools" "$out/"
 find "$build/tests" -maxdepth 1 -type f -name 'test-*' -perm -u+x ! -name '*-fake' \
     -exec cp {} "$out/tests/" \;
-# The CPU-side tests among them (test-driver, ...) load the stand-in.
-cp "$build/tests/libcuda-fake.so.1" "$out/tests/"
+# The CPU-side tests among them (test-driver, ...) load the stand-in;
+# test-nvtx loads the stand-in profiler tool (tests/fake/nvtx-recorder.c).
+cp "$build/tests/libcuda-fake.so.1" "$build/tests/libnvtx-recorder.so" "$out/tests/"
 # Which of them need a GPU (the Makefile's GPU_TESTS): run-remote.sh's
 # sanitizer runs take those.
 cp "$build/tests/gpu-tests.txt" "$out/tests/"

@@ -135,15 +135,20 @@ curd_stats curd_test_device_stats(curd_device *device)
 /* ------------------------------------------------------------------------
  * The stand-in driver beside the program
  * ---------------------------------------------------------------------- */
-char *curd_test_fake_driver_path(void)
+char *curd_test_path_beside(const char *file)
 {
     char *exe = g_file_read_link("/proc/self/exe", NULL);
     g_assert_nonnull(exe);
     char *dir = g_path_get_dirname(exe);
-    char *path = g_build_filename(dir, "libcuda-fake.so.1", NULL);
+    char *path = g_build_filename(dir, file, NULL);
     g_free(dir);
     g_free(exe);
     return path;
+}
+
+char *curd_test_fake_driver_path(void)
+{
+    return curd_test_path_beside("libcuda-fake.so.1");
 }
 
 gboolean curd_test_fake_live(const char *const *kinds, size_t count,
@@ -179,12 +184,7 @@ void curd_test_run_holding_nothing(void (*body)(void),
 
 char *curd_test_fake_nccl_path(void)
 {
-    char *driver = curd_test_fake_driver_path();
-    char *dir = g_path_get_dirname(driver);
-    char *path = g_build_filename(dir, "libnccl-fake.so.2", NULL);
-    g_free(dir);
-    g_free(driver);
-    return path;
+    return curd_test_path_beside("libnccl-fake.so.2");
 }
 
 long curd_test_fake_nccl_live(void)

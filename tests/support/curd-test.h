@@ -63,6 +63,9 @@ curd_device_props curd_test_device_info(curd_device *device);
  * sentence. */
 curd_stats curd_test_device_stats(curd_device *device);
 
+/* The path of file in the test program's own folder, where make tests
+ * builds the stand-ins (tests/fake/); the caller frees it with g_free. */
+char *curd_test_path_beside(const char *file);
 /* The stand-in driver (tests/fake/) that make tests builds beside every
  * test program as libcuda-fake.so.1: its path, which the caller frees
  * with g_free. */
