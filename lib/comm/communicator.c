@@ -168,7 +168,7 @@ void curdi_comm_abort(curd_comm *comm)
     comm->nccl = NULL;
 }
 
-static void abort_all(curd_comm *const *comms, size_t count)
+void curdi_comm_abort_all(curd_comm *const *comms, size_t count)
 {
     for (size_t index = 0; index < count; index++)
         curdi_comm_abort(comms[index]);
@@ -288,7 +288,7 @@ curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
             status = curdi_comm_poll_timeout(comms[index], waited_ns, opening,
                                              what);
         if (status != CURD_OK) {
-            abort_all(comms, count);
+            curdi_comm_abort_all(comms, count);
             return status;
         }
         curdi_clock_poll_pause(waited_ns);
@@ -512,8 +512,7 @@ static curd_comm *comm_new(curd_device *device, int rank, int size,
     return comm;
 }
 
-/* Enters an initialised communicator in the registry and its room. */
-static void comm_publish(curd_comm *comm)
+void curdi_comm_publish(curd_comm *comm)
 {
     registry_add(comm);
     room_attach(comm);
@@ -620,7 +619,7 @@ static curd_status twins_open(curd_comm *const *comms, size_t count,
                                 "without twins.",
                                 what, comms[index]->rank);
     if (status != CURD_OK)
-        abort_all(comms, count);
+        curdi_comm_abort_all(comms, count);
     return status;
 }
 
@@ -707,7 +706,7 @@ static curd_status open_checked(curd_device *device,
         free(comm);
         return status;
     }
-    comm_publish(comm);
+    curdi_comm_publish(comm);
     *out_comm = comm;
     return CURD_OK;
 }
@@ -834,7 +833,7 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
         return status;
     }
     for (int index = 0; index < count; index++) {
-        comm_publish(made[index]);
+        curdi_comm_publish(made[index]);
         comms[index] = made[index];
     }
     free(made);
@@ -1004,7 +1003,7 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
         free(child);
         return status;
     }
-    comm_publish(child);
+    curdi_comm_publish(child);
     *out_comm = child;
     return CURD_OK;
 }
