@@ -1,13 +1,14 @@
-/* communicator.c - curd_comm: opening, splitting, closing, and the wait
- * that keeps every communicator call from hanging. See communicator.h. */
+/* communicator.c - a curd_comm once it is open: the registry of live
+ * communicators and the device's room (curdi_comm_publish enters one),
+ * the wait that keeps every communicator call from hanging, aborting,
+ * closing, and its rank and size. comm_open.c makes them. See
+ * communicator.h. */
 #include "comm/communicator.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "base/clock.h"
@@ -434,6 +435,9 @@ void curdi_comm_publish(curd_comm *comm)
     room_attach(comm);
 }
 
+/* ------------------------------------------------------------------------
+ * The public calls
+ * ---------------------------------------------------------------------- */
 static curd_status check_readable(const curd_comm *comm, const void *out,
                                   const char *what)
 {
