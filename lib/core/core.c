@@ -278,7 +278,7 @@ void curdi_device_leave(curd_device *device)
 /* ------------------------------------------------------------------------
  * Streams
  * ---------------------------------------------------------------------- */
-static curd_status stream_take(curd_device *device, curdi_cu_stream *out)
+curd_status curdi_stream_take(curd_device *device, curdi_cu_stream *out)
 {
     pthread_mutex_lock(&device->pool_lock);
     if (device->idle_stream_count > 0) {
@@ -301,7 +301,7 @@ static curd_status stream_take(curd_device *device, curdi_cu_stream *out)
 curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
 {
     curdi_cu_stream stream = NULL;
-    curd_status status = stream_take(device, &stream);
+    curd_status status = curdi_stream_take(device, &stream);
     if (status != CURD_OK)
         return status;
     status = curdi_stream_order_after_waits(device, stream, true);
@@ -313,7 +313,7 @@ curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
     return CURD_OK;
 }
 
-static void stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
+void curdi_stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
 {
     if (!curdi_driver_usable())
         return;
@@ -322,15 +322,12 @@ static void stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
         curdi_trace("cuStreamDestroy failed with %u", rc);
 }
 
-/* Below, with the waits. */
-static void waits_forget_stream(curd_device *device, curdi_cu_stream stream);
-
 void curdi_stream_discard(curd_device *device, curdi_cu_stream stream)
 {
     if (stream == NULL)
         return;
-    waits_forget_stream(device, stream);
-    stream_destroy(curdi_driver_get(), stream);
+    curdi_waits_forget_stream(device, stream);
+    curdi_stream_destroy(curdi_driver_get(), stream);
 }
 
 void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
@@ -350,8 +347,8 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
             /* No room to cache it: destroy it instead (the caller holds the
              * context, as for every stream call). */
             pthread_mutex_unlock(&device->pool_lock);
-            waits_forget_stream(device, stream);
-            stream_destroy(curdi_driver_get(), stream);
+            curdi_waits_forget_stream(device, stream);
+            curdi_stream_destroy(curdi_driver_get(), stream);
             return;
         }
         device->idle_streams = grown;
@@ -447,7 +444,7 @@ curd_status curdi_events_acquire_timed(curd_device *device,
     return events_acquire(device, true, events, count);
 }
 
-static void event_destroy(const curdi_driver *driver, curdi_cu_event event)
+void curdi_event_destroy(const curdi_driver *driver, curdi_cu_event event)
 {
     if (curdi_driver_usable())
         (void)curdi_driver_note(driver->cuEventDestroy(event));
@@ -467,7 +464,7 @@ static void events_release(curd_device *device, bool timed,
     pthread_mutex_unlock(&device->pool_lock);
     /* No room to keep them: destroy them instead. */
     for (unsigned index = kept; index < count; index++)
-        event_destroy(curdi_driver_get(), events[index]);
+        curdi_event_destroy(curdi_driver_get(), events[index]);
 }
 
 void curdi_events_release(curd_device *device, const curdi_cu_event *events,
@@ -592,7 +589,15 @@ void curdi_stream_passed(curd_device *device, curdi_cu_stream stream)
 
 /* A pooled stream about to be destroyed: its entries stay, for every
  * stream to wait on, since a new stream may come back with its handle. */
-static void waits_forget_stream(curd_device *device, curdi_cu_stream stream)
+void curdi_waits_destroy(const curdi_driver *driver, curd_device *device)
+{
+    size_t waits = atomic_load(&device->wait_count);
+    for (size_t i = 0; i < waits; i++)
+        curdi_event_destroy(driver, device->waits[i].event);
+    atomic_store(&device->wait_count, 0);
+}
+
+void curdi_waits_forget_stream(curd_device *device, curdi_cu_stream stream)
 {
     pthread_mutex_lock(&device->waits_lock);
     size_t count = atomic_load_explicit(&device->wait_count,
@@ -724,7 +729,7 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
      * wait in it, which orders nothing that curd would not order anyway. */
     curdi_cu_stream stream = NULL;
     curdi_cu_event ours = NULL;
-    status = stream_take(device, &stream);
+    status = curdi_stream_take(device, &stream);
     if (status == CURD_OK)
         status = curdi_events_acquire(device, &ours, 1);
     if (status == CURD_OK) {
@@ -867,21 +872,18 @@ static void destroy_streams_and_events(const curdi_driver *driver,
                                        curd_device *device)
 {
     for (size_t i = 0; i < device->idle_stream_count; i++)
-        stream_destroy(driver, device->idle_streams[i]);
+        curdi_stream_destroy(driver, device->idle_streams[i]);
     device->idle_stream_count = 0;
     for (size_t i = 0; i < device->idle_event_count; i++)
-        event_destroy(driver, device->idle_events[i]);
+        curdi_event_destroy(driver, device->idle_events[i]);
     device->idle_event_count = 0;
     for (size_t i = 0; i < device->idle_timed_event_count; i++)
-        event_destroy(driver, device->idle_timed_events[i]);
+        curdi_event_destroy(driver, device->idle_timed_events[i]);
     device->idle_timed_event_count = 0;
     if (device->upload_stream != NULL)
-        stream_destroy(driver, device->upload_stream);
+        curdi_stream_destroy(driver, device->upload_stream);
     device->upload_stream = NULL;
-    size_t waits = atomic_load(&device->wait_count);
-    for (size_t i = 0; i < waits; i++)
-        event_destroy(driver, device->waits[i].event);
-    atomic_store(&device->wait_count, 0);
+    curdi_waits_destroy(driver, device);
 }
 
 static void free_host_state(curd_device *device)

@@ -190,6 +190,20 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
 /* Destroys a stream left in a state the pool must not hand out again (a
  * capture that could not be ended). Context current. */
 void curdi_stream_discard(curd_device *device, curdi_cu_stream stream);
+/* A stream from the idle pool, or a new one, without the waits
+ * curdi_stream_acquire orders it after. Context current. */
+curd_status curdi_stream_take(curd_device *device, curdi_cu_stream *out);
+/* Destroy a stream or an event (nothing once the driver is unusable). */
+struct curdi_driver;
+void curdi_stream_destroy(const struct curdi_driver *driver,
+                          curdi_cu_stream stream);
+void curdi_event_destroy(const struct curdi_driver *driver,
+                         curdi_cu_event event);
+/* Forgets the waits recorded on a stream that leaves the pool. */
+void curdi_waits_forget_stream(curd_device *device, curdi_cu_stream stream);
+/* Destroys the waits' events, at the device's close (context current). */
+void curdi_waits_destroy(const struct curdi_driver *driver,
+                         curd_device *device);
 
 /* Makes `stream` wait (cuStreamWaitEvent, no host wait) for the work of
  * others the device was told to wait for and that may not have
