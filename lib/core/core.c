@@ -1,9 +1,11 @@
 /* core.c - the device core (see core.h): the registry of open devices,
- * entering a device, pooled streams and events, options checks, and the
- * core's part of opening and closing a device.
+ * entering a device, the properties read at open, and the core's part of
+ * opening and closing a device. Its pooled streams and events are in
+ * streams.c, the waits for others' work in waits.c, the options checks
+ * in options.c.
  *
- * Read top to bottom: the registry, options, entering, streams and
- * events, properties, then opening and closing the core. */
+ * Read top to bottom: the registry, entering, a growable array,
+ * properties, then opening and closing the core. */
 #include "core/core.h"
 
 #include <stdatomic.h>
@@ -209,6 +211,9 @@ void curdi_device_leave(curd_device *device)
                     device != NULL ? device->ordinal : -1);
 }
 
+/* ------------------------------------------------------------------------
+ * A growable array, for the rooms' small lists
+ * ---------------------------------------------------------------------- */
 bool curdi_array_reserve(void **array, size_t *capacity, size_t needed,
                        size_t element_bytes)
 {

@@ -2,10 +2,12 @@
  *
  * core.c owns the part of a curd_device that every room uses and none
  * owns alone: the retained primary context and entering it, the static
- * properties read at open, the pooled streams and events, the upload
- * stream, and the registry of open devices that every public entry point
- * checks its device against (a closed or never-opened pointer is refused
- * there without being read).
+ * properties read at open, the upload stream, and the registry of open
+ * devices that every public entry point checks its device against (a
+ * closed or never-opened pointer is refused there without being read).
+ * Beside it, streams.c owns the pooled streams and events, waits.c the
+ * others' work the device's next work waits for, and options.c the
+ * checks of versioned structs.
  *
  * The rooms above (doc/ARCHITECTURE.md has the order) keep their state
  * behind one pointer each in struct curd_device, set and cleared by their
@@ -63,7 +65,7 @@ struct curd_device {
     curdi_cu_stream upload_stream; /* for curd_buffer_upload_async */
     /* Others' work that curd's next work waits for
      * (curd_device_wait_stream, _event): events of curd's own recorded
-     * behind it (core.c says when each is dropped). waits_lock guards
+     * behind it (waits.c says when each is dropped). waits_lock guards
      * the list (taken before pool_lock, never after); wait_count, also
      * written under it, lets a stream skip the lock while nothing is
      * waited for. */

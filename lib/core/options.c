@@ -1,15 +1,13 @@
 /* options.c - the checks of the versioned structs a caller passes in and
  * gets filled in (struct_size first): curdi_options_check and
  * curdi_result_struct_check. Declared in core.h. */
+#include "core/core.h"
+
 #include <stddef.h>
 #include <string.h>
 
 #include "base/status.h"
-#include "core/core.h"
 
-/* ------------------------------------------------------------------------
- * Options
- * ---------------------------------------------------------------------- */
 /* Past this many unknown bytes a struct_size is garbage, not a newer
  * caller: refuse it rather than read that far. */
 #define CURDI_OPTIONS_MAX_TAIL 4096u

@@ -2,11 +2,11 @@
  * streams and the two kinds of events (timed, untimed) curd enqueues on
  * and records, taken from an idle list or created, and kept for reuse when
  * given back. Declared in core.h. */
-#include <stdatomic.h>
+#include "core/core.h"
+
 #include <stdlib.h>
 
 #include "base/status.h"
-#include "core/core.h"
 #include "driver/driver.h"
 
 /* ------------------------------------------------------------------------
@@ -95,7 +95,6 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
 /* ------------------------------------------------------------------------
  * Events
  * ---------------------------------------------------------------------- */
-
 /* The idle list of events with timing (for curd_pending's timings) or
  * without (the cheaper kind, for everything else). */
 typedef struct event_list {

@@ -3,11 +3,11 @@
  * every stream curd enqueues on is ordered after (curdi_stream_order_after_waits)
  * until curd sees them pass, and the check that a caller's stream belongs
  * to the device. Declared in core.h. */
+#include "core/core.h"
+
 #include <stdatomic.h>
-#include <stdlib.h>
 
 #include "base/status.h"
-#include "core/core.h"
 #include "driver/driver.h"
 
 /* ------------------------------------------------------------------------
