@@ -209,6 +209,38 @@ typedef struct static_request {
     curdi_copy_team *team;
 } static_request;
 
+/* The key (secret, shape and bytes), the lookup and the holds, as the
+ * upload's miss and the keyed upload call them. */
+struct curdi_static_sets;
+uint64_t curdi_static_key_shape(const struct curdi_static_sets *sets,
+                                const static_request *request,
+                                XXH3_state_t *state);
+XXH128_hash_t curdi_static_key_finish(const static_request *request,
+                                      XXH3_state_t *state);
+XXH128_hash_t curdi_static_key_keyed(const struct curdi_static_sets *sets,
+                                     const static_request *request);
+bool curdi_static_set_same_shape(const static_set *set,
+                                 const static_request *request);
+static_set *curdi_static_find_locked(struct curdi_static_sets *sets,
+                                     XXH128_hash_t key,
+                                     const static_request *request);
+static_set *curdi_static_keyed_find_locked(struct curdi_static_sets *sets,
+                                           XXH128_hash_t key,
+                                           const static_request *request);
+curd_status curdi_static_keyed_shape_refused(const static_set *set,
+                                             const static_request *request);
+void curdi_static_hint_drop(struct curdi_static_sets *sets,
+                            static_set *set);
+curd_status curdi_static_set_hold(static_set *set, const char *what);
+void curdi_static_set_handed_out(struct curdi_static_sets *sets,
+                                 static_set *set,
+                                 const static_request *request, bool hit);
+curd_status curdi_static_cache_lookup(struct curdi_static_sets *sets,
+                                      curd_device **device,
+                                      static_request *request,
+                                      XXH128_hash_t *out_key,
+                                      static_set **out_hit);
+
 /* Checks an upload's arguments into *request; what, caller_key and
  * caller_key_len are set in it already. */
 static curd_status static_check(const char *domain,
@@ -289,8 +321,9 @@ static curd_status static_check(const char *domain,
  * split is part of it), whose digest is the request's shape key; then the
  * bytes, whose digest is the key. A hit through the shape's hint never
  * needs the second step: equal bytes have equal keys. */
-static uint64_t key_shape(const curdi_static_sets *sets,
-                          const static_request *request, XXH3_state_t *state)
+uint64_t curdi_static_key_shape(const curdi_static_sets *sets,
+                                const static_request *request,
+                                XXH3_state_t *state)
 {
     const uint64_t facts[6] = {
         KEY_LAYOUT_VERSION,     sets->device_facts[0],
@@ -310,8 +343,8 @@ static uint64_t key_shape(const curdi_static_sets *sets,
     return XXH3_128bits_digest(state).low64;
 }
 
-static XXH128_hash_t key_finish(const static_request *request,
-                                XXH3_state_t *state)
+XXH128_hash_t curdi_static_key_finish(const static_request *request,
+                                      XXH3_state_t *state)
 {
     for (size_t index = 0; index < request->count; index++)
         (void)XXH3_128bits_update(state, request->payloads[index].data,
@@ -321,8 +354,8 @@ static XXH128_hash_t key_finish(const static_request *request,
 
 /* The domain's length and the payloads' count and lengths: cheap, and
  * under the lock. */
-static bool set_same_shape(const static_set *set,
-                           const static_request *request)
+bool curdi_static_set_same_shape(const static_set *set,
+                                 const static_request *request)
 {
     if (set->public_set.count != request->count
         || set->domain_len != request->domain_len
@@ -396,7 +429,7 @@ static static_set *cache_candidate(curdi_static_sets *sets, XXH128_hash_t key,
     for (; set != NULL;
          set = curdi_hash_map_find_next(&sets->cache, &key.low64, cursor))
         if (!set->keyed && XXH128_isEqual(set->key, key)
-            && set_same_shape(set, request))
+            && curdi_static_set_same_shape(set, request))
             return set;
     return NULL;
 }
@@ -422,8 +455,8 @@ static static_set *cache_find_locked(curdi_static_sets *sets,
  * what keeps the two apart, though, is the keyed flag every lookup
  * checks (a verified lookup must never trust a key it cannot check, nor
  * a keyed one pay for reading bytes). */
-static XXH128_hash_t key_keyed(const curdi_static_sets *sets,
-                               const static_request *request)
+XXH128_hash_t curdi_static_key_keyed(const curdi_static_sets *sets,
+                                     const static_request *request)
 {
     const uint64_t facts[6] = {
         KEY_LAYOUT_KEYED,      sets->device_facts[0],
@@ -443,9 +476,9 @@ static XXH128_hash_t key_keyed(const curdi_static_sets *sets,
 
 /* Lock held: the retained keyed set of this domain and caller's key
  * (whatever its lengths), or NULL. */
-static static_set *keyed_find_locked(curdi_static_sets *sets,
-                                     XXH128_hash_t key,
-                                     const static_request *request)
+static_set *curdi_static_keyed_find_locked(curdi_static_sets *sets,
+                                           XXH128_hash_t key,
+                                           const static_request *request)
 {
     curdi_hash_map_cursor cursor;
     for (static_set *set = curdi_hash_map_find(&sets->cache, &key.low64,
@@ -465,19 +498,20 @@ static static_set *keyed_find_locked(curdi_static_sets *sets,
 
 /* Lock held: the retained set the request names: by its key for a keyed
  * one, by its bytes (compared under the lock) for a verified one. */
-static static_set *find_locked(curdi_static_sets *sets, XXH128_hash_t key,
-                               const static_request *request)
+static_set *curdi_static_find_locked(curdi_static_sets *sets,
+                                     XXH128_hash_t key,
+                                     const static_request *request)
 {
     return request->caller_key != NULL
-               ? keyed_find_locked(sets, key, request)
+               ? curdi_static_keyed_find_locked(sets, key, request)
                : cache_find_locked(sets, key, request);
 }
 
 /* A keyed set found with other lengths than the request's: refused,
  * nothing changed (a key the caller reuses for other payloads is a
  * mistake the lengths can catch for free). */
-static curd_status keyed_shape_refused(const static_set *set,
-                                       const static_request *request)
+curd_status curdi_static_keyed_shape_refused(const static_set *set,
+                                             const static_request *request)
 {
     size_t index = 0;
     while (index < request->count && index < set->public_set.count
@@ -516,14 +550,14 @@ static static_set *hint_find(curdi_static_sets *sets, uint64_t shape_key,
                                                &cursor);
          set != NULL;
          set = curdi_hash_map_find_next(&sets->hints, &shape_key, &cursor))
-        if (set_same_shape(set, request)
+        if (curdi_static_set_same_shape(set, request)
             && memcmp(set->domain, request->domain, request->domain_len)
                    == 0)
             return set;
     return NULL;
 }
 
-static void hint_drop(curdi_static_sets *sets, static_set *set)
+void curdi_static_hint_drop(curdi_static_sets *sets, static_set *set)
 {
     if (set->hinted) {
         curdi_hash_map_remove(&sets->hints, &set->shape_key, set);
@@ -540,14 +574,14 @@ static void hint_take(curdi_static_sets *sets, static_set *set,
         return;
     static_set *previous = hint_find(sets, set->shape_key, request);
     if (previous != NULL)
-        hint_drop(sets, previous);
+        curdi_static_hint_drop(sets, previous);
     set->hinted =
         curdi_hash_map_insert(&sets->hints, &set->shape_key, set);
 }
 
 /* Lock held: one more hold of a set, before its bytes are known to match
  * (the caller drops it on a mismatch). */
-static curd_status set_hold(static_set *set, const char *what)
+curd_status curdi_static_set_hold(static_set *set, const char *what)
 {
     if (set->holds == UINT32_MAX)
         return curdi_fail(CURD_E_BUDGET,
@@ -561,8 +595,8 @@ static curd_status set_hold(static_set *set, const char *what)
 }
 
 /* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
-static void set_handed_out(curdi_static_sets *sets, static_set *set,
-                           const static_request *request, bool hit)
+void curdi_static_set_handed_out(curdi_static_sets *sets, static_set *set,
+                                 const static_request *request, bool hit)
 {
     set->last_use = ++sets->use_clock;
     hint_take(sets, set, request);
@@ -580,14 +614,14 @@ static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
                                 const static_request *request, bool *out_same)
 {
     *out_same = false;
-    curd_status status = set_hold(set, request->what);
+    curd_status status = curdi_static_set_hold(set, request->what);
     pthread_mutex_unlock(&sets->session->lock);
     if (status != CURD_OK)
         return status;
     bool same = set_bytes_match(set, request);
     pthread_mutex_lock(&sets->session->lock);
     if (same)
-        set_handed_out(sets, set, request, true);
+        curdi_static_set_handed_out(sets, set, request, true);
     else
         set->holds--;
     pthread_mutex_unlock(&sets->session->lock);
@@ -598,15 +632,17 @@ static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
 /* The hit path: the shape's hint first (no hash of the bytes: a pipeline
  * uploads the set it uploaded last time), then the key, every candidate's
  * bytes compared. *out_hit NULL: a miss, *out_key then set. */
-static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
-                                static_request *request,
-                                XXH128_hash_t *out_key, static_set **out_hit)
+curd_status curdi_static_cache_lookup(curdi_static_sets *sets,
+                                      curd_device **device,
+                                      static_request *request,
+                                      XXH128_hash_t *out_key,
+                                      static_set **out_hit)
 {
     const char *what = "curd_session_upload_static";
     XXH3_state_t state;
     bool same = false;
     *out_hit = NULL;
-    uint64_t shape_key = key_shape(sets, request, &state);
+    uint64_t shape_key = curdi_static_key_shape(sets, request, &state);
     request->shape_key = shape_key;
     pthread_mutex_lock(&sets->session->lock);
     curd_status status = curdi_session_device(sets->session, what, device);
@@ -622,7 +658,7 @@ static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
         *out_hit = same ? set : NULL;
         return status;
     }
-    XXH128_hash_t key = key_finish(request, &state);
+    XXH128_hash_t key = curdi_static_key_finish(request, &state);
     *out_key = key;
     pthread_mutex_lock(&sets->session->lock);
     status = curdi_session_device(sets->session, what, device);
@@ -641,10 +677,10 @@ static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
         pthread_mutex_lock(&sets->session->lock);
         set = cache_find_locked(sets, key, request);
         if (set != NULL)
-            status = set_hold(set, request->what);
+            status = curdi_static_set_hold(set, request->what);
         same = set != NULL && status == CURD_OK;
         if (same)
-            set_handed_out(sets, set, request, true);
+            curdi_static_set_handed_out(sets, set, request, true);
         pthread_mutex_unlock(&sets->session->lock);
     }
     *out_hit = same ? set : NULL;
@@ -789,7 +825,7 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
         uint64_t address = curdi_hash_map_address_key(victim);
         curdi_hash_map_remove(&sets->cache, &victim->key.low64, victim);
         curdi_hash_map_remove(&sets->live, &address, victim);
-        hint_drop(sets, victim);
+        curdi_static_hint_drop(sets, victim);
         stats->cached_bytes -= victim->total_bytes;
         stats->cached_sets--;
         stats->static_evictions++;
@@ -798,7 +834,7 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
     }
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
-    set_handed_out(sets, set, request, false);
+    curdi_static_set_handed_out(sets, set, request, false);
     /* Room was reserved in both tables (set_reserve): the inserts cannot
      * fail. */
     uint64_t address = curdi_hash_map_address_key(set);
@@ -840,16 +876,17 @@ static curd_status static_miss(curdi_static_sets *sets, curd_device *device,
     pthread_mutex_lock(&sets->session->lock);
     curd_device *now = NULL;
     status = curdi_session_device(sets->session, what, &now);
-    static_set *theirs =
-        status == CURD_OK ? find_locked(sets, key, request) : NULL;
-    if (theirs != NULL && !set_same_shape(theirs, request))
+    static_set *theirs = status == CURD_OK
+                             ? curdi_static_find_locked(sets, key, request)
+                             : NULL;
+    if (theirs != NULL && !curdi_static_set_same_shape(theirs, request))
         /* Keyed: another thread cached other lengths under the key. */
-        status = keyed_shape_refused(theirs, request);
+        status = curdi_static_keyed_shape_refused(theirs, request);
     else if (theirs != NULL)
-        status = set_hold(theirs, what);
+        status = curdi_static_set_hold(theirs, what);
     if (status == CURD_OK && theirs != NULL) {
         /* Another thread cached the same set while this one uploaded. */
-        set_handed_out(sets, theirs, request, false);
+        curdi_static_set_handed_out(sets, theirs, request, false);
         count_miss(sets, request);
         set->next_free = to_free;
         to_free = set;
@@ -890,7 +927,7 @@ curd_status curdi_static_sets_upload(curdi_static_sets *sets,
     if (status != CURD_OK)
         return status;
     XXH128_hash_t key = {0, 0};
-    status = cache_lookup(sets, &device, &request, &key, &hit);
+    status = curdi_static_cache_lookup(sets, &device, &request, &key, &hit);
     if (status != CURD_OK)
         return status;
     if (hit != NULL) {
@@ -923,18 +960,19 @@ curd_status curdi_static_sets_upload_keyed(
     if (status != CURD_OK)
         return status;
     /* A hit is this: a short hash, one lock, one probe, the lengths. */
-    XXH128_hash_t set_key = key_keyed(sets, &request);
+    XXH128_hash_t set_key = curdi_static_key_keyed(sets, &request);
     pthread_mutex_lock(&sets->session->lock);
     status = curdi_session_device(sets->session, request.what, &device);
-    static_set *set = status == CURD_OK
-                          ? keyed_find_locked(sets, set_key, &request)
-                          : NULL;
-    if (set != NULL && !set_same_shape(set, &request))
-        status = keyed_shape_refused(set, &request);
+    static_set *set =
+        status == CURD_OK
+            ? curdi_static_keyed_find_locked(sets, set_key, &request)
+            : NULL;
+    if (set != NULL && !curdi_static_set_same_shape(set, &request))
+        status = curdi_static_keyed_shape_refused(set, &request);
     else if (set != NULL)
-        status = set_hold(set, request.what);
+        status = curdi_static_set_hold(set, request.what);
     if (set != NULL && status == CURD_OK) {
-        set_handed_out(sets, set, &request, true);
+        curdi_static_set_handed_out(sets, set, &request, true);
         *out_set = &set->public_set;
     }
     pthread_mutex_unlock(&sets->session->lock);
