@@ -26,8 +26,8 @@ _Static_assert(KEY_SECRET_BYTES >= XXH3_SECRET_SIZE_MIN,
 /* What the key covers besides the bytes, as hashed; bump it when the key's
  * layout changes. */
 #define KEY_LAYOUT_VERSION 1u
-/* The first word of a keyed set's key (key_keyed), never a layout
- * version. */
+/* The first word of a keyed set's key (curdi_static_key_keyed), never
+ * a layout version. */
 #define KEY_LAYOUT_KEYED 0x4b455945445f7631u /* "KEYED_v1" */
 
 static unsigned char key_secret[KEY_SECRET_BYTES];

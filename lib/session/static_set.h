@@ -20,7 +20,7 @@ typedef struct curdi_static_set {
     curd_static_set public_set; /* the caller's pointer is its address */
     /* In live by that address (every live set), in cache by key.low64
      * (retained sets only), in hints by shape_key. */
-    uint64_t shape_key;         /* key_shape's */
+    uint64_t shape_key;         /* curdi_static_key_shape's */
     bool hinted;                /* in the hints: the last handed out of
                                    its shape */
     /* Keyed (curd_session_upload_static_keyed): found by the caller's key,
@@ -50,7 +50,7 @@ typedef struct static_request {
     size_t count;
     uint64_t total_bytes;
     size_t set_bytes;   /* the set's one allocation */
-    uint64_t shape_key; /* key_shape's, once the lookup has run */
+    uint64_t shape_key; /* curdi_static_key_shape's, once looked up */
     /* Keyed: the caller's key (NULL for a verified upload). */
     const unsigned char *caller_key;
     size_t caller_key_len;

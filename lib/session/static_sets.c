@@ -3,43 +3,36 @@
  * static set promises, static_sets.h how the sets are kept and under
  * which lock.
  *
- * Read top to bottom: the per-process key secret, the set and the
- * session's device, freeing, static sets (key, match, the keyed sets'
- * key and match, upload, release, eviction), then what the session room
- * calls to make, drain and probe them. */
+ * This file owns a set's life: the upload's checks, the miss (a new set,
+ * its upload, eviction, insertion), the keyed upload, release, freeing,
+ * and what the session room calls to make, drain and probe the sets. The
+ * key is static_key.c's, finding a set and holding it static_lookup.c's;
+ * static_set.h has what the three share.
+ *
+ * Read top to bottom: the session's device and freeing, static sets
+ * (checks, the miss, upload, release), then what the session room calls
+ * to make, drain and probe them. */
 #include "session/static_sets.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "base/assert.h"
 #include "base/checked.h"
 #include "base/hash_map.h"
 #include "base/status.h"
 #include "core/core.h"
-#include "memory/memory.h"
 #include "memory/resident.h"
 #include "session/static_set.h"
-#include "transfer/copy_team.h"
-#include "transfer/run.h"
 #include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
- * A set, the session's device, freeing
+ * The session's device, freeing
  * ---------------------------------------------------------------------- */
-
 /* Lock held: the session's device (static_sets.h). */
 curd_status curdi_session_device(curdi_session_shared *session,
                                  const char *what, curd_device **out_device)
@@ -91,7 +84,6 @@ static void free_sets(curd_device *device, const char *what,
 /* ------------------------------------------------------------------------
  * Static sets
  * ---------------------------------------------------------------------- */
-
 /* Checks an upload's arguments into *request; what, caller_key and
  * caller_key_len are set in it already. */
 static curd_status static_check(const char *domain,
