@@ -114,6 +114,20 @@ struct curdi_program_room {
     curdi_program_counts counts; /* under lock */
 };
 
+/* Loading a module and reading a function: driver calls, the context
+ * current and the room's lock not held. curdi_program_load_module loads
+ * (compiles or links) the module, *out_ns the time spent in the driver;
+ * curdi_program_load_function finds the entry in the loaded module and
+ * reads what the room caches of it into a new function, not yet in the
+ * module's list, which curdi_program_function_free frees. */
+curd_status curdi_program_load_module(curdi_module *m, const char *entry,
+                                      uint64_t *out_ns);
+curd_status curdi_program_load_function(curd_device *device,
+                                        const curdi_module *m,
+                                        const char *entry,
+                                        curdi_function **out);
+void curdi_program_function_free(curdi_function *f);
+
 /* ------------------------------------------------------------------------
  * The room
  * ---------------------------------------------------------------------- */
@@ -248,7 +262,7 @@ static void module_unpin(struct curdi_program_room *room, curdi_module *m,
     }
 }
 
-static void function_free(curdi_function *f)
+void curdi_program_function_free(curdi_function *f)
 {
     free(f->entry);
     free(f->param_storage);
@@ -277,7 +291,7 @@ static curd_status module_destroy(curdi_module *m)
     curdi_function *next;
     for (curdi_function *f = m->functions; f != NULL; f = next) {
         next = f->next;
-        function_free(f);
+        curdi_program_function_free(f);
     }
     free(m->image);
     free(m->inputs);
@@ -519,8 +533,8 @@ static curd_status link_images(curdi_module *m, const char *entry,
 
 /* Loads the module (compiling or linking it); *out_ns is the time spent
  * in the driver. */
-static curd_status load_module(curdi_module *m, const char *entry,
-                               uint64_t *out_ns)
+curd_status curdi_program_load_module(curdi_module *m, const char *entry,
+                                      uint64_t *out_ns)
 {
     curdi_jit_logs logs;
     curd_status status = curdi_jit_logs_new(&logs);
@@ -699,8 +713,10 @@ static curd_status shared_optin(curd_device *device, int *out)
 
 /* Finds the entry in a loaded module and reads what the room caches of
  * it into a new function (not yet in the module's list). */
-static curd_status load_function(curd_device *device, const curdi_module *m,
-                                 const char *entry, curdi_function **out)
+curd_status curdi_program_load_function(curd_device *device,
+                                        const curdi_module *m,
+                                        const char *entry,
+                                        curdi_function **out)
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_function *f = calloc(1, sizeof *f);
@@ -720,7 +736,7 @@ static curd_status load_function(curd_device *device, const curdi_module *m,
     if (rc == CURDI_CUDA_ERROR_NOT_FOUND) {
         char names[1024];
         entry_names(m, names, sizeof names);
-        function_free(f);
+        curdi_program_function_free(f);
         curdi_status_note_driver_code((int)rc);
         if (names[0] == '\0')
             return curdi_fail(CURD_E_PROGRAM,
@@ -740,7 +756,7 @@ static curd_status load_function(curd_device *device, const curdi_module *m,
                           entry, names);
     }
     if (rc != CURDI_CUDA_SUCCESS) {
-        function_free(f);
+        curdi_program_function_free(f);
         return curdi_fail_driver((int)rc,
                                  "curd_program_load: cuModuleGetFunction",
                                  NULL);
@@ -765,7 +781,7 @@ static curd_status load_function(curd_device *device, const curdi_module *m,
     if (status == CURD_OK)
         status = read_params(driver, f);
     if (status != CURD_OK) {
-        function_free(f);
+        curdi_program_function_free(f);
         return status;
     }
     f->attrs.registers_per_thread = regs;
@@ -1057,7 +1073,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
                               "memory and try again.",
                               request->copy_bytes);
         }
-        status = load_module(fresh, request->entry, &jit_ns);
+        status = curdi_program_load_module(fresh, request->entry, &jit_ns);
         if (status != CURD_OK) {
             (void)module_destroy(fresh);
             curdi_device_leave(device);
@@ -1087,7 +1103,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         }
     }
     curdi_function *f = NULL;
-    status = load_function(device, m, request->entry, &f);
+    status = curdi_program_load_function(device, m, request->entry, &f);
     pthread_mutex_lock(&room->lock);
     if (status != CURD_OK && inserted && m->refs == 1
         && status != CURD_E_PROGRAM) {
@@ -1101,7 +1117,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
     } else {
         curdi_function *theirs = cached_function(m, request->entry);
         if (theirs != NULL) {
-            function_free(f);
+            curdi_program_function_free(f);
             f = theirs;
         } else {
             f->next = m->functions;
