@@ -1,10 +1,11 @@
 /* program.c - the program room: images told apart by content, the
- * per-device module cache, functions with their attributes and parameter
- * layouts, and the public curd_program_* entry points. program.h says how
- * the room is shaped and what it promises about locks.
+ * per-device module cache, the functions cached per module, and the
+ * public curd_program_* entry points. program.h says how the room is
+ * shaped and what it promises about locks; program_load.c makes the
+ * driver calls that load a module and read a function.
  *
- * Read top to bottom: the room (the module cache, idle list, counters), loading a module and a
- * function (driver calls, outside the lock), then the entry points. */
+ * Read top to bottom: the room (the module cache, idle list, counters),
+ * then the entry points, then what the dispatch room reads. */
 #include "launch/program.h"
 
 #include <inttypes.h>
@@ -18,7 +19,6 @@
 #include <xxhash.h>
 
 #include "base/checked.h"
-#include "base/clock.h"
 #include "base/hash_map.h"
 #include "base/status.h"
 #include "core/core.h"
@@ -35,7 +35,6 @@
 /* ------------------------------------------------------------------------
  * Types
  * ---------------------------------------------------------------------- */
-
 /* One image of a load request, checked; and the request. */
 typedef struct load_input {
     const unsigned char *bytes;
