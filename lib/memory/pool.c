@@ -181,13 +181,13 @@ unsigned curdi_pool_thread_shard(void)
 
 /* Trim, stats and destroy take every shard lock, always in index order;
  * everything else holds at most one. */
-static void lock_all(curdi_pool *pool)
+static inline void lock_all(curdi_pool *pool)
 {
     for (unsigned i = 0; i < SHARD_COUNT; i++)
         shard_lock(&pool->shards[i]);
 }
 
-static void unlock_all(curdi_pool *pool)
+static inline void unlock_all(curdi_pool *pool)
 {
     for (unsigned i = SHARD_COUNT; i-- > 0;)
         shard_unlock(&pool->shards[i]);
@@ -196,8 +196,19 @@ static void unlock_all(curdi_pool *pool)
 /* ------------------------------------------------------------------------
  * Statistics
  * ---------------------------------------------------------------------- */
+/* Out of line, off the hit paths: the slow-path counters' check and
+ * count, a front's change folded in, a front's owner settling its rooms,
+ * and the sentence of a full counter. */
+bool curdi_pool_global_room(curdi_pool *pool);
+void curdi_pool_global_count(_Atomic uint64_t *counter, uint64_t amount);
+void curdi_pool_front_fold(curdi_pool *pool, pool_front *front);
+__attribute__((noinline, cold)) void
+curdi_pool_front_settle_and_leave(curdi_pool *pool, pool_front *front,
+                                  const pool_shard *own);
+curd_status curdi_pool_fail_counters_full(const curdi_pool *pool,
+                                          const char *op);
 
-static bool global_room(curdi_pool *pool)
+bool curdi_pool_global_room(curdi_pool *pool)
 {
     _Atomic uint64_t *counters[] = {
         &pool->upstream_allocs, &pool->upstream_frees, &pool->cache_misses,
@@ -209,10 +220,10 @@ static bool global_room(curdi_pool *pool)
     return true;
 }
 
-static void global_count(_Atomic uint64_t *counter, uint64_t amount)
+void curdi_pool_global_count(_Atomic uint64_t *counter, uint64_t amount)
 {
-    /* Cannot pass 2^64: global_room() held before the operation began, and
-     * no operation adds anywhere near 2^62. */
+    /* Cannot pass 2^64: curdi_pool_global_room() held before the
+     * operation began, and no operation adds anywhere near 2^62. */
     atomic_fetch_add_explicit(counter, amount, memory_order_relaxed);
 }
 
@@ -227,8 +238,8 @@ static inline void delta_set(family_part *part, int64_t value)
     atomic_store_explicit(&part->delta, value, memory_order_relaxed);
 }
 
-static void family_flush(curdi_pool *pool, family_part *part,
-                         enum pool_family family)
+static inline void family_flush(curdi_pool *pool, family_part *part,
+                                enum pool_family family)
 {
     int64_t delta = delta_of(part);
     if (delta != 0) {
@@ -238,7 +249,7 @@ static void family_flush(curdi_pool *pool, family_part *part,
     }
 }
 
-static void peak_raise(family_total *total, uint64_t value)
+static inline void peak_raise(family_total *total, uint64_t value)
 {
     uint64_t peak = atomic_load_explicit(&total->peak, memory_order_relaxed);
     while (peak < value &&
@@ -289,7 +300,7 @@ static inline int64_t front_delta(const pool_front *front,
     return (int64_t)((allocated - folded_allocated) - (freed - folded_freed));
 }
 
-static void front_fold(curdi_pool *pool, pool_front *front)
+void curdi_pool_front_fold(curdi_pool *pool, pool_front *front)
 {
     for (unsigned f = 0; f < FAMILY_COUNT; f++) {
         int64_t delta = front_delta(front, (enum pool_family)f);
@@ -429,9 +440,9 @@ static int64_t peak_room(curdi_pool *pool, enum pool_family family,
  * reaches a quantum, raises each peak its estimate passed, as family_up
  * does for a shard (the estimate adds the owner's shard's unflushed change,
  * so that one thread's level is exact), and measures the rooms again. */
-static __attribute__((noinline, cold)) void
-front_settle_and_leave(curdi_pool *pool, pool_front *front,
-                       const pool_shard *own)
+__attribute__((noinline, cold)) void
+curdi_pool_front_settle_and_leave(curdi_pool *pool, pool_front *front,
+                                  const pool_shard *own)
 {
     static const enum pool_family live[ROOM_COUNT] = {
         FAMILY_LIVE_BYTES, FAMILY_LIVE_BLOCKS, FAMILY_REQUESTED_BYTES};
@@ -445,7 +456,7 @@ front_settle_and_leave(curdi_pool *pool, pool_front *front,
         fold = fold || past_quantum(net[r], family_quantum[live[r]]);
     }
     if (fold) {
-        front_fold(pool, front);
+        curdi_pool_front_fold(pool, front);
         memset(net, 0, sizeof net);
     }
     const family_part *f = own->families;
@@ -486,11 +497,12 @@ static inline int64_t room_add(_Atomic int64_t *room, int64_t amount)
  * owner. A hit raises the live families and lowers the cached ones, a
  * release the other way. Instead of reading the pool's levels and peaks
  * on every move, the front keeps rooms measured at its last look
- * (front_settle_and_leave): how far each live family may still rise, and
- * the band it may move in (the rise and the fall allowed then, summed: a
- * hit spends rise room and gives the same fall room back, so the band
- * stays as it was). The owner looks again only once a move leaves the band, when
- * its change must fold (a quantum) or its estimate passed a peak. Changes
+ * (curdi_pool_front_settle_and_leave): how far each live family may
+ * still rise, and the band it may move in (the rise and the fall allowed
+ * then, summed: a hit spends rise room and gives the same fall room
+ * back, so the band stays as it was). The owner looks again only once a
+ * move leaves the band, when its change must fold (a quantum) or its
+ * estimate passed a peak. Changes
  * beside it that could make a room too large close the rooms
  * (front_rooms_close): its own shard's rises and a reset of the peaks.
  * Other threads' folds can too, which is the error the peaks already allow
@@ -532,7 +544,7 @@ front_leave_counted(curdi_pool *pool, pool_front *front,
                     const pool_shard *own, bool settle)
 {
     if (__builtin_expect(settle, false)) {
-        front_settle_and_leave(pool, front, own);
+        curdi_pool_front_settle_and_leave(pool, front, own);
         return;
     }
     front_leave(front);
@@ -599,7 +611,8 @@ static inline bool room_for_release(const family_part *f, uint64_t cap,
     return !cache || room_for_cache(f, cap, class_bytes);
 }
 
-static curd_status fail_counters_full(const curdi_pool *pool, const char *op)
+curd_status curdi_pool_fail_counters_full(const curdi_pool *pool,
+                                          const char *op)
 {
     return curdi_fail(CURD_E_OVERFLOW,
                       "The %s pool cannot count this %s: a cumulative "
@@ -705,9 +718,9 @@ static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
     uint64_t start = curdi_clock_ns();
     curd_status status =
         pool->upstream.alloc(pool->upstream.context, class_bytes, out_address);
-    global_count(&pool->upstream_ns, curdi_clock_ns() - start);
+    curdi_pool_global_count(&pool->upstream_ns, curdi_clock_ns() - start);
     if (status == CURD_OK)
-        global_count(&pool->upstream_allocs, 1);
+        curdi_pool_global_count(&pool->upstream_allocs, 1);
     return status;
 }
 
@@ -717,8 +730,8 @@ static void upstream_free(curdi_pool *pool, pool_block *block)
     uint64_t start = curdi_clock_ns();
     curd_status status = pool->upstream.free(
         pool->upstream.context, block->address, block->class_bytes);
-    global_count(&pool->upstream_ns, curdi_clock_ns() - start);
-    global_count(&pool->upstream_frees, 1);
+    curdi_pool_global_count(&pool->upstream_ns, curdi_clock_ns() - start);
+    curdi_pool_global_count(&pool->upstream_frees, 1);
     atomic_fetch_sub_explicit(&pool->reserved_bytes, block->class_bytes,
                               memory_order_relaxed);
     if (status != CURD_OK)
@@ -820,8 +833,8 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
                               uint64_t *out_freed)
 {
     *out_freed = 0;
-    if (!global_room(pool))
-        return fail_counters_full(pool, "trim");
+    if (!curdi_pool_global_room(pool))
+        return curdi_pool_fail_counters_full(pool, "trim");
     lock_all(pool);
     curdi_pool_fronts_revoke(pool);
     uint64_t cached = 0;
@@ -840,7 +853,7 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
                         SHARD_COUNTER_MAX)) {
             curdi_pool_fronts_restore(pool);
             unlock_all(pool);
-            return fail_counters_full(pool, "trim");
+            return curdi_pool_fail_counters_full(pool, "trim");
         }
     }
     pool_block *detached = NULL;
@@ -1175,7 +1188,7 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
     uint64_t freed = 0;
     (void)trim_cache(pool, true, class_bytes, &freed);
     if (freed > 0) {
-        global_count(&pool->oom_retries, 1);
+        curdi_pool_global_count(&pool->oom_retries, 1);
         status = upstream_alloc(pool, class_bytes, out_address);
         if (status != CURD_E_OUT_OF_MEMORY)
             return status;
@@ -1186,7 +1199,7 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_RECLAIM) > 0) {
             (void)trim_cache(pool, true, class_bytes, &freed);
-            global_count(&pool->oom_retries, 1);
+            curdi_pool_global_count(&pool->oom_retries, 1);
             status = upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
@@ -1194,13 +1207,13 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
         /* (c) every cached block of every pool of the device */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_TRIM_ALL) > 0) {
-            global_count(&pool->oom_retries, 1);
+            curdi_pool_global_count(&pool->oom_retries, 1);
             status = upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
         }
     }
-    global_count(&pool->oom_failures, 1);
+    curdi_pool_global_count(&pool->oom_failures, 1);
     return fail_out_of_memory(pool, class_bytes, byte_len);
 }
 
@@ -1212,8 +1225,8 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
                                     uint64_t *out_address,
                                     uint32_t *out_token)
 {
-    if (!global_room(pool))
-        return fail_counters_full(pool, "acquire");
+    if (!curdi_pool_global_room(pool))
+        return curdi_pool_fail_counters_full(pool, "acquire");
     pool_block *block = curdi_pool_record_new(&pool->records);
     if (block == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
@@ -1237,7 +1250,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_closing(pool);
     }
-    global_count(&pool->cache_misses, 1);
+    curdi_pool_global_count(&pool->cache_misses, 1);
     uint64_t address = 0;
     curd_status status =
         alloc_with_ladder(pool, class_bytes, byte_len, &address);
@@ -1266,7 +1279,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         upstream_free(pool, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return closing ? fail_closing(pool)
-                       : fail_counters_full(pool, "acquire");
+                       : curdi_pool_fail_counters_full(pool, "acquire");
     }
     if (!tokened && !table_insert(own, block)) {
         shard_unlock(own);
@@ -1411,7 +1424,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
                               true)) {
             shard_unlock(own);
             live_unreserve(pool, class_bytes);
-            return fail_counters_full(pool, "acquire");
+            return curdi_pool_fail_counters_full(pool, "acquire");
         }
         bool tokened = out_token != NULL && block->index != 0;
         /* Into the live table before it leaves the cache, so that a
@@ -1451,7 +1464,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
     shard_unlock(own);
     if (!room) {
         live_unreserve(pool, class_bytes);
-        return fail_counters_full(pool, "acquire");
+        return curdi_pool_fail_counters_full(pool, "acquire");
     }
     status = acquire_upstream(pool, own, byte_len, class_bytes, class_index,
                               out_address, out_token);
@@ -1559,9 +1572,9 @@ release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
                             class_bytes);
     if (!room_for_release(shard->families, SHARD_COUNTER_MAX, class_bytes,
                           block->byte_len, cache) ||
-        (!cache && !global_room(pool))) {
+        (!cache && !curdi_pool_global_room(pool))) {
         shard_unlock(shard);
-        return fail_counters_full(pool, "release");
+        return curdi_pool_fail_counters_full(pool, "release");
     }
     if (at != NULL)
         curdi_hash_map_remove_at(&shard->live, at);
@@ -1836,7 +1849,7 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
     lock_all(pool);
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++)
-        front_fold(pool, &pool->shards[i].front);
+        curdi_pool_front_fold(pool, &pool->shards[i].front);
     family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
     family_read(pool, FAMILY_CACHED_BYTES, &out->cached_bytes);
     family_read(pool, FAMILY_REQUESTED_BYTES, &out->requested_bytes);
@@ -1865,7 +1878,7 @@ void curdi_pool_stats_reset(curdi_pool *pool)
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_front *front = &pool->shards[i].front;
-        front_fold(pool, front);
+        curdi_pool_front_fold(pool, front);
         memset(&front->moves, 0, sizeof front->moves);
         memset(&front->folded, 0, sizeof front->folded);
         front_rooms_close(front); /* the peaks come down to the levels */
