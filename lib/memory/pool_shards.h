@@ -275,4 +275,18 @@ static inline uint64_t lease_give_back(curdi_pool *pool,
     return give;
 }
 
+/* Trim, stats and destroy take every shard lock, always in index order;
+ * everything else holds at most one. */
+static inline void lock_all(curdi_pool *pool)
+{
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        shard_lock(&pool->shards[i]);
+}
+
+static inline void unlock_all(curdi_pool *pool)
+{
+    for (unsigned i = SHARD_COUNT; i-- > 0;)
+        shard_unlock(&pool->shards[i]);
+}
+
 #endif
