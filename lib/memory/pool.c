@@ -59,7 +59,9 @@
  * Rooms (why the pool is split)
  * -----------------------------
  * This file owns the sharded cache: the caching rule, acquire and release,
- * trim, the statistics, the out-of-memory ladder, create and destroy. The
+ * trim, reading and resetting the statistics, the out-of-memory ladder,
+ * create and destroy. Counting the statistics (below) is pool_stats.h's,
+ * inline on the hit paths, with its out-of-line part in pool_stats.c. The
  * pool's layout (the pool, its shards and their fronts) and the shard
  * primitives the fronts need too are in pool_shards.h; the fronts, with
  * the thread's shard index, the revoke handshake and the thread-exit

@@ -1,7 +1,8 @@
 /* pool_shards.h - the pool's layout, which its rooms share: the pool, its
  * shards (lock, class stacks, live table, statistics parts, lease) and
  * the front each shard holds, with the few operations on a shard that the
- * fronts need too (its lock, its stacks, a lease's cover and give-back).
+ * fronts need too (its lock, its stacks, a lease's cover and give-back),
+ * and the lock of every shard that trim, stats and destroy take.
  *
  * Why a header of its own: the fronts (pool_fronts.c) live inside the
  * shards and move blocks between a front and its shard's stack, and the
