@@ -256,8 +256,21 @@ static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
 /* ------------------------------------------------------------------------
  * Upstream calls, timed and counted
  * ---------------------------------------------------------------------- */
-static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
-                                  uint64_t *out_address)
+/* The upstream's alloc and free, timed and counted (free also retires
+ * the block's record); the bytes held upstream, refused past
+ * RESERVED_MAX; and the trim: cached blocks freed, largest class first,
+ * until at most `value` bytes stay cached (with `need`: until `value`
+ * bytes were freed, if the cache has them), *out_freed the bytes freed,
+ * CURD_E_OVERFLOW with nothing freed when a counter lacks room to count
+ * the whole trim. */
+curd_status curdi_pool_upstream_alloc(curdi_pool *pool, size_t class_bytes,
+                                      uint64_t *out_address);
+void curdi_pool_upstream_free(curdi_pool *pool, pool_block *block);
+bool curdi_pool_reserved_add(curdi_pool *pool, uint64_t bytes);
+curd_status curdi_pool_trim_cache(curdi_pool *pool, bool need, uint64_t value,
+                                  uint64_t *out_freed);
+curd_status curdi_pool_upstream_alloc(curdi_pool *pool, size_t class_bytes,
+                                      uint64_t *out_address)
 {
     uint64_t start = curdi_clock_ns();
     curd_status status =
@@ -269,7 +282,7 @@ static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
 }
 
 /* Frees the block upstream and its record. */
-static void upstream_free(curdi_pool *pool, pool_block *block)
+void curdi_pool_upstream_free(curdi_pool *pool, pool_block *block)
 {
     uint64_t start = curdi_clock_ns();
     curd_status status = pool->upstream.free(
@@ -286,7 +299,7 @@ static void upstream_free(curdi_pool *pool, pool_block *block)
     curdi_pool_record_retire(&pool->records, block);
 }
 
-static bool reserved_add(curdi_pool *pool, uint64_t bytes)
+bool curdi_pool_reserved_add(curdi_pool *pool, uint64_t bytes)
 {
     uint64_t reserved =
         atomic_load_explicit(&pool->reserved_bytes, memory_order_relaxed);
@@ -373,8 +386,8 @@ static uint64_t trim_walk(curdi_pool *pool, uint64_t cached, uint64_t keep,
  * bytes freed. CURD_E_OVERFLOW, with nothing freed, when a counter lacks
  * room to count the whole trim: the trim is planned and checked first, so
  * it never stops half way. */
-static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
-                              uint64_t *out_freed)
+curd_status curdi_pool_trim_cache(curdi_pool *pool, bool need, uint64_t value,
+                                  uint64_t *out_freed)
 {
     *out_freed = 0;
     if (!curdi_pool_global_room(pool))
@@ -414,7 +427,7 @@ static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
     unlock_all(pool);
     while (detached != NULL) {
         pool_block *next = detached->next;
-        upstream_free(pool, detached);
+        curdi_pool_upstream_free(pool, detached);
         detached = next;
     }
     atomic_fetch_sub(&pool->busy, 1u);
@@ -427,7 +440,8 @@ curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
 {
     uint64_t freed = 0;
     curd_status status =
-        pool != NULL ? trim_cache(pool, false, keep_bytes, &freed) : CURD_OK;
+        pool != NULL ? curdi_pool_trim_cache(pool, false, keep_bytes, &freed)
+                     : CURD_OK;
     /* A trim gives memory back: the live tables too, those that a burst
      * of blocks grew and that now stand mostly empty. Never on the hot
      * path, where a table that shrank would only grow again. */
@@ -620,7 +634,7 @@ void curdi_pool_destroy(curdi_pool *pool)
         sched_yield();
     while (detached != NULL) {
         pool_block *next = detached->next;
-        upstream_free(pool, detached);
+        curdi_pool_upstream_free(pool, detached);
         detached = next;
     }
     free_shards(pool, SHARD_COUNT);
@@ -723,17 +737,18 @@ static curd_status fail_out_of_memory(curdi_pool *pool, size_t class_bytes,
 static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
                                      size_t byte_len, uint64_t *out_address)
 {
-    curd_status status = upstream_alloc(pool, class_bytes, out_address);
+    curd_status status =
+        curdi_pool_upstream_alloc(pool, class_bytes, out_address);
     if (status != CURD_E_OUT_OF_MEMORY)
         return status;
     /* (a) just enough of this pool's cache */
     /* Trimming is best effort on this ladder: a trim whose counters are full
      * frees nothing, and the ladder goes on to its next step. */
     uint64_t freed = 0;
-    (void)trim_cache(pool, true, class_bytes, &freed);
+    (void)curdi_pool_trim_cache(pool, true, class_bytes, &freed);
     if (freed > 0) {
         curdi_pool_global_count(&pool->oom_retries, 1);
-        status = upstream_alloc(pool, class_bytes, out_address);
+        status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
         if (status != CURD_E_OUT_OF_MEMORY)
             return status;
     }
@@ -742,9 +757,9 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
          * in this very cache, so free that much again before retrying. */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_RECLAIM) > 0) {
-            (void)trim_cache(pool, true, class_bytes, &freed);
+            (void)curdi_pool_trim_cache(pool, true, class_bytes, &freed);
             curdi_pool_global_count(&pool->oom_retries, 1);
-            status = upstream_alloc(pool, class_bytes, out_address);
+            status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
         }
@@ -752,7 +767,7 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_TRIM_ALL) > 0) {
             curdi_pool_global_count(&pool->oom_retries, 1);
-            status = upstream_alloc(pool, class_bytes, out_address);
+            status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
         }
@@ -778,7 +793,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
                           "record of a new block. Fix: free host memory and "
                           "try again.",
                           pool->name, sizeof *block);
-    if (!reserved_add(pool, class_bytes)) {
+    if (!curdi_pool_reserved_add(pool, class_bytes)) {
         curdi_pool_record_retire(&pool->records, block);
         return curdi_fail(CURD_E_OVERFLOW,
                           "The %s pool cannot hold %zu more bytes: it would "
@@ -820,14 +835,14 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         /* Only another thread sharing this shard can have used up the room
          * checked before the upstream call. */
         shard_unlock(own);
-        upstream_free(pool, block);
+        curdi_pool_upstream_free(pool, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return closing ? fail_closing(pool)
                        : curdi_pool_fail_counters_full(pool, "acquire");
     }
     if (!tokened && !table_insert(own, block)) {
         shard_unlock(own);
-        upstream_free(pool, block);
+        curdi_pool_upstream_free(pool, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_live_table(pool);
     }
@@ -1145,7 +1160,7 @@ release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
         }
         shard_unlock(shard);
     }
-    upstream_free(pool, block);
+    curdi_pool_upstream_free(pool, block);
     atomic_fetch_sub(&pool->busy, 1u);
     return CURD_OK;
 }
