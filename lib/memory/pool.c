@@ -59,10 +59,12 @@
  * Rooms (why the pool is split)
  * -----------------------------
  * This file owns the sharded cache: the caching rule, acquire and release,
- * trim, reading and resetting the statistics, the out-of-memory ladder,
- * create and destroy. Counting the statistics (below) is pool_stats.h's,
- * inline on the hit paths, with its out-of-line part in pool_stats.c. The
- * pool's layout (the pool, its shards and their fronts) and the shard
+ * curdi_pool_trim, reading and resetting the statistics, and the
+ * out-of-memory ladder. Counting the statistics (below) is
+ * pool_stats.h's, inline on the hit paths, with its out-of-line part in
+ * pool_stats.c; the upstream calls, the bytes held upstream and the trim
+ * itself are pool_upstream.c's; create and destroy pool_lifecycle.c's,
+ * which stands beside this door. The pool's layout (the pool, its shards and their fronts) and the shard
  * primitives the fronts need too are in pool_shards.h; the fronts, with
  * the thread's shard index, the revoke handshake and the thread-exit
  * registry, in pool_fronts.c; the block records and their token
@@ -134,16 +136,12 @@
 #include "memory/pool.h"
 
 #include <inttypes.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "base/assert.h"
 #include "base/checked.h"
-#include "base/clock.h"
 #include "base/hash_map.h"
 #include "base/status.h"
 #include "memory/pool_fronts.h"
