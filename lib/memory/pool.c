@@ -187,7 +187,6 @@ static curd_status fail_live_table(const curdi_pool *pool)
 /* ------------------------------------------------------------------------
  * Budget leases across shards, and the caching rule
  * ---------------------------------------------------------------------- */
-
 /* Collects the unused lease of every shard but `except` (locking one at a
  * time; the caller holds none). True when any came back. */
 static bool lease_sweep(curdi_pool *pool, const pool_shard *except)
@@ -217,6 +216,9 @@ static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
                pool->slots[block->class_index];
 }
 
+/* ------------------------------------------------------------------------
+ * Trim (pool_upstream.c walks and frees)
+ * ---------------------------------------------------------------------- */
 curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
                                     uint64_t *out_freed_bytes)
 {

@@ -17,25 +17,9 @@
 #include "memory/pool_records.h"
 #include "memory/pool_stats.h"
 
-/* Every shard locked and the fronts revoked: lease_free + the sum of
- * leases is the budget (a block moving between shards carries its lease
- * outside both for a moment, so it may be less, never more). Only a
- * CURDI_ASSERT calls it, which the release build compiles away. */
-static inline __attribute__((unused)) bool
-leases_within_budget(curdi_pool *pool)
-{
-    uint64_t total =
-        atomic_load_explicit(&pool->lease_free, memory_order_relaxed);
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        total += pool->shards[i].lease_bytes
-                 + pool->shards[i].front.lease_bytes;
-    return total <= pool->cache_budget_bytes;
-}
-
 /* ------------------------------------------------------------------------
  * Upstream calls, timed and counted
  * ---------------------------------------------------------------------- */
-
 curd_status curdi_pool_upstream_alloc(curdi_pool *pool, size_t class_bytes,
                                       uint64_t *out_address)
 {
@@ -82,6 +66,21 @@ bool curdi_pool_reserved_add(curdi_pool *pool, uint64_t bytes)
 /* ------------------------------------------------------------------------
  * Trim
  * ---------------------------------------------------------------------- */
+/* Every shard locked and the fronts revoked: lease_free + the sum of
+ * leases is the budget (a block moving between shards carries its lease
+ * outside both for a moment, so it may be less, never more). Only a
+ * CURDI_ASSERT calls it, which the release build compiles away. */
+static inline __attribute__((unused)) bool
+leases_within_budget(curdi_pool *pool)
+{
+    uint64_t total =
+        atomic_load_explicit(&pool->lease_free, memory_order_relaxed);
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        total += pool->shards[i].lease_bytes
+                 + pool->shards[i].front.lease_bytes;
+    return total <= pool->cache_budget_bytes;
+}
+
 /* The bytes and blocks a trim takes from each shard. */
 typedef struct trim_plan {
     uint64_t bytes[SHARD_COUNT];
