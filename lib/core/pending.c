@@ -71,8 +71,8 @@ void curdi_pending_publish(curd_pending *pending)
     if (!pending->slot_taken)
         pending->slot_taken = take_slot_locked();
     uint64_t key = curdi_hash_map_address_key(pending);
-    bool entered = pending->slot_taken
-                   && curdi_hash_map_insert(&live_map, &key, pending);
+    bool entered =
+        pending->slot_taken && curdi_hash_map_insert(&live_map, &key, pending);
     /* The slot was reserved: filling it cannot fail. */
     CURDI_ASSERT(entered);
     if (pending->slot_taken)
