@@ -66,8 +66,8 @@ void curdi_pending_publish(curd_pending *pending)
 {
     pthread_mutex_lock(&live_lock);
     /* An owner that took no slot gets one here, where a failure has no
-     * one to go to; every owner takes its slot first once each calls
-     * curdi_pending_take_slot (doc/ARCHITECTURE.md, pending). */
+     * one to go to (pending.h says what it means then); this goes once
+     * every owner calls curdi_pending_take_slot before enqueueing. */
     if (!pending->slot_taken)
         pending->slot_taken = take_slot_locked();
     uint64_t key = curdi_hash_map_address_key(pending);
