@@ -260,6 +260,51 @@ static void test_a_reservation_lets_that_many_inserts_keep_their_slots(void)
     curdi_hash_map_fini(&map);
 }
 
+/* Reserve, then fill, as the registry of live pendings does
+ * (lib/core/pending.c): slots are reserved one at a time, each for
+ * however many are outstanding, while earlier ones are filled and
+ * entries removed. No fill may move the slots: a fill that allocated
+ * could fail, and the registry promises that publishing cannot. */
+static void test_slots_reserved_one_at_a_time_are_filled_in_place(void)
+{
+    curdi_hash_map map;
+    g_assert_true(curdi_hash_map_init(&map, 0, 8));
+    uint64_t keys[4096];
+    size_t count = 0;
+    size_t reserved = 0;
+    uint64_t next_key = 1;
+    for (unsigned round = 0; round < 2000; round++) {
+        unsigned takes = (unsigned)g_test_rand_int_range(0, 4);
+        for (unsigned i = 0; i < takes && count + reserved < 4096u; i++) {
+            g_assert_true(curdi_hash_map_reserve(&map, reserved + 1u));
+            reserved++;
+        }
+        unsigned fills =
+            (unsigned)g_test_rand_int_range(0, (gint32)reserved + 1);
+        for (unsigned i = 0; i < fills; i++) {
+            unsigned char *slots = map.slots;
+            uint64_t key = next_key++ * 4096u; /* addresses: low bits 0 */
+            g_assert_true(curdi_hash_map_insert(&map, &key, fresh_value()));
+            g_assert_true(map.slots == slots);
+            keys[count++] = key;
+            reserved--;
+        }
+        unsigned removals =
+            (unsigned)g_test_rand_int_range(0, (gint32)count / 2 + 1);
+        for (unsigned i = 0; i < removals; i++) {
+            size_t at = (size_t)g_test_rand_int_range(0, (gint32)count);
+            void *value = curdi_hash_map_find(&map, &keys[at], NULL);
+            g_assert_nonnull(value);
+            g_assert_true(curdi_hash_map_remove(&map, &keys[at], value));
+            keys[at] = keys[--count];
+        }
+        g_assert_cmpuint(curdi_hash_map_count(&map), ==, count);
+    }
+    for (size_t i = 0; i < count; i++)
+        g_assert_nonnull(curdi_hash_map_find(&map, &keys[i], NULL));
+    curdi_hash_map_fini(&map);
+}
+
 static void test_a_finished_map_can_be_finished_again(void)
 {
     curdi_hash_map map;
@@ -286,6 +331,9 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/hash-map/a-reservation-lets-that-many-inserts-keep-their-slots",
         test_a_reservation_lets_that_many_inserts_keep_their_slots);
+    g_test_add_func(
+        "/hash-map/slots-reserved-one-at-a-time-are-filled-in-place",
+        test_slots_reserved_one_at_a_time_are_filled_in_place);
     g_test_add_func("/hash-map/a-finished-map-can-be-finished-again",
                     test_a_finished_map_can_be_finished_again);
     return g_test_run();

@@ -124,6 +124,12 @@ curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
 /* Aborts the communicator's NCCL side (its device entered when it can
  * be); the curd_comm stays, refusing further work with CURD_E_COMM. */
 void curdi_comm_abort(curd_comm *comm);
+/* curdi_comm_abort on each of comms. */
+void curdi_comm_abort_all(curd_comm *const *comms, size_t count);
+
+/* Enters an initialised communicator in the registry and its device's
+ * room. Allocates nothing, so it cannot fail. */
+void curdi_comm_publish(curd_comm *comm);
 
 /* Counts complete collectives for curd_stats (collective_ops,
  * collective_bytes). */

@@ -2,10 +2,12 @@
  *
  * core.c owns the part of a curd_device that every room uses and none
  * owns alone: the retained primary context and entering it, the static
- * properties read at open, the pooled streams and events, the upload
- * stream, and the registry of open devices that every public entry point
- * checks its device against (a closed or never-opened pointer is refused
- * there without being read).
+ * properties read at open, the upload stream, and the registry of open
+ * devices that every public entry point checks its device against (a
+ * closed or never-opened pointer is refused there without being read).
+ * Beside it, streams.c owns the pooled streams and events, waits.c the
+ * others' work the device's next work waits for, and options.c the
+ * checks of versioned structs.
  *
  * The rooms above (doc/ARCHITECTURE.md has the order) keep their state
  * behind one pointer each in struct curd_device, set and cleared by their
@@ -63,7 +65,7 @@ struct curd_device {
     curdi_cu_stream upload_stream; /* for curd_buffer_upload_async */
     /* Others' work that curd's next work waits for
      * (curd_device_wait_stream, _event): events of curd's own recorded
-     * behind it (core.c says when each is dropped). waits_lock guards
+     * behind it (waits.c says when each is dropped). waits_lock guards
      * the list (taken before pool_lock, never after); wait_count, also
      * written under it, lets a stream skip the lock while nothing is
      * waited for. */
@@ -190,6 +192,20 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
 /* Destroys a stream left in a state the pool must not hand out again (a
  * capture that could not be ended). Context current. */
 void curdi_stream_discard(curd_device *device, curdi_cu_stream stream);
+/* A stream from the idle pool, or a new one, without the waits
+ * curdi_stream_acquire orders it after. Context current. */
+curd_status curdi_stream_take(curd_device *device, curdi_cu_stream *out);
+/* Destroy a stream or an event (nothing once the driver is unusable). */
+struct curdi_driver;
+void curdi_stream_destroy(const struct curdi_driver *driver,
+                          curdi_cu_stream stream);
+void curdi_event_destroy(const struct curdi_driver *driver,
+                         curdi_cu_event event);
+/* Forgets the waits recorded on a stream that leaves the pool. */
+void curdi_waits_forget_stream(curd_device *device, curdi_cu_stream stream);
+/* Destroys the waits' events, at the device's close (context current). */
+void curdi_waits_destroy(const struct curdi_driver *driver,
+                         curd_device *device);
 
 /* Makes `stream` wait (cuStreamWaitEvent, no host wait) for the work of
  * others the device was told to wait for and that may not have

@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "base/assert.h"
 #include "base/clock.h"
+#include "base/hash_map.h"
 #include "base/nvtx.h"
 #include "base/status.h"
 #include "core/core.h"
@@ -16,56 +18,97 @@
 /* ------------------------------------------------------------------------
  * The registry of live pendings
  * ---------------------------------------------------------------------- */
-/* Chains through the pendings themselves, hashed by address, so entering
- * one allocates nothing; a lookup reads only pendings in the registry,
- * never the pointer it was asked about. One short lock: a dispatch or a
- * batch run handed out takes it twice (enter, leave). */
-#define LIVE_BUCKETS 1024u
+/* Every pending handed to a caller, by address (base/hash_map), so a
+ * lookup reads only the map, never the pointer it was asked about. Its
+ * owner takes the pending's slot before the work is enqueued
+ * (curdi_pending_take_slot), when the map may have to grow and a failure
+ * is still the owner's to report; publishing the pending, once the work
+ * is enqueued, fills that slot and cannot fail. live_reserved counts the
+ * slots taken and not yet filled or given back: the map always has room
+ * for that many inserts without growing (curdi_hash_map_reserve), and
+ * nothing shrinks it. One short lock: a dispatch or a batch run handed
+ * out takes it three times (take, publish, release). */
+#define LIVE_FIRST_SLOTS 64u
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static curd_pending *live_buckets[LIVE_BUCKETS];
+static curdi_hash_map live_map; /* capacity 0 until the first slot */
+static size_t live_reserved;
 
-static curd_pending **live_bucket(const curd_pending *pending)
+/* Lock held: one more slot that an insert will find without growing. */
+static bool take_slot_locked(void)
 {
-    uint64_t key = (uint64_t)(uintptr_t)pending;
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull; /* a 64-bit mixer's multiplier */
-    key ^= key >> 33;
-    return &live_buckets[key & (LIVE_BUCKETS - 1u)];
+    if (live_map.capacity == 0
+        && !curdi_hash_map_init(&live_map, 0, LIVE_FIRST_SLOTS))
+        return false;
+    if (!curdi_hash_map_reserve(&live_map, live_reserved + 1u))
+        return false;
+    live_reserved++;
+    return true;
+}
+
+curd_status curdi_pending_take_slot(curd_pending *pending, const char *what)
+{
+    if (pending->slot_taken || pending->published)
+        return CURD_OK;
+    pthread_mutex_lock(&live_lock);
+    bool taken = take_slot_locked();
+    pthread_mutex_unlock(&live_lock);
+    if (!taken)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: the registry of live pendings could not grow;"
+                          " nothing was enqueued. Fix: free host memory (or"
+                          " free the pendings you are done with) and try"
+                          " again.",
+                          what);
+    pending->slot_taken = true;
+    return CURD_OK;
 }
 
 void curdi_pending_publish(curd_pending *pending)
 {
     pthread_mutex_lock(&live_lock);
-    curd_pending **bucket = live_bucket(pending);
-    pending->live_next = *bucket;
-    *bucket = pending;
-    pending->published = true;
+    /* An owner that took no slot gets one here, where a failure has no
+     * one to go to (pending.h says what it means then); this goes once
+     * every owner calls curdi_pending_take_slot before enqueueing. */
+    if (!pending->slot_taken)
+        pending->slot_taken = take_slot_locked();
+    uint64_t key = curdi_hash_map_address_key(pending);
+    bool entered =
+        pending->slot_taken && curdi_hash_map_insert(&live_map, &key, pending);
+    /* The slot was reserved: filling it cannot fail. */
+    CURDI_ASSERT(entered);
+    if (pending->slot_taken)
+        live_reserved--;
+    pending->slot_taken = false;
+    pending->published = entered;
     pthread_mutex_unlock(&live_lock);
 }
 
+/* Takes the pending out of the registry, or gives back the slot it took
+ * and never filled. */
 static void unpublish(curd_pending *pending)
 {
-    if (!pending->published)
+    if (!pending->published && !pending->slot_taken)
         return;
     pthread_mutex_lock(&live_lock);
-    for (curd_pending **link = live_bucket(pending); *link != NULL;
-         link = &(*link)->live_next) {
-        if (*link == pending) {
-            *link = pending->live_next;
-            break;
-        }
+    if (pending->published) {
+        uint64_t key = curdi_hash_map_address_key(pending);
+        bool removed = curdi_hash_map_remove(&live_map, &key, pending);
+        CURDI_ASSERT(removed);
+    } else {
+        CURDI_ASSERT(live_reserved > 0);
+        live_reserved--;
     }
     pending->published = false;
+    pending->slot_taken = false;
     pthread_mutex_unlock(&live_lock);
 }
 
 static bool live(const curd_pending *pending)
 {
-    bool found = false;
+    uint64_t key = curdi_hash_map_address_key(pending);
     pthread_mutex_lock(&live_lock);
-    for (const curd_pending *entry = *live_bucket(pending);
-         entry != NULL && !found; entry = entry->live_next)
-        found = entry == pending;
+    bool found = live_map.capacity != 0
+                 && curdi_hash_map_find(&live_map, &key, NULL) == pending;
     pthread_mutex_unlock(&live_lock);
     return found;
 }

@@ -86,10 +86,11 @@ struct curd_pending {
     uint64_t staging_ns;      /* split: start to the kernels */
     uint64_t readback_ns;     /* split: the kernels to the end */
     uint64_t wall_ns;         /* from start_ns to the wait's end */
-    /* Handed to the caller (curdi_pending_publish): in the registry of
-     * live pendings through live_next until released. */
+    /* A slot of the registry of live pendings taken
+     * (curdi_pending_take_slot) and not yet filled; handed to the caller
+     * (curdi_pending_publish): in the registry until released. */
+    bool slot_taken;
     bool published;
-    struct curd_pending *live_next;
 };
 
 /* Zeroes the base and names its owner's operations; start_ns is now; the
@@ -127,11 +128,18 @@ void curdi_pending_release(curd_pending *pending);
  * for the stream), and runs ops->complete (copy_out as given) on
  * success. The pending stays allocated. */
 curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
-/* Enters a pending the caller is about to receive in the process-wide
- * registry of live pendings, which every public call on a pending asks
- * before it reads one, so a freed pending is a typed error; released,
- * it leaves the registry. Cannot fail (the registry's links live in the
- * pendings). */
+/* Takes the pending's slot in the process-wide registry of live
+ * pendings, which every public call on a pending asks before it reads
+ * one (so a freed pending is a typed error): the registry grows now, if
+ * it must, so that publishing cannot fail. For a pending that will be
+ * handed to the caller, before its work is enqueued; released unfilled,
+ * the slot goes back. CURD_E_OUT_OF_MEMORY (`what` names the call) when
+ * the registry cannot grow. */
+curd_status curdi_pending_take_slot(curd_pending *pending, const char *what);
+/* Enters a pending the caller is about to receive in the registry, in
+ * the slot it took; released, it leaves the registry. Cannot fail. (An
+ * owner that took no slot gets one here; a failure to grow then leaves
+ * the pending out of the registry, where every public call refuses it.) */
 void curdi_pending_publish(curd_pending *pending);
 /* The oldest curd_timing a caller may pass (curd 1.0's). */
 #define CURDI_TIMING_SIZE_1_0 offsetof(curd_timing, staging_ns)

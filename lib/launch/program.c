@@ -1,10 +1,11 @@
 /* program.c - the program room: images told apart by content, the
- * per-device module cache, functions with their attributes and parameter
- * layouts, and the public curd_program_* entry points. program.h says how
- * the room is shaped and what it promises about locks.
+ * per-device module cache, the functions cached per module, and the
+ * public curd_program_* entry points. program.h says how the room is
+ * shaped and what it promises about locks; program_load.c makes the
+ * driver calls that load a module and read a function.
  *
- * Read top to bottom: the room (the module cache, idle list, counters), loading a module and a
- * function (driver calls, outside the lock), then the entry points. */
+ * Read top to bottom: the room (the module cache, idle list, counters),
+ * then the entry points, then what the dispatch room reads. */
 #include "launch/program.h"
 
 #include <inttypes.h>
@@ -18,63 +19,22 @@
 #include <xxhash.h>
 
 #include "base/checked.h"
-#include "base/clock.h"
 #include "base/hash_map.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
 #include "launch/image.h"
 #include "launch/jit.h"
+#include "launch/program_load.h"
 
 /* What the JIT options mean, as hashed into the key with each load's
  * jit_options: bump it when curd passes the driver another option that
  * changes the code. */
 #define CURDI_JIT_OPTIONS_ID 2u
-/* More parameters than a kernel can have (the driver caps a parameter
- * buffer at 32764 bytes); a bound on the cuFuncGetParamInfo loop. */
-#define CURDI_MAX_PARAMS 8192u
-#define CURDI_SHARED_DEFAULT_BYTES 49152u
 
 /* ------------------------------------------------------------------------
  * Types
  * ---------------------------------------------------------------------- */
-typedef struct curdi_function {
-    struct curdi_function *next;
-    char *entry;
-    curdi_cu_function function;
-    curdi_program_attrs attrs;
-    curdi_param_layout params;
-    uint32_t *param_storage; /* offsets then sizes */
-    /* The dynamic shared memory the function may use now (48 KiB until
-     * raised). */
-    _Atomic size_t dynamic_shared_limit;
-} curdi_function;
-
-/* One image of a load: the desc's image, or an input of a link. */
-typedef struct module_input {
-    size_t offset; /* of its copy in the module's image block */
-    size_t byte_len; /* PTX: up to its first NUL */
-    curd_image_kind kind;
-} module_input;
-
-typedef struct curdi_module {
-    struct curdi_module *evicted_next; /* in a list of evicted modules */
-    struct curdi_module *idle_prev, *idle_next; /* while refs == 0 */
-    XXH128_hash_t key;
-    /* Copies of the load's images back to back, each followed by a NUL
-     * (PTX must end in one): one image, or a link's inputs in order. */
-    unsigned char *image;
-    module_input *inputs;
-    size_t input_count;
-    bool linked; /* the inputs went through the driver's linker */
-    curd_image_kind kind; /* what the driver loaded: a link's is a cubin */
-    curdi_cu_module module;
-    uint32_t refs; /* programs, and loads in progress, using it */
-    curdi_function *functions;
-    curdi_jit_options jit;
-    char *info_log; /* the JIT's (or linker's) information log; NULL: none */
-} curdi_module;
-
 /* One image of a load request, checked; and the request. */
 typedef struct load_input {
     const unsigned char *bytes;
@@ -97,21 +57,6 @@ struct curd_program {
     curdi_function *function;
     struct curd_program *prev, *next; /* the device's programs */
     uint32_t batch_uses; /* batch launches recording it, under the lock */
-};
-
-struct curdi_program_room {
-    pthread_mutex_t lock;
-    /* The loaded modules by key (the image's XXH3-128, bytes compared on
-     * a hit, so modules whose keys collide both stay). */
-    curdi_hash_map modules;
-    curdi_module *idle_head, *idle_tail; /* most recently used first */
-    size_t idle_count;
-    size_t idle_bound;
-    curd_program *programs;
-    /* CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, read on the
-     * first miss (0: not yet). */
-    _Atomic int shared_optin_bytes;
-    curdi_program_counts counts; /* under lock */
 };
 
 /* ------------------------------------------------------------------------
@@ -248,13 +193,6 @@ static void module_unpin(struct curdi_program_room *room, curdi_module *m,
     }
 }
 
-static void function_free(curdi_function *f)
-{
-    free(f->entry);
-    free(f->param_storage);
-    free(f);
-}
-
 /* Unloads a module from the driver (context current, or the driver
  * unusable: then there is nothing to unload). */
 static curd_status module_unload(curdi_module *m)
@@ -277,7 +215,7 @@ static curd_status module_destroy(curdi_module *m)
     curdi_function *next;
     for (curdi_function *f = m->functions; f != NULL; f = next) {
         next = f->next;
-        function_free(f);
+        curdi_program_function_free(f);
     }
     free(m->image);
     free(m->inputs);
@@ -418,372 +356,6 @@ void curdi_program_counts_reset(curd_device *device)
     room->counts.jit_ns = 0;
     room->counts.evictions = 0;
     pthread_mutex_unlock(&room->lock);
-}
-
-/* ------------------------------------------------------------------------
- * Loading (driver calls; context current, room lock not held)
- * ---------------------------------------------------------------------- */
-static const char *const kind_names[] = {"", "PTX", "cubin", "fatbin",
-                                         "library"};
-
-/* A failed cuModuleLoadDataEx of `what` (the image, or the linked cubin):
- * its sentence carries the error log, and `fix` when the code says the
- * image is at fault. */
-static curd_status load_failed(curdi_module *m, curdi_cu_result rc,
-                               curdi_jit_logs *logs, const char *what,
-                               const char *entry, const char *fix)
-{
-    m->module = NULL;
-    curdi_jit_logs_error_one_line(logs);
-    char call[2 * CURDI_JIT_LOG_BYTES + 256];
-    snprintf(call, sizeof call,
-             "curd_program_load: cuModuleLoadDataEx (%s, for entry %s%s%s)",
-             what, entry, logs->error[0] != '\0' ? "; JIT log: " : "",
-             logs->error);
-    return curdi_fail_driver(
-        (int)rc, call,
-        curdi_driver_status_of(rc) == CURD_E_PROGRAM ? fix : NULL);
-}
-
-/* cuModuleLoadDataEx of the module's one image with the JIT options and
- * both logs; CURD_E_PROGRAM with the error log when it does not compile or
- * load. */
-static curd_status jit_image(curdi_module *m, const char *entry,
-                             curdi_jit_logs *logs)
-{
-    curdi_jit_option_list list;
-    curdi_jit_option_list_make(&m->jit, logs, &list);
-    curdi_cu_result rc = curdi_driver_get()->cuModuleLoadDataEx(
-        &m->module, m->image, list.count, list.options, list.values);
-    if (rc == CURDI_CUDA_SUCCESS) {
-        m->info_log = curdi_jit_logs_take_info(logs);
-        return CURD_OK;
-    }
-    char what[64];
-    snprintf(what, sizeof what, "%s image of %zu bytes", kind_names[m->kind],
-             m->inputs[0].byte_len);
-    return load_failed(
-        m, rc, logs, what, entry,
-        m->kind == CURD_IMAGE_PTX
-            ? "correct the PTX at the place the JIT log names, or target a "
-              "PTX ISA and sm version this driver knows"
-            : "build the binary for this device's architecture (or include "
-              "PTX in the fatbin so the driver can JIT it)");
-}
-
-/* The module's inputs through the driver's linker, then the linked cubin
- * loaded; the linker's information log is the module's. */
-static curd_status link_images(curdi_module *m, const char *entry,
-                               curdi_jit_logs *logs)
-{
-    curdi_link_input inputs[1 + CURD_PROGRAM_LINK_MAX];
-    /* The names the linker's log gives the inputs: the desc's fields. */
-    char names[1 + CURD_PROGRAM_LINK_MAX][32];
-    for (size_t i = 0; i < m->input_count; i++) {
-        if (i == 0)
-            snprintf(names[i], sizeof names[i], "image");
-        else
-            snprintf(names[i], sizeof names[i], "link_images[%u]",
-                     (unsigned)(i - 1u));
-        inputs[i].bytes = m->image + m->inputs[i].offset;
-        inputs[i].byte_len = m->inputs[i].byte_len;
-        inputs[i].kind = m->inputs[i].kind;
-        inputs[i].name = names[i];
-    }
-    void *cubin = NULL;
-    size_t cubin_bytes = 0;
-    curd_status status = curdi_link(inputs, m->input_count, &m->jit, entry,
-                                    logs, &cubin, &cubin_bytes);
-    if (status != CURD_OK)
-        return status;
-    m->info_log = curdi_jit_logs_take_info(logs);
-    /* A cubin takes no JIT options; its error log is the one to keep. */
-    logs->error[0] = '\0';
-    curdi_cu_jit_option options[2] = {
-        CURDI_CU_JIT_ERROR_LOG_BUFFER,
-        CURDI_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-    };
-    void *values[2] = {logs->error, (void *)(uintptr_t)CURDI_JIT_LOG_BYTES};
-    curdi_cu_result rc = curdi_driver_get()->cuModuleLoadDataEx(
-        &m->module, cubin, 2, options, values);
-    free(cubin);
-    if (rc == CURDI_CUDA_SUCCESS)
-        return CURD_OK;
-    char what[96];
-    snprintf(what, sizeof what, "the cubin of %zu bytes linked from %zu "
-             "inputs", cubin_bytes, m->input_count);
-    return load_failed(m, rc, logs, what, entry,
-                       "build the inputs for this device's architecture, or "
-                       "pass them as PTX so the driver compiles them for it");
-}
-
-/* Loads the module (compiling or linking it); *out_ns is the time spent
- * in the driver. */
-static curd_status load_module(curdi_module *m, const char *entry,
-                               uint64_t *out_ns)
-{
-    curdi_jit_logs logs;
-    curd_status status = curdi_jit_logs_new(&logs);
-    if (status != CURD_OK)
-        return status;
-    uint64_t start = curdi_clock_ns();
-    status = m->linked ? link_images(m, entry, &logs)
-                       : jit_image(m, entry, &logs);
-    *out_ns = curdi_clock_ns() - start;
-    curdi_jit_logs_free(&logs);
-    return status;
-}
-
-/* The names of the module's entries, for a missing-entry sentence. */
-static void entry_names(const curdi_module *m, char *out, size_t capacity)
-{
-    const curdi_driver *driver = curdi_driver_get();
-    out[0] = '\0';
-    unsigned int count = 0;
-    if (driver->cuModuleGetFunctionCount != NULL &&
-        driver->cuModuleEnumerateFunctions != NULL &&
-        driver->cuFuncGetName != NULL &&
-        driver->cuModuleGetFunctionCount(&count, m->module) ==
-            CURDI_CUDA_SUCCESS) {
-        curdi_cu_function *functions =
-            count != 0 ? calloc(count, sizeof *functions) : NULL;
-        if (count == 0 ||
-            (functions != NULL &&
-             driver->cuModuleEnumerateFunctions(functions, count, m->module) ==
-                 CURDI_CUDA_SUCCESS)) {
-            size_t at = 0;
-            for (unsigned int i = 0; i < count; i++) {
-                const char *name = NULL;
-                if (driver->cuFuncGetName(&name, functions[i]) !=
-                        CURDI_CUDA_SUCCESS ||
-                    name == NULL || at + strlen(name) + 3 >= capacity)
-                    continue;
-                at += (size_t)snprintf(out + at, capacity - at, "%s%s",
-                                       at == 0 ? "" : ", ", name);
-            }
-            free(functions);
-            if (count == 0)
-                snprintf(out, capacity, "(none)");
-            return;
-        }
-        free(functions);
-    }
-    bool any_ptx = false;
-    for (size_t i = 0; i < m->input_count; i++) {
-        if (m->inputs[i].kind != CURD_IMAGE_PTX)
-            continue;
-        any_ptx = true;
-        curdi_image_ptx_entry_names((const char *)m->image +
-                                        m->inputs[i].offset,
-                                    out, capacity);
-    }
-    if (any_ptx && out[0] == '\0')
-        snprintf(out, capacity, "(none)");
-}
-
-static curd_status get_attribute(const curdi_driver *driver,
-                                 curdi_cu_function function,
-                                 curdi_cu_function_attribute attribute,
-                                 const char *name, int *out)
-{
-    curdi_cu_result rc = driver->cuFuncGetAttribute(out, attribute, function);
-    if (rc == CURDI_CUDA_SUCCESS)
-        return CURD_OK;
-    char call[128];
-    snprintf(call, sizeof call, "curd_program_load: cuFuncGetAttribute(%s)",
-             name);
-    return curdi_fail_driver((int)rc, call, NULL);
-}
-
-/* The parameter layout through cuFuncGetParamInfo; unknown without it. */
-static curd_status read_params(const curdi_driver *driver, curdi_function *f)
-{
-    memset(&f->params, 0, sizeof f->params);
-    if (driver->cuFuncGetParamInfo == NULL)
-        return CURD_OK;
-    size_t capacity = 0;
-    uint32_t count = 0;
-    uint32_t *offsets = NULL, *sizes = NULL;
-    for (;;) {
-        size_t offset = 0, size = 0;
-        curdi_cu_result rc =
-            driver->cuFuncGetParamInfo(f->function, count, &offset, &size);
-        if (rc == CURDI_CUDA_ERROR_INVALID_VALUE)
-            break; /* past the last parameter */
-        if (rc != CURDI_CUDA_SUCCESS) {
-            free(offsets);
-            free(sizes);
-            return curdi_fail_driver((int)rc,
-                                     "curd_program_load: cuFuncGetParamInfo",
-                                     NULL);
-        }
-        if (count == CURDI_MAX_PARAMS || offset > UINT32_MAX ||
-            size > UINT32_MAX) {
-            free(offsets);
-            free(sizes);
-            return curdi_fail(CURD_E_PROGRAM,
-                              "curd_program_load: the driver describes more "
-                              "than %u parameters, or one past 4 GiB, for "
-                              "entry %s. Fix: check the image; no kernel can "
-                              "have such a parameter list.",
-                              CURDI_MAX_PARAMS, f->entry);
-        }
-        if (count == capacity) {
-            capacity = capacity == 0 ? 16 : capacity * 2;
-            uint32_t *grown_offsets = realloc(offsets, capacity * 4);
-            if (grown_offsets != NULL)
-                offsets = grown_offsets;
-            uint32_t *grown_sizes = realloc(sizes, capacity * 4);
-            if (grown_sizes != NULL)
-                sizes = grown_sizes;
-            if (grown_offsets == NULL || grown_sizes == NULL) {
-                free(offsets);
-                free(sizes);
-                return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                                  "curd_program_load: the parameter layout "
-                                  "of entry %s could not be stored. Fix: free "
-                                  "host memory and try again.",
-                                  f->entry);
-            }
-        }
-        offsets[count] = (uint32_t)offset;
-        sizes[count] = (uint32_t)size;
-        count++;
-    }
-    /* One block: offsets, then sizes. */
-    if (count != 0) {
-        f->param_storage = malloc((size_t)count * 8);
-        if (f->param_storage == NULL) {
-            free(offsets);
-            free(sizes);
-            return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                              "curd_program_load: the parameter layout of "
-                              "entry %s could not be stored. Fix: free host "
-                              "memory and try again.",
-                              f->entry);
-        }
-        memcpy(f->param_storage, offsets, (size_t)count * 4);
-        memcpy(f->param_storage + count, sizes, (size_t)count * 4);
-        f->params.offsets = f->param_storage;
-        f->params.sizes = f->param_storage + count;
-        f->params.total_bytes =
-            (size_t)offsets[count - 1] + (size_t)sizes[count - 1];
-    }
-    free(offsets);
-    free(sizes);
-    f->params.known = true;
-    f->params.count = count;
-    return CURD_OK;
-}
-
-/* The device's opt-in shared memory per block, read once. */
-static curd_status shared_optin(curd_device *device, int *out)
-{
-    struct curdi_program_room *room = device->program;
-    int value = atomic_load(&room->shared_optin_bytes);
-    if (value == 0) {
-        curdi_cu_result rc = curdi_driver_get()->cuDeviceGetAttribute(
-            &value, CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            device->cu_device);
-        if (rc != CURDI_CUDA_SUCCESS)
-            return curdi_fail_driver(
-                (int)rc,
-                "curd_program_load: cuDeviceGetAttribute("
-                "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)",
-                NULL);
-        atomic_store(&room->shared_optin_bytes, value);
-    }
-    *out = value;
-    return CURD_OK;
-}
-
-/* Finds the entry in a loaded module and reads what the room caches of
- * it into a new function (not yet in the module's list). */
-static curd_status load_function(curd_device *device, const curdi_module *m,
-                                 const char *entry, curdi_function **out)
-{
-    const curdi_driver *driver = curdi_driver_get();
-    curdi_function *f = calloc(1, sizeof *f);
-    char *name = strdup(entry);
-    if (f == NULL || name == NULL) {
-        free(f);
-        free(name);
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_program_load: the function of entry %s could "
-                          "not be allocated. Fix: free host memory and try "
-                          "again.",
-                          entry);
-    }
-    f->entry = name;
-    curdi_cu_result rc =
-        driver->cuModuleGetFunction(&f->function, m->module, entry);
-    if (rc == CURDI_CUDA_ERROR_NOT_FOUND) {
-        char names[1024];
-        entry_names(m, names, sizeof names);
-        function_free(f);
-        curdi_status_note_driver_code((int)rc);
-        if (names[0] == '\0')
-            return curdi_fail(CURD_E_PROGRAM,
-                              "curd_program_load: the %s image has no entry "
-                              "named \"%s\", and this driver cannot list a "
-                              "binary's entries (that needs CUDA 12.4). Fix: "
-                              "pass the kernel's name as the image declares it "
-                              "(extern \"C\" kernels keep their name; C++ ones "
-                              "are mangled: cuobjdump -elf lists them).",
-                              m->kind == CURD_IMAGE_CUBIN ? "cubin" : "fatbin",
-                              entry);
-        return curdi_fail(CURD_E_PROGRAM,
-                          "curd_program_load: the image has no entry named "
-                          "\"%s\"; its entries are: %s. Fix: pass one of "
-                          "those names (C++ kernels have mangled names unless "
-                          "declared extern \"C\").",
-                          entry, names);
-    }
-    if (rc != CURDI_CUDA_SUCCESS) {
-        function_free(f);
-        return curdi_fail_driver((int)rc,
-                                 "curd_program_load: cuModuleGetFunction",
-                                 NULL);
-    }
-    int regs = 0, shared = 0, local = 0, constant = 0, threads = 0,
-        binary = 0, ptx = 0, optin = 0;
-    curd_status status = CURD_OK;
-#define CURDI_ATTR_(attr, out)                                                \
-    if (status == CURD_OK)                                                    \
-        status = get_attribute(driver, f->function, CURDI_CU_FUNC_##attr,     \
-                               "CU_FUNC_" #attr, out);
-    CURDI_ATTR_(ATTRIBUTE_NUM_REGS, &regs)
-    CURDI_ATTR_(ATTRIBUTE_SHARED_SIZE_BYTES, &shared)
-    CURDI_ATTR_(ATTRIBUTE_LOCAL_SIZE_BYTES, &local)
-    CURDI_ATTR_(ATTRIBUTE_CONST_SIZE_BYTES, &constant)
-    CURDI_ATTR_(ATTRIBUTE_MAX_THREADS_PER_BLOCK, &threads)
-    CURDI_ATTR_(ATTRIBUTE_BINARY_VERSION, &binary)
-    CURDI_ATTR_(ATTRIBUTE_PTX_VERSION, &ptx)
-#undef CURDI_ATTR_
-    if (status == CURD_OK)
-        status = shared_optin(device, &optin);
-    if (status == CURD_OK)
-        status = read_params(driver, f);
-    if (status != CURD_OK) {
-        function_free(f);
-        return status;
-    }
-    f->attrs.registers_per_thread = regs;
-    f->attrs.max_threads_per_block = threads;
-    f->attrs.static_shared_bytes = shared > 0 ? (size_t)shared : 0;
-    f->attrs.local_bytes_per_thread = local > 0 ? (size_t)local : 0;
-    f->attrs.const_bytes = constant > 0 ? (size_t)constant : 0;
-    f->attrs.max_dynamic_shared_bytes =
-        optin > shared ? (size_t)(optin - shared) : 0;
-    f->attrs.binary_version = binary;
-    f->attrs.ptx_version = ptx;
-    size_t default_limit = CURDI_SHARED_DEFAULT_BYTES > f->attrs.static_shared_bytes
-                               ? CURDI_SHARED_DEFAULT_BYTES -
-                                     f->attrs.static_shared_bytes
-                               : 0;
-    atomic_store(&f->dynamic_shared_limit, default_limit);
-    *out = f;
-    return CURD_OK;
 }
 
 /* ------------------------------------------------------------------------
@@ -1057,7 +629,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
                               "memory and try again.",
                               request->copy_bytes);
         }
-        status = load_module(fresh, request->entry, &jit_ns);
+        status = curdi_program_load_module(fresh, request->entry, &jit_ns);
         if (status != CURD_OK) {
             (void)module_destroy(fresh);
             curdi_device_leave(device);
@@ -1087,7 +659,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         }
     }
     curdi_function *f = NULL;
-    status = load_function(device, m, request->entry, &f);
+    status = curdi_program_load_function(device, m, request->entry, &f);
     pthread_mutex_lock(&room->lock);
     if (status != CURD_OK && inserted && m->refs == 1
         && status != CURD_E_PROGRAM) {
@@ -1101,7 +673,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
     } else {
         curdi_function *theirs = cached_function(m, request->entry);
         if (theirs != NULL) {
-            function_free(f);
+            curdi_program_function_free(f);
             f = theirs;
         } else {
             f->next = m->functions;

@@ -59,8 +59,12 @@
  * Rooms (why the pool is split)
  * -----------------------------
  * This file owns the sharded cache: the caching rule, acquire and release,
- * trim, the statistics, the out-of-memory ladder, create and destroy. The
- * pool's layout (the pool, its shards and their fronts) and the shard
+ * curdi_pool_trim, reading and resetting the statistics, and the
+ * out-of-memory ladder. Counting the statistics (below) is
+ * pool_stats.h's, inline on the hit paths, with its out-of-line part in
+ * pool_stats.c; the upstream calls, the bytes held upstream and the trim
+ * itself are pool_upstream.c's; create and destroy pool_lifecycle.c's,
+ * which stands beside this door. The pool's layout (the pool, its shards and their fronts) and the shard
  * primitives the fronts need too are in pool_shards.h; the fronts, with
  * the thread's shard index, the revoke handshake and the thread-exit
  * registry, in pool_fronts.c; the block records and their token
@@ -132,44 +136,22 @@
 #include "memory/pool.h"
 
 #include <inttypes.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "base/assert.h"
 #include "base/checked.h"
-#include "base/clock.h"
 #include "base/hash_map.h"
 #include "base/status.h"
 #include "memory/pool_fronts.h"
 #include "memory/pool_records.h"
 #include "memory/pool_shards.h"
+#include "memory/pool_stats.h"
+#include "memory/pool_upstream.h"
 
-#define SLOTS_MAX 1024u
-/* A shard's live table starts with room for this many blocks. */
-#define INITIAL_LIVE_SLOTS 32u
-/* A shard's share of a cumulative counter: the sum of SHARD_COUNT shard
- * shares and SHARD_COUNT front shares stays within 2^64 - 1. It passes the
- * largest class below 2^60 (2^59 * 15/8) by 2^56 - 2^52 bytes, so a block
- * of that class can be counted after other traffic, nearly as before
- * fronts took their part (2^56). */
-#define SHARD_COUNTER_MAX (UINT64_MAX / SHARD_COUNT - FRONT_COUNTER_MAX)
-/* Pool-wide slow-path counters stop this far below 2^64. */
-#define GLOBAL_COUNTER_MAX (UINT64_MAX - ((uint64_t)1 << 62))
 /* The largest block: one shard's share of a counter can count it. */
 #define BLOCK_MAX SHARD_COUNTER_MAX
-/* Bytes one pool may hold upstream (live + cached). */
-#define RESERVED_MAX ((uint64_t)1 << 62)
-
-#define BYTES_QUANTUM ((int64_t)1 << 20)
-#define BLOCKS_QUANTUM ((int64_t)16)
-
-static const int64_t family_quantum[FAMILY_COUNT] = {
-    BYTES_QUANTUM, BYTES_QUANTUM, BYTES_QUANTUM, BLOCKS_QUANTUM,
-    BLOCKS_QUANTUM};
 
 /* ------------------------------------------------------------------------
  * Threads and shards (pool_fronts.c claims a thread's index)
@@ -177,453 +159,6 @@ static const int64_t family_quantum[FAMILY_COUNT] = {
 unsigned curdi_pool_thread_shard(void)
 {
     return own_shard_index();
-}
-
-/* Trim, stats and destroy take every shard lock, always in index order;
- * everything else holds at most one. */
-static void lock_all(curdi_pool *pool)
-{
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        shard_lock(&pool->shards[i]);
-}
-
-static void unlock_all(curdi_pool *pool)
-{
-    for (unsigned i = SHARD_COUNT; i-- > 0;)
-        shard_unlock(&pool->shards[i]);
-}
-
-/* ------------------------------------------------------------------------
- * Statistics
- * ---------------------------------------------------------------------- */
-
-static bool global_room(curdi_pool *pool)
-{
-    _Atomic uint64_t *counters[] = {
-        &pool->upstream_allocs, &pool->upstream_frees, &pool->cache_misses,
-        &pool->oom_retries,     &pool->oom_failures,   &pool->upstream_ns};
-    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
-        if (atomic_load_explicit(counters[i], memory_order_relaxed) >
-            GLOBAL_COUNTER_MAX)
-            return false;
-    return true;
-}
-
-static void global_count(_Atomic uint64_t *counter, uint64_t amount)
-{
-    /* Cannot pass 2^64: global_room() held before the operation began, and
-     * no operation adds anywhere near 2^62. */
-    atomic_fetch_add_explicit(counter, amount, memory_order_relaxed);
-}
-
-static inline int64_t delta_of(const family_part *part)
-{
-    return atomic_load_explicit(&part->delta, memory_order_relaxed);
-}
-
-/* One writer at a time (family_part says who reads it meanwhile). */
-static inline void delta_set(family_part *part, int64_t value)
-{
-    atomic_store_explicit(&part->delta, value, memory_order_relaxed);
-}
-
-static void family_flush(curdi_pool *pool, family_part *part,
-                         enum pool_family family)
-{
-    int64_t delta = delta_of(part);
-    if (delta != 0) {
-        atomic_fetch_add_explicit(&pool->families[family].level, delta,
-                                  memory_order_relaxed);
-        delta_set(part, 0);
-    }
-}
-
-static void peak_raise(family_total *total, uint64_t value)
-{
-    uint64_t peak = atomic_load_explicit(&total->peak, memory_order_relaxed);
-    while (peak < value &&
-           !atomic_compare_exchange_weak_explicit(&total->peak, &peak, value,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
-}
-
-/* A front's cumulative amounts of a family, from its moves. */
-static inline void front_amounts(const front_moves *moves,
-                                 enum pool_family family,
-                                 uint64_t *allocated, uint64_t *freed)
-{
-    switch (family) {
-    case FAMILY_LIVE_BYTES:
-        *allocated = moves->out_bytes;
-        *freed = moves->in_bytes;
-        return;
-    case FAMILY_LIVE_BLOCKS:
-        *allocated = moves->out_blocks;
-        *freed = moves->in_blocks;
-        return;
-    case FAMILY_REQUESTED_BYTES:
-        *allocated = moves->out_requested;
-        *freed = moves->in_requested;
-        return;
-    case FAMILY_CACHED_BYTES:
-        *allocated = moves->in_bytes;
-        *freed = moves->out_bytes;
-        return;
-    case FAMILY_CACHED_BLOCKS:
-    default:
-        *allocated = moves->in_blocks;
-        *freed = moves->out_blocks;
-        return;
-    }
-}
-
-/* A front's level change of a family not yet folded into the pool's
- * level (unsigned differences: each count only grows between folds). */
-static inline int64_t front_delta(const pool_front *front,
-                                  enum pool_family family)
-{
-    uint64_t allocated, freed, folded_allocated, folded_freed;
-    front_amounts(&front->moves, family, &allocated, &freed);
-    front_amounts(&front->folded, family, &folded_allocated, &folded_freed);
-    return (int64_t)((allocated - folded_allocated) - (freed - folded_freed));
-}
-
-static void front_fold(curdi_pool *pool, pool_front *front)
-{
-    for (unsigned f = 0; f < FAMILY_COUNT; f++) {
-        int64_t delta = front_delta(front, (enum pool_family)f);
-        if (delta != 0)
-            atomic_fetch_add_explicit(&pool->families[f].level, delta,
-                                      memory_order_relaxed);
-    }
-    front->folded = front->moves;
-}
-
-/* Raises the peak of a family past which `level`, an estimate of the
- * current level, went. Under concurrency the estimate can run ahead of
- * the true level by other threads' unfolded drops; it never passes what
- * is surely a bound. */
-static inline void peak_check(curdi_pool *pool, enum pool_family family,
-                              int64_t level)
-{
-    if (level <= 0 ||
-        (uint64_t)level <= atomic_load_explicit(&pool->families[family].peak,
-                                                memory_order_relaxed))
-        return; /* the common case: no new peak */
-    uint64_t estimate = (uint64_t)level;
-    if (family == FAMILY_CACHED_BYTES && estimate > pool->cache_budget_bytes)
-        estimate = pool->cache_budget_bytes;
-    if (family != FAMILY_LIVE_BLOCKS && family != FAMILY_CACHED_BLOCKS) {
-        uint64_t reserved = atomic_load_explicit(&pool->reserved_bytes,
-                                                 memory_order_relaxed);
-        if (estimate > reserved)
-            estimate = reserved;
-    }
-    peak_raise(&pool->families[family], estimate);
-}
-
-static inline int64_t pool_level(curdi_pool *pool, enum pool_family family)
-{
-    return atomic_load_explicit(&pool->families[family].level,
-                                memory_order_relaxed);
-}
-
-/* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
- * 2 * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
- * caller has checked the room for allocated. own_front: the calling
- * thread's front when it owns the one beside this shard part
- * (owner_front_of), else NULL: its unfolded change counts in the
- * estimate, so that one thread's level is exact. */
-static inline void family_up(curdi_pool *pool, family_part *part,
-                             const pool_front *own_front,
-                             enum pool_family family, uint64_t amount)
-{
-    part->allocated += amount;
-    int64_t delta = delta_of(part) + (int64_t)amount;
-    delta_set(part, delta);
-    if (delta >= family_quantum[family]) {
-        family_flush(pool, part, family);
-        delta = 0;
-    }
-    peak_check(pool, family,
-               pool_level(pool, family) + delta +
-                   (own_front != NULL ? front_delta(own_front, family) : 0));
-}
-
-static inline void family_down(curdi_pool *pool, family_part *part,
-                               enum pool_family family, uint64_t amount)
-{
-    part->freed += amount;
-    int64_t delta = delta_of(part) - (int64_t)amount;
-    delta_set(part, delta);
-    if (delta <= -family_quantum[family])
-        family_flush(pool, part, family);
-}
-
-/* The families a block moves through, counted in a shard's part array;
- * own_front as for family_up. A rise moves the estimates the front's
- * rooms were measured against, so they close. */
-static inline void count_live_up(curdi_pool *pool, family_part *parts,
-                                 pool_front *own_front, size_t class_bytes,
-                                 size_t byte_len)
-{
-    family_up(pool, &parts[FAMILY_LIVE_BYTES], own_front, FAMILY_LIVE_BYTES,
-              class_bytes);
-    family_up(pool, &parts[FAMILY_LIVE_BLOCKS], own_front,
-              FAMILY_LIVE_BLOCKS, 1);
-    family_up(pool, &parts[FAMILY_REQUESTED_BYTES], own_front,
-              FAMILY_REQUESTED_BYTES, byte_len);
-    if (own_front != NULL)
-        front_rooms_close(own_front);
-}
-
-static inline void count_live_down(curdi_pool *pool, family_part *parts,
-                                   size_t class_bytes, size_t byte_len)
-{
-    family_down(pool, &parts[FAMILY_LIVE_BYTES], FAMILY_LIVE_BYTES,
-                class_bytes);
-    family_down(pool, &parts[FAMILY_LIVE_BLOCKS], FAMILY_LIVE_BLOCKS, 1);
-    family_down(pool, &parts[FAMILY_REQUESTED_BYTES], FAMILY_REQUESTED_BYTES,
-                byte_len);
-}
-
-static inline void count_cached_up(curdi_pool *pool, family_part *parts,
-                                   pool_front *own_front, size_t class_bytes)
-{
-    family_up(pool, &parts[FAMILY_CACHED_BYTES], own_front,
-              FAMILY_CACHED_BYTES, class_bytes);
-    family_up(pool, &parts[FAMILY_CACHED_BLOCKS], own_front,
-              FAMILY_CACHED_BLOCKS, 1);
-    if (own_front != NULL)
-        front_rooms_close(own_front);
-}
-
-static inline void count_cached_down(curdi_pool *pool, family_part *parts,
-                                     size_t class_bytes)
-{
-    family_down(pool, &parts[FAMILY_CACHED_BYTES], FAMILY_CACHED_BYTES,
-                class_bytes);
-    family_down(pool, &parts[FAMILY_CACHED_BLOCKS], FAMILY_CACHED_BLOCKS, 1);
-}
-
-static inline bool past_quantum(int64_t delta, int64_t quantum)
-{
-    return delta >= quantum || delta <= -quantum;
-}
-
-/* How far a family's estimate may rise before it passes the family's
- * peak, once the peak has been raised past the estimate (0 when a bound
- * kept the peak below it: the next rise looks again). */
-static int64_t peak_room(curdi_pool *pool, enum pool_family family,
-                         int64_t level)
-{
-    peak_check(pool, family, level);
-    int64_t peak = (int64_t)atomic_load_explicit(&pool->families[family].peak,
-                                                 memory_order_relaxed);
-    return peak > level ? peak - level : 0;
-}
-
-/* The owner's look at the pool once a move used up one of its front's
- * rooms: folds the front's level change into the pool's levels once it
- * reaches a quantum, raises each peak its estimate passed, as family_up
- * does for a shard (the estimate adds the owner's shard's unflushed change,
- * so that one thread's level is exact), and measures the rooms again. */
-static __attribute__((noinline, cold)) void
-front_settle_and_leave(curdi_pool *pool, pool_front *front,
-                       const pool_shard *own)
-{
-    static const enum pool_family live[ROOM_COUNT] = {
-        FAMILY_LIVE_BYTES, FAMILY_LIVE_BLOCKS, FAMILY_REQUESTED_BYTES};
-    /* The cached family that moves by the live one's negative, if any. */
-    static const enum pool_family cached[ROOM_COUNT] = {
-        FAMILY_CACHED_BYTES, FAMILY_CACHED_BLOCKS, FAMILY_COUNT};
-    int64_t net[ROOM_COUNT];
-    bool fold = false;
-    for (unsigned r = 0; r < ROOM_COUNT; r++) {
-        net[r] = front_delta(front, live[r]);
-        fold = fold || past_quantum(net[r], family_quantum[live[r]]);
-    }
-    if (fold) {
-        front_fold(pool, front);
-        memset(net, 0, sizeof net);
-    }
-    const family_part *f = own->families;
-    for (unsigned r = 0; r < ROOM_COUNT; r++) {
-        enum pool_family family = live[r];
-        int64_t quantum = family_quantum[family];
-        int64_t rise = quantum - 1 - net[r], fall = quantum - 1 + net[r];
-        int64_t room = peak_room(pool, family,
-                                 pool_level(pool, family) + net[r] +
-                                     delta_of(&f[family]));
-        rise = room < rise ? room : rise;
-        if (cached[r] != FAMILY_COUNT) {
-            room = peak_room(pool, cached[r],
-                             pool_level(pool, cached[r]) - net[r] +
-                                 delta_of(&f[cached[r]]));
-            fall = room < fall ? room : fall;
-        }
-        atomic_store_explicit(&front->rise_room[r], rise,
-                              memory_order_relaxed);
-        front->room_band[r] = rise + fall;
-    }
-    front_leave(front);
-}
-
-/* Moves a front's rise room by amount and returns it: a relaxed load and
- * store, never a locked instruction (the owner is its only writer while it
- * moves). The rooms are atomics only so that the compiler updates them one
- * at a time: GCC 12 at -O2 packed the plain ones into SSE lanes, and a hit
- * took 1.3 ns longer on the H100 host's Xeon. */
-static inline int64_t room_add(_Atomic int64_t *room, int64_t amount)
-{
-    int64_t value = atomic_load_explicit(room, memory_order_relaxed) + amount;
-    atomic_store_explicit(room, value, memory_order_relaxed);
-    return value;
-}
-
-/* A block out of the front (a hit) or into it, counted in its moves by its
- * owner. A hit raises the live families and lowers the cached ones, a
- * release the other way. Instead of reading the pool's levels and peaks
- * on every move, the front keeps rooms measured at its last look
- * (front_settle_and_leave): how far each live family may still rise, and
- * the band it may move in (the rise and the fall allowed then, summed: a
- * hit spends rise room and gives the same fall room back, so the band
- * stays as it was). The owner looks again only once a move leaves the band, when
- * its change must fold (a quantum) or its estimate passed a peak. Changes
- * beside it that could make a room too large close the rooms
- * (front_rooms_close): its own shard's rises and a reset of the peaks.
- * Other threads' folds can too, which is the error the peaks already allow
- * (a quantum per other thread). */
-static inline __attribute__((always_inline)) bool
-front_count(pool_front *front, size_t class_bytes, size_t byte_len, bool out)
-{
-    front_moves *moves = &front->moves;
-    _Atomic int64_t *rise = front->rise_room;
-    int64_t sign = out ? -1 : 1;
-    front->spend_room -= (int64_t)class_bytes;
-    if (out) {
-        moves->out_blocks += 1;
-        moves->out_bytes += class_bytes;
-        moves->out_requested += byte_len;
-    } else {
-        moves->in_blocks += 1;
-        moves->in_bytes += class_bytes;
-        moves->in_requested += byte_len;
-    }
-    int64_t bytes = room_add(&rise[ROOM_BYTES], sign * (int64_t)class_bytes);
-    int64_t blocks = room_add(&rise[ROOM_BLOCKS], sign);
-    int64_t requested =
-        room_add(&rise[ROOM_REQUESTED], sign * (int64_t)byte_len);
-    if (!out) { /* what is left of the band below the rise */
-        const int64_t *band = front->room_band;
-        bytes = band[ROOM_BYTES] - bytes;
-        blocks = band[ROOM_BLOCKS] - blocks;
-        requested = band[ROOM_REQUESTED] - requested;
-    }
-    return __builtin_expect((bytes | blocks | requested) < 0, false);
-}
-
-/* Leaves the front after a move: with a look at the pool first when the
- * move left its band (front_count). The look is a call, made last, so that
- * the hit keeps no register across it. */
-static inline __attribute__((always_inline)) void
-front_leave_counted(curdi_pool *pool, pool_front *front,
-                    const pool_shard *own, bool settle)
-{
-    if (__builtin_expect(settle, false)) {
-        front_settle_and_leave(pool, front, own);
-        return;
-    }
-    front_leave(front);
-}
-
-/* Shares stay far below their cap in any real run. When every value and
- * amount an operation checks is below half the cap, every sum fits, and one
- * test of their bitwise OR says so (about 30 instructions fewer per cache
- * hit than the checks one by one, which decide the rare rest). The same
- * checks serve a shard (cap SHARD_COUNTER_MAX) and a front
- * (FRONT_COUNTER_MAX). */
-static inline bool share_room(uint64_t value, uint64_t amount, uint64_t cap)
-{
-    return amount <= cap && value <= cap - amount;
-}
-
-/* Room in a part array's counters (and its hits) for an acquire (a hit
- * also takes the block out of the cache). */
-static inline bool room_for_acquire(const family_part *f, uint64_t hits,
-                                    uint64_t cap, size_t class_bytes,
-                                    size_t byte_len, bool hit)
-{
-    uint64_t any = f[FAMILY_LIVE_BYTES].allocated |
-                   f[FAMILY_REQUESTED_BYTES].allocated |
-                   f[FAMILY_LIVE_BLOCKS].allocated | class_bytes | byte_len;
-    if (hit)
-        any |= f[FAMILY_CACHED_BYTES].freed | f[FAMILY_CACHED_BLOCKS].freed |
-               hits;
-    if (any < cap / 2u + 1u)
-        return true;
-    if (!share_room(f[FAMILY_LIVE_BYTES].allocated, class_bytes, cap) ||
-        !share_room(f[FAMILY_REQUESTED_BYTES].allocated, byte_len, cap) ||
-        !share_room(f[FAMILY_LIVE_BLOCKS].allocated, 1, cap))
-        return false;
-    return !hit || (share_room(f[FAMILY_CACHED_BYTES].freed, class_bytes,
-                               cap) &&
-                    share_room(f[FAMILY_CACHED_BLOCKS].freed, 1, cap) &&
-                    share_room(hits, 1, cap));
-}
-
-static bool room_for_cache(const family_part *f, uint64_t cap,
-                           size_t class_bytes)
-{
-    return share_room(f[FAMILY_CACHED_BYTES].allocated, class_bytes, cap) &&
-           share_room(f[FAMILY_CACHED_BLOCKS].allocated, 1, cap);
-}
-
-static inline bool room_for_release(const family_part *f, uint64_t cap,
-                                    size_t class_bytes, size_t byte_len,
-                                    bool cache)
-{
-    uint64_t any = f[FAMILY_LIVE_BYTES].freed |
-                   f[FAMILY_REQUESTED_BYTES].freed |
-                   f[FAMILY_LIVE_BLOCKS].freed | class_bytes | byte_len;
-    if (cache)
-        any |= f[FAMILY_CACHED_BYTES].allocated |
-               f[FAMILY_CACHED_BLOCKS].allocated;
-    if (any < cap / 2u + 1u)
-        return true;
-    if (!share_room(f[FAMILY_LIVE_BYTES].freed, class_bytes, cap) ||
-        !share_room(f[FAMILY_REQUESTED_BYTES].freed, byte_len, cap) ||
-        !share_room(f[FAMILY_LIVE_BLOCKS].freed, 1, cap))
-        return false;
-    return !cache || room_for_cache(f, cap, class_bytes);
-}
-
-static curd_status fail_counters_full(const curdi_pool *pool, const char *op)
-{
-    return curdi_fail(CURD_E_OVERFLOW,
-                      "The %s pool cannot count this %s: a cumulative "
-                      "statistic would pass its limit (2^64 / %u per thread "
-                      "shard, or 2^64 - 2^62 for the upstream counters). "
-                      "Fix: call curd_device_stats_reset() to restart the "
-                      "cumulative counters.",
-                      pool->name, op, SHARD_COUNT);
-}
-
-/* Zeroed memory on whole cache lines of its own, so that the arrays of two
- * shards (allocated one after the other) never share a line. NULL when
- * the size overflows or memory is short. */
-static void *shard_calloc(size_t count, size_t size)
-{
-    size_t bytes;
-    if (!curdi_size_mul(count, size, &bytes) ||
-        !curdi_size_add(bytes, CACHE_LINE - 1u, &bytes))
-        return NULL;
-    bytes &= ~(size_t)(CACHE_LINE - 1u);
-    void *memory = aligned_alloc(CACHE_LINE, bytes);
-    if (memory != NULL)
-        memset(memory, 0, bytes);
-    return memory;
 }
 
 /* ------------------------------------------------------------------------
@@ -652,21 +187,6 @@ static curd_status fail_live_table(const curdi_pool *pool)
 /* ------------------------------------------------------------------------
  * Budget leases across shards, and the caching rule
  * ---------------------------------------------------------------------- */
-/* Every shard locked and the fronts revoked: lease_free + the sum of
- * leases is the budget (a block moving between shards carries its lease
- * outside both for a moment, so it may be less, never more). Only a
- * CURDI_ASSERT calls it, which the release build compiles away. */
-static inline __attribute__((unused)) bool
-leases_within_budget(curdi_pool *pool)
-{
-    uint64_t total =
-        atomic_load_explicit(&pool->lease_free, memory_order_relaxed);
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        total += pool->shards[i].lease_bytes
-                 + pool->shards[i].front.lease_bytes;
-    return total <= pool->cache_budget_bytes;
-}
-
 /* Collects the unused lease of every shard but `except` (locking one at a
  * time; the caller holds none). True when any came back. */
 static bool lease_sweep(curdi_pool *pool, const pool_shard *except)
@@ -697,180 +217,15 @@ static inline bool cacheable(curdi_pool *pool, const pool_shard *shard,
 }
 
 /* ------------------------------------------------------------------------
- * Upstream calls, timed and counted
+ * Trim (pool_upstream.c walks and frees)
  * ---------------------------------------------------------------------- */
-static curd_status upstream_alloc(curdi_pool *pool, size_t class_bytes,
-                                  uint64_t *out_address)
-{
-    uint64_t start = curdi_clock_ns();
-    curd_status status =
-        pool->upstream.alloc(pool->upstream.context, class_bytes, out_address);
-    global_count(&pool->upstream_ns, curdi_clock_ns() - start);
-    if (status == CURD_OK)
-        global_count(&pool->upstream_allocs, 1);
-    return status;
-}
-
-/* Frees the block upstream and its record. */
-static void upstream_free(curdi_pool *pool, pool_block *block)
-{
-    uint64_t start = curdi_clock_ns();
-    curd_status status = pool->upstream.free(
-        pool->upstream.context, block->address, block->class_bytes);
-    global_count(&pool->upstream_ns, curdi_clock_ns() - start);
-    global_count(&pool->upstream_frees, 1);
-    atomic_fetch_sub_explicit(&pool->reserved_bytes, block->class_bytes,
-                              memory_order_relaxed);
-    if (status != CURD_OK)
-        curdi_trace("the %s pool's upstream failed to free %zu bytes at 0x%" PRIx64
-                    " (%s); the block is gone",
-                    pool->name, block->class_bytes, block->address,
-                    curd_status_name(status));
-    curdi_pool_record_retire(&pool->records, block);
-}
-
-static bool reserved_add(curdi_pool *pool, uint64_t bytes)
-{
-    uint64_t reserved =
-        atomic_load_explicit(&pool->reserved_bytes, memory_order_relaxed);
-    do {
-        if (bytes > RESERVED_MAX || reserved > RESERVED_MAX - bytes)
-            return false;
-    } while (!atomic_compare_exchange_weak_explicit(
-        &pool->reserved_bytes, &reserved, reserved + bytes,
-        memory_order_relaxed, memory_order_relaxed));
-    return true;
-}
-
-/* ------------------------------------------------------------------------
- * Trim
- * ---------------------------------------------------------------------- */
-/* The bytes and blocks a trim takes from each shard. */
-typedef struct trim_plan {
-    uint64_t bytes[SHARD_COUNT];
-    uint64_t blocks[SHARD_COUNT];
-} trim_plan;
-
-/* Walks the blocks a trim takes, largest class first, shard by shard, top
- * of each stack first, until at most keep of the cached bytes stay. With
- * plan set it only counts them, per shard; otherwise it pops them onto
- * *detached and counts them down. Both walks see the same stacks (every
- * shard stays locked from one to the other), so they take the same blocks.
- * Returns the bytes taken. */
-static uint64_t trim_walk(curdi_pool *pool, uint64_t cached, uint64_t keep,
-                          trim_plan *plan, pool_block **detached)
-{
-    uint64_t taken = 0;
-    for (unsigned class_index = pool->class_count;
-         class_index-- > 0 && cached > keep;) {
-        for (unsigned i = 0; i < SHARD_COUNT && cached > keep; i++) {
-            pool_shard *shard = &pool->shards[i];
-            pool_front *front = &shard->front;
-            /* The front's blocks first (revoked: every shard is locked),
-             * counted in the shard's part. */
-            unsigned in_front =
-                class_index < pool->hot_count ? front->counts[class_index] : 0;
-            while (in_front > 0 && cached > keep) {
-                pool_block *top = front->slots[class_index * FRONT_DEPTH +
-                                               in_front - 1u];
-                size_t class_bytes = top->class_bytes;
-                in_front--;
-                if (plan != NULL) {
-                    plan->bytes[i] += class_bytes;
-                    plan->blocks[i] += 1;
-                } else {
-                    front->counts[class_index] = (uint8_t)in_front;
-                    front->cached_bytes -= class_bytes;
-                    count_cached_down(pool, shard->families, class_bytes);
-                    top->next = *detached;
-                    *detached = top;
-                }
-                cached -= class_bytes;
-                taken += class_bytes;
-            }
-            pool_block *block = shard->stacks[class_index].top;
-            while (block != NULL && cached > keep) {
-                pool_block *below = block->next;
-                size_t class_bytes = block->class_bytes;
-                if (plan != NULL) {
-                    plan->bytes[i] += class_bytes;
-                    plan->blocks[i] += 1;
-                } else {
-                    stack_pop(shard, class_index); /* block, the top */
-                    count_cached_down(pool, shard->families, class_bytes);
-                    block->next = *detached;
-                    *detached = block;
-                }
-                cached -= class_bytes;
-                taken += class_bytes;
-                block = below;
-            }
-        }
-    }
-    return taken;
-}
-
-/* Frees cached blocks, largest class first, until at most keep bytes stay
- * cached; with `need` set, keep is (cached - value) instead of value (free
- * at least value bytes, if the cache has them). Sets *out_freed to the
- * bytes freed. CURD_E_OVERFLOW, with nothing freed, when a counter lacks
- * room to count the whole trim: the trim is planned and checked first, so
- * it never stops half way. */
-static curd_status trim_cache(curdi_pool *pool, bool need, uint64_t value,
-                              uint64_t *out_freed)
-{
-    *out_freed = 0;
-    if (!global_room(pool))
-        return fail_counters_full(pool, "trim");
-    lock_all(pool);
-    curdi_pool_fronts_revoke(pool);
-    uint64_t cached = 0;
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        cached += pool->shards[i].cached_bytes +
-                  pool->shards[i].front.cached_bytes;
-    uint64_t keep = need ? (cached > value ? cached - value : 0) : value;
-    trim_plan plan;
-    memset(&plan, 0, sizeof plan);
-    trim_walk(pool, cached, keep, &plan, NULL);
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        const family_part *f = pool->shards[i].families;
-        if (!share_room(f[FAMILY_CACHED_BYTES].freed, plan.bytes[i],
-                        SHARD_COUNTER_MAX) ||
-            !share_room(f[FAMILY_CACHED_BLOCKS].freed, plan.blocks[i],
-                        SHARD_COUNTER_MAX)) {
-            curdi_pool_fronts_restore(pool);
-            unlock_all(pool);
-            return fail_counters_full(pool, "trim");
-        }
-    }
-    pool_block *detached = NULL;
-    uint64_t freed = trim_walk(pool, cached, keep, NULL, &detached);
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        pool_shard *shard = &pool->shards[i];
-        lease_give_back(pool, &shard->lease_bytes, shard->cached_bytes, 0);
-        lease_give_back(pool, &shard->front.lease_bytes,
-                        shard->front.cached_bytes, 0);
-    }
-    CURDI_ASSERT(leases_within_budget(pool));
-    atomic_fetch_add(&pool->busy, 1u);
-    curdi_pool_fronts_restore(pool);
-    unlock_all(pool);
-    while (detached != NULL) {
-        pool_block *next = detached->next;
-        upstream_free(pool, detached);
-        detached = next;
-    }
-    atomic_fetch_sub(&pool->busy, 1u);
-    *out_freed = freed;
-    return CURD_OK;
-}
-
 curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
                                     uint64_t *out_freed_bytes)
 {
     uint64_t freed = 0;
     curd_status status =
-        pool != NULL ? trim_cache(pool, false, keep_bytes, &freed) : CURD_OK;
+        pool != NULL ? curdi_pool_trim_cache(pool, false, keep_bytes, &freed)
+                     : CURD_OK;
     /* A trim gives memory back: the live tables too, those that a burst
      * of blocks grew and that now stand mostly empty. Never on the hot
      * path, where a table that shrank would only grow again. */
@@ -889,184 +244,6 @@ uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes)
     uint64_t freed = 0;
     (void)curdi_pool_trim_checked(pool, keep_bytes, &freed);
     return freed;
-}
-
-/* ------------------------------------------------------------------------
- * Create and destroy
- * ---------------------------------------------------------------------- */
-static void free_shards(curdi_pool *pool, unsigned initialised)
-{
-    for (unsigned i = 0; i < initialised; i++) {
-        pool_shard *shard = &pool->shards[i];
-        free(shard->stacks);
-        free(shard->front.counts);
-        free(shard->front.slots);
-        curdi_hash_map_fini(&shard->live);
-    }
-    curdi_pool_records_fini(&pool->records);
-    free(pool->slots);
-    free(pool);
-}
-
-curd_status curdi_pool_create(const curdi_upstream *upstream,
-                              const curdi_pool_config *config,
-                              curdi_pool **out_pool)
-{
-    if (out_pool == NULL || upstream == NULL || config == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curdi_pool_create: %s is NULL. Fix: pass an "
-                          "upstream, a configuration and an out pointer.",
-                          out_pool == NULL   ? "out_pool"
-                          : upstream == NULL ? "upstream"
-                                             : "config");
-    if (upstream->alloc == NULL || upstream->free == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curdi_pool_create: the upstream has no %s "
-                          "function. Fix: give the upstream both alloc and "
-                          "free.",
-                          upstream->alloc == NULL ? "alloc" : "free");
-    const char *name = config->name != NULL ? config->name : "memory";
-    /* sizeof is a multiple of the struct's alignment (the shards'). */
-    curdi_pool *pool = aligned_alloc(_Alignof(curdi_pool), sizeof *pool);
-    if (pool != NULL)
-        memset(pool, 0, sizeof *pool);
-    unsigned class_count = curdi_size_class_count();
-    uint32_t *slots = calloc(class_count, sizeof *slots);
-    if (pool == NULL || slots == NULL ||
-        !curdi_pool_records_init(&pool->records)) {
-        free(pool);
-        free(slots);
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "The %s pool's %zu bytes of host bookkeeping could "
-                          "not be allocated. Fix: free host memory and try "
-                          "again.",
-                          name, sizeof *pool);
-    }
-    atomic_init(&pool->fronts_active, false);
-    pool->hot_count = 0;
-    while (pool->hot_count < class_count &&
-           curdi_size_class_bytes(pool->hot_count) <= FRONT_CLASS_MAX)
-        pool->hot_count++;
-    for (size_t step = 0; step < FRONT_CLASS_MAX / HOT_STEP; step++) {
-        size_t class_bytes = 0;
-        unsigned class_index = 0;
-        /* Every byte_len of the step has the class of its last byte. */
-        (void)curdi_size_class((step + 1u) * HOT_STEP, &class_bytes,
-                               &class_index);
-        pool->hot_class[step] = (uint8_t)class_index;
-        pool->hot_class_bytes[step] = (uint32_t)class_bytes;
-    }
-    pool->upstream = *upstream;
-    pool->name = name;
-    pool->kind = config->kind;
-    pool->cache_budget_bytes = config->cache_budget_bytes;
-    pool->live_limit_bytes = config->live_limit_bytes;
-    pool->upstream_total_bytes = config->upstream_total_bytes;
-    pool->relieve = config->relieve;
-    pool->relieve_context = config->relieve_context;
-    pool->class_count = class_count;
-    pool->slots = slots;
-    for (unsigned i = 0; i < class_count; i++) {
-        uint64_t fit = config->cache_budget_bytes / curdi_size_class_bytes(i);
-        slots[i] = fit == 0 ? 1u : fit > SLOTS_MAX ? SLOTS_MAX : (uint32_t)fit;
-    }
-    pool->lease_slack = config->cache_budget_bytes / (4u * SHARD_COUNT);
-    for (unsigned f = 0; f < FAMILY_COUNT; f++) {
-        atomic_init(&pool->families[f].level, 0);
-        atomic_init(&pool->families[f].peak, 0);
-    }
-    atomic_init(&pool->lease_free, config->cache_budget_bytes);
-    atomic_init(&pool->live_reserved, 0);
-    atomic_init(&pool->reserved_bytes, 0);
-    atomic_init(&pool->closing, false);
-    atomic_init(&pool->busy, 0u);
-    atomic_init(&pool->upstream_allocs, 0);
-    atomic_init(&pool->upstream_frees, 0);
-    atomic_init(&pool->cache_misses, 0);
-    atomic_init(&pool->oom_retries, 0);
-    atomic_init(&pool->oom_failures, 0);
-    atomic_init(&pool->upstream_ns, 0);
-
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        pool_shard *shard = &pool->shards[i];
-        shard->stacks = shard_calloc(class_count, sizeof *shard->stacks);
-        pool_front *front = &shard->front;
-        front->counts = shard_calloc(pool->hot_count, sizeof *front->counts);
-        front->slots = shard_calloc((size_t)pool->hot_count * FRONT_DEPTH,
-                                    sizeof *front->slots);
-        atomic_init(&front->busy, false);
-        atomic_init(&front->revoked, false);
-        for (unsigned f = 0; f < FAMILY_COUNT; f++)
-            atomic_init(&shard->families[f].delta, 0);
-        bool live_made =
-            curdi_hash_map_init(&shard->live, 0, INITIAL_LIVE_SLOTS);
-        atomic_init(&shard->lock, false);
-        if (shard->stacks == NULL || front->counts == NULL ||
-            front->slots == NULL || !live_made) {
-            free(shard->stacks);
-            free(front->counts);
-            free(front->slots);
-            curdi_hash_map_fini(&shard->live);
-            free_shards(pool, i);
-            return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                              "The %s pool's per-thread shards could not be "
-                              "allocated. Fix: free host memory and try "
-                              "again.",
-                              name);
-        }
-        for (unsigned c = 0; c < class_count; c++)
-            atomic_init(&shard->stacks[c].count, 0u);
-    }
-    curdi_pool_registry_join(pool);
-    *out_pool = pool;
-    return CURD_OK;
-}
-
-void curdi_pool_destroy(curdi_pool *pool)
-{
-    if (pool == NULL)
-        return;
-    atomic_store(&pool->closing, true);
-    /* Off the registry first: no exiting thread touches the pool after. */
-    curdi_pool_registry_leave(pool);
-    pool_block *detached = NULL;
-    lock_all(pool);
-    /* Other threads' fronts too: revoked, they are never given back (their
-     * owners' later calls on this pool would be use after free anyway). */
-    curdi_pool_fronts_revoke(pool);
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        pool_shard *shard = &pool->shards[i];
-        curdi_pool_front_drain(pool, shard);
-        size_t position = 0;
-        for (pool_block *block;
-             (block = curdi_hash_map_next_entry(&shard->live, &position)) !=
-             NULL;) {
-            block->next = detached;
-            detached = block;
-        }
-        curdi_hash_map_clear(&shard->live);
-        for (unsigned c = 0; c < pool->class_count; c++) {
-            pool_block *block;
-            while ((block = stack_pop(shard, c)) != NULL) {
-                block->next = detached;
-                detached = block;
-            }
-        }
-    }
-    /* Blocks out with a token are in no table: the directory has them. */
-    curdi_pool_records_detach_held(&pool->records, &detached);
-    unlock_all(pool);
-    /* A slow path between its locks either saw `closing` (and frees its
-     * block itself) or had put the block where the sweep above found it;
-     * wait for it to stop touching the pool. */
-    while (atomic_load(&pool->busy) != 0)
-        sched_yield();
-    while (detached != NULL) {
-        pool_block *next = detached->next;
-        upstream_free(pool, detached);
-        detached = next;
-    }
-    free_shards(pool, SHARD_COUNT);
 }
 
 /* ------------------------------------------------------------------------
@@ -1166,17 +343,18 @@ static curd_status fail_out_of_memory(curdi_pool *pool, size_t class_bytes,
 static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
                                      size_t byte_len, uint64_t *out_address)
 {
-    curd_status status = upstream_alloc(pool, class_bytes, out_address);
+    curd_status status =
+        curdi_pool_upstream_alloc(pool, class_bytes, out_address);
     if (status != CURD_E_OUT_OF_MEMORY)
         return status;
     /* (a) just enough of this pool's cache */
     /* Trimming is best effort on this ladder: a trim whose counters are full
      * frees nothing, and the ladder goes on to its next step. */
     uint64_t freed = 0;
-    (void)trim_cache(pool, true, class_bytes, &freed);
+    (void)curdi_pool_trim_cache(pool, true, class_bytes, &freed);
     if (freed > 0) {
-        global_count(&pool->oom_retries, 1);
-        status = upstream_alloc(pool, class_bytes, out_address);
+        curdi_pool_global_count(&pool->oom_retries, 1);
+        status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
         if (status != CURD_E_OUT_OF_MEMORY)
             return status;
     }
@@ -1185,22 +363,22 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
          * in this very cache, so free that much again before retrying. */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_RECLAIM) > 0) {
-            (void)trim_cache(pool, true, class_bytes, &freed);
-            global_count(&pool->oom_retries, 1);
-            status = upstream_alloc(pool, class_bytes, out_address);
+            (void)curdi_pool_trim_cache(pool, true, class_bytes, &freed);
+            curdi_pool_global_count(&pool->oom_retries, 1);
+            status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
         }
         /* (c) every cached block of every pool of the device */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_TRIM_ALL) > 0) {
-            global_count(&pool->oom_retries, 1);
-            status = upstream_alloc(pool, class_bytes, out_address);
+            curdi_pool_global_count(&pool->oom_retries, 1);
+            status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
         }
     }
-    global_count(&pool->oom_failures, 1);
+    curdi_pool_global_count(&pool->oom_failures, 1);
     return fail_out_of_memory(pool, class_bytes, byte_len);
 }
 
@@ -1212,8 +390,8 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
                                     uint64_t *out_address,
                                     uint32_t *out_token)
 {
-    if (!global_room(pool))
-        return fail_counters_full(pool, "acquire");
+    if (!curdi_pool_global_room(pool))
+        return curdi_pool_fail_counters_full(pool, "acquire");
     pool_block *block = curdi_pool_record_new(&pool->records);
     if (block == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
@@ -1221,7 +399,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
                           "record of a new block. Fix: free host memory and "
                           "try again.",
                           pool->name, sizeof *block);
-    if (!reserved_add(pool, class_bytes)) {
+    if (!curdi_pool_reserved_add(pool, class_bytes)) {
         curdi_pool_record_retire(&pool->records, block);
         return curdi_fail(CURD_E_OVERFLOW,
                           "The %s pool cannot hold %zu more bytes: it would "
@@ -1237,7 +415,7 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_closing(pool);
     }
-    global_count(&pool->cache_misses, 1);
+    curdi_pool_global_count(&pool->cache_misses, 1);
     uint64_t address = 0;
     curd_status status =
         alloc_with_ladder(pool, class_bytes, byte_len, &address);
@@ -1263,14 +441,14 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
         /* Only another thread sharing this shard can have used up the room
          * checked before the upstream call. */
         shard_unlock(own);
-        upstream_free(pool, block);
+        curdi_pool_upstream_free(pool, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return closing ? fail_closing(pool)
-                       : fail_counters_full(pool, "acquire");
+                       : curdi_pool_fail_counters_full(pool, "acquire");
     }
     if (!tokened && !table_insert(own, block)) {
         shard_unlock(own);
-        upstream_free(pool, block);
+        curdi_pool_upstream_free(pool, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_live_table(pool);
     }
@@ -1411,7 +589,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
                               true)) {
             shard_unlock(own);
             live_unreserve(pool, class_bytes);
-            return fail_counters_full(pool, "acquire");
+            return curdi_pool_fail_counters_full(pool, "acquire");
         }
         bool tokened = out_token != NULL && block->index != 0;
         /* Into the live table before it leaves the cache, so that a
@@ -1451,7 +629,7 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
     shard_unlock(own);
     if (!room) {
         live_unreserve(pool, class_bytes);
-        return fail_counters_full(pool, "acquire");
+        return curdi_pool_fail_counters_full(pool, "acquire");
     }
     status = acquire_upstream(pool, own, byte_len, class_bytes, class_index,
                               out_address, out_token);
@@ -1559,9 +737,9 @@ release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
                             class_bytes);
     if (!room_for_release(shard->families, SHARD_COUNTER_MAX, class_bytes,
                           block->byte_len, cache) ||
-        (!cache && !global_room(pool))) {
+        (!cache && !curdi_pool_global_room(pool))) {
         shard_unlock(shard);
-        return fail_counters_full(pool, "release");
+        return curdi_pool_fail_counters_full(pool, "release");
     }
     if (at != NULL)
         curdi_hash_map_remove_at(&shard->live, at);
@@ -1588,7 +766,7 @@ release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
         }
         shard_unlock(shard);
     }
-    upstream_free(pool, block);
+    curdi_pool_upstream_free(pool, block);
     atomic_fetch_sub(&pool->busy, 1u);
     return CURD_OK;
 }
@@ -1836,7 +1014,7 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
     lock_all(pool);
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++)
-        front_fold(pool, &pool->shards[i].front);
+        curdi_pool_front_fold(pool, &pool->shards[i].front);
     family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
     family_read(pool, FAMILY_CACHED_BYTES, &out->cached_bytes);
     family_read(pool, FAMILY_REQUESTED_BYTES, &out->requested_bytes);
@@ -1865,7 +1043,7 @@ void curdi_pool_stats_reset(curdi_pool *pool)
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_front *front = &pool->shards[i].front;
-        front_fold(pool, front);
+        curdi_pool_front_fold(pool, front);
         memset(&front->moves, 0, sizeof front->moves);
         memset(&front->folded, 0, sizeof front->folded);
         front_rooms_close(front); /* the peaks come down to the levels */

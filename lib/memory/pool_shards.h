@@ -1,7 +1,8 @@
 /* pool_shards.h - the pool's layout, which its rooms share: the pool, its
  * shards (lock, class stacks, live table, statistics parts, lease) and
  * the front each shard holds, with the few operations on a shard that the
- * fronts need too (its lock, its stacks, a lease's cover and give-back).
+ * fronts need too (its lock, its stacks, a lease's cover and give-back),
+ * and the lock of every shard that trim, stats and destroy take.
  *
  * Why a header of its own: the fronts (pool_fronts.c) live inside the
  * shards and move blocks between a front and its shard's stack, and the
@@ -273,6 +274,20 @@ static inline uint64_t lease_give_back(curdi_pool *pool,
     CURDI_ASSERT(unleased + give <= pool->cache_budget_bytes);
     (void)unleased;
     return give;
+}
+
+/* Trim, stats and destroy take every shard lock, always in index order;
+ * everything else holds at most one. */
+static inline void lock_all(curdi_pool *pool)
+{
+    for (unsigned i = 0; i < SHARD_COUNT; i++)
+        shard_lock(&pool->shards[i]);
+}
+
+static inline void unlock_all(curdi_pool *pool)
+{
+    for (unsigned i = SHARD_COUNT; i-- > 0;)
+        shard_unlock(&pool->shards[i]);
 }
 
 #endif

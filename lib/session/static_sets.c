@@ -3,141 +3,36 @@
  * static set promises, static_sets.h how the sets are kept and under
  * which lock.
  *
- * Read top to bottom: the per-process key secret, the set and the
- * session's device, freeing, static sets (key, match, the keyed sets'
- * key and match, upload, release, eviction), then what the session room
- * calls to make, drain and probe them. */
+ * This file owns a set's life: the upload's checks, the miss (a new set,
+ * its upload, eviction, insertion), the keyed upload, release, freeing,
+ * and what the session room calls to make, drain and probe the sets. The
+ * key is static_key.c's, finding a set and holding it static_lookup.c's;
+ * static_set.h has what the three share.
+ *
+ * Read top to bottom: the session's device and freeing, static sets
+ * (checks, the miss, upload, release), then what the session room calls
+ * to make, drain and probe them. */
 #include "session/static_sets.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "base/assert.h"
 #include "base/checked.h"
 #include "base/hash_map.h"
 #include "base/status.h"
 #include "core/core.h"
-#include "memory/memory.h"
 #include "memory/resident.h"
-#include "transfer/copy_team.h"
-#include "transfer/run.h"
+#include "session/static_set.h"
 #include "transfer/transfer.h"
 
 /* ------------------------------------------------------------------------
- * The key's secret, drawn once per process: XXH3 keyed with it makes a
- * collision something an attacker cannot compute without the secret. The
- * bytes are compared on every hit anyway, so even a collision could only
- * cost a comparison, never hand out the wrong set.
+ * The session's device, freeing
  * ---------------------------------------------------------------------- */
-#define KEY_SECRET_BYTES 192u /* XXH3's own default secret size */
-_Static_assert(KEY_SECRET_BYTES >= XXH3_SECRET_SIZE_MIN,
-               "XXH3 needs a longer secret");
-/* What the key covers besides the bytes, as hashed; bump it when the key's
- * layout changes. */
-#define KEY_LAYOUT_VERSION 1u
-/* The first word of a keyed set's key (key_keyed), never a layout
- * version. */
-#define KEY_LAYOUT_KEYED 0x4b455945445f7631u /* "KEYED_v1" */
-
-/* A verified hit large enough (curdi_run_compare_team:
- * CURD_COMPARE_PARALLEL_MIN, 1 MiB by default) compares with the device's
- * copy team, in pieces of STATIC_TEAM_PIECE_BYTES (some 2 us of one
- * core's comparing: a worker that takes the last one keeps its caller
- * waiting little), at most STATIC_TEAM_ROUND_PIECES per job. */
-#define STATIC_TEAM_PIECE_BYTES ((size_t)64 * 1024)
-#define STATIC_TEAM_ROUND_PIECES 64u
-
-static unsigned char key_secret[KEY_SECRET_BYTES];
-static pthread_once_t key_secret_once = PTHREAD_ONCE_INIT;
-
-static size_t read_random(unsigned char *out, size_t byte_len)
-{
-    size_t got = 0;
-    while (got < byte_len) {
-        ssize_t n = getrandom(out + got, byte_len - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (n < 0 && errno == EINTR)
-            continue;
-        else
-            break;
-    }
-    if (got < byte_len) {
-        /* A kernel without getrandom, or a filter refusing it. */
-        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-        while (fd >= 0 && got < byte_len) {
-            ssize_t n = read(fd, out + got, byte_len - got);
-            if (n > 0)
-                got += (size_t)n;
-            else if (!(n < 0 && errno == EINTR))
-                break;
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    return got;
-}
-
-static void key_secret_draw(void)
-{
-    size_t got = read_random(key_secret, sizeof key_secret);
-    if (got == sizeof key_secret)
-        return;
-    /* No randomness to be had: the clock and this process's addresses,
-     * stirred (splitmix64). Weaker, still different per process and run;
-     * a collision costs at most a comparison (above). */
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t state = (uint64_t)now.tv_nsec ^ ((uint64_t)now.tv_sec << 32)
-                     ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&now;
-    for (size_t at = got; at < sizeof key_secret; at++) {
-        uint64_t z = (state += 0x9E3779B97F4A7C15u);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-        key_secret[at] = (unsigned char)(z ^ (z >> 31));
-    }
-}
-
-/* ------------------------------------------------------------------------
- * A set, the session's device, freeing
- * ---------------------------------------------------------------------- */
-typedef struct curdi_static_set {
-    curd_static_set public_set; /* the caller's pointer is its address */
-    /* In live by that address (every live set), in cache by key.low64
-     * (retained sets only), in hints by shape_key. */
-    uint64_t shape_key;         /* key_shape's */
-    bool hinted;                /* in the hints: the last handed out of
-                                   its shape */
-    /* Keyed (curd_session_upload_static_keyed): found by the caller's key,
-     * never by content, and holding the key instead of a host copy of the
-     * bytes. */
-    bool keyed;
-    XXH128_hash_t key;
-    uint64_t total_bytes;
-    uint64_t last_use; /* the sets' use clock at its last hand-out */
-    uint32_t holds;    /* hand-outs not yet released */
-    size_t domain_len;
-    size_t caller_key_len;      /* keyed: the caller's key's length */
-    const char *domain;         /* these four point into the allocation */
-    const size_t *byte_lens;
-    /* The payloads back to back, or for a keyed set the caller's key. */
-    const unsigned char *bytes;
-    struct curdi_static_set *next_free;
-    curd_buffer buffers[];      /* public_set.count of them */
-} static_set;
-
 /* Lock held: the session's device (static_sets.h). */
 curd_status curdi_session_device(curdi_session_shared *session,
                                  const char *what, curd_device **out_device)
@@ -189,26 +84,6 @@ static void free_sets(curd_device *device, const char *what,
 /* ------------------------------------------------------------------------
  * Static sets
  * ---------------------------------------------------------------------- */
-
-/* A validated upload request. */
-typedef struct static_request {
-    const char *what; /* the entry point, for the sentences */
-    const char *domain;
-    size_t domain_len;
-    const curd_static_payload *payloads;
-    size_t count;
-    uint64_t total_bytes;
-    size_t set_bytes;   /* the set's one allocation */
-    uint64_t shape_key; /* key_shape's, once the lookup has run */
-    /* Keyed: the caller's key (NULL for a verified upload). */
-    const unsigned char *caller_key;
-    size_t caller_key_len;
-    /* A verified lookup's comparisons: the device's copy team for a set
-     * large enough to share (curdi_run_compare_team), else NULL (the
-     * caller alone). */
-    curdi_copy_team *team;
-} static_request;
-
 /* Checks an upload's arguments into *request; what, caller_key and
  * caller_key_len are set in it already. */
 static curd_status static_check(const char *domain,
@@ -282,373 +157,6 @@ static curd_status static_check(const char *domain,
     request->total_bytes = total;
     request->set_bytes = set_bytes;
     return CURD_OK;
-}
-
-/* The key, in two steps over one XXH3 state: first what the device's
- * code depends on, the domain and the payloads' lengths (so the bytes'
- * split is part of it), whose digest is the request's shape key; then the
- * bytes, whose digest is the key. A hit through the shape's hint never
- * needs the second step: equal bytes have equal keys. */
-static uint64_t key_shape(const curdi_static_sets *sets,
-                          const static_request *request, XXH3_state_t *state)
-{
-    const uint64_t facts[6] = {
-        KEY_LAYOUT_VERSION,     sets->device_facts[0],
-        sets->device_facts[1], sets->device_facts[2],
-        (uint64_t)request->domain_len, (uint64_t)request->count,
-    };
-    pthread_once(&key_secret_once, key_secret_draw);
-    (void)XXH3_128bits_reset_withSecret(state, key_secret,
-                                        sizeof key_secret);
-    (void)XXH3_128bits_update(state, facts, sizeof facts);
-    (void)XXH3_128bits_update(state, request->domain, request->domain_len);
-    for (size_t index = 0; index < request->count; index++) {
-        uint64_t byte_len = request->payloads[index].byte_len;
-        (void)XXH3_128bits_update(state, &byte_len, sizeof byte_len);
-    }
-    /* A digest leaves the state as it was, ready for the bytes. */
-    return XXH3_128bits_digest(state).low64;
-}
-
-static XXH128_hash_t key_finish(const static_request *request,
-                                XXH3_state_t *state)
-{
-    for (size_t index = 0; index < request->count; index++)
-        (void)XXH3_128bits_update(state, request->payloads[index].data,
-                                  request->payloads[index].byte_len);
-    return XXH3_128bits_digest(state);
-}
-
-/* The domain's length and the payloads' count and lengths: cheap, and
- * under the lock. */
-static bool set_same_shape(const static_set *set,
-                           const static_request *request)
-{
-    if (set->public_set.count != request->count
-        || set->domain_len != request->domain_len
-        || set->total_bytes != request->total_bytes)
-        return false;
-    for (size_t index = 0; index < request->count; index++)
-        if (set->byte_lens[index] != request->payloads[index].byte_len)
-            return false;
-    return true;
-}
-
-/* The payloads' bytes against the set's host copy, shared with the
- * device's copy team (request->team; NULL: the caller alone) in pieces of
- * STATIC_TEAM_PIECE_BYTES, STATIC_TEAM_ROUND_PIECES at a time, so that
- * any number of payloads needs no allocation; a difference ends it. */
-static bool payloads_match(const unsigned char *copy,
-                           const static_request *request)
-{
-    curdi_compare_piece pieces[STATIC_TEAM_ROUND_PIECES];
-    size_t taken = 0;
-    for (size_t index = 0; index < request->count; index++) {
-        const unsigned char *data = request->payloads[index].data;
-        size_t left = request->payloads[index].byte_len;
-        while (left > 0) {
-            size_t byte_len =
-                left < STATIC_TEAM_PIECE_BYTES ? left : STATIC_TEAM_PIECE_BYTES;
-            pieces[taken++] = (curdi_compare_piece){copy, data, byte_len};
-            copy += byte_len;
-            data += byte_len;
-            left -= byte_len;
-            if (taken == STATIC_TEAM_ROUND_PIECES) {
-                if (!curdi_copy_team_equal(request->team, pieces, taken))
-                    return false;
-                taken = 0;
-            }
-        }
-    }
-    return curdi_copy_team_equal(request->team, pieces, taken);
-}
-
-/* The domain and the bytes, against the set's host copy. The set is held
- * (or the lock is), so its copy cannot go away underneath. A keyed set
- * holds no copy and never matches here. */
-static bool set_bytes_match(const static_set *set,
-                            const static_request *request)
-{
-    if (set->keyed
-        || memcmp(set->domain, request->domain, request->domain_len) != 0)
-        return false;
-    if (request->team != NULL)
-        return payloads_match(set->bytes, request);
-    const unsigned char *copy = set->bytes;
-    for (size_t index = 0; index < request->count; index++) {
-        size_t byte_len = request->payloads[index].byte_len;
-        if (memcmp(copy, request->payloads[index].data, byte_len) != 0)
-            return false;
-        copy += byte_len;
-    }
-    return true;
-}
-
-/* Lock held: the first retained set of this shape and key (first), or
- * the next one after the cursor's. */
-static static_set *cache_candidate(curdi_static_sets *sets, XXH128_hash_t key,
-                                   const static_request *request,
-                                   curdi_hash_map_cursor *cursor, bool first)
-{
-    static_set *set =
-        first ? curdi_hash_map_find(&sets->cache, &key.low64, cursor)
-              : curdi_hash_map_find_next(&sets->cache, &key.low64, cursor);
-    for (; set != NULL;
-         set = curdi_hash_map_find_next(&sets->cache, &key.low64, cursor))
-        if (!set->keyed && XXH128_isEqual(set->key, key)
-            && set_same_shape(set, request))
-            return set;
-    return NULL;
-}
-
-/* Lock held: a retained set with these exact bytes, compared under the
- * lock (after a collision, and a miss's second look). */
-static static_set *cache_find_locked(curdi_static_sets *sets,
-                                     XXH128_hash_t key,
-                                     const static_request *request)
-{
-    curdi_hash_map_cursor cursor;
-    for (static_set *set = cache_candidate(sets, key, request, &cursor, true);
-         set != NULL;
-         set = cache_candidate(sets, key, request, &cursor, false))
-        if (set_bytes_match(set, request))
-            return set;
-    return NULL;
-}
-
-/* The key of a keyed set: what the device's code depends on, the domain
- * and the caller's key, never the bytes. Its layout starts with its own
- * tag, so no keyed key is a verified one's digest of the same words;
- * what keeps the two apart, though, is the keyed flag every lookup
- * checks (a verified lookup must never trust a key it cannot check, nor
- * a keyed one pay for reading bytes). */
-static XXH128_hash_t key_keyed(const curdi_static_sets *sets,
-                               const static_request *request)
-{
-    const uint64_t facts[6] = {
-        KEY_LAYOUT_KEYED,      sets->device_facts[0],
-        sets->device_facts[1], sets->device_facts[2],
-        (uint64_t)request->domain_len, (uint64_t)request->caller_key_len,
-    };
-    XXH3_state_t state;
-    pthread_once(&key_secret_once, key_secret_draw);
-    (void)XXH3_128bits_reset_withSecret(&state, key_secret,
-                                        sizeof key_secret);
-    (void)XXH3_128bits_update(&state, facts, sizeof facts);
-    (void)XXH3_128bits_update(&state, request->domain, request->domain_len);
-    (void)XXH3_128bits_update(&state, request->caller_key,
-                              request->caller_key_len);
-    return XXH3_128bits_digest(&state);
-}
-
-/* Lock held: the retained keyed set of this domain and caller's key
- * (whatever its lengths), or NULL. */
-static static_set *keyed_find_locked(curdi_static_sets *sets,
-                                     XXH128_hash_t key,
-                                     const static_request *request)
-{
-    curdi_hash_map_cursor cursor;
-    for (static_set *set = curdi_hash_map_find(&sets->cache, &key.low64,
-                                               &cursor);
-         set != NULL;
-         set = curdi_hash_map_find_next(&sets->cache, &key.low64, &cursor))
-        if (set->keyed && XXH128_isEqual(set->key, key)
-            && set->domain_len == request->domain_len
-            && set->caller_key_len == request->caller_key_len
-            && memcmp(set->domain, request->domain, request->domain_len) == 0
-            && memcmp(set->bytes, request->caller_key,
-                      request->caller_key_len)
-                   == 0)
-            return set;
-    return NULL;
-}
-
-/* Lock held: the retained set the request names: by its key for a keyed
- * one, by its bytes (compared under the lock) for a verified one. */
-static static_set *find_locked(curdi_static_sets *sets, XXH128_hash_t key,
-                               const static_request *request)
-{
-    return request->caller_key != NULL
-               ? keyed_find_locked(sets, key, request)
-               : cache_find_locked(sets, key, request);
-}
-
-/* A keyed set found with other lengths than the request's: refused,
- * nothing changed (a key the caller reuses for other payloads is a
- * mistake the lengths can catch for free). */
-static curd_status keyed_shape_refused(const static_set *set,
-                                       const static_request *request)
-{
-    size_t index = 0;
-    while (index < request->count && index < set->public_set.count
-           && set->byte_lens[index] == request->payloads[index].byte_len)
-        index++;
-    if (set->public_set.count != request->count)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: the set cached under domain \"%s\" and this"
-                          " key holds %zu payloads, and this call passes"
-                          " %zu; nothing was uploaded. Fix: give each"
-                          " version of the payloads a key of its own (its"
-                          " version id or content hash), or use"
-                          " curd_session_upload_static(), which compares"
-                          " the bytes.",
-                          request->what, request->domain,
-                          set->public_set.count, request->count);
-    return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                      "%s: the set cached under domain \"%s\" and this key"
-                      " has payload %zu of %zu bytes, and this call passes"
-                      " %zu; nothing was uploaded. Fix: give each version of"
-                      " the payloads a key of its own (its version id or"
-                      " content hash), or use curd_session_upload_static(),"
-                      " which compares the bytes.",
-                      request->what, request->domain, index,
-                      set->byte_lens[index],
-                      request->payloads[index].byte_len);
-}
-
-/* Lock held: the retained set last handed out with the request's shape
- * (its hint), or NULL. */
-static static_set *hint_find(curdi_static_sets *sets, uint64_t shape_key,
-                             const static_request *request)
-{
-    curdi_hash_map_cursor cursor;
-    for (static_set *set = curdi_hash_map_find(&sets->hints, &shape_key,
-                                               &cursor);
-         set != NULL;
-         set = curdi_hash_map_find_next(&sets->hints, &shape_key, &cursor))
-        if (set_same_shape(set, request)
-            && memcmp(set->domain, request->domain, request->domain_len)
-                   == 0)
-            return set;
-    return NULL;
-}
-
-static void hint_drop(curdi_static_sets *sets, static_set *set)
-{
-    if (set->hinted) {
-        curdi_hash_map_remove(&sets->hints, &set->shape_key, set);
-        set->hinted = false;
-    }
-}
-
-/* Lock held: a retained set handed out becomes its shape's hint (unless
- * the hints' table cannot grow: a hint only saves a hash). */
-static void hint_take(curdi_static_sets *sets, static_set *set,
-                      const static_request *request)
-{
-    if (set->hinted || !set->public_set.retained || set->keyed)
-        return;
-    static_set *previous = hint_find(sets, set->shape_key, request);
-    if (previous != NULL)
-        hint_drop(sets, previous);
-    set->hinted =
-        curdi_hash_map_insert(&sets->hints, &set->shape_key, set);
-}
-
-/* Lock held: one more hold of a set, before its bytes are known to match
- * (the caller drops it on a mismatch). */
-static curd_status set_hold(static_set *set, const char *what)
-{
-    if (set->holds == UINT32_MAX)
-        return curdi_fail(CURD_E_BUDGET,
-                          "%s: the set is held 2^32-1 times already. Fix:"
-                          " release each set with"
-                          " curd_session_release_static() once you are done"
-                          " with it.",
-                          what);
-    set->holds++;
-    return CURD_OK;
-}
-
-/* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
-static void set_handed_out(curdi_static_sets *sets, static_set *set,
-                           const static_request *request, bool hit)
-{
-    set->last_use = ++sets->use_clock;
-    hint_take(sets, set, request);
-    if (hit && set->keyed)
-        sets->session->stats.static_keyed_hits++;
-    else if (hit)
-        sets->session->stats.static_hits++;
-}
-
-/* Holds `set` (found under the lock, NULL for none), compares its bytes
- * outside the lock, so that threads hitting at once compare at once, and
- * counts a hit; drops the hold on a mismatch. Called without the lock,
- * which it takes. */
-static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
-                                const static_request *request, bool *out_same)
-{
-    *out_same = false;
-    curd_status status = set_hold(set, request->what);
-    pthread_mutex_unlock(&sets->session->lock);
-    if (status != CURD_OK)
-        return status;
-    bool same = set_bytes_match(set, request);
-    pthread_mutex_lock(&sets->session->lock);
-    if (same)
-        set_handed_out(sets, set, request, true);
-    else
-        set->holds--;
-    pthread_mutex_unlock(&sets->session->lock);
-    *out_same = same;
-    return CURD_OK;
-}
-
-/* The hit path: the shape's hint first (no hash of the bytes: a pipeline
- * uploads the set it uploaded last time), then the key, every candidate's
- * bytes compared. *out_hit NULL: a miss, *out_key then set. */
-static curd_status cache_lookup(curdi_static_sets *sets, curd_device **device,
-                                static_request *request,
-                                XXH128_hash_t *out_key, static_set **out_hit)
-{
-    const char *what = "curd_session_upload_static";
-    XXH3_state_t state;
-    bool same = false;
-    *out_hit = NULL;
-    uint64_t shape_key = key_shape(sets, request, &state);
-    request->shape_key = shape_key;
-    pthread_mutex_lock(&sets->session->lock);
-    curd_status status = curdi_session_device(sets->session, what, device);
-    if (status == CURD_OK)
-        request->team = curdi_run_compare_team(*device, request->total_bytes);
-    static_set *set =
-        status == CURD_OK ? hint_find(sets, shape_key, request) : NULL;
-    if (set == NULL)
-        pthread_mutex_unlock(&sets->session->lock);
-    else
-        status = hold_if_same(sets, set, request, &same);
-    if (status != CURD_OK || same) {
-        *out_hit = same ? set : NULL;
-        return status;
-    }
-    XXH128_hash_t key = key_finish(request, &state);
-    *out_key = key;
-    pthread_mutex_lock(&sets->session->lock);
-    status = curdi_session_device(sets->session, what, device);
-    curdi_hash_map_cursor cursor;
-    set = status == CURD_OK
-              ? cache_candidate(sets, key, request, &cursor, true)
-              : NULL;
-    if (set == NULL) {
-        pthread_mutex_unlock(&sets->session->lock);
-        return status;
-    }
-    status = hold_if_same(sets, set, request, &same);
-    if (status == CURD_OK && !same) {
-        /* A 128-bit collision, or a thread's miss inserted meanwhile:
-         * every candidate, compared under the lock. */
-        pthread_mutex_lock(&sets->session->lock);
-        set = cache_find_locked(sets, key, request);
-        if (set != NULL)
-            status = set_hold(set, request->what);
-        same = set != NULL && status == CURD_OK;
-        if (same)
-            set_handed_out(sets, set, request, true);
-        pthread_mutex_unlock(&sets->session->lock);
-    }
-    *out_hit = same ? set : NULL;
-    return status;
 }
 
 /* A new set holding the request's bytes, its buffers not yet made. */
@@ -789,7 +297,7 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
         uint64_t address = curdi_hash_map_address_key(victim);
         curdi_hash_map_remove(&sets->cache, &victim->key.low64, victim);
         curdi_hash_map_remove(&sets->live, &address, victim);
-        hint_drop(sets, victim);
+        curdi_static_hint_drop(sets, victim);
         stats->cached_bytes -= victim->total_bytes;
         stats->cached_sets--;
         stats->static_evictions++;
@@ -798,7 +306,7 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
     }
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
-    set_handed_out(sets, set, request, false);
+    curdi_static_set_handed_out(sets, set, request, false);
     /* Room was reserved in both tables (set_reserve): the inserts cannot
      * fail. */
     uint64_t address = curdi_hash_map_address_key(set);
@@ -840,16 +348,17 @@ static curd_status static_miss(curdi_static_sets *sets, curd_device *device,
     pthread_mutex_lock(&sets->session->lock);
     curd_device *now = NULL;
     status = curdi_session_device(sets->session, what, &now);
-    static_set *theirs =
-        status == CURD_OK ? find_locked(sets, key, request) : NULL;
-    if (theirs != NULL && !set_same_shape(theirs, request))
+    static_set *theirs = status == CURD_OK
+                             ? curdi_static_find_locked(sets, key, request)
+                             : NULL;
+    if (theirs != NULL && !curdi_static_set_same_shape(theirs, request))
         /* Keyed: another thread cached other lengths under the key. */
-        status = keyed_shape_refused(theirs, request);
+        status = curdi_static_keyed_shape_refused(theirs, request);
     else if (theirs != NULL)
-        status = set_hold(theirs, what);
+        status = curdi_static_set_hold(theirs, what);
     if (status == CURD_OK && theirs != NULL) {
         /* Another thread cached the same set while this one uploaded. */
-        set_handed_out(sets, theirs, request, false);
+        curdi_static_set_handed_out(sets, theirs, request, false);
         count_miss(sets, request);
         set->next_free = to_free;
         to_free = set;
@@ -890,7 +399,7 @@ curd_status curdi_static_sets_upload(curdi_static_sets *sets,
     if (status != CURD_OK)
         return status;
     XXH128_hash_t key = {0, 0};
-    status = cache_lookup(sets, &device, &request, &key, &hit);
+    status = curdi_static_cache_lookup(sets, &device, &request, &key, &hit);
     if (status != CURD_OK)
         return status;
     if (hit != NULL) {
@@ -923,18 +432,19 @@ curd_status curdi_static_sets_upload_keyed(
     if (status != CURD_OK)
         return status;
     /* A hit is this: a short hash, one lock, one probe, the lengths. */
-    XXH128_hash_t set_key = key_keyed(sets, &request);
+    XXH128_hash_t set_key = curdi_static_key_keyed(sets, &request);
     pthread_mutex_lock(&sets->session->lock);
     status = curdi_session_device(sets->session, request.what, &device);
-    static_set *set = status == CURD_OK
-                          ? keyed_find_locked(sets, set_key, &request)
-                          : NULL;
-    if (set != NULL && !set_same_shape(set, &request))
-        status = keyed_shape_refused(set, &request);
+    static_set *set =
+        status == CURD_OK
+            ? curdi_static_keyed_find_locked(sets, set_key, &request)
+            : NULL;
+    if (set != NULL && !curdi_static_set_same_shape(set, &request))
+        status = curdi_static_keyed_shape_refused(set, &request);
     else if (set != NULL)
-        status = set_hold(set, request.what);
+        status = curdi_static_set_hold(set, request.what);
     if (set != NULL && status == CURD_OK) {
-        set_handed_out(sets, set, &request, true);
+        curdi_static_set_handed_out(sets, set, &request, true);
         *out_set = &set->public_set;
     }
     pthread_mutex_unlock(&sets->session->lock);

@@ -41,7 +41,7 @@
 #include "curd.h"
 
 struct curd_device;
-struct curdi_static_set; /* one set, private to static_sets.c */
+struct curdi_static_set; /* one set, private to session/static_set.h */
 
 /* The first slots of each of a session's maps. */
 #define CURDI_SESSION_MAP_FIRST_SLOTS 16u
