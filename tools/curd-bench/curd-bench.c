@@ -68,6 +68,20 @@ static const bench_scenario_entry scenarios[] = {
      "64 4 KiB writes at random points: scattered, one DMA each, one"
      " contiguous copy",
      bench_transfer_scattered_writes_irregular, false},
+    {"transfer/scattered-reads-cold",
+     "64 4 KiB reads at one stride into cold malloc memory (the start of "
+     "256 MiB a download just filled)",
+     bench_transfer_scattered_reads_cold, false},
+    {"transfer/scattered-writes-cold",
+     "64 4 KiB writes at one stride from cold malloc memory (the start of "
+     "256 MiB a download just filled)",
+     bench_transfer_scattered_writes_cold, false},
+    {"transfer/scattered-reads-irregular-cold",
+     "64 4 KiB reads at random points into cold malloc memory",
+     bench_transfer_scattered_reads_irregular_cold, false},
+    {"transfer/scattered-writes-irregular-cold",
+     "64 4 KiB writes at random points from cold malloc memory",
+     bench_transfer_scattered_writes_irregular_cold, false},
     {"tune/pageable-upload",
      "256 MiB from malloc memory under each of libcurd's copy settings",
      bench_tune_pageable_upload, true},
