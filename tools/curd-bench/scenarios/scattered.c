@@ -91,6 +91,37 @@ typedef struct device_side {
 
 enum stage_kind { STAGE_COPY, STAGE_STREAMING, STAGE_TOUCH, STAGES };
 
+/* The cold scenarios' candidate settings (with the stages,
+ * CURD_BENCH_STAGES): the changes of doc/notes that would take the host
+ * copy of a cold 256 KiB off the critical path, each on a device of its
+ * own, so that one run compares them with the defaults. */
+enum { TUNINGS = 5 };
+typedef struct tuning {
+    const char *label;
+    const char *const settings[4];
+} tuning;
+static const tuning read_tunings[TUNINGS] = {
+    {"copy team from 64 KiB", {"CURD_COPY_PARALLEL_MIN=65536", NULL}},
+    {"copy team from 64 KiB, polling 200 us",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_COPY_SPIN_US=200", NULL}},
+    {"64 KiB chunks (DMA under the copy-out)",
+     {"CURD_CHUNK_MIN_BYTES=65536", NULL}},
+    {"streaming stores from 64 KiB",
+     {"CURD_STREAMING_DOWNLOAD_MIN=65536", NULL}},
+    {"copy team from 64 KiB + 64 KiB chunks",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
+};
+static const tuning write_tunings[TUNINGS] = {
+    {"copy team from 64 KiB", {"CURD_COPY_PARALLEL_MIN=65536", NULL}},
+    {"copy team from 64 KiB, polling 200 us",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_COPY_SPIN_US=200", NULL}},
+    {"64 KiB chunks (copy-in under the DMA)",
+     {"CURD_CHUNK_MIN_BYTES=65536", NULL}},
+    {"no streaming stores", {"CURD_STREAMING_UPLOAD_MIN=off", NULL}},
+    {"copy team from 64 KiB + 64 KiB chunks",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
+};
+
 typedef struct scattered {
     const bench_env *env;
     bool upload;
@@ -108,6 +139,9 @@ typedef struct scattered {
     /* 0: the planner's choice; 1: the other path (the kernels for pieces
      * at one stride, a DMA per piece for irregular ones). */
     device_side sides[2];
+    /* Cold, with the stages: the planner under each candidate setting. */
+    bench_tuned tuned_devices[TUNINGS];
+    device_side tuned_sides[TUNINGS];
     /* On the main device: TOTAL_BYTES in one buffer, for the one copy. */
     curd_buffer contiguous;
     bench_cu_deviceptr contiguous_ptr;
@@ -143,6 +177,10 @@ static void scattered_free(scattered *s)
     side_free(&s->sides[0]);
     side_free(&s->sides[1]);
     bench_tuned_close(&s->other_device);
+    for (unsigned i = 0; i < TUNINGS; i++) {
+        side_free(&s->tuned_sides[i]);
+        bench_tuned_close(&s->tuned_devices[i]);
+    }
     if (s->contiguous.id != 0)
         curd_buffer_free(env->device, s->contiguous);
     if (s->pinned != NULL && bench_raw_enter(env) == 0) {
@@ -160,7 +198,11 @@ static void scattered_free(scattered *s)
     free(s->expected);
 }
 
-static int side_init(scattered *s, device_side *side, const bench_env *env)
+/* registered: the side's own registered memory and batches into it too
+ * (where the device can register memory), else batches into malloc
+ * memory only. */
+static int side_init(scattered *s, device_side *side, const bench_env *env,
+                     bool registered)
 {
     uint64_t device_ptr = 0;
     side->env = env;
@@ -169,7 +211,7 @@ static int side_init(scattered *s, device_side *side, const bench_env *env)
     side->device_ptr = (bench_cu_deviceptr)device_ptr;
     if (bench_raw_copy_in(env, side->device_ptr, s->source, SOURCE_BYTES) != 0)
         return -1;
-    if (s->with_registered) {
+    if (registered && s->with_registered) {
         side->registered = bench_host_alloc(TOTAL_BYTES, "registered memory");
         if (side->registered == NULL)
             return -1;
@@ -178,7 +220,7 @@ static int side_init(scattered *s, device_side *side, const bench_env *env)
                                       TOTAL_BYTES));
         side->registered_done = true;
     }
-    for (unsigned kind = 0; kind < KINDS; kind++) {
+    for (unsigned kind = 0; kind < (registered ? KINDS : 1u); kind++) {
         unsigned char *host = kind == MALLOC_MEMORY ? s->host : side->registered;
         for (size_t i = 0; i < PIECES; i++) {
             side->downs[kind][i] = (curd_download){
@@ -316,8 +358,8 @@ static int scattered_init(scattered *s, const bench_env *env, bool upload,
     if (bench_tuned_open(&s->other_device, env,
                          irregular ? dma_path : gather_path) != 0)
         return -1;
-    if (side_init(s, &s->sides[0], env) != 0 ||
-        side_init(s, &s->sides[1], &s->other_device.env) != 0)
+    if (side_init(s, &s->sides[0], env, true) != 0 ||
+        side_init(s, &s->sides[1], &s->other_device.env, true) != 0)
         return -1;
     BENCH_CURD(curd_buffer_alloc(env->device, TOTAL_BYTES, &s->contiguous));
     BENCH_CURD(curd_buffer_device_ptr(env->device, s->contiguous, &device_ptr));
@@ -484,6 +526,42 @@ static int add_stages(scattered *s, bench_scenario *scenario,
     return 0;
 }
 
+/* The planner's batch into the cold region under each candidate setting
+ * (CURD_BENCH_STAGES), checked first; their indexes in index[]. */
+static int add_tunings(scattered *s, bench_scenario *scenario,
+                       int index[TUNINGS])
+{
+    const tuning *tunings = s->upload ? write_tunings : read_tunings;
+    for (unsigned i = 0; i < TUNINGS; i++) {
+        char label[BENCH_LABEL_BYTES];
+        index[i] = -1;
+        if (!bench_stages_wanted())
+            continue;
+        device_side *side = &s->tuned_sides[i];
+        if (bench_tuned_open(&s->tuned_devices[i], s->env,
+                             tunings[i].settings) != 0 ||
+            side_init(s, side, &s->tuned_devices[i].env, false) != 0)
+            return -1;
+        snprintf(label, sizeof label, "same, %s, malloc", tunings[i].label);
+        if (s->upload ? check_write(s, bench_op_curd_upload_batch,
+                                    &side->ops[MALLOC_MEMORY],
+                                    side->device_ptr, true, label)
+                      : check_read(s, bench_op_curd_download_batch,
+                                   &side->ops[MALLOC_MEMORY], label))
+            return -1;
+        index[i] = bench_add_variant(scenario, &(bench_variant_spec){
+            .label = label, .role = BENCH_ROLE_CURD,
+            .op = s->upload ? bench_op_curd_upload_batch
+                            : bench_op_curd_download_batch,
+            .context = &side->ops[MALLOC_MEMORY],
+            .bytes_per_op = TOTAL_BYTES, .iterations = 1, .prepare = refill,
+            .prepare_context = s});
+        if (index[i] < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The minor page faults of curd's batch into the cold region, over a few
  * untimed operations (each after a refill): what first touches cost it,
  * noted with the stages. */
@@ -522,6 +600,7 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
     enum { VARIANTS = 10 };
     int index[VARIANTS] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
     int stage_index[STAGES];
+    int tuning_index[TUNINGS];
     int result = -1;
 
     if (s == NULL || scenario == NULL) {
@@ -600,7 +679,10 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
                 goto done;
         }
     }
-    if (cold && add_stages(s, scenario, stage_index) != 0)
+    for (unsigned i = 0; i < TUNINGS; i++)
+        tuning_index[i] = -1;
+    if (cold && (add_stages(s, scenario, stage_index) != 0 ||
+                 add_tunings(s, scenario, tuning_index) != 0))
         goto done;
     if (bench_measure(scenario) != 0)
         goto done;
@@ -650,6 +732,10 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
     for (unsigned i = 0; i < STAGES; i++)
         if (stage_index[i] >= 0)
             bench_check_ratio(scenario, stage_index[i], index[0], 0.0, NULL);
+    /* Each candidate setting against the defaults: below 1, it gains. */
+    for (unsigned i = 0; i < TUNINGS; i++)
+        if (tuning_index[i] >= 0)
+            bench_check_ratio(scenario, tuning_index[i], index[0], 0.0, NULL);
     if (cold && bench_stages_wanted()
         && note_faults(s, scenario, upload ? bench_op_curd_upload_batch
                                            : bench_op_curd_download_batch)
