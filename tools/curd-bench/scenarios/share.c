@@ -69,11 +69,12 @@ typedef struct share_command {
     char kind;
 } share_command;
 
+/* MSG_NOSIGNAL: a peer that is gone is an error here, not SIGPIPE. */
 static bool write_all(int fd, const void *bytes, size_t byte_len)
 {
     const char *at = bytes;
     while (byte_len > 0) {
-        ssize_t done = write(fd, at, byte_len);
+        ssize_t done = send(fd, at, byte_len, MSG_NOSIGNAL);
         if (done < 0 && errno == EINTR)
             continue;
         if (done <= 0)
