@@ -95,7 +95,7 @@ enum stage_kind { STAGE_COPY, STAGE_STREAMING, STAGE_TOUCH, STAGES };
  * CURD_BENCH_STAGES): the changes of doc/notes that would take the host
  * copy of a cold 256 KiB off the critical path, each on a device of its
  * own, so that one run compares them with the defaults. */
-enum { TUNINGS = 5 };
+enum { TUNINGS = 6 };
 typedef struct tuning {
     const char *label;
     const char *const settings[4];
@@ -110,6 +110,9 @@ static const tuning read_tunings[TUNINGS] = {
      {"CURD_STREAMING_DOWNLOAD_MIN=65536", NULL}},
     {"copy team from 64 KiB + 64 KiB chunks",
      {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
+    /* The refill cycled the landing area through the copy team's
+     * caches: does the slot's DMA wait on their snoops? */
+    {"no landing area (pinned pool slots)", {"CURD_LANDING_BYTES=0", NULL}},
 };
 static const tuning write_tunings[TUNINGS] = {
     {"copy team from 64 KiB", {"CURD_COPY_PARALLEL_MIN=65536", NULL}},
@@ -120,6 +123,9 @@ static const tuning write_tunings[TUNINGS] = {
     {"no streaming stores", {"CURD_STREAMING_UPLOAD_MIN=off", NULL}},
     {"copy team from 64 KiB + 64 KiB chunks",
      {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
+    {"copy team from 64 KiB polling + 64 KiB chunks",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_COPY_SPIN_US=200",
+      "CURD_CHUNK_MIN_BYTES=65536", NULL}},
 };
 
 typedef struct scattered {
