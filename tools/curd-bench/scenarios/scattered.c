@@ -92,9 +92,10 @@ typedef struct device_side {
 enum stage_kind { STAGE_COPY, STAGE_STREAMING, STAGE_TOUCH, STAGES };
 
 /* The cold scenarios' candidate settings (with the stages,
- * CURD_BENCH_STAGES): the changes of doc/notes that would take the host
- * copy of a cold 256 KiB off the critical path, each on a device of its
- * own, so that one run compares them with the defaults. */
+ * CURD_BENCH_STAGES): the changes that would take the host copy of a
+ * cold 256 KiB off the critical path (the copy team, chunks pipelining
+ * the DMA with the copy, streaming stores), each on a device of its own,
+ * so that one run compares them with the defaults. */
 enum { TUNINGS = 6 };
 typedef struct tuning {
     const char *label;
