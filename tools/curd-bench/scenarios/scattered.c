@@ -617,7 +617,10 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
     if (scattered_init(s, env, upload, irregular, cold) != 0
         || scattered_check(s) != 0)
         goto done;
-    bench_scenario_init(scenario, env, name, env->samples,
+    /* Cold: each sample is one operation after a 256 MiB refill, so the
+     * 256 MiB scenarios' count. */
+    bench_scenario_init(scenario, env, name,
+                        cold ? env->samples_large : env->samples,
                         "64 scattered 4 KiB %s (one in each 8 KiB, %s) %s"
                         " one 256 KiB of host memory%s, one batch", verb,
                         irregular ? "at random points" : "at one stride",
