@@ -689,6 +689,8 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
                 goto done;
         }
     }
+    for (unsigned i = 0; i < STAGES; i++)
+        stage_index[i] = -1;
     for (unsigned i = 0; i < TUNINGS; i++)
         tuning_index[i] = -1;
     if (cold && (add_stages(s, scenario, stage_index) != 0 ||

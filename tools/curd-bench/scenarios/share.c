@@ -41,12 +41,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #include "harness/peers.h"
 #include "harness/report.h"
 #include "scenarios/scenarios.h"
 #include "scenarios/transfer.h"
+
+extern char **environ;
 
 #define SHARED_BYTES (256 * BENCH_MIB)
 /* The ordinal of the device the child opens. */
