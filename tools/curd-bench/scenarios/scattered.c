@@ -64,8 +64,10 @@
 #define PYTORCH_READS_HALF_NS 26850.0
 #define PYTORCH_WRITES_HALF_NS 24900.0
 /* The cold scenarios' region, which a pageable download fills again
- * before each timed operation. */
+ * before each timed operation; smaller with --quick, where the refills
+ * would take most of a run on the stand-in driver (make bench-smoke). */
 #define REGION_BYTES (256 * BENCH_MIB)
+#define QUICK_REGION_BYTES (16 * BENCH_MIB)
 /* PyTorch's index_select + one copy of the 64 strided reads into the
  * first 256 KiB of a 256 MiB pageable region a pageable download had just
  * filled, best of 9, on the H200 (issue 38; 71.8 us on a second start of
@@ -134,9 +136,10 @@ typedef struct scattered {
     bool upload;
     bool irregular;
     /* host is the start of region, which refill fills again from filler
-     * (a resident buffer of REGION_BYTES whose first TOTAL_BYTES are the
+     * (a resident buffer of region_bytes whose first TOTAL_BYTES are the
      * pieces, so that a write finds them there). */
     bool cold;
+    size_t region_bytes;
     unsigned char *region;
     curd_buffer filler;
     bench_stage_op stage;
@@ -261,14 +264,14 @@ static bench_copy_op raw_op(const scattered *s, bench_cu_deviceptr device_ptr,
 }
 
 /* Puts the cold region out of the caches (bench_variant_spec.prepare):
- * a pageable download of REGION_BYTES into it, which libcurd copies out
+ * a pageable download of region_bytes into it, which libcurd copies out
  * with streaming stores, as a program's download of its data would. */
 static int refill(void *context, uint64_t iterations)
 {
     scattered *s = context;
     (void)iterations;
     BENCH_CURD(curd_buffer_download(s->env->device, s->filler, s->region,
-                                    REGION_BYTES));
+                                    s->region_bytes));
     return 0;
 }
 
@@ -289,19 +292,20 @@ static int cold_init(scattered *s, uint64_t *seed)
 {
     const bench_env *env = s->env;
     uint64_t device_ptr = 0;
-    s->region = bench_host_alloc(REGION_BYTES, "the cold region");
+    s->region_bytes = env->quick ? QUICK_REGION_BYTES : REGION_BYTES;
+    s->region = bench_host_alloc(s->region_bytes, "the cold region");
     if (s->region == NULL)
         return -1;
     s->host = s->region;
-    BENCH_CURD(curd_buffer_alloc(env->device, REGION_BYTES, &s->filler));
+    BENCH_CURD(curd_buffer_alloc(env->device, s->region_bytes, &s->filler));
     BENCH_CURD(curd_buffer_device_ptr(env->device, s->filler, &device_ptr));
     /* The region holds the filler's bytes after each refill: fill it
      * once here and upload it whole. */
     memcpy(s->region, s->pieces, TOTAL_BYTES);
     bench_fill_random(seed, s->region + TOTAL_BYTES,
-                      REGION_BYTES - TOTAL_BYTES);
+                      s->region_bytes - TOTAL_BYTES);
     BENCH_CURD(curd_buffer_upload(env->device, s->filler, s->region,
-                                  REGION_BYTES));
+                                  s->region_bytes));
     return 0;
 }
 
@@ -617,6 +621,11 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
     if (scattered_init(s, env, upload, irregular, cold) != 0
         || scattered_check(s) != 0)
         goto done;
+    char coldness[64] = "";
+    if (cold)
+        snprintf(coldness, sizeof coldness,
+                 " (cold: the start of %zu MiB a download refilled)",
+                 s->region_bytes / BENCH_MIB);
     /* Cold: each sample is one operation after a 256 MiB refill, so the
      * 256 MiB scenarios' count. */
     bench_scenario_init(scenario, env, name,
@@ -624,9 +633,7 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
                         "64 scattered 4 KiB %s (one in each 8 KiB, %s) %s"
                         " one 256 KiB of host memory%s, one batch", verb,
                         irregular ? "at random points" : "at one stride",
-                        upload ? "from" : "into",
-                        cold ? " (malloc: cold, the start of 256 MiB a "
-                               "download just filled)" : "");
+                        upload ? "from" : "into", coldness);
     {
         bench_op_fn batch = upload ? bench_op_curd_upload_batch
                                    : bench_op_curd_download_batch;

@@ -2,7 +2,8 @@
  * curd_buffer_alloc_shareable, curd_buffer_export_fd,
  * curd_buffer_import_fd, curd_fd_send, curd_fd_recv).
  *
- * share/import-read-256M   a 256 MiB curd_buffer_download into memory
+ * share/import-read-256M   a 256 MiB curd_buffer_download (16 MiB with
+ *                          --quick, for the stand-in driver) into memory
  *                          registered with curd_host_register, by the
  *                          process that imported the buffer against the
  *                          same read by the one that exported it, in the
@@ -48,7 +49,10 @@
 
 extern char **environ;
 
+/* The shared buffer; smaller with --quick, where its set-up and checks
+ * would take most of a run on the stand-in driver (make bench-smoke). */
 #define SHARED_BYTES (256 * BENCH_MIB)
+#define QUICK_SHARED_BYTES (16 * BENCH_MIB)
 /* The ordinal of the device the child opens. */
 #define DEVICE_VARIABLE "CURD_BENCH_SHARE_DEVICE"
 
@@ -162,7 +166,7 @@ static bool child_check(share_child *child, uint64_t seed)
     curd_status status = curd_buffer_download(child->device, child->buffer,
                                               child->host, child->byte_len);
     same = status == CURD_OK &&
-           bench_compare("the importer's 256 MiB read", expected, child->host,
+           bench_compare("the importer's read", expected, child->host,
                          child->byte_len) == 0;
     free(expected);
     if (status != CURD_OK)
@@ -258,6 +262,7 @@ typedef struct share {
     bool registered;
     bench_cu_stream stream;
     bool have_stream;
+    size_t byte_len; /* SHARED_BYTES, or QUICK_SHARED_BYTES */
     int socket; /* -1: no child */
     pid_t child;
     bench_copy_op exporter;     /* curd_buffer_download */
@@ -369,8 +374,9 @@ static int share_init(share *s, const bench_env *env, const char *name,
     memset(s, 0, sizeof *s);
     s->env = env;
     s->socket = -1;
+    s->byte_len = env->quick ? QUICK_SHARED_BYTES : SHARED_BYTES;
     curd_status status =
-        curd_buffer_alloc_shareable(env->device, SHARED_BYTES, &s->buffer);
+        curd_buffer_alloc_shareable(env->device, s->byte_len, &s->buffer);
     if (status == CURD_E_UNSUPPORTED) {
         bench_report_skip(name, "no shareable buffers on this driver or "
                                 "device (CURD_E_UNSUPPORTED)");
@@ -378,14 +384,14 @@ static int share_init(share *s, const bench_env *env, const char *name,
     }
     if (status != CURD_OK)
         return bench_fail_curd("curd_buffer_alloc_shareable", status);
-    s->host = bench_host_alloc(SHARED_BYTES, "the exporter's memory");
+    s->host = bench_host_alloc(s->byte_len, "the exporter's memory");
     if (s->host == NULL)
         return -1;
-    bench_fill_random(&seed, s->host, SHARED_BYTES);
+    bench_fill_random(&seed, s->host, s->byte_len);
     BENCH_CURD(curd_buffer_upload(env->device, s->buffer, s->host,
-                                  SHARED_BYTES));
+                                  s->byte_len));
     if (with_host) {
-        BENCH_CURD(curd_host_register(env->device, s->host, SHARED_BYTES));
+        BENCH_CURD(curd_host_register(env->device, s->host, s->byte_len));
         s->registered = true;
         BENCH_CURD(curd_buffer_device_ptr(env->device, s->buffer,
                                           &device_ptr));
@@ -398,7 +404,7 @@ static int share_init(share *s, const bench_env *env, const char *name,
         s->exporter.device_ptr = (bench_cu_deviceptr)device_ptr;
         s->exporter.stream = s->stream;
         s->exporter.host = s->host;
-        s->exporter.byte_len = SHARED_BYTES;
+        s->exporter.byte_len = s->byte_len;
         s->exporter_raw = s->exporter;
     }
     return share_spawn(s);
@@ -417,7 +423,7 @@ static int share_hand_over(share *s)
     curd_status status = CURD_OK;
     bool sent = write_all(s->socket, &command, sizeof command);
     if (sent)
-        status = curd_fd_send(s->socket, fd, SHARED_BYTES);
+        status = curd_fd_send(s->socket, fd, s->byte_len);
     close(fd);
     if (status != CURD_OK)
         return bench_fail_curd("curd_fd_send", status);
@@ -455,7 +461,7 @@ static int op_share(void *context, uint64_t iterations)
         int fd = -1;
         char reply = 0;
         BENCH_CURD(curd_buffer_export_fd(s->env->device, s->buffer, &fd));
-        curd_status status = curd_fd_send(s->socket, fd, SHARED_BYTES);
+        curd_status status = curd_fd_send(s->socket, fd, s->byte_len);
         close(fd);
         if (status != CURD_OK)
             return bench_fail_curd("curd_fd_send", status);
@@ -470,17 +476,17 @@ static int op_share(void *context, uint64_t iterations)
 static int check_exporter(share *s)
 {
     uint64_t seed = s->env->seed ^ 0x5aa5u;
-    unsigned char *expected = bench_host_alloc(SHARED_BYTES, "the bytes");
+    unsigned char *expected = bench_host_alloc(s->byte_len, "the bytes");
     int result = -1;
     if (expected == NULL)
         return -1;
-    bench_fill_random(&seed, expected, SHARED_BYTES);
+    bench_fill_random(&seed, expected, s->byte_len);
     if (bench_check_read_into(bench_op_curd_download, &s->exporter, s->host,
-                              expected, SHARED_BYTES,
-                              "the exporter's 256 MiB curd read") == 0 &&
+                              expected, s->byte_len,
+                              "the exporter's curd read") == 0 &&
         bench_check_read_into(bench_op_raw_dtoh_async, &s->exporter_raw,
-                              s->host, expected, SHARED_BYTES,
-                              "the exporter's 256 MiB raw read") == 0)
+                              s->host, expected, s->byte_len,
+                              "the exporter's raw read") == 0)
         result = 0;
     free(expected);
     return result;
@@ -506,22 +512,30 @@ int bench_share_import_read(const bench_env *env)
         check_exporter(&s) != 0)
         goto done;
     bench_scenario_init(scenario, env, name, env->samples_large,
-                        "a 256 MiB curd_buffer_download of a shareable "
+                        "a %zu MiB curd_buffer_download of a shareable "
                         "buffer into registered memory, by the process that "
-                        "imported it and by the one that exported it");
+                        "imported it and by the one that exported it%s",
+                        s.byte_len / BENCH_MIB, env->quick ? " (--quick)" : "");
+    char label[BENCH_LABEL_BYTES];
+    snprintf(label, sizeof label,
+             "exporter: curd_buffer_download %zu MiB, registered",
+             s.byte_len / BENCH_MIB);
     int exporter = bench_add_variant(scenario, &(bench_variant_spec){
-        .label = "exporter: curd_buffer_download 256 MiB, registered",
+        .label = label,
         .role = BENCH_ROLE_CURD, .op = bench_op_curd_download,
-        .context = &s.exporter, .bytes_per_op = SHARED_BYTES,
+        .context = &s.exporter, .bytes_per_op = s.byte_len,
         .iterations = 1});
     int importer = bench_add_variant(scenario, &(bench_variant_spec){
         .label = "importer: the same in the other process, + a round trip",
         .role = BENCH_ROLE_CURD, .op = op_importer_read, .context = &s,
-        .bytes_per_op = SHARED_BYTES, .iterations = 1});
+        .bytes_per_op = s.byte_len, .iterations = 1});
+    snprintf(label, sizeof label,
+             "exporter: cuMemcpyDtoHAsync %zu MiB, registered",
+             s.byte_len / BENCH_MIB);
     int raw = bench_add_variant(scenario, &(bench_variant_spec){
-        .label = "exporter: cuMemcpyDtoHAsync 256 MiB, registered",
+        .label = label,
         .role = BENCH_ROLE_RAW, .op = bench_op_raw_dtoh_async,
-        .context = &s.exporter_raw, .bytes_per_op = SHARED_BYTES,
+        .context = &s.exporter_raw, .bytes_per_op = s.byte_len,
         .iterations = 1});
     if (exporter < 0 || importer < 0 || raw < 0 ||
         bench_measure(scenario) != 0)
@@ -558,9 +572,9 @@ int bench_share_export_import(const bench_env *env)
         share_ask(&s, COMMAND_CHECK, env->seed ^ 0x5aa5u) != 0)
         goto done;
     bench_scenario_init(scenario, env, name, env->samples,
-                        "a 256 MiB shareable buffer handed to another "
+                        "a %zu MiB shareable buffer handed to another "
                         "process: export, send, import and map, unmap, "
-                        "reply");
+                        "reply", s.byte_len / BENCH_MIB);
     int whole = bench_add_variant(scenario, &(bench_variant_spec){
         .label = "export_fd + fd_send; importer: fd_recv + import_fd "
                  "(maps) + free + reply",
