@@ -391,6 +391,7 @@ def torch_share_rows(rows, torch):
     a torch.multiprocessing queue to a spawned process, which rebuilds it
     from its CUDA IPC handle (reductions.rebuild_cuda_tensor) and drops it;
     and the queue's round trip alone."""
+    import torch.multiprocessing  # its reductions share CUDA tensors
     context = torch.multiprocessing.get_context("spawn")
     tensors, answers = context.Queue(), context.Queue()
     consumer = context.Process(target=share_consumer,
