@@ -23,6 +23,29 @@ draws both in the same charts. Scenarios (curd-bench's names):
   transfer/fused-writes       the same pieces written from the host: one
                               copy up, placed on the device by a scatter
   dispatch/borrowed-small     4 KiB in, add one on the device, 4 KiB out
+  transfer/scattered-reads[-irregular][-cold]
+  transfer/scattered-writes[-irregular][-cold]
+                              (torch) the 64 pieces of 4 KiB of curd-bench's
+                              scattered scenarios, one in each 8 KiB of a
+                              device buffer, at one stride (rows of 4 KiB)
+                              or at random 64-byte points (rows of 64
+                              bytes): index_select + one copy_ into host
+                              memory, or one copy up + index_copy_; into
+                              or from a warm 256 KiB, or (-cold) the first
+                              256 KiB of a 256 MiB pageable tensor that a
+                              pageable copy from the device fills again,
+                              untimed, before every timed operation
+  share/export-import-map     (torch) a 256 MiB CUDA tensor sent to another
+                              process through a torch.multiprocessing queue
+                              (reduce_tensor; rebuild_cuda_tensor there,
+                              which opens the CUDA IPC handle; the tensor
+                              dropped, which closes it; an answer back),
+                              and an int sent the same way (the round trip
+                              alone)
+
+curd-bench reads the torch rows of the scattered and share scenarios as
+its reference lines and targets when given this CSV in
+CURD_BENCH_PEERS_CSV (tools/curd-bench/README.md).
 
 Without a GPU, or without torch and cupy, it says so and exits 0 with no
 rows: there is nothing to compare on such a machine, and that is not a
@@ -38,6 +61,9 @@ SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
 LARGE_BYTES = 16 << 20
 SMALL_BYTES = 4 << 10
 PIECES, PIECE_BYTES = 64, 4 << 10
+STRIDE_BYTES = 8 << 10
+REGION_BYTES = 256 << 20
+COLD_SAMPLES, COLD_SAMPLES_QUICK = 21, 5
 HEADER = ("scenario,variant,role,size_bytes,threads,median,p10,p90,unit,"
           "ratio_vs_raw")
 
@@ -51,6 +77,22 @@ def quantile(sorted_values, q):
     fraction = rank - below
     return (sorted_values[below]
             + fraction * (sorted_values[below + 1] - sorted_values[below]))
+
+
+def measure_prepared(op, prepare, quick):
+    """As measure, one operation per sample, each after prepare() (not
+    timed): curd-bench's cold scenarios."""
+    per_op = []
+    for index in range((COLD_SAMPLES_QUICK if quick else COLD_SAMPLES) + 2):
+        prepare()
+        start = time.perf_counter_ns()
+        op(1)
+        elapsed = time.perf_counter_ns() - start
+        if index >= 2:  # two warm-up calls
+            per_op.append(elapsed)
+    per_op.sort()
+    return (statistics.median(per_op), quantile(per_op, 0.1),
+            quantile(per_op, 0.9))
 
 
 def measure(op, byte_len, quick):
@@ -96,11 +138,19 @@ def csv_field(text):
 
 
 class Rows:
-    def __init__(self, out, quick):
-        self.out, self.quick = out, quick
+    def __init__(self, out, quick, prefixes):
+        self.out, self.quick, self.prefixes = out, quick, prefixes
 
-    def add(self, scenario, variant, role, byte_len, op):
-        median, p10, p90 = measure(op, byte_len, self.quick)
+    def wants(self, scenario):
+        """Whether --scenario asked for scenario (all when not given)."""
+        return not self.prefixes or any(
+            scenario.startswith(prefix) for prefix in self.prefixes)
+
+    def add(self, scenario, variant, role, byte_len, op, prepare=None):
+        if prepare is not None:
+            median, p10, p90 = measure_prepared(op, prepare, self.quick)
+        else:
+            median, p10, p90 = measure(op, byte_len, self.quick)
         self.out.write("%s,%s,%s,%d,1,%.6g,%.6g,%.6g,ns,\n" % (
             scenario, csv_field(variant), role, byte_len, median, p10, p90))
         self.out.flush()
@@ -124,6 +174,13 @@ def torch_rows(rows, torch):
         host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
         host.copy_(torch.randint(0, 256, (n,), dtype=torch.uint8))
         return host
+
+    if rows.wants("transfer/scattered"):
+        torch_scattered_rows(rows, torch, random_bytes)
+    if rows.wants("share/"):
+        torch_share_rows(rows, torch)
+    if not rows.wants("transfer/small-roundtrip"):
+        return  # --scenario asked for the rows above only
 
     # 4 KiB up and back: .cpu() returns once the bytes are on the host.
     host = random_bytes(SMALL_BYTES)
@@ -203,6 +260,169 @@ def torch_rows(rows, torch):
             (values.to(cuda) + 1).cpu()
     rows.add("dispatch/borrowed-small", "4 KiB in, add one, 4 KiB out",
              "torch", SMALL_BYTES, add_one)
+
+
+def piece_offsets(irregular, seed=38):
+    """curd-bench's pieces: one in each 8 KiB, at its start or (irregular)
+    at a random 64-byte point of its free half."""
+    import random
+    chooser = random.Random(seed)
+    return [i * STRIDE_BYTES + (chooser.randrange(
+        (STRIDE_BYTES - PIECE_BYTES) // 64 + 1) * 64 if irregular else 0)
+        for i in range(PIECES)]
+
+
+def torch_scattered_rows(rows, torch, random_bytes):
+    """curd-bench's transfer/scattered-* scenarios, warm and cold, as a
+    PyTorch user would write them: rows of a 2-D view of the device buffer
+    picked by index_select (reads) or placed by index_copy_ (writes), 4 KiB
+    rows for pieces at one stride, 64-byte rows for irregular ones (4096
+    indices)."""
+    cuda = torch.device("cuda")
+    sync = torch.cuda.synchronize
+    total = PIECES * PIECE_BYTES
+    source_bytes = PIECES * STRIDE_BYTES
+    source_host = random_bytes(source_bytes)
+    source = source_host.to(cuda)
+    # The cold region's filler: the pieces first (a write finds them at the
+    # region's start after each refill), random bytes after.
+    region = torch.empty(REGION_BYTES, dtype=torch.uint8)
+    filler = torch.randint(0, 256, (REGION_BYTES,), dtype=torch.uint8,
+                           device=cuda)
+
+    def refill():
+        region.copy_(filler)  # pageable: synchronous
+
+    for irregular in (False, True):
+        offsets = piece_offsets(irregular)
+        row = 64 if irregular else PIECE_BYTES
+        rows_per_piece = PIECE_BYTES // row
+        index = torch.tensor([o // row + r for o in offsets
+                              for r in range(rows_per_piece)],
+                             dtype=torch.int64, device=cuda)
+        expected = torch.cat([source_host[o:o + PIECE_BYTES]
+                              for o in offsets])
+        filler[:total].copy_(expected.to(cuda))
+        view = source.view(-1, row)
+        suffix = "-irregular" if irregular else ""
+        layout = ("at random points, 64-byte rows" if irregular
+                  else "at one stride, 4 KiB rows")
+
+        # Reads: index_select, then one copy_ into host memory.
+        warm = torch.empty(total, dtype=torch.uint8)
+        cold = region[:total]
+        for destination in (warm, cold):
+            destination.fill_(0x5A)
+            destination.copy_(view.index_select(0, index).view(-1))
+            check("torch scattered reads", expected.numpy(),
+                  destination.numpy())
+
+        def read_into(destination):
+            def op(n):
+                for _ in range(n):
+                    destination.copy_(view.index_select(0, index).view(-1))
+            return op
+
+        def read_cpu(n):
+            for _ in range(n):
+                view.index_select(0, index).cpu()
+        what = "64 x 4 KiB %s: index_select + copy_" % layout
+        if rows.wants("transfer/scattered-reads" + suffix):
+            rows.add("transfer/scattered-reads" + suffix,
+                     what + " into warm pageable memory", "torch", total,
+                     read_into(warm))
+            rows.add("transfer/scattered-reads" + suffix + "-cold",
+                     what + " into the start of 256 MiB a pageable copy "
+                     "just filled", "torch", total, read_into(cold),
+                     prepare=refill)
+            rows.add("transfer/scattered-reads" + suffix + "-cold",
+                     "64 x 4 KiB %s: index_select + .cpu(), after the same "
+                     "refill" % layout, "torch", total, read_cpu,
+                     prepare=refill)
+
+        # Writes: one copy up, index_copy_ places the rows.
+        target = torch.empty(source_bytes, dtype=torch.uint8, device=cuda)
+        target_view = target.view(-1, row)
+        refill()
+        for origin in (expected, region[:total]):
+            target.fill_(0x5A)
+            target_view.index_copy_(0, index, origin.to(cuda).view(-1, row))
+            sync()
+            back = target.cpu().view(-1, row).index_select(
+                0, index.cpu()).view(-1)
+            check("torch scattered writes", expected.numpy(), back.numpy())
+
+        def write_from(origin):
+            def op(n):
+                for _ in range(n):
+                    target_view.index_copy_(0, index,
+                                            origin.to(cuda).view(-1, row))
+                    sync()
+            return op
+        what = "64 x 4 KiB %s: one copy up + index_copy_" % layout
+        if rows.wants("transfer/scattered-writes" + suffix):
+            rows.add("transfer/scattered-writes" + suffix,
+                     what + " from warm pageable memory", "torch", total,
+                     write_from(expected))
+            rows.add("transfer/scattered-writes" + suffix + "-cold",
+                     what + " from the start of 256 MiB a pageable copy "
+                     "just filled", "torch", total, write_from(region[:total]),
+                     prepare=refill)
+    del filler, region
+
+
+def share_consumer(tensors, answers):
+    """The other process of torch_share_rows: takes what comes, answers,
+    drops it (a tensor's IPC mapping closes with it)."""
+    while True:
+        item = tensors.get()
+        if item is None:
+            return
+        if isinstance(item, tuple):  # the check: a checksum of the bytes
+            answer = int(item[1][:1 << 20].sum())
+        else:
+            answer = 1
+        del item  # before the answer, so that the close is timed too
+        answers.put(answer)
+
+
+def torch_share_rows(rows, torch):
+    """curd-bench's share/export-import-map: a 256 MiB CUDA tensor through
+    a torch.multiprocessing queue to a spawned process, which rebuilds it
+    from its CUDA IPC handle (reductions.rebuild_cuda_tensor) and drops it;
+    and the queue's round trip alone."""
+    import torch.multiprocessing  # its reductions share CUDA tensors
+    context = torch.multiprocessing.get_context("spawn")
+    tensors, answers = context.Queue(), context.Queue()
+    consumer = context.Process(target=share_consumer,
+                               args=(tensors, answers))
+    consumer.start()
+    try:
+        shared = torch.randint(0, 256, (REGION_BYTES,), dtype=torch.uint8,
+                               device="cuda")
+        tensors.put(("check", shared))
+        if answers.get(timeout=120) != int(shared[:1 << 20].sum()):
+            raise SystemExit("measure.py: the shared tensor came back wrong")
+
+        def share(n):
+            for _ in range(n):
+                tensors.put(shared)
+                answers.get()
+
+        def ping(n):
+            for _ in range(n):
+                tensors.put(0)
+                answers.get()
+        rows.add("share/export-import-map",
+                 "a 256 MiB CUDA tensor through a torch.multiprocessing "
+                 "queue, rebuilt and dropped there, + an answer", "torch", 0,
+                 share)
+        rows.add("share/export-import-map",
+                 "an int through the same queue + an answer (the round trip "
+                 "alone)", "torch", 0, ping)
+    finally:
+        tensors.put(None)
+        consumer.join(timeout=60)
 
 
 # ---------------------------------------------------------------------------
@@ -349,6 +569,11 @@ def main():
                         help="fewer, shorter samples")
     parser.add_argument("--only", choices=["torch", "cupy"],
                         help="measure one library")
+    parser.add_argument("--scenario", action="append", default=[],
+                        metavar="PREFIX",
+                        help="only the scenarios whose names start with "
+                        "PREFIX (repeatable; torch: transfer/scattered, "
+                        "share/; the rest come as one group)")
     args = parser.parse_args()
 
     peers, notes = available_peers()
@@ -365,7 +590,7 @@ def main():
         for key, value in metadata():
             out.write("# %s: %s\n" % (key, value))
         out.write(HEADER + "\n")
-        rows = Rows(out, args.quick)
+        rows = Rows(out, args.quick, args.scenario)
         for name, run in peers:
             print("measure.py: measuring %s" % name, file=sys.stderr)
             run(rows)

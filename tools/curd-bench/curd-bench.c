@@ -10,6 +10,7 @@
  * its own (harness/cuda.c). Exit status: see harness/main.h. */
 #include "harness/main.h"
 #include "scenarios/scenarios.h"
+#include "scenarios/share.h"
 
 static const bench_scenario_entry scenarios[] = {
     {"pool/device-hit",
@@ -68,6 +69,28 @@ static const bench_scenario_entry scenarios[] = {
      "64 4 KiB writes at random points: scattered, one DMA each, one"
      " contiguous copy",
      bench_transfer_scattered_writes_irregular, false},
+    {"transfer/scattered-reads-cold",
+     "64 4 KiB reads at one stride into cold malloc memory (the start of "
+     "256 MiB a download just filled)",
+     bench_transfer_scattered_reads_cold, false},
+    {"transfer/scattered-writes-cold",
+     "64 4 KiB writes at one stride from cold malloc memory (the start of "
+     "256 MiB a download just filled)",
+     bench_transfer_scattered_writes_cold, false},
+    {"transfer/scattered-reads-irregular-cold",
+     "64 4 KiB reads at random points into cold malloc memory",
+     bench_transfer_scattered_reads_irregular_cold, false},
+    {"transfer/scattered-writes-irregular-cold",
+     "64 4 KiB writes at random points from cold malloc memory",
+     bench_transfer_scattered_writes_irregular_cold, false},
+    {"share/import-read-256M",
+     "256 MiB read of a shareable buffer by the process that imported it vs "
+     "by the exporter",
+     bench_share_import_read, false},
+    {"share/export-import-map",
+     "a shareable buffer handed to another process: export, send, import, "
+     "map, unmap",
+     bench_share_export_import, false},
     {"tune/pageable-upload",
      "256 MiB from malloc memory under each of libcurd's copy settings",
      bench_tune_pageable_upload, true},
@@ -162,6 +185,9 @@ static const bench_scenario_entry scenarios[] = {
 
 int main(int argc, char **argv)
 {
+    /* Started again by the share/ scenarios as their importing process. */
+    if (bench_share_child_wanted())
+        return bench_share_child_main();
     static const bench_program program = {
         "curd-bench", scenarios, sizeof scenarios / sizeof scenarios[0]};
     return bench_main(&program, argc, argv);

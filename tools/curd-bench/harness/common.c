@@ -238,11 +238,16 @@ int bench_add_variant(bench_scenario *scenario,
     return (int)scenario->variant_count++;
 }
 
-/* Times one call of op; 0 and *out_ns, or -1. */
+/* Times one call of op, after its untimed prepare; 0 and *out_ns, or
+ * -1. */
 static int time_call(const bench_variant *variant, uint64_t iterations,
                      uint64_t *out_ns)
 {
-    uint64_t start_ns = bench_now_ns();
+    uint64_t start_ns;
+    if (variant->spec.prepare != NULL &&
+        variant->spec.prepare(variant->spec.prepare_context, 1) != 0)
+        return -1;
+    start_ns = bench_now_ns();
     if (variant->spec.op(variant->spec.context, iterations) != 0)
         return -1;
     *out_ns = bench_now_ns() - start_ns;

@@ -144,6 +144,14 @@ typedef struct bench_variant_spec {
     uint64_t iterations;
     /* Upper bound for calibration; 0: no bound. */
     uint64_t max_iterations;
+    /* Run untimed before every timed call of op (warm-up and samples),
+     * with prepare_context and 1 iteration, to put the machine in the
+     * state each call must start from (host memory out of the caches, say:
+     * scenarios/scattered.c's cold scenarios); NULL: nothing. A variant
+     * with one sets iterations, usually 1, so that the state holds for
+     * each operation timed. */
+    bench_op_fn prepare;
+    void *prepare_context;
 } bench_variant_spec;
 
 typedef struct bench_variant {

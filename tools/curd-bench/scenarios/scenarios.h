@@ -1,7 +1,8 @@
 /* scenarios.h - curd-bench's scenarios (scenarios/pool.c,
  * scenarios/transfer.c, scenarios/sweep.c, scenarios/scattered.c, scenarios/tune.c,
  * scenarios/dispatch.c, scenarios/batch.c, scenarios/session.c, scenarios/pipeline.c,
- * scenarios/peer.c, scenarios/collective.c, scenarios/interop.c);
+ * scenarios/peer.c, scenarios/collective.c, scenarios/interop.c,
+ * scenarios/share.c);
  * tools/curd-bench/README.md says what each compares. */
 #ifndef CURD_TOOLS_CURD_BENCH_SCENARIOS_SCENARIOS_H
 #define CURD_TOOLS_CURD_BENCH_SCENARIOS_SCENARIOS_H
@@ -24,6 +25,12 @@ int bench_transfer_scattered_reads(const bench_env *env);
 int bench_transfer_scattered_writes(const bench_env *env);
 int bench_transfer_scattered_reads_irregular(const bench_env *env);
 int bench_transfer_scattered_writes_irregular(const bench_env *env);
+int bench_transfer_scattered_reads_cold(const bench_env *env);
+int bench_transfer_scattered_writes_cold(const bench_env *env);
+int bench_transfer_scattered_reads_irregular_cold(const bench_env *env);
+int bench_transfer_scattered_writes_irregular_cold(const bench_env *env);
+int bench_share_import_read(const bench_env *env);
+int bench_share_export_import(const bench_env *env);
 int bench_tune_pageable_upload(const bench_env *env);
 int bench_tune_pageable_download(const bench_env *env);
 int bench_tune_small_download(const bench_env *env);
