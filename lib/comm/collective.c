@@ -682,10 +682,12 @@ out:
 }
 
 /* Checks, plans, marks and enqueues; on CURD_OK *out is the run in
- * flight, on a failure nothing is left. */
-static curd_status start(const curd_collective *ops, size_t count,
-                         bool one_device, const char *what,
-                         collective_run **out)
+ * flight, on a failure nothing is left. async: the caller will receive
+ * the pending (curd_collective_run_async), so the run waits on one device
+ * and takes its slot in the registry of live pendings before anything is
+ * enqueued. */
+static curd_status start(const curd_collective *ops, size_t count, bool async,
+                         const char *what, collective_run **out)
 {
     if (ops == NULL || count == 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -719,7 +721,7 @@ static curd_status start(const curd_collective *ops, size_t count,
                                  ops[index].comm->size,
                                  CURDI_COMM_MAX_RUNS_IN_FLIGHT),
                       free_run);
-        if (one_device && ops[index].comm->device != ops[0].comm->device)
+        if (async && ops[index].comm->device != ops[0].comm->device)
             CURDI_TRY(status,
                       curdi_fail(CURD_E_INVALID_ARGUMENT,
                                  "%s: operation %zu's communicator is of "
@@ -736,6 +738,8 @@ static curd_status start(const curd_collective *ops, size_t count,
      * unused, but for curd_pending_ready's query of the end event. */
     run->base.timed = false;
     CURDI_TRY(status, plan_lanes(run), release);
+    if (async)
+        CURDI_TRY(status, curdi_pending_take_slot(&run->base, what), release);
     CURDI_TRY(status, take_lanes(run), release);
     run->base.events[1] = run->lanes[0].done;
     CURDI_TRY(status, enqueue(run), release);

@@ -65,19 +65,14 @@ curd_status curdi_pending_take_slot(curd_pending *pending, const char *what)
 
 void curdi_pending_publish(curd_pending *pending)
 {
-    pthread_mutex_lock(&live_lock);
-    /* An owner that took no slot gets one here, where a failure has no
-     * one to go to (pending.h says what it means then); this goes once
-     * every owner calls curdi_pending_take_slot before enqueueing. */
-    if (!pending->slot_taken)
-        pending->slot_taken = take_slot_locked();
+    /* Its owner took the slot before enqueueing the work. */
+    CURDI_ASSERT(pending->slot_taken);
     uint64_t key = curdi_hash_map_address_key(pending);
-    bool entered =
-        pending->slot_taken && curdi_hash_map_insert(&live_map, &key, pending);
+    pthread_mutex_lock(&live_lock);
+    bool entered = curdi_hash_map_insert(&live_map, &key, pending);
     /* The slot was reserved: filling it cannot fail. */
     CURDI_ASSERT(entered);
-    if (pending->slot_taken)
-        live_reserved--;
+    live_reserved--;
     pending->slot_taken = false;
     pending->published = entered;
     pthread_mutex_unlock(&live_lock);

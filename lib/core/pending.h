@@ -131,15 +131,14 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
 /* Takes the pending's slot in the process-wide registry of live
  * pendings, which every public call on a pending asks before it reads
  * one (so a freed pending is a typed error): the registry grows now, if
- * it must, so that publishing cannot fail. For a pending that will be
- * handed to the caller, before its work is enqueued; released unfilled,
- * the slot goes back. CURD_E_OUT_OF_MEMORY (`what` names the call) when
- * the registry cannot grow. */
+ * it must, so that publishing cannot fail. Every pending that will be
+ * handed to the caller takes one, before its work is enqueued; released
+ * unfilled, the slot goes back. CURD_E_OUT_OF_MEMORY (`what` names the
+ * call) when the registry cannot grow. */
 curd_status curdi_pending_take_slot(curd_pending *pending, const char *what);
 /* Enters a pending the caller is about to receive in the registry, in
- * the slot it took; released, it leaves the registry. Cannot fail. (An
- * owner that took no slot gets one here; a failure to grow then leaves
- * the pending out of the registry, where every public call refuses it.) */
+ * the slot it took (curdi_pending_take_slot, required); released, it
+ * leaves the registry. Cannot fail. */
 void curdi_pending_publish(curd_pending *pending);
 /* The oldest curd_timing a caller may pass (curd 1.0's). */
 #define CURDI_TIMING_SIZE_1_0 offsetof(curd_timing, staging_ns)

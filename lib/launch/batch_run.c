@@ -430,9 +430,12 @@ out:
 }
 
 /* Starts a run: everything checked and marked, the uploads staged, the
- * work and the end event enqueued. On failure nothing stays marked,
- * counted or enqueued. */
-static curd_status run_start(curd_batch *batch, bool timed, const char *what)
+ * work and the end event enqueued. async: the caller will receive the
+ * pending (curd_batch_run_async), so it takes its slot in the registry
+ * of live pendings before anything is enqueued. On failure nothing stays
+ * marked, counted, enqueued or taken. */
+static curd_status run_start(curd_batch *batch, bool timed, bool async,
+                             const char *what)
 {
     curd_status status = check_batch(batch, what);
     if (status != CURD_OK)
@@ -462,6 +465,9 @@ static curd_status run_start(curd_batch *batch, bool timed, const char *what)
     batch->run.external_enqueued = false;
     batch->running = true;
     CURDI_TRY(status, run_mark_buffers(batch, what), release);
+    if (async)
+        CURDI_TRY(status, curdi_pending_take_slot(&batch->run.base, what),
+                  release);
     CURDI_TRY(status, curdi_device_enter(device), release);
     CURDI_TRY(status,
               curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
@@ -523,7 +529,8 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
                           what);
     /* Timed for curd_pending_wait's timing, but on the caller's stream,
      * whose work the caller times itself (lib/core/pending.h). */
-    curd_status status = run_start(batch, batch->cu_stream == NULL, what);
+    curd_status status =
+        run_start(batch, batch->cu_stream == NULL, true, what);
     if (status != CURD_OK)
         return status;
     curdi_pending_publish(&batch->run.base);
@@ -542,7 +549,7 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
                                             what, "timing", "curd_timing"),
                   out);
     /* Untimed unless asked: one stream synchronisation is the fence. */
-    CURDI_TRY(status, run_start(batch, timing != NULL, what), out);
+    CURDI_TRY(status, run_start(batch, timing != NULL, false, what), out);
     CURDI_TRY(status, curdi_pending_finish(&batch->run.base, true), release);
     if (timing != NULL)
         curdi_pending_timing(&batch->run.base, timing);

@@ -532,13 +532,16 @@ out:
     return status;
 }
 
-/* Checks and enqueues a dispatch; *out_pending receives it. A synchronous
- * dispatch that is not traced runs untimed (lib/core/pending.h). */
+/* Checks and enqueues a dispatch; *out_pending receives it. async: the
+ * caller will receive the pending (curd_dispatch_async), so it takes its
+ * slot in the registry of live pendings before anything is enqueued, and
+ * is timed unless on the caller's stream. A synchronous dispatch that is
+ * not traced runs untimed (lib/core/pending.h). */
 static curd_status dispatch_start(curd_device *device,
                                   const curd_program *program,
                                   const curd_launch *launch,
                                   const curd_arg *args, size_t nargs,
-                                  bool timed, const char *what,
+                                  bool async, const char *what,
                                   curd_pending **out_pending)
 {
     dispatch_run *run = NULL;
@@ -555,7 +558,7 @@ static curd_status dispatch_start(curd_device *device,
               curdi_dispatch_check_shape(device, program, launch, what,
                                          &shape),
               out);
-    if (timed && shape.timing != NULL)
+    if (async && shape.timing != NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: launch->timing is set, but an asynchronous"
                           " dispatch's timing comes from curd_pending_wait."
@@ -571,7 +574,7 @@ static curd_status dispatch_start(curd_device *device,
     /* Timed work is split: device_ns is the kernels alone. */
     /* On the caller's stream the caller times its own work: an
      * asynchronous dispatch there records no timed event. */
-    run->base.timed = (timed && shape.cu_stream == NULL) || run->trace
+    run->base.timed = (async && shape.cu_stream == NULL) || run->trace
                       || shape.timing != NULL;
     run->base.split = true;
     if (run->trace) {
@@ -582,6 +585,8 @@ static curd_status dispatch_start(curd_device *device,
                  shape.grid[2], shape.block[0], shape.block[1],
                  shape.block[2], shape.iterations);
     }
+    if (async)
+        CURDI_TRY(status, curdi_pending_take_slot(&run->base, what), release);
     CURDI_TRY(status, curdi_device_enter(device), release);
     CURDI_TRY(status,
               curdi_pending_use_stream(&run->base, shape.cu_stream, what),

@@ -678,10 +678,12 @@ out:
 
 /* Checks, marks and enqueues a call's copies; *out receives the work
  * (NULL when the synchronous call has nothing to move: no stream, no
- * fence). timed: the asynchronous call's pending. */
+ * fence). async: the caller will receive the pending
+ * (curd_buffer_copy_async), so it is timed and takes its slot in the
+ * registry of live pendings before anything is enqueued. */
 static curd_status copy_start(curd_device *dst, curd_device *src,
                               const curd_copy *copies, size_t count,
-                              bool timed, const char *what, copy_work **out)
+                              bool async, const char *what, copy_work **out)
 {
     *out = NULL;
     copy_work *work = NULL;
@@ -695,15 +697,17 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
                           " array of count curd_copy.",
                           what, count);
     CURDI_TRY(status, work_new(dst, src, count, what, &work), out);
-    work->base.timed = timed;
+    work->base.timed = async;
     CURDI_TRY(status, work_resolve(work, copies, what), release);
     bool one_context = dst == src || dst->context == src->context;
     CURDI_TRY(status, work_plan(work, copies, one_context, what), release);
     CURDI_TRY(status, curdi_copy_counts_check(dst, &work->counts, what),
               release);
     /* Nothing to move, synchronously: no stream, no fence. */
-    if (!timed && work->span_count == 0)
+    if (!async && work->span_count == 0)
         goto release;
+    if (async)
+        CURDI_TRY(status, curdi_pending_take_slot(&work->base, what), release);
     CURDI_TRY(status, curdi_device_enter(dst), release);
     if (!one_context && work->span_count != 0)
         CURDI_TRY(status, peer_route_of(dst, src, &route), drain);

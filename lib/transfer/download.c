@@ -114,26 +114,24 @@ CURD_API curd_status curd_buffer_download_async(curd_device *device,
     curdi_pending_init(&run->base, device, &download_ops);
     run->counts = (curdi_transfer_counts){
         .d2h_bytes = byte_len, .copy_ops = 1, .fences = 1};
-    status = curdi_resident_use_begin(device, what, &buffer.id, 1, &run->use);
-    if (status != CURD_OK) {
-        curdi_pending_release(&run->base);
-        return status;
-    }
+    CURDI_TRY(status,
+              curdi_resident_use_begin(device, what, &buffer.id, 1, &run->use),
+              release);
     run->marked = true;
-    status = curdi_device_enter(device);
-    if (status != CURD_OK) {
-        curdi_pending_release(&run->base);
-        return status;
-    }
-    status = download_start(run, offset, pinned_dst, byte_len, what);
-    if (status != CURD_OK) {
-        curdi_pending_drain(&run->base);
-        curdi_device_leave(device);
-        curdi_pending_release(&run->base);
-        return status;
-    }
+    /* The caller receives the pending: its slot in the registry of live
+     * pendings is taken before anything is enqueued. */
+    CURDI_TRY(status, curdi_pending_take_slot(&run->base, what), release);
+    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status, download_start(run, offset, pinned_dst, byte_len, what),
+              drain);
     curdi_device_leave(device);
     curdi_pending_publish(&run->base);
     *out_pending = &run->base;
     return CURD_OK;
+drain:
+    curdi_pending_drain(&run->base);
+    curdi_device_leave(device);
+release:
+    curdi_pending_release(&run->base);
+    return status;
 }
