@@ -31,10 +31,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t free_bytes = fuzz_shaped_u64(&in);
     uint64_t resident = fuzz_shaped_u64(&in);
     uint64_t limit = fuzz_shaped_u64(&in);
-    uint64_t budget = curdi_resident_budget(total, free_bytes, resident, limit);
+    uint64_t budget =
+        curdi_checked_resident_budget(total, free_bytes, resident, limit);
     FUZZ_CHECK(budget == budget_reference(total, free_bytes, resident, limit));
     /* A limit only ever lowers the budget. */
-    uint64_t open = curdi_resident_budget(total, free_bytes, resident, 0);
+    uint64_t open =
+        curdi_checked_resident_budget(total, free_bytes, resident, 0);
     FUZZ_CHECK(budget <= open);
     FUZZ_CHECK(budget == ((limit != 0 && limit < open) ? limit : open));
 
@@ -49,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t amount = fuzz_shaped_u64(&in);
         switch (op % 3) {
         case 0: {
-            curd_status status = curdi_counter_add(&counter, amount);
+            curd_status status = curdi_checked_counter_add(&counter, amount);
             if (model_counter + amount > UINT64_MAX) {
                 FUZZ_CHECK(status == CURD_E_OVERFLOW);
                 fuzz_check_fix_sentence();
@@ -60,13 +62,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         case 1: {
-            bool exact = curdi_stat_sub(&level, amount);
+            bool exact = curdi_checked_stat_sub(&level, amount);
             FUZZ_CHECK(exact == (amount <= model_level));
             model_level = amount <= model_level ? model_level - amount : 0;
             break;
         }
         default:
-            curdi_peak_raise(&peak, amount);
+            curdi_checked_peak_raise(&peak, amount);
             if (amount > model_peak)
                 model_peak = amount;
             break;

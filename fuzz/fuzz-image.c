@@ -148,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(taken == length);
     }
     if (want == CURD_IMAGE_PTX) {
-        /* NUL-terminated, as the program room keeps its copy. */
+        /* NUL-terminated, as the program module keeps its copy. */
         image[size] = 0;
         char names[64] = "";
         curdi_image_ptx_entry_names((const char *)image, names, sizeof names);

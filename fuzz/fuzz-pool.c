@@ -103,7 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .live_limit_bytes = limit,
     };
     curdi_pool *pool = NULL;
-    FUZZ_CHECK(curdi_pool_create(&table, &pool_config, &pool) == CURD_OK);
+    FUZZ_CHECK(curdi_pool_lifecycle_create(&table, &pool_config, &pool)
+               == CURD_OK);
     pool_model model;
     pm_init(&model, budget, limit, capacity);
     uint64_t handed[64] = {0};
@@ -166,7 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(pm_release(&model, address) == CURD_OK);
     }
     check_stats(pool, &model, &upstream);
-    curdi_pool_destroy(pool);
+    curdi_pool_lifecycle_destroy(pool);
     FUZZ_CHECK(upstream.held_bytes == 0);
     FUZZ_CHECK(upstream.held_blocks == 0);
     pm_upstream_fini(&upstream);

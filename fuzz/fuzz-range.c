@@ -2,11 +2,11 @@
  * 128-bit references.
  *
  * Input: triples (offset, length, buffer length) of shaped 64-bit numbers,
- * each followed by a device pointer base. curdi_range_check must say
+ * each followed by a device pointer base. curdi_checked_range must say
  * CURD_E_OVERFLOW exactly when offset + length passes 2^64-1, else
  * CURD_E_RANGE exactly when the end passes the buffer, else CURD_OK, and
  * every failure must leave a sentence ending with "Fix: ...".
- * curdi_device_ptr_offset must give base + offset or CURD_E_OVERFLOW with
+ * curdi_checked_device_ptr_offset must give base + offset or CURD_E_OVERFLOW with
  * the output untouched.
  *
  * fuzz-srcs: lib/base/checked.c lib/base/status.c lib/driver/driver.c */
@@ -38,19 +38,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
         curd_status expected = range_reference(offset, byte_len, buffer_len);
         curd_status status =
-            curdi_range_check(offset, byte_len, buffer_len, "fuzz range");
+            curdi_checked_range(offset, byte_len, buffer_len, "fuzz range");
         FUZZ_CHECK(status == expected);
         if (status != CURD_OK) {
             fuzz_check_fix_sentence();
             FUZZ_CHECK(strstr(curd_last_error(), "fuzz range") != NULL);
         }
         /* The name is optional. */
-        FUZZ_CHECK(curdi_range_check(offset, byte_len, buffer_len, NULL)
+        FUZZ_CHECK(curdi_checked_range(offset, byte_len, buffer_len, NULL)
                    == expected);
 
         fuzz_u128 address = (fuzz_u128)base + offset;
         uint64_t out = SENTINEL;
-        status = curdi_device_ptr_offset(base, offset, &out);
+        status = curdi_checked_device_ptr_offset(base, offset, &out);
         if (address > UINT64_MAX) {
             FUZZ_CHECK(status == CURD_E_OVERFLOW);
             FUZZ_CHECK(out == SENTINEL);

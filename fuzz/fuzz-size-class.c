@@ -58,7 +58,8 @@ static size_t check_request(size_t byte_len)
 {
     size_t class_bytes = 77;
     unsigned index = 77;
-    curd_status status = curdi_size_class(byte_len, &class_bytes, &index);
+    curd_status status =
+        curdi_checked_size_class(byte_len, &class_bytes, &index);
     if (byte_len == 0) {
         FUZZ_CHECK(status == CURD_E_INVALID_ARGUMENT);
         FUZZ_CHECK(class_bytes == 77 && index == 77);
@@ -80,13 +81,14 @@ static size_t check_request(size_t byte_len)
         FUZZ_CHECK(class_bytes - byte_len < 256);
     else
         FUZZ_CHECK((fuzz_u128)(class_bytes - byte_len) * 8 < byte_len);
-    FUZZ_CHECK(curdi_size_class_bytes(index) == class_bytes);
+    FUZZ_CHECK(curdi_checked_size_class_bytes(index) == class_bytes);
     /* Without the index output, the same class. */
     size_t again = 0;
-    FUZZ_CHECK(curdi_size_class(byte_len, &again, NULL) == CURD_OK);
+    FUZZ_CHECK(curdi_checked_size_class(byte_len, &again, NULL) == CURD_OK);
     FUZZ_CHECK(again == class_bytes);
     /* A class rounds to itself. */
-    FUZZ_CHECK(curdi_size_class(class_bytes, &again, &index) == CURD_OK);
+    FUZZ_CHECK(curdi_checked_size_class(class_bytes, &again, &index)
+               == CURD_OK);
     FUZZ_CHECK(again == class_bytes && index == expected);
     return class_bytes;
 }
@@ -94,7 +96,7 @@ static size_t check_request(size_t byte_len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_input in = { data, size };
-    FUZZ_CHECK(curdi_size_class_count() == class_count);
+    FUZZ_CHECK(curdi_checked_size_class_count() == class_count);
     while (fuzz_more(&in)) {
         size_t a = (size_t)fuzz_shaped_u64(&in);
         size_t b = (size_t)fuzz_shaped_u64(&in);
@@ -109,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_request(class_a - 1);
             check_request(class_a + 1);
         }
-        FUZZ_CHECK(curdi_size_class_bytes(index)
+        FUZZ_CHECK(curdi_checked_size_class_bytes(index)
                    == (index < class_count ? classes[index] : 0));
     }
     return 0;

@@ -113,7 +113,7 @@ static size_t decode_size(fuzz_input *in, size_t buffer_len, size_t below)
 /* Item i (at least 1) as the next row after item i - 1: its buffer,
  * length and capacity, the device and host steps of the two items before
  * it (or, after the first, steps from the input), so that a batch of rows
- * reaches the transfer room's one-range check (lib/transfer/transfer.c). The host
+ * reaches the transfer module's one-range check (lib/transfer/transfer.c). The host
  * stays in the arena (the reference knows no other addresses but NULL and
  * the top of the address space). */
 static bool in_arena(const unsigned char *host)

@@ -1,17 +1,17 @@
 /* device.c - the top of the library: opening and closing a device, its
- * information and its statistics. The one file that knows every room:
+ * information and its statistics. The one file that knows every module:
  * it opens them in layer order over the core and closes them in the
  * reverse one, and composes their statistics (doc/ARCHITECTURE.md).
  *
  * A device opens in this order, and closes in the reverse one:
  *   the core (primary context retained and pushed, properties read,
- *   upload stream), the fence room (the words streams write), the
- *   landing room (places for small downloads), the memory room (pools),
- *   the resident room, host registrations, the fence room, the gather
- *   room, the transfer room, the copy room (peer answers and its
- *   counters), the program room (the module cache), the dispatch room
- *   (its counters), the batch room, the session room and the
- *   communicator room; then it is entered in the registry of open
+ *   upload stream), the fence module (the words streams write), the
+ *   landing module (places for small downloads), the memory module (pools),
+ *   the resident module, host registrations, the fence module, the gather
+ *   module, the transfer module, the copy module (peer answers and its
+ *   counters), the program module (the module cache), the dispatch module
+ *   (its counters), the batch module, the session module and the
+ *   communicator module; then it is entered in the registry of open
  *   devices, which every entry point checks.
  * A failure at any step undoes the steps before it, so a failed open
  * leaves nothing behind (tests/test-device.c fails every driver call of
@@ -85,20 +85,20 @@ CURD_API curd_status curd_device_count(int *count)
     int found = 0;
     curdi_cu_result rc = driver->cuDeviceGetCount(&found);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDeviceGetCount", NULL);
+        return curdi_driver_fail((int)rc, "cuDeviceGetCount", NULL);
     *count = found;
     return CURD_OK;
 }
 
 /* ------------------------------------------------------------------------
- * The rooms, in layer order
+ * The modules, in layer order
  * ---------------------------------------------------------------------- */
-typedef struct room {
+typedef struct module_ops {
     curd_status (*open)(curd_device *device);
     void (*close)(curd_device *device);
-} room;
+} module_ops;
 
-static const room rooms[] = {
+static const module_ops modules[] = {
     {curdi_fence_open, curdi_fence_close},
     {curdi_landing_open, curdi_landing_close},
     {curdi_memory_open, curdi_memory_close},
@@ -112,24 +112,24 @@ static const room rooms[] = {
     {curdi_dispatch_open, curdi_dispatch_close},
     {curdi_batch_open, curdi_batch_close},
     {curdi_session_open, curdi_session_close},
-    {curdi_comm_room_open, curdi_comm_room_close},
+    {curdi_communicator_open, curdi_communicator_close},
 };
-#define ROOM_COUNT (sizeof rooms / sizeof rooms[0])
+#define MODULE_COUNT (sizeof modules / sizeof modules[0])
 
-/* Closes the rooms from the top down; each close is NULL-safe, so this
+/* Closes the modules from the top down; each close is NULL-safe, so this
  * also undoes a partly opened device. */
-static void close_rooms(curd_device *device)
+static void close_modules(curd_device *device)
 {
-    for (size_t index = ROOM_COUNT; index-- > 0;)
-        rooms[index].close(device);
+    for (size_t index = MODULE_COUNT; index-- > 0;)
+        modules[index].close(device);
 }
 
-/* Opens the rooms from the bottom up, stopping at the first failure (the
- * caller then closes them all: close_rooms undoes what was opened). */
-static curd_status open_rooms(curd_device *device)
+/* Opens the modules from the bottom up, stopping at the first failure (the
+ * caller then closes them all: close_modules undoes what was opened). */
+static curd_status open_modules(curd_device *device)
 {
-    for (size_t index = 0; index < ROOM_COUNT; index++) {
-        curd_status status = rooms[index].open(device);
+    for (size_t index = 0; index < MODULE_COUNT; index++) {
+        curd_status status = modules[index].open(device);
         if (status != CURD_OK)
             return status;
     }
@@ -181,7 +181,7 @@ CURD_API curd_status curd_device_open(int ordinal,
     if (!curdi_driver_no_device()) {
         curdi_cu_result rc = driver->cuDeviceGetCount(&count);
         if (rc != CURDI_CUDA_SUCCESS)
-            return curdi_fail_driver((int)rc, "cuDeviceGetCount", NULL);
+            return curdi_driver_fail((int)rc, "cuDeviceGetCount", NULL);
     }
     if (ordinal >= count) {
         if (count == 0)
@@ -199,17 +199,17 @@ CURD_API curd_status curd_device_open(int ordinal,
     curdi_cu_device cu_device = 0;
     curdi_cu_result rc = driver->cuDeviceGet(&cu_device, ordinal);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDeviceGet", NULL);
+        return curdi_driver_fail((int)rc, "cuDeviceGet", NULL);
 
     curd_device *device;
     status = curdi_core_open(ordinal, cu_device, &effective, &device);
     if (status != CURD_OK)
         return status;
-    status = open_rooms(device);
+    status = open_modules(device);
     if (status == CURD_OK)
         status = curdi_core_register(device);
     if (status != CURD_OK) {
-        close_rooms(device);
+        close_modules(device);
         curdi_core_close(device, true);
         return status;
     }
@@ -226,8 +226,9 @@ CURD_API curd_status curd_device_close(curd_device *device)
         return CURD_OK;
     /* The registry, not the device, says whether it is open: a second
      * close must not read what the first one freed. */
-    if (curdi_driver_forked() && curdi_device_check(device, "curd_device_close")
-                                     == CURD_E_UNSUPPORTED)
+    if (curdi_driver_forked()
+        && curdi_core_device_check(device, "curd_device_close")
+               == CURD_E_UNSUPPORTED)
         return CURD_E_UNSUPPORTED;
     if (!curdi_core_unregister(device))
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -255,19 +256,19 @@ CURD_API curd_status curd_device_close(curd_device *device)
              * destroyed: the context is as good as lost. Marked so, the
              * last device of the GPU to close resets it (core.c), which
              * frees all of it. */
-            status = curdi_fail_driver(
+            status = curdi_driver_fail(
                 (int)rc, "cuCtxPushCurrent",
                 "the device's context could not be made current, so it is"
                 " treated as lost: close the GPU's other devices too, and"
                 " the last close resets the context and frees what it"
                 " holds");
-            curdi_device_mark_lost(device);
+            curdi_core_device_mark_lost(device);
         }
     }
     /* Communicators first: their work may wait on peers, which the
      * synchronisation below must not (they are waited for up to their
-     * timeout, then aborted). Closing the room again below is a no-op. */
-    curdi_comm_room_close(device);
+     * timeout, then aborted). Closing the module again below is a no-op. */
+    curdi_communicator_close(device);
     /* A device whose context a fault lost has nothing left to wait for:
      * that it fails again is no news at close. */
     if (pushed && curdi_driver_usable() && !atomic_load(&device->lost)) {
@@ -275,22 +276,22 @@ CURD_API curd_status curd_device_close(curd_device *device)
         if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST)
             /* A fault nobody had seen yet: the context is lost, which close
              * mends (core.c), and that is not this call's failure. */
-            curdi_device_mark_lost(device);
+            curdi_core_device_mark_lost(device);
         else if (rc != CURDI_CUDA_SUCCESS
                  && rc != CURDI_CUDA_ERROR_DEINITIALIZED && status == CURD_OK)
-            status = curdi_fail_driver(
+            status = curdi_driver_fail(
                 (int)rc, "cuCtxSynchronize",
                 "the device's outstanding work failed before close; the "
                 "device was closed anyway");
     }
     if (status != CURD_OK) {
-        /* The rooms may fail quietly in their own way; keep this sentence. */
+        /* The modules may fail quietly in their own way; keep this sentence. */
         snprintf(first_error, sizeof first_error, "%s", curd_last_error());
         first_code = curd_last_driver_code();
     }
 
     int ordinal = device->ordinal;
-    close_rooms(device);
+    close_modules(device);
     curdi_core_close(device, pushed);
     curdi_trace("closed device %d", ordinal);
 
@@ -311,34 +312,33 @@ CURD_API curd_status curd_device_close(curd_device *device)
 CURD_API curd_status curd_device_info(curd_device *device,
                                       curd_device_props *props)
 {
-    curd_status status = curdi_device_check(device, "curd_device_info");
+    curd_status status = curdi_core_device_check(device, "curd_device_info");
     if (status != CURD_OK)
         return status;
-    status =
-        curdi_result_struct_check(props, sizeof(curd_device_props),
-                                  "curd_device_info", "props",
-                                  "curd_device_props");
+    status = curdi_options_result_struct_check(
+        props, sizeof(curd_device_props), "curd_device_info", "props",
+        "curd_device_props");
     if (status != CURD_OK)
         return status;
 
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     const curdi_driver *driver = curdi_driver_get();
     size_t free_bytes = 0, total_bytes = 0;
     curdi_cu_result rc = driver->cuMemGetInfo(&free_bytes, &total_bytes);
     if (rc != CURDI_CUDA_SUCCESS) {
-        status = curdi_fail_driver((int)rc, "cuMemGetInfo", NULL);
-        curdi_device_leave(device);
+        status = curdi_driver_fail((int)rc, "cuMemGetInfo", NULL);
+        curdi_core_device_leave(device);
         return status;
     }
     uint64_t resident_bytes = curdi_resident_bytes(device);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
 
     curd_device_props result = device->props;
     result.struct_size = props->struct_size;
     result.free_memory_bytes = free_bytes;
-    result.resident_budget_bytes = curdi_resident_budget(
+    result.resident_budget_bytes = curdi_checked_resident_budget(
         result.total_memory_bytes, free_bytes, resident_bytes,
         device->options.resident_limit_bytes);
     /* A newer caller's extra fields are left as they were. */
@@ -348,18 +348,18 @@ CURD_API curd_status curd_device_info(curd_device *device,
 
 CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
 {
-    curd_status status = curdi_device_check(device, "curd_device_stats");
+    curd_status status = curdi_core_device_check(device, "curd_device_stats");
     if (status != CURD_OK)
         return status;
-    status = curdi_result_struct_check(stats, CURDI_STATS_SIZE_1_0,
-                                       "curd_device_stats", "stats",
-                                       "curd_stats");
+    status = curdi_options_result_struct_check(stats, CURDI_STATS_SIZE_1_0,
+                                               "curd_device_stats", "stats",
+                                               "curd_stats");
     if (status != CURD_OK)
         return status;
     curd_stats result;
     memset(&result, 0, sizeof result);
     result.struct_size = stats->struct_size;
-    /* Each room fills in its own fields. */
+    /* Each module fills in its own fields. */
     curdi_memory_stats(device, &result);
     curdi_resident_stats(device, &result.resident_bytes,
                          &result.resident_buffers);
@@ -381,7 +381,7 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
     result.modules_cached = programs.modules_cached;
     result.module_evictions = programs.evictions;
     curdi_dispatch_stats(device, &result);
-    curdi_comm_stats(device, &result);
+    curdi_communicator_stats(device, &result);
     result.imported_bytes = curdi_resident_imported_bytes(device);
     /* An older caller's struct gets the fields it has (the check above
      * proved it has 1.0's); a newer caller's extra fields are left as
@@ -394,7 +394,8 @@ CURD_API curd_status curd_device_stats(curd_device *device, curd_stats *stats)
 
 CURD_API curd_status curd_device_stats_reset(curd_device *device)
 {
-    curd_status status = curdi_device_check(device, "curd_device_stats_reset");
+    curd_status status =
+        curdi_core_device_check(device, "curd_device_stats_reset");
     if (status != CURD_OK)
         return status;
     curdi_memory_stats_reset(device);
@@ -404,7 +405,7 @@ CURD_API curd_status curd_device_stats_reset(curd_device *device)
     curdi_program_counts_reset(device);
     curdi_dispatch_stats_reset(device);
     curdi_batch_counts_reset(device);
-    curdi_comm_stats_reset(device);
+    curdi_communicator_stats_reset(device);
     atomic_store(&device->accounting_repairs, 0);
     return CURD_OK;
 }

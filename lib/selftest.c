@@ -1,10 +1,10 @@
 /* selftest.c - curd_device_self_test: a tiny kernel from embedded PTX,
- * loaded through the program room (the module cache) and run on random
+ * loaded through the program module (the module cache) and run on random
  * bytes through a borrowed dispatch (staging, upload, launch, read-back,
  * one fence), every byte checked against the host's answer.
  *
  * It uses the library's own public path, so it tests the device, the
- * driver and the rooms every caller's kernels go through; curd-info runs
+ * driver and the modules every caller's kernels go through; curd-info runs
  * it on any device curd can open. A second run finds the module cached
  * and makes no JIT. */
 #include <stdint.h>
@@ -163,7 +163,8 @@ CURD_API curd_status curd_device_self_test(curd_device *device, char *report,
                           "report_capacity is %zu. Fix: pass a buffer, or "
                           "NULL with capacity 0.",
                           report_capacity);
-    curd_status status = curdi_device_check(device, "curd_device_self_test");
+    curd_status status =
+        curdi_core_device_check(device, "curd_device_self_test");
     if (status != CURD_OK) {
         write_report(report, report_capacity, curd_last_error());
         return status;

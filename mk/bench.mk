@@ -9,7 +9,7 @@
 all: bench-internal
 bench-internal: $(BUILD)/bench/curd-bench-internal
 
-# tools/curd-bench/ includes its own headers as "folder/room.h" (its
+# tools/curd-bench/ includes its own headers as "folder/module.h" (its
 # LAYERS file orders them) and tools/json-writer.h; curd-bench's files see
 # only the public header, like the other tools.
 BENCH_CPPFLAGS = $(TOOL_CPPFLAGS) -Itools/curd-bench -Itools

@@ -118,7 +118,7 @@ size_tics() { # sizes-file
         }
         NR == 1 { smallest = $1 }
         { text = text (NR > 1 ? ", " : "") "\"" name($1) "\" " $1; largest = $1 }
-        # Room beyond the ends, so that the end ticks keep their labels.
+        # Space beyond the ends, so that the end ticks keep their labels.
         END { print "set xtics (" text "); set xrange [" smallest / 1.5 ":" largest * 1.5 "]" }'
 }
 

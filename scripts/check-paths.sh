@@ -67,14 +67,14 @@ exists() {
 # line or a character that cannot be part of a path (so not build/lib/...
 # or $(BUILD)/tests/...).
 prefixes='lib|include|tools|tests|fuzz|scripts|doc|mk|man|examples'
-rooms=$(find lib -mindepth 1 -maxdepth 1 -type d -exec basename {} \; | sort | paste -s -d'|' -)
+layers=$(find lib -mindepth 1 -maxdepth 1 -type d -exec basename {} \; | sort | paste -s -d'|' -)
 named=$( {
     # shellcheck disable=SC2086 # the lists are words
     grep -n -o -E "(^|[^A-Za-z0-9_./\$-])($prefixes)/[A-Za-z0-9_./*?<>{}-]*[A-Za-z0-9_*>}]" \
         $sources $documents /dev/null
     # A module's file named from inside lib/, the way the includes name it.
     # shellcheck disable=SC2086
-    grep -n -o -E "(^|[^A-Za-z0-9_./\$-])($rooms)/[A-Za-z0-9_]+\.[ch]\b" \
+    grep -n -o -E "(^|[^A-Za-z0-9_./\$-])($layers)/[A-Za-z0-9_]+\.[ch]\b" \
         $lib_sources /dev/null | sed -E 's|^([^:]*:[0-9]+:[^A-Za-z0-9_]?)|\1lib/|'
 } | sed -E 's|^([^:]*:[0-9]+:)[^A-Za-z0-9_]|\1|')
 

@@ -138,7 +138,7 @@ static inline curdi_upstream pm_upstream_table(pm_upstream *upstream)
 }
 
 /* A pool named name over the upstream, with the given cache budget and
- * live limit (0: none); curdi_pool_create's status. */
+ * live limit (0: none); curdi_pool_lifecycle_create's status. */
 static inline curd_status pm_pool_create(pm_upstream *upstream,
                                          const char *name, uint64_t budget,
                                          uint64_t limit, curdi_pool **out)
@@ -149,7 +149,7 @@ static inline curd_status pm_pool_create(pm_upstream *upstream,
         .cache_budget_bytes = budget,
         .live_limit_bytes = limit,
     };
-    return curdi_pool_create(&table, &config, out);
+    return curdi_pool_lifecycle_create(&table, &config, out);
 }
 
 /* ------------------------------------------------------------------------
@@ -260,8 +260,8 @@ static inline unsigned pm_class_index(size_t class_bytes)
 {
     size_t check = 0;
     unsigned index = 0;
-    if (curdi_size_class(class_bytes, &check, &index) != CURD_OK ||
-        check != class_bytes)
+    if (curdi_checked_size_class(class_bytes, &check, &index) != CURD_OK
+        || check != class_bytes)
         abort();
     return index;
 }
@@ -273,7 +273,7 @@ static inline uint64_t pm_trim(pool_model *model, uint64_t keep)
     uint64_t freed = 0;
     for (unsigned i = PM_MAX_CLASSES; i-- > 0 && model->cached_total > keep;) {
         pm_stack *stack = &model->cached[i];
-        size_t class_bytes = curdi_size_class_bytes(i);
+        size_t class_bytes = curdi_checked_size_class_bytes(i);
         while (stack->count > 0 && model->cached_total > keep) {
             stack->count--;
             model->cached_total -= class_bytes;
@@ -313,7 +313,8 @@ static inline curd_status pm_acquire(pool_model *model, size_t byte_len,
         return CURD_E_INVALID_ARGUMENT;
     size_t class_bytes = 0;
     unsigned class_index = 0;
-    curd_status status = curdi_size_class(byte_len, &class_bytes, &class_index);
+    curd_status status =
+        curdi_checked_size_class(byte_len, &class_bytes, &class_index);
     if (status != CURD_OK)
         return status;
     if (class_bytes > PM_BLOCK_MAX)

@@ -182,7 +182,7 @@ static void check_range(uint64_t offset, uint64_t byte_len, uint64_t buffer_len)
 {
     curd_status expected = range_reference(offset, byte_len, buffer_len);
     curd_status status =
-        curdi_range_check(offset, byte_len, buffer_len, "test range");
+        curdi_checked_range(offset, byte_len, buffer_len, "test range");
     g_assert_cmpint(status, ==, expected);
     if (status != CURD_OK)
         assert_fix_sentence("test range");
@@ -190,50 +190,52 @@ static void check_range(uint64_t offset, uint64_t byte_len, uint64_t buffer_len)
 
 static void test_range_inside_buffer_is_ok_including_empty_range_at_end(void)
 {
-    g_assert_cmpint(curdi_range_check(0, 0, 0, "r"), ==, CURD_OK);
-    g_assert_cmpint(curdi_range_check(0, 4096, 4096, "r"), ==, CURD_OK);
-    g_assert_cmpint(curdi_range_check(4096, 0, 4096, "r"), ==, CURD_OK);
-    g_assert_cmpint(curdi_range_check(4095, 1, 4096, "r"), ==, CURD_OK);
-    g_assert_cmpint(curdi_range_check(UINT64_MAX, 0, UINT64_MAX, "r"), ==,
+    g_assert_cmpint(curdi_checked_range(0, 0, 0, "r"), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_range(0, 4096, 4096, "r"), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_range(4096, 0, 4096, "r"), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_range(4095, 1, 4096, "r"), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_range(UINT64_MAX, 0, UINT64_MAX, "r"), ==,
                     CURD_OK);
-    g_assert_cmpint(curdi_range_check(0, UINT64_MAX, UINT64_MAX, "r"), ==,
+    g_assert_cmpint(curdi_checked_range(0, UINT64_MAX, UINT64_MAX, "r"), ==,
                     CURD_OK);
-    g_assert_cmpint(curdi_range_check(1, UINT64_MAX - 1, UINT64_MAX, "r"), ==,
-                    CURD_OK);
+    g_assert_cmpint(curdi_checked_range(1, UINT64_MAX - 1, UINT64_MAX, "r"),
+                    ==, CURD_OK);
 }
 
 static void test_range_past_end_is_range_error_with_fix_sentence(void)
 {
-    g_assert_cmpint(curdi_range_check(0, 4097, 4096, "download range"), ==,
+    g_assert_cmpint(curdi_checked_range(0, 4097, 4096, "download range"), ==,
                     CURD_E_RANGE);
     assert_fix_sentence("download range");
     /* The numbers are in the sentence. */
     g_assert_nonnull(strstr(curd_last_error(), "4097"));
     g_assert_nonnull(strstr(curd_last_error(), "4096"));
 
-    g_assert_cmpint(curdi_range_check(4097, 0, 4096, "upload range"), ==,
+    g_assert_cmpint(curdi_checked_range(4097, 0, 4096, "upload range"), ==,
                     CURD_E_RANGE);
     assert_fix_sentence("upload range");
-    g_assert_cmpint(curdi_range_check(1, 0, 0, "fill range"), ==, CURD_E_RANGE);
-    assert_fix_sentence("fill range");
-    g_assert_cmpint(curdi_range_check(UINT64_MAX, 0, UINT64_MAX - 1, "r"), ==,
+    g_assert_cmpint(curdi_checked_range(1, 0, 0, "fill range"), ==,
                     CURD_E_RANGE);
+    assert_fix_sentence("fill range");
+    g_assert_cmpint(curdi_checked_range(UINT64_MAX, 0, UINT64_MAX - 1, "r"),
+                    ==, CURD_E_RANGE);
     assert_fix_sentence(NULL);
     /* A NULL name still makes a sentence. */
-    g_assert_cmpint(curdi_range_check(5, 5, 9, NULL), ==, CURD_E_RANGE);
+    g_assert_cmpint(curdi_checked_range(5, 5, 9, NULL), ==, CURD_E_RANGE);
     assert_fix_sentence(NULL);
 }
 
 static void test_range_whose_end_overflows_is_overflow_not_range(void)
 {
-    g_assert_cmpint(curdi_range_check(1, UINT64_MAX, UINT64_MAX, "copy range"),
-                    ==, CURD_E_OVERFLOW);
+    g_assert_cmpint(
+        curdi_checked_range(1, UINT64_MAX, UINT64_MAX, "copy range"), ==,
+        CURD_E_OVERFLOW);
     assert_fix_sentence("copy range");
-    g_assert_cmpint(curdi_range_check(UINT64_MAX, 1, 0, "copy range"), ==,
+    g_assert_cmpint(curdi_checked_range(UINT64_MAX, 1, 0, "copy range"), ==,
                     CURD_E_OVERFLOW);
     assert_fix_sentence("copy range");
-    g_assert_cmpint(curdi_range_check(UINT64_C(1) << 63, UINT64_C(1) << 63,
-                                      UINT64_MAX, "copy range"),
+    g_assert_cmpint(curdi_checked_range(UINT64_C(1) << 63, UINT64_C(1) << 63,
+                                        UINT64_MAX, "copy range"),
                     ==, CURD_E_OVERFLOW);
     assert_fix_sentence("copy range");
 }
@@ -264,7 +266,7 @@ static void check_device_ptr(uint64_t base, uint64_t offset)
 {
     u128 reference = (u128)base + offset;
     uint64_t out = SENTINEL_U64;
-    curd_status status = curdi_device_ptr_offset(base, offset, &out);
+    curd_status status = curdi_checked_device_ptr_offset(base, offset, &out);
     if (reference > UINT64_MAX) {
         g_assert_cmpint(status, ==, CURD_E_OVERFLOW);
         g_assert_cmpuint(out, ==, SENTINEL_U64);
@@ -342,7 +344,8 @@ static void check_size_class(const GArray *classes, size_t byte_len)
     unsigned expected_index = reference_class_index(classes, byte_len);
     size_t class_bytes = (size_t)SENTINEL_U64;
     unsigned index = 0xdeadu;
-    curd_status status = curdi_size_class(byte_len, &class_bytes, &index);
+    curd_status status =
+        curdi_checked_size_class(byte_len, &class_bytes, &index);
     if (expected_index == classes->len) {
         g_assert_cmpint(status, ==, CURD_E_OVERFLOW);
         g_assert_cmpuint(class_bytes, ==, (size_t)SENTINEL_U64);
@@ -354,7 +357,7 @@ static void check_size_class(const GArray *classes, size_t byte_len)
     g_assert_cmpuint(index, ==, expected_index);
     g_assert_cmpuint(class_bytes, ==,
                      g_array_index(classes, size_t, expected_index));
-    g_assert_cmpuint(curdi_size_class_bytes(index), ==, class_bytes);
+    g_assert_cmpuint(curdi_checked_size_class_bytes(index), ==, class_bytes);
     assert_waste_bounded(byte_len, class_bytes);
 }
 
@@ -362,7 +365,7 @@ static void test_size_class_of_zero_is_invalid_argument(void)
 {
     size_t class_bytes = 77;
     unsigned index = 77;
-    g_assert_cmpint(curdi_size_class(0, &class_bytes, &index), ==,
+    g_assert_cmpint(curdi_checked_size_class(0, &class_bytes, &index), ==,
                     CURD_E_INVALID_ARGUMENT);
     g_assert_cmpuint(class_bytes, ==, 77);
     g_assert_cmpuint(index, ==, 77);
@@ -372,21 +375,21 @@ static void test_size_class_of_zero_is_invalid_argument(void)
 static void test_size_class_table_matches_independent_construction(void)
 {
     GArray *classes = reference_classes();
-    unsigned count = curdi_size_class_count();
+    unsigned count = curdi_checked_size_class_count();
     g_assert_cmpuint(count, ==, classes->len);
     for (unsigned i = 0; i < count; i++) {
-        size_t c = curdi_size_class_bytes(i);
+        size_t c = curdi_checked_size_class_bytes(i);
         g_assert_cmpuint(c, ==, g_array_index(classes, size_t, i));
         g_assert_cmpuint(c % 256, ==, 0);
         if (i > 0)
-            g_assert_cmpuint(c, >, curdi_size_class_bytes(i - 1));
+            g_assert_cmpuint(c, >, curdi_checked_size_class_bytes(i - 1));
     }
-    g_assert_cmpuint(curdi_size_class_bytes(count), ==, 0);
-    g_assert_cmpuint(curdi_size_class_bytes(UINT_MAX), ==, 0);
-    g_assert_cmpuint(curdi_size_class_bytes(0), ==, 256);
+    g_assert_cmpuint(curdi_checked_size_class_bytes(count), ==, 0);
+    g_assert_cmpuint(curdi_checked_size_class_bytes(UINT_MAX), ==, 0);
+    g_assert_cmpuint(curdi_checked_size_class_bytes(0), ==, 256);
     if (sizeof(size_t) == 8) {
         g_assert_cmpuint(count, ==, 431);
-        g_assert_cmpuint(curdi_size_class_bytes(count - 1), ==,
+        g_assert_cmpuint(curdi_checked_size_class_bytes(count - 1), ==,
                          (size_t)UINT64_C(0xF000000000000000));
     }
     g_array_unref(classes);
@@ -400,19 +403,22 @@ static void test_size_class_boundaries_round_to_themselves_and_next_class(void)
         size_t got = 0;
         unsigned index = 0;
         /* Exactly a class: no waste at all. */
-        g_assert_cmpint(curdi_size_class(c, &got, &index), ==, CURD_OK);
+        g_assert_cmpint(curdi_checked_size_class(c, &got, &index), ==,
+                        CURD_OK);
         g_assert_cmpuint(got, ==, c);
         g_assert_cmpuint(index, ==, i);
         /* One byte less (never 0: classes start at 256): the same class. */
-        g_assert_cmpint(curdi_size_class(c - 1, &got, &index), ==, CURD_OK);
+        g_assert_cmpint(curdi_checked_size_class(c - 1, &got, &index), ==,
+                        CURD_OK);
         g_assert_cmpuint(got, ==, c);
         g_assert_cmpuint(index, ==, i);
         /* One byte more: the next class, or past the last one. */
         if (i + 1 < classes->len) {
-            g_assert_cmpint(curdi_size_class(c + 1, &got, &index), ==, CURD_OK);
+            g_assert_cmpint(curdi_checked_size_class(c + 1, &got, &index), ==,
+                            CURD_OK);
             g_assert_cmpuint(index, ==, i + 1);
         } else {
-            g_assert_cmpint(curdi_size_class(c + 1, &got, &index), ==,
+            g_assert_cmpint(curdi_checked_size_class(c + 1, &got, &index), ==,
                             CURD_E_OVERFLOW);
         }
         check_size_class(classes, c - 1);
@@ -431,12 +437,12 @@ static void test_size_class_worst_waste_is_under_one_eighth_above_2_kib(void)
     const unsigned width = (unsigned)(sizeof(size_t) * CHAR_BIT);
     size_t worst_len = 0;
     size_t worst_waste = 0;
-    for (unsigned i = 8; i < curdi_size_class_count(); i++) {
-        size_t request = curdi_size_class_bytes(i - 1) + 1;
+    for (unsigned i = 8; i < curdi_checked_size_class_count(); i++) {
+        size_t request = curdi_checked_size_class_bytes(i - 1) + 1;
         size_t class_bytes = 0;
-        g_assert_cmpint(curdi_size_class(request, &class_bytes, NULL), ==,
-                        CURD_OK);
-        g_assert_cmpuint(class_bytes, ==, curdi_size_class_bytes(i));
+        g_assert_cmpint(curdi_checked_size_class(request, &class_bytes, NULL),
+                        ==, CURD_OK);
+        g_assert_cmpuint(class_bytes, ==, curdi_checked_size_class_bytes(i));
         assert_waste_bounded(request, class_bytes);
         size_t waste = class_bytes - request;
         g_assert_true((u128)waste * 9 < (u128)class_bytes);
@@ -452,14 +458,15 @@ static void test_size_class_worst_waste_is_under_one_eighth_above_2_kib(void)
     /* At 2049 (the first geometric group) it is 255 / 2049 = 12.45%. */
     {
         size_t class_bytes = 0;
-        g_assert_cmpint(curdi_size_class(2049, &class_bytes, NULL), ==, CURD_OK);
+        g_assert_cmpint(curdi_checked_size_class(2049, &class_bytes, NULL), ==,
+                        CURD_OK);
         g_assert_cmpuint(class_bytes, ==, 2304);
     }
     /* And the small classes: 1 byte wastes 255, the most of any. */
     for (size_t request = 1; request <= 4096; request++) {
         size_t class_bytes = 0;
-        g_assert_cmpint(curdi_size_class(request, &class_bytes, NULL), ==,
-                        CURD_OK);
+        g_assert_cmpint(curdi_checked_size_class(request, &class_bytes, NULL),
+                        ==, CURD_OK);
         assert_waste_bounded(request, class_bytes);
         g_assert_cmpuint(class_bytes - request, <=, 255);
     }
@@ -487,26 +494,29 @@ static void test_size_class_rounding_is_monotonic_and_idempotent(void)
         unsigned index_a = 0, index_b = 0;
         if (a == 0)
             a = 1;
-        if (curdi_size_class(a, &class_a, &index_a) != CURD_OK
-            || curdi_size_class(b, &class_b, &index_b) != CURD_OK)
+        if (curdi_checked_size_class(a, &class_a, &index_a) != CURD_OK
+            || curdi_checked_size_class(b, &class_b, &index_b) != CURD_OK)
             continue;
         g_assert_cmpuint(class_a, <=, class_b);
         g_assert_cmpuint(index_a, <=, index_b);
-        g_assert_cmpint(curdi_size_class(class_a, &again, NULL), ==, CURD_OK);
+        g_assert_cmpint(curdi_checked_size_class(class_a, &again, NULL), ==,
+                        CURD_OK);
         g_assert_cmpuint(again, ==, class_a);
     }
 }
 
 static void test_size_class_past_last_class_is_overflow(void)
 {
-    size_t last = curdi_size_class_bytes(curdi_size_class_count() - 1);
+    size_t last =
+        curdi_checked_size_class_bytes(curdi_checked_size_class_count() - 1);
     size_t probes[] = { last + 1, last + 2, SIZE_MAX - 1, SIZE_MAX,
                         last + (SIZE_MAX - last) / 2 };
     for (size_t i = 0; i < G_N_ELEMENTS(probes); i++) {
         size_t class_bytes = 99;
         unsigned index = 99;
-        g_assert_cmpint(curdi_size_class(probes[i], &class_bytes, &index), ==,
-                        CURD_E_OVERFLOW);
+        g_assert_cmpint(
+            curdi_checked_size_class(probes[i], &class_bytes, &index), ==,
+            CURD_E_OVERFLOW);
         g_assert_cmpuint(class_bytes, ==, 99);
         g_assert_cmpuint(index, ==, 99);
         assert_fix_sentence(NULL);
@@ -514,8 +524,8 @@ static void test_size_class_past_last_class_is_overflow(void)
     for (int round = 0; round < RANDOM_ROUNDS; round++) {
         size_t byte_len = last + 1 + (size_t)(rand_u64() % (SIZE_MAX - last));
         size_t class_bytes = 99;
-        g_assert_cmpint(curdi_size_class(byte_len, &class_bytes, NULL), ==,
-                        CURD_E_OVERFLOW);
+        g_assert_cmpint(curdi_checked_size_class(byte_len, &class_bytes, NULL),
+                        ==, CURD_E_OVERFLOW);
         g_assert_cmpuint(class_bytes, ==, 99);
     }
 }
@@ -525,7 +535,8 @@ static void test_size_class_of_1_1_gib_holds_1_125_gib_not_2(void)
     size_t gib = (size_t)1 << 30;
     size_t request = gib + gib / 10;
     size_t class_bytes = 0;
-    g_assert_cmpint(curdi_size_class(request, &class_bytes, NULL), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_size_class(request, &class_bytes, NULL), ==,
+                    CURD_OK);
     g_assert_cmpuint(class_bytes, ==, gib + gib / 8);
 }
 
@@ -547,8 +558,9 @@ static uint64_t budget_reference(uint64_t total, uint64_t free_bytes,
 static void check_budget(uint64_t total, uint64_t free_bytes,
                          uint64_t resident, uint64_t limit)
 {
-    g_assert_cmpuint(curdi_resident_budget(total, free_bytes, resident, limit),
-                     ==, budget_reference(total, free_bytes, resident, limit));
+    g_assert_cmpuint(
+        curdi_checked_resident_budget(total, free_bytes, resident, limit), ==,
+        budget_reference(total, free_bytes, resident, limit));
 }
 
 static void test_resident_budget_agrees_with_128_bit_reference(void)
@@ -568,27 +580,33 @@ static void test_resident_budget_does_not_overflow_at_uint64_max(void)
 {
     /* 9/10 of UINT64_MAX, computed without the 9x overflow. */
     uint64_t nine_tenths = (uint64_t)((u128)UINT64_MAX * 9 / 10);
-    g_assert_cmpuint(curdi_resident_budget(UINT64_MAX, UINT64_MAX, UINT64_MAX, 0),
-                     ==, nine_tenths);
-    g_assert_cmpuint(curdi_resident_budget(UINT64_MAX, UINT64_MAX, 0, 0), ==,
-                     nine_tenths);
-    g_assert_cmpuint(curdi_resident_budget(UINT64_MAX, 0, UINT64_MAX, 0), ==,
-                     nine_tenths);
-    g_assert_cmpuint(curdi_resident_budget(UINT64_MAX, 0, 0, 0), ==, 0);
+    g_assert_cmpuint(
+        curdi_checked_resident_budget(UINT64_MAX, UINT64_MAX, UINT64_MAX, 0),
+        ==, nine_tenths);
+    g_assert_cmpuint(
+        curdi_checked_resident_budget(UINT64_MAX, UINT64_MAX, 0, 0), ==,
+        nine_tenths);
+    g_assert_cmpuint(
+        curdi_checked_resident_budget(UINT64_MAX, 0, UINT64_MAX, 0), ==,
+        nine_tenths);
+    g_assert_cmpuint(curdi_checked_resident_budget(UINT64_MAX, 0, 0, 0), ==,
+                     0);
 }
 
 static void test_resident_budget_of_an_80_gib_device(void)
 {
     uint64_t gib = UINT64_C(1) << 30;
     /* Idle device: 9/10 of free memory is the tighter cap. */
-    g_assert_cmpuint(curdi_resident_budget(80 * gib, 79 * gib, 0, 0), ==,
-                     79 * gib * 9 / 10);
+    g_assert_cmpuint(curdi_checked_resident_budget(80 * gib, 79 * gib, 0, 0),
+                     ==, 79 * gib * 9 / 10);
     /* 40 GiB resident, 39 GiB free: min(72, 35.1 + 40) = 72 GiB. */
-    g_assert_cmpuint(curdi_resident_budget(80 * gib, 39 * gib, 40 * gib, 0),
-                     ==, 72 * gib);
+    g_assert_cmpuint(
+        curdi_checked_resident_budget(80 * gib, 39 * gib, 40 * gib, 0), ==,
+        72 * gib);
     /* A limit lowers it. */
-    g_assert_cmpuint(curdi_resident_budget(80 * gib, 79 * gib, 0, 8 * gib), ==,
-                     8 * gib);
+    g_assert_cmpuint(
+        curdi_checked_resident_budget(80 * gib, 79 * gib, 0, 8 * gib), ==,
+        8 * gib);
 }
 
 static void test_resident_budget_limit_can_only_lower_it(void)
@@ -598,9 +616,10 @@ static void test_resident_budget_limit_can_only_lower_it(void)
         uint64_t free_bytes = rand_interesting_u64();
         uint64_t resident = rand_interesting_u64();
         uint64_t limit = rand_interesting_u64();
-        uint64_t open = curdi_resident_budget(total, free_bytes, resident, 0);
+        uint64_t open =
+            curdi_checked_resident_budget(total, free_bytes, resident, 0);
         uint64_t capped =
-            curdi_resident_budget(total, free_bytes, resident, limit);
+            curdi_checked_resident_budget(total, free_bytes, resident, limit);
         g_assert_cmpuint(capped, <=, open);
         if (limit == 0 || limit >= open)
             g_assert_cmpuint(capped, ==, open);
@@ -616,16 +635,17 @@ static void test_resident_budget_limit_can_only_lower_it(void)
 static void test_counter_add_adds_and_overflow_leaves_it_unchanged(void)
 {
     _Atomic uint64_t counter = 5;
-    g_assert_cmpint(curdi_counter_add(&counter, 7), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_counter_add(&counter, 7), ==, CURD_OK);
     g_assert_cmpuint(atomic_load(&counter), ==, 12);
-    g_assert_cmpint(curdi_counter_add(&counter, 0), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_counter_add(&counter, 0), ==, CURD_OK);
     g_assert_cmpuint(atomic_load(&counter), ==, 12);
 
     atomic_store(&counter, UINT64_MAX - 1);
-    g_assert_cmpint(curdi_counter_add(&counter, 1), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_counter_add(&counter, 1), ==, CURD_OK);
     g_assert_cmpuint(atomic_load(&counter), ==, UINT64_MAX);
-    g_assert_cmpint(curdi_counter_add(&counter, 0), ==, CURD_OK);
-    g_assert_cmpint(curdi_counter_add(&counter, 1), ==, CURD_E_OVERFLOW);
+    g_assert_cmpint(curdi_checked_counter_add(&counter, 0), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_counter_add(&counter, 1), ==,
+                    CURD_E_OVERFLOW);
     g_assert_cmpuint(atomic_load(&counter), ==, UINT64_MAX);
     assert_fix_sentence(NULL);
 
@@ -634,7 +654,7 @@ static void test_counter_add_adds_and_overflow_leaves_it_unchanged(void)
         uint64_t amount = rand_interesting_u64();
         u128 reference = (u128)start + amount;
         atomic_store(&counter, start);
-        curd_status status = curdi_counter_add(&counter, amount);
+        curd_status status = curdi_checked_counter_add(&counter, amount);
         if (reference > UINT64_MAX) {
             g_assert_cmpint(status, ==, CURD_E_OVERFLOW);
             g_assert_cmpuint(atomic_load(&counter), ==, start);
@@ -648,24 +668,24 @@ static void test_counter_add_adds_and_overflow_leaves_it_unchanged(void)
 static void test_stat_sub_underflow_is_repaired_to_zero(void)
 {
     _Atomic uint64_t counter = 10;
-    g_assert_true(curdi_stat_sub(&counter, 3));
+    g_assert_true(curdi_checked_stat_sub(&counter, 3));
     g_assert_cmpuint(atomic_load(&counter), ==, 7);
-    g_assert_true(curdi_stat_sub(&counter, 7));
+    g_assert_true(curdi_checked_stat_sub(&counter, 7));
     g_assert_cmpuint(atomic_load(&counter), ==, 0);
-    g_assert_true(curdi_stat_sub(&counter, 0));
+    g_assert_true(curdi_checked_stat_sub(&counter, 0));
     g_assert_cmpuint(atomic_load(&counter), ==, 0);
-    g_assert_false(curdi_stat_sub(&counter, 1));
+    g_assert_false(curdi_checked_stat_sub(&counter, 1));
     g_assert_cmpuint(atomic_load(&counter), ==, 0);
 
     atomic_store(&counter, UINT64_MAX);
-    g_assert_true(curdi_stat_sub(&counter, UINT64_MAX));
+    g_assert_true(curdi_checked_stat_sub(&counter, UINT64_MAX));
     g_assert_cmpuint(atomic_load(&counter), ==, 0);
 
     for (int round = 0; round < RANDOM_ROUNDS; round++) {
         uint64_t start = rand_interesting_u64();
         uint64_t amount = rand_interesting_u64();
         atomic_store(&counter, start);
-        gboolean exact = curdi_stat_sub(&counter, amount);
+        gboolean exact = curdi_checked_stat_sub(&counter, amount);
         g_assert_cmpint(exact, ==, amount <= start);
         g_assert_cmpuint(atomic_load(&counter), ==,
                          amount <= start ? start - amount : 0);
@@ -676,8 +696,8 @@ static void test_stat_sub_repair_is_traced_once_per_process(void)
 {
     if (g_test_subprocess()) {
         _Atomic uint64_t counter = 1;
-        g_assert_false(curdi_stat_sub(&counter, 2));
-        g_assert_false(curdi_stat_sub(&counter, 3));
+        g_assert_false(curdi_checked_stat_sub(&counter, 2));
+        g_assert_false(curdi_checked_stat_sub(&counter, 3));
         return;
     }
     /* The child inherits CURD_TRACE; without it nothing is printed. */
@@ -696,15 +716,15 @@ static void test_stat_sub_repair_is_traced_once_per_process(void)
 static void test_peak_raise_only_raises(void)
 {
     _Atomic uint64_t peak = 5;
-    curdi_peak_raise(&peak, 3);
+    curdi_checked_peak_raise(&peak, 3);
     g_assert_cmpuint(atomic_load(&peak), ==, 5);
-    curdi_peak_raise(&peak, 5);
+    curdi_checked_peak_raise(&peak, 5);
     g_assert_cmpuint(atomic_load(&peak), ==, 5);
-    curdi_peak_raise(&peak, 6);
+    curdi_checked_peak_raise(&peak, 6);
     g_assert_cmpuint(atomic_load(&peak), ==, 6);
-    curdi_peak_raise(&peak, UINT64_MAX);
+    curdi_checked_peak_raise(&peak, UINT64_MAX);
     g_assert_cmpuint(atomic_load(&peak), ==, UINT64_MAX);
-    curdi_peak_raise(&peak, 0);
+    curdi_checked_peak_raise(&peak, 0);
     g_assert_cmpuint(atomic_load(&peak), ==, UINT64_MAX);
 }
 
@@ -723,11 +743,12 @@ static gpointer counter_worker(gpointer data)
     counter_shared *shared = data;
     int thread_number = g_atomic_int_add(&shared->thread_number, 1);
     for (uint64_t step = 0; step < COUNTER_STEPS; step++) {
-        g_assert_cmpint(curdi_counter_add(&shared->added, 1), ==, CURD_OK);
-        g_assert_true(curdi_stat_sub(&shared->drained, 1));
+        g_assert_cmpint(curdi_checked_counter_add(&shared->added, 1), ==,
+                        CURD_OK);
+        g_assert_true(curdi_checked_stat_sub(&shared->drained, 1));
         /* Each thread's values are distinct; the largest must win. */
-        curdi_peak_raise(&shared->peak,
-                         step * COUNTER_THREADS + (uint64_t)thread_number);
+        curdi_checked_peak_raise(&shared->peak, step * COUNTER_THREADS
+                                                    + (uint64_t)thread_number);
     }
     return NULL;
 }
@@ -754,21 +775,21 @@ static void test_host_range_check_refuses_null_and_wrap_only(void)
 {
     unsigned char byte = 0;
     const void *top = (const void *)(UINTPTR_MAX - 15u);
-    g_assert_cmpint(curdi_host_range_check(&byte, 1, "test", "src"), ==,
+    g_assert_cmpint(curdi_checked_host_range(&byte, 1, "test", "src"), ==,
                     CURD_OK);
-    g_assert_cmpint(curdi_host_range_check(NULL, 0, "test", "src"), ==,
+    g_assert_cmpint(curdi_checked_host_range(NULL, 0, "test", "src"), ==,
                     CURD_OK);
-    g_assert_cmpint(curdi_host_range_check(top, 15, "test", "src"), ==,
+    g_assert_cmpint(curdi_checked_host_range(top, 15, "test", "src"), ==,
                     CURD_OK);
-    g_assert_false(curdi_host_range_bad(top, 15));
-    g_assert_cmpint(curdi_host_range_check(NULL, 4, "test", "src"), ==,
+    g_assert_false(curdi_checked_host_range_bad(top, 15));
+    g_assert_cmpint(curdi_checked_host_range(NULL, 4, "test", "src"), ==,
                     CURD_E_INVALID_ARGUMENT);
     g_assert_nonnull(strstr(curd_last_error(), "test: src is NULL"));
-    g_assert_cmpint(curdi_host_range_check(top, 16, "test", "dst"), ==,
+    g_assert_cmpint(curdi_checked_host_range(top, 16, "test", "dst"), ==,
                     CURD_E_OVERFLOW);
     g_assert_nonnull(strstr(curd_last_error(), "Fix: "));
-    g_assert_true(curdi_host_range_bad(top, 16));
-    g_assert_true(curdi_host_range_bad(NULL, 1));
+    g_assert_true(curdi_checked_host_range_bad(top, 16));
+    g_assert_true(curdi_checked_host_range_bad(NULL, 1));
 }
 
 int main(int argc, char **argv)

@@ -546,12 +546,13 @@ static void body_enter_makes_the_context_current(void)
         return;
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_context current = NULL;
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     g_assert_cmpuint(driver->cuCtxGetCurrent(&current), ==, CURDI_CUDA_SUCCESS);
     g_assert_true(current == device->context);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     g_assert_cmpint(atomic_load(&balance[BALANCE_PUSHED]), ==, 0);
-    g_assert_cmpint(curdi_device_enter(NULL), ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_cmpint(curdi_core_device_enter(NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
@@ -561,10 +562,10 @@ static void body_stream_pool_reuses_streams(void)
     if (device == NULL)
         return;
     long streams_at_open = atomic_load(&balance[BALANCE_STREAMS]);
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     curdi_cu_stream a = NULL, b = NULL, c = NULL, d = NULL;
-    g_assert_cmpint(curdi_stream_acquire(device, &a), ==, CURD_OK);
-    g_assert_cmpint(curdi_stream_acquire(device, &b), ==, CURD_OK);
+    g_assert_cmpint(curdi_streams_acquire(device, &a), ==, CURD_OK);
+    g_assert_cmpint(curdi_streams_acquire(device, &b), ==, CURD_OK);
     g_assert_nonnull(a);
     g_assert_nonnull(b);
     g_assert_true(a != b);
@@ -572,17 +573,17 @@ static void body_stream_pool_reuses_streams(void)
     /* Usable: a query on an idle stream succeeds. */
     g_assert_cmpuint(curdi_driver_get()->cuStreamQuery(a), ==,
                      CURDI_CUDA_SUCCESS);
-    curdi_stream_release(device, a);
-    curdi_stream_release(device, b);
+    curdi_streams_release(device, a);
+    curdi_streams_release(device, b);
     long streams_made = atomic_load(&balance[BALANCE_STREAMS]);
-    g_assert_cmpint(curdi_stream_acquire(device, &c), ==, CURD_OK);
-    g_assert_cmpint(curdi_stream_acquire(device, &d), ==, CURD_OK);
+    g_assert_cmpint(curdi_streams_acquire(device, &c), ==, CURD_OK);
+    g_assert_cmpint(curdi_streams_acquire(device, &d), ==, CURD_OK);
     /* Both came from the pool: no new stream was created. */
     g_assert_cmpint(atomic_load(&balance[BALANCE_STREAMS]), ==, streams_made);
     g_assert_true((c == a && d == b) || (c == b && d == a));
-    curdi_stream_release(device, c);
-    curdi_stream_release(device, d);
-    curdi_device_leave(device);
+    curdi_streams_release(device, c);
+    curdi_streams_release(device, d);
+    curdi_core_device_leave(device);
     g_assert_cmpint(streams_made - streams_at_open, ==, 2);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
@@ -601,18 +602,18 @@ static void body_devices_for_ordinal_visits_each_open_device(void)
     curd_device *second = curd_test_gpu_open();
     g_assert_nonnull(second);
     int visits = 0;
-    curdi_devices_for_ordinal(0, count_visit, &visits);
+    curdi_core_devices_for_ordinal(0, count_visit, &visits);
     g_assert_cmpint(visits, ==, 2);
     visits = 0;
-    curdi_devices_for_ordinal(-1, count_visit, &visits);
+    curdi_core_devices_for_ordinal(-1, count_visit, &visits);
     g_assert_cmpint(visits, ==, 0);
     g_assert_cmpint(curd_device_close(first), ==, CURD_OK);
     visits = 0;
-    curdi_devices_for_ordinal(0, count_visit, &visits);
+    curdi_core_devices_for_ordinal(0, count_visit, &visits);
     g_assert_cmpint(visits, ==, 1);
     g_assert_cmpint(curd_device_close(second), ==, CURD_OK);
     visits = 0;
-    curdi_devices_for_ordinal(0, count_visit, &visits);
+    curdi_core_devices_for_ordinal(0, count_visit, &visits);
     g_assert_cmpint(visits, ==, 0);
 }
 

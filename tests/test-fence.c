@@ -4,7 +4,7 @@
  *
  * Each test moves fresh random bytes both ways at several sizes, poisons
  * what it reads into first and compares every byte with the host model,
- * and reads the fence room's counts to see which way each fence ended.
+ * and reads the fence module's counts to see which way each fence ended.
  * The last three replay graph batches whose last kernel may signal its
  * own end instead (lib/transfer/gather.h).
  * Each opens device 0 or skips with the reason; its stand-in twin

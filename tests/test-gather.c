@@ -530,7 +530,7 @@ static uint64_t scattered_reads(curd_device *device, size_t count,
 
 /* The kernels move a chunk between the spans and page-locked host memory
  * across the bus: a gathered batch takes no device memory, so a device
- * whose pool has room for the buffer and nothing more still gathers. */
+ * whose pool has space for the buffer and nothing more still gathers. */
 static void test_gathering_takes_no_device_memory(void)
 {
     enum { PIECES = 96, PIECE = 12 * 1024, STRIDE = 16 * 1024 };
@@ -746,7 +746,7 @@ static void test_rows_in_registered_memory_cross_as_one_range(void)
     enum { ROWS = 64 };
     static const char *const gathering[][2] = {
         {"CURD_TRANSFER_PATH", "gather"}, {"CURD_GATHER_MIN_SPANS", "1"}};
-    /* Room for the straggler after the last row. */
+    /* Space for the straggler after the last row. */
     const size_t device_len = (ROWS + 1) * DEVICE_STRIDE;
     const size_t host_len = (ROWS + 1) * HOST_STRIDE;
     curd_device *device = open_registering("CURD_TRANSFER_PATH", NULL);

@@ -1,5 +1,5 @@
 /* test-handle-table.c - the handle table (lib/memory/handle_table.c), a
- * pure room, on the CPU: the id fields, the device tags, and the table
+ * pure module, on the CPU: the id fields, the device tags, and the table
  * against the rules handle_table.h states (stale handles of every kind,
  * growth, the budget of slots, reservations, retirement) and a model of
  * random inserts and removals. */
@@ -23,22 +23,22 @@ static void test_id_fields_round_trip(void)
             (uint32_t)g_test_rand_int_range(1, (gint32)CURDI_HANDLE_MAX_GENERATION + 1);
         uint32_t index =
             (uint32_t)g_test_rand_int_range(0, (gint32)CURDI_HANDLE_MAX_SLOTS);
-        uint64_t id = curdi_handle_id_make(tag, generation, index);
+        uint64_t id = curdi_handle_table_id_make(tag, generation, index);
         g_assert_cmpuint(id, !=, 0);
-        g_assert_cmpuint(curdi_handle_id_tag(id), ==, tag);
-        g_assert_cmpuint(curdi_handle_id_generation(id), ==, generation);
-        g_assert_cmpuint(curdi_handle_id_index(id), ==, index);
+        g_assert_cmpuint(curdi_handle_table_id_tag(id), ==, tag);
+        g_assert_cmpuint(curdi_handle_table_id_generation(id), ==, generation);
+        g_assert_cmpuint(curdi_handle_table_id_index(id), ==, index);
     }
 }
 
 static void test_device_tags_are_nonzero_and_differ(void)
 {
-    uint16_t previous = curdi_handle_tag_next();
+    uint16_t previous = curdi_handle_table_tag_next();
     g_assert_cmpuint(previous, !=, 0);
     /* Past a full cycle of the 16-bit counter: never 0, never the same
      * twice in a row. */
     for (int round = 0; round < 70000; round++) {
-        uint16_t tag = curdi_handle_tag_next();
+        uint16_t tag = curdi_handle_table_tag_next();
         g_assert_cmpuint(tag, !=, 0);
         g_assert_cmpuint(tag, !=, previous);
         previous = tag;
@@ -137,10 +137,10 @@ static void test_freed_handle_is_stale_and_its_slot_gets_a_new_generation(void)
     g_assert_nonnull(strstr(curd_last_error(), "freed"));
     second = table_insert(&table, 0x2000, 32);
     /* The slot is reused (LIFO), under a new generation. */
-    g_assert_cmpuint(curdi_handle_id_index(second), ==,
-                     curdi_handle_id_index(first));
-    g_assert_cmpuint(curdi_handle_id_generation(second), ==,
-                     curdi_handle_id_generation(first) + 1u);
+    g_assert_cmpuint(curdi_handle_table_id_index(second), ==,
+                     curdi_handle_table_id_index(first));
+    g_assert_cmpuint(curdi_handle_table_id_generation(second), ==,
+                     curdi_handle_table_id_generation(first) + 1u);
     assert_stale(&table, first);
     assert_live(&table, second, 0x2000, 32);
     curdi_handle_table_fini(&table);
@@ -164,8 +164,8 @@ static void test_stale_sentence_names_the_call_that_let_it_go(void)
     g_assert_null(strstr(sentence, "generation"));
     /* The slot serves a new buffer, which curd_buffer_free ends. */
     uint64_t freed = table_insert(&table, 0x2000, 32);
-    g_assert_cmpuint(curdi_handle_id_index(freed), ==,
-                     curdi_handle_id_index(released));
+    g_assert_cmpuint(curdi_handle_table_id_index(freed), ==,
+                     curdi_handle_table_id_index(released));
     curdi_handle_table_remove(&table, freed, "curd_buffer_free");
     assert_stale(&table, freed);
     g_assert_nonnull(strstr(curd_last_error(), "let go by curd_buffer_free()"));
@@ -181,9 +181,9 @@ static void test_stale_sentence_names_the_call_that_let_it_go(void)
                             "let go by curd_session_release_static()"));
     g_assert_nonnull(strstr(curd_last_error(), "curd_session_upload_static"));
     /* Never issued: no numbers either. */
-    uint64_t ahead = curdi_handle_id_make(
-        11, curdi_handle_id_generation(in_set) + 5u,
-        curdi_handle_id_index(in_set));
+    uint64_t ahead = curdi_handle_table_id_make(
+        11, curdi_handle_table_id_generation(in_set) + 5u,
+        curdi_handle_table_id_index(in_set));
     assert_stale(&table, ahead);
     g_assert_nonnull(strstr(curd_last_error(), "never issued"));
     g_assert_null(strstr(curd_last_error(), "slot"));
@@ -224,9 +224,9 @@ static void test_forged_handles_are_stale(void)
         /* Half of them with this table's tag, to get past the first
          * check. */
         if (round % 2 == 0)
-            forged = curdi_handle_id_make(
-                21, curdi_handle_id_generation(forged),
-                curdi_handle_id_index(forged) % 128u);
+            forged = curdi_handle_table_id_make(
+                21, curdi_handle_table_id_generation(forged),
+                curdi_handle_table_id_index(forged) % 128u);
         for (size_t i = 0; i < G_N_ELEMENTS(ids); i++)
             live = live || (forged == ids[i] && i % 5 != 0);
         if (live)
@@ -253,7 +253,7 @@ static void test_forged_handles_are_stale(void)
      * index) are stale. */
     for (uint32_t index = 0; index < 128; index++)
         for (uint32_t generation = 1; generation < 4; generation++) {
-            uint64_t guess = curdi_handle_id_make(21, generation, index);
+            uint64_t guess = curdi_handle_table_id_make(21, generation, index);
             bool other_live = false;
             for (size_t j = 0; j < G_N_ELEMENTS(ids); j++)
                 other_live = other_live || (guess == ids[j] && j % 5 != 0);
@@ -287,7 +287,7 @@ static void test_table_grows_and_keeps_every_handle(void)
     uint32_t slots_before = table.slot_count;
     for (size_t i = 0; i < COUNT; i += 2) {
         uint64_t id = table_insert(&table, 1, 1);
-        g_assert_cmpuint(curdi_handle_id_index(id), <, slots_before);
+        g_assert_cmpuint(curdi_handle_table_id_index(id), <, slots_before);
     }
     g_assert_cmpuint(table.slot_count, ==, slots_before);
     for (size_t i = 0; i < COUNT; i++) {
@@ -316,7 +316,7 @@ static void test_full_table_is_a_budget_error_and_changes_nothing(void)
     g_assert_cmpuint(table.live_count, ==, 5);
     for (size_t i = 0; i < 5; i++)
         assert_live(&table, ids[i], 0x100u * (i + 1), 1);
-    /* Freeing one makes room again. */
+    /* Freeing one makes space again. */
     curdi_handle_table_remove(&table, ids[2], "curd_buffer_free");
     g_assert_cmpint(curdi_handle_table_reserve(&table, 1), ==, CURD_OK);
     (void)table_insert(&table, 0x7777, 1);
@@ -353,10 +353,10 @@ static void test_reserved_inserts_need_no_growth_even_across_retirement(void)
     ids[1] = curdi_handle_table_insert_reserved(&table, 0x200, 2);
     /* One free retires its slot (as after 2^24 - 1 buffers), one does not;
      * together they leave exactly the two reserved slots spare. */
-    table.slots[curdi_handle_id_index(ids[0])].generation =
+    table.slots[curdi_handle_table_id_index(ids[0])].generation =
         CURDI_HANDLE_MAX_GENERATION;
-    ids[0] = curdi_handle_id_make(6, CURDI_HANDLE_MAX_GENERATION,
-                                  curdi_handle_id_index(ids[0]));
+    ids[0] = curdi_handle_table_id_make(6, CURDI_HANDLE_MAX_GENERATION,
+                                        curdi_handle_table_id_index(ids[0]));
     curdi_handle_table_remove(&table, ids[0], "curd_buffer_free");
     curdi_handle_table_remove(&table, ids[1], "curd_buffer_free");
     g_assert_cmpuint(table.retired_count, ==, 1);
@@ -368,7 +368,7 @@ static void test_reserved_inserts_need_no_growth_even_across_retirement(void)
     assert_live(&table, ids[3], 0x400, 4);
     assert_stale(&table, ids[0]);
     assert_stale(&table, ids[1]);
-    /* Only one more fits now: the reservation made room, not this call. */
+    /* Only one more fits now: the reservation made space, not this call. */
     g_assert_cmpint(curdi_handle_table_reserve(&table, 2), ==, CURD_E_BUDGET);
     g_assert_cmpint(curdi_handle_table_reserve(&table, 1), ==, CURD_OK);
     curdi_handle_table_fini(&table);
@@ -385,8 +385,8 @@ static void test_slot_retires_instead_of_wrapping_its_generation(void)
     curdi_handle_table_remove(&table, id, "curd_buffer_free");
     table.slots[0].generation = CURDI_HANDLE_MAX_GENERATION;
     id = table_insert(&table, 0x2000, 1);
-    g_assert_cmpuint(curdi_handle_id_index(id), ==, 0);
-    g_assert_cmpuint(curdi_handle_id_generation(id), ==,
+    g_assert_cmpuint(curdi_handle_table_id_index(id), ==, 0);
+    g_assert_cmpuint(curdi_handle_table_id_generation(id), ==,
                      CURDI_HANDLE_MAX_GENERATION);
     assert_live(&table, id, 0x2000, 1);
     curdi_handle_table_remove(&table, id, "curd_buffer_free");
@@ -394,9 +394,9 @@ static void test_slot_retires_instead_of_wrapping_its_generation(void)
     g_assert_cmpuint(table.retired_count, ==, 1);
     assert_stale(&table, id);
     /* Generation 1 of the slot (what a wrap would give) is stale too. */
-    assert_stale(&table, curdi_handle_id_make(5, 1, 0));
+    assert_stale(&table, curdi_handle_table_id_make(5, 1, 0));
     next = table_insert(&table, 0x3000, 1);
-    g_assert_cmpuint(curdi_handle_id_index(next), ==, 1);
+    g_assert_cmpuint(curdi_handle_table_id_index(next), ==, 1);
     assert_stale(&table, id);
     curdi_handle_table_fini(&table);
 }
@@ -453,15 +453,15 @@ static void test_lookup_agrees_with_find_on_any_id(void)
         curdi_handle_table_remove(&table, ids[i], "curd_buffer_free");
     for (int round = 0; round < 100000; round++) {
         uint64_t base = ids[g_test_rand_int_range(0, G_N_ELEMENTS(ids))];
-        uint16_t tag = (uint16_t)(curdi_handle_id_tag(base)
+        uint16_t tag = (uint16_t)(curdi_handle_table_id_tag(base)
                                   + g_test_rand_int_range(-1, 2));
-        uint32_t generation = curdi_handle_id_generation(base)
+        uint32_t generation = curdi_handle_table_id_generation(base)
                               + (uint32_t)g_test_rand_int_range(-1, 2);
-        uint32_t index = curdi_handle_id_index(base)
+        uint32_t index = curdi_handle_table_id_index(base)
                          + (uint32_t)g_test_rand_int_range(-2, 3);
         uint64_t id = g_test_rand_int_range(0, 50) == 0
                           ? (uint64_t)g_test_rand_int_range(0, 4)
-                          : curdi_handle_id_make(tag, generation, index);
+                          : curdi_handle_table_id_make(tag, generation, index);
         curdi_handle_slot *found = NULL;
         curd_status status = curdi_handle_table_find(&table, id, "t", &found);
         curdi_handle_slot *looked_up = curdi_handle_table_lookup(&table, id);

@@ -1,5 +1,5 @@
 /* test-image.c - telling images apart and checking them
- * (lib/launch/image.c), a pure room, on the CPU: PTX, cubins, fatbins
+ * (lib/launch/image.c), a pure module, on the CPU: PTX, cubins, fatbins
  * and device-code libraries (ar archives, built here header by header). fuzz-image checks the
  * same against a slow reference with the fuzzer's bytes. */
 #include <glib.h>

@@ -4,7 +4,7 @@
  * (lib/memory/landing.h).
  *
  * Each test downloads fresh random bytes into poisoned malloc memory and
- * compares every byte with the host model, and reads the landing room's
+ * compares every byte with the host model, and reads the landing module's
  * counts to see where each download landed. Each opens device 0 or skips
  * with the reason; its stand-in twin test-landing-fake (tests/README.md)
  * runs them on the stand-in driver,

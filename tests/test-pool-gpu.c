@@ -74,20 +74,20 @@ static void release_ok(curd_device *device, const curd_block *block)
 static void copy_to_device(curd_device *device, uint64_t device_ptr,
                            const void *src, size_t byte_len)
 {
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     curdi_cu_result rc = curdi_driver_get()->cuMemcpyHtoD(
         (curdi_cu_deviceptr)device_ptr, src, byte_len);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     g_assert_cmpuint(rc, ==, CURDI_CUDA_SUCCESS);
 }
 
 static void copy_from_device(curd_device *device, void *dst,
                              uint64_t device_ptr, size_t byte_len)
 {
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     curdi_cu_result rc = curdi_driver_get()->cuMemcpyDtoH(
         dst, (curdi_cu_deviceptr)device_ptr, byte_len);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     g_assert_cmpuint(rc, ==, CURDI_CUDA_SUCCESS);
 }
 
@@ -610,8 +610,10 @@ static void body_out_of_memory_trims_reclaims_and_names_the_numbers(void)
     g_assert_cmpuint(chunk, >=, 2 * MIB);
     size_t chunk_class = 0, big_class = 0;
     size_t big = chunk + chunk / 2;
-    g_assert_cmpint(curdi_size_class(chunk, &chunk_class, NULL), ==, CURD_OK);
-    g_assert_cmpint(curdi_size_class(big, &big_class, NULL), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_size_class(chunk, &chunk_class, NULL), ==,
+                    CURD_OK);
+    g_assert_cmpint(curdi_checked_size_class(big, &big_class, NULL), ==,
+                    CURD_OK);
     g_assert_cmpuint(big_class, >, chunk_class);
     g_assert_cmpuint(big_class, <=, 2 * chunk_class);
     GArray *blocks = g_array_new(FALSE, FALSE, sizeof(curd_block));

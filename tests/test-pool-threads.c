@@ -218,7 +218,7 @@ static curdi_pool *pool_new(pm_upstream *upstream, uint64_t budget,
 static void destroy_and_check_no_bytes_held(curdi_pool *pool,
                                             pm_upstream *upstream)
 {
-    curdi_pool_destroy(pool);
+    curdi_pool_lifecycle_destroy(pool);
     g_assert_cmpuint(upstream->held_bytes, ==, 0);
     pm_upstream_fini(upstream);
 }

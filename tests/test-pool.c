@@ -75,7 +75,7 @@ static void release_ok(curdi_pool *pool, uint64_t address)
 static void destroy_and_check_nothing_held(curdi_pool *pool,
                                            pm_upstream *upstream)
 {
-    curdi_pool_destroy(pool);
+    curdi_pool_lifecycle_destroy(pool);
     g_assert_cmpuint(upstream->held_bytes, ==, 0);
     g_assert_cmpuint(upstream->held_blocks, ==, 0);
     pm_upstream_fini(upstream);
@@ -106,7 +106,8 @@ static void test_acquire_rounds_up_to_a_class_with_bounded_waste(void)
             curdi_pool_acquire(pool, byte_len, &address, &class_bytes), ==,
             CURD_OK);
         size_t want = 0;
-        g_assert_cmpint(curdi_size_class(byte_len, &want, NULL), ==, CURD_OK);
+        g_assert_cmpint(curdi_checked_size_class(byte_len, &want, NULL), ==,
+                        CURD_OK);
         g_assert_cmpuint(class_bytes, ==, want);
         g_assert_cmpuint(class_bytes % 256, ==, 0);
         size_t waste = class_bytes - byte_len;
@@ -122,8 +123,9 @@ static void test_acquire_rounds_up_to_a_class_with_bounded_waste(void)
     }
     /* The example from the issue: 1.1 GiB holds 1.125 GiB, not 2 GiB. */
     size_t class_bytes = 0;
-    g_assert_cmpint(curdi_size_class((size_t)1126 * MIB, &class_bytes, NULL),
-                    ==, CURD_OK);
+    g_assert_cmpint(
+        curdi_checked_size_class((size_t)1126 * MIB, &class_bytes, NULL), ==,
+        CURD_OK);
     g_assert_cmpuint(class_bytes, ==, (size_t)1152 * MIB);
     destroy_and_check_nothing_held(pool, &upstream);
 }
@@ -316,7 +318,8 @@ static void test_acquire_past_the_largest_class_is_overflow(void)
     curd_pool_stats before = stats_of(pool);
     uint64_t address = 0;
     size_t class_bytes = 0;
-    size_t largest = curdi_size_class_bytes(curdi_size_class_count() - 1);
+    size_t largest =
+        curdi_checked_size_class_bytes(curdi_checked_size_class_count() - 1);
     size_t sizes[] = {SIZE_MAX, largest + 1};
     for (size_t i = 0; i < G_N_ELEMENTS(sizes); i++) {
         g_assert_cmpint(
@@ -406,20 +409,20 @@ static void test_create_rejects_missing_arguments(void)
     curdi_upstream table = pm_upstream_table(&upstream);
     curdi_pool_config config = {.name = "test"};
     curdi_pool *pool = NULL;
-    g_assert_cmpint(curdi_pool_create(NULL, &config, &pool), ==,
+    g_assert_cmpint(curdi_pool_lifecycle_create(NULL, &config, &pool), ==,
                     CURD_E_INVALID_ARGUMENT);
-    g_assert_cmpint(curdi_pool_create(&table, NULL, &pool), ==,
+    g_assert_cmpint(curdi_pool_lifecycle_create(&table, NULL, &pool), ==,
                     CURD_E_INVALID_ARGUMENT);
-    g_assert_cmpint(curdi_pool_create(&table, &config, NULL), ==,
+    g_assert_cmpint(curdi_pool_lifecycle_create(&table, &config, NULL), ==,
                     CURD_E_INVALID_ARGUMENT);
     curdi_upstream no_free = table;
     no_free.free = NULL;
-    g_assert_cmpint(curdi_pool_create(&no_free, &config, &pool), ==,
+    g_assert_cmpint(curdi_pool_lifecycle_create(&no_free, &config, &pool), ==,
                     CURD_E_INVALID_ARGUMENT);
     curd_test_assert_fix_sentence();
     g_assert_null(pool);
     /* NULL-safe teardown and queries. */
-    curdi_pool_destroy(NULL);
+    curdi_pool_lifecycle_destroy(NULL);
     g_assert_cmpuint(curdi_pool_trim(NULL, 0), ==, 0);
     g_assert_cmpint(curdi_pool_trim_checked(NULL, 0, NULL), ==, CURD_OK);
     curdi_pool_stats_reset(NULL);
@@ -482,7 +485,7 @@ static void test_acquire_past_the_live_limit_is_budget_and_changes_nothing(void)
     uint64_t d = acquire_ok(pool, 1000);
     g_assert_cmpint(curdi_pool_acquire(pool, 1, &address, &class_bytes), ==,
                     CURD_E_BUDGET);
-    /* Cached blocks do not count: release, and the room is back. */
+    /* Cached blocks do not count: release, and the space is back. */
     release_ok(pool, a);
     g_assert_cmpuint(stats_of(pool).cached_bytes.current, ==, 4096);
     uint64_t e = acquire_ok(pool, 4096);
@@ -715,7 +718,8 @@ static curdi_pool *ladder_pool(pm_upstream *upstream, ladder *l)
         .relieve_context = l,
     };
     curdi_pool *pool = NULL;
-    g_assert_cmpint(curdi_pool_create(&table, &config, &pool), ==, CURD_OK);
+    g_assert_cmpint(curdi_pool_lifecycle_create(&table, &config, &pool), ==,
+                    CURD_OK);
     return pool;
 }
 
@@ -784,7 +788,7 @@ static void test_out_of_memory_then_asks_the_reclaim_callback(void)
 static void test_out_of_memory_then_trims_every_pool(void)
 {
     /* Two pools over one upstream, as two curd_devices of one ordinal
-     * share a GPU: the other pool's cache is what frees the room. */
+     * share a GPU: the other pool's cache is what frees the space. */
     pm_upstream upstream;
     pm_upstream_init(&upstream, 4 * 64 * KIB);
     ladder l = {0};
@@ -792,8 +796,9 @@ static void test_out_of_memory_then_trims_every_pool(void)
     curdi_upstream table = pm_upstream_table(&upstream);
     curdi_pool_config other_config = {.name = "other",
                                       .cache_budget_bytes = 64 * MIB};
-    g_assert_cmpint(curdi_pool_create(&table, &other_config, &l.other), ==,
-                    CURD_OK);
+    g_assert_cmpint(
+        curdi_pool_lifecycle_create(&table, &other_config, &l.other), ==,
+        CURD_OK);
     uint64_t mine[2], theirs[2];
     for (int i = 0; i < 2; i++) {
         mine[i] = acquire_ok(pool, 64 * KIB);
@@ -814,7 +819,7 @@ static void test_out_of_memory_then_trims_every_pool(void)
     release_ok(pool, big);
     release_ok(pool, mine[0]);
     release_ok(pool, mine[1]);
-    curdi_pool_destroy(l.other);
+    curdi_pool_lifecycle_destroy(l.other);
     destroy_and_check_nothing_held(pool, &upstream);
 }
 
@@ -838,7 +843,8 @@ static void test_out_of_memory_after_every_step_names_the_numbers(void)
     const char *message = curd_last_error();
     g_test_message("%s", message);
     size_t want_class = 0;
-    g_assert_cmpint(curdi_size_class(100000, &want_class, NULL), ==, CURD_OK);
+    g_assert_cmpint(curdi_checked_size_class(100000, &want_class, NULL), ==,
+                    CURD_OK);
     char *requested = g_strdup_printf("%zu-byte request", (size_t)100000);
     char *klass = g_strdup_printf("%zu bytes", want_class);
     char *live = g_strdup_printf("%" PRIu64 " bytes are live",
@@ -1259,7 +1265,7 @@ static void assert_model_matches(const level_model *m, curdi_pool *pool)
     }
 }
 
-/* A front counts its hits against rooms it measured at its last look at
+/* A front counts its hits against headrooms it measured at its last look at
  * the pool, not the pool's levels: the peaks must still be exact on one
  * thread when its front's hits and releases mix with the shard's lock
  * (blocks past 64 KiB, blocks kept in the live table) and with resets,
@@ -1354,7 +1360,7 @@ static void test_front_release_twice_or_altered_is_stale(void)
     assert_block_release_stale(pool, &block);
     block_release_ok(pool, &neighbour);
     block_release_ok(other, &elsewhere);
-    curdi_pool_destroy(other);
+    curdi_pool_lifecycle_destroy(other);
     destroy_and_check_nothing_held(pool, &upstream);
 }
 
@@ -1515,7 +1521,7 @@ static void test_front_destroy_with_blocks_a_live_thread_caches(void)
     g_assert_cmpuint(upstream.held_blocks, ==, 3);
     /* Two cached in its front, one on its shard, one out with a token:
      * all go upstream, and its exit later does not touch the pool. */
-    curdi_pool_destroy(pool);
+    curdi_pool_lifecycle_destroy(pool);
     g_assert_cmpuint(upstream.held_bytes, ==, 0);
     g_assert_cmpuint(upstream.held_blocks, ==, 0);
     parked_finish(&parked);

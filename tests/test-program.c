@@ -146,10 +146,10 @@ static curdi_cu_result launch_and_wait(curd_device *device,
                                        unsigned shared_bytes, void **params,
                                        gboolean cooperative)
 {
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_stream stream = NULL;
-    g_assert_cmpint(curdi_stream_acquire(device, &stream), ==, CURD_OK);
+    g_assert_cmpint(curdi_streams_acquire(device, &stream), ==, CURD_OK);
     curdi_cu_function function = curdi_program_function(program);
     curdi_cu_result rc =
         cooperative
@@ -160,10 +160,10 @@ static curdi_cu_result launch_and_wait(curd_device *device,
     if (rc == CURDI_CUDA_SUCCESS)
         rc = driver->cuStreamSynchronize(stream);
     if (rc == CURDI_CUDA_SUCCESS)
-        curdi_stream_release(device, stream);
+        curdi_streams_release(device, stream);
     else
         (void)driver->cuStreamDestroy(stream);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return rc;
 }
 
@@ -1022,12 +1022,12 @@ static void test_cooperative_sum_crosses_a_grid_barrier(void)
     curd_program *program = load_ok(device, "coop_sum.ptx", "curd_coop_sum");
     const unsigned block = 256;
     int per_sm = 0;
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     g_assert_cmpuint(curdi_driver_get()->cuOccupancyMaxActiveBlocksPerMultiprocessor(
                          &per_sm, curdi_program_function(program), (int)block,
                          0),
                      ==, CURDI_CUDA_SUCCESS);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     curd_device_props props = curd_test_device_info(device);
     g_assert_cmpint(per_sm, >=, 1);
     unsigned most = (unsigned)per_sm * (unsigned)props.multiprocessor_count;
@@ -1137,14 +1137,14 @@ static void test_shared_reverse_uses_64_kib_of_dynamic_shared_memory(void)
     void *params[] = {&in_ptr, &out_ptr, &tile_arg};
     /* Past the kernel's limit: refused before the driver. */
     const curdi_program_attrs *attrs = curdi_program_attrs_of(program);
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     g_assert_cmpint(curdi_program_reserve_dynamic_shared(
                         program, attrs->max_dynamic_shared_bytes + 1),
                     ==, CURD_E_RANGE);
     curd_test_assert_fix_sentence();
     g_assert_cmpint(curdi_program_reserve_dynamic_shared(program, tile * 4), ==,
                     CURD_OK);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     launch_ok(device, program, grid, 256, tile * 4, params, FALSE);
     uint32_t *out = download(device, outb, bytes);
     for (size_t b = 0; b < grid; b++)
@@ -1195,9 +1195,9 @@ static void test_a_graph_replays_captured_launches_and_takes_new_params(void)
     curd_buffer buffer = buffer_with(device, data, (size_t)n * 4, &data_ptr);
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_function function = curdi_program_function(program);
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     curdi_cu_stream stream = NULL;
-    g_assert_cmpint(curdi_stream_acquire(device, &stream), ==, CURD_OK);
+    g_assert_cmpint(curdi_streams_acquire(device, &stream), ==, CURD_OK);
     g_assert_cmpuint(driver->cuStreamBeginCapture(
                          stream, CURDI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                      ==, CURDI_CUDA_SUCCESS);
@@ -1223,7 +1223,7 @@ static void test_a_graph_replays_captured_launches_and_takes_new_params(void)
     /* Replay: every element + 2. */
     g_assert_cmpuint(driver->cuGraphLaunch(exec, stream), ==, CURDI_CUDA_SUCCESS);
     g_assert_cmpuint(driver->cuStreamSynchronize(stream), ==, CURDI_CUDA_SUCCESS);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     uint32_t *out = download(device, buffer, (size_t)n * 4);
     for (uint32_t i = 0; i < n; i++)
         g_assert_cmpuint(out[i], ==, data[i] + 2u);
@@ -1231,7 +1231,7 @@ static void test_a_graph_replays_captured_launches_and_takes_new_params(void)
     /* Update the first node in place: only the first `fewer` elements;
      * replay: + 1 + 1 for those, + 1 for the rest. */
     uint32_t fewer = (uint32_t)g_test_rand_int_range(1, (gint32)n);
-    g_assert_cmpint(curdi_device_enter(device), ==, CURD_OK);
+    g_assert_cmpint(curdi_core_device_enter(device), ==, CURD_OK);
     curdi_cu_kernel_node_params node_params;
     memset(&node_params, 0, sizeof node_params);
     g_assert_cmpuint(driver->cuGraphKernelNodeGetParams(
@@ -1250,8 +1250,8 @@ static void test_a_graph_replays_captured_launches_and_takes_new_params(void)
     g_assert_cmpuint(driver->cuStreamSynchronize(stream), ==, CURDI_CUDA_SUCCESS);
     g_assert_cmpuint(driver->cuGraphExecDestroy(exec), ==, CURDI_CUDA_SUCCESS);
     g_assert_cmpuint(driver->cuGraphDestroy(graph), ==, CURDI_CUDA_SUCCESS);
-    curdi_stream_release(device, stream);
-    curdi_device_leave(device);
+    curdi_streams_release(device, stream);
+    curdi_core_device_leave(device);
     out = download(device, buffer, (size_t)n * 4);
     for (uint32_t i = 0; i < n; i++)
         g_assert_cmpuint(out[i], ==, data[i] + (i < fewer ? 4u : 3u));

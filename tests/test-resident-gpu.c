@@ -222,7 +222,7 @@ static void test_resident_limit_refuses_past_it_and_allocates_nothing(void)
     g_assert_nonnull(strstr(message, "budget of 1048576 bytes"));
     g_assert_nonnull(strstr(message, "Fix: "));
     assert_snapshot_equal(transfer_test_take(device), before);
-    /* Exactly up to the limit works; freeing makes room again. */
+    /* Exactly up to the limit works; freeing makes space again. */
     b = alloc_ok(device, 256u << 10);
     g_assert_cmpint(curd_buffer_free(device, a), ==, CURD_OK);
     a = alloc_ok(device, 768u << 10);

@@ -562,7 +562,7 @@ static void test_order_sort_agrees_with_qsort(void)
             }
         memcpy(expected, entries, count * sizeof *entries);
         qsort(expected, count, sizeof *expected, order_entry_compare);
-        curdi_order_sort(entries, scratch, count);
+        curdi_spans_order_sort(entries, scratch, count);
         for (size_t i = 0; i < count; i++) {
             g_assert_cmpuint(entries[i].major, ==, expected[i].major);
             g_assert_cmpuint(entries[i].minor, ==, expected[i].minor);

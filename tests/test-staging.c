@@ -32,7 +32,7 @@ static void fixture_teardown(fixture *f, gconstpointer data)
     curd_pool_stats stats;
     curdi_pool_stats(f->pool, &stats);
     g_assert_cmpuint(stats.live_blocks.current, ==, 0);
-    curdi_pool_destroy(f->pool);
+    curdi_pool_lifecycle_destroy(f->pool);
     g_assert_cmpuint(f->upstream.held_bytes, ==, 0);
     pm_upstream_fini(&f->upstream);
 }

@@ -238,7 +238,7 @@ static void test_driver_failure_maps_results(void)
     };
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
         curd_status status =
-            curdi_fail_driver(cases[i].cu_result, "cuSomething", "do this");
+            curdi_driver_fail(cases[i].cu_result, "cuSomething", "do this");
         g_assert_cmpint(status, ==, cases[i].status);
         g_assert_cmpint(curd_last_driver_code(), ==, cases[i].cu_result);
         const char *sentence = curd_last_error();
@@ -251,7 +251,7 @@ static void test_driver_failure_maps_results(void)
 static void test_unrecognised_result_is_a_driver_error_with_its_number(void)
 {
     int code = g_test_rand_int_range(5000, 100000);
-    g_assert_cmpint(curdi_fail_driver(code, "cuOdd", NULL), ==, CURD_E_DRIVER);
+    g_assert_cmpint(curdi_driver_fail(code, "cuOdd", NULL), ==, CURD_E_DRIVER);
     g_assert_cmpint(curd_last_driver_code(), ==, code);
     char *number = g_strdup_printf("(%d)", code);
     g_assert_nonnull(strstr(curd_last_error(), number));
@@ -261,11 +261,11 @@ static void test_unrecognised_result_is_a_driver_error_with_its_number(void)
 
 static void test_driver_failure_without_fix_gets_a_default_fix(void)
 {
-    g_assert_cmpint(curdi_fail_driver(2, "cuMemAlloc", NULL), ==,
+    g_assert_cmpint(curdi_driver_fail(2, "cuMemAlloc", NULL), ==,
                     CURD_E_OUT_OF_MEMORY);
     g_assert_true(ends_with_fix(curd_last_error()));
     /* A fix given as "Fix: ..." is not doubled. */
-    (void)curdi_fail_driver(1, "cuX", "Fix: pass a valid value.");
+    (void)curdi_driver_fail(1, "cuX", "Fix: pass a valid value.");
     g_assert_true(g_str_has_suffix(curd_last_error(),
                                    ". Fix: pass a valid value."));
     g_assert_null(strstr(curd_last_error(), "Fix: Fix:"));

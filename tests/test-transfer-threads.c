@@ -3,7 +3,7 @@
  *
  * Runs on the stand-in libcuda built beside the program, so it needs no
  * GPU and TSan sees every lock of curd: the resident table, the transfer
- * room (registrations, pending uploads, events), the stream pool, the
+ * module (registrations, pending uploads, events), the stream pool, the
  * pools, the copy team splitting large copies between its threads (which
  * poll between jobs here, joined by the threads of growths), and the
  * gather kernels' module, which the threads' first scattered reads load

@@ -683,7 +683,7 @@ static void test_ranges_at_one_stride_are_one_strided_dma(void)
     }
 }
 
-/* A plan of rows (a batch the transfer room found to be rows) moves them
+/* A plan of rows (a batch the transfer module found to be rows) moves them
  * in one strided DMA, both ways: straight from registered memory, its
  * one span kept inline, or through staging, a span per row; past one
  * chunk of staging, one strided DMA per chunk. */
@@ -1214,7 +1214,7 @@ static void test_streaming_copy_matches_memcpy_at_any_alignment(void)
                 curd_test_poison(dst, ROOM);
                 memcpy(expected, dst, ROOM);
                 memcpy(expected + to, src + from, len);
-                curdi_copy_streaming(dst + to, src + from, len);
+                curdi_copy_team_streaming(dst + to, src + from, len);
                 assert_same_bytes(dst, expected, ROOM);
             }
     g_free(src);

@@ -2,7 +2,7 @@
  * the code relies on them (zstd's debug.h is the model).
  *
  * CURDI_ASSERT(cond) states something that holds unless curd itself is
- * wrong: "nothing fails from here on", "room was reserved, so this insert
+ * wrong: "nothing fails from here on", "space was reserved, so this insert
  * cannot fail", a counter that stays within its bounds. Never a check of
  * a caller's input: that is an error value (curdi_fail), always.
  *

@@ -14,8 +14,8 @@
  * Ranges and device pointers
  * ---------------------------------------------------------------------- */
 
-curd_status curdi_range_check(uint64_t offset, uint64_t byte_len,
-                              uint64_t buffer_len, const char *what)
+curd_status curdi_checked_range(uint64_t offset, uint64_t byte_len,
+                                uint64_t buffer_len, const char *what)
 {
     uint64_t end;
     if (what == NULL)
@@ -39,10 +39,10 @@ curd_status curdi_range_check(uint64_t offset, uint64_t byte_len,
     return CURD_OK;
 }
 
-curd_status curdi_host_range_check(const void *host, size_t byte_len,
-                                   const char *what, const char *name)
+curd_status curdi_checked_host_range(const void *host, size_t byte_len,
+                                     const char *what, const char *name)
 {
-    if (!curdi_host_range_bad(host, byte_len))
+    if (!curdi_checked_host_range_bad(host, byte_len))
         return CURD_OK;
     if (host == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -57,8 +57,8 @@ curd_status curdi_host_range_check(const void *host, size_t byte_len,
                       what, name, host, byte_len);
 }
 
-curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
-                                    uint64_t *out)
+curd_status curdi_checked_device_ptr_offset(uint64_t base, uint64_t offset,
+                                            uint64_t *out)
 {
     uint64_t address;
     if (!curdi_u64_add(base, offset, &address))
@@ -115,7 +115,7 @@ curd_status curdi_device_ptr_offset(uint64_t base, uint64_t offset,
 #define CURDI_CLASS_STEPS_SHIFT 3u  /* 2^3 = 8 steps per power of two */
 #define CURDI_SIZE_BITS ((unsigned)(sizeof(size_t) * CHAR_BIT))
 
-unsigned curdi_size_class_count(void)
+unsigned curdi_checked_size_class_count(void)
 {
     return CURDI_CLASS_LINEAR_COUNT
            + (CURDI_SIZE_BITS - CURDI_CLASS_GEOMETRIC_SHIFT)
@@ -123,9 +123,9 @@ unsigned curdi_size_class_count(void)
            - 1u;
 }
 
-size_t curdi_size_class_bytes(unsigned class_index)
+size_t curdi_checked_size_class_bytes(unsigned class_index)
 {
-    if (class_index >= curdi_size_class_count())
+    if (class_index >= curdi_checked_size_class_count())
         return 0;
     if (class_index < CURDI_CLASS_LINEAR_COUNT)
         return (size_t)(class_index + 1u) << CURDI_CLASS_MIN_SHIFT;
@@ -145,8 +145,8 @@ static unsigned floor_log2(size_t value)
            - (unsigned)__builtin_clzll((unsigned long long)value);
 }
 
-curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
-                             unsigned *out_class_index)
+curd_status curdi_checked_size_class(size_t byte_len, size_t *out_class_bytes,
+                                     unsigned *out_class_index)
 {
     unsigned index;
     if (byte_len == 0)
@@ -166,15 +166,17 @@ curd_status curdi_size_class(size_t byte_len, size_t *out_class_bytes,
                 + ((k - CURDI_CLASS_GEOMETRIC_SHIFT) << CURDI_CLASS_STEPS_SHIFT)
                 + step;
     }
-    if (index >= curdi_size_class_count())
+    if (index >= curdi_checked_size_class_count())
         return curdi_fail(CURD_E_OVERFLOW,
                           "a request of %zu bytes is larger than the largest"
                           " size class (%zu bytes); rounding it up would pass"
                           " SIZE_MAX. Fix: request at most %zu bytes.",
                           byte_len,
-                          curdi_size_class_bytes(curdi_size_class_count() - 1u),
-                          curdi_size_class_bytes(curdi_size_class_count() - 1u));
-    *out_class_bytes = curdi_size_class_bytes(index);
+                          curdi_checked_size_class_bytes(
+                              curdi_checked_size_class_count() - 1u),
+                          curdi_checked_size_class_bytes(
+                              curdi_checked_size_class_count() - 1u));
+    *out_class_bytes = curdi_checked_size_class_bytes(index);
     if (out_class_index != NULL)
         *out_class_index = index;
     return CURD_OK;
@@ -191,8 +193,10 @@ static uint64_t nine_tenths(uint64_t value)
     return value / 10u * 9u + value % 10u * 9u / 10u;
 }
 
-uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
-                               uint64_t resident_bytes, uint64_t limit_bytes)
+uint64_t curdi_checked_resident_budget(uint64_t total_bytes,
+                                       uint64_t free_bytes,
+                                       uint64_t resident_bytes,
+                                       uint64_t limit_bytes)
 {
     uint64_t budget = nine_tenths(total_bytes);
     uint64_t free_cap;
@@ -210,7 +214,8 @@ uint64_t curdi_resident_budget(uint64_t total_bytes, uint64_t free_bytes,
  * never lose an update and an add that would overflow changes nothing.
  * ---------------------------------------------------------------------- */
 
-curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount)
+curd_status curdi_checked_counter_add(_Atomic uint64_t *counter,
+                                      uint64_t amount)
 {
     uint64_t old = atomic_load_explicit(counter, memory_order_relaxed);
     uint64_t sum;
@@ -228,8 +233,8 @@ curd_status curdi_counter_add(_Atomic uint64_t *counter, uint64_t amount)
     return CURD_OK;
 }
 
-curd_status curdi_counters_check(const curdi_counter_step *steps,
-                                 size_t count, const char *what)
+curd_status curdi_checked_counters_check(const curdi_counter_step *steps,
+                                         size_t count, const char *what)
 {
     for (size_t index = 0; index < count; index++) {
         uint64_t sum;
@@ -250,12 +255,14 @@ curd_status curdi_counters_check(const curdi_counter_step *steps,
     return CURD_OK;
 }
 
-unsigned curdi_counters_add(const curdi_counter_step *steps, size_t count)
+unsigned curdi_checked_counters_add(const curdi_counter_step *steps,
+                                    size_t count)
 {
     unsigned missed = 0;
     for (size_t index = 0; index < count; index++)
         if (steps[index].amount != 0
-            && curdi_counter_add(steps[index].counter, steps[index].amount)
+            && curdi_checked_counter_add(steps[index].counter,
+                                         steps[index].amount)
                    != CURD_OK)
             missed++;
     return missed;
@@ -264,7 +271,7 @@ unsigned curdi_counters_add(const curdi_counter_step *steps, size_t count)
 /* Set by the first repair in the process, so the trace says it once. */
 static atomic_flag curdi_repair_reported = ATOMIC_FLAG_INIT;
 
-bool curdi_stat_sub(_Atomic uint64_t *counter, uint64_t amount)
+bool curdi_checked_stat_sub(_Atomic uint64_t *counter, uint64_t amount)
 {
     uint64_t old = atomic_load_explicit(counter, memory_order_relaxed);
     uint64_t difference;
@@ -284,7 +291,7 @@ bool curdi_stat_sub(_Atomic uint64_t *counter, uint64_t amount)
     return exact;
 }
 
-void curdi_peak_raise(_Atomic uint64_t *peak, uint64_t value)
+void curdi_checked_peak_raise(_Atomic uint64_t *peak, uint64_t value)
 {
     uint64_t old = atomic_load_explicit(peak, memory_order_relaxed);
     while (old < value

@@ -1,6 +1,6 @@
 /* clock.h - the library's one clock: monotonic nanoseconds, for the pool's
- * and the program room's timing counters, the copy team's and the fence
- * room's polling deadlines and the pending results' stage times; and the
+ * and the program module's timing counters, the copy team's and the fence
+ * module's polling deadlines and the pending results' stage times; and the
  * pause every polling loop takes between two polls. Pure: no driver, no
  * state. */
 #ifndef CURD_LIB_BASE_CLOCK_H

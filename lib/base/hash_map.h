@@ -119,7 +119,7 @@ curdi_hash_map_insert_in_(curdi_hash_map *map,
                                              curdi_hash_map_layout_ shape,
                                              const void *key, void *value)
 {
-    /* At most half full; a growth that fails still leaves room while one
+    /* At most half full; a growth that fails still leaves space while one
      * more entry leaves an empty slot to end every probe. */
     if ((map->count + 1u) * 2u > map->capacity &&
         !curdi_hash_map_resize_(map, map->capacity * 2u) &&

@@ -1,6 +1,6 @@
 /* status.h - the library's one way to report a failure.
  *
- * Every failing path ends in curdi_fail() (or curdi_fail_driver() for a
+ * Every failing path ends in curdi_fail() (or curdi_driver_fail() for a
  * CUresult): it stores the calling thread's sentence for curd_last_error()
  * and returns the status, so a caller writes `return curdi_fail(...)`.
  * Messages name what failed and the values involved and must end with
@@ -51,7 +51,7 @@ curd_status curdi_fail(curd_status status, const char *format, ...)
     CURDI_PRINTF(2, 3);
 
 /* Sets the calling thread's curd_last_driver_code() without a message,
- * for failures of driver calls (driver.c's curdi_fail_driver) and for
+ * for failures of driver calls (driver.c's curdi_driver_fail) and for
  * sentences that curdi_fail() writes about one. */
 void curdi_status_note_driver_code(int cu_result);
 

@@ -55,7 +55,7 @@ static const char *const kind_calls[] = {
 };
 #define KIND_COUNT (sizeof kind_names / sizeof kind_names[0])
 
-unsigned curdi_dtype_bytes(curd_dtype dtype)
+unsigned curdi_collective_dtype_bytes(curd_dtype dtype)
 {
     return (unsigned)dtype < DTYPE_COUNT ? dtypes[dtype].bytes : 0;
 }
@@ -140,7 +140,7 @@ static bool is_point_to_point(curd_collective_kind kind)
 static curd_status check_op(const curd_collective *op, size_t index,
                             const char *what, planned *out)
 {
-    curd_status status = curdi_comm_check(op->comm, what);
+    curd_status status = curdi_communicator_check(op->comm, what);
     if (status != CURD_OK)
         return status;
     curd_comm *comm = op->comm;
@@ -230,9 +230,9 @@ static curd_status check_op(const curd_collective *op, size_t index,
         snprintf(range_name, sizeof range_name,
                  "%s: operation %zu (%s)'s %s range", what, index,
                  kind_names[op->kind], send ? "send" : "recv");
-        status = curdi_range_check(send ? plan.send_offset : plan.recv_offset,
-                                   send ? plan.send_bytes : plan.recv_bytes,
-                                   buffer_len, range_name);
+        status = curdi_checked_range(
+            send ? plan.send_offset : plan.recv_offset,
+            send ? plan.send_bytes : plan.recv_bytes, buffer_len, range_name);
         if (status != CURD_OK)
             return status;
     }
@@ -273,32 +273,33 @@ static curd_status check_op(const curd_collective *op, size_t index,
 /* ------------------------------------------------------------------------
  * The run
  * ---------------------------------------------------------------------- */
-static void run_complete(curd_pending *pending, bool copy_out)
+static void collective_run_complete(curd_pending *pending, bool copy_out)
 {
     (void)copy_out; /* the results are in resident buffers already */
     collective_run *run = (collective_run *)pending;
     for (size_t index = 0; index < run->lane_count; index++)
-        curdi_comm_count(run->lanes[index].device, run->lanes[index].ops,
-                         run->lanes[index].bytes);
+        curdi_communicator_count(run->lanes[index].device,
+                                 run->lanes[index].ops,
+                                 run->lanes[index].bytes);
 }
 
 /* Gives back every lane's stream, event and uses; the work is drained
  * first unless it completed (after a failure the communicators were
  * aborted, which ends NCCL's kernels, so the drain returns). */
-static void run_release(curd_pending *pending)
+static void collective_run_release(curd_pending *pending)
 {
     collective_run *run = (collective_run *)pending;
     for (size_t index = 0; index < run->lane_count; index++) {
         lane *l = &run->lanes[index];
-        if ((l->stream != NULL || l->event_taken) &&
-            curdi_driver_usable() && curdi_device_enter(l->device) == CURD_OK) {
+        if ((l->stream != NULL || l->event_taken) && curdi_driver_usable()
+            && curdi_core_device_enter(l->device) == CURD_OK) {
             if (!l->finished && l->stream != NULL)
                 (void)curdi_driver_note(
                     curdi_driver_get()->cuStreamSynchronize(l->stream));
             if (l->event_taken)
-                curdi_events_release(l->device, &l->done, 1);
-            curdi_stream_release(l->device, l->stream);
-            curdi_device_leave(l->device);
+                curdi_streams_events_release(l->device, &l->done, 1);
+            curdi_streams_release(l->device, l->stream);
+            curdi_core_device_leave(l->device);
         }
         if (l->marked)
             curdi_resident_use_end(l->device, run->uses + l->first_use,
@@ -321,12 +322,12 @@ static curd_status record_lanes(collective_run *run)
         lane *l = &run->lanes[at];
         if (l->recorded)
             continue;
-        curd_status status = curdi_device_enter(l->device);
+        curd_status status = curdi_core_device_enter(l->device);
         if (status != CURD_OK)
             return status;
         curdi_cu_result rc = curdi_driver_note(
             curdi_driver_get()->cuEventRecord(l->done, l->stream));
-        curdi_device_leave(l->device);
+        curdi_core_device_leave(l->device);
         if (rc != CURDI_CUDA_SUCCESS)
             return curdi_pending_fail_driver(l->device, rc, "cuEventRecord");
         l->recorded = true;
@@ -334,7 +335,7 @@ static curd_status record_lanes(collective_run *run)
     return CURD_OK;
 }
 
-/* curdi_comm_work_done_fn, called once NCCL has enqueued everything:
+/* curdi_communicator_work_done_fn, called once NCCL has enqueued everything:
  * every lane's event completed. */
 static bool lanes_done(void *context, curd_status *status)
 {
@@ -346,14 +347,14 @@ static bool lanes_done(void *context, curd_status *status)
         lane *l = &run->lanes[index];
         if (l->finished)
             continue;
-        curd_status entered = curdi_device_enter(l->device);
+        curd_status entered = curdi_core_device_enter(l->device);
         if (entered != CURD_OK) {
             *status = entered;
             return true;
         }
         curdi_cu_result rc =
             curdi_driver_note(curdi_driver_get()->cuEventQuery(l->done));
-        curdi_device_leave(l->device);
+        curdi_core_device_leave(l->device);
         if (rc == CURDI_CUDA_ERROR_NOT_READY)
             return false;
         if (rc != CURDI_CUDA_SUCCESS) {
@@ -366,11 +367,11 @@ static bool lanes_done(void *context, curd_status *status)
     return true;
 }
 
-static curd_status run_wait(curd_pending *pending)
+static curd_status collective_run_wait(curd_pending *pending)
 {
     collective_run *run = (collective_run *)pending;
-    return curdi_comm_wait(run->comms, run->comm_count, false, lanes_done, run,
-                           run->what);
+    return curdi_communicator_wait(run->comms, run->comm_count, false,
+                                   lanes_done, run, run->what);
 }
 
 /* Ready: no communicator still enqueueing or failed (a failure is
@@ -384,7 +385,7 @@ static curd_status run_ready(curd_pending *pending, int *out_ready)
         return status;
     for (size_t index = 0; index < run->comm_count; index++) {
         bool failed = false;
-        bool in_progress = curdi_comm_peek(run->comms[index], &failed);
+        bool in_progress = curdi_communicator_peek(run->comms[index], &failed);
         if (failed || in_progress) {
             *out_ready = failed;
             return CURD_OK;
@@ -395,9 +396,9 @@ static curd_status run_ready(curd_pending *pending, int *out_ready)
     return status;
 }
 
-static const curdi_pending_ops run_ops = {.complete = run_complete,
-                                          .release = run_release,
-                                          .wait = run_wait,
+static const curdi_pending_ops run_ops = {.complete = collective_run_complete,
+                                          .release = collective_run_release,
+                                          .wait = collective_run_wait,
                                           .ready = run_ready};
 
 /* One allocation for the run and its arrays (count is bounded, so the
@@ -497,9 +498,9 @@ static curd_status take_lanes(collective_run *run)
     curd_status status;
     for (size_t at = 0; at < run->lane_count; at++) {
         l = &run->lanes[at];
-        CURDI_TRY(status, curdi_device_enter(l->device), out);
-        CURDI_TRY(status, curdi_stream_acquire(l->device, &l->stream), leave);
-        CURDI_TRY(status, curdi_events_acquire(l->device, &l->done, 1),
+        CURDI_TRY(status, curdi_core_device_enter(l->device), out);
+        CURDI_TRY(status, curdi_streams_acquire(l->device, &l->stream), leave);
+        CURDI_TRY(status, curdi_streams_events_acquire(l->device, &l->done, 1),
                   leave);
         l->event_taken = true;
         CURDI_TRY(status,
@@ -507,11 +508,11 @@ static curd_status take_lanes(collective_run *run)
                                               run->uses + l->first_use,
                                               l->use_count),
                   leave);
-        curdi_device_leave(l->device);
+        curdi_core_device_leave(l->device);
     }
     return CURD_OK;
 leave:
-    curdi_device_leave(l->device);
+    curdi_core_device_leave(l->device);
 out:
     return status; /* what the lanes took is given back by the release */
 }
@@ -569,7 +570,7 @@ static curdi_nccl_result enqueue_call(const curdi_nccl *nccl,
  * operation alone, so every rank makes the same one. */
 static curdi_nccl_comm op_nccl(const planned *op)
 {
-    return curdi_comm_nccl_for(op->comm, is_point_to_point(op->kind));
+    return curdi_communicator_nccl_for(op->comm, is_point_to_point(op->kind));
 }
 
 static bool op_on_twin(const planned *op)
@@ -613,18 +614,18 @@ static curd_status enqueue_group(const curdi_nccl *nccl, collective_run *run,
         return CURD_OK;
     curdi_nccl_result result = nccl->ncclGroupStart();
     if (result != CURDI_NCCL_Success)
-        return curdi_fail_nccl(result, NULL, "ncclGroupStart", NULL);
+        return curdi_nccl_fail(result, NULL, "ncclGroupStart", NULL);
     curd_status status = CURD_OK;
     for (size_t index = first; index < run->op_count && out->call == NULL;
          index++) {
         const planned *op = &run->ops[index];
         if (op_on_twin(op) != blocking)
             continue;
-        status = curdi_device_enter(op->comm->device);
+        status = curdi_core_device_enter(op->comm->device);
         if (status != CURD_OK)
             break;
         result = enqueue_op(nccl, run, op);
-        curdi_device_leave(op->comm->device);
+        curdi_core_device_leave(op->comm->device);
         if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
             out->call = kind_calls[op->kind];
             out->result = result;
@@ -660,7 +661,7 @@ static curd_status enqueue(collective_run *run)
         char text[128];
         snprintf(text, sizeof text, "%s: %s", run->what, outcome.call);
         CURDI_TRY(status,
-                  curdi_fail_nccl_as(CURD_E_COMM, outcome.result,
+                  curdi_nccl_fail_as(CURD_E_COMM, outcome.result,
                                      outcome.failed_comm, text,
                                      "every communicator of this call was"
                                      " aborted: close them and open new"
@@ -676,7 +677,7 @@ static curd_status enqueue(collective_run *run)
     return CURD_OK;
 abort:
     for (size_t index = 0; index < run->comm_count; index++)
-        curdi_comm_abort(run->comms[index]);
+        curdi_communicator_abort(run->comms[index]);
 out:
     return status;
 }
@@ -743,7 +744,7 @@ static curd_status start(const curd_collective *ops, size_t count, bool async,
     CURDI_TRY(status, take_lanes(run), release);
     run->base.events[1] = run->lanes[0].done;
     CURDI_TRY(status, enqueue(run), release);
-    /* The communicators cannot be closed under the run (run_release). */
+    /* The communicators cannot be closed under the run (collective_run_release). */
     for (size_t index = 0; index < run->comm_count; index++)
         atomic_fetch_add(&run->comms[index]->runs_in_flight, 1);
     run->counted_in_flight = true;
@@ -793,7 +794,7 @@ CURD_API curd_status curd_collective_run_async(const curd_collective *ops,
 }
 
 /* ------------------------------------------------------------------------
- * Collectives recorded in a batch: an external item of the batch room
+ * Collectives recorded in a batch: an external item of the batch module
  * (lib/launch/batch.h), which stands below this one and calls back here.
  * ---------------------------------------------------------------------- */
 
@@ -807,17 +808,18 @@ typedef struct batch_collective {
 
 static curd_status batch_check(void *item, const char *what)
 {
-    return curdi_comm_check(((batch_collective *)item)->op.comm, what);
+    return curdi_communicator_check(((batch_collective *)item)->op.comm, what);
 }
 
 static curd_status batch_poll(void *item, uint64_t waited_ns,
                               bool *in_progress, const char *what)
 {
     curd_comm *comm = ((batch_collective *)item)->op.comm;
-    curd_status status = curdi_comm_poll_error(comm, in_progress, what);
+    curd_status status =
+        curdi_communicator_poll_error(comm, in_progress, what);
     if (status != CURD_OK)
         return status;
-    return curdi_comm_poll_timeout(comm, waited_ns, false, what);
+    return curdi_communicator_poll_timeout(comm, waited_ns, false, what);
 }
 
 /* One NCCL call on the batch's stream, in order with the batch's other
@@ -840,8 +842,8 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
     curd_status status = curdi_nccl_ready(&nccl);
     if (status != CURD_OK)
         return status;
-    curdi_nccl_comm handle =
-        curdi_comm_nccl_for(comm, is_point_to_point(recorded->op.kind));
+    curdi_nccl_comm handle = curdi_communicator_nccl_for(
+        comm, is_point_to_point(recorded->op.kind));
     curdi_nccl_result result = enqueue_call(nccl, &recorded->op, handle,
                                             recorded->send, recorded->recv,
                                             stream);
@@ -849,7 +851,7 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
         char text[128];
         snprintf(text, sizeof text, "%s: %s", what,
                  kind_calls[recorded->op.kind]);
-        return curdi_fail_nccl_as(
+        return curdi_nccl_fail_as(
             CURD_E_COMM, result, handle, text,
             "the communicator was aborted: close it and open a new one on "
             "every rank");
@@ -867,15 +869,15 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
 
 static void batch_abort(void *item)
 {
-    curdi_comm_abort(((batch_collective *)item)->op.comm);
+    curdi_communicator_abort(((batch_collective *)item)->op.comm);
 }
 
 static void batch_complete(void *item)
 {
     const planned *op = &((batch_collective *)item)->op;
-    curdi_comm_count(op->comm->device, 1,
-                     op->send_bytes > op->recv_bytes ? op->send_bytes
-                                                     : op->recv_bytes);
+    curdi_communicator_count(op->comm->device, 1,
+                             op->send_bytes > op->recv_bytes ? op->send_bytes
+                                                             : op->recv_bytes);
 }
 
 static void batch_free(void *item)
@@ -906,13 +908,13 @@ CURD_API curd_status curd_batch_collective(curd_batch *batch,
     uint64_t ids[2];
     size_t use_count = 0;
     curd_status status;
-    CURDI_TRY(status, curdi_batch_check(batch, what, &device), out);
+    CURDI_TRY(status, curdi_batch_record_check(batch, what, &device), out);
     if (op == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: op is NULL. Fix: pass the address of a "
                           "curd_collective.",
                           what);
-    CURDI_TRY(status, curdi_comm_check(op->comm, what), out);
+    CURDI_TRY(status, curdi_communicator_check(op->comm, what), out);
     if (op->comm->device != device)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: the communicator (rank %d of %d) was opened "

@@ -160,18 +160,18 @@ static curd_status twins_open(curd_comm *const *comms, size_t count,
         return CURD_OK;
     curdi_nccl_result result = nccl->ncclGroupStart();
     if (result != CURDI_NCCL_Success)
-        return curdi_fail_nccl(result, NULL, "ncclGroupStart", NULL);
+        return curdi_nccl_fail(result, NULL, "ncclGroupStart", NULL);
     const char *call = NULL;
     curdi_nccl_comm failed = NULL;
     for (size_t index = 0; index < count && call == NULL; index++) {
         curd_comm *comm = comms[index];
-        status = curdi_device_enter(comm->device);
+        status = curdi_core_device_enter(comm->device);
         if (status != CURD_OK)
             break;
         curdi_nccl_config config = blocking_config();
         result = nccl->ncclCommSplit(comm->nccl, 0, comm->rank,
                                      &comm->blocking, &config);
-        curdi_device_leave(comm->device);
+        curdi_core_device_leave(comm->device);
         if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
             call = "ncclCommSplit (the blocking twin)";
             failed = comm->nccl;
@@ -184,14 +184,14 @@ static curd_status twins_open(curd_comm *const *comms, size_t count,
         call = "ncclGroupEnd (the blocking twins)";
     }
     if (status == CURD_OK && call != NULL)
-        status = curdi_fail_nccl_as(CURD_E_COMM, result, failed, call,
+        status = curdi_nccl_fail_as(CURD_E_COMM, result, failed, call,
                                     "close nothing: the communicator was "
                                     "not opened; check that every rank is "
                                     "alive and try again");
     /* The parents report the splits' progress (NCCL writes each twin's
      * handle when its split completes). */
     if (status == CURD_OK)
-        status = curdi_comm_wait(comms, count, true, NULL, NULL, what);
+        status = curdi_communicator_wait(comms, count, true, NULL, NULL, what);
     for (size_t index = 0; index < count && status == CURD_OK; index++)
         if (comms[index]->blocking == NULL)
             status = curdi_fail(CURD_E_COMM,
@@ -202,7 +202,7 @@ static curd_status twins_open(curd_comm *const *comms, size_t count,
                                 "without twins.",
                                 what, comms[index]->rank);
     if (status != CURD_OK)
-        curdi_comm_abort_all(comms, count);
+        curdi_communicator_abort_all(comms, count);
     return status;
 }
 
@@ -233,8 +233,9 @@ CURD_API curd_status curd_comm_id_new(curd_comm_id *id)
     curdi_nccl_unique_id unique;
     curdi_nccl_result result = nccl->ncclGetUniqueId(&unique);
     if (result != CURDI_NCCL_Success)
-        return curdi_fail_nccl(result, NULL, "curd_comm_id_new: "
-                                             "ncclGetUniqueId",
+        return curdi_nccl_fail(result, NULL,
+                               "curd_comm_id_new: "
+                               "ncclGetUniqueId",
                                "check that this host has a network "
                                "interface NCCL can use (NCCL_SOCKET_IFNAME)"
                                " and, if NCCL_COMM_ID is set, that it reads"
@@ -252,7 +253,7 @@ static curd_status init_rank(curd_comm *comm, const curdi_nccl_unique_id *id,
     const curdi_nccl *nccl = NULL;
     curd_status status = curdi_nccl_ready(&nccl);
     if (status == CURD_OK)
-        status = curdi_device_enter(comm->device);
+        status = curdi_core_device_enter(comm->device);
     if (status != CURD_OK)
         return status;
     (void)pthread_once(&twins_once, twins_decide);
@@ -260,13 +261,13 @@ static curd_status init_rank(curd_comm *comm, const curdi_nccl_unique_id *id,
     curdi_nccl_result result = nccl->ncclCommInitRankConfig(
         &comm->nccl, comm->size, *id, comm->rank,
         &config);
-    curdi_device_leave(comm->device);
+    curdi_core_device_leave(comm->device);
     if (result == CURDI_NCCL_Success || result == CURDI_NCCL_InProgress)
         return CURD_OK;
     char call[128];
     snprintf(call, sizeof call, "%s: ncclCommInitRankConfig of rank %d of %d",
              what, comm->rank, comm->size);
-    return curdi_fail_nccl(result, comm->nccl, call,
+    return curdi_nccl_fail(result, comm->nccl, call,
                            "give every rank the same id and size, each rank "
                            "once, one GPU per rank");
 }
@@ -281,15 +282,15 @@ static curd_status open_checked(curd_device *device,
         return CURD_E_OUT_OF_MEMORY;
     curd_status status = init_rank(comm, id, what);
     if (status == CURD_OK)
-        status = curdi_comm_wait(&comm, 1, true, NULL, NULL, what);
+        status = curdi_communicator_wait(&comm, 1, true, NULL, NULL, what);
     if (status == CURD_OK)
         status = twins_open(&comm, 1, what);
     if (status != CURD_OK) {
-        curdi_comm_abort(comm);
+        curdi_communicator_abort(comm);
         free(comm);
         return status;
     }
-    curdi_comm_publish(comm);
+    curdi_communicator_publish(comm);
     *out_comm = comm;
     return CURD_OK;
 }
@@ -312,7 +313,7 @@ CURD_API curd_status curd_comm_open(curd_device *device,
 {
     const char *what = "curd_comm_open";
     comm_timeouts timeouts = {0, 0};
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status == CURD_OK)
         status = check_out(out_comm, what);
     if (status == CURD_OK && id == NULL)
@@ -343,12 +344,12 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
     if (devices == NULL || comms == NULL || count < 1)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: devices %p, comms %p, count %d. Fix: pass "
-                          "count >= 1 devices and room for count "
+                          "count >= 1 devices and space for count "
                           "communicators.",
                           what, (const void *)devices, (const void *)comms,
                           count);
     for (int index = 0; index < count; index++) {
-        curd_status status = curdi_device_check(devices[index], what);
+        curd_status status = curdi_core_device_check(devices[index], what);
         if (status != CURD_OK)
             return status;
         for (int other = 0; other < index; other++)
@@ -387,7 +388,7 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
         memcpy(unique.internal, id.bytes, sizeof unique.internal);
         curdi_nccl_result result = nccl->ncclGroupStart();
         if (result != CURDI_NCCL_Success)
-            status = curdi_fail_nccl(result, NULL, "ncclGroupStart", NULL);
+            status = curdi_nccl_fail(result, NULL, "ncclGroupStart", NULL);
         for (int index = 0; index < count && status == CURD_OK &&
                             result == CURDI_NCCL_Success;
              index++)
@@ -396,27 +397,26 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
             result = nccl->ncclGroupEnd();
             if (status == CURD_OK && result != CURDI_NCCL_Success &&
                 result != CURDI_NCCL_InProgress)
-                status = curdi_fail_nccl(result, NULL,
-                                         "curd_comm_open_all: ncclGroupEnd",
-                                         NULL);
+                status = curdi_nccl_fail(
+                    result, NULL, "curd_comm_open_all: ncclGroupEnd", NULL);
         }
     }
     if (status == CURD_OK)
-        status = curdi_comm_wait(made, (size_t)count, true, NULL, NULL,
-                                 what);
+        status = curdi_communicator_wait(made, (size_t)count, true, NULL, NULL,
+                                         what);
     if (status == CURD_OK)
         status = twins_open(made, (size_t)count, what);
     if (status != CURD_OK) {
         for (int index = 0; index < count; index++)
             if (made[index] != NULL) {
-                curdi_comm_abort(made[index]);
+                curdi_communicator_abort(made[index]);
                 free(made[index]);
             }
         free(made);
         return status;
     }
     for (int index = 0; index < count; index++) {
-        curdi_comm_publish(made[index]);
+        curdi_communicator_publish(made[index]);
         comms[index] = made[index];
     }
     free(made);
@@ -449,7 +449,7 @@ CURD_API curd_status curd_comm_open_from_env(curd_device *device,
 {
     const char *what = "curd_comm_open_from_env";
     comm_timeouts timeouts = {0, 0};
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status == CURD_OK)
         status = check_out(out_comm, what);
     if (status == CURD_OK)
@@ -523,7 +523,7 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
                                      curd_comm **out_comm)
 {
     const char *what = "curd_comm_split";
-    curd_status status = curdi_comm_check(comm, what);
+    curd_status status = curdi_communicator_check(comm, what);
     if (status == CURD_OK)
         status = check_out(out_comm, what);
     if (status == CURD_OK && color < CURD_COMM_SPLIT_NONE)
@@ -550,7 +550,7 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     curd_comm *child = comm_new(comm->device, 0, 0, &inherited, what);
     if (child == NULL)
         return CURD_E_OUT_OF_MEMORY;
-    status = curdi_device_enter(comm->device);
+    status = curdi_core_device_enter(comm->device);
     if (status != CURD_OK) {
         free(child);
         return status;
@@ -558,23 +558,23 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     curdi_nccl_config config = nonblocking_config();
     curdi_nccl_result result = nccl->ncclCommSplit(
         comm->nccl, color, key, &child->nccl, &config);
-    curdi_device_leave(comm->device);
+    curdi_core_device_leave(comm->device);
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
-        status = curdi_fail_nccl(result, comm->nccl, "ncclCommSplit", NULL);
-        curdi_comm_abort(child);
+        status = curdi_nccl_fail(result, comm->nccl, "ncclCommSplit", NULL);
+        curdi_communicator_abort(child);
         free(child);
         return status;
     }
     /* The parent reports the split's progress; the child its own init. */
     curd_comm *both[2] = {comm, child};
-    status = curdi_comm_wait(both, child->nccl != NULL ? 2 : 1, true, NULL,
-                             NULL, what);
+    status = curdi_communicator_wait(both, child->nccl != NULL ? 2 : 1, true,
+                                     NULL, NULL, what);
     if (status == CURD_OK && child->nccl != NULL) {
         result = nccl->ncclCommUserRank(child->nccl, &child->rank);
         if (result == CURDI_NCCL_Success)
             result = nccl->ncclCommCount(child->nccl, &child->size);
         if (result != CURDI_NCCL_Success)
-            status = curdi_fail_nccl(result, child->nccl,
+            status = curdi_nccl_fail(result, child->nccl,
                                      "curd_comm_split: ncclCommUserRank or "
                                      "ncclCommCount",
                                      NULL);
@@ -582,11 +582,11 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     if (status == CURD_OK && child->nccl != NULL)
         status = twins_open(&child, 1, what);
     if (status != CURD_OK || child->nccl == NULL) {
-        curdi_comm_abort(child);
+        curdi_communicator_abort(child);
         free(child);
         return status;
     }
-    curdi_comm_publish(child);
+    curdi_communicator_publish(child);
     *out_comm = child;
     return CURD_OK;
 }

@@ -1,5 +1,5 @@
 /* communicator.c - a curd_comm once it is open: the registry of live
- * communicators and the device's room (curdi_comm_publish enters one),
+ * communicators and the device's module (curdi_communicator_publish enters one),
  * the wait that keeps every communicator call from hanging, aborting,
  * closing, and its rank and size. comm_open.c makes them. See
  * communicator.h. */
@@ -16,7 +16,7 @@
 #include "core/core.h"
 #include "driver/driver.h"
 
-struct curdi_comm_room {
+struct curdi_communicator_state {
     pthread_mutex_t lock;
     curd_comm *head;
     _Atomic uint64_t ops;
@@ -28,7 +28,7 @@ struct curdi_comm_room {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static curd_comm *registry_head;
 
-static void registry_add(curd_comm *comm)
+static void communicator_registry_add(curd_comm *comm)
 {
     pthread_mutex_lock(&registry_lock);
     comm->registry_prev = NULL;
@@ -66,62 +66,63 @@ static bool registry_remove(curd_comm *comm)
 }
 
 /* ------------------------------------------------------------------------
- * The device's room
+ * The device's state
  * ---------------------------------------------------------------------- */
-curd_status curdi_comm_room_open(curd_device *device)
+curd_status curdi_communicator_open(curd_device *device)
 {
-    struct curdi_comm_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_communicator_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: the communicator room could not"
+                          "curd_device_open: the communicator state could not"
                           " be allocated. Fix: free host memory and try"
                           " again.");
-    if (pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room);
+    if (pthread_mutex_init(&state->lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: the communicator room's lock"
+                          "curd_device_open: the communicator state's lock"
                           " could not be created. Fix: free system"
                           " resources and try again.");
     }
-    device->comm = room;
+    device->comm = state;
     return CURD_OK;
 }
 
-static void room_attach(curd_comm *comm)
+static void device_list_add(curd_comm *comm)
 {
-    struct curdi_comm_room *room = comm->device->comm;
-    pthread_mutex_lock(&room->lock);
-    comm->room_next = room->head;
-    room->head = comm;
-    pthread_mutex_unlock(&room->lock);
+    struct curdi_communicator_state *state = comm->device->comm;
+    pthread_mutex_lock(&state->lock);
+    comm->device_next = state->head;
+    state->head = comm;
+    pthread_mutex_unlock(&state->lock);
 }
 
-static void room_detach(curd_comm *comm)
+static void device_list_remove(curd_comm *comm)
 {
-    struct curdi_comm_room *room = comm->device->comm;
-    pthread_mutex_lock(&room->lock);
-    curd_comm **link = &room->head;
+    struct curdi_communicator_state *state = comm->device->comm;
+    pthread_mutex_lock(&state->lock);
+    curd_comm **link = &state->head;
     while (*link != NULL && *link != comm)
-        link = &(*link)->room_next;
+        link = &(*link)->device_next;
     if (*link != NULL)
-        *link = comm->room_next;
-    pthread_mutex_unlock(&room->lock);
-    comm->room_next = NULL;
+        *link = comm->device_next;
+    pthread_mutex_unlock(&state->lock);
+    comm->device_next = NULL;
 }
 
-void curdi_comm_count(curd_device *device, uint64_t ops, uint64_t bytes)
+void curdi_communicator_count(curd_device *device, uint64_t ops,
+                              uint64_t bytes)
 {
     atomic_fetch_add(&device->comm->ops, ops);
     atomic_fetch_add(&device->comm->bytes, bytes);
 }
 
-void curdi_comm_stats(curd_device *device, curd_stats *stats)
+void curdi_communicator_stats(curd_device *device, curd_stats *stats)
 {
     stats->collective_ops = atomic_load(&device->comm->ops);
     stats->collective_bytes = atomic_load(&device->comm->bytes);
 }
 
-void curdi_comm_stats_reset(curd_device *device)
+void curdi_communicator_stats_reset(curd_device *device)
 {
     atomic_store(&device->comm->ops, 0);
     atomic_store(&device->comm->bytes, 0);
@@ -143,15 +144,15 @@ static void abort_one(const curdi_nccl *nccl, curdi_nccl_comm handle)
                     curdi_nccl_result_name(result));
 }
 
-void curdi_comm_abort(curd_comm *comm)
+void curdi_communicator_abort(curd_comm *comm)
 {
     if (comm->nccl == NULL && comm->blocking == NULL)
         return;
     const curdi_nccl *nccl = NULL;
     if (curdi_nccl_ready(&nccl) != CURD_OK)
         return; /* unreachable: the communicator was made through it */
-    bool entered = comm->device != NULL && curdi_driver_usable() &&
-                   curdi_device_enter(comm->device) == CURD_OK;
+    bool entered = comm->device != NULL && curdi_driver_usable()
+                   && curdi_core_device_enter(comm->device) == CURD_OK;
     /* The non-blocking one first: its abort joins a split still in
      * NCCL's thread, which writes the twin's handle as it ends (on a
      * failure too), so the twin is read only after. */
@@ -162,15 +163,15 @@ void curdi_comm_abort(curd_comm *comm)
     if (twin != NULL)
         abort_one(nccl, twin);
     if (entered)
-        curdi_device_leave(comm->device);
+        curdi_core_device_leave(comm->device);
     comm->blocking = NULL;
     comm->nccl = NULL;
 }
 
-void curdi_comm_abort_all(curd_comm *const *comms, size_t count)
+void curdi_communicator_abort_all(curd_comm *const *comms, size_t count)
 {
     for (size_t index = 0; index < count; index++)
-        curdi_comm_abort(comms[index]);
+        curdi_communicator_abort(comms[index]);
 }
 
 /* A communicator an earlier failure aborted refuses every later call. */
@@ -207,15 +208,15 @@ static curd_status poll_one(const curdi_nccl *nccl, const curd_comm *comm,
     char call_text[160];
     snprintf(call_text, sizeof call_text, "%s: %s on rank %d of %d", what,
              call, comm->rank, comm->size);
-    return curdi_fail_nccl_as(
+    return curdi_nccl_fail_as(
         CURD_E_COMM, result, handle, call_text,
         "every communicator of this call was aborted: close them and open "
         "new ones on every rank (the device is still usable); check that "
         "every peer is alive, and run with NCCL_DEBUG=WARN for NCCL's view");
 }
 
-curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
-                                  const char *what)
+curd_status curdi_communicator_poll_error(curd_comm *comm, bool *in_progress,
+                                          const char *what)
 {
     const curdi_nccl *nccl = NULL;
     curd_status status = curdi_nccl_ready(&nccl);
@@ -230,7 +231,7 @@ curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
     return status;
 }
 
-bool curdi_comm_peek(const curd_comm *comm, bool *failed)
+bool curdi_communicator_peek(const curd_comm *comm, bool *failed)
 {
     const curdi_nccl *nccl = NULL;
     *failed = curdi_nccl_ready(&nccl) != CURD_OK || comm->nccl == NULL;
@@ -249,8 +250,9 @@ bool curdi_comm_peek(const curd_comm *comm, bool *failed)
     return false;
 }
 
-curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
-                                    bool opening, const char *what)
+curd_status curdi_communicator_poll_timeout(const curd_comm *comm,
+                                            uint64_t waited_ns, bool opening,
+                                            const char *what)
 {
     uint32_t timeout_ms = opening ? comm->open_timeout_ms : comm->timeout_ms;
     if (waited_ns / 1000000u < timeout_ms)
@@ -268,26 +270,28 @@ curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
         opening ? "open_timeout_ms" : "timeout_ms (CURD_COMM_TIMEOUT_MS)");
 }
 
-curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
-                            bool opening, curdi_comm_work_done_fn work_done,
-                            void *context, const char *what)
+curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
+                                    bool opening,
+                                    curdi_communicator_work_done_fn work_done,
+                                    void *context, const char *what)
 {
     uint64_t start_ns = curdi_clock_ns();
     for (;;) {
         bool in_progress = false;
         curd_status status = CURD_OK;
         for (size_t index = 0; index < count && status == CURD_OK; index++)
-            status = curdi_comm_poll_error(comms[index], &in_progress, what);
+            status = curdi_communicator_poll_error(comms[index], &in_progress,
+                                                   what);
         if (status == CURD_OK && !in_progress &&
             (work_done == NULL || work_done(context, &status)) &&
             status == CURD_OK)
             return CURD_OK;
         uint64_t waited_ns = curdi_clock_ns() - start_ns;
         for (size_t index = 0; index < count && status == CURD_OK; index++)
-            status = curdi_comm_poll_timeout(comms[index], waited_ns, opening,
-                                             what);
+            status = curdi_communicator_poll_timeout(comms[index], waited_ns,
+                                                     opening, what);
         if (status != CURD_OK) {
-            curdi_comm_abort_all(comms, count);
+            curdi_communicator_abort_all(comms, count);
             return status;
         }
         curdi_clock_poll_pause(waited_ns);
@@ -308,11 +312,11 @@ static curd_status destroy_blocking(curd_comm *comm, const curdi_nccl *nccl)
         result = nccl->ncclCommDestroy(comm->blocking);
     }
     if (result != CURDI_NCCL_Success) {
-        curd_status status = curdi_fail_nccl_as(
+        curd_status status = curdi_nccl_fail_as(
             CURD_E_COMM, result, comm->blocking, call,
             "the communicator was aborted and freed anyway; nothing is "
             "left to do");
-        curdi_comm_abort(comm);
+        curdi_communicator_abort(comm);
         return status;
     }
     comm->blocking = NULL;
@@ -334,72 +338,72 @@ static curd_status destroy_nccl(curd_comm *comm, const char *what)
         return status;
     curdi_nccl_result result = nccl->ncclCommFinalize(comm->nccl);
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
-        status = curdi_fail_nccl_as(CURD_E_COMM, result, comm->nccl,
+        status = curdi_nccl_fail_as(CURD_E_COMM, result, comm->nccl,
                                     "ncclCommFinalize",
                                     "the communicator was aborted and freed "
                                     "anyway; nothing is left to do");
-        curdi_comm_abort(comm);
+        curdi_communicator_abort(comm);
         return status;
     }
-    status = curdi_comm_wait(&comm, 1, false, NULL, NULL, what);
+    status = curdi_communicator_wait(&comm, 1, false, NULL, NULL, what);
     if (status != CURD_OK)
         return status; /* aborted by the wait */
     /* A non-blocking communicator's destroy may finish in NCCL's own
      * thread (ncclInProgress): the handle is NCCL's from here on. */
     result = nccl->ncclCommDestroy(comm->nccl);
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
-        status = curdi_fail_nccl_as(CURD_E_COMM, result, comm->nccl,
+        status = curdi_nccl_fail_as(CURD_E_COMM, result, comm->nccl,
                                     "ncclCommDestroy",
                                     "the communicator was aborted and freed "
                                     "anyway; nothing is left to do");
-        curdi_comm_abort(comm);
+        curdi_communicator_abort(comm);
         return status;
     }
     comm->nccl = NULL;
     return CURD_OK;
 }
 
-void curdi_comm_room_close(curd_device *device)
+void curdi_communicator_close(curd_device *device)
 {
-    struct curdi_comm_room *room = device->comm;
-    if (room == NULL)
+    struct curdi_communicator_state *state = device->comm;
+    if (state == NULL)
         return;
     /* Detached one by one, the lock not held across NCCL's waits. */
     for (;;) {
-        pthread_mutex_lock(&room->lock);
-        curd_comm *comm = room->head;
+        pthread_mutex_lock(&state->lock);
+        curd_comm *comm = state->head;
         if (comm != NULL)
-            room->head = comm->room_next;
-        pthread_mutex_unlock(&room->lock);
+            state->head = comm->device_next;
+        pthread_mutex_unlock(&state->lock);
         if (comm == NULL)
             break;
         /* With a run still in flight (a pending not freed) the work may
          * wait on a peer for ever: aborted, it ends, and the device's close
          * cannot hang in its synchronisation. A communicator that batches
          * still name is aborted too: NCCL's finalize would wait for their
-         * graphs, which the batch room frees after this one. */
-        bool entered = atomic_load(&comm->runs_in_flight) == 0 &&
-                       atomic_load(&comm->batch_holds) == 0 &&
-                       curdi_driver_usable() &&
-                       curdi_device_enter(device) == CURD_OK;
+         * graphs, which the batch state frees after this one. */
+        bool entered = atomic_load(&comm->runs_in_flight) == 0
+                       && atomic_load(&comm->batch_holds) == 0
+                       && curdi_driver_usable()
+                       && curdi_core_device_enter(device) == CURD_OK;
         if (entered) {
             (void)destroy_nccl(comm, "curd_device_close");
-            curdi_device_leave(device);
+            curdi_core_device_leave(device);
         } else {
-            curdi_comm_abort(comm);
+            curdi_communicator_abort(comm);
         }
-        comm->room_next = NULL;
+        comm->device_next = NULL;
         comm->device = NULL;
     }
-    pthread_mutex_destroy(&room->lock);
-    free(room);
+    pthread_mutex_destroy(&state->lock);
+    free(state);
     device->comm = NULL;
 }
 
 /* ------------------------------------------------------------------------
  * Checks
  * ---------------------------------------------------------------------- */
-curd_status curdi_comm_check(const curd_comm *comm, const char *what)
+curd_status curdi_communicator_check(const curd_comm *comm, const char *what)
 {
     if (comm == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -426,13 +430,13 @@ curd_status curdi_comm_check(const curd_comm *comm, const char *what)
                           what, (const void *)comm, comm->rank, comm->size);
     if (comm->nccl == NULL)
         return fail_aborted(comm, what);
-    return curdi_device_check(comm->device, what);
+    return curdi_core_device_check(comm->device, what);
 }
 
-void curdi_comm_publish(curd_comm *comm)
+void curdi_communicator_publish(curd_comm *comm)
 {
-    registry_add(comm);
-    room_attach(comm);
+    communicator_registry_add(comm);
+    device_list_add(comm);
 }
 
 /* ------------------------------------------------------------------------
@@ -441,7 +445,7 @@ void curdi_comm_publish(curd_comm *comm)
 static curd_status check_readable(const curd_comm *comm, const void *out,
                                   const char *what)
 {
-    curd_status status = curdi_comm_check(comm, what);
+    curd_status status = curdi_communicator_check(comm, what);
     if (status == CURD_E_COMM)
         status = CURD_OK; /* an aborted communicator still has its rank */
     if (status == CURD_OK && out == NULL)
@@ -503,14 +507,14 @@ CURD_API curd_status curd_comm_close(curd_comm *comm)
     (void)registry_remove(comm);
     curd_status status = CURD_OK;
     if (comm->device != NULL) {
-        room_detach(comm);
-        bool entered = curdi_driver_usable() &&
-                       curdi_device_enter(comm->device) == CURD_OK;
+        device_list_remove(comm);
+        bool entered = curdi_driver_usable()
+                       && curdi_core_device_enter(comm->device) == CURD_OK;
         if (entered) {
             status = destroy_nccl(comm, what);
-            curdi_device_leave(comm->device);
+            curdi_core_device_leave(comm->device);
         } else {
-            curdi_comm_abort(comm);
+            curdi_communicator_abort(comm);
         }
     }
     free(comm);

@@ -1,4 +1,4 @@
-/* communicator.h - the communicator room: curd_comm, one NCCL rank bound
+/* communicator.h - the communicator module: curd_comm, one NCCL rank bound
  * to one curd_device, and the one wait every communicator call ends in.
  *
  * A curd_comm holds two NCCL communicators of the same rank. `nccl` is
@@ -20,11 +20,11 @@
  *
  * A curd_comm lives in two lists: the process-wide registry of live
  * communicators (so a closed or forged pointer is refused without being
- * read) and its device's room (so curd_device_close closes what is still
+ * read) and its device's module (so curd_device_close closes what is still
  * open, leaving a shell that curd_comm_close frees). Both are intrusive:
  * joining them allocates nothing, so no step after NCCL's init can fail.
  *
- * Every wait goes through curdi_comm_wait: it polls NCCL's asynchronous
+ * Every wait goes through curdi_communicator_wait: it polls NCCL's asynchronous
  * error of each communicator and, once none is in progress, the work's
  * own completion, until each communicator's timeout; on an error or a
  * timeout it aborts every communicator it was given (NCCL's work on them
@@ -52,7 +52,7 @@ struct curd_comm {
     uint32_t timeout_ms;      /* waits on its work */
     uint32_t open_timeout_ms; /* waits for the ranks to join (and split) */
     struct curd_comm *registry_prev, *registry_next;
-    struct curd_comm *room_next; /* the device's open communicators */
+    struct curd_comm *device_next; /* the device's open communicators */
     /* Collective runs enqueued and not yet released (their pending not
      * freed): the communicator cannot be closed under them. */
     atomic_int runs_in_flight;
@@ -71,29 +71,30 @@ struct curd_comm {
 /* The NCCL communicator a group goes to: the blocking twin when the
  * communicator has one and the group holds no send or receive, else the
  * non-blocking one. */
-static inline curdi_nccl_comm curdi_comm_nccl_for(const curd_comm *comm,
-                                                  bool point_to_point)
+static inline curdi_nccl_comm
+curdi_communicator_nccl_for(const curd_comm *comm, bool point_to_point)
 {
     return comm->blocking != NULL && !point_to_point ? comm->blocking
                                                      : comm->nccl;
 }
 
-/* The device's room: its open communicators and the collective counts. */
-curd_status curdi_comm_room_open(curd_device *device);
+/* The device's module: its open communicators and the collective counts. */
+curd_status curdi_communicator_open(curd_device *device);
 /* Closes every communicator still open on the device (waiting for its
  * work up to its timeout, aborting it past that) and detaches it. */
-void curdi_comm_room_close(curd_device *device);
+void curdi_communicator_close(curd_device *device);
 
 /* What every entry point checks of a communicator: live in the registry
  * (else CURD_E_INVALID_ARGUMENT), its device not closed
  * (CURD_E_INVALID_ARGUMENT), not aborted (CURD_E_COMM), and its device
- * usable (curdi_device_check). */
-curd_status curdi_comm_check(const curd_comm *comm, const char *what);
+ * usable (curdi_core_device_check). */
+curd_status curdi_communicator_check(const curd_comm *comm, const char *what);
 
 /* Whether the work the wait is for has completed: true with *status CURD_OK
  * when it has, false while it runs, true with a failed *status (its
  * sentence set) when asking failed. */
-typedef bool (*curdi_comm_work_done_fn)(void *context, curd_status *status);
+typedef bool (*curdi_communicator_work_done_fn)(void *context,
+                                                curd_status *status);
 
 /* Polls until every communicator of comms reports no work in progress and
  * work_done (NULL: nothing more) says the work completed, or until a
@@ -101,9 +102,10 @@ typedef bool (*curdi_comm_work_done_fn)(void *context, curd_status *status);
  * measured from this call. On an NCCL error or a timeout every
  * communicator of comms is aborted and the status is CURD_E_COMM (what
  * names the call). */
-curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
-                            bool opening, curdi_comm_work_done_fn work_done,
-                            void *context, const char *what);
+curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
+                                    bool opening,
+                                    curdi_communicator_work_done_fn work_done,
+                                    void *context, const char *what);
 
 /* The two halves of one poll of that wait, for waits that poll other
  * work beside (a batch run: lib/launch/batch.c). poll_error: CURD_E_COMM
@@ -112,29 +114,31 @@ curd_status curdi_comm_wait(curd_comm *const *comms, size_t count,
  * enqueueing.
  * poll_timeout: CURD_E_COMM once waited_ns passed the communicator's
  * timeout (its open timeout when `opening`). Neither aborts. */
-curd_status curdi_comm_poll_error(curd_comm *comm, bool *in_progress,
-                                  const char *what);
+curd_status curdi_communicator_poll_error(curd_comm *comm, bool *in_progress,
+                                          const char *what);
 /* poll_error without a sentence, for a readiness query: true while NCCL
  * still enqueues on either of the pair; *failed when NCCL reported an
  * error on either, or the communicator was aborted. NCCL loaded. */
-bool curdi_comm_peek(const curd_comm *comm, bool *failed);
-curd_status curdi_comm_poll_timeout(const curd_comm *comm, uint64_t waited_ns,
-                                    bool opening, const char *what);
+bool curdi_communicator_peek(const curd_comm *comm, bool *failed);
+curd_status curdi_communicator_poll_timeout(const curd_comm *comm,
+                                            uint64_t waited_ns, bool opening,
+                                            const char *what);
 
 /* Aborts the communicator's NCCL side (its device entered when it can
  * be); the curd_comm stays, refusing further work with CURD_E_COMM. */
-void curdi_comm_abort(curd_comm *comm);
-/* curdi_comm_abort on each of comms. */
-void curdi_comm_abort_all(curd_comm *const *comms, size_t count);
+void curdi_communicator_abort(curd_comm *comm);
+/* curdi_communicator_abort on each of comms. */
+void curdi_communicator_abort_all(curd_comm *const *comms, size_t count);
 
 /* Enters an initialised communicator in the registry and its device's
- * room. Allocates nothing, so it cannot fail. */
-void curdi_comm_publish(curd_comm *comm);
+ * module. Allocates nothing, so it cannot fail. */
+void curdi_communicator_publish(curd_comm *comm);
 
 /* Counts complete collectives for curd_stats (collective_ops,
  * collective_bytes). */
-void curdi_comm_count(curd_device *device, uint64_t ops, uint64_t bytes);
-void curdi_comm_stats(curd_device *device, curd_stats *stats);
-void curdi_comm_stats_reset(curd_device *device);
+void curdi_communicator_count(curd_device *device, uint64_t ops,
+                              uint64_t bytes);
+void curdi_communicator_stats(curd_device *device, curd_stats *stats);
+void curdi_communicator_stats_reset(curd_device *device);
 
 #endif

@@ -25,7 +25,7 @@
  * at all. registry_end is one past the highest slot ever used, so a
  * process with one open device checks one slot. Registering and
  * unregistering take registry_lock, which also keeps every registered
- * device open while curdi_devices_for_ordinal runs its callback.
+ * device open while curdi_core_devices_for_ordinal runs its callback.
  *
  * The check cannot make a concurrent close safe: a thread that closes a
  * device while another uses it has a race of its own (curd.h says so).
@@ -35,7 +35,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(curd_device *) registry[CURDI_OPEN_DEVICES_MAX];
 static atomic_uint registry_end;
 
-/* What lets curdi_device_check skip the registry (core.h): every
+/* What lets curdi_core_device_check skip the registry (core.h): every
  * thread's last device that passed the whole check, and the count of
  * closes then. A close (and a fork, whose child may not use a device)
  * moves the count on, so no device is taken on trust after it. */
@@ -114,8 +114,8 @@ bool curdi_core_unregister(const curd_device *device)
     return found;
 }
 
-curd_status curdi_device_check_fully(const curd_device *device,
-                                     const char *what)
+curd_status curdi_core_device_check_fully(const curd_device *device,
+                                          const char *what)
 {
     /* Read before the registry: a close after it moves the count past
      * what the thread remembers. */
@@ -155,16 +155,17 @@ static void mark_lost(curd_device *device, void *context)
     atomic_store(&device->lost, true);
 }
 
-void curdi_device_mark_lost(curd_device *device)
+void curdi_core_device_mark_lost(curd_device *device)
 {
     /* The devices of one ordinal share the primary context: all of them
      * lost it. */
-    curdi_devices_for_ordinal(device->ordinal, mark_lost, NULL);
+    curdi_core_devices_for_ordinal(device->ordinal, mark_lost, NULL);
     mark_lost(device, NULL);
 }
 
-void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
-                               void *context)
+void curdi_core_devices_for_ordinal(int ordinal,
+                                    void (*fn)(curd_device *, void *),
+                                    void *context)
 {
     if (fn == NULL)
         return;
@@ -182,7 +183,7 @@ void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
 /* ------------------------------------------------------------------------
  * Entering a device
  * ---------------------------------------------------------------------- */
-curd_status curdi_device_enter(curd_device *device)
+curd_status curdi_core_device_enter(curd_device *device)
 {
     if (device == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -194,11 +195,11 @@ curd_status curdi_device_enter(curd_device *device)
         return status;
     curdi_cu_result rc = driver->cuCtxPushCurrent(device->context);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+        return curdi_driver_fail((int)rc, "cuCtxPushCurrent", NULL);
     return CURD_OK;
 }
 
-void curdi_device_leave(curd_device *device)
+void curdi_core_device_leave(curd_device *device)
 {
     (void)device;
     const curdi_driver *driver = curdi_driver_get();
@@ -212,10 +213,10 @@ void curdi_device_leave(curd_device *device)
 }
 
 /* ------------------------------------------------------------------------
- * A growable array, for the rooms' small lists
+ * A growable array, for the modules' small lists
  * ---------------------------------------------------------------------- */
-bool curdi_array_reserve(void **array, size_t *capacity, size_t needed,
-                       size_t element_bytes)
+bool curdi_core_array_reserve(void **array, size_t *capacity, size_t needed,
+                              size_t element_bytes)
 {
     size_t new_capacity;
     size_t bytes;
@@ -257,20 +258,20 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
     curdi_cu_result rc = driver->cuDeviceGetName(
         props->name, (int)sizeof props->name, device->cu_device);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDeviceGetName", NULL);
+        return curdi_driver_fail((int)rc, "cuDeviceGetName", NULL);
     props->name[sizeof props->name - 1] = '\0';
 
     rc = driver->cuDeviceGetPCIBusId(props->pci_bus_id,
                                      (int)sizeof props->pci_bus_id,
                                      device->cu_device);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDeviceGetPCIBusId", NULL);
+        return curdi_driver_fail((int)rc, "cuDeviceGetPCIBusId", NULL);
     props->pci_bus_id[sizeof props->pci_bus_id - 1] = '\0';
 
     size_t total_bytes = 0;
     rc = driver->cuDeviceTotalMem(&total_bytes, device->cu_device);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDeviceTotalMem", NULL);
+        return curdi_driver_fail((int)rc, "cuDeviceTotalMem", NULL);
     props->total_memory_bytes = total_bytes;
 
     int cooperative = 0, unified = 0, memory_pools = 0, host_register = 0;
@@ -305,7 +306,7 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
             char call[96];
             snprintf(call, sizeof call, "cuDeviceGetAttribute(%s)",
                      reads[i].name);
-            return curdi_fail_driver((int)rc, call, NULL);
+            return curdi_driver_fail((int)rc, call, NULL);
         }
     }
 
@@ -356,16 +357,16 @@ static void destroy_streams_and_events(const curdi_driver *driver,
                                        curd_device *device)
 {
     for (size_t i = 0; i < device->idle_stream_count; i++)
-        curdi_stream_destroy(driver, device->idle_streams[i]);
+        curdi_streams_destroy(driver, device->idle_streams[i]);
     device->idle_stream_count = 0;
     for (size_t i = 0; i < device->idle_event_count; i++)
-        curdi_event_destroy(driver, device->idle_events[i]);
+        curdi_streams_event_destroy(driver, device->idle_events[i]);
     device->idle_event_count = 0;
     for (size_t i = 0; i < device->idle_timed_event_count; i++)
-        curdi_event_destroy(driver, device->idle_timed_events[i]);
+        curdi_streams_event_destroy(driver, device->idle_timed_events[i]);
     device->idle_timed_event_count = 0;
     if (device->upload_stream != NULL)
-        curdi_stream_destroy(driver, device->upload_stream);
+        curdi_streams_destroy(driver, device->upload_stream);
     device->upload_stream = NULL;
     curdi_waits_destroy(driver, device);
 }
@@ -393,7 +394,7 @@ static curd_status retain_and_enter(const curdi_driver *driver,
      * process, even after the reset the last close made (CUDA's own rule
      * for sticky errors); only a new process mends it. */
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver(
+        return curdi_driver_fail(
             (int)rc, "cuDevicePrimaryCtxRetain",
             curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
                 ? "this GPU took a kernel fault earlier in this process, and"
@@ -404,7 +405,7 @@ static curd_status retain_and_enter(const curdi_driver *driver,
     rc = driver->cuCtxPushCurrent(device->context);
     if (rc != CURDI_CUDA_SUCCESS) {
         curd_status status =
-            curdi_fail_driver((int)rc, "cuCtxPushCurrent", NULL);
+            curdi_driver_fail((int)rc, "cuCtxPushCurrent", NULL);
         release_context(driver, device);
         return status;
     }
@@ -433,14 +434,14 @@ static curd_status mend_broken_context(const curdi_driver *driver,
                                        curd_device *device)
 {
     unsigned open_on_ordinal = 0;
-    curdi_devices_for_ordinal(device->ordinal, count_device,
-                              &open_on_ordinal);
+    curdi_core_devices_for_ordinal(device->ordinal, count_device,
+                                   &open_on_ordinal);
     pop_context(driver);
     release_context(driver, device);
     if (open_on_ordinal != 0)
         /* They share the broken context: their next call says so, and
          * the last of them to close resets it. */
-        curdi_devices_for_ordinal(device->ordinal, mark_lost, NULL);
+        curdi_core_devices_for_ordinal(device->ordinal, mark_lost, NULL);
     if (open_on_ordinal != 0 || driver->cuDevicePrimaryCtxReset == NULL)
         return curdi_fail(
             CURD_E_DEVICE_LOST,
@@ -459,7 +460,7 @@ static curd_status mend_broken_context(const curdi_driver *driver,
     curdi_cu_result rc =
         curdi_driver_note(driver->cuDevicePrimaryCtxReset(device->cu_device));
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuDevicePrimaryCtxReset",
+        return curdi_driver_fail((int)rc, "cuDevicePrimaryCtxReset",
                                  "the device's primary context holds a fault"
                                  " and could not be reset; restart the"
                                  " process");
@@ -517,7 +518,7 @@ curd_status curdi_core_open(int ordinal, curdi_cu_device cu_device,
             rc = create_upload_stream(driver, device);
         }
         if (rc != CURDI_CUDA_SUCCESS)
-            status = curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+            status = curdi_driver_fail((int)rc, "cuStreamCreate", NULL);
     }
     if (status != CURD_OK) {
         curdi_core_close(device, true);
@@ -549,7 +550,7 @@ static void reset_if_lost(const curdi_driver *driver, curd_device *device)
     if (!atomic_load(&device->lost) || driver->cuDevicePrimaryCtxReset == NULL
         || !curdi_driver_usable())
         return;
-    curdi_devices_for_ordinal(device->ordinal, count_device, &still_open);
+    curdi_core_devices_for_ordinal(device->ordinal, count_device, &still_open);
     if (still_open != 0)
         return;
     curdi_cu_result rc =

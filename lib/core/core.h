@@ -1,6 +1,6 @@
-/* core.h - the device core: what every room of a curd_device stands on.
+/* core.h - the device core: what every module of a curd_device builds on.
  *
- * core.c owns the part of a curd_device that every room uses and none
+ * core.c owns the part of a curd_device that every module uses and none
  * owns alone: the retained primary context and entering it, the static
  * properties read at open, the upload stream, and the registry of open
  * devices that every public entry point checks its device against (a
@@ -9,9 +9,9 @@
  * others' work the device's next work waits for, and options.c the
  * checks of versioned structs.
  *
- * The rooms above (doc/ARCHITECTURE.md has the order) keep their state
+ * The modules above (doc/ARCHITECTURE.md has the order) keep their state
  * behind one pointer each in struct curd_device, set and cleared by their
- * own curdi_<room>_open / _close, which lib/device.c calls in order. The
+ * own curdi_<module>_open / _close, which lib/device.c calls in order. The
  * core never calls up into them. */
 #ifndef CURD_LIB_CORE_CORE_H
 #define CURD_LIB_CORE_CORE_H
@@ -26,19 +26,19 @@
 #include "driver/cuda_abi.h"
 
 struct curdi_pool;
-struct curdi_fence_room;
-struct curdi_landing_room;
+struct curdi_fence_state;
+struct curdi_landing_state;
 struct curdi_resident_table;
 struct curdi_host_registry;
-struct curdi_upload_marks_room;
-struct curdi_gather_room;
-struct curdi_transfer_room;
-struct curdi_copy_room;
-struct curdi_program_room;
-struct curdi_dispatch_room;
-struct curdi_batch_room;
-struct curdi_session_room;
-struct curdi_comm_room;
+struct curdi_upload_marks_state;
+struct curdi_gather_state;
+struct curdi_transfer_state;
+struct curdi_copy_state;
+struct curdi_program_state;
+struct curdi_dispatch_state;
+struct curdi_batch_state;
+struct curdi_session_state;
+struct curdi_communicator_state;
 
 struct curd_device {
     /* The core (core.c). Fixed after curdi_core_open but for the pools of
@@ -73,14 +73,14 @@ struct curd_device {
     struct curdi_wait *waits;
     size_t wait_capacity;
     atomic_size_t wait_count;
-    /* Statistics-only counters any room found below zero and repaired
+    /* Statistics-only counters any module found below zero and repaired
      * (curd_stats.accounting_repairs). */
     _Atomic uint64_t accounting_repairs;
-    /* A fault lost the context (curdi_device_mark_lost): every entry
+    /* A fault lost the context (curdi_core_device_mark_lost): every entry
      * point but close refuses the device from then on. */
     atomic_bool lost;
 
-    /* The memory room (memory.c): the two pools every room above takes
+    /* The memory module (memory.c): the two pools every module above takes
      * blocks from, and the application's reclaim callback. */
     struct curdi_pool *device_pool;
     struct curdi_pool *pinned_pool;
@@ -88,21 +88,22 @@ struct curd_device {
     curd_reclaim_fn reclaim_fn;
     void *reclaim_context;
 
-    /* One pointer per other room above the core, each that room's own
+    /* One pointer per other module above the core, each that module's own
      * state. */
-    struct curdi_fence_room *fence;         /* core/fence.c */
-    struct curdi_landing_room *landing;        /* landing.c */
+    struct curdi_fence_state *fence;           /* core/fence.c */
+    struct curdi_landing_state *landing;       /* landing.c */
     struct curdi_resident_table *resident;     /* resident.c */
     struct curdi_host_registry *host_registry; /* host_register.c */
-    struct curdi_upload_marks_room *upload_marks; /* transfer/upload_marks.c */
-    struct curdi_gather_room *gather;          /* gather.c */
-    struct curdi_transfer_room *transfer;      /* transfer.c */
-    struct curdi_copy_room *copy;              /* transfer/copy.c */
-    struct curdi_program_room *program;        /* program.c */
-    struct curdi_dispatch_room *dispatch;      /* dispatch.c */
-    struct curdi_batch_room *batch;            /* batch.c */
-    struct curdi_session_room *session;        /* session.c */
-    struct curdi_comm_room *comm;              /* comm/communicator.c */
+    struct curdi_upload_marks_state
+        *upload_marks;                     /* transfer/upload_marks.c */
+    struct curdi_gather_state *gather;     /* gather.c */
+    struct curdi_transfer_state *transfer; /* transfer.c */
+    struct curdi_copy_state *copy;         /* transfer/copy.c */
+    struct curdi_program_state *program;   /* program.c */
+    struct curdi_dispatch_state *dispatch; /* dispatch.c */
+    struct curdi_batch_state *batch;       /* batch.c */
+    struct curdi_session_state *session;   /* session.c */
+    struct curdi_communicator_state *comm; /* comm/communicator.c */
 };
 
 /* ------------------------------------------------------------------------
@@ -141,10 +142,10 @@ bool curdi_core_unregister(const curd_device *device);
  * lost is CURD_E_DEVICE_LOST. Reads the registry only, never
  * *device, so a closed device's freed memory is not touched. Lock-free:
  * a few atomic loads while few devices are open. */
-curd_status curdi_device_check_fully(const curd_device *device,
-                                     const char *what);
+curd_status curdi_core_device_check_fully(const curd_device *device,
+                                          const char *what);
 
-/* The calling thread's last device that passed curdi_device_check_fully,
+/* The calling thread's last device that passed curdi_core_device_check_fully,
  * with curdi_device_closes as it was then. initial-exec, as the pool's
  * thread-locals: an entry point reads it on every call. */
 typedef struct curdi_checked_device {
@@ -156,12 +157,12 @@ extern _Thread_local curdi_checked_device curdi_device_checked
 /* Moves on at every close and in a fork child (core.c). */
 extern atomic_uint curdi_device_closes;
 
-/* Whether the device passes curdi_device_check_fully without a look at
+/* Whether the device passes curdi_core_device_check_fully without a look at
  * the registry: it is the device the thread checked last and no device was
  * closed since (nor the process forked), so it was open then and is open
  * now, and only its fault flag is read. Pool hits take a few tens of
  * nanoseconds, and the registry walk was a tenth of them. */
-static inline bool curdi_device_known(const curd_device *device)
+static inline bool curdi_core_device_known(const curd_device *device)
 {
     return device != NULL && device == curdi_device_checked.device &&
            curdi_device_checked.closes ==
@@ -170,37 +171,37 @@ static inline bool curdi_device_known(const curd_device *device)
            !atomic_load_explicit(&device->lost, memory_order_relaxed);
 }
 
-static inline curd_status curdi_device_check(const curd_device *device,
-                                             const char *what)
+static inline curd_status curdi_core_device_check(const curd_device *device,
+                                                  const char *what)
 {
-    if (__builtin_expect(curdi_device_known(device), true))
+    if (__builtin_expect(curdi_core_device_known(device), true))
         return CURD_OK;
-    return curdi_device_check_fully(device, what);
+    return curdi_core_device_check_fully(device, what);
 }
 
-/* Makes the context of a device that passed curdi_device_check current on
+/* Makes the context of a device that passed curdi_core_device_check current on
  * this thread (CURD_E_INVALID_ARGUMENT for NULL; the driver's state is
  * checked again, since a device stays open across the driver's teardown);
- * pair with curdi_device_leave(). */
-curd_status curdi_device_enter(curd_device *device);
-void curdi_device_leave(curd_device *device);
+ * pair with curdi_core_device_leave(). */
+curd_status curdi_core_device_enter(curd_device *device);
+void curdi_core_device_leave(curd_device *device);
 
 /* A pooled non-blocking stream (never the legacy null stream). Context
  * current. */
-curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out);
-void curdi_stream_release(curd_device *device, curdi_cu_stream stream);
+curd_status curdi_streams_acquire(curd_device *device, curdi_cu_stream *out);
+void curdi_streams_release(curd_device *device, curdi_cu_stream stream);
 /* Destroys a stream left in a state the pool must not hand out again (a
  * capture that could not be ended). Context current. */
-void curdi_stream_discard(curd_device *device, curdi_cu_stream stream);
+void curdi_streams_discard(curd_device *device, curdi_cu_stream stream);
 /* A stream from the idle pool, or a new one, without the waits
- * curdi_stream_acquire orders it after. Context current. */
-curd_status curdi_stream_take(curd_device *device, curdi_cu_stream *out);
+ * curdi_streams_acquire orders it after. Context current. */
+curd_status curdi_streams_take(curd_device *device, curdi_cu_stream *out);
 /* Destroy a stream or an event (nothing once the driver is unusable). */
 struct curdi_driver;
-void curdi_stream_destroy(const struct curdi_driver *driver,
-                          curdi_cu_stream stream);
-void curdi_event_destroy(const struct curdi_driver *driver,
-                         curdi_cu_event event);
+void curdi_streams_destroy(const struct curdi_driver *driver,
+                           curdi_cu_stream stream);
+void curdi_streams_event_destroy(const struct curdi_driver *driver,
+                                 curdi_cu_event event);
 /* Forgets the waits recorded on a stream that leaves the pool. */
 void curdi_waits_forget_stream(curd_device *device, curdi_cu_stream stream);
 /* Destroys the waits' events, at the device's close (context current). */
@@ -210,49 +211,54 @@ void curdi_waits_destroy(const struct curdi_driver *driver,
 /* Makes `stream` wait (cuStreamWaitEvent, no host wait) for the work of
  * others the device was told to wait for and that may not have
  * completed; while there is none this is one atomic load.
- * curdi_stream_acquire calls it for every pooled stream; a room that
+ * curdi_streams_acquire calls it for every pooled stream; a module that
  * enqueues on the upload stream calls it first. `owned`: the stream is
  * curd's (pooled, or the upload stream), so that seeing its later work
- * complete (curdi_stream_passed) ends what it waited on; false for a
+ * complete (curdi_waits_stream_passed) ends what it waited on; false for a
  * caller's. Context current. */
-curd_status curdi_stream_order_after_waits(curd_device *device,
-                                           curdi_cu_stream stream,
-                                           bool owned);
+curd_status curdi_waits_stream_order_after_waits(curd_device *device,
+                                                 curdi_cu_stream stream,
+                                                 bool owned);
 /* The work enqueued on `stream`, a pooled stream, has completed (a fence
  * or an end event seen): the waits recorded on it are over. One atomic
  * load while there are none. */
-void curdi_stream_passed(curd_device *device, curdi_cu_stream stream);
+void curdi_waits_stream_passed(curd_device *device, curdi_cu_stream stream);
 
 /* Checks that `cu_stream`, a stream a caller passed (NULL: the legacy
  * default stream), belongs to the device's context (cuStreamGetCtx):
  * CURD_E_INVALID_ARGUMENT naming `what` when it does not, or when the
  * driver does not know it as a stream. Context current. */
-curd_status curdi_stream_check_foreign(curd_device *device,
-                                       curdi_cu_stream cu_stream,
-                                       const char *what);
+curd_status curdi_waits_stream_check_foreign(curd_device *device,
+                                             curdi_cu_stream cu_stream,
+                                             const char *what);
 
 /* count events (timing disabled), from the idle pool or new. Context
  * current. */
-curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
-                                 unsigned count);
+curd_status curdi_streams_events_acquire(curd_device *device,
+                                         curdi_cu_event *events,
+                                         unsigned count);
 /* Keeps the events for later use (destroys them if it cannot). */
-void curdi_events_release(curd_device *device, const curdi_cu_event *events,
-                          unsigned count);
+void curdi_streams_events_release(curd_device *device,
+                                  const curdi_cu_event *events,
+                                  unsigned count);
 /* The same for events that record time (cuEventElapsedTime). */
-curd_status curdi_events_acquire_timed(curd_device *device,
-                                       curdi_cu_event *events, unsigned count);
-void curdi_events_release_timed(curd_device *device,
-                                const curdi_cu_event *events, unsigned count);
+curd_status curdi_streams_events_acquire_timed(curd_device *device,
+                                               curdi_cu_event *events,
+                                               unsigned count);
+void curdi_streams_events_release_timed(curd_device *device,
+                                        const curdi_cu_event *events,
+                                        unsigned count);
 
 /* Marks the device, and every open device of its ordinal (they share the
  * primary context), lost after a fault that lost the context. */
-void curdi_device_mark_lost(curd_device *device);
+void curdi_core_device_mark_lost(curd_device *device);
 
 /* Calls fn on every open device of the same ordinal (for the last rung of
  * the out-of-memory ladder), with the registry locked so none of them is
  * closed underneath it. */
-void curdi_devices_for_ordinal(int ordinal, void (*fn)(curd_device *, void *),
-                               void *context);
+void curdi_core_devices_for_ordinal(int ordinal,
+                                    void (*fn)(curd_device *, void *),
+                                    void *context);
 
 /* Validates an options struct whose first field is struct_size:
  * struct_size at least min_size, and every byte past known_size zero. */
@@ -262,15 +268,17 @@ curd_status curdi_options_check(const void *options, size_t known_size,
  * type), whose first field is struct_size: not NULL, and struct_size at
  * least min_size (a newer caller's larger struct is fine: only the fields
  * this version knows are written). */
-curd_status curdi_result_struct_check(const void *result, size_t min_size,
-                                      const char *call, const char *param,
-                                      const char *type);
+curd_status curdi_options_result_struct_check(const void *result,
+                                              size_t min_size,
+                                              const char *call,
+                                              const char *param,
+                                              const char *type);
 
 /* Grows the realloc'ed *array of *capacity elements to hold at least
  * `needed` (doubling, from 8); false when it cannot, the array unchanged
- * then. For the rooms' small growable lists. */
-bool curdi_array_reserve(void **array, size_t *capacity, size_t needed,
-                         size_t element_bytes);
+ * then. For the modules' small growable lists. */
+bool curdi_core_array_reserve(void **array, size_t *capacity, size_t needed,
+                              size_t element_bytes);
 
 /* The "Fix: ..." of a failed driver call on a device that was usable. */
 #define CURDI_DRIVER_FIX                                                      \

@@ -18,7 +18,7 @@
 /* Polls between two readings of the clock. */
 #define BEACON_POLLS_PER_CLOCK 64u
 
-struct curdi_fence_room {
+struct curdi_fence_state {
     uint64_t spin_ns; /* fixed once the device is open */
     /* The driver has the entry points the words need. */
     bool writable;
@@ -44,52 +44,53 @@ struct curdi_fence_room {
 curd_status curdi_fence_open(curd_device *device)
 {
     const curdi_driver *driver = curdi_driver_get();
-    struct curdi_fence_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_fence_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's fence state."
                           " Fix: free host memory.");
-    if (pthread_mutex_init(&room->page_lock, NULL) != 0) {
-        free(room);
+    if (pthread_mutex_init(&state->page_lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not initialise the fence state's lock."
                           " Fix: free system resources.");
     }
-    room->writable = driver->cuStreamWriteValue32 != NULL
-                     && driver->cuMemHostGetDevicePointer != NULL;
-    atomic_store(&room->free_words, UINT64_MAX);
-    device->fence = room;
+    state->writable = driver->cuStreamWriteValue32 != NULL
+                      && driver->cuMemHostGetDevicePointer != NULL;
+    atomic_store(&state->free_words, UINT64_MAX);
+    device->fence = state;
     return CURD_OK;
 }
 
 void curdi_fence_close(curd_device *device)
 {
-    struct curdi_fence_room *room;
+    struct curdi_fence_state *state;
     if (device == NULL || device->fence == NULL)
         return;
-    room = device->fence;
+    state = device->fence;
     /* Errors have nowhere to go at close. */
-    if (room->page != NULL && curdi_driver_usable())
-        (void)curdi_driver_note(curdi_driver_get()->cuMemFreeHost(room->page));
-    pthread_mutex_destroy(&room->page_lock);
-    free(room);
+    if (state->page != NULL && curdi_driver_usable())
+        (void)curdi_driver_note(
+            curdi_driver_get()->cuMemFreeHost(state->page));
+    pthread_mutex_destroy(&state->page_lock);
+    free(state);
     device->fence = NULL;
 }
 
 /* The page, made on the first call (context current): false when the
  * driver could not make it, this time (the wait is then the driver's; a
  * later wait tries again). */
-static bool make_page(struct curdi_fence_room *room)
+static bool make_page(struct curdi_fence_state *state)
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result cu_result;
     void *page = NULL;
     curdi_cu_deviceptr device_page = 0;
-    if (atomic_load_explicit(&room->page_ready, memory_order_acquire))
+    if (atomic_load_explicit(&state->page_ready, memory_order_acquire))
         return true;
-    pthread_mutex_lock(&room->page_lock);
-    if (atomic_load_explicit(&room->page_ready, memory_order_relaxed)) {
-        pthread_mutex_unlock(&room->page_lock);
+    pthread_mutex_lock(&state->page_lock);
+    if (atomic_load_explicit(&state->page_ready, memory_order_relaxed)) {
+        pthread_mutex_unlock(&state->page_lock);
         return true;
     }
     cu_result = curdi_driver_note(driver->cuMemHostAlloc(
@@ -102,7 +103,7 @@ static bool make_page(struct curdi_fence_room *room)
             (void)curdi_driver_note(driver->cuMemFreeHost(page));
     }
     if (cu_result != CURDI_CUDA_SUCCESS) {
-        pthread_mutex_unlock(&room->page_lock);
+        pthread_mutex_unlock(&state->page_lock);
         curdi_trace("the fence page could not be made (%u): this wait is "
                     "cuStreamSynchronize",
                     cu_result);
@@ -111,22 +112,22 @@ static bool make_page(struct curdi_fence_room *room)
     /* Zero is no word's first value (values start at 1). No stream can
      * write the page before page_ready publishes it. */
     memset(page, 0, BEACON_PAGE_BYTES);
-    room->page = page;
-    room->device_page = device_page;
-    atomic_store_explicit(&room->page_ready, true, memory_order_release);
-    pthread_mutex_unlock(&room->page_lock);
+    state->page = page;
+    state->device_page = device_page;
+    atomic_store_explicit(&state->page_ready, true, memory_order_release);
+    pthread_mutex_unlock(&state->page_lock);
     return true;
 }
 
 /* A free word, taken; CURDI_BEACON_WORDS when none is free. */
-static unsigned take_word(struct curdi_fence_room *room)
+static unsigned take_word(struct curdi_fence_state *state)
 {
-    uint64_t free_words = atomic_load_explicit(&room->free_words,
-                                               memory_order_relaxed);
+    uint64_t free_words =
+        atomic_load_explicit(&state->free_words, memory_order_relaxed);
     while (free_words != 0) {
         unsigned word = (unsigned)__builtin_ctzll(free_words);
         if (atomic_compare_exchange_weak_explicit(
-                &room->free_words, &free_words,
+                &state->free_words, &free_words,
                 free_words & ~((uint64_t)1 << word), memory_order_acquire,
                 memory_order_relaxed))
             return word;
@@ -134,11 +135,11 @@ static unsigned take_word(struct curdi_fence_room *room)
     return CURDI_BEACON_WORDS;
 }
 
-static void give_word(struct curdi_fence_room *room, unsigned word)
+static void give_word(struct curdi_fence_state *state, unsigned word)
 {
     CURDI_ASSERT(word < CURDI_BEACON_WORDS);
     uint64_t before = atomic_fetch_or_explicit(
-        &room->free_words, (uint64_t)1 << word, memory_order_release);
+        &state->free_words, (uint64_t)1 << word, memory_order_release);
     /* A word is given back once, by whoever took it. */
     CURDI_ASSERT((before & ((uint64_t)1 << word)) == 0);
     (void)before;
@@ -173,27 +174,27 @@ static bool poll_words(const uint32_t *words, unsigned count, uint32_t value,
  * once seen; NOT_READY when the poll ran out or the driver does not
  * support the write (the caller then waits in the driver); the driver's
  * error when it refused the write otherwise. */
-static curdi_cu_result wait_on_word(struct curdi_fence_room *room,
+static curdi_cu_result wait_on_word(struct curdi_fence_state *state,
                                     unsigned word, curdi_cu_stream stream,
                                     uint64_t spin_ns)
 {
     const size_t offset = (size_t)word * BEACON_LINE_BYTES;
-    uint32_t value = room->values[word] + 1u;
+    uint32_t value = state->values[word] + 1u;
     curdi_cu_result cu_result;
     /* A value of 0 could be a fresh word's: skip it when the count wraps. */
     if (value == 0)
         value = 1;
-    room->values[word] = value;
+    state->values[word] = value;
     cu_result = curdi_driver_note(curdi_driver_get()->cuStreamWriteValue32(
-        stream, room->device_page + offset, value,
+        stream, state->device_page + offset, value,
         CURDI_CU_STREAM_WRITE_VALUE_DEFAULT));
     if (cu_result == CURDI_CUDA_SUCCESS)
-        return poll_words((const uint32_t *)(room->page + offset), 1u, value,
+        return poll_words((const uint32_t *)(state->page + offset), 1u, value,
                           spin_ns)
                    ? CURDI_CUDA_SUCCESS
                    : CURDI_CUDA_ERROR_NOT_READY;
     if (cu_result == CURDI_CUDA_ERROR_NOT_SUPPORTED) {
-        if (!atomic_exchange(&room->unsupported, true))
+        if (!atomic_exchange(&state->unsupported, true))
             curdi_trace("cuStreamWriteValue32 is not supported here: "
                         "transfers wait in cuStreamSynchronize");
         return CURDI_CUDA_ERROR_NOT_READY;
@@ -213,7 +214,7 @@ static curdi_cu_result fence_passed(curd_device *device,
                                     curdi_cu_result cu_result)
 {
     if (cu_result == CURDI_CUDA_SUCCESS)
-        curdi_stream_passed(device, stream);
+        curdi_waits_stream_passed(device, stream);
     return cu_result;
 }
 
@@ -231,20 +232,20 @@ curdi_cu_result curdi_fence_sync(curd_device *device, curdi_cu_stream stream,
 curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
                                   const char **out_call)
 {
-    struct curdi_fence_room *room = device->fence;
-    uint64_t spin_ns = room->spin_ns;
-    if (spin_ns > 0 && room->writable
-        && !atomic_load_explicit(&room->unsupported, memory_order_relaxed)
-        && make_page(room)) {
-        unsigned word = take_word(room);
+    struct curdi_fence_state *state = device->fence;
+    uint64_t spin_ns = state->spin_ns;
+    if (spin_ns > 0 && state->writable
+        && !atomic_load_explicit(&state->unsupported, memory_order_relaxed)
+        && make_page(state)) {
+        unsigned word = take_word(state);
         if (word < CURDI_BEACON_WORDS) {
             curdi_cu_result cu_result =
-                wait_on_word(room, word, stream, spin_ns);
-            give_word(room, word);
+                wait_on_word(state, word, stream, spin_ns);
+            give_word(state, word);
             if (cu_result != CURDI_CUDA_ERROR_NOT_READY) {
                 *out_call = "cuStreamWriteValue32";
                 if (cu_result == CURDI_CUDA_SUCCESS)
-                    atomic_fetch_add_explicit(&room->seen, 1u,
+                    atomic_fetch_add_explicit(&state->seen, 1u,
                                               memory_order_relaxed);
                 return fence_passed(device, stream, cu_result);
             }
@@ -256,24 +257,24 @@ curdi_cu_result curdi_fence_wait(curd_device *device, curdi_cu_stream stream,
 bool curdi_fence_signal_seen(curd_device *device, curdi_cu_stream stream,
                              const uint32_t *words, unsigned count)
 {
-    struct curdi_fence_room *room = device->fence;
-    if (room->spin_ns == 0 || !poll_words(words, count, 1u, room->spin_ns))
+    struct curdi_fence_state *state = device->fence;
+    if (state->spin_ns == 0 || !poll_words(words, count, 1u, state->spin_ns))
         return false;
-    atomic_fetch_add_explicit(&room->seen, 1u, memory_order_relaxed);
+    atomic_fetch_add_explicit(&state->seen, 1u, memory_order_relaxed);
     (void)fence_passed(device, stream, CURDI_CUDA_SUCCESS);
     return true;
 }
 
 bool curdi_fence_available(const curd_device *device)
 {
-    const struct curdi_fence_room *room = device->fence;
-    return room->writable && !atomic_load(&room->unsupported);
+    const struct curdi_fence_state *state = device->fence;
+    return state->writable && !atomic_load(&state->unsupported);
 }
 
 void curdi_fence_counts(const curd_device *device, uint64_t *out_seen,
                          uint64_t *out_synced)
 {
-    struct curdi_fence_room *room = device->fence;
-    *out_seen = atomic_load(&room->seen);
-    *out_synced = atomic_load(&room->synced);
+    struct curdi_fence_state *state = device->fence;
+    *out_seen = atomic_load(&state->seen);
+    *out_synced = atomic_load(&state->synced);
 }

@@ -1,4 +1,4 @@
-/* fence.h - the fence room: words of page-locked host memory that a
+/* fence.h - the fence module: words of page-locked host memory that a
  * stream's work writes when it reaches them, so that a thread waiting for
  * a short piece of work sees its end with a load instead of a driver
  * wait.
@@ -10,7 +10,7 @@
  * cuStreamWriteValue32 behind it and a poll of the word, 6.62 and
  * 7.21 us (64 KiB: 8.60 against 7.84, 9.23 against 8.74).
  *
- * The room owns one page (made at the first wait), mapped for the
+ * The module owns one page (made at the first wait), mapped for the
  * device, of CURDI_BEACON_WORDS words, each on a cache line of its own,
  * and hands them out one per wait: a waiter takes a free word, asks its
  * stream to write the word's next value behind the work enqueued so far
@@ -41,7 +41,7 @@ struct curd_device;
 /* Words on one page, one per 64-byte line. */
 #define CURDI_BEACON_WORDS 64u
 
-/* Creates the room; no driver call: the page is made by the first wait
+/* Creates the module; no driver call: the page is made by the first wait
  * that polls, so a device that never waits holds none (and a close after
  * the driver's teardown, which makes no driver call, leaves none behind).
  * A page that cannot be made leaves that wait to the driver; a later one
@@ -53,7 +53,7 @@ void curdi_fence_close(struct curd_device *device);
 
 /* How long a wait polls its word, in nanoseconds (0: waits are the
  * driver's alone); set once as the device opens, before any wait (the
- * transfer room sets it from the device's tuning, CURD_FENCE_SPIN_US). */
+ * transfer module sets it from the device's tuning, CURD_FENCE_SPIN_US). */
 void curdi_fence_set_spin(struct curd_device *device, uint64_t spin_ns);
 
 /* Waits for the work enqueued on `stream` so far (context current), as
@@ -70,7 +70,7 @@ curdi_cu_result curdi_fence_wait(struct curd_device *device,
  * caller cleared them before enqueueing it: curd_gather's signal,
  * lib/transfer/gather.h), is seen done by polling those words for up to
  * spin_ns; no driver call, so no context needed. False: the caller waits
- * with curdi_fence_sync. The stream needs no word of the room's, nor the
+ * with curdi_fence_sync. The stream needs no word of the module's, nor the
  * driver call that asks for it: on the H100 of doc/PERFORMANCE.md a graph
  * that ends in such a kernel returns 0.6 to 1.0 us sooner than one that
  * the stream's word follows. */

@@ -1,6 +1,6 @@
 /* options.c - the checks of the versioned structs a caller passes in and
  * gets filled in (struct_size first): curdi_options_check and
- * curdi_result_struct_check. Declared in core.h. */
+ * curdi_options_result_struct_check. Declared in core.h. */
 #include "core/core.h"
 
 #include <stddef.h>
@@ -50,9 +50,11 @@ curd_status curdi_options_check(const void *options, size_t known_size,
     return CURD_OK;
 }
 
-curd_status curdi_result_struct_check(const void *result, size_t min_size,
-                                      const char *call, const char *param,
-                                      const char *type)
+curd_status curdi_options_result_struct_check(const void *result,
+                                              size_t min_size,
+                                              const char *call,
+                                              const char *param,
+                                              const char *type)
 {
     if (result == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,

@@ -24,7 +24,7 @@
  * (curdi_pending_take_slot), when the map may have to grow and a failure
  * is still the owner's to report; publishing the pending, once the work
  * is enqueued, fills that slot and cannot fail. live_reserved counts the
- * slots taken and not yet filled or given back: the map always has room
+ * slots taken and not yet filled or given back: the map always has space
  * for that many inserts without growing (curdi_hash_map_reserve), and
  * nothing shrinks it. One short lock: a dispatch or a batch run handed
  * out takes it three times (take, publish, release). */
@@ -124,7 +124,7 @@ void curdi_pending_init(curd_pending *pending, curd_device *device,
 curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
                                       const char *call)
 {
-    curd_status status = curdi_fail_driver(
+    curd_status status = curdi_driver_fail(
         (int)rc, call,
         curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST
             ? "a kernel or a copy faulted and the device's context is"
@@ -132,7 +132,7 @@ curd_status curdi_pending_fail_driver(curd_device *device, curdi_cu_result rc,
               " under compute-sanitizer to find the fault"
             : CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
-        curdi_device_mark_lost(device);
+        curdi_core_device_mark_lost(device);
     return status;
 }
 
@@ -141,7 +141,7 @@ curd_status curdi_pending_use_stream(curd_pending *pending, void *cu_stream,
 {
     if (cu_stream == NULL)
         return CURD_OK;
-    curd_status status = curdi_stream_check_foreign(
+    curd_status status = curdi_waits_stream_check_foreign(
         pending->device, (curdi_cu_stream)cu_stream, what);
     if (status != CURD_OK)
         return status;
@@ -169,21 +169,19 @@ curd_status curdi_pending_acquire(curd_pending *pending)
 {
     curd_status status;
     if (pending->caller_stream != NULL) {
-        status = curdi_stream_order_after_waits(pending->device,
-                                                pending->caller_stream, false);
+        status = curdi_waits_stream_order_after_waits(
+            pending->device, pending->caller_stream, false);
         if (status == CURD_OK)
             pending->stream = pending->caller_stream;
     } else {
-        status = curdi_stream_acquire(pending->device, &pending->stream);
+        status = curdi_streams_acquire(pending->device, &pending->stream);
     }
     if (status != CURD_OK || !has_end_event(pending))
         return status;
-    status = pending->timed
-                 ? curdi_events_acquire_timed(pending->device,
-                                              pending->events,
-                                              event_count(pending))
-                 : curdi_events_acquire(pending->device, &pending->events[1],
-                                        1);
+    status = pending->timed ? curdi_streams_events_acquire_timed(
+                 pending->device, pending->events, event_count(pending))
+                            : curdi_streams_events_acquire(
+                                pending->device, &pending->events[1], 1);
     if (status == CURD_OK)
         pending->events_taken = true;
     return status;
@@ -236,19 +234,19 @@ void curdi_pending_release(curd_pending *pending)
     bool timed = pending->timed;
     unpublish(pending);
     if (!pending->completed && stream != NULL
-        && curdi_device_enter(device) == CURD_OK) {
+        && curdi_core_device_enter(device) == CURD_OK) {
         curdi_pending_drain(pending);
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
     }
     bool pooled = pending->caller_stream == NULL;
     pending->ops->release(pending); /* may free it */
     if (taken != 0 && timed)
-        curdi_events_release_timed(device, events, taken);
+        curdi_streams_events_release_timed(device, events, taken);
     else if (taken != 0)
-        curdi_events_release(device, &events[1], 1);
+        curdi_streams_events_release(device, &events[1], 1);
     /* The caller's stream stays the caller's. */
     if (stream != NULL && pooled)
-        curdi_stream_release(device, stream);
+        curdi_streams_release(device, stream);
 }
 
 /* The work completed: the times, then the owner's completion. */
@@ -296,11 +294,11 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         finish_complete(pending, wait_start, copy_out);
         return CURD_OK;
     }
-    curd_status status = curdi_device_enter(device);
+    curd_status status = curdi_core_device_enter(device);
     if (status != CURD_OK) {
         /* Entering reported a context the device did not survive. */
         if (status == CURD_E_DEVICE_LOST)
-            curdi_device_mark_lost(device);
+            curdi_core_device_mark_lost(device);
         return status;
     }
     const curdi_driver *driver = curdi_driver_get();
@@ -317,12 +315,12 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         rc = curdi_fence_wait(device, pending->stream, &call);
     if (rc != CURDI_CUDA_SUCCESS) {
         status = curdi_pending_fail_driver(device, rc, call);
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
         return status;
     }
     /* The fence says so itself. */
     if (has_end_event(pending))
-        curdi_stream_passed(device, pending->stream);
+        curdi_waits_stream_passed(device, pending->stream);
     if (pending->timed && pending->split) {
         pending->staging_ns = elapsed_ns(driver, pending->events[0],
                                          pending->events[2]);
@@ -334,7 +332,7 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out)
         pending->device_ns = elapsed_ns(driver, pending->events[0],
                                         pending->events[1]);
     }
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     finish_complete(pending, wait_start, copy_out);
     return CURD_OK;
 }
@@ -375,7 +373,7 @@ static curd_status check_pending(const curd_pending *pending, const char *what)
                           " it. Fix: use a curd_pending between the call that"
                           " returned it and its curd_pending_free().",
                           what, (const void *)pending);
-    return curdi_device_check(pending->device, what);
+    return curdi_core_device_check(pending->device, what);
 }
 
 CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
@@ -395,12 +393,12 @@ CURD_API curd_status curd_pending_ready(curd_pending *pending, int *out_ready)
     }
     if (pending->ops->ready != NULL)
         return pending->ops->ready(pending, out_ready);
-    status = curdi_device_enter(pending->device);
+    status = curdi_core_device_enter(pending->device);
     if (status != CURD_OK)
         return status;
     curdi_cu_result rc = curdi_driver_note(
         curdi_driver_get()->cuEventQuery(pending->events[1]));
-    curdi_device_leave(pending->device);
+    curdi_core_device_leave(pending->device);
     if (rc == CURDI_CUDA_SUCCESS || rc == CURDI_CUDA_ERROR_NOT_READY) {
         *out_ready = rc == CURDI_CUDA_SUCCESS;
         return CURD_OK;
@@ -415,8 +413,8 @@ CURD_API curd_status curd_pending_wait(curd_pending *pending,
     const char *what = "curd_pending_wait";
     curd_status status = check_pending(pending, what);
     if (status == CURD_OK && timing != NULL)
-        status = curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
-                                           what, "timing", "curd_timing");
+        status = curdi_options_result_struct_check(
+            timing, CURDI_TIMING_SIZE_1_0, what, "timing", "curd_timing");
     if (status != CURD_OK)
         return status;
     if (pending->waited)
@@ -461,11 +459,11 @@ CURD_API curd_status curd_pending_stream_wait(curd_pending *pending,
     if (status != CURD_OK)
         return status;
     curd_device *device = pending->device;
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     curdi_cu_stream stream = (curdi_cu_stream)cu_stream;
-    status = curdi_stream_check_foreign(device, stream, what);
+    status = curdi_waits_stream_check_foreign(device, stream, what);
     if (status == CURD_OK) {
         curdi_cu_result rc = curdi_driver_note(
             curdi_driver_get()->cuStreamWaitEvent(stream, pending->events[1],
@@ -474,7 +472,7 @@ CURD_API curd_status curd_pending_stream_wait(curd_pending *pending,
             status = curdi_pending_fail_driver(device, rc,
                                                "cuStreamWaitEvent");
     }
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 

@@ -1,4 +1,4 @@
-/* pending.h - the pending room: work enqueued on one pooled stream and
+/* pending.h - the pending module: work enqueued on one pooled stream and
  * fenced by one timed event, as a public curd_pending.
  *
  * A dispatch (lib/launch/dispatch.c), a batch run (lib/launch/batch.c)
@@ -6,12 +6,12 @@
  * way: a start event, their work, an end event on one stream;
  * then the caller asks whether it is done, waits for it (the end event,
  * never the stream), has outputs copied into its memory and reads the
- * timing; or frees it. This room owns that shared part; each owner embeds
+ * timing; or frees it. This module owns that shared part; each owner embeds
  * a curd_pending first in its own struct and gives two operations: what to
  * do once the work is complete (copy outputs, count), and how to give back
  * what it holds.
  *
- * It stands in core/, below every room that hands one out, since it
+ * It stands in core/, below every module that hands one out, since it
  * needs only the core, the fence and the driver.
  *
  * A pending belongs to one thread at a time (curd.h). */

@@ -12,7 +12,7 @@
 /* ------------------------------------------------------------------------
  * Streams
  * ---------------------------------------------------------------------- */
-curd_status curdi_stream_take(curd_device *device, curdi_cu_stream *out)
+curd_status curdi_streams_take(curd_device *device, curdi_cu_stream *out)
 {
     pthread_mutex_lock(&device->pool_lock);
     if (device->idle_stream_count > 0) {
@@ -27,27 +27,27 @@ curd_status curdi_stream_take(curd_device *device, curdi_cu_stream *out)
     curdi_cu_result rc =
         driver->cuStreamCreate(&stream, CURDI_CU_STREAM_NON_BLOCKING);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)rc, "cuStreamCreate", NULL);
+        return curdi_driver_fail((int)rc, "cuStreamCreate", NULL);
     *out = stream;
     return CURD_OK;
 }
 
-curd_status curdi_stream_acquire(curd_device *device, curdi_cu_stream *out)
+curd_status curdi_streams_acquire(curd_device *device, curdi_cu_stream *out)
 {
     curdi_cu_stream stream = NULL;
-    curd_status status = curdi_stream_take(device, &stream);
+    curd_status status = curdi_streams_take(device, &stream);
     if (status != CURD_OK)
         return status;
-    status = curdi_stream_order_after_waits(device, stream, true);
+    status = curdi_waits_stream_order_after_waits(device, stream, true);
     if (status != CURD_OK) {
-        curdi_stream_release(device, stream);
+        curdi_streams_release(device, stream);
         return status;
     }
     *out = stream;
     return CURD_OK;
 }
 
-void curdi_stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
+void curdi_streams_destroy(const curdi_driver *driver, curdi_cu_stream stream)
 {
     if (!curdi_driver_usable())
         return;
@@ -56,15 +56,15 @@ void curdi_stream_destroy(const curdi_driver *driver, curdi_cu_stream stream)
         curdi_trace("cuStreamDestroy failed with %u", rc);
 }
 
-void curdi_stream_discard(curd_device *device, curdi_cu_stream stream)
+void curdi_streams_discard(curd_device *device, curdi_cu_stream stream)
 {
     if (stream == NULL)
         return;
     curdi_waits_forget_stream(device, stream);
-    curdi_stream_destroy(curdi_driver_get(), stream);
+    curdi_streams_destroy(curdi_driver_get(), stream);
 }
 
-void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
+void curdi_streams_release(curd_device *device, curdi_cu_stream stream)
 {
     if (stream == NULL)
         return;
@@ -78,11 +78,11 @@ void curdi_stream_release(curd_device *device, curdi_cu_stream stream)
                 ? NULL
                 : realloc(device->idle_streams, capacity * sizeof *grown);
         if (grown == NULL) {
-            /* No room to cache it: destroy it instead (the caller holds the
+            /* No space to cache it: destroy it instead (the caller holds the
              * context, as for every stream call). */
             pthread_mutex_unlock(&device->pool_lock);
             curdi_waits_forget_stream(device, stream);
-            curdi_stream_destroy(curdi_driver_get(), stream);
+            curdi_streams_destroy(curdi_driver_get(), stream);
             return;
         }
         device->idle_streams = grown;
@@ -133,7 +133,7 @@ static curd_status events_acquire(curd_device *device, bool timed,
         curdi_cu_result cu_result = curdi_driver_note(
             driver->cuEventCreate(&events[taken], list.flags));
         if (cu_result != CURDI_CUDA_SUCCESS) {
-            curd_status status = curdi_fail_driver(
+            curd_status status = curdi_driver_fail(
                 (int)cu_result, "cuEventCreate",
                 "check that the device is still usable (nvidia-smi)");
             events_release(device, timed, events, taken);
@@ -143,19 +143,22 @@ static curd_status events_acquire(curd_device *device, bool timed,
     return CURD_OK;
 }
 
-curd_status curdi_events_acquire(curd_device *device, curdi_cu_event *events,
-                                 unsigned count)
+curd_status curdi_streams_events_acquire(curd_device *device,
+                                         curdi_cu_event *events,
+                                         unsigned count)
 {
     return events_acquire(device, false, events, count);
 }
 
-curd_status curdi_events_acquire_timed(curd_device *device,
-                                       curdi_cu_event *events, unsigned count)
+curd_status curdi_streams_events_acquire_timed(curd_device *device,
+                                               curdi_cu_event *events,
+                                               unsigned count)
 {
     return events_acquire(device, true, events, count);
 }
 
-void curdi_event_destroy(const curdi_driver *driver, curdi_cu_event event)
+void curdi_streams_event_destroy(const curdi_driver *driver,
+                                 curdi_cu_event event)
 {
     if (curdi_driver_usable())
         (void)curdi_driver_note(driver->cuEventDestroy(event));
@@ -167,25 +170,26 @@ static void events_release(curd_device *device, bool timed,
     event_list list = events_of(device, timed);
     unsigned kept = 0;
     pthread_mutex_lock(&device->pool_lock);
-    if (curdi_array_reserve((void **)list.events, list.capacity,
-                            *list.count + count, sizeof *events)) {
+    if (curdi_core_array_reserve((void **)list.events, list.capacity,
+                                 *list.count + count, sizeof *events)) {
         for (; kept < count; kept++)
             (*list.events)[(*list.count)++] = events[kept];
     }
     pthread_mutex_unlock(&device->pool_lock);
-    /* No room to keep them: destroy them instead. */
+    /* No space to keep them: destroy them instead. */
     for (unsigned index = kept; index < count; index++)
-        curdi_event_destroy(curdi_driver_get(), events[index]);
+        curdi_streams_event_destroy(curdi_driver_get(), events[index]);
 }
 
-void curdi_events_release(curd_device *device, const curdi_cu_event *events,
-                          unsigned count)
+void curdi_streams_events_release(curd_device *device,
+                                  const curdi_cu_event *events, unsigned count)
 {
     events_release(device, false, events, count);
 }
 
-void curdi_events_release_timed(curd_device *device,
-                                const curdi_cu_event *events, unsigned count)
+void curdi_streams_events_release_timed(curd_device *device,
+                                        const curdi_cu_event *events,
+                                        unsigned count)
 {
     events_release(device, true, events, count);
 }

@@ -1,6 +1,6 @@
 /* waits.c - others' work that curd's next work waits for: the events a
  * caller hands curd_device_wait_event and curd_device_wait_stream, which
- * every stream curd enqueues on is ordered after (curdi_stream_order_after_waits)
+ * every stream curd enqueues on is ordered after (curdi_waits_stream_order_after_waits)
  * until curd sees them pass, and the check that a caller's stream belongs
  * to the device. Declared in core.h. */
 #include "core/core.h"
@@ -18,9 +18,9 @@
 static curd_status fail_on_device(curd_device *device, curdi_cu_result rc,
                                   const char *call)
 {
-    curd_status status = curdi_fail_driver((int)rc, call, CURDI_DRIVER_FIX);
+    curd_status status = curdi_driver_fail((int)rc, call, CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
-        curdi_device_mark_lost(device);
+        curdi_core_device_mark_lost(device);
     return status;
 }
 
@@ -38,7 +38,7 @@ static curd_status fail_on_device(curd_device *device, curdi_cu_result rc,
  * recorded on itself, which its order already puts behind it (the pool
  * hands out the stream released last first, so the work right after a
  * wait on an event goes on the stream that took it). An entry is dropped
- * when curd sees that stream's later work complete (curdi_stream_passed,
+ * when curd sees that stream's later work complete (curdi_waits_stream_passed,
  * from the fences and end events), or, once the list is longer than
  * WAITS_QUERIED, when a query finds it complete. */
 typedef struct curdi_wait {
@@ -51,14 +51,14 @@ typedef struct curdi_wait {
 /* Drops entry index (under waits_lock): its event goes back to the pool. */
 static size_t waits_drop(curd_device *device, size_t index, size_t count)
 {
-    curdi_events_release(device, &device->waits[index].event, 1);
+    curdi_streams_events_release(device, &device->waits[index].event, 1);
     device->waits[index] = device->waits[count - 1u];
     return count - 1u;
 }
 
-curd_status curdi_stream_order_after_waits(curd_device *device,
-                                           curdi_cu_stream stream,
-                                           bool owned)
+curd_status curdi_waits_stream_order_after_waits(curd_device *device,
+                                                 curdi_cu_stream stream,
+                                                 bool owned)
 {
     if (atomic_load_explicit(&device->wait_count, memory_order_acquire) == 0)
         return CURD_OK;
@@ -102,7 +102,7 @@ curd_status curdi_stream_order_after_waits(curd_device *device,
     return status;
 }
 
-void curdi_stream_passed(curd_device *device, curdi_cu_stream stream)
+void curdi_waits_stream_passed(curd_device *device, curdi_cu_stream stream)
 {
     if (atomic_load_explicit(&device->wait_count, memory_order_acquire) == 0)
         return;
@@ -124,7 +124,7 @@ void curdi_waits_destroy(const curdi_driver *driver, curd_device *device)
 {
     size_t waits = atomic_load(&device->wait_count);
     for (size_t i = 0; i < waits; i++)
-        curdi_event_destroy(driver, device->waits[i].event);
+        curdi_streams_event_destroy(driver, device->waits[i].event);
     atomic_store(&device->wait_count, 0);
 }
 
@@ -148,18 +148,18 @@ static curd_status waits_add(curd_device *device, curdi_cu_event event,
     pthread_mutex_lock(&device->waits_lock);
     size_t count = atomic_load_explicit(&device->wait_count,
                                         memory_order_relaxed);
-    bool room = curdi_array_reserve((void **)&device->waits,
-                                    &device->wait_capacity, count + 1u,
-                                    sizeof *device->waits);
-    if (room) {
+    bool reserved = curdi_core_array_reserve(
+        (void **)&device->waits, &device->wait_capacity, count + 1u,
+        sizeof *device->waits);
+    if (reserved) {
         device->waits[count] = (curdi_wait){.event = event, .stream = stream};
         atomic_store_explicit(&device->wait_count, count + 1u,
                               memory_order_release);
     }
     pthread_mutex_unlock(&device->waits_lock);
-    if (room)
+    if (reserved)
         return CURD_OK;
-    curdi_events_release(device, &event, 1);
+    curdi_streams_events_release(device, &event, 1);
     return curdi_fail(CURD_E_OUT_OF_MEMORY,
                       "%s: no host memory for one more entry in the list of"
                       " work to wait for; nothing will wait. Fix: free host"
@@ -167,9 +167,9 @@ static curd_status waits_add(curd_device *device, curdi_cu_event event,
                       what);
 }
 
-curd_status curdi_stream_check_foreign(curd_device *device,
-                                       curdi_cu_stream cu_stream,
-                                       const char *what)
+curd_status curdi_waits_stream_check_foreign(curd_device *device,
+                                             curdi_cu_stream cu_stream,
+                                             const char *what)
 {
     curdi_cu_context context = NULL;
     curdi_cu_result rc = curdi_driver_note(
@@ -188,7 +188,7 @@ curd_status curdi_stream_check_foreign(curd_device *device,
                           device->ordinal);
     if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST)
         return fail_on_device(device, rc, "cuStreamGetCtx");
-    return curdi_fail_driver((int)rc, "cuStreamGetCtx",
+    return curdi_driver_fail((int)rc, "cuStreamGetCtx",
                              "pass a live CUstream (a cudaStream_t is one)"
                              " of the device's primary context, not a"
                              " destroyed one or another handle");
@@ -198,17 +198,17 @@ CURD_API curd_status curd_device_wait_stream(curd_device *device,
                                              void *cu_stream)
 {
     const char *what = "curd_device_wait_stream";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     curdi_cu_stream stream = (curdi_cu_stream)cu_stream;
     curdi_cu_event event = NULL;
-    status = curdi_stream_check_foreign(device, stream, what);
+    status = curdi_waits_stream_check_foreign(device, stream, what);
     if (status == CURD_OK)
-        status = curdi_events_acquire(device, &event, 1);
+        status = curdi_streams_events_acquire(device, &event, 1);
     if (status == CURD_OK) {
         /* An event of curd's own, since the caller's stream goes on: it
          * marks the stream's work so far and nothing after. */
@@ -217,11 +217,11 @@ CURD_API curd_status curd_device_wait_stream(curd_device *device,
         if (rc == CURDI_CUDA_SUCCESS) {
             status = waits_add(device, event, NULL, what);
         } else {
-            curdi_events_release(device, &event, 1);
+            curdi_streams_events_release(device, &event, 1);
             status = fail_on_device(device, rc, "cuEventRecord");
         }
     }
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
@@ -232,7 +232,7 @@ static curd_status event_failure(curd_device *device, curdi_cu_result rc,
 {
     if (curdi_driver_status_of(rc) == CURD_E_DEVICE_LOST)
         return fail_on_device(device, rc, call);
-    return curdi_fail_driver((int)rc, call,
+    return curdi_driver_fail((int)rc, call,
                              "pass a live CUevent (a cudaEvent_t is one),"
                              " not a destroyed one or another handle");
 }
@@ -241,7 +241,7 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
                                             void *cu_event)
 {
     const char *what = "curd_device_wait_event";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (cu_event == NULL)
@@ -249,7 +249,7 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
                           "%s: cu_event is NULL. Fix: pass a CUevent (a"
                           " cudaEvent_t is one) that has been recorded.",
                           what);
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     const curdi_driver *driver = curdi_driver_get();
@@ -260,9 +260,9 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
      * wait in it, which orders nothing that curd would not order anyway. */
     curdi_cu_stream stream = NULL;
     curdi_cu_event ours = NULL;
-    status = curdi_stream_take(device, &stream);
+    status = curdi_streams_take(device, &stream);
     if (status == CURD_OK)
-        status = curdi_events_acquire(device, &ours, 1);
+        status = curdi_streams_events_acquire(device, &ours, 1);
     if (status == CURD_OK) {
         curdi_cu_result rc =
             curdi_driver_note(driver->cuStreamWaitEvent(stream, theirs, 0));
@@ -276,10 +276,10 @@ CURD_API curd_status curd_device_wait_event(curd_device *device,
         if (status == CURD_OK)
             status = waits_add(device, ours, stream, what);
         else
-            curdi_events_release(device, &ours, 1);
+            curdi_streams_events_release(device, &ours, 1);
     }
     if (stream != NULL)
-        curdi_stream_release(device, stream);
-    curdi_device_leave(device);
+        curdi_streams_release(device, stream);
+    curdi_core_device_leave(device);
     return status;
 }

@@ -52,8 +52,9 @@ static void on_fork_child(void)
 }
 
 CURDI_PRINTF(3, 4)
-static void set_load_failure(curd_status status, curdi_cu_result cu_result,
-                             const char *format, ...)
+static void driver_set_load_failure(curd_status status,
+                                    curdi_cu_result cu_result,
+                                    const char *format, ...)
 {
     va_list args;
     va_start(args, format);
@@ -95,7 +96,7 @@ static void *resolve(curdi_pfn_cuGetProcAddress_v2 get_v2,
  * (and tests/test-cuda-abi.c checks against cuda.h). */
 #define CURDI_AS_FN(type, pointer) ((type)(uintptr_t)(pointer))
 
-static void load_once_body(void)
+static void driver_load_once_body(void)
 {
     const char *override = secure_getenv("CURD_LIBCUDA");
     const char *path = override != NULL && override[0] != '\0'
@@ -108,65 +109,69 @@ static void load_once_body(void)
         /* The caller named the library: what is wrong is that path, not
          * the system's driver, and dlopen's own words say why. */
         const char *why = dlerror();
-        set_load_failure(CURD_E_NO_DRIVER, 0,
-                         "CURD_LIBCUDA is set to %s, which cannot be loaded"
-                         " (%s), so no GPU can be used. Fix: set CURD_LIBCUDA"
-                         " to the full path of a libcuda.so.1 that exists"
-                         " and loads, or unset it to load the system's"
-                         " libcuda.so.1; where the system has none, %s.",
-                         path, why != NULL ? why : "no reason given",
-                         CURDI_DRIVER_PACKAGE_HINT);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, 0,
+            "CURD_LIBCUDA is set to %s, which cannot be loaded"
+            " (%s), so no GPU can be used. Fix: set CURD_LIBCUDA"
+            " to the full path of a libcuda.so.1 that exists"
+            " and loads, or unset it to load the system's"
+            " libcuda.so.1; where the system has none, %s.",
+            path, why != NULL ? why : "no reason given",
+            CURDI_DRIVER_PACKAGE_HINT);
         return;
     }
     if (libcuda == NULL) {
         const char *why = dlerror();
-        set_load_failure(CURD_E_NO_DRIVER, 0,
-                         "The CUDA driver library %s could not be loaded "
-                         "(%s), so no GPU can be used. Fix: %s.",
-                         path, why != NULL ? why : "no reason given",
-                         CURDI_DRIVER_PACKAGE_HINT);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, 0,
+            "The CUDA driver library %s could not be loaded "
+            "(%s), so no GPU can be used. Fix: %s.",
+            path, why != NULL ? why : "no reason given",
+            CURDI_DRIVER_PACKAGE_HINT);
         return;
     }
 
     curdi_pfn_cuDriverGetVersion get_version = CURDI_AS_FN(
         curdi_pfn_cuDriverGetVersion, dlsym(libcuda, "cuDriverGetVersion"));
     if (get_version == NULL) {
-        set_load_failure(CURD_E_NO_DRIVER, 0,
-                         "%s was loaded but does not export "
-                         "cuDriverGetVersion, so it is not a CUDA driver "
-                         "library. Fix: %s.",
-                         path, CURDI_DRIVER_PACKAGE_HINT);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, 0,
+            "%s was loaded but does not export "
+            "cuDriverGetVersion, so it is not a CUDA driver "
+            "library. Fix: %s.",
+            path, CURDI_DRIVER_PACKAGE_HINT);
         goto fail;
     }
     int version = 0;
     curdi_cu_result rc = get_version(&version);
     if (rc == CURDI_CUDA_ERROR_STUB_LIBRARY) {
-        set_load_failure(CURD_E_NO_DRIVER, rc,
-                         "%s is the CUDA toolkit's stub library "
-                         "(CUDA_ERROR_STUB_LIBRARY), not the driver. Fix: %s, "
-                         "and keep the toolkit's stubs directory off the "
-                         "library path.",
-                         path, CURDI_DRIVER_PACKAGE_HINT);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, rc,
+            "%s is the CUDA toolkit's stub library "
+            "(CUDA_ERROR_STUB_LIBRARY), not the driver. Fix: %s, "
+            "and keep the toolkit's stubs directory off the "
+            "library path.",
+            path, CURDI_DRIVER_PACKAGE_HINT);
         goto fail;
     }
     if (rc != CURDI_CUDA_SUCCESS) {
-        set_load_failure(CURD_E_NO_DRIVER, rc,
-                         "cuDriverGetVersion in %s failed with CUresult %u. "
-                         "Fix: %s.",
-                         path, rc, CURDI_DRIVER_PACKAGE_HINT);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, rc,
+            "cuDriverGetVersion in %s failed with CUresult %u. "
+            "Fix: %s.",
+            path, rc, CURDI_DRIVER_PACKAGE_HINT);
         goto fail;
     }
     if (version < CURDI_CUDA_MIN_VERSION) {
-        set_load_failure(CURD_E_NO_DRIVER, 0,
-                         "The CUDA driver at %s is too old: it supports CUDA "
-                         "%d.%d, and curd needs CUDA %d.%d or newer. Fix: "
-                         "upgrade the NVIDIA driver to a release for CUDA "
-                         "%d.%d or newer (driver 525 or later).",
-                         path, version / 1000, version % 1000 / 10,
-                         CURDI_CUDA_MIN_VERSION / 1000,
-                         CURDI_CUDA_MIN_VERSION % 1000 / 10,
-                         CURDI_CUDA_MIN_VERSION / 1000,
-                         CURDI_CUDA_MIN_VERSION % 1000 / 10);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, 0,
+            "The CUDA driver at %s is too old: it supports CUDA "
+            "%d.%d, and curd needs CUDA %d.%d or newer. Fix: "
+            "upgrade the NVIDIA driver to a release for CUDA "
+            "%d.%d or newer (driver 525 or later).",
+            path, version / 1000, version % 1000 / 10,
+            CURDI_CUDA_MIN_VERSION / 1000, CURDI_CUDA_MIN_VERSION % 1000 / 10,
+            CURDI_CUDA_MIN_VERSION / 1000, CURDI_CUDA_MIN_VERSION % 1000 / 10);
         goto fail;
     }
 
@@ -194,14 +199,14 @@ static void load_once_body(void)
     CURDI_CUDA_ENTRY_LIST(CURDI_RESOLVE_)
 #undef CURDI_RESOLVE_
     if (missing != NULL) {
-        set_load_failure(CURD_E_NO_DRIVER, 0,
-                         "The CUDA driver at %s (CUDA %d.%d) lacks %s, "
-                         "which curd needs, so the driver is too old or "
-                         "damaged (curd needs CUDA %d.%d or newer). Fix: "
-                         "reinstall or upgrade the NVIDIA driver.",
-                         path, version / 1000, version % 1000 / 10, missing,
-                         CURDI_CUDA_MIN_VERSION / 1000,
-                         CURDI_CUDA_MIN_VERSION % 1000 / 10);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, 0,
+            "The CUDA driver at %s (CUDA %d.%d) lacks %s, "
+            "which curd needs, so the driver is too old or "
+            "damaged (curd needs CUDA %d.%d or newer). Fix: "
+            "reinstall or upgrade the NVIDIA driver.",
+            path, version / 1000, version % 1000 / 10, missing,
+            CURDI_CUDA_MIN_VERSION / 1000, CURDI_CUDA_MIN_VERSION % 1000 / 10);
         goto fail;
     }
     loaded.driver_version = version;
@@ -209,10 +214,11 @@ static void load_once_body(void)
     /* Registered before cuInit so that no fork can slip between the
      * driver's initialisation and the handler that guards against it. */
     if (pthread_atfork(NULL, NULL, on_fork_child) != 0) {
-        set_load_failure(CURD_E_OUT_OF_MEMORY, 0,
-                         "pthread_atfork could not register curd's fork "
-                         "guard (out of memory). Fix: free host memory and "
-                         "try again.");
+        driver_set_load_failure(
+            CURD_E_OUT_OF_MEMORY, 0,
+            "pthread_atfork could not register curd's fork "
+            "guard (out of memory). Fix: free host memory and "
+            "try again.");
         goto fail;
     }
 
@@ -225,13 +231,14 @@ static void load_once_body(void)
         if (loaded.cuGetErrorName(rc, &name) != CURDI_CUDA_SUCCESS ||
             name == NULL)
             name = "an unrecognised CUresult";
-        set_load_failure(CURD_E_NO_DRIVER, rc,
-                         "cuInit in %s failed with %s (%u), so the CUDA "
-                         "driver cannot be used. Fix: check that the NVIDIA "
-                         "kernel module is loaded and matches the user-space "
-                         "driver (nvidia-smi must work), and that this user "
-                         "may open /dev/nvidia*.",
-                         path, name, rc);
+        driver_set_load_failure(
+            CURD_E_NO_DRIVER, rc,
+            "cuInit in %s failed with %s (%u), so the CUDA "
+            "driver cannot be used. Fix: check that the NVIDIA "
+            "kernel module is loaded and matches the user-space "
+            "driver (nvidia-smi must work), and that this user "
+            "may open /dev/nvidia*.",
+            path, name, rc);
         goto fail;
     }
     atomic_store(&driver_initialised, true);
@@ -251,7 +258,7 @@ fail:
 
 curd_status curdi_driver_load(void)
 {
-    pthread_once(&load_once, load_once_body);
+    pthread_once(&load_once, driver_load_once_body);
     if (load_status == CURD_OK)
         return CURD_OK;
     curdi_status_note_driver_code((int)load_cu_result);
@@ -408,7 +415,7 @@ const char *curdi_driver_result_text(curdi_cu_result cu_result)
 /* ------------------------------------------------------------------------
  * Failures of driver calls
  * ---------------------------------------------------------------------- */
-static const char *default_fix(curd_status status)
+static const char *driver_default_fix(curd_status status)
 {
     switch (status) {
     case CURD_E_OUT_OF_MEMORY:
@@ -433,7 +440,7 @@ static const char *default_fix(curd_status status)
     }
 }
 
-curd_status curdi_fail_driver(int cu_result, const char *call, const char *fix)
+curd_status curdi_driver_fail(int cu_result, const char *call, const char *fix)
 {
     curdi_cu_result code = (curdi_cu_result)cu_result;
     curdi_driver_note(code);
@@ -447,7 +454,7 @@ curd_status curdi_fail_driver(int cu_result, const char *call, const char *fix)
         fix = "the CUDA driver is shutting down (the process is exiting); "
               "finish GPU work and close devices before exit";
     else if (fix == NULL || fix[0] == '\0')
-        fix = default_fix(status);
+        fix = driver_default_fix(status);
     else if (strncmp(fix, "Fix:", 4) == 0)
         fix += fix[4] == ' ' ? 5 : 4;
     size_t fix_len = strlen(fix);

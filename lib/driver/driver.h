@@ -79,7 +79,7 @@ const char *curdi_driver_result_text(curdi_cu_result cu_result);
  * it maps to (CURD_E_OUT_OF_MEMORY, CURD_E_DEVICE_LOST, CURD_E_DRIVER, ...),
  * with a sentence naming the call, the driver's error name and the fix
  * (NULL: a default fix for the status). */
-curd_status curdi_fail_driver(int cu_result, const char *call,
+curd_status curdi_driver_fail(int cu_result, const char *call,
                               const char *fix);
 
 /* The sentence that explains the fork restriction, for curdi_fail(). */

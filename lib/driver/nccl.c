@@ -31,7 +31,7 @@ static char load_message[768];
 static atomic_bool table_ready;
 
 CURDI_PRINTF(1, 2)
-static void set_load_failure(const char *format, ...)
+static void nccl_set_load_failure(const char *format, ...)
 {
     va_list args;
     va_start(args, format);
@@ -45,7 +45,7 @@ static void set_load_failure(const char *format, ...)
  * (and tests/test-nccl-abi.c checks against nccl.h). */
 #define CURDI_NCCL_AS_FN(type, pointer) ((type)(uintptr_t)(pointer))
 
-static void load_once_body(void)
+static void nccl_load_once_body(void)
 {
     const char *override = secure_getenv("CURD_LIBNCCL");
     const char *path = override != NULL && override[0] != '\0'
@@ -56,10 +56,11 @@ static void load_once_body(void)
     libnccl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (libnccl == NULL) {
         const char *why = dlerror();
-        set_load_failure("The NCCL library %s could not be loaded (%s), so "
-                         "no communicator can be opened. Fix: %s.",
-                         path, why != NULL ? why : "no reason given",
-                         CURDI_NCCL_PACKAGE_HINT);
+        nccl_set_load_failure(
+            "The NCCL library %s could not be loaded (%s), so "
+            "no communicator can be opened. Fix: %s.",
+            path, why != NULL ? why : "no reason given",
+            CURDI_NCCL_PACKAGE_HINT);
         return;
     }
 
@@ -85,28 +86,30 @@ static void load_once_body(void)
     int version = 0;
     if (loaded.ncclGetVersion == NULL ||
         loaded.ncclGetVersion(&version) != CURDI_NCCL_Success) {
-        set_load_failure("%s was loaded but ncclGetVersion is missing or "
-                         "failed, so it is not a usable NCCL library. Fix: "
-                         "%s.",
-                         path, CURDI_NCCL_PACKAGE_HINT);
+        nccl_set_load_failure(
+            "%s was loaded but ncclGetVersion is missing or "
+            "failed, so it is not a usable NCCL library. Fix: "
+            "%s.",
+            path, CURDI_NCCL_PACKAGE_HINT);
         goto fail;
     }
     /* Versions before 2.9 were coded major * 1000 + minor * 100 + patch;
      * all of them are older than the minimum, whichever coding. */
     if (version < CURDI_NCCL_MIN_VERSION) {
-        set_load_failure("The NCCL library at %s is version code %d, older "
-                         "than 2.14 (%d), the first with non-blocking "
-                         "communicators, which curd needs to never hang. "
-                         "Fix: %s.",
-                         path, version, CURDI_NCCL_MIN_VERSION,
-                         CURDI_NCCL_PACKAGE_HINT);
+        nccl_set_load_failure(
+            "The NCCL library at %s is version code %d, older "
+            "than 2.14 (%d), the first with non-blocking "
+            "communicators, which curd needs to never hang. "
+            "Fix: %s.",
+            path, version, CURDI_NCCL_MIN_VERSION, CURDI_NCCL_PACKAGE_HINT);
         goto fail;
     }
     if (missing != NULL) {
-        set_load_failure("The NCCL library at %s (version code %d) lacks %s, "
-                         "which curd needs, so it is damaged or not NCCL. "
-                         "Fix: %s.",
-                         path, version, missing, CURDI_NCCL_PACKAGE_HINT);
+        nccl_set_load_failure(
+            "The NCCL library at %s (version code %d) lacks %s, "
+            "which curd needs, so it is damaged or not NCCL. "
+            "Fix: %s.",
+            path, version, missing, CURDI_NCCL_PACKAGE_HINT);
         goto fail;
     }
     loaded.version = version;
@@ -125,7 +128,7 @@ fail:
 
 curd_status curdi_nccl_ready(const curdi_nccl **out)
 {
-    pthread_once(&load_once, load_once_body);
+    pthread_once(&load_once, nccl_load_once_body);
     if (load_status != CURD_OK)
         return curdi_fail(load_status, "%s", load_message);
     *out = &table;
@@ -167,7 +170,7 @@ const char *curdi_nccl_result_name(curdi_nccl_result result)
     }
 }
 
-static const char *default_fix(curd_status status)
+static const char *nccl_default_fix(curd_status status)
 {
     switch (status) {
     case CURD_E_DRIVER:
@@ -184,17 +187,17 @@ static const char *default_fix(curd_status status)
     }
 }
 
-curd_status curdi_fail_nccl(curdi_nccl_result nccl_result,
+curd_status curdi_nccl_fail(curdi_nccl_result nccl_result,
                             curdi_nccl_comm comm, const char *call,
                             const char *fix)
 {
     curd_status status = curdi_nccl_status_of(nccl_result);
     if (status == CURD_OK) /* a caller bug; never report success as failure */
         status = CURD_E_COMM;
-    return curdi_fail_nccl_as(status, nccl_result, comm, call, fix);
+    return curdi_nccl_fail_as(status, nccl_result, comm, call, fix);
 }
 
-curd_status curdi_fail_nccl_as(curd_status status,
+curd_status curdi_nccl_fail_as(curd_status status,
                                curdi_nccl_result nccl_result,
                                curdi_nccl_comm comm, const char *call,
                                const char *fix)
@@ -208,7 +211,7 @@ curd_status curdi_fail_nccl_as(curd_status status,
             detail = table.ncclGetErrorString(nccl_result);
     }
     if (fix == NULL || fix[0] == '\0')
-        fix = default_fix(status);
+        fix = nccl_default_fix(status);
     size_t fix_len = strlen(fix);
     bool ends_with_stop = fix_len > 0 && fix[fix_len - 1] == '.';
     return curdi_fail(status, "%s failed with %s (%u)%s%s. Fix: %s%s",

@@ -43,13 +43,13 @@ const char *curdi_nccl_result_name(curdi_nccl_result result);
  * naming the call, NCCL's error name, NCCL's own last message for comm
  * (ncclGetLastError; comm may be NULL) and the fix (NULL: a default for
  * the status). */
-curd_status curdi_fail_nccl(curdi_nccl_result nccl_result,
+curd_status curdi_nccl_fail(curdi_nccl_result nccl_result,
                             curdi_nccl_comm comm, const char *call,
                             const char *fix);
 
 /* The same with the status chosen by the caller: CURD_E_COMM for an error
  * a running communicator reported, whatever its code. */
-curd_status curdi_fail_nccl_as(curd_status status,
+curd_status curdi_nccl_fail_as(curd_status status,
                                curdi_nccl_result nccl_result,
                                curdi_nccl_comm comm, const char *call,
                                const char *fix);

@@ -94,14 +94,14 @@ static void batch_destroy(curd_batch *batch)
 
 curd_status curdi_batch_open(curd_device *device)
 {
-    struct curdi_batch_room *room = calloc(1, sizeof *room);
-    if (room == NULL || pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room);
+    struct curdi_batch_state *state = calloc(1, sizeof *state);
+    if (state == NULL || pthread_mutex_init(&state->lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's batch state."
                           " Fix: free host memory.");
     }
-    device->batch = room;
+    device->batch = state;
     return CURD_OK;
 }
 
@@ -109,9 +109,9 @@ void curdi_batch_close(curd_device *device)
 {
     if (device == NULL || device->batch == NULL)
         return;
-    struct curdi_batch_room *room = device->batch;
+    struct curdi_batch_state *state = device->batch;
     curd_batch *next;
-    for (curd_batch *batch = room->batches; batch != NULL; batch = next) {
+    for (curd_batch *batch = state->batches; batch != NULL; batch = next) {
         next = batch->next;
         if (batch->running) {
             curdi_pending_drain(&batch->run.base);
@@ -119,8 +119,8 @@ void curdi_batch_close(curd_device *device)
         }
         batch_destroy(batch);
     }
-    pthread_mutex_destroy(&room->lock);
-    free(room);
+    pthread_mutex_destroy(&state->lock);
+    free(state);
     device->batch = NULL;
 }
 
@@ -163,7 +163,7 @@ CURD_API curd_status curd_batch_new(curd_device *device,
     curd_batch_options given;
     curd_batch_options_init(&given);
     curd_status status;
-    CURDI_TRY(status, curdi_device_check(device, what), out);
+    CURDI_TRY(status, curdi_core_device_check(device, what), out);
     if (out_batch == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: out_batch is NULL. Fix: pass the address of"
@@ -193,13 +193,13 @@ CURD_API curd_status curd_batch_new(curd_device *device,
     batch->flags = given.flags;
     batch->cu_stream = given.cu_stream;
     batch_empty(batch);
-    struct curdi_batch_room *room = device->batch;
-    pthread_mutex_lock(&room->lock);
-    batch->next = room->batches;
-    if (room->batches != NULL)
-        room->batches->prev = batch;
-    room->batches = batch;
-    pthread_mutex_unlock(&room->lock);
+    struct curdi_batch_state *state = device->batch;
+    pthread_mutex_lock(&state->lock);
+    batch->next = state->batches;
+    if (state->batches != NULL)
+        state->batches->prev = batch;
+    state->batches = batch;
+    pthread_mutex_unlock(&state->lock);
     *out_batch = batch;
     return CURD_OK;
 out:
@@ -211,7 +211,7 @@ CURD_API curd_status curd_batch_free(curd_batch *batch)
     if (batch == NULL)
         return CURD_OK;
     const char *what = "curd_batch_free";
-    curd_status status = curdi_device_check(batch->device, what);
+    curd_status status = curdi_core_device_check(batch->device, what);
     if (status != CURD_OK && status != CURD_E_DEVICE_LOST)
         return status;
     if (batch->running)
@@ -220,24 +220,25 @@ CURD_API curd_status curd_batch_free(curd_batch *batch)
                           " was freed. Fix: curd_pending_wait or"
                           " curd_pending_free it first.",
                           what);
-    struct curdi_batch_room *room = batch->device->batch;
-    pthread_mutex_lock(&room->lock);
+    struct curdi_batch_state *state = batch->device->batch;
+    pthread_mutex_lock(&state->lock);
     if (batch->prev != NULL)
         batch->prev->next = batch->next;
     else
-        room->batches = batch->next;
+        state->batches = batch->next;
     if (batch->next != NULL)
         batch->next->prev = batch->prev;
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_unlock(&state->lock);
     /* The graph's destruction needs the context; on a lost device the
      * driver objects went with it. */
     curd_device *device = batch->device;
-    bool entered = status == CURD_OK && curdi_device_enter(device) == CURD_OK;
+    bool entered =
+        status == CURD_OK && curdi_core_device_enter(device) == CURD_OK;
     if (!entered)
         curdi_graph_forget(&batch->graph);
     batch_destroy(batch);
     if (entered)
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
     return CURD_OK;
 }
 
@@ -248,9 +249,9 @@ CURD_API curd_status curd_batch_reset(curd_batch *batch)
     /* A graph holding external items' work (NCCL's) goes before they
      * do: their communicators wait for it. */
     if (batch->externals != 0 && batch->graph.graph != NULL) {
-        CURDI_TRY(status, curdi_device_enter(batch->device), out);
+        CURDI_TRY(status, curdi_core_device_enter(batch->device), out);
         graph_drop(batch);
-        curdi_device_leave(batch->device);
+        curdi_core_device_leave(batch->device);
     }
     batch_empty(batch);
 out:

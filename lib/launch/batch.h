@@ -1,11 +1,11 @@
-/* batch.h - the batch room: recorded fills, uploads, launches and
+/* batch.h - the batch module: recorded fills, uploads, launches and
  * downloads on resident buffers, run on one stream with one fence, or
  * captured once as a CUDA graph and replayed (curd.h, "Batches").
  *
- * The room (struct curdi_batch_room behind curd_device.batch) holds the
+ * The state (struct curdi_batch_state behind curd_device.batch) holds the
  * device's live batches, so closing the device frees those the caller did
  * not, and its counters. A batch itself belongs to one thread at a time
- * and takes no lock; the room's mutex guards only the list.
+ * and takes no lock; the module's mutex guards only the list.
  *
  * Its files: batch.c (a batch's life), batch_record.c (recording),
  * batch_run.c (the run and the graph), batch_state.h (what they share). */
@@ -21,7 +21,7 @@
 
 struct curd_device;
 
-/* The room's cumulative counters (since open, or the last reset). */
+/* The module's cumulative counters (since open, or the last reset). */
 typedef struct curdi_batch_counts {
     uint64_t runs;           /* batch runs completed */
     uint64_t graph_replays;  /* of those, runs of a captured graph */
@@ -29,7 +29,7 @@ typedef struct curdi_batch_counts {
     uint64_t graph_updates;  /* kernel nodes updated in place */
 } curdi_batch_counts;
 
-/* Opens the device's room (no driver call). */
+/* Opens the device's module (no driver call). */
 curd_status curdi_batch_open(struct curd_device *device);
 /* Frees every batch the device still has (their pending runs, staging and
  * graphs) with the context current. NULL-safe. */
@@ -39,8 +39,8 @@ void curdi_batch_counts_read(struct curd_device *device,
                              curdi_batch_counts *counts);
 void curdi_batch_counts_reset(struct curd_device *device);
 
-/* An item of a room above this one (a collective: lib/comm/collective.c),
- * which the batch cannot name: the room records it through
+/* An item of a module above this one (a collective: lib/comm/collective.c),
+ * which the batch cannot name: the module records it through
  * curdi_batch_record_external with a table of what the batch needs of it.
  * The batch keeps its buffers with its own (checked live and marked in use
  * at every run, ordered after the device's pending uploads), and calls: */
@@ -71,8 +71,8 @@ typedef struct curdi_batch_external_ops {
 
 /* The checks a call recording into the batch starts with (the batch, its
  * device usable, no run pending); *out_device is the batch's device. */
-curd_status curdi_batch_check(curd_batch *batch, const char *what,
-                              struct curd_device **out_device);
+curd_status curdi_batch_record_check(curd_batch *batch, const char *what,
+                                     struct curd_device **out_device);
 /* Appends an external item naming the buffers of uses (use_count 1 or 2,
  * resolved by the caller on the batch's device). On success the batch
  * owns item (ops->free lets it go); on failure the caller keeps it. */

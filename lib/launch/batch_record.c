@@ -67,7 +67,7 @@ static curd_status resolve_buffer(curd_batch *batch, curd_buffer buffer,
     return CURD_OK;
 }
 
-/* Room for `more` buffer entries (and the run's arrays beside them), all
+/* Space for `more` buffer entries (and the run's arrays beside them), all
  * or none. */
 static bool reserve_buffer_entries(curd_batch *batch, size_t more)
 {
@@ -78,17 +78,17 @@ static bool reserve_buffer_entries(curd_batch *batch, size_t more)
     if (needed <= capacity)
         return true;
     size_t ids_capacity = capacity, uses_capacity = capacity;
-    return curdi_array_reserve((void **)&batch->use_ids, &ids_capacity,
-                               needed, sizeof *batch->use_ids)
-           && curdi_array_reserve((void **)&batch->uses, &uses_capacity,
-                                  needed, sizeof *batch->uses)
-           && curdi_array_reserve((void **)&batch->buffers,
-                                  &batch->buffer_capacity, needed,
-                                  sizeof *batch->buffers);
+    return curdi_core_array_reserve((void **)&batch->use_ids, &ids_capacity,
+                                    needed, sizeof *batch->use_ids)
+           && curdi_core_array_reserve((void **)&batch->uses, &uses_capacity,
+                                       needed, sizeof *batch->uses)
+           && curdi_core_array_reserve((void **)&batch->buffers,
+                                       &batch->buffer_capacity, needed,
+                                       sizeof *batch->buffers);
 }
 
 /* The entry of a resolved buffer, shared by every item naming it; the
- * caller reserved room for one more. */
+ * caller reserved space for one more. */
 static uint32_t buffer_ref(curd_batch *batch, const curdi_resident_use *use)
 {
     size_t free_entry = batch->buffer_count;
@@ -157,12 +157,13 @@ static curd_status item_append(curd_batch *batch, batch_item item,
                           "%s: the batch's byte counts would pass 2^64."
                           " Fix: split the batch.",
                           what);
-    if (!curdi_array_reserve((void **)&batch->items, &batch->item_capacity,
-                             batch->item_count + 1u, sizeof *batch->items)
+    if (!curdi_core_array_reserve((void **)&batch->items,
+                                  &batch->item_capacity,
+                                  batch->item_count + 1u, sizeof *batch->items)
         || !reserve_buffer_entries(batch, src_use != NULL ? 2u : 1u))
         return fail_memory(what);
     /* Nothing fails from here on: the item and its buffer entries have
-     * their room. */
+     * their space. */
     CURDI_ASSERT(batch->item_count < batch->item_capacity);
     if (layout != NULL) {
         item.staging_offset = *layout;
@@ -198,10 +199,11 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
      * with byte_len 0 is refused below, as an empty item), then the
      * capacity, in curd_buffer_download_range's order. */
     if (kind != ITEM_FILL)
-        CURDI_TRY(status,
-                  curdi_host_range_check(host, byte_len, what,
-                                         kind == ITEM_UPLOAD ? "src" : "dst"),
-                  out);
+        CURDI_TRY(
+            status,
+            curdi_checked_host_range(host, byte_len, what,
+                                     kind == ITEM_UPLOAD ? "src" : "dst"),
+            out);
     if (byte_len > capacity)
         return curdi_fail(CURD_E_RANGE,
                           "%s: %zu bytes asked for, but dst_capacity is"
@@ -218,8 +220,8 @@ static curd_status record_range(curd_batch *batch, item_kind kind,
     CURDI_TRY(status, resolve_buffer(batch, buffer, what, &use), out);
     if (whole)
         byte_len = use.byte_len;
-    CURDI_TRY(status, curdi_range_check(offset, byte_len, use.byte_len, what),
-              out);
+    CURDI_TRY(status,
+              curdi_checked_range(offset, byte_len, use.byte_len, what), out);
     batch_item item = {.kind = kind, .offset = offset, .byte_len = byte_len,
                        .value = value};
     if (kind == ITEM_UPLOAD)
@@ -426,8 +428,8 @@ out:
     return status;
 }
 
-curd_status curdi_batch_check(curd_batch *batch, const char *what,
-                              curd_device **out_device)
+curd_status curdi_batch_record_check(curd_batch *batch, const char *what,
+                                     curd_device **out_device)
 {
     curd_status status = check_batch(batch, what);
     if (status != CURD_OK)
@@ -453,7 +455,7 @@ curd_status curdi_batch_record_external(curd_batch *batch,
     return CURD_OK;
 }
 
-/* Takes the entries of a launch's BUFFER arguments (room for nargs more
+/* Takes the entries of a launch's BUFFER arguments (space for nargs more
  * entries is reserved by the caller). */
 static void launch_take_buffers(curd_batch *batch, batch_launch *launch,
                                 const curdi_resident_use *uses)
@@ -502,8 +504,9 @@ CURD_API curd_status curd_batch_launch(curd_batch *batch,
                   free_uses);
     recorded = launch_new(nargs, scalar_bytes(args, nargs), shape.iterations);
     if (recorded == NULL || !reserve_buffer_entries(batch, nargs)
-        || !curdi_array_reserve((void **)&batch->items, &batch->item_capacity,
-                                batch->item_count + 1u, sizeof *batch->items))
+        || !curdi_core_array_reserve(
+            (void **)&batch->items, &batch->item_capacity,
+            batch->item_count + 1u, sizeof *batch->items))
         CURDI_TRY(status, fail_memory(what), free_recorded);
     recorded->program = program;
     recorded->shape = shape;

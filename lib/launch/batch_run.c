@@ -28,11 +28,11 @@
  * A run
  * ---------------------------------------------------------------------- */
 
-static void run_complete(curd_pending *pending, bool copy_out)
+static void batch_run_complete(curd_pending *pending, bool copy_out)
 {
     batch_run *run = (batch_run *)(void *)pending;
     curd_batch *batch = run->batch;
-    struct curdi_batch_room *room = batch->device->batch;
+    struct curdi_batch_state *state = batch->device->batch;
     for (size_t index = 0; copy_out && index < batch->item_count; index++) {
         const batch_item *item = &batch->items[index];
         if (item->kind == ITEM_DOWNLOAD)
@@ -47,18 +47,18 @@ static void run_complete(curd_pending *pending, bool copy_out)
         if (batch->items[index].kind == ITEM_EXTERNAL)
             batch->items[index].external_ops->complete(
                 batch->items[index].external);
-    atomic_fetch_add(&room->runs, 1u);
+    atomic_fetch_add(&state->runs, 1u);
     if (run->replayed)
-        atomic_fetch_add(&room->graph_replays, 1u);
+        atomic_fetch_add(&state->graph_replays, 1u);
     if (run->captured)
-        atomic_fetch_add(&room->graph_captures, 1u);
-    atomic_fetch_add(&room->graph_updates, run->updated);
+        atomic_fetch_add(&state->graph_captures, 1u);
+    atomic_fetch_add(&state->graph_updates, run->updated);
 }
 
 /* The run is the batch's own: nothing to free but the marks to end and,
- * after a failed run (drained by the pending room), the staging it took,
+ * after a failed run (drained by the pending module), the staging it took,
  * so the pools are as they were before it. */
-static void run_release(curd_pending *pending)
+static void batch_run_release(curd_pending *pending)
 {
     batch_run *run = (batch_run *)(void *)pending;
     curd_batch *batch = run->batch;
@@ -75,8 +75,8 @@ static void run_release(curd_pending *pending)
     batch->running = false;
 }
 
-static const curdi_pending_ops run_ops = {.complete = run_complete,
-                                          .release = run_release};
+static const curdi_pending_ops run_ops = {.complete = batch_run_complete,
+                                          .release = batch_run_release};
 
 /* ------------------------------------------------------------------------
  * A run with external items: its wait polls them beside the stream, so a
@@ -114,10 +114,10 @@ static curd_status run_poll(curd_batch *batch, uint64_t waited_ns,
     }
     if (in_progress)
         return CURD_OK;
-    CURDI_TRY(status, curdi_device_enter(batch->device), out);
+    CURDI_TRY(status, curdi_core_device_enter(batch->device), out);
     curdi_cu_result rc = curdi_driver_note(
         curdi_driver_get()->cuStreamQuery(batch->run.base.stream));
-    curdi_device_leave(batch->device);
+    curdi_core_device_leave(batch->device);
     if (rc == CURDI_CUDA_SUCCESS)
         *out_done = 1;
     else if (rc != CURDI_CUDA_ERROR_NOT_READY)
@@ -154,8 +154,9 @@ static curd_status run_ready_polled(curd_pending *pending, int *out_ready)
     return CURD_OK;
 }
 
-static const curdi_pending_ops run_ops_polled = {.complete = run_complete,
-                                                 .release = run_release,
+static const curdi_pending_ops run_ops_polled = {.complete =
+                                                     batch_run_complete,
+                                                 .release = batch_run_release,
                                                  .wait = run_wait_polled,
                                                  .ready = run_ready_polled};
 
@@ -207,7 +208,7 @@ static curd_status run_readback_kernels(curd_batch *batch)
 /* Enqueues the read-back launch of the downloads from items[first] on
  * that a kernel reads back (up to READBACK_PIECES of them in a row);
  * *out_count receives how many it took. When `capturing` and they end the
- * batch, the launch signals where the batch keeps room for it
+ * batch, the launch signals where the batch keeps space for it
  * (batch_signal_line), and the batch's graph_signals says so. */
 static curd_status enqueue_readback(curd_batch *batch, size_t first,
                                     curdi_cu_stream stream, bool capturing,
@@ -333,7 +334,7 @@ static curd_status enqueue_items(curd_batch *batch, curdi_cu_stream stream,
  * The graph (launch/graph.c captures, updates and launches it)
  * ---------------------------------------------------------------------- */
 
-/* The launches in item order, as the graph room's list of kernels. */
+/* The launches in item order, as the graph module's list of kernels. */
 static curdi_graph_kernel *graph_kernels(curd_batch *batch)
 {
     curdi_graph_kernel *first = NULL, **link = &first;
@@ -468,7 +469,7 @@ static curd_status run_start(curd_batch *batch, bool timed, bool async,
     if (async)
         CURDI_TRY(status, curdi_pending_take_slot(&batch->run.base, what),
                   release);
-    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status, curdi_core_device_enter(device), release);
     CURDI_TRY(status,
               curdi_pending_use_stream(&batch->run.base, batch->cu_stream,
                                        what),
@@ -504,13 +505,13 @@ static curd_status run_start(curd_batch *batch, bool timed, bool async,
                   drain);
     }
     CURDI_TRY(status, curdi_pending_end(&batch->run.base), drain);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return CURD_OK;
 drain:
     if (batch->run.external_enqueued || batch->run.replayed)
         run_abort_externals(batch);
     curdi_pending_drain(&batch->run.base);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
 release:
     curdi_pending_release(&batch->run.base);
 out:
@@ -544,10 +545,11 @@ CURD_API curd_status curd_batch_run(curd_batch *batch, curd_timing *timing)
     const char *what = "curd_batch_run";
     curd_status status;
     if (timing != NULL)
-        CURDI_TRY(status,
-                  curdi_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
-                                            what, "timing", "curd_timing"),
-                  out);
+        CURDI_TRY(
+            status,
+            curdi_options_result_struct_check(timing, CURDI_TIMING_SIZE_1_0,
+                                              what, "timing", "curd_timing"),
+            out);
     /* Untimed unless asked: one stream synchronisation is the fence. */
     CURDI_TRY(status, run_start(batch, timing != NULL, false, what), out);
     CURDI_TRY(status, curdi_pending_finish(&batch->run.base, true), release);

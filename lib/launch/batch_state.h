@@ -26,10 +26,10 @@
 struct curdi_batch_external_ops;
 
 /* ------------------------------------------------------------------------
- * The room
+ * The module's state
  * ---------------------------------------------------------------------- */
 
-struct curdi_batch_room {
+struct curdi_batch_state {
     pthread_mutex_t lock;     /* guards batches */
     curd_batch *batches;      /* the device's live batches */
     _Atomic uint64_t runs;
@@ -47,8 +47,8 @@ typedef enum item_kind {
     ITEM_UPLOAD = 2,
     ITEM_LAUNCH = 3,
     ITEM_DOWNLOAD = 4,
-    ITEM_COPY = 5, /* within the batch's device (transfer/copy.h) */
-    ITEM_EXTERNAL = 6 /* a room above's (batch.h: a collective) */
+    ITEM_COPY = 5,    /* within the batch's device (transfer/copy.h) */
+    ITEM_EXTERNAL = 6 /* a module above's (batch.h: a collective) */
 } item_kind;
 
 /* A buffer the batch names, once however many items name it. */
@@ -73,7 +73,7 @@ typedef struct batch_launch {
     /* Its OUTPUT and SCRATCH buffers, zeroed before it at each run: how
      * many, and their bytes (what they add to a run's fills). */
     uint64_t zero_ops, zero_bytes;
-    /* What the graph room sees of it; kernel.nodes holds a captured
+    /* What the graph module sees of it; kernel.nodes holds a captured
      * graph's node per iteration. */
     curdi_graph_kernel kernel;
     bool dirty;           /* changed since the graph was captured */
@@ -147,7 +147,7 @@ struct curd_batch {
     curdi_graph graph;
     bool recapture;             /* items or staging changed since capture */
     bool any_dirty;
-    curd_batch *prev, *next;    /* the room's list */
+    curd_batch *prev, *next; /* the module's list */
 };
 
 /* Staging offsets are 16-byte aligned, so the host copies run aligned. */
@@ -155,7 +155,7 @@ struct curd_batch {
 /* A read-back launch's signal words: one line (gather.h). */
 #define SIGNAL_LINE_BYTES ((size_t)CURDI_GATHER_SIGNAL_BLOCKS * 4u)
 
-/* Downloads up to this many bytes are read back by the transfer room's
+/* Downloads up to this many bytes are read back by the transfer module's
  * gather kernel (lib/transfer/gather.h), writing across the bus into the
  * pinned staging, instead of a DMA: a DMA behind kernels waits for the
  * copy engine to take over, which a kernel behind kernels does not. On
@@ -183,7 +183,7 @@ static inline curd_status check_batch(const curd_batch *batch,
                           "%s: batch is NULL. Fix: pass the curd_batch that"
                           " curd_batch_new made.",
                           what);
-    curd_status status = curdi_device_check(batch->device, what);
+    curd_status status = curdi_core_device_check(batch->device, what);
     if (status != CURD_OK)
         return status;
     if (batch->running)

@@ -47,10 +47,10 @@
 #include "transfer/upload_marks.h"
 
 /* ------------------------------------------------------------------------
- * The room: the counters of completed dispatches
+ * The module: the counters of completed dispatches
  * ---------------------------------------------------------------------- */
 
-struct curdi_dispatch_room {
+struct curdi_dispatch_state {
     _Atomic uint64_t dispatches;
     _Atomic uint64_t launches;
     _Atomic uint64_t device_ns;
@@ -60,14 +60,14 @@ struct curdi_dispatch_room {
 
 curd_status curdi_dispatch_open(curd_device *device)
 {
-    struct curdi_dispatch_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_dispatch_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: %zu bytes for the dispatch room"
+                          "curd_device_open: %zu bytes for the dispatch state"
                           " could not be allocated. Fix: free host memory"
                           " and try again.",
-                          sizeof *room);
-    device->dispatch = room;
+                          sizeof *state);
+    device->dispatch = state;
     return CURD_OK;
 }
 
@@ -81,22 +81,22 @@ void curdi_dispatch_close(curd_device *device)
 
 void curdi_dispatch_stats(curd_device *device, curd_stats *stats)
 {
-    struct curdi_dispatch_room *room = device->dispatch;
-    stats->dispatches = atomic_load(&room->dispatches);
-    stats->launches = atomic_load(&room->launches);
-    stats->dispatch_device_ns = atomic_load(&room->device_ns);
-    stats->dispatch_enqueue_ns = atomic_load(&room->enqueue_ns);
-    stats->dispatch_wait_ns = atomic_load(&room->wait_ns);
+    struct curdi_dispatch_state *state = device->dispatch;
+    stats->dispatches = atomic_load(&state->dispatches);
+    stats->launches = atomic_load(&state->launches);
+    stats->dispatch_device_ns = atomic_load(&state->device_ns);
+    stats->dispatch_enqueue_ns = atomic_load(&state->enqueue_ns);
+    stats->dispatch_wait_ns = atomic_load(&state->wait_ns);
 }
 
 void curdi_dispatch_stats_reset(curd_device *device)
 {
-    struct curdi_dispatch_room *room = device->dispatch;
-    atomic_store(&room->dispatches, 0);
-    atomic_store(&room->launches, 0);
-    atomic_store(&room->device_ns, 0);
-    atomic_store(&room->enqueue_ns, 0);
-    atomic_store(&room->wait_ns, 0);
+    struct curdi_dispatch_state *state = device->dispatch;
+    atomic_store(&state->dispatches, 0);
+    atomic_store(&state->launches, 0);
+    atomic_store(&state->device_ns, 0);
+    atomic_store(&state->enqueue_ns, 0);
+    atomic_store(&state->wait_ns, 0);
 }
 
 void curdi_dispatch_count_launches(curd_device *device, uint64_t launches)
@@ -109,7 +109,7 @@ void curdi_dispatch_count_launches(curd_device *device, uint64_t launches)
 static curd_status lost_if(curd_device *device, curd_status status)
 {
     if (status == CURD_E_DEVICE_LOST)
-        curdi_device_mark_lost(device);
+        curdi_core_device_mark_lost(device);
     return status;
 }
 
@@ -158,7 +158,7 @@ static curd_status read_range(const curd_arg *arg, size_t index,
     char label[96];
     snprintf(label, sizeof label, "%s argument %zu's read-back", what, index);
     curd_status status =
-        curdi_range_check(arg->read_offset, len, device_bytes, label);
+        curdi_checked_range(arg->read_offset, len, device_bytes, label);
     if (status != CURD_OK)
         return status;
     if (len > arg->byte_len)
@@ -244,7 +244,7 @@ typedef struct dispatch_run {
 /* The work completed: the read-backs into the caller's memory, then the
  * dispatch counted (and traced when CURD_TRACE is set). A dispatch whose
  * wait failed never gets here, so it counts nothing. */
-static void run_complete(curd_pending *pending, bool copy_out)
+static void dispatch_run_complete(curd_pending *pending, bool copy_out)
 {
     dispatch_run *run = (dispatch_run *)(void *)pending;
     /* The copy-out's own time is read for the trace alone. */
@@ -256,13 +256,13 @@ static void run_complete(curd_pending *pending, bool copy_out)
                                      b->read_len);
     }
     uint64_t end = run->trace ? curdi_clock_ns() : 0u;
-    struct curdi_dispatch_room *room = pending->device->dispatch;
+    struct curdi_dispatch_state *state = pending->device->dispatch;
     curdi_transfer_counts_add(pending->device, &run->counts);
-    atomic_fetch_add(&room->dispatches, 1);
-    atomic_fetch_add(&room->launches, run->launches);
-    atomic_fetch_add(&room->device_ns, pending->device_ns);
-    atomic_fetch_add(&room->enqueue_ns, pending->enqueue_ns);
-    atomic_fetch_add(&room->wait_ns, pending->wait_ns);
+    atomic_fetch_add(&state->dispatches, 1);
+    atomic_fetch_add(&state->launches, run->launches);
+    atomic_fetch_add(&state->device_ns, pending->device_ns);
+    atomic_fetch_add(&state->enqueue_ns, pending->enqueue_ns);
+    atomic_fetch_add(&state->wait_ns, pending->wait_ns);
     if (!run->trace)
         return;
     curdi_trace("dispatch %s: validate %" PRIu64 " ns, stage %" PRIu64
@@ -276,7 +276,7 @@ static void run_complete(curd_pending *pending, bool copy_out)
                 pending->device_ns);
 }
 
-static void run_release(curd_pending *pending)
+static void dispatch_run_release(curd_pending *pending)
 {
     dispatch_run *run = (dispatch_run *)(void *)pending;
     curd_device *device = pending->device;
@@ -296,8 +296,8 @@ static void run_release(curd_pending *pending)
     ((sizeof(dispatch_run) + _Alignof(max_align_t) - 1u)                      \
      & ~(_Alignof(max_align_t) - 1u))
 
-static const curdi_pending_ops run_ops = {.complete = run_complete,
-                                          .release = run_release};
+static const curdi_pending_ops run_ops = {.complete = dispatch_run_complete,
+                                          .release = dispatch_run_release};
 
 /* Allocates the run and resolves every argument: all checks before
  * anything is taken from a pool. */
@@ -547,7 +547,7 @@ static curd_status dispatch_start(curd_device *device,
     dispatch_run *run = NULL;
     curdi_launch_shape shape;
     curd_status status;
-    CURDI_TRY(status, curdi_device_check(device, what), out);
+    CURDI_TRY(status, curdi_core_device_check(device, what), out);
     CURDI_TRY(status, curdi_program_check(program, device, what), out);
     if (out_pending == NULL)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -587,7 +587,7 @@ static curd_status dispatch_start(curd_device *device,
     }
     if (async)
         CURDI_TRY(status, curdi_pending_take_slot(&run->base, what), release);
-    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status, curdi_core_device_enter(device), release);
     CURDI_TRY(status,
               curdi_pending_use_stream(&run->base, shape.cu_stream, what),
               drain);
@@ -598,12 +598,12 @@ static curd_status dispatch_start(curd_device *device,
     if (run->trace)
         run->staged_ns = curdi_clock_ns() - run->base.start_ns;
     CURDI_TRY(status, run_enqueue(run, program, &shape, args), drain);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     *out_pending = &run->base;
     return CURD_OK;
 drain:
     curdi_pending_drain(&run->base);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
 release:
     /* From the run on, a failure may be the context's (run_count's
      * never is: it only adds). */

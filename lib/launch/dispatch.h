@@ -1,6 +1,6 @@
-/* dispatch.h - the dispatch room: launches of a program's kernel
+/* dispatch.h - the dispatch module: launches of a program's kernel
  * (curd_dispatch, curd_dispatch_async), what lib/device.c needs of it, and
- * what it shares with the batch room above it: the checks of a launch and
+ * what it shares with the batch module above it: the checks of a launch and
  * its arguments, and enqueueing a launch (with its fixpoint iterations).
  *
  * curd_dispatch and curd_dispatch_async stage borrowed memory for one
@@ -8,7 +8,7 @@
  * runs them later. Both check a launch and its arguments by the same
  * rules, here.
  *
- * The room's state (struct curdi_dispatch_room behind
+ * The module's state (struct curdi_dispatch_state behind
  * curd_device.dispatch) is its counters, atomics that a dispatch adds to
  * once its work is complete, so dispatching threads share no lock. */
 #ifndef CURD_LIB_LAUNCH_DISPATCH_H

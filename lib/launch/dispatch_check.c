@@ -149,7 +149,7 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
                           what, device->ordinal, props->name);
     if (out->cooperative) {
         int per_sm = 0;
-        status = curdi_device_enter(device);
+        status = curdi_core_device_enter(device);
         if (status != CURD_OK)
             return status;
         /* The driver counts blocks against the kernel's dynamic shared
@@ -159,7 +159,7 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
             status = curdi_program_reserve_dynamic_shared(
                 program, given.dynamic_shared_bytes);
         if (status != CURD_OK) {
-            curdi_device_leave(device);
+            curdi_core_device_leave(device);
             return status;
         }
         const curdi_driver *driver = curdi_driver_get();
@@ -167,9 +167,9 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
             driver->cuOccupancyMaxActiveBlocksPerMultiprocessor(
                 &per_sm, curdi_program_function(program), (int)threads,
                 given.dynamic_shared_bytes));
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
         if (rc != CURDI_CUDA_SUCCESS)
-            return curdi_fail_driver(
+            return curdi_driver_fail(
                 (int)rc, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
                 CURDI_DRIVER_FIX);
         uint64_t resident_blocks =
@@ -193,9 +193,9 @@ curd_status curdi_dispatch_check_shape(curd_device *device,
     out->cu_stream = given.cu_stream;
     out->timing = given.timing;
     if (given.timing != NULL)
-        return curdi_result_struct_check(given.timing, CURDI_TIMING_SIZE_1_0,
-                                         what, "launch->timing",
-                                         "curd_timing");
+        return curdi_options_result_struct_check(
+            given.timing, CURDI_TIMING_SIZE_1_0, what, "launch->timing",
+            "curd_timing");
     return CURD_OK;
 }
 
@@ -279,10 +279,10 @@ static curd_status check_arg(const curd_arg *args, size_t nargs, size_t index,
                           " byte_len bytes.",
                           what, index, arg->byte_len);
     size_t host_bytes = arg->host == NULL ? 0 : arg->byte_len;
-    if (curdi_host_range_bad(arg->host, host_bytes)) {
+    if (curdi_checked_host_range_bad(arg->host, host_bytes)) {
         char name[48];
         snprintf(name, sizeof name, "argument %zu's host address", index);
-        return curdi_host_range_check(arg->host, host_bytes, what, name);
+        return curdi_checked_host_range(arg->host, host_bytes, what, name);
     }
     if (arg->kind == CURD_ARG_HOST && arg->byte_len == 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,

@@ -125,7 +125,7 @@ curd_status curdi_graph_capture(curdi_graph *graph, struct curd_device *device,
     if (rc != CURDI_CUDA_SUCCESS) {
         /* A stream whose capture did not end cannot go back to the
          * pool. */
-        curdi_stream_discard(device, *stream);
+        curdi_streams_discard(device, *stream);
         *stream = NULL;
         if (status == CURD_OK)
             status = curdi_pending_fail_driver(device, rc,

@@ -1,10 +1,10 @@
 /* graph.h - CUDA graphs of recorded work: capture, the kernel nodes found
  * in a captured graph, their in-place updates, and the launch.
  *
- * The room takes plain data: the stream, the work's kernel launches in the
+ * The module takes plain data: the stream, the work's kernel launches in the
  * order they are enqueued (a list of curdi_graph_kernel: the program, the
  * shape, the arguments and the parameter list passed), and a function that
- * enqueues the work on the stream while it captures. The batch room
+ * enqueues the work on the stream while it captures. The batch module
  * (launch/batch_run.c) is its caller; it keeps one curdi_graph per graph batch
  * and says when a capture is due. Context current for every call but
  * curdi_graph_forget. */

@@ -157,7 +157,7 @@ static curd_status link_failed(curdi_cu_result rc, const char *step,
         curdi_status_note_driver_code((int)rc);
         return failed;
     }
-    return curdi_fail_driver((int)rc, call, NULL);
+    return curdi_driver_fail((int)rc, call, NULL);
 }
 
 /* Adds every input and completes the link; on CURD_OK the copy of the
@@ -216,10 +216,10 @@ static curd_status link_steps(const curdi_driver *driver,
     return CURD_OK;
 }
 
-curd_status curdi_link(const curdi_link_input *inputs, size_t count,
-                       const curdi_jit_options *jit, const char *entry,
-                       curdi_jit_logs *logs, void **out_cubin,
-                       size_t *out_cubin_bytes)
+curd_status curdi_jit_link(const curdi_link_input *inputs, size_t count,
+                           const curdi_jit_options *jit, const char *entry,
+                           curdi_jit_logs *logs, void **out_cubin,
+                           size_t *out_cubin_bytes)
 {
     const curdi_driver *driver = curdi_driver_get();
     curdi_jit_option_list list;

@@ -2,7 +2,7 @@
  * options as the driver's option arrays, the two logs (error and verbose
  * information) that every JIT and link writes, and the link itself
  * (cuLinkCreate, cuLinkAddData per input, cuLinkComplete, cuLinkDestroy).
- * The program room uses it for every module it loads; it keeps no state.
+ * The program module uses it for every module it loads; it keeps no state.
  *
  * Driver calls need the device's context current; no lock is held. */
 #ifndef CURD_LIB_LAUNCH_JIT_H
@@ -77,9 +77,9 @@ typedef struct curdi_link_input {
  * linker refused, with the error log in the sentence, which names `entry`
  * (for the reader: the load the link was for). cuLinkDestroy is called on
  * every path after cuLinkCreate; a failure of it is only traced. */
-curd_status curdi_link(const curdi_link_input *inputs, size_t count,
-                       const curdi_jit_options *jit, const char *entry,
-                       curdi_jit_logs *logs, void **out_cubin,
-                       size_t *out_cubin_bytes);
+curd_status curdi_jit_link(const curdi_link_input *inputs, size_t count,
+                           const curdi_jit_options *jit, const char *entry,
+                           curdi_jit_logs *logs, void **out_cubin,
+                           size_t *out_cubin_bytes);
 
 #endif

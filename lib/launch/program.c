@@ -1,11 +1,11 @@
-/* program.c - the program room: images told apart by content, the
+/* program.c - the program module: images told apart by content, the
  * per-device module cache, the functions cached per module, and the
- * public curd_program_* entry points. program.h says how the room is
+ * public curd_program_* entry points. program.h says how the module is
  * shaped and what it promises about locks; program_load.c makes the
  * driver calls that load a module and read a function.
  *
- * Read top to bottom: the room (the module cache, idle list, counters),
- * then the entry points, then what the dispatch room reads. */
+ * Read top to bottom: the module (the module cache, idle list, counters),
+ * then the entry points, then what the dispatch module reads. */
 #include "launch/program.h"
 
 #include <inttypes.h>
@@ -60,7 +60,7 @@ struct curd_program {
 };
 
 /* ------------------------------------------------------------------------
- * The room
+ * The module's state
  * ---------------------------------------------------------------------- */
 /* Every input's length and bytes, in order (so that two lists of the
  * same bytes cut apart elsewhere or ordered otherwise differ), then the
@@ -109,13 +109,13 @@ static bool module_matches(const curdi_module *m, const load_request *request)
 }
 
 /* Lock held. */
-static curdi_module *cache_find(struct curdi_program_room *room,
-                                XXH128_hash_t key,
-                                const load_request *request)
+static curdi_module *cache_find(struct curdi_program_state *state,
+                                XXH128_hash_t key, const load_request *request)
 {
     curdi_hash_map_cursor cursor;
-    for (curdi_module *m = curdi_hash_map_find(&room->modules, &key, &cursor);
-         m != NULL; m = curdi_hash_map_find_next(&room->modules, &key, &cursor))
+    for (curdi_module *m = curdi_hash_map_find(&state->modules, &key, &cursor);
+         m != NULL;
+         m = curdi_hash_map_find_next(&state->modules, &key, &cursor))
         if (module_matches(m, request))
             return m;
     return NULL;
@@ -123,71 +123,72 @@ static curdi_module *cache_find(struct curdi_program_room *room,
 
 /* Lock held. False, with nothing changed, when the cache's table is full
  * and cannot grow. */
-static bool cache_insert(struct curdi_program_room *room, curdi_module *m)
+static bool cache_insert(struct curdi_program_state *state, curdi_module *m)
 {
-    if (!curdi_hash_map_insert(&room->modules, &m->key, m))
+    if (!curdi_hash_map_insert(&state->modules, &m->key, m))
         return false;
-    room->counts.modules_loaded = curdi_hash_map_count(&room->modules);
+    state->counts.modules_loaded = curdi_hash_map_count(&state->modules);
     return true;
 }
 
 /* Lock held. */
-static void cache_remove(struct curdi_program_room *room, curdi_module *m)
+static void cache_remove(struct curdi_program_state *state, curdi_module *m)
 {
-    if (curdi_hash_map_remove(&room->modules, &m->key, m))
-        room->counts.modules_loaded = curdi_hash_map_count(&room->modules);
+    if (curdi_hash_map_remove(&state->modules, &m->key, m))
+        state->counts.modules_loaded = curdi_hash_map_count(&state->modules);
 }
 
 /* Lock held: the idle list, most recently used first. */
-static void idle_unlink(struct curdi_program_room *room, curdi_module *m)
+static void idle_unlink(struct curdi_program_state *state, curdi_module *m)
 {
     if (m->idle_prev != NULL)
         m->idle_prev->idle_next = m->idle_next;
     else
-        room->idle_head = m->idle_next;
+        state->idle_head = m->idle_next;
     if (m->idle_next != NULL)
         m->idle_next->idle_prev = m->idle_prev;
     else
-        room->idle_tail = m->idle_prev;
+        state->idle_tail = m->idle_prev;
     m->idle_prev = m->idle_next = NULL;
-    room->idle_count--;
-    room->counts.modules_cached = room->idle_count;
+    state->idle_count--;
+    state->counts.modules_cached = state->idle_count;
 }
 
-static void idle_push(struct curdi_program_room *room, curdi_module *m)
+static void program_idle_push(struct curdi_program_state *state,
+                              curdi_module *m)
 {
     m->idle_prev = NULL;
-    m->idle_next = room->idle_head;
-    if (room->idle_head != NULL)
-        room->idle_head->idle_prev = m;
+    m->idle_next = state->idle_head;
+    if (state->idle_head != NULL)
+        state->idle_head->idle_prev = m;
     else
-        room->idle_tail = m;
-    room->idle_head = m;
-    room->idle_count++;
-    room->counts.modules_cached = room->idle_count;
+        state->idle_tail = m;
+    state->idle_head = m;
+    state->idle_count++;
+    state->counts.modules_cached = state->idle_count;
 }
 
 /* Lock held: takes a reference, out of the idle list if it was there. */
-static void module_pin(struct curdi_program_room *room, curdi_module *m)
+static void module_pin(struct curdi_program_state *state, curdi_module *m)
 {
     if (m->refs++ == 0)
-        idle_unlink(room, m);
+        idle_unlink(state, m);
 }
 
 /* Lock held: drops a reference; a module nobody uses joins the idle list,
  * and the idle modules past the bound leave the cache into *evicted (the
  * caller unloads them after unlocking). */
-static void module_unpin(struct curdi_program_room *room, curdi_module *m,
+static void module_unpin(struct curdi_program_state *state, curdi_module *m,
                          curdi_module **evicted)
 {
     if (--m->refs != 0)
         return;
-    idle_push(room, m);
-    while (room->idle_count > room->idle_bound) {
-        curdi_module *oldest = room->idle_tail;
-        idle_unlink(room, oldest);
-        cache_remove(room, oldest);
-        room->counts.evictions++;
+    program_idle_push(state, m);
+    while (state->idle_count > state->idle_bound) {
+        curdi_module *oldest = state->idle_tail;
+        idle_unlink(state, oldest);
+        cache_remove(state, oldest);
+        state->counts.evictions++;
         oldest->evicted_next = *evicted;
         *evicted = oldest;
     }
@@ -202,7 +203,7 @@ static curd_status module_unload(curdi_module *m)
     curdi_cu_result rc =
         curdi_driver_note(curdi_driver_get()->cuModuleUnload(m->module));
     if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
-        return curdi_fail_driver((int)rc, "cuModuleUnload", NULL);
+        return curdi_driver_fail((int)rc, "cuModuleUnload", NULL);
     m->module = NULL;
     return CURD_OK;
 }
@@ -215,7 +216,7 @@ static curd_status module_destroy(curdi_module *m)
     curdi_function *next;
     for (curdi_function *f = m->functions; f != NULL; f = next) {
         next = f->next;
-        curdi_program_function_free(f);
+        curdi_program_load_function_free(f);
     }
     free(m->image);
     free(m->inputs);
@@ -236,7 +237,7 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
     curd_status status = CURD_OK;
     bool entered = false;
     if (curdi_driver_usable()) {
-        status = curdi_device_enter(device);
+        status = curdi_core_device_enter(device);
         entered = status == CURD_OK;
     }
     curdi_module *kept = NULL, *next;
@@ -255,22 +256,22 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
         kept = m;
     }
     if (entered)
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
     if (kept != NULL) {
-        struct curdi_program_room *room = device->program;
-        pthread_mutex_lock(&room->lock);
+        struct curdi_program_state *state = device->program;
+        pthread_mutex_lock(&state->lock);
         curdi_module *lost = NULL;
         for (curdi_module *m = kept; m != NULL; m = next) {
             next = m->evicted_next;
-            if (!cache_insert(room, m)) {
+            if (!cache_insert(state, m)) {
                 m->evicted_next = lost;
                 lost = m;
                 continue;
             }
-            idle_push(room, m);
-            room->counts.evictions--;
+            program_idle_push(state, m);
+            state->counts.evictions--;
         }
-        pthread_mutex_unlock(&room->lock);
+        pthread_mutex_unlock(&state->lock);
         /* The table could not take it back (host memory short as well as
          * the unload refused, both at once): its bookkeeping is freed and
          * the driver's module left to the context, which frees it. */
@@ -288,27 +289,27 @@ static curd_status destroy_evicted(curd_device *device, curdi_module *evicted)
 
 curd_status curdi_program_open(curd_device *device)
 {
-    struct curdi_program_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_program_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: %zu bytes for the program room "
+                          "curd_device_open: %zu bytes for the program state "
                           "could not be allocated. Fix: free host memory and "
                           "try again.",
-                          sizeof *room);
-    bool table_made = curdi_hash_map_init(&room->modules,
-                                          sizeof(XXH128_hash_t), 64);
-    if (!table_made || pthread_mutex_init(&room->lock, NULL) != 0) {
-        curdi_hash_map_fini(&room->modules);
-        free(room);
+                          sizeof *state);
+    bool table_made =
+        curdi_hash_map_init(&state->modules, sizeof(XXH128_hash_t), 64);
+    if (!table_made || pthread_mutex_init(&state->lock, NULL) != 0) {
+        curdi_hash_map_fini(&state->modules);
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: the program room's table or "
+                          "curd_device_open: the program state's table or "
                           "lock could not be created. Fix: free host memory "
                           "and try again.");
     }
-    room->idle_bound = device->options.module_cache_count != 0
-                           ? device->options.module_cache_count
-                           : CURDI_MODULE_CACHE_DEFAULT;
-    device->program = room;
+    state->idle_bound = device->options.module_cache_count != 0
+                            ? device->options.module_cache_count
+                            : CURDI_MODULE_CACHE_DEFAULT;
+    device->program = state;
     return CURD_OK;
 }
 
@@ -316,23 +317,24 @@ void curdi_program_close(curd_device *device)
 {
     if (device == NULL || device->program == NULL)
         return;
-    struct curdi_program_room *room = device->program;
+    struct curdi_program_state *state = device->program;
     curd_program *next_program;
-    for (curd_program *p = room->programs; p != NULL; p = next_program) {
+    for (curd_program *p = state->programs; p != NULL; p = next_program) {
         next_program = p->next;
         free(p);
     }
     size_t position = 0;
     for (curdi_module *m;
-         (m = curdi_hash_map_next_entry(&room->modules, &position)) != NULL;) {
+         (m = curdi_hash_map_next_entry(&state->modules, &position))
+         != NULL;) {
         curd_status status = module_destroy(m);
         if (status != CURD_OK)
             curdi_trace("closing device %d: %s", device->ordinal,
                         curd_last_error());
     }
-    pthread_mutex_destroy(&room->lock);
-    curdi_hash_map_fini(&room->modules);
-    free(room);
+    pthread_mutex_destroy(&state->lock);
+    curdi_hash_map_fini(&state->modules);
+    free(state);
     device->program = NULL;
 }
 
@@ -349,13 +351,13 @@ void curdi_program_counts_read(curd_device *device,
 
 void curdi_program_counts_reset(curd_device *device)
 {
-    struct curdi_program_room *room = device->program;
-    pthread_mutex_lock(&room->lock);
-    room->counts.hits = 0;
-    room->counts.misses = 0;
-    room->counts.jit_ns = 0;
-    room->counts.evictions = 0;
-    pthread_mutex_unlock(&room->lock);
+    struct curdi_program_state *state = device->program;
+    pthread_mutex_lock(&state->lock);
+    state->counts.hits = 0;
+    state->counts.misses = 0;
+    state->counts.jit_ns = 0;
+    state->counts.evictions = 0;
+    pthread_mutex_unlock(&state->lock);
 }
 
 /* ------------------------------------------------------------------------
@@ -452,7 +454,7 @@ static curd_status validate_load(curd_device *device,
                                  curd_program **out_program,
                                  load_request *request)
 {
-    curd_status status = curdi_device_check(device, "curd_program_load");
+    curd_status status = curdi_core_device_check(device, "curd_program_load");
     if (status != CURD_OK)
         return status;
     if (out_program == NULL)
@@ -549,13 +551,13 @@ static curdi_function *cached_function(const curdi_module *m,
 }
 
 /* Lock held: links a new program. */
-static void program_link(struct curdi_program_room *room, curd_program *p)
+static void program_link(struct curdi_program_state *state, curd_program *p)
 {
     p->prev = NULL;
-    p->next = room->programs;
-    if (room->programs != NULL)
-        room->programs->prev = p;
-    room->programs = p;
+    p->next = state->programs;
+    if (state->programs != NULL)
+        state->programs->prev = p;
+    state->programs = p;
 }
 
 /* A module copy of the request, not yet loaded. */
@@ -603,14 +605,14 @@ static curd_status load_slow(curd_device *device, const load_request *request,
                              curdi_function **out_function,
                              uint64_t *out_jit_ns)
 {
-    struct curdi_program_room *room = device->program;
-    curd_status status = curdi_device_enter(device);
+    struct curdi_program_state *state = device->program;
+    curd_status status = curdi_core_device_enter(device);
     if (status != CURD_OK) {
         if (found != NULL) {
             curdi_module *evicted = NULL;
-            pthread_mutex_lock(&room->lock);
-            module_unpin(room, found, &evicted);
-            pthread_mutex_unlock(&room->lock);
+            pthread_mutex_lock(&state->lock);
+            module_unpin(state, found, &evicted);
+            pthread_mutex_unlock(&state->lock);
             (void)destroy_evicted(device, evicted);
         }
         return status;
@@ -622,7 +624,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
     if (m == NULL) {
         curdi_module *fresh = module_new(request, key);
         if (fresh == NULL) {
-            curdi_device_leave(device);
+            curdi_core_device_leave(device);
             return curdi_fail(CURD_E_OUT_OF_MEMORY,
                               "curd_program_load: %zu bytes for a copy of the "
                               "images could not be allocated. Fix: free host "
@@ -632,21 +634,21 @@ static curd_status load_slow(curd_device *device, const load_request *request,
         status = curdi_program_load_module(fresh, request->entry, &jit_ns);
         if (status != CURD_OK) {
             (void)module_destroy(fresh);
-            curdi_device_leave(device);
+            curdi_core_device_leave(device);
             return status;
         }
-        pthread_mutex_lock(&room->lock);
-        m = cache_find(room, key, request);
+        pthread_mutex_lock(&state->lock);
+        m = cache_find(state, key, request);
         if (m != NULL) {
             /* Another thread loaded it meanwhile: keep theirs. */
-            module_pin(room, m);
-            pthread_mutex_unlock(&room->lock);
+            module_pin(state, m);
+            pthread_mutex_unlock(&state->lock);
             (void)module_destroy(fresh);
         } else {
-            if (!cache_insert(room, fresh)) {
-                pthread_mutex_unlock(&room->lock);
+            if (!cache_insert(state, fresh)) {
+                pthread_mutex_unlock(&state->lock);
                 (void)module_destroy(fresh);
-                curdi_device_leave(device);
+                curdi_core_device_leave(device);
                 return curdi_fail(CURD_E_OUT_OF_MEMORY,
                                   "curd_program_load: the module cache's "
                                   "table could not grow. Fix: free host "
@@ -655,32 +657,32 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             m = fresh;
             m->refs = 1;
             inserted = true;
-            pthread_mutex_unlock(&room->lock);
+            pthread_mutex_unlock(&state->lock);
         }
     }
     curdi_function *f = NULL;
     status = curdi_program_load_function(device, m, request->entry, &f);
-    pthread_mutex_lock(&room->lock);
+    pthread_mutex_lock(&state->lock);
     if (status != CURD_OK && inserted && m->refs == 1
         && status != CURD_E_PROGRAM) {
         /* Not a missing entry: the module this load added goes again. */
         m->refs = 0;
-        cache_remove(room, m);
+        cache_remove(state, m);
         m->evicted_next = evicted;
         evicted = m;
     } else if (status != CURD_OK) {
-        module_unpin(room, m, &evicted);
+        module_unpin(state, m, &evicted);
     } else {
         curdi_function *theirs = cached_function(m, request->entry);
         if (theirs != NULL) {
-            curdi_program_function_free(f);
+            curdi_program_load_function_free(f);
             f = theirs;
         } else {
             f->next = m->functions;
             m->functions = f;
         }
     }
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_unlock(&state->lock);
     if (evicted != NULL) {
         /* Keep the load's sentence; an eviction failure is only traced. */
         char sentence[1024];
@@ -697,7 +699,7 @@ static curd_status load_slow(curd_device *device, const load_request *request,
             status = curdi_fail(status, "%s", sentence);
         }
     }
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     if (status != CURD_OK)
         return status;
     *out_module = m;
@@ -715,7 +717,7 @@ CURD_API curd_status curd_program_load(curd_device *device,
     curd_status status = validate_load(device, desc, out_program, &request);
     if (status != CURD_OK)
         return status;
-    struct curdi_program_room *room = device->program;
+    struct curdi_program_state *state = device->program;
     XXH128_hash_t key = image_key(device, &request);
     curd_program *program = calloc(1, sizeof *program);
     if (program == NULL)
@@ -727,22 +729,22 @@ CURD_API curd_status curd_program_load(curd_device *device,
     program->device = device;
 
     /* The fast path: module and function cached, no driver call. */
-    pthread_mutex_lock(&room->lock);
-    curdi_module *m = cache_find(room, key, &request);
+    pthread_mutex_lock(&state->lock);
+    curdi_module *m = cache_find(state, key, &request);
     if (m != NULL) {
-        module_pin(room, m);
+        module_pin(state, m);
         curdi_function *f = cached_function(m, request.entry);
         if (f != NULL) {
-            room->counts.hits++;
+            state->counts.hits++;
             program->module = m;
             program->function = f;
-            program_link(room, program);
-            pthread_mutex_unlock(&room->lock);
+            program_link(state, program);
+            pthread_mutex_unlock(&state->lock);
             *out_program = program;
             return CURD_OK;
         }
     }
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_unlock(&state->lock);
 
     curdi_function *f = NULL;
     curdi_module *loaded = NULL;
@@ -752,21 +754,21 @@ CURD_API curd_status curd_program_load(curd_device *device,
         free(program);
         /* A fault the context did not survive: later calls are refused. */
         if (status == CURD_E_DEVICE_LOST)
-            curdi_device_mark_lost(device);
+            curdi_core_device_mark_lost(device);
         return status;
     }
     program->module = loaded;
     program->function = f;
-    pthread_mutex_lock(&room->lock);
+    pthread_mutex_lock(&state->lock);
     /* Counted once the load succeeded: a failed one counts nothing. */
     if (m != NULL) {
-        room->counts.hits++;
+        state->counts.hits++;
     } else {
-        room->counts.misses++;
-        room->counts.jit_ns += jit_ns;
+        state->counts.misses++;
+        state->counts.jit_ns += jit_ns;
     }
-    program_link(room, program);
-    pthread_mutex_unlock(&room->lock);
+    program_link(state, program);
+    pthread_mutex_unlock(&state->lock);
     *out_program = program;
     return CURD_OK;
 }
@@ -776,12 +778,12 @@ CURD_API curd_status curd_program_free(curd_program *program)
     if (program == NULL)
         return CURD_OK;
     curd_device *device = program->device;
-    struct curdi_program_room *room = device->program;
+    struct curdi_program_state *state = device->program;
     curdi_module *evicted = NULL;
-    pthread_mutex_lock(&room->lock);
+    pthread_mutex_lock(&state->lock);
     if (program->batch_uses != 0) {
         uint32_t uses = program->batch_uses;
-        pthread_mutex_unlock(&room->lock);
+        pthread_mutex_unlock(&state->lock);
         return curdi_fail(CURD_E_BUSY,
                           "curd_program_free: %" PRIu32 " batch launches"
                           " still run kernel %s; nothing was freed. Fix:"
@@ -791,11 +793,11 @@ CURD_API curd_status curd_program_free(curd_program *program)
     if (program->prev != NULL)
         program->prev->next = program->next;
     else
-        room->programs = program->next;
+        state->programs = program->next;
     if (program->next != NULL)
         program->next->prev = program->prev;
-    module_unpin(room, program->module, &evicted);
-    pthread_mutex_unlock(&room->lock);
+    module_unpin(state, program->module, &evicted);
+    pthread_mutex_unlock(&state->lock);
     free(program);
     if (curdi_driver_forked()) {
         /* No driver call in a fork child: the modules go with the
@@ -817,9 +819,9 @@ CURD_API curd_status curd_program_info(const curd_program *program,
     curd_status status = curdi_program_check(program, NULL, "curd_program_info");
     if (status != CURD_OK)
         return status;
-    status = curdi_result_struct_check(props, sizeof *props,
-                                       "curd_program_info", "props",
-                                       "curd_program_props");
+    status = curdi_options_result_struct_check(props, sizeof *props,
+                                               "curd_program_info", "props",
+                                               "curd_program_props");
     if (status != CURD_OK)
         return status;
     const curdi_function *f = program->function;
@@ -871,7 +873,7 @@ CURD_API curd_status curd_program_log(const curd_program *program, char *dst,
 }
 
 /* ------------------------------------------------------------------------
- * For the dispatch room
+ * For the dispatch module
  * ---------------------------------------------------------------------- */
 curd_status curdi_program_check(const curd_program *program,
                                 const curd_device *device, const char *call)
@@ -960,10 +962,10 @@ curd_status curdi_program_reserve_dynamic_shared(const curd_program *program,
         f->function, CURDI_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         limit > INT32_MAX ? INT32_MAX : (int)limit);
     if (rc != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver(
-            (int)rc,
-            "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-            NULL);
+        return curdi_driver_fail((int)rc,
+                                 "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_"
+                                 "DYNAMIC_SHARED_SIZE_BYTES)",
+                                 NULL);
     atomic_store(&f->dynamic_shared_limit, limit);
     return CURD_OK;
 }

@@ -1,7 +1,7 @@
-/* program.h - the program room: module images, the per-device module cache,
- * and what the dispatch room reads of a program.
+/* program.h - the program module: module images, the per-device module cache,
+ * and what the dispatch module reads of a program.
  *
- * The room (struct curdi_program_room behind curd_device.program) holds,
+ * The state (struct curdi_program_state behind curd_device.program) holds,
  * under one short mutex that is never held across a driver call:
  *  - the loaded modules, in a map (base/hash_map) keyed by an XXH3-128 of the
  *    image bytes, the device's compute capability and the JIT options; each
@@ -32,7 +32,7 @@ struct curd_device;
 
 #define CURDI_MODULE_CACHE_DEFAULT 64u
 
-/* Opens the device's room (no driver call) from device->options; called
+/* Opens the device's module (no driver call) from device->options; called
  * by curd_device_open. On failure nothing is left to close. */
 curd_status curdi_program_open(struct curd_device *device);
 /* Frees every program the device still has and unloads every module;
@@ -69,7 +69,7 @@ const curdi_param_layout *curdi_program_params(const curd_program *program);
 curd_status curdi_program_reserve_dynamic_shared(const curd_program *program,
                                                  size_t dynamic_shared_bytes);
 
-/* Reads the room's counters (zeroes for a NULL device). */
+/* Reads the module's counters (zeroes for a NULL device). */
 void curdi_program_counts_read(struct curd_device *device,
                                curdi_program_counts *counts);
 /* Zeroes the cumulative counters (hits, misses, jit_ns, evictions); the

@@ -1,7 +1,7 @@
 /* program_load.c - loading a module (the JIT of one image, or the
  * driver's linker over several) and reading a function of it: its
  * attributes, its parameter layout and the device's opt-in shared
- * memory. Driver calls only, with the context current and the room's
+ * memory. Driver calls only, with the context current and the state's
  * lock not held; program.c decides what is loaded and caches it. */
 #include "launch/program_load.h"
 
@@ -21,7 +21,7 @@
 #define CURDI_MAX_PARAMS 8192u
 #define CURDI_SHARED_DEFAULT_BYTES 49152u
 
-void curdi_program_function_free(curdi_function *f)
+void curdi_program_load_function_free(curdi_function *f)
 {
     free(f->entry);
     free(f->param_storage);
@@ -29,7 +29,7 @@ void curdi_program_function_free(curdi_function *f)
 }
 
 /* ------------------------------------------------------------------------
- * Loading (driver calls; context current, room lock not held)
+ * Loading (driver calls; context current, state lock not held)
  * ---------------------------------------------------------------------- */
 static const char *const kind_names[] = {"", "PTX", "cubin", "fatbin",
                                          "library"};
@@ -48,7 +48,7 @@ static curd_status load_failed(curdi_module *m, curdi_cu_result rc,
              "curd_program_load: cuModuleLoadDataEx (%s, for entry %s%s%s)",
              what, entry, logs->error[0] != '\0' ? "; JIT log: " : "",
              logs->error);
-    return curdi_fail_driver(
+    return curdi_driver_fail(
         (int)rc, call,
         curdi_driver_status_of(rc) == CURD_E_PROGRAM ? fix : NULL);
 }
@@ -100,8 +100,8 @@ static curd_status link_images(curdi_module *m, const char *entry,
     }
     void *cubin = NULL;
     size_t cubin_bytes = 0;
-    curd_status status = curdi_link(inputs, m->input_count, &m->jit, entry,
-                                    logs, &cubin, &cubin_bytes);
+    curd_status status = curdi_jit_link(inputs, m->input_count, &m->jit, entry,
+                                        logs, &cubin, &cubin_bytes);
     if (status != CURD_OK)
         return status;
     m->info_log = curdi_jit_logs_take_info(logs);
@@ -200,7 +200,7 @@ static curd_status get_attribute(const curdi_driver *driver,
     char call[128];
     snprintf(call, sizeof call, "curd_program_load: cuFuncGetAttribute(%s)",
              name);
-    return curdi_fail_driver((int)rc, call, NULL);
+    return curdi_driver_fail((int)rc, call, NULL);
 }
 
 /* The parameter layout through cuFuncGetParamInfo; unknown without it. */
@@ -221,9 +221,8 @@ static curd_status read_params(const curdi_driver *driver, curdi_function *f)
         if (rc != CURDI_CUDA_SUCCESS) {
             free(offsets);
             free(sizes);
-            return curdi_fail_driver((int)rc,
-                                     "curd_program_load: cuFuncGetParamInfo",
-                                     NULL);
+            return curdi_driver_fail(
+                (int)rc, "curd_program_load: cuFuncGetParamInfo", NULL);
         }
         if (count == CURDI_MAX_PARAMS || offset > UINT32_MAX ||
             size > UINT32_MAX) {
@@ -287,25 +286,25 @@ static curd_status read_params(const curdi_driver *driver, curdi_function *f)
 /* The device's opt-in shared memory per block, read once. */
 static curd_status shared_optin(curd_device *device, int *out)
 {
-    struct curdi_program_room *room = device->program;
-    int value = atomic_load(&room->shared_optin_bytes);
+    struct curdi_program_state *state = device->program;
+    int value = atomic_load(&state->shared_optin_bytes);
     if (value == 0) {
         curdi_cu_result rc = curdi_driver_get()->cuDeviceGetAttribute(
             &value, CURDI_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             device->cu_device);
         if (rc != CURDI_CUDA_SUCCESS)
-            return curdi_fail_driver(
+            return curdi_driver_fail(
                 (int)rc,
                 "curd_program_load: cuDeviceGetAttribute("
                 "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)",
                 NULL);
-        atomic_store(&room->shared_optin_bytes, value);
+        atomic_store(&state->shared_optin_bytes, value);
     }
     *out = value;
     return CURD_OK;
 }
 
-/* Finds the entry in a loaded module and reads what the room caches of
+/* Finds the entry in a loaded module and reads what the module caches of
  * it into a new function (not yet in the module's list). */
 curd_status curdi_program_load_function(curd_device *device,
                                         const curdi_module *m,
@@ -330,7 +329,7 @@ curd_status curdi_program_load_function(curd_device *device,
     if (rc == CURDI_CUDA_ERROR_NOT_FOUND) {
         char names[1024];
         entry_names(m, names, sizeof names);
-        curdi_program_function_free(f);
+        curdi_program_load_function_free(f);
         curdi_status_note_driver_code((int)rc);
         if (names[0] == '\0')
             return curdi_fail(CURD_E_PROGRAM,
@@ -350,10 +349,9 @@ curd_status curdi_program_load_function(curd_device *device,
                           entry, names);
     }
     if (rc != CURDI_CUDA_SUCCESS) {
-        curdi_program_function_free(f);
-        return curdi_fail_driver((int)rc,
-                                 "curd_program_load: cuModuleGetFunction",
-                                 NULL);
+        curdi_program_load_function_free(f);
+        return curdi_driver_fail(
+            (int)rc, "curd_program_load: cuModuleGetFunction", NULL);
     }
     int regs = 0, shared = 0, local = 0, constant = 0, threads = 0,
         binary = 0, ptx = 0, optin = 0;
@@ -375,7 +373,7 @@ curd_status curdi_program_load_function(curd_device *device,
     if (status == CURD_OK)
         status = read_params(driver, f);
     if (status != CURD_OK) {
-        curdi_program_function_free(f);
+        curdi_program_load_function_free(f);
         return status;
     }
     f->attrs.registers_per_thread = regs;

@@ -1,7 +1,7 @@
-/* program_load.h - the program room's layout (a function, a module, the
- * room behind curd_device.program) and the driver calls that load a
+/* program_load.h - the program load module's layout (a function, a module, the
+ * module behind curd_device.program) and the driver calls that load a
  * module and read a function, for program.c and program_load.c alone.
- * program.h says how the room is kept and under which lock. */
+ * program.h says how the module is kept and under which lock. */
 #ifndef CURD_LIB_LAUNCH_PROGRAM_LOAD_H
 #define CURD_LIB_LAUNCH_PROGRAM_LOAD_H
 
@@ -57,7 +57,7 @@ typedef struct curdi_module {
     char *info_log; /* the JIT's (or linker's) information log; NULL: none */
 } curdi_module;
 
-struct curdi_program_room {
+struct curdi_program_state {
     pthread_mutex_t lock;
     /* The loaded modules by key (the image's XXH3-128, bytes compared on
      * a hit, so modules whose keys collide both stay). */
@@ -73,17 +73,17 @@ struct curdi_program_room {
 };
 
 /* Loading a module and reading a function: driver calls, the context
- * current and the room's lock not held. curdi_program_load_module loads
+ * current and the state's lock not held. curdi_program_load_module loads
  * (compiles or links) the module, *out_ns the time spent in the driver;
  * curdi_program_load_function finds the entry in the loaded module and
- * reads what the room caches of it into a new function, not yet in the
- * module's list, which curdi_program_function_free frees. */
+ * reads what the module caches of it into a new function, not yet in the
+ * module's list, which curdi_program_load_function_free frees. */
 curd_status curdi_program_load_module(curdi_module *m, const char *entry,
                                       uint64_t *out_ns);
 curd_status curdi_program_load_function(curd_device *device,
                                         const curdi_module *m,
                                         const char *entry,
                                         curdi_function **out);
-void curdi_program_function_free(curdi_function *f);
+void curdi_program_load_function_free(curdi_function *f);
 
 #endif

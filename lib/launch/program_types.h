@@ -1,6 +1,6 @@
-/* program_types.h - what the program room tells the rooms above about a
+/* program_types.h - what the program module tells the modules above about a
  * program, and its own modules need too: a kernel's attributes and
- * parameter layout, and the room's counters. */
+ * parameter layout, and the module's counters. */
 #ifndef CURD_LIB_LAUNCH_PROGRAM_TYPES_H
 #define CURD_LIB_LAUNCH_PROGRAM_TYPES_H
 
@@ -32,7 +32,7 @@ typedef struct curdi_param_layout {
     size_t total_bytes; /* offset + size of the last parameter */
 } curdi_param_layout;
 
-/* The room's counters; cumulative ones count from the device's open (or
+/* The module's counters; cumulative ones count from the device's open (or
  * the last reset), and only loads that succeeded. */
 typedef struct curdi_program_counts {
     uint64_t hits;           /* loads that found their module cached */

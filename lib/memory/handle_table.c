@@ -1,7 +1,7 @@
 /* handle_table.c - the handle table (pure): a curd_buffer id to its slot
  * and back. handle_table.h says how an id is laid out and what the table
  * promises; the id fields and the lookup are inline there, for the
- * resident room's per-item loops. */
+ * resident module's per-item loops. */
 #include "memory/handle_table.h"
 
 #include <inttypes.h>
@@ -17,7 +17,7 @@
  * Device tags
  * ---------------------------------------------------------------------- */
 
-uint16_t curdi_handle_tag_next(void)
+uint16_t curdi_handle_table_tag_next(void)
 {
     static _Atomic uint32_t last_tag;
     uint32_t tag;
@@ -174,7 +174,7 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
      * live). */
     CURDI_ASSERT(slot->generation >= 1u
                  && slot->generation <= CURDI_HANDLE_MAX_GENERATION);
-    return curdi_handle_id_make(table->tag, slot->generation, index);
+    return curdi_handle_table_id_make(table->tag, slot->generation, index);
 }
 
 curd_status curdi_handle_table_insert(curdi_handle_table *table,
@@ -213,8 +213,8 @@ static curd_status handle_stale(const curdi_handle_table *table, uint64_t id,
                                 const curdi_handle_slot *slot,
                                 const char *what)
 {
-    uint32_t index = curdi_handle_id_index(id);
-    uint32_t generation = curdi_handle_id_generation(id);
+    uint32_t index = curdi_handle_table_id_index(id);
+    uint32_t generation = curdi_handle_table_id_generation(id);
     /* Generations only grow, and a retired slot keeps its last one. */
     bool never = slot == NULL || generation > slot->generation
                  || (slot->state != CURDI_SLOT_RETIRED
@@ -255,9 +255,9 @@ curd_status curdi_handle_table_find(const curdi_handle_table *table,
                                     uint64_t id, const char *what,
                                     curdi_handle_slot **out_slot)
 {
-    uint32_t index = curdi_handle_id_index(id);
-    uint32_t generation = curdi_handle_id_generation(id);
-    uint16_t tag = curdi_handle_id_tag(id);
+    uint32_t index = curdi_handle_table_id_index(id);
+    uint32_t generation = curdi_handle_table_id_generation(id);
+    uint16_t tag = curdi_handle_table_id_tag(id);
     curdi_handle_slot *slot;
     if (id == 0)
         return curdi_fail(CURD_E_STALE_HANDLE,
@@ -286,12 +286,12 @@ curd_status curdi_handle_table_find(const curdi_handle_table *table,
 void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id,
                                const char *ended_by)
 {
-    uint32_t index = curdi_handle_id_index(id);
+    uint32_t index = curdi_handle_table_id_index(id);
     /* The caller has just found id: its slot is live, of id's generation. */
     CURDI_ASSERT(index < table->slot_count && table->live_count > 0);
     curdi_handle_slot *slot = &table->slots[index];
     CURDI_ASSERT(slot->state == CURDI_SLOT_LIVE
-                 && slot->generation == curdi_handle_id_generation(id));
+                 && slot->generation == curdi_handle_table_id_generation(id));
     slot->ended_by = ended_by;
     slot->device_ptr = 0;
     slot->byte_len = 0;

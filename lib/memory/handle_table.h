@@ -1,6 +1,6 @@
 /* handle_table.h - the handle table (pure): no driver, no lock, no
  * allocation but its own slot array. It turns a curd_buffer id into a
- * slot and back; the resident room (memory/resident.c) keeps one per
+ * slot and back; the resident module (memory/resident.c) keeps one per
  * device under its mutex, and tests/test-handle-table.c drives it on the
  * CPU.
  *
@@ -64,8 +64,8 @@ typedef struct curdi_handle_slot {
      * descriptor), in granules of 2^mapping_log2 bytes; 0 for any other.
      * Freeing it unmaps the byte_len bytes rounded up to the granule. */
     uint8_t mapping_log2;
-    /* A room above owns it (a static set's buffer, lib/session/): the
-     * public curd_buffer_free refuses it, the room frees it itself. */
+    /* A module above owns it (a static set's buffer, lib/session/): the
+     * public curd_buffer_free refuses it, the module frees it itself. */
     bool owned;
     uint32_t next_free;   /* free list: index + 1 of the next, 0 ends */
     /* The public call that ended the slot's last generation
@@ -128,15 +128,15 @@ void curdi_handle_table_remove(curdi_handle_table *table, uint64_t id,
 
 
 /* A fresh non-zero tag for a new device (process-wide, thread-safe). */
-uint16_t curdi_handle_tag_next(void);
+uint16_t curdi_handle_table_tag_next(void);
 
 /* ------------------------------------------------------------------------
  * Ids and the lookup, inline
  * ---------------------------------------------------------------------- */
 #define CURDI_HANDLE_INDEX_MASK ((uint64_t)CURDI_HANDLE_MAX_SLOTS - 1u)
 
-static inline uint64_t curdi_handle_id_make(uint16_t tag, uint32_t generation,
-                              uint32_t index)
+static inline uint64_t
+curdi_handle_table_id_make(uint16_t tag, uint32_t generation, uint32_t index)
 {
     return ((uint64_t)tag
             << (CURDI_HANDLE_INDEX_BITS + CURDI_HANDLE_GENERATION_BITS))
@@ -145,18 +145,18 @@ static inline uint64_t curdi_handle_id_make(uint16_t tag, uint32_t generation,
            | ((uint64_t)index & CURDI_HANDLE_INDEX_MASK);
 }
 
-static inline uint32_t curdi_handle_id_index(uint64_t id)
+static inline uint32_t curdi_handle_table_id_index(uint64_t id)
 {
     return (uint32_t)(id & CURDI_HANDLE_INDEX_MASK);
 }
 
-static inline uint32_t curdi_handle_id_generation(uint64_t id)
+static inline uint32_t curdi_handle_table_id_generation(uint64_t id)
 {
     return (uint32_t)((id >> CURDI_HANDLE_INDEX_BITS)
                       & CURDI_HANDLE_MAX_GENERATION);
 }
 
-static inline uint16_t curdi_handle_id_tag(uint64_t id)
+static inline uint16_t curdi_handle_table_id_tag(uint64_t id)
 {
     return (uint16_t)(id >> (CURDI_HANDLE_INDEX_BITS
                              + CURDI_HANDLE_GENERATION_BITS));
@@ -164,21 +164,21 @@ static inline uint16_t curdi_handle_id_tag(uint64_t id)
 
 /* The live slot id names, or NULL exactly when curdi_handle_table_find
  * fails; it sets no error (for hot paths that word one only on failure).
- * Inline: the resident room runs it for every item of a batch. */
+ * Inline: the resident module runs it for every item of a batch. */
 static inline curdi_handle_slot *
 curdi_handle_table_lookup(const curdi_handle_table *table, uint64_t id)
 {
-    uint32_t index = curdi_handle_id_index(id);
+    uint32_t index = curdi_handle_table_id_index(id);
     curdi_handle_slot *slot;
     /* The conditions of curdi_handle_table_find, without the sentences: a
      * live slot's generation is never 0, so a zero generation fails the
      * last comparison. */
-    if (id == 0 || curdi_handle_id_tag(id) != table->tag
+    if (id == 0 || curdi_handle_table_id_tag(id) != table->tag
         || index >= table->slot_count)
         return NULL;
     slot = &table->slots[index];
     if (slot->state != CURDI_SLOT_LIVE
-        || slot->generation != curdi_handle_id_generation(id))
+        || slot->generation != curdi_handle_table_id_generation(id))
         return NULL;
     return slot;
 }

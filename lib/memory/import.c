@@ -26,9 +26,9 @@ static curd_status read_attribute(curd_device *device, void *data,
     *known = rc != CURDI_CUDA_ERROR_INVALID_VALUE;
     if (rc == CURDI_CUDA_SUCCESS || !*known)
         return CURD_OK;
-    curd_status status = curdi_fail_driver((int)rc, name, CURDI_DRIVER_FIX);
+    curd_status status = curdi_driver_fail((int)rc, name, CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
-        curdi_device_mark_lost(device);
+        curdi_core_device_mark_lost(device);
     return status;
 }
 
@@ -86,8 +86,9 @@ static curd_status page_locked(curd_device *device, uint64_t address,
     return status;
 }
 
-curd_status curdi_pinned_range_check(curd_device *device, const void *host,
-                                     size_t byte_len, const char *what)
+curd_status curdi_import_pinned_range_check(curd_device *device,
+                                            const void *host, size_t byte_len,
+                                            const char *what)
 {
     /* Its first and its last byte: the range attributes are documented
      * for device pointers only. A range whose middle is not page-locked
@@ -181,7 +182,7 @@ CURD_API curd_status curd_buffer_import(curd_device *device,
                                         curd_buffer *out_buffer)
 {
     const char *what = "curd_buffer_import";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (out_buffer == NULL)
@@ -203,11 +204,11 @@ CURD_API curd_status curd_buffer_import(curd_device *device,
                           " end of the address space. Fix: pass the"
                           " allocation's true length.",
                           what, device_ptr, byte_len);
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     status = check_range(device, device_ptr, byte_len, end);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     uint64_t id = 0;
     if (status == CURD_OK)
         status = curdi_resident_import(device, what, device_ptr,

@@ -15,7 +15,7 @@
 /* Granules are whole pages: a DMA into a landing starts page-aligned. */
 #define LANDING_GRANULE_ALIGN ((uint64_t)4096)
 
-struct curdi_landing_room {
+struct curdi_landing_state {
     uint64_t granule_bytes; /* fixed once the device is open; 0: off */
     /* Made by the first landing (make_area), under area_lock; area_ready
      * says, with release and acquire, that area is set. */
@@ -32,33 +32,34 @@ struct curdi_landing_room {
 
 curd_status curdi_landing_open(curd_device *device)
 {
-    struct curdi_landing_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_landing_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's landing state."
                           " Fix: free host memory.");
-    if (pthread_mutex_init(&room->area_lock, NULL) != 0) {
-        free(room);
+    if (pthread_mutex_init(&state->area_lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not initialise the landing state's lock."
                           " Fix: free system resources.");
     }
-    atomic_store(&room->free_granules, UINT64_MAX);
-    device->landing = room;
+    atomic_store(&state->free_granules, UINT64_MAX);
+    device->landing = state;
     return CURD_OK;
 }
 
 void curdi_landing_close(curd_device *device)
 {
-    struct curdi_landing_room *room;
+    struct curdi_landing_state *state;
     if (device == NULL || device->landing == NULL)
         return;
-    room = device->landing;
+    state = device->landing;
     /* Errors have nowhere to go at close. */
-    if (room->area != NULL && curdi_driver_usable())
-        (void)curdi_driver_note(curdi_driver_get()->cuMemFreeHost(room->area));
-    pthread_mutex_destroy(&room->area_lock);
-    free(room);
+    if (state->area != NULL && curdi_driver_usable())
+        (void)curdi_driver_note(
+            curdi_driver_get()->cuMemFreeHost(state->area));
+    pthread_mutex_destroy(&state->area_lock);
+    free(state);
     device->landing = NULL;
 }
 
@@ -72,55 +73,57 @@ void curdi_landing_set_bytes(curd_device *device, uint64_t area_bytes)
 /* The area, made on the first call (context current): false when the
  * driver could not make it, this time. Mapped like the pinned pool's
  * blocks, so the transfer kernels reach it as they reach staging. */
-static bool make_area(struct curdi_landing_room *room)
+static bool make_area(struct curdi_landing_state *state)
 {
     curdi_cu_result cu_result;
     void *area = NULL;
-    if (atomic_load_explicit(&room->area_ready, memory_order_acquire))
+    if (atomic_load_explicit(&state->area_ready, memory_order_acquire))
         return true;
-    pthread_mutex_lock(&room->area_lock);
-    if (atomic_load_explicit(&room->area_ready, memory_order_relaxed)) {
-        pthread_mutex_unlock(&room->area_lock);
+    pthread_mutex_lock(&state->area_lock);
+    if (atomic_load_explicit(&state->area_ready, memory_order_relaxed)) {
+        pthread_mutex_unlock(&state->area_lock);
         return true;
     }
     cu_result = curdi_driver_note(curdi_driver_get()->cuMemHostAlloc(
-        &area, (size_t)(room->granule_bytes * CURDI_LANDING_GRANULES),
+        &area, (size_t)(state->granule_bytes * CURDI_LANDING_GRANULES),
         CURDI_CU_MEMHOSTALLOC_PORTABLE | CURDI_CU_MEMHOSTALLOC_DEVICEMAP));
     if (cu_result != CURDI_CUDA_SUCCESS) {
-        pthread_mutex_unlock(&room->area_lock);
+        pthread_mutex_unlock(&state->area_lock);
         curdi_trace("the landing area could not be made (%u): this download"
                     " stages through the pinned pool",
                     cu_result);
         return false;
     }
-    room->area = area;
-    atomic_store_explicit(&room->area_ready, true, memory_order_release);
-    pthread_mutex_unlock(&room->area_lock);
+    state->area = area;
+    atomic_store_explicit(&state->area_ready, true, memory_order_release);
+    pthread_mutex_unlock(&state->area_lock);
     return true;
 }
 
 /* The first of `count` granules for the next landing: the cursor's, or 0
  * when they would run past the area's end; the cursor moves past them. */
-static unsigned advance_cursor(struct curdi_landing_room *room, unsigned count)
+static unsigned advance_cursor(struct curdi_landing_state *state,
+                               unsigned count)
 {
-    unsigned cursor = atomic_load_explicit(&room->cursor, memory_order_relaxed);
+    unsigned cursor =
+        atomic_load_explicit(&state->cursor, memory_order_relaxed);
     unsigned start;
     do {
         start = cursor + count > CURDI_LANDING_GRANULES ? 0u : cursor;
     } while (!atomic_compare_exchange_weak_explicit(
-        &room->cursor, &cursor, (start + count) % CURDI_LANDING_GRANULES,
+        &state->cursor, &cursor, (start + count) % CURDI_LANDING_GRANULES,
         memory_order_relaxed, memory_order_relaxed));
     return start;
 }
 
 /* Takes the granules of `bits` if every one is free. */
-static bool take_granules(struct curdi_landing_room *room, uint64_t bits)
+static bool take_granules(struct curdi_landing_state *state, uint64_t bits)
 {
     uint64_t free_granules =
-        atomic_load_explicit(&room->free_granules, memory_order_relaxed);
+        atomic_load_explicit(&state->free_granules, memory_order_relaxed);
     while ((free_granules & bits) == bits)
         if (atomic_compare_exchange_weak_explicit(
-                &room->free_granules, &free_granules, free_granules & ~bits,
+                &state->free_granules, &free_granules, free_granules & ~bits,
                 memory_order_acquire, memory_order_relaxed))
             return true;
     return false;
@@ -129,26 +132,27 @@ static bool take_granules(struct curdi_landing_room *room, uint64_t bits)
 bool curdi_landing_take(curd_device *device, size_t byte_len,
                         curdi_landing *out)
 {
-    struct curdi_landing_room *room = device->landing;
-    uint64_t granule = room->granule_bytes;
+    struct curdi_landing_state *state = device->landing;
+    uint64_t granule = state->granule_bytes;
     memset(out, 0, sizeof *out);
     /* At most a quarter of the area: four landings in a row never come
      * back to the same lines. */
     if (granule != 0 && byte_len > 0
         && byte_len <= granule * (CURDI_LANDING_GRANULES / 4u)
-        && make_area(room)) {
+        && make_area(state)) {
         unsigned count = (unsigned)((byte_len + granule - 1u) / granule);
-        unsigned start = advance_cursor(room, count);
+        unsigned start = advance_cursor(state, count);
         /* count <= 16: the shift stays inside the word. */
         uint64_t bits = (((uint64_t)1 << count) - 1u) << start;
-        if (take_granules(room, bits)) {
-            out->host = room->area + (size_t)(start * granule);
+        if (take_granules(state, bits)) {
+            out->host = state->area + (size_t)(start * granule);
             out->granules = bits;
-            atomic_fetch_add_explicit(&room->landed, 1u, memory_order_relaxed);
+            atomic_fetch_add_explicit(&state->landed, 1u,
+                                      memory_order_relaxed);
             return true;
         }
     }
-    atomic_fetch_add_explicit(&room->declined, 1u, memory_order_relaxed);
+    atomic_fetch_add_explicit(&state->declined, 1u, memory_order_relaxed);
     return false;
 }
 
@@ -188,7 +192,7 @@ void curdi_landing_put_back(curd_device *device, curdi_landing *landing,
 void curdi_landing_counts(const curd_device *device, uint64_t *out_landed,
                           uint64_t *out_declined)
 {
-    struct curdi_landing_room *room = device->landing;
-    *out_landed = atomic_load(&room->landed);
-    *out_declined = atomic_load(&room->declined);
+    struct curdi_landing_state *state = device->landing;
+    *out_landed = atomic_load(&state->landed);
+    *out_declined = atomic_load(&state->declined);
 }

@@ -1,4 +1,4 @@
-/* landing.h - the landing room: a few MiB of page-locked memory that the
+/* landing.h - the landing module: a few MiB of page-locked memory that the
  * staging slots of downloads into pageable memory, and a dispatch's
  * read-backs, land in, each time at a place the CPU has not read lately.
  *
@@ -15,7 +15,7 @@
  * copy team), the turns must pass all their caches: lib/transfer/tuning.h has the
  * area's size and what it bought.
  *
- * The room owns one area (made at the first landing) of CURDI_LANDING_GRANULES
+ * The module owns one area (made at the first landing) of CURDI_LANDING_GRANULES
  * granules, a mask of the free ones, and a cursor: a landing takes the
  * granules at the cursor and moves it past them, so landings follow one
  * another around the area. Lock-free but for making the area. */
@@ -40,7 +40,7 @@ typedef struct curdi_landing {
     uint64_t granules; /* the mask bits held */
 } curdi_landing;
 
-/* Creates the room; no driver call (the area is made by the first
+/* Creates the module; no driver call (the area is made by the first
  * landing, so a device that never lands holds none). */
 curd_status curdi_landing_open(struct curd_device *device);
 /* Frees the area, if made (context current). NULL-safe. */
@@ -48,7 +48,7 @@ void curdi_landing_close(struct curd_device *device);
 
 /* The area's size (rounded down to a multiple of CURDI_LANDING_GRANULES *
  * 4 KiB; 0: no landing); set once as the device opens, before any landing
- * (the transfer room sets it from the device's tuning,
+ * (the transfer module sets it from the device's tuning,
  * CURD_LANDING_BYTES). */
 void curdi_landing_set_bytes(struct curd_device *device, uint64_t area_bytes);
 

@@ -28,7 +28,7 @@
 static curd_status upstream_alloc(curd_device *device, bool pinned,
                                   size_t byte_len, uint64_t *out_address)
 {
-    curd_status status = curdi_device_enter(device);
+    curd_status status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     const curdi_driver *driver = curdi_driver_get();
@@ -44,17 +44,17 @@ static curd_status upstream_alloc(curd_device *device, bool pinned,
     if (rc == CURDI_CUDA_SUCCESS)
         *out_address = pinned ? (uint64_t)(uintptr_t)host_ptr : device_ptr;
     else if (pinned)
-        status = curdi_fail_driver(
+        status = curdi_driver_fail(
             (int)rc, "cuMemHostAlloc",
             "free page-locked host memory (pinned blocks, registered "
             "ranges), lower the pinned pool's cache budget, or raise the "
             "locked-memory limit (ulimit -l)");
     else
-        status = curdi_fail_driver(
+        status = curdi_driver_fail(
             (int)rc, "cuMemAlloc",
             "free device memory (buffers, blocks, other processes' use) or "
             "lower the device pool's cache budget");
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
@@ -66,18 +66,17 @@ static curd_status upstream_free(curd_device *device, bool pinned,
     /* Freed even when the push fails: nearly every caller has the context
      * current already (a trim from another thread is the exception), and
      * the pool lets go of the block whatever this returns. */
-    curd_status entered = curdi_device_enter(device);
+    curd_status entered = curdi_core_device_enter(device);
     const curdi_driver *driver = curdi_driver_get();
     curdi_cu_result rc = curdi_driver_note(
         pinned ? driver->cuMemFreeHost((void *)(uintptr_t)address)
                : driver->cuMemFree((curdi_cu_deviceptr)address));
     curd_status status = CURD_OK;
     if (rc != CURDI_CUDA_SUCCESS && rc != CURDI_CUDA_ERROR_DEINITIALIZED)
-        status = curdi_fail_driver((int)rc,
-                                   pinned ? "cuMemFreeHost" : "cuMemFree",
-                                   NULL);
+        status = curdi_driver_fail(
+            (int)rc, pinned ? "cuMemFreeHost" : "cuMemFree", NULL);
     if (entered == CURD_OK)
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
     return status;
 }
 
@@ -97,12 +96,12 @@ static curd_status device_upstream_free(void *context, uint64_t address,
 static bool device_upstream_free_bytes(void *context, uint64_t *out_free_bytes)
 {
     curd_device *device = context;
-    if (curdi_device_enter(device) != CURD_OK)
+    if (curdi_core_device_enter(device) != CURD_OK)
         return false;
     size_t free_bytes = 0, total_bytes = 0;
     curdi_cu_result rc =
         curdi_driver_get()->cuMemGetInfo(&free_bytes, &total_bytes);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     if (rc != CURDI_CUDA_SUCCESS)
         return false;
     *out_free_bytes = free_bytes;
@@ -183,7 +182,7 @@ static uint64_t trim_every_pool(curd_device *device, curd_pool_kind kind)
     curdi_pool *own = curdi_memory_pool(device, kind);
     if (own != NULL)
         all.freed += curdi_pool_trim(own, 0);
-    curdi_devices_for_ordinal(device->ordinal, trim_one_device, &all);
+    curdi_core_devices_for_ordinal(device->ordinal, trim_one_device, &all);
     return all.freed;
 }
 
@@ -276,13 +275,13 @@ curd_status curdi_memory_open(curd_device *device)
         .relieve_context = device,
     };
     curdi_pool *device_pool = NULL, *pinned_pool = NULL;
-    curd_status status =
-        curdi_pool_create(&device_upstream, &device_config, &device_pool);
+    curd_status status = curdi_pool_lifecycle_create(
+        &device_upstream, &device_config, &device_pool);
     if (status == CURD_OK) {
-        status =
-            curdi_pool_create(&pinned_upstream, &pinned_config, &pinned_pool);
+        status = curdi_pool_lifecycle_create(&pinned_upstream, &pinned_config,
+                                             &pinned_pool);
         if (status != CURD_OK)
-            curdi_pool_destroy(device_pool);
+            curdi_pool_lifecycle_destroy(device_pool);
     }
     if (status != CURD_OK) {
         pthread_mutex_destroy(&device->reclaim_lock);
@@ -297,10 +296,10 @@ void curdi_memory_close(curd_device *device)
 {
     if (device == NULL || device->device_pool == NULL)
         return;
-    /* Every block still live (the rooms closed before this one gave theirs
+    /* Every block still live (the modules closed before this one gave theirs
      * back) and every cached one goes upstream here. */
-    curdi_pool_destroy(device->pinned_pool);
-    curdi_pool_destroy(device->device_pool);
+    curdi_pool_lifecycle_destroy(device->pinned_pool);
+    curdi_pool_lifecycle_destroy(device->device_pool);
     device->pinned_pool = NULL;
     device->device_pool = NULL;
     device->reclaim_fn = NULL;
@@ -324,7 +323,7 @@ curdi_pool *curdi_memory_pool(curd_device *device, curd_pool_kind kind)
 /* ------------------------------------------------------------------------
  * Blocks
  * ---------------------------------------------------------------------- */
-/* The public entries and the library's own rooms share these, inlined in
+/* The public entries and the library's own modules share these, inlined in
  * both: a pool hit is a few tens of nanoseconds, and a call layer less is
  * a measurable part of it. Each ends in a tail call and keeps its
  * refusals in a function of their own, so a hit saves no register. */
@@ -385,7 +384,7 @@ acquire_checking_device(curd_device *device, curd_pool_kind kind,
                         size_t byte_len, curd_block *out_block)
 {
     curd_status status =
-        curdi_device_check_fully(device, "curd_block_acquire");
+        curdi_core_device_check_fully(device, "curd_block_acquire");
     if (status != CURD_OK)
         return status;
     return block_acquire(device, kind, byte_len, out_block);
@@ -395,7 +394,7 @@ static __attribute__((noinline)) curd_status
 release_checking_device(curd_device *device, const curd_block *block)
 {
     curd_status status =
-        curdi_device_check_fully(device, "curd_block_release");
+        curdi_core_device_check_fully(device, "curd_block_release");
     if (status != CURD_OK)
         return status;
     return block_release(device, block);
@@ -405,7 +404,7 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
                                         curd_pool_kind kind, size_t byte_len,
                                         curd_block *out_block)
 {
-    if (__builtin_expect(!curdi_device_known(device), false))
+    if (__builtin_expect(!curdi_core_device_known(device), false))
         return acquire_checking_device(device, kind, byte_len, out_block);
     return block_acquire(device, kind, byte_len, out_block);
 }
@@ -413,18 +412,20 @@ CURD_API curd_status curd_block_acquire(curd_device *device,
 CURD_API curd_status curd_block_release(curd_device *device,
                                         const curd_block *block)
 {
-    if (__builtin_expect(!curdi_device_known(device), false))
+    if (__builtin_expect(!curdi_core_device_known(device), false))
         return release_checking_device(device, block);
     return block_release(device, block);
 }
 
-curd_status curdi_block_acquire(curd_device *device, curd_pool_kind kind,
-                                size_t byte_len, curd_block *out_block)
+curd_status curdi_memory_block_acquire(curd_device *device,
+                                       curd_pool_kind kind, size_t byte_len,
+                                       curd_block *out_block)
 {
     return block_acquire(device, kind, byte_len, out_block);
 }
 
-curd_status curdi_block_release(curd_device *device, const curd_block *block)
+curd_status curdi_memory_block_release(curd_device *device,
+                                       const curd_block *block)
 {
     return block_release(device, block);
 }
@@ -446,26 +447,27 @@ void curdi_memory_stats_reset(curd_device *device)
 
 CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)
 {
-    curd_status status = curdi_device_check(device, "curd_device_trim");
+    curd_status status = curdi_core_device_check(device, "curd_device_trim");
     if (status != CURD_OK)
         return status;
     /* The context current for the whole trim: a block whose own push
      * fails is still freed (upstream_free), not dropped. */
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     status = curdi_pool_trim_checked(device->device_pool, keep_bytes, NULL);
     if (status == CURD_OK)
         status = curdi_pool_trim_checked(device->pinned_pool, keep_bytes,
                                          NULL);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
 CURD_API curd_status curd_device_set_reclaim(curd_device *device,
                                              curd_reclaim_fn fn, void *context)
 {
-    curd_status status = curdi_device_check(device, "curd_device_set_reclaim");
+    curd_status status =
+        curdi_core_device_check(device, "curd_device_set_reclaim");
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&device->reclaim_lock);

@@ -36,7 +36,7 @@
 #include "curd.h"
 #include "memory/staging.h"
 
-/* The pools themselves (memory/pool.h) stay inside memory/: the rooms
+/* The pools themselves (memory/pool.h) stay inside memory/: the modules
  * above reach the device's pools through the calls below. */
 typedef struct curdi_pool curdi_pool;
 
@@ -51,7 +51,7 @@ struct curd_device;
  * close. */
 curd_status curdi_memory_open(struct curd_device *device);
 /* Destroys both pools (every block, cached or live). Called by
- * curd_device_close after the resident and transfer rooms have given their
+ * curd_device_close after the resident and transfer modules have given their
  * blocks back; skips driver calls when curdi_driver_usable() is false.
  * NULL-safe. */
 void curdi_memory_close(struct curd_device *device);
@@ -68,7 +68,7 @@ curdi_pool *curdi_memory_pool(struct curd_device *device, curd_pool_kind kind);
 
 /* A block of the device pool (device memory) of at least byte_len bytes,
  * and its release: curdi_pool_acquire and _release on the device's pool,
- * for the rooms above memory/. */
+ * for the modules above memory/. */
 curd_status curdi_memory_device_acquire(struct curd_device *device,
                                         size_t byte_len,
                                         uint64_t *out_address,
@@ -81,12 +81,12 @@ curd_status curdi_memory_staging_acquire(struct curd_device *device,
                                          size_t byte_len,
                                          curdi_staging *out_staging);
 
-/* curd_block_acquire / curd_block_release for the library's own rooms
+/* curd_block_acquire / curd_block_release for the library's own modules
  * (device already validated): the same checks on everything else. */
-curd_status curdi_block_acquire(struct curd_device *device,
-                                curd_pool_kind kind, size_t byte_len,
-                                curd_block *out_block);
-curd_status curdi_block_release(struct curd_device *device,
-                                const curd_block *block);
+curd_status curdi_memory_block_acquire(struct curd_device *device,
+                                       curd_pool_kind kind, size_t byte_len,
+                                       curd_block *out_block);
+curd_status curdi_memory_block_release(struct curd_device *device,
+                                       const curd_block *block);
 
 #endif

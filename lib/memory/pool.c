@@ -56,15 +56,15 @@
  * locked, and destroy sweeps the directory for the blocks out with a
  * token.
  *
- * Rooms (why the pool is split)
- * -----------------------------
+ * Modules (why the pool is split)
+ * -------------------------------
  * This file owns the sharded cache: the caching rule, acquire and release,
  * curdi_pool_trim, reading and resetting the statistics, and the
  * out-of-memory ladder. Counting the statistics (below) is
  * pool_stats.h's, inline on the hit paths, with its out-of-line part in
  * pool_stats.c; the upstream calls, the bytes held upstream and the trim
  * itself are pool_upstream.c's; create and destroy pool_lifecycle.c's,
- * which stands beside this door. The pool's layout (the pool, its shards and their fronts) and the shard
+ * which stands beside this interface. The pool's layout (the pool, its shards and their fronts) and the shard
  * primitives the fronts need too are in pool_shards.h; the fronts, with
  * the thread's shard index, the revoke handshake and the thread-exit
  * registry, in pool_fronts.c; the block records and their token
@@ -82,7 +82,7 @@
  * part folds its delta into the pool level once it reaches a quantum
  * (1 MiB for bytes, 16 for blocks) and after each rise raises the peak to
  * pool level + the thread's own two deltas (its shard's and its front's).
- * A front does both by rooms measured at its owner's last look at the
+ * A front does both by headrooms measured at its owner's last look at the
  * pool (front_count), so a hit reads neither the levels nor the peaks.
  * So:
  *   - current, allocated and freed are exact (sums taken with every shard
@@ -106,7 +106,7 @@
  * curd_device_stats_reset(). For the same reason a block's class may not
  * pass 2^60 - 1 bytes (CURD_E_OVERFLOW, like a request past the largest
  * class; the largest class below 2^60 is 2^60 - 2^56, which leaves a
- * shard's share room for 2^56 - 2^52 bytes of other traffic before its
+ * shard's share headroom for 2^56 - 2^52 bytes of other traffic before its
  * counters are full). Counters of the slow path (upstream calls,
  * misses, out-of-memory events, upstream time) are pool-wide atomics that
  * stop 2^62 below 2^64 so that a check made before an upstream call cannot
@@ -224,8 +224,9 @@ curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
 {
     uint64_t freed = 0;
     curd_status status =
-        pool != NULL ? curdi_pool_trim_cache(pool, false, keep_bytes, &freed)
-                     : CURD_OK;
+        pool != NULL
+            ? curdi_pool_upstream_trim_cache(pool, false, keep_bytes, &freed)
+            : CURD_OK;
     /* A trim gives memory back: the live tables too, those that a burst
      * of blocks grew and that now stand mostly empty. Never on the hot
      * path, where a table that shrank would only grow again. */
@@ -351,9 +352,9 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
     /* Trimming is best effort on this ladder: a trim whose counters are full
      * frees nothing, and the ladder goes on to its next step. */
     uint64_t freed = 0;
-    (void)curdi_pool_trim_cache(pool, true, class_bytes, &freed);
+    (void)curdi_pool_upstream_trim_cache(pool, true, class_bytes, &freed);
     if (freed > 0) {
-        curdi_pool_global_count(&pool->oom_retries, 1);
+        curdi_pool_stats_global_count(&pool->oom_retries, 1);
         status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
         if (status != CURD_E_OUT_OF_MEMORY)
             return status;
@@ -363,8 +364,9 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
          * in this very cache, so free that much again before retrying. */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_RECLAIM) > 0) {
-            (void)curdi_pool_trim_cache(pool, true, class_bytes, &freed);
-            curdi_pool_global_count(&pool->oom_retries, 1);
+            (void)curdi_pool_upstream_trim_cache(pool, true, class_bytes,
+                                                 &freed);
+            curdi_pool_stats_global_count(&pool->oom_retries, 1);
             status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
@@ -372,13 +374,13 @@ static curd_status alloc_with_ladder(curdi_pool *pool, size_t class_bytes,
         /* (c) every cached block of every pool of the device */
         if (pool->relieve(pool->relieve_context, class_bytes,
                           CURDI_RELIEF_TRIM_ALL) > 0) {
-            curdi_pool_global_count(&pool->oom_retries, 1);
+            curdi_pool_stats_global_count(&pool->oom_retries, 1);
             status = curdi_pool_upstream_alloc(pool, class_bytes, out_address);
             if (status != CURD_E_OUT_OF_MEMORY)
                 return status;
         }
     }
-    curdi_pool_global_count(&pool->oom_failures, 1);
+    curdi_pool_stats_global_count(&pool->oom_failures, 1);
     return fail_out_of_memory(pool, class_bytes, byte_len);
 }
 
@@ -390,17 +392,17 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
                                     uint64_t *out_address,
                                     uint32_t *out_token)
 {
-    if (!curdi_pool_global_room(pool))
-        return curdi_pool_fail_counters_full(pool, "acquire");
-    pool_block *block = curdi_pool_record_new(&pool->records);
+    if (!curdi_pool_stats_global_headroom(pool))
+        return curdi_pool_stats_fail_counters_full(pool, "acquire");
+    pool_block *block = curdi_pool_records_new(&pool->records);
     if (block == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "The %s pool could not allocate the %zu-byte host "
                           "record of a new block. Fix: free host memory and "
                           "try again.",
                           pool->name, sizeof *block);
-    if (!curdi_pool_reserved_add(pool, class_bytes)) {
-        curdi_pool_record_retire(&pool->records, block);
+    if (!curdi_pool_upstream_reserved_add(pool, class_bytes)) {
+        curdi_pool_records_retire(&pool->records, block);
         return curdi_fail(CURD_E_OVERFLOW,
                           "The %s pool cannot hold %zu more bytes: it would "
                           "hold more than 2^62 bytes. Fix: release blocks or "
@@ -411,18 +413,18 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
     if (atomic_load(&pool->closing)) {
         atomic_fetch_sub_explicit(&pool->reserved_bytes, class_bytes,
                                   memory_order_relaxed);
-        curdi_pool_record_retire(&pool->records, block);
+        curdi_pool_records_retire(&pool->records, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return fail_closing(pool);
     }
-    curdi_pool_global_count(&pool->cache_misses, 1);
+    curdi_pool_stats_global_count(&pool->cache_misses, 1);
     uint64_t address = 0;
     curd_status status =
         alloc_with_ladder(pool, class_bytes, byte_len, &address);
     if (status != CURD_OK) {
         atomic_fetch_sub_explicit(&pool->reserved_bytes, class_bytes,
                                   memory_order_relaxed);
-        curdi_pool_record_retire(&pool->records, block);
+        curdi_pool_records_retire(&pool->records, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return status;
     }
@@ -435,16 +437,17 @@ static curd_status acquire_upstream(curdi_pool *pool, pool_shard *own,
 
     shard_lock(own);
     bool closing = atomic_load(&pool->closing);
-    if (closing || !room_for_acquire(own->families, own->cache_hits,
-                                     SHARD_COUNTER_MAX, class_bytes,
-                                     byte_len, false)) {
-        /* Only another thread sharing this shard can have used up the room
+    if (closing
+        || !headroom_for_acquire(own->families, own->cache_hits,
+                                 SHARD_COUNTER_MAX, class_bytes, byte_len,
+                                 false)) {
+        /* Only another thread sharing this shard can have used up the headroom
          * checked before the upstream call. */
         shard_unlock(own);
         curdi_pool_upstream_free(pool, block);
         atomic_fetch_sub(&pool->busy, 1u);
         return closing ? fail_closing(pool)
-                       : curdi_pool_fail_counters_full(pool, "acquire");
+                       : curdi_pool_stats_fail_counters_full(pool, "acquire");
     }
     if (!tokened && !table_insert(own, block)) {
         shard_unlock(own);
@@ -527,7 +530,8 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
                           pool->name);
     size_t class_bytes = 0;
     unsigned class_index = 0;
-    curd_status status = curdi_size_class(byte_len, &class_bytes, &class_index);
+    curd_status status =
+        curdi_checked_size_class(byte_len, &class_bytes, &class_index);
     if (status != CURD_OK)
         return status;
     if (class_bytes > BLOCK_MAX)
@@ -538,14 +542,14 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
                           pool->name, byte_len, class_bytes);
     if (pool->upstream_total_bytes != 0 &&
         class_bytes > pool->upstream_total_bytes)
-        return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "The %s pool was asked for %zu bytes (a %zu-byte "
-                          "block), more than its upstream has in all (%" PRIu64
-                          " bytes): no trim or reclaim could make room, so "
-                          "none was tried and nothing changed. Fix: request "
-                          "at most that much, or split the data into parts.",
-                          pool->name, byte_len, class_bytes,
-                          pool->upstream_total_bytes);
+        return curdi_fail(
+            CURD_E_OUT_OF_MEMORY,
+            "The %s pool was asked for %zu bytes (a %zu-byte "
+            "block), more than its upstream has in all (%" PRIu64
+            " bytes): no trim or reclaim could make headroom, so "
+            "none was tried and nothing changed. Fix: request "
+            "at most that much, or split the data into parts.",
+            pool->name, byte_len, class_bytes, pool->upstream_total_bytes);
     if (atomic_load_explicit(&pool->closing, memory_order_relaxed))
         return fail_closing(pool);
     if (pool->live_limit_bytes != 0) {
@@ -584,12 +588,12 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
     pool_block *block = in_front ? *front_top(front, class_index)
                                  : own->stacks[class_index].top;
     if (block != NULL) {
-        if (!room_for_acquire(own->families, own->cache_hits,
-                              SHARD_COUNTER_MAX, class_bytes, byte_len,
-                              true)) {
+        if (!headroom_for_acquire(own->families, own->cache_hits,
+                                  SHARD_COUNTER_MAX, class_bytes, byte_len,
+                                  true)) {
             shard_unlock(own);
             live_unreserve(pool, class_bytes);
-            return curdi_pool_fail_counters_full(pool, "acquire");
+            return curdi_pool_stats_fail_counters_full(pool, "acquire");
         }
         bool tokened = out_token != NULL && block->index != 0;
         /* Into the live table before it leaves the cache, so that a
@@ -623,13 +627,13 @@ static curd_status acquire(curdi_pool *pool, size_t byte_len,
             *out_token = token;
         return CURD_OK;
     }
-    bool room = room_for_acquire(own->families, own->cache_hits,
-                                 SHARD_COUNTER_MAX, class_bytes, byte_len,
-                                 false);
+    bool headroom =
+        headroom_for_acquire(own->families, own->cache_hits, SHARD_COUNTER_MAX,
+                             class_bytes, byte_len, false);
     shard_unlock(own);
-    if (!room) {
+    if (!headroom) {
         live_unreserve(pool, class_bytes);
-        return curdi_pool_fail_counters_full(pool, "acquire");
+        return curdi_pool_stats_fail_counters_full(pool, "acquire");
     }
     status = acquire_upstream(pool, own, byte_len, class_bytes, class_index,
                               out_address, out_token);
@@ -703,7 +707,7 @@ cache_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
 {
     if (to_front && own_front != NULL && own_front->active &&
         block->index != 0 && block->class_index < pool->hot_count)
-        curdi_pool_front_push_locked(shard, own_front, block);
+        curdi_pool_fronts_push_locked(shard, own_front, block);
     else
         stack_push(shard, block);
     count_cached_up(pool, shard->families, own_front, block->class_bytes);
@@ -735,11 +739,11 @@ release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
                         own_front->cached_bytes, 0) != 0)
         cache = lease_cover(pool, &shard->lease_bytes, shard->cached_bytes,
                             class_bytes);
-    if (!room_for_release(shard->families, SHARD_COUNTER_MAX, class_bytes,
-                          block->byte_len, cache) ||
-        (!cache && !curdi_pool_global_room(pool))) {
+    if (!headroom_for_release(shard->families, SHARD_COUNTER_MAX, class_bytes,
+                              block->byte_len, cache)
+        || (!cache && !curdi_pool_stats_global_headroom(pool))) {
         shard_unlock(shard);
-        return curdi_pool_fail_counters_full(pool, "release");
+        return curdi_pool_stats_fail_counters_full(pool, "release");
     }
     if (at != NULL)
         curdi_hash_map_remove_at(&shard->live, at);
@@ -755,10 +759,11 @@ release_locked(curdi_pool *pool, pool_shard *shard, pool_block *block,
     if (may_cache && lease_sweep(pool, shard)) {
         /* Other shards held unused lease; with it the block may fit. */
         shard_lock(shard);
-        if (cacheable(pool, shard, block, in_front) &&
-            room_for_cache(shard->families, SHARD_COUNTER_MAX, class_bytes) &&
-            lease_cover(pool, &shard->lease_bytes, shard->cached_bytes,
-                        class_bytes)) {
+        if (cacheable(pool, shard, block, in_front)
+            && headroom_for_cache(shard->families, SHARD_COUNTER_MAX,
+                                  class_bytes)
+            && lease_cover(pool, &shard->lease_bytes, shard->cached_bytes,
+                           class_bytes)) {
             cache_locked(pool, shard, block, own_front, at == NULL);
             shard_unlock(shard);
             atomic_fetch_sub(&pool->busy, 1u);
@@ -1014,7 +1019,7 @@ void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
     lock_all(pool);
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++)
-        curdi_pool_front_fold(pool, &pool->shards[i].front);
+        curdi_pool_stats_front_fold(pool, &pool->shards[i].front);
     family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
     family_read(pool, FAMILY_CACHED_BYTES, &out->cached_bytes);
     family_read(pool, FAMILY_REQUESTED_BYTES, &out->requested_bytes);
@@ -1043,10 +1048,10 @@ void curdi_pool_stats_reset(curdi_pool *pool)
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_front *front = &pool->shards[i].front;
-        curdi_pool_front_fold(pool, front);
+        curdi_pool_stats_front_fold(pool, front);
         memset(&front->moves, 0, sizeof front->moves);
         memset(&front->folded, 0, sizeof front->folded);
-        front_rooms_close(front); /* the peaks come down to the levels */
+        front_headroom_close(front); /* the peaks come down to the levels */
     }
     for (unsigned f = 0; f < FAMILY_COUNT; f++) {
         for (unsigned i = 0; i < SHARD_COUNT; i++) {

@@ -13,11 +13,11 @@
 #include "curd.h"
 #include "memory/pool_config.h"
 
-curd_status curdi_pool_create(const curdi_upstream *upstream,
-                              const curdi_pool_config *config,
-                              curdi_pool **out_pool);
+curd_status curdi_pool_lifecycle_create(const curdi_upstream *upstream,
+                                        const curdi_pool_config *config,
+                                        curdi_pool **out_pool);
 /* Frees every cached block and every block still live, upstream. */
-void curdi_pool_destroy(curdi_pool *pool);
+void curdi_pool_lifecycle_destroy(curdi_pool *pool);
 
 curd_status curdi_pool_acquire(curdi_pool *pool, size_t byte_len,
                                uint64_t *out_address, size_t *out_class_bytes);
@@ -49,7 +49,7 @@ curd_status curdi_pool_fail_foreign_block(const curd_block *block);
 /* Frees cached blocks upstream, largest class first, until at most
  * keep_bytes stay cached; sets *out_freed_bytes (may be NULL) to the bytes
  * freed. CURD_E_OVERFLOW, with nothing freed, when a cumulative counter
- * lacks room to count the trim (curdi_pool_stats_reset makes room). A NULL
+ * lacks headroom to count the trim (curdi_pool_stats_reset restores the headroom). A NULL
  * pool has nothing to trim: CURD_OK. */
 curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
                                     uint64_t *out_freed_bytes);

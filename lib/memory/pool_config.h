@@ -2,9 +2,9 @@
  * allocator, the steps of the out-of-memory ladder that reach past it, its
  * configuration and its shard count.
  *
- * A header alone, below the pool's rooms, because they all need these
+ * A header alone, below the pool's modules, because they all need these
  * types (the pool's layout in pool_shards.h holds the upstream and the
- * relieve callback) while memory/pool.h, the pool's door to the rest of
+ * relieve callback) while memory/pool.h, the pool's interface to the rest of
  * the library, stands above them; pool.h includes it, so its users see no
  * difference. */
 #ifndef CURD_LIB_MEMORY_POOL_CONFIG_H

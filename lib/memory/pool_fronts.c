@@ -1,7 +1,7 @@
 /* pool_fronts.c - a thread's own blocks in each pool, taken and given
  * back without a lock, and the threads that own them.
  *
- * Why a room of its own: a front's safety rests on one handshake between
+ * Why a module of its own: a front's safety rests on one handshake between
  * its owner and everyone else (front_enter against fronts_revoke and the
  * process-wide barrier) and on one guarantee about threads (an exiting
  * thread's fronts go back through the registry before another thread may
@@ -143,7 +143,7 @@ __attribute__((destructor)) static void shard_key_delete(void)
         pthread_key_delete(shard_key);
 }
 
-unsigned curdi_pool_claim_shard_index(void)
+unsigned curdi_pool_fronts_claim_shard_index(void)
 {
     pthread_once(&shard_key_once, shard_key_create);
     unsigned start = atomic_fetch_add_explicit(&next_thread_shard, 1u,
@@ -218,7 +218,7 @@ void curdi_pool_fronts_restore(curdi_pool *pool)
  * lease, and gives back the rest of the front's lease (the shard locked,
  * and the front revoked or owned by the caller). Counts nothing: the
  * blocks stay cached, and each part keeps its own history. */
-void curdi_pool_front_drain(curdi_pool *pool, pool_shard *shard)
+void curdi_pool_fronts_drain(curdi_pool *pool, pool_shard *shard)
 {
     pool_front *front = &shard->front;
     for (unsigned c = 0; c < pool->hot_count; c++) {
@@ -240,8 +240,8 @@ void curdi_pool_front_drain(curdi_pool *pool, pool_shard *shard)
  * full: for one thread the front and the stack stay one LIFO, so the
  * block it gets back, and the order a trim frees them in, are what they
  * were without fronts. Leases move with the blocks. */
-void curdi_pool_front_push_locked(pool_shard *shard, pool_front *front,
-                                  pool_block *block)
+void curdi_pool_fronts_push_locked(pool_shard *shard, pool_front *front,
+                                   pool_block *block)
 {
     unsigned class_index = block->class_index;
     pool_block **slots = &front->slots[class_index * FRONT_DEPTH];
@@ -260,7 +260,7 @@ void curdi_pool_front_push_locked(pool_shard *shard, pool_front *front,
     front->cached_bytes += block->class_bytes;
 }
 
-void curdi_pool_front_renew(pool_front *front)
+void curdi_pool_fronts_renew(pool_front *front)
 {
     const front_moves *moves = &front->moves;
     uint64_t any = moves->out_blocks | moves->out_bytes |
@@ -269,7 +269,7 @@ void curdi_pool_front_renew(pool_front *front)
     /* Below half the share less a spend: the spend cannot pass the half,
      * so the share is never passed. */
     if (any <= FRONT_COUNTER_MAX / 2u - (uint64_t)FRONT_SPEND)
-        front->spend_room = FRONT_SPEND;
+        front->spend_headroom = FRONT_SPEND;
 }
 
 /* An exiting thread's fronts go back to their shards in every pool. */
@@ -280,15 +280,15 @@ static void fronts_give_back(unsigned index)
          pool = pool->registry_next) {
         pool_shard *shard = &pool->shards[index];
         shard_lock(shard);
-        curdi_pool_front_drain(pool, shard);
+        curdi_pool_fronts_drain(pool, shard);
         shard->front.active = false;
-        front_rooms_close(&shard->front); /* the next owner looks first */
+        front_headroom_close(&shard->front); /* the next owner looks first */
         shard_unlock(shard);
     }
     pthread_mutex_unlock(&registry_lock);
 }
 
-void curdi_pool_registry_join(curdi_pool *pool)
+void curdi_pool_fronts_registry_join(curdi_pool *pool)
 {
     pthread_mutex_lock(&registry_lock);
     pool->registry_next = registry_first;
@@ -298,7 +298,7 @@ void curdi_pool_registry_join(curdi_pool *pool)
     pthread_mutex_unlock(&registry_lock);
 }
 
-void curdi_pool_registry_leave(curdi_pool *pool)
+void curdi_pool_fronts_registry_leave(curdi_pool *pool)
 {
     pthread_mutex_lock(&registry_lock);
     if (pool->registry_prev != NULL)

@@ -6,7 +6,7 @@
  * The hit and the token release call the thread-locals and the inline
  * functions here on every operation, so those stay inline, as they were
  * when they were static in pool.c; everything that takes a lock or makes
- * a system call is in pool_fronts.c. Only the pool's rooms include it. */
+ * a system call is in pool_fronts.c. Only the pool's modules include it. */
 #ifndef CURD_LIB_MEMORY_POOL_FRONTS_H
 #define CURD_LIB_MEMORY_POOL_FRONTS_H
 
@@ -33,14 +33,14 @@ extern _Thread_local unsigned char curdi_thread_front
 
 /* Takes the calling thread's shard index on its first pool call (and its
  * fronts, when no other thread owns them and fronts are on). */
-unsigned curdi_pool_claim_shard_index(void);
+unsigned curdi_pool_fronts_claim_shard_index(void);
 
 static inline unsigned own_shard_index(void)
 {
     unsigned index = curdi_thread_shard;
     if (__builtin_expect(index != 0, true))
         return index - 1u;
-    return curdi_pool_claim_shard_index();
+    return curdi_pool_fronts_claim_shard_index();
 }
 
 /* Every front of the pool taken from its owner and given back (trim,
@@ -48,15 +48,15 @@ static inline unsigned own_shard_index(void)
 void curdi_pool_fronts_revoke(curdi_pool *pool);
 void curdi_pool_fronts_restore(curdi_pool *pool);
 /* Moves the shard's front's blocks onto its stacks (the shard locked). */
-void curdi_pool_front_drain(curdi_pool *pool, pool_shard *shard);
+void curdi_pool_fronts_drain(curdi_pool *pool, pool_shard *shard);
 /* Puts a released block on the caller's own front, its shard locked. */
-void curdi_pool_front_push_locked(pool_shard *shard, pool_front *front,
-                                  pool_block *block);
+void curdi_pool_fronts_push_locked(pool_shard *shard, pool_front *front,
+                                   pool_block *block);
 /* A pool joins the registry of pools that exiting threads give their
  * fronts back to as it is made, and leaves it before destroy frees
  * anything. */
-void curdi_pool_registry_join(curdi_pool *pool);
-void curdi_pool_registry_leave(curdi_pool *pool);
+void curdi_pool_fronts_registry_join(curdi_pool *pool);
+void curdi_pool_fronts_registry_leave(curdi_pool *pool);
 
 /* The calling thread's front in this pool when it owns the fronts of its
  * shard index, else NULL. */
@@ -68,7 +68,7 @@ static inline pool_front *owned_front(curdi_pool *pool, unsigned index)
 
 /* The front beside the caller's own shard when the caller owns it, else
  * NULL: what the shard's counting must add to its estimates and tell of
- * its own moves (front_rooms_close). */
+ * its own moves (front_headroom_close). */
 static inline pool_front *owner_front_of(pool_shard *own)
 {
     return curdi_thread_front == FRONT_OWNED ? &own->front : NULL;
@@ -115,35 +115,36 @@ static inline pool_block **front_top(pool_front *front, unsigned class_index)
 }
 
 /* Whether the front's counters may take a move of class_bytes without a
- * look: each move spends its class from spend_room, and once that is short
+ * look: each move spends its class from spend_headroom, and once that is short
  * the owner goes by its shard's lock, which looks at the counters again
  * (front_renew_if_short). A front whose share is full only sends its owner
  * to the shard. */
 static inline bool front_may_spend(const pool_front *front,
                                    size_t class_bytes)
 {
-    return front->spend_room >= (int64_t)class_bytes;
+    return front->spend_headroom >= (int64_t)class_bytes;
 }
 
-/* A new spend when the counters have room for it (else the spend stays
+/* A new spend when the counters have headroom for it (else the spend stays
  * short, and the owner keeps to the shard until a reset). */
-void curdi_pool_front_renew(pool_front *front);
+void curdi_pool_fronts_renew(pool_front *front);
 
 /* By the owner, its shard locked. */
 static inline void front_renew_if_short(pool_front *front)
 {
-    if (front->spend_room < (int64_t)FRONT_CLASS_MAX)
-        curdi_pool_front_renew(front);
+    if (front->spend_headroom < (int64_t)FRONT_CLASS_MAX)
+        curdi_pool_fronts_renew(front);
 }
 
 /* The pool's levels or peaks changed beside the front's owner (its own
  * shard counted a rise, a reset lowered the peaks, a new owner came): its
  * next move looks at the pool again. */
-static inline void front_rooms_close(pool_front *front)
+static inline void front_headroom_close(pool_front *front)
 {
-    for (unsigned r = 0; r < ROOM_COUNT; r++) {
-        atomic_store_explicit(&front->rise_room[r], 0, memory_order_relaxed);
-        front->room_band[r] = 0;
+    for (unsigned r = 0; r < HEADROOM_COUNT; r++) {
+        atomic_store_explicit(&front->rise_headroom[r], 0,
+                              memory_order_relaxed);
+        front->headroom_band[r] = 0;
     }
 }
 

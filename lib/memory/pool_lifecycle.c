@@ -22,7 +22,7 @@
 #include "memory/pool_upstream.h"
 
 #define SLOTS_MAX 1024u
-/* A shard's live table starts with room for this many blocks. */
+/* A shard's live table starts with space for this many blocks. */
 #define INITIAL_LIVE_SLOTS 32u
 
 /* Zeroed memory on whole cache lines of its own, so that the arrays of two
@@ -58,29 +58,31 @@ static void free_shards(curdi_pool *pool, unsigned initialised)
     free(pool);
 }
 
-curd_status curdi_pool_create(const curdi_upstream *upstream,
-                              const curdi_pool_config *config,
-                              curdi_pool **out_pool)
+curd_status curdi_pool_lifecycle_create(const curdi_upstream *upstream,
+                                        const curdi_pool_config *config,
+                                        curdi_pool **out_pool)
 {
     if (out_pool == NULL || upstream == NULL || config == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curdi_pool_create: %s is NULL. Fix: pass an "
-                          "upstream, a configuration and an out pointer.",
-                          out_pool == NULL   ? "out_pool"
-                          : upstream == NULL ? "upstream"
-                                             : "config");
+        return curdi_fail(
+            CURD_E_INVALID_ARGUMENT,
+            "curdi_pool_lifecycle_create: %s is NULL. Fix: pass an "
+            "upstream, a configuration and an out pointer.",
+            out_pool == NULL   ? "out_pool"
+            : upstream == NULL ? "upstream"
+                               : "config");
     if (upstream->alloc == NULL || upstream->free == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "curdi_pool_create: the upstream has no %s "
-                          "function. Fix: give the upstream both alloc and "
-                          "free.",
-                          upstream->alloc == NULL ? "alloc" : "free");
+        return curdi_fail(
+            CURD_E_INVALID_ARGUMENT,
+            "curdi_pool_lifecycle_create: the upstream has no %s "
+            "function. Fix: give the upstream both alloc and "
+            "free.",
+            upstream->alloc == NULL ? "alloc" : "free");
     const char *name = config->name != NULL ? config->name : "memory";
     /* sizeof is a multiple of the struct's alignment (the shards'). */
     curdi_pool *pool = aligned_alloc(_Alignof(curdi_pool), sizeof *pool);
     if (pool != NULL)
         memset(pool, 0, sizeof *pool);
-    unsigned class_count = curdi_size_class_count();
+    unsigned class_count = curdi_checked_size_class_count();
     uint32_t *slots = calloc(class_count, sizeof *slots);
     if (pool == NULL || slots == NULL ||
         !curdi_pool_records_init(&pool->records)) {
@@ -94,15 +96,16 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
     }
     atomic_init(&pool->fronts_active, false);
     pool->hot_count = 0;
-    while (pool->hot_count < class_count &&
-           curdi_size_class_bytes(pool->hot_count) <= FRONT_CLASS_MAX)
+    while (pool->hot_count < class_count
+           && curdi_checked_size_class_bytes(pool->hot_count)
+                  <= FRONT_CLASS_MAX)
         pool->hot_count++;
     for (size_t step = 0; step < FRONT_CLASS_MAX / HOT_STEP; step++) {
         size_t class_bytes = 0;
         unsigned class_index = 0;
         /* Every byte_len of the step has the class of its last byte. */
-        (void)curdi_size_class((step + 1u) * HOT_STEP, &class_bytes,
-                               &class_index);
+        (void)curdi_checked_size_class((step + 1u) * HOT_STEP, &class_bytes,
+                                       &class_index);
         pool->hot_class[step] = (uint8_t)class_index;
         pool->hot_class_bytes[step] = (uint32_t)class_bytes;
     }
@@ -117,7 +120,8 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
     pool->class_count = class_count;
     pool->slots = slots;
     for (unsigned i = 0; i < class_count; i++) {
-        uint64_t fit = config->cache_budget_bytes / curdi_size_class_bytes(i);
+        uint64_t fit =
+            config->cache_budget_bytes / curdi_checked_size_class_bytes(i);
         slots[i] = fit == 0 ? 1u : fit > SLOTS_MAX ? SLOTS_MAX : (uint32_t)fit;
     }
     pool->lease_slack = config->cache_budget_bytes / (4u * SHARD_COUNT);
@@ -167,18 +171,18 @@ curd_status curdi_pool_create(const curdi_upstream *upstream,
         for (unsigned c = 0; c < class_count; c++)
             atomic_init(&shard->stacks[c].count, 0u);
     }
-    curdi_pool_registry_join(pool);
+    curdi_pool_fronts_registry_join(pool);
     *out_pool = pool;
     return CURD_OK;
 }
 
-void curdi_pool_destroy(curdi_pool *pool)
+void curdi_pool_lifecycle_destroy(curdi_pool *pool)
 {
     if (pool == NULL)
         return;
     atomic_store(&pool->closing, true);
     /* Off the registry first: no exiting thread touches the pool after. */
-    curdi_pool_registry_leave(pool);
+    curdi_pool_fronts_registry_leave(pool);
     pool_block *detached = NULL;
     lock_all(pool);
     /* Other threads' fronts too: revoked, they are never given back (their
@@ -186,7 +190,7 @@ void curdi_pool_destroy(curdi_pool *pool)
     curdi_pool_fronts_revoke(pool);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         pool_shard *shard = &pool->shards[i];
-        curdi_pool_front_drain(pool, shard);
+        curdi_pool_fronts_drain(pool, shard);
         size_t position = 0;
         for (pool_block *block;
              (block = curdi_hash_map_next_entry(&shard->live, &position)) !=

@@ -1,11 +1,11 @@
 /* pool_records.c - the records of a pool's upstream blocks and the
  * directory that tokens name them by.
  *
- * Why a room of its own: a record's life (made, handed out under a new
+ * Why a module of its own: a record's life (made, handed out under a new
  * generation, retired to the spare list, freed with the pool) and the
  * directory that maps a token's index to it are one concern that needs
- * nothing of the pool's shards, fronts or statistics; the pool's rooms
- * only hand records around. This room owns the index + generation scheme
+ * nothing of the pool's shards, fronts or statistics; the pool's modules
+ * only hand records around. This module owns the index + generation scheme
  * and the rule that no record is freed before its pool.
  *
  * Tokens (why a release needs no table)
@@ -67,7 +67,7 @@ void curdi_pool_records_fini(pool_records *records)
  * new one with the next index, else (past DIRECTORY_MAX - 1 records) one
  * without an index, whose block is handed out without a token. NULL when
  * host memory is short. */
-pool_block *curdi_pool_record_new(pool_records *records)
+pool_block *curdi_pool_records_new(pool_records *records)
 {
     pthread_mutex_lock(&records->records_lock);
     pool_block *block = records->spare_records;
@@ -116,7 +116,7 @@ pool_block *curdi_pool_record_new(pool_records *records)
 
 /* The record of a block gone upstream: kept for its index, or freed when
  * it has none. */
-void curdi_pool_record_retire(pool_records *records, pool_block *block)
+void curdi_pool_records_retire(pool_records *records, pool_block *block)
 {
     if (block->index == 0) {
         free(block);

@@ -1,7 +1,7 @@
 /* pool_records.h - the pool's block records and the directory that a
  * token names them by (pool_records.c says why tokens exist).
  *
- * Only the pool's rooms include it (pool_shards.h, pool_fronts.c, pool.c):
+ * Only the pool's modules include it (pool_shards.h, pool_fronts.c, pool.c):
  * the record is the one type every part of the pool moves around, and a
  * token's encoding (index and generation) is what its release decodes.
  * hand_out, directory_record and state_of are inline here because the
@@ -69,8 +69,8 @@ bool curdi_pool_records_init(pool_records *records);
  * block upstream) and the directory. */
 void curdi_pool_records_fini(pool_records *records);
 /* NULL when host memory is short (pool_records.c says which record). */
-pool_block *curdi_pool_record_new(pool_records *records);
-void curdi_pool_record_retire(pool_records *records, pool_block *block);
+pool_block *curdi_pool_records_new(pool_records *records);
+void curdi_pool_records_retire(pool_records *records, pool_block *block);
 /* Pushes every record out with a token (in no table, so only the
  * directory has it) onto *detached, through next (the pool is closing,
  * every shard locked). */

@@ -18,7 +18,7 @@
 
 #include "base/clock.h"
 
-void curdi_pool_shard_lock_wait(pool_shard *shard)
+void curdi_pool_shards_lock_wait(pool_shard *shard)
 {
     /* Backing off exponentially leaves the holder's cache lines alone long
      * enough for it to get work done: two threads that share a shard (more

@@ -1,4 +1,4 @@
-/* pool_shards.h - the pool's layout, which its rooms share: the pool, its
+/* pool_shards.h - the pool's layout, which its modules share: the pool, its
  * shards (lock, class stacks, live table, statistics parts, lease) and
  * the front each shard holds, with the few operations on a shard that the
  * fronts need too (its lock, its stacks, a lease's cover and give-back),
@@ -7,11 +7,11 @@
  * Why a header of its own: the fronts (pool_fronts.c) live inside the
  * shards and move blocks between a front and its shard's stack, and the
  * pool (pool.c) reaches into the fronts for trim, stats and destroy, so
- * both need one layout, and neither may include the other's room from
+ * both need one layout, and neither may include the other's module from
  * below. pool.c still decides what goes where (caching, trim, stats, the
  * out-of-memory ladder); this header only describes the memory and the
  * shard primitives, inline because the hit paths call them. The lock's
- * slow wait is in pool_shards.c. Only the pool's rooms include it. */
+ * slow wait is in pool_shards.c. Only the pool's modules include it. */
 #ifndef CURD_LIB_MEMORY_POOL_SHARDS_H
 #define CURD_LIB_MEMORY_POOL_SHARDS_H
 
@@ -35,7 +35,7 @@
 /* A front's share of a cumulative counter (pool_fronts.c). A front whose
  * share is full stops taking blocks (its thread uses the shard) until a
  * reset: at 4 KiB a hit, 2^52 bytes is 2^40 hits. Kept small so that a
- * shard's share (pool.c) keeps room above the largest class. */
+ * shard's share (pool.c) keeps headroom above the largest class. */
 #define FRONT_COUNTER_MAX (((uint64_t)1 << 52) - 1u)
 
 /* A thread's front keeps up to FRONT_DEPTH blocks of each class up to
@@ -83,11 +83,16 @@ typedef struct front_moves {
 } front_moves;
 
 /* The live families a front watches as it moves (its cached families
- * move by the live ones' negatives), in the order of its rooms. */
-enum front_room_family { ROOM_BYTES, ROOM_BLOCKS, ROOM_REQUESTED, ROOM_COUNT };
+ * move by the live ones' negatives), in the order of its headrooms. */
+enum front_headroom_family {
+    HEADROOM_BYTES,
+    HEADROOM_BLOCKS,
+    HEADROOM_REQUESTED,
+    HEADROOM_COUNT
+};
 
-/* The bytes a front may move between two looks at its counters' room
- * (curdi_pool_front_renew): a front's share keeps this much room above
+/* The bytes a front may move between two looks at its counters' headroom
+ * (curdi_pool_fronts_renew): a front's share keeps this much headroom above
  * half of it, so no move can pass the share in between. */
 #define FRONT_SPEND ((int64_t)1 << 40)
 
@@ -105,11 +110,12 @@ typedef struct pool_front {
      * (pool.c's front_count says how they are kept): how far each live
      * family may rise (by hits) before a level must fold or a peak rise,
      * and the band it may move in (rise + fall allowed), and the bytes it
-     * may move before its counters' room is looked at. All 0: look at the
+     * may move before its counters' headroom is looked at. All 0: look at the
      * next move. */
-    _Atomic int64_t rise_room[ROOM_COUNT]; /* pool.c's room_add says why */
-    int64_t room_band[ROOM_COUNT];
-    int64_t spend_room;
+    _Atomic int64_t
+        rise_headroom[HEADROOM_COUNT]; /* pool.c's headroom_add says why */
+    int64_t headroom_band[HEADROOM_COUNT];
+    int64_t spend_headroom;
     front_moves moves;  /* since the last stats reset */
     front_moves folded; /* moves when the front last folded its level */
 } pool_front;
@@ -180,14 +186,14 @@ struct curdi_pool {
 
 /* Spins, then yields, until the shard's lock is free and taken
  * (pool_shards.c says why a shard lock is a flag). */
-void curdi_pool_shard_lock_wait(pool_shard *shard);
+void curdi_pool_shards_lock_wait(pool_shard *shard);
 
 static inline void shard_lock(pool_shard *shard)
 {
     if (__builtin_expect(
             atomic_exchange_explicit(&shard->lock, true, memory_order_acquire),
             false))
-        curdi_pool_shard_lock_wait(shard);
+        curdi_pool_shards_lock_wait(shard);
 }
 
 static inline void shard_unlock(pool_shard *shard)

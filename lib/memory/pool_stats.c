@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 
-bool curdi_pool_global_room(curdi_pool *pool)
+bool curdi_pool_stats_global_headroom(curdi_pool *pool)
 {
     _Atomic uint64_t *counters[] = {
         &pool->upstream_allocs, &pool->upstream_frees, &pool->cache_misses,
@@ -21,14 +21,14 @@ bool curdi_pool_global_room(curdi_pool *pool)
     return true;
 }
 
-void curdi_pool_global_count(_Atomic uint64_t *counter, uint64_t amount)
+void curdi_pool_stats_global_count(_Atomic uint64_t *counter, uint64_t amount)
 {
-    /* Cannot pass 2^64: curdi_pool_global_room() held before the
+    /* Cannot pass 2^64: curdi_pool_stats_global_headroom() held before the
      * operation began, and no operation adds anywhere near 2^62. */
     atomic_fetch_add_explicit(counter, amount, memory_order_relaxed);
 }
 
-void curdi_pool_front_fold(curdi_pool *pool, pool_front *front)
+void curdi_pool_stats_front_fold(curdi_pool *pool, pool_front *front)
 {
     for (unsigned f = 0; f < FAMILY_COUNT; f++) {
         int64_t delta = front_delta(front, (enum pool_family)f);
@@ -42,8 +42,8 @@ void curdi_pool_front_fold(curdi_pool *pool, pool_front *front)
 /* How far a family's estimate may rise before it passes the family's
  * peak, once the peak has been raised past the estimate (0 when a bound
  * kept the peak below it: the next rise looks again). */
-static int64_t peak_room(curdi_pool *pool, enum pool_family family,
-                         int64_t level)
+static int64_t peak_headroom(curdi_pool *pool, enum pool_family family,
+                             int64_t level)
 {
     peak_check(pool, family, level);
     int64_t peak = (int64_t)atomic_load_explicit(&pool->families[family].peak,
@@ -52,53 +52,53 @@ static int64_t peak_room(curdi_pool *pool, enum pool_family family,
 }
 
 /* The owner's look at the pool once a move used up one of its front's
- * rooms: folds the front's level change into the pool's levels once it
+ * headrooms: folds the front's level change into the pool's levels once it
  * reaches a quantum, raises each peak its estimate passed, as family_up
  * does for a shard (the estimate adds the owner's shard's unflushed change,
- * so that one thread's level is exact), and measures the rooms again. */
+ * so that one thread's level is exact), and measures the headrooms again. */
 __attribute__((noinline, cold)) void
-curdi_pool_front_settle_and_leave(curdi_pool *pool, pool_front *front,
-                                  const pool_shard *own)
+curdi_pool_stats_front_settle_and_leave(curdi_pool *pool, pool_front *front,
+                                        const pool_shard *own)
 {
-    static const enum pool_family live[ROOM_COUNT] = {
+    static const enum pool_family live[HEADROOM_COUNT] = {
         FAMILY_LIVE_BYTES, FAMILY_LIVE_BLOCKS, FAMILY_REQUESTED_BYTES};
     /* The cached family that moves by the live one's negative, if any. */
-    static const enum pool_family cached[ROOM_COUNT] = {
+    static const enum pool_family cached[HEADROOM_COUNT] = {
         FAMILY_CACHED_BYTES, FAMILY_CACHED_BLOCKS, FAMILY_COUNT};
-    int64_t net[ROOM_COUNT];
+    int64_t net[HEADROOM_COUNT];
     bool fold = false;
-    for (unsigned r = 0; r < ROOM_COUNT; r++) {
+    for (unsigned r = 0; r < HEADROOM_COUNT; r++) {
         net[r] = front_delta(front, live[r]);
         fold = fold || past_quantum(net[r], family_quantum[live[r]]);
     }
     if (fold) {
-        curdi_pool_front_fold(pool, front);
+        curdi_pool_stats_front_fold(pool, front);
         memset(net, 0, sizeof net);
     }
     const family_part *f = own->families;
-    for (unsigned r = 0; r < ROOM_COUNT; r++) {
+    for (unsigned r = 0; r < HEADROOM_COUNT; r++) {
         enum pool_family family = live[r];
         int64_t quantum = family_quantum[family];
         int64_t rise = quantum - 1 - net[r], fall = quantum - 1 + net[r];
-        int64_t room = peak_room(pool, family,
-                                 pool_level(pool, family) + net[r] +
-                                     delta_of(&f[family]));
-        rise = room < rise ? room : rise;
+        int64_t headroom = peak_headroom(pool, family,
+                                         pool_level(pool, family) + net[r]
+                                             + delta_of(&f[family]));
+        rise = headroom < rise ? headroom : rise;
         if (cached[r] != FAMILY_COUNT) {
-            room = peak_room(pool, cached[r],
-                             pool_level(pool, cached[r]) - net[r] +
-                                 delta_of(&f[cached[r]]));
-            fall = room < fall ? room : fall;
+            headroom = peak_headroom(pool, cached[r],
+                                     pool_level(pool, cached[r]) - net[r]
+                                         + delta_of(&f[cached[r]]));
+            fall = headroom < fall ? headroom : fall;
         }
-        atomic_store_explicit(&front->rise_room[r], rise,
+        atomic_store_explicit(&front->rise_headroom[r], rise,
                               memory_order_relaxed);
-        front->room_band[r] = rise + fall;
+        front->headroom_band[r] = rise + fall;
     }
     front_leave(front);
 }
 
-curd_status curdi_pool_fail_counters_full(const curdi_pool *pool,
-                                          const char *op)
+curd_status curdi_pool_stats_fail_counters_full(const curdi_pool *pool,
+                                                const char *op)
 {
     return curdi_fail(CURD_E_OVERFLOW,
                       "The %s pool cannot count this %s: a cumulative "

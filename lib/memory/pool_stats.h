@@ -1,11 +1,11 @@
 /* pool_stats.h - the pool's statistics as its hit paths count them: each
  * shard's and front's parts of the families (live, cached and requested
  * bytes; live and cached blocks), the quanta that fold a part into the
- * pool's level, the peaks, a front's rooms, and the checks that keep a
+ * pool's level, the peaks, a front's headrooms, and the checks that keep a
  * cumulative counter within its share. Inline because every hit and
  * release counts; what runs off those paths is in pool_stats.c. pool.c's
  * header comment says how exact the statistics are and why they are
- * kept this way. Only the pool's rooms include it. */
+ * kept this way. Only the pool's modules include it. */
 #ifndef CURD_LIB_MEMORY_POOL_STATS_H
 #define CURD_LIB_MEMORY_POOL_STATS_H
 
@@ -38,16 +38,16 @@ static const int64_t family_quantum[FAMILY_COUNT] = {
  * Statistics
  * ---------------------------------------------------------------------- */
 /* Out of line, off the hit paths: the slow-path counters' check and
- * count, a front's change folded in, a front's owner settling its rooms,
+ * count, a front's change folded in, a front's owner settling its headrooms,
  * and the sentence of a full counter. */
-bool curdi_pool_global_room(curdi_pool *pool);
-void curdi_pool_global_count(_Atomic uint64_t *counter, uint64_t amount);
-void curdi_pool_front_fold(curdi_pool *pool, pool_front *front);
+bool curdi_pool_stats_global_headroom(curdi_pool *pool);
+void curdi_pool_stats_global_count(_Atomic uint64_t *counter, uint64_t amount);
+void curdi_pool_stats_front_fold(curdi_pool *pool, pool_front *front);
 __attribute__((noinline, cold)) void
-curdi_pool_front_settle_and_leave(curdi_pool *pool, pool_front *front,
-                                  const pool_shard *own);
-curd_status curdi_pool_fail_counters_full(const curdi_pool *pool,
-                                          const char *op);
+curdi_pool_stats_front_settle_and_leave(curdi_pool *pool, pool_front *front,
+                                        const pool_shard *own);
+curd_status curdi_pool_stats_fail_counters_full(const curdi_pool *pool,
+                                                const char *op);
 
 static inline int64_t delta_of(const family_part *part)
 {
@@ -153,7 +153,7 @@ static inline int64_t pool_level(curdi_pool *pool, enum pool_family family)
 
 /* amount is at most BLOCK_MAX and the levels stay below RESERVED_MAX +
  * 2 * SHARD_COUNT quanta, so the int64 arithmetic cannot overflow. The
- * caller has checked the room for allocated. own_front: the calling
+ * caller has checked the headroom for allocated. own_front: the calling
  * thread's front when it owns the one beside this shard part
  * (owner_front_of), else NULL: its unfolded change counts in the
  * estimate, so that one thread's level is exact. */
@@ -185,7 +185,7 @@ static inline void family_down(curdi_pool *pool, family_part *part,
 
 /* The families a block moves through, counted in a shard's part array;
  * own_front as for family_up. A rise moves the estimates the front's
- * rooms were measured against, so they close. */
+ * headrooms were measured against, so they close. */
 static inline void count_live_up(curdi_pool *pool, family_part *parts,
                                  pool_front *own_front, size_t class_bytes,
                                  size_t byte_len)
@@ -197,7 +197,7 @@ static inline void count_live_up(curdi_pool *pool, family_part *parts,
     family_up(pool, &parts[FAMILY_REQUESTED_BYTES], own_front,
               FAMILY_REQUESTED_BYTES, byte_len);
     if (own_front != NULL)
-        front_rooms_close(own_front);
+        front_headroom_close(own_front);
 }
 
 static inline void count_live_down(curdi_pool *pool, family_part *parts,
@@ -218,7 +218,7 @@ static inline void count_cached_up(curdi_pool *pool, family_part *parts,
     family_up(pool, &parts[FAMILY_CACHED_BLOCKS], own_front,
               FAMILY_CACHED_BLOCKS, 1);
     if (own_front != NULL)
-        front_rooms_close(own_front);
+        front_headroom_close(own_front);
 }
 
 static inline void count_cached_down(curdi_pool *pool, family_part *parts,
@@ -234,39 +234,40 @@ static inline bool past_quantum(int64_t delta, int64_t quantum)
     return delta >= quantum || delta <= -quantum;
 }
 
-/* Moves a front's rise room by amount and returns it: a relaxed load and
+/* Moves a front's rise headroom by amount and returns it: a relaxed load and
  * store, never a locked instruction (the owner is its only writer while it
- * moves). The rooms are atomics only so that the compiler updates them one
+ * moves). The headrooms are atomics only so that the compiler updates them one
  * at a time: GCC 12 at -O2 packed the plain ones into SSE lanes, and a hit
  * took 1.3 ns longer on the H100 host's Xeon. */
-static inline int64_t room_add(_Atomic int64_t *room, int64_t amount)
+static inline int64_t headroom_add(_Atomic int64_t *headroom, int64_t amount)
 {
-    int64_t value = atomic_load_explicit(room, memory_order_relaxed) + amount;
-    atomic_store_explicit(room, value, memory_order_relaxed);
+    int64_t value =
+        atomic_load_explicit(headroom, memory_order_relaxed) + amount;
+    atomic_store_explicit(headroom, value, memory_order_relaxed);
     return value;
 }
 
 /* A block out of the front (a hit) or into it, counted in its moves by its
  * owner. A hit raises the live families and lowers the cached ones, a
  * release the other way. Instead of reading the pool's levels and peaks
- * on every move, the front keeps rooms measured at its last look
- * (curdi_pool_front_settle_and_leave): how far each live family may
+ * on every move, the front keeps headrooms measured at its last look
+ * (curdi_pool_stats_front_settle_and_leave): how far each live family may
  * still rise, and the band it may move in (the rise and the fall allowed
- * then, summed: a hit spends rise room and gives the same fall room
+ * then, summed: a hit spends rise headroom and gives the same fall headroom
  * back, so the band stays as it was). The owner looks again only once a
  * move leaves the band, when its change must fold (a quantum) or its
  * estimate passed a peak. Changes
- * beside it that could make a room too large close the rooms
- * (front_rooms_close): its own shard's rises and a reset of the peaks.
+ * beside it that could make a headroom too large close the headrooms
+ * (front_headroom_close): its own shard's rises and a reset of the peaks.
  * Other threads' folds can too, which is the error the peaks already allow
  * (a quantum per other thread). */
 static inline __attribute__((always_inline)) bool
 front_count(pool_front *front, size_t class_bytes, size_t byte_len, bool out)
 {
     front_moves *moves = &front->moves;
-    _Atomic int64_t *rise = front->rise_room;
+    _Atomic int64_t *rise = front->rise_headroom;
     int64_t sign = out ? -1 : 1;
-    front->spend_room -= (int64_t)class_bytes;
+    front->spend_headroom -= (int64_t)class_bytes;
     if (out) {
         moves->out_blocks += 1;
         moves->out_bytes += class_bytes;
@@ -276,15 +277,16 @@ front_count(pool_front *front, size_t class_bytes, size_t byte_len, bool out)
         moves->in_bytes += class_bytes;
         moves->in_requested += byte_len;
     }
-    int64_t bytes = room_add(&rise[ROOM_BYTES], sign * (int64_t)class_bytes);
-    int64_t blocks = room_add(&rise[ROOM_BLOCKS], sign);
+    int64_t bytes =
+        headroom_add(&rise[HEADROOM_BYTES], sign * (int64_t)class_bytes);
+    int64_t blocks = headroom_add(&rise[HEADROOM_BLOCKS], sign);
     int64_t requested =
-        room_add(&rise[ROOM_REQUESTED], sign * (int64_t)byte_len);
+        headroom_add(&rise[HEADROOM_REQUESTED], sign * (int64_t)byte_len);
     if (!out) { /* what is left of the band below the rise */
-        const int64_t *band = front->room_band;
-        bytes = band[ROOM_BYTES] - bytes;
-        blocks = band[ROOM_BLOCKS] - blocks;
-        requested = band[ROOM_REQUESTED] - requested;
+        const int64_t *band = front->headroom_band;
+        bytes = band[HEADROOM_BYTES] - bytes;
+        blocks = band[HEADROOM_BLOCKS] - blocks;
+        requested = band[HEADROOM_REQUESTED] - requested;
     }
     return __builtin_expect((bytes | blocks | requested) < 0, false);
 }
@@ -297,7 +299,7 @@ front_leave_counted(curdi_pool *pool, pool_front *front,
                     const pool_shard *own, bool settle)
 {
     if (__builtin_expect(settle, false)) {
-        curdi_pool_front_settle_and_leave(pool, front, own);
+        curdi_pool_stats_front_settle_and_leave(pool, front, own);
         return;
     }
     front_leave(front);
@@ -309,16 +311,17 @@ front_leave_counted(curdi_pool *pool, pool_front *front,
  * hit than the checks one by one, which decide the rare rest). The same
  * checks serve a shard (cap SHARD_COUNTER_MAX) and a front
  * (FRONT_COUNTER_MAX). */
-static inline bool share_room(uint64_t value, uint64_t amount, uint64_t cap)
+static inline bool share_headroom(uint64_t value, uint64_t amount,
+                                  uint64_t cap)
 {
     return amount <= cap && value <= cap - amount;
 }
 
-/* Room in a part array's counters (and its hits) for an acquire (a hit
+/* Headroom in a part array's counters (and its hits) for an acquire (a hit
  * also takes the block out of the cache). */
-static inline bool room_for_acquire(const family_part *f, uint64_t hits,
-                                    uint64_t cap, size_t class_bytes,
-                                    size_t byte_len, bool hit)
+static inline bool headroom_for_acquire(const family_part *f, uint64_t hits,
+                                        uint64_t cap, size_t class_bytes,
+                                        size_t byte_len, bool hit)
 {
     uint64_t any = f[FAMILY_LIVE_BYTES].allocated |
                    f[FAMILY_REQUESTED_BYTES].allocated |
@@ -328,26 +331,26 @@ static inline bool room_for_acquire(const family_part *f, uint64_t hits,
                hits;
     if (any < cap / 2u + 1u)
         return true;
-    if (!share_room(f[FAMILY_LIVE_BYTES].allocated, class_bytes, cap) ||
-        !share_room(f[FAMILY_REQUESTED_BYTES].allocated, byte_len, cap) ||
-        !share_room(f[FAMILY_LIVE_BLOCKS].allocated, 1, cap))
+    if (!share_headroom(f[FAMILY_LIVE_BYTES].allocated, class_bytes, cap)
+        || !share_headroom(f[FAMILY_REQUESTED_BYTES].allocated, byte_len, cap)
+        || !share_headroom(f[FAMILY_LIVE_BLOCKS].allocated, 1, cap))
         return false;
-    return !hit || (share_room(f[FAMILY_CACHED_BYTES].freed, class_bytes,
-                               cap) &&
-                    share_room(f[FAMILY_CACHED_BLOCKS].freed, 1, cap) &&
-                    share_room(hits, 1, cap));
+    return !hit
+           || (share_headroom(f[FAMILY_CACHED_BYTES].freed, class_bytes, cap)
+               && share_headroom(f[FAMILY_CACHED_BLOCKS].freed, 1, cap)
+               && share_headroom(hits, 1, cap));
 }
 
-static bool room_for_cache(const family_part *f, uint64_t cap,
-                           size_t class_bytes)
+static bool headroom_for_cache(const family_part *f, uint64_t cap,
+                               size_t class_bytes)
 {
-    return share_room(f[FAMILY_CACHED_BYTES].allocated, class_bytes, cap) &&
-           share_room(f[FAMILY_CACHED_BLOCKS].allocated, 1, cap);
+    return share_headroom(f[FAMILY_CACHED_BYTES].allocated, class_bytes, cap)
+           && share_headroom(f[FAMILY_CACHED_BLOCKS].allocated, 1, cap);
 }
 
-static inline bool room_for_release(const family_part *f, uint64_t cap,
-                                    size_t class_bytes, size_t byte_len,
-                                    bool cache)
+static inline bool headroom_for_release(const family_part *f, uint64_t cap,
+                                        size_t class_bytes, size_t byte_len,
+                                        bool cache)
 {
     uint64_t any = f[FAMILY_LIVE_BYTES].freed |
                    f[FAMILY_REQUESTED_BYTES].freed |
@@ -357,11 +360,11 @@ static inline bool room_for_release(const family_part *f, uint64_t cap,
                f[FAMILY_CACHED_BLOCKS].allocated;
     if (any < cap / 2u + 1u)
         return true;
-    if (!share_room(f[FAMILY_LIVE_BYTES].freed, class_bytes, cap) ||
-        !share_room(f[FAMILY_REQUESTED_BYTES].freed, byte_len, cap) ||
-        !share_room(f[FAMILY_LIVE_BLOCKS].freed, 1, cap))
+    if (!share_headroom(f[FAMILY_LIVE_BYTES].freed, class_bytes, cap)
+        || !share_headroom(f[FAMILY_REQUESTED_BYTES].freed, byte_len, cap)
+        || !share_headroom(f[FAMILY_LIVE_BLOCKS].freed, 1, cap))
         return false;
-    return !cache || room_for_cache(f, cap, class_bytes);
+    return !cache || headroom_for_cache(f, cap, class_bytes);
 }
 
 #endif

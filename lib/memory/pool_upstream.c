@@ -26,9 +26,10 @@ curd_status curdi_pool_upstream_alloc(curdi_pool *pool, size_t class_bytes,
     uint64_t start = curdi_clock_ns();
     curd_status status =
         pool->upstream.alloc(pool->upstream.context, class_bytes, out_address);
-    curdi_pool_global_count(&pool->upstream_ns, curdi_clock_ns() - start);
+    curdi_pool_stats_global_count(&pool->upstream_ns,
+                                  curdi_clock_ns() - start);
     if (status == CURD_OK)
-        curdi_pool_global_count(&pool->upstream_allocs, 1);
+        curdi_pool_stats_global_count(&pool->upstream_allocs, 1);
     return status;
 }
 
@@ -38,8 +39,9 @@ void curdi_pool_upstream_free(curdi_pool *pool, pool_block *block)
     uint64_t start = curdi_clock_ns();
     curd_status status = pool->upstream.free(
         pool->upstream.context, block->address, block->class_bytes);
-    curdi_pool_global_count(&pool->upstream_ns, curdi_clock_ns() - start);
-    curdi_pool_global_count(&pool->upstream_frees, 1);
+    curdi_pool_stats_global_count(&pool->upstream_ns,
+                                  curdi_clock_ns() - start);
+    curdi_pool_stats_global_count(&pool->upstream_frees, 1);
     atomic_fetch_sub_explicit(&pool->reserved_bytes, block->class_bytes,
                               memory_order_relaxed);
     if (status != CURD_OK)
@@ -47,10 +49,10 @@ void curdi_pool_upstream_free(curdi_pool *pool, pool_block *block)
                     " (%s); the block is gone",
                     pool->name, block->class_bytes, block->address,
                     curd_status_name(status));
-    curdi_pool_record_retire(&pool->records, block);
+    curdi_pool_records_retire(&pool->records, block);
 }
 
-bool curdi_pool_reserved_add(curdi_pool *pool, uint64_t bytes)
+bool curdi_pool_upstream_reserved_add(curdi_pool *pool, uint64_t bytes)
 {
     uint64_t reserved =
         atomic_load_explicit(&pool->reserved_bytes, memory_order_relaxed);
@@ -150,14 +152,14 @@ static uint64_t trim_walk(curdi_pool *pool, uint64_t cached, uint64_t keep,
  * cached; with `need` set, keep is (cached - value) instead of value (free
  * at least value bytes, if the cache has them). Sets *out_freed to the
  * bytes freed. CURD_E_OVERFLOW, with nothing freed, when a counter lacks
- * room to count the whole trim: the trim is planned and checked first, so
+ * headroom to count the whole trim: the trim is planned and checked first, so
  * it never stops half way. */
-curd_status curdi_pool_trim_cache(curdi_pool *pool, bool need, uint64_t value,
-                                  uint64_t *out_freed)
+curd_status curdi_pool_upstream_trim_cache(curdi_pool *pool, bool need,
+                                           uint64_t value, uint64_t *out_freed)
 {
     *out_freed = 0;
-    if (!curdi_pool_global_room(pool))
-        return curdi_pool_fail_counters_full(pool, "trim");
+    if (!curdi_pool_stats_global_headroom(pool))
+        return curdi_pool_stats_fail_counters_full(pool, "trim");
     lock_all(pool);
     curdi_pool_fronts_revoke(pool);
     uint64_t cached = 0;
@@ -170,13 +172,13 @@ curd_status curdi_pool_trim_cache(curdi_pool *pool, bool need, uint64_t value,
     trim_walk(pool, cached, keep, &plan, NULL);
     for (unsigned i = 0; i < SHARD_COUNT; i++) {
         const family_part *f = pool->shards[i].families;
-        if (!share_room(f[FAMILY_CACHED_BYTES].freed, plan.bytes[i],
-                        SHARD_COUNTER_MAX) ||
-            !share_room(f[FAMILY_CACHED_BLOCKS].freed, plan.blocks[i],
-                        SHARD_COUNTER_MAX)) {
+        if (!share_headroom(f[FAMILY_CACHED_BYTES].freed, plan.bytes[i],
+                            SHARD_COUNTER_MAX)
+            || !share_headroom(f[FAMILY_CACHED_BLOCKS].freed, plan.blocks[i],
+                               SHARD_COUNTER_MAX)) {
             curdi_pool_fronts_restore(pool);
             unlock_all(pool);
-            return curdi_pool_fail_counters_full(pool, "trim");
+            return curdi_pool_stats_fail_counters_full(pool, "trim");
         }
     }
     pool_block *detached = NULL;

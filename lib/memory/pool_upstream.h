@@ -1,6 +1,6 @@
 /* pool_upstream.h - the pool's side facing its upstream: the calls,
  * timed and counted, the bytes held there, and the trim that gives
- * cached blocks back to it (pool_upstream.c). Only the pool's rooms
+ * cached blocks back to it (pool_upstream.c). Only the pool's modules
  * include it. */
 #ifndef CURD_LIB_MEMORY_POOL_UPSTREAM_H
 #define CURD_LIB_MEMORY_POOL_UPSTREAM_H
@@ -20,13 +20,14 @@
  * RESERVED_MAX; and the trim: cached blocks freed, largest class first,
  * until at most `value` bytes stay cached (with `need`: until `value`
  * bytes were freed, if the cache has them), *out_freed the bytes freed,
- * CURD_E_OVERFLOW with nothing freed when a counter lacks room to count
+ * CURD_E_OVERFLOW with nothing freed when a counter lacks headroom to count
  * the whole trim. */
 curd_status curdi_pool_upstream_alloc(curdi_pool *pool, size_t class_bytes,
                                       uint64_t *out_address);
 void curdi_pool_upstream_free(curdi_pool *pool, pool_block *block);
-bool curdi_pool_reserved_add(curdi_pool *pool, uint64_t bytes);
-curd_status curdi_pool_trim_cache(curdi_pool *pool, bool need, uint64_t value,
-                                  uint64_t *out_freed);
+bool curdi_pool_upstream_reserved_add(curdi_pool *pool, uint64_t bytes);
+curd_status curdi_pool_upstream_trim_cache(curdi_pool *pool, bool need,
+                                           uint64_t value,
+                                           uint64_t *out_freed);
 
 #endif

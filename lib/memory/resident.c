@@ -1,6 +1,6 @@
 /* resident.c - resident buffers: budgets, in-flight marks, the entries.
  *
- * Read top to bottom: the device's resident room, built on the pure
+ * Read top to bottom: the device's resident module, built on the pure
  * handle table (memory/handle_table.c: a mutex, the budget, statistics
  * and in-flight marks around it), then the public curd_buffer_* entry
  * points. See handle_table.h for the id layout and the rules. */
@@ -20,7 +20,7 @@
 #include "memory/vmm.h"
 
 /* ------------------------------------------------------------------------
- * The device's resident room
+ * The device's resident module
  * ---------------------------------------------------------------------- */
 
 struct curdi_resident_table {
@@ -33,8 +33,8 @@ struct curdi_resident_table {
     curd_stat_family bytes;   /* current: the resident bytes */
     curd_stat_family buffers; /* current: the live buffers */
     uint64_t imported_bytes;  /* of the live imported buffers, apart */
-    /* The end of curd_buffer_free's sentence for a buffer a room owns
-     * (curdi_resident_own: the one room that owns buffers, sessions, sets
+    /* The end of curd_buffer_free's sentence for a buffer a module owns
+     * (curdi_resident_own: the one module that owns buffers, sessions, sets
      * it). */
     const char *owner_fix;
 };
@@ -47,8 +47,8 @@ curd_status curdi_resident_open(curd_device *device)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the resident buffer table."
                           " Fix: free host memory.");
-    status = curdi_handle_table_init(&resident->table, curdi_handle_tag_next(),
-                                     0);
+    status = curdi_handle_table_init(&resident->table,
+                                     curdi_handle_table_tag_next(), 0);
     if (status != CURD_OK) {
         free(resident);
         return status;
@@ -218,7 +218,8 @@ unmark:
     /* All or none: undo the marks taken so far. Their slots are still
      * live, since nothing can free a marked buffer. */
     for (size_t undo = 0; undo < index; undo++)
-        resident->table.slots[curdi_handle_id_index(ids[undo])].use_count--;
+        resident->table.slots[curdi_handle_table_id_index(ids[undo])]
+            .use_count--;
     pthread_mutex_unlock(&resident->lock);
     return status;
 }
@@ -232,7 +233,8 @@ void curdi_resident_use_end(curd_device *device,
         /* A marked buffer cannot be freed, so its slot is still the same
          * live one. */
         curdi_handle_slot *slot =
-            &resident->table.slots[curdi_handle_id_index(uses[index].id)];
+            &resident->table
+                 .slots[curdi_handle_table_id_index(uses[index].id)];
         if (slot->use_count > 0)
             slot->use_count--;
     }
@@ -243,7 +245,7 @@ void curdi_resident_async_begin(curd_device *device, uint64_t id)
 {
     struct curdi_resident_table *resident = device->resident;
     pthread_mutex_lock(&resident->lock);
-    resident->table.slots[curdi_handle_id_index(id)].async_count++;
+    resident->table.slots[curdi_handle_table_id_index(id)].async_count++;
     pthread_mutex_unlock(&resident->lock);
 }
 
@@ -252,7 +254,7 @@ void curdi_resident_async_end(curd_device *device, uint64_t id)
     struct curdi_resident_table *resident = device->resident;
     curdi_handle_slot *slot;
     pthread_mutex_lock(&resident->lock);
-    slot = &resident->table.slots[curdi_handle_id_index(id)];
+    slot = &resident->table.slots[curdi_handle_table_id_index(id)];
     if (slot->async_count > 0)
         slot->async_count--;
     if (slot->use_count > 0)
@@ -274,8 +276,9 @@ curd_status curdi_resident_reserve(curd_device *device, const char *what,
 
     pthread_mutex_lock(&resident->lock);
     committed = resident->bytes.current + resident->reserved_bytes;
-    budget = curdi_resident_budget(total_bytes, free_bytes, committed,
-                                   device->options.resident_limit_bytes);
+    budget =
+        curdi_checked_resident_budget(total_bytes, free_bytes, committed,
+                                      device->options.resident_limit_bytes);
     wanted_overflows = !curdi_u64_add(committed, byte_len, &wanted);
     if (wanted_overflows || wanted > budget) {
         pthread_mutex_unlock(&resident->lock);
@@ -475,8 +478,8 @@ static void remove_counted(curd_device *device, curdi_handle_slot *slot,
         atomic_fetch_add(&device->accounting_repairs, 1u);
 }
 
-/* take, for the room's own calls (owners_too) or curd_buffer_free (a
- * buffer a room owns is refused). */
+/* take, for the module's own calls (owners_too) or curd_buffer_free (a
+ * buffer a module owns is refused). */
 static curd_status resident_take(curd_device *device, const char *what,
                                  uint64_t id, bool owners_too,
                                  uint64_t *out_device_ptr)
@@ -606,7 +609,7 @@ static curd_status resident_free_bytes(curd_device *device,
     curdi_cu_result cu_result =
         curdi_driver_note(driver->cuMemGetInfo(&free_bytes, &total_bytes));
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuMemGetInfo",
+        return curdi_driver_fail((int)cu_result, "cuMemGetInfo",
                                  "check that the device is still usable"
                                  " (nvidia-smi)");
     curdi_pool_stats(device->device_pool, &pool_stats);
@@ -657,7 +660,7 @@ curd_status curdi_resident_alloc(curd_device *device, const char *what,
     uint64_t total_bytes = 0;
     uint64_t device_ptr = 0;
     size_t class_bytes = 0;
-    curd_status status = curdi_device_enter(device);
+    curd_status status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     CURDI_TRY(status, resident_free_bytes(device, &free_bytes, &total_bytes),
@@ -673,12 +676,12 @@ curd_status curdi_resident_alloc(curd_device *device, const char *what,
                                  &class_bytes),
               unreserve);
     *out_id = curdi_resident_commit(device, byte_len, device_ptr);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return CURD_OK;
 unreserve:
     curdi_resident_unreserve(device, byte_len);
 leave:
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
@@ -686,7 +689,7 @@ CURD_API curd_status curd_buffer_alloc(curd_device *device, size_t byte_len,
                                        curd_buffer *out_buffer)
 {
     uint64_t id = 0;
-    curd_status status = curdi_device_check(device, "curd_buffer_alloc");
+    curd_status status = curdi_core_device_check(device, "curd_buffer_alloc");
     if (status != CURD_OK)
         return status;
     if (out_buffer == NULL)
@@ -751,7 +754,7 @@ static curd_status free_if_mapped(curd_device *device, uint64_t id,
     status = curdi_vmm_unmap(device, &mapping);
     pthread_mutex_lock(&resident->lock);
     /* The mark kept the slot live and the same. */
-    slot = &resident->table.slots[curdi_handle_id_index(id)];
+    slot = &resident->table.slots[curdi_handle_table_id_index(id)];
     slot->use_count = 0;
     if (status == CURD_OK)
         remove_counted(device, slot, id, what);
@@ -761,21 +764,21 @@ static curd_status free_if_mapped(curd_device *device, uint64_t id,
 
 CURD_API curd_status curd_buffer_free(curd_device *device, curd_buffer buffer)
 {
-    curd_status status = curdi_device_check(device, "curd_buffer_free");
+    curd_status status = curdi_core_device_check(device, "curd_buffer_free");
     if (status != CURD_OK)
         return status;
     if (forget_if_imported(device, buffer.id))
         return CURD_OK;
     /* Entered for the driver's state check (fork, teardown) and so that a
      * pool freeing upstream finds the context current already. */
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     bool mapped = false;
     status = free_if_mapped(device, buffer.id, &mapped);
     if (!mapped)
         status = resident_free(device, "curd_buffer_free", buffer.id, false);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
@@ -785,7 +788,7 @@ static curd_status resident_peek(curd_device *device, curd_buffer buffer,
                                        size_t *out_len)
 {
     curdi_handle_slot *slot;
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&device->resident->lock);
@@ -841,7 +844,7 @@ CURD_API curd_status curd_device_resident_bytes(curd_device *device,
                                                 uint64_t *out_bytes)
 {
     curd_status status =
-        curdi_device_check(device, "curd_device_resident_bytes");
+        curdi_core_device_check(device, "curd_device_resident_bytes");
     if (status != CURD_OK)
         return status;
     if (out_bytes == NULL)

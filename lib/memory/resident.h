@@ -1,6 +1,6 @@
 /* resident.h - resident buffers: budgets, in-flight marks, the entries.
  *
- * The device's resident room (struct curdi_resident_table behind
+ * The device's resident module (struct curdi_resident_table behind
  * curd_device.resident) keeps the pure handle table (memory/handle_table.h)
  * under a short mutex, with the budget, the statistics, and the in-flight
  * marks that transfer.c takes around each use of a buffer's device memory.
@@ -18,7 +18,7 @@
 #include "memory/handle_table.h"
 
 /* ------------------------------------------------------------------------
- * The device's resident room.
+ * The device's resident module.
  * ---------------------------------------------------------------------- */
 struct curd_device;
 
@@ -93,7 +93,7 @@ curd_status curdi_resident_import(struct curd_device *device,
 /* The bytes of the live imported buffers. */
 uint64_t curdi_resident_imported_bytes(struct curd_device *device);
 
-/* For the rooms above that own buffers of their own (sessions). `what`
+/* For the modules above that own buffers of their own (sessions). `what`
  * names the public call in every sentence.
  *
  * alloc: curd_buffer_alloc once its arguments are checked (enters the
@@ -104,10 +104,10 @@ curd_status curdi_resident_alloc(struct curd_device *device, const char *what,
                                  size_t byte_len, uint64_t *out_id);
 curd_status curdi_resident_free(struct curd_device *device, const char *what,
                                 uint64_t id);
-/* Marks the live buffer id as the calling room's own (a static set's):
+/* Marks the live buffer id as the calling module's own (a static set's):
  * curd_buffer_free refuses it from then on with CURD_E_BUSY, the sentence
  * ending in owner_fix (a static string: "Fix: ..."), while
- * curdi_resident_free and _take, the room's own calls, still free it. No
+ * curdi_resident_free and _take, the module's own calls, still free it. No
  * driver call. */
 void curdi_resident_own(struct curd_device *device, uint64_t id,
                         const char *owner_fix);

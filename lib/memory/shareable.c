@@ -35,7 +35,7 @@ CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
                                                  curd_buffer *out_buffer)
 {
     const char *what = "curd_buffer_alloc_shareable";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (out_buffer == NULL)
@@ -45,7 +45,7 @@ CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
                           "%s: a buffer of 0 bytes was asked for. Fix:"
                           " allocate at least one byte.",
                           what);
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     /* The budget counts byte_len, as for every resident buffer; the
@@ -62,7 +62,7 @@ CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
         else
             curdi_resident_unreserve(device, byte_len);
     }
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
@@ -70,7 +70,7 @@ CURD_API curd_status curd_buffer_export_fd(curd_device *device,
                                            curd_buffer buffer, int *out_fd)
 {
     const char *what = "curd_buffer_export_fd";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (out_fd == NULL)
@@ -102,10 +102,10 @@ CURD_API curd_status curd_buffer_export_fd(curd_device *device,
                             " curd_buffer_alloc_shareable.",
                             what, buffer.id);
     if (status == CURD_OK)
-        status = curdi_device_enter(device);
+        status = curdi_core_device_enter(device);
     if (status == CURD_OK) {
         status = curdi_vmm_export(device, what, use.device_ptr, out_fd);
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
     }
     curdi_resident_use_end(device, &use, 1);
     return status;
@@ -116,7 +116,7 @@ CURD_API curd_status curd_buffer_import_fd(curd_device *device, int fd,
                                            curd_buffer *out_buffer)
 {
     const char *what = "curd_buffer_import_fd";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (out_buffer == NULL)
@@ -155,7 +155,7 @@ CURD_API curd_status curd_buffer_import_fd(curd_device *device, int fd,
                           S_ISFIFO(kind.st_mode)   ? "pipe"
                           : S_ISSOCK(kind.st_mode) ? "socket"
                                                    : "folder");
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     curdi_vmm_mapping mapping = {0};
@@ -168,7 +168,7 @@ CURD_API curd_status curd_buffer_import_fd(curd_device *device, int fd,
         if (status != CURD_OK)
             (void)curdi_vmm_unmap(device, &mapping);
     }
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     if (status == CURD_OK)
         out_buffer->id = id;
     return status;
@@ -235,7 +235,7 @@ CURD_API curd_status curd_fd_send(int socket, int fd, uint64_t byte_len)
     if (sent < 0)
         return socket_failed(what, socket, errno);
     /* A stream socket takes a message this small whole or not at all
-     * (the kernel reserves room for it before it copies anything). */
+     * (the kernel reserves space for it before it copies anything). */
     if ((size_t)sent != sizeof message)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: socket %d took %zd of %zu bytes. Fix: pass a"
@@ -272,7 +272,7 @@ CURD_API curd_status curd_fd_recv(int socket, int *out_fd,
     fd_message message = {0};
     struct iovec iov = {&message, sizeof message};
     union {
-        /* Room for more than one, so that a sender's extra descriptors
+        /* Space for more than one, so that a sender's extra descriptors
          * arrive (and are closed) instead of being cut off. */
         char bytes[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;

@@ -101,8 +101,8 @@ curd_status curdi_staging_write(const curdi_staging *staging, size_t offset,
                           "a transfer of %zu bytes. Fix: make the transfer "
                           "at least as long as its source.",
                           src_len, transfer_len);
-    status = curdi_range_check(offset, transfer_len, staging->byte_len,
-                               "staging write range");
+    status = curdi_checked_range(offset, transfer_len, staging->byte_len,
+                                 "staging write range");
     if (status != CURD_OK)
         return status;
     if (transfer_len == 0)
@@ -127,15 +127,15 @@ curd_status curdi_staging_read(const curdi_staging *staging, size_t offset,
                           "curdi_staging_read: dst is NULL for %zu bytes. "
                           "Fix: pass caller memory for the result.",
                           byte_len);
-    status = curdi_range_check(offset, byte_len, staging->byte_len,
-                               "staging read range");
+    status = curdi_checked_range(offset, byte_len, staging->byte_len,
+                                 "staging read range");
     if (status != CURD_OK)
         return status;
     if (byte_len > dst_capacity)
         return curdi_fail(CURD_E_RANGE,
                           "curdi_staging_read: %zu bytes do not fit a "
                           "destination of %zu bytes. Fix: pass a destination "
-                          "with room for the whole range, or read less.",
+                          "with space for the whole range, or read less.",
                           byte_len, dst_capacity);
     /* Safe: the range lies within the block and within dst_capacity. */
     if (byte_len != 0)

@@ -22,9 +22,9 @@
 static curd_status driver_failed(curd_device *device, curdi_cu_result rc,
                                  const char *call)
 {
-    curd_status status = curdi_fail_driver((int)rc, call, CURDI_DRIVER_FIX);
+    curd_status status = curdi_driver_fail((int)rc, call, CURDI_DRIVER_FIX);
     if (status == CURD_E_DEVICE_LOST)
-        curdi_device_mark_lost(device);
+        curdi_core_device_mark_lost(device);
     return status;
 }
 
@@ -215,7 +215,7 @@ curd_status curdi_vmm_create(curd_device *device, const char *what,
     status = map_handle(device, handle, &mapping, &map_refused);
     if (map_refused)
         /* The allocation was made with this very size. */
-        status = curdi_fail_driver((int)CURDI_CUDA_ERROR_INVALID_VALUE,
+        status = curdi_driver_fail((int)CURDI_CUDA_ERROR_INVALID_VALUE,
                                    "cuMemMap", CURDI_DRIVER_FIX);
     release_handle(handle);
     if (status == CURD_OK)

@@ -1,4 +1,4 @@
-/* vmm.h - the vmm room: device memory through the driver's virtual memory
+/* vmm.h - the vmm module: device memory through the driver's virtual memory
  * management calls, which is what lets another process map it.
  *
  * vmm.c makes an allocation (cuMemCreate: pinned, on the device, with a
@@ -12,7 +12,7 @@
  * that dies lets go of its own). Sizes are rounded up to the
  * allocation granularity (a power of two), whose log2 the caller keeps
  * to unmap the same range. No state of its own; every call runs with the
- * device entered. The resident room (above) keeps the buffers. */
+ * device entered. The resident module (above) keeps the buffers. */
 #ifndef CURD_LIB_MEMORY_VMM_H
 #define CURD_LIB_MEMORY_VMM_H
 

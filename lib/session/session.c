@@ -1,9 +1,9 @@
 /* session.c - sessions: exact-size buffer reuse, and the session's
- * static sets through the static-sets room (static_sets.h). include/curd.h
- * says what a session promises, session.h how the room is shaped and in
+ * static sets through the static-sets module (static_sets.h). include/curd.h
+ * says what a session promises, session.h how the module is shaped and in
  * what order its locks nest.
  *
- * Read top to bottom: sessions and the room, buffers (alloc, release,
+ * Read top to bottom: sessions and the module, buffers (alloc, release,
  * eviction), the static sets' entry points, then new, free and
  * statistics. */
 #include "session/session.h"
@@ -27,7 +27,7 @@
 #include "session/static_sets.h"
 
 /* ------------------------------------------------------------------------
- * Sessions, the room and the registry of live sessions
+ * Sessions, the module and the registry of live sessions
  * ---------------------------------------------------------------------- */
 typedef struct buffer_record {
     uint64_t id; /* the buffer's handle now: its key in buffers */
@@ -49,7 +49,7 @@ typedef struct idle_class {
 
 struct curd_session {
     curdi_session_shared shared; /* its lock, its device, its statistics */
-    struct curd_session *prev, *next; /* the device's sessions (room lock) */
+    struct curd_session *prev, *next; /* the device's sessions (state lock) */
     curdi_hash_map buffers; /* every buffer record, lent or idle */
     idle_class *classes; /* sorted by byte_len, none empty */
     size_t class_count;
@@ -57,7 +57,7 @@ struct curd_session {
     curdi_static_sets static_sets;
 };
 
-struct curdi_session_room {
+struct curdi_session_state {
     pthread_mutex_t lock;
     curd_session *sessions;
 };
@@ -67,20 +67,20 @@ static curdi_hash_map registry; /* sessions by address; made on the first */
 
 curd_status curdi_session_open(curd_device *device)
 {
-    struct curdi_session_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_session_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: the session room could not be"
+                          "curd_device_open: the session state could not be"
                           " allocated. Fix: free host memory and try"
                           " again.");
-    if (pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room);
+    if (pthread_mutex_init(&state->lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
-                          "curd_device_open: the session room's lock could"
+                          "curd_device_open: the session state's lock could"
                           " not be created. Fix: free system resources and"
                           " try again.");
     }
-    device->session = room;
+    device->session = state;
     return CURD_OK;
 }
 
@@ -135,7 +135,7 @@ static void free_records(curd_device *device, const char *what,
     for (buffer_record *record = records; record != NULL; record = next) {
         next = record->below;
         if (device != NULL && record->id != 0)
-            curdi_session_buffer_free(device, what, record->id);
+            curdi_static_sets_buffer_free(device, what, record->id);
         else if (device != NULL && record->device_ptr != 0
                  && curdi_memory_device_release(device, record->device_ptr)
                         != CURD_OK)
@@ -164,9 +164,9 @@ void curdi_session_close(curd_device *device)
 {
     if (device == NULL || device->session == NULL)
         return;
-    struct curdi_session_room *room = device->session;
-    pthread_mutex_lock(&room->lock);
-    for (curd_session *session = room->sessions; session != NULL;
+    struct curdi_session_state *state = device->session;
+    pthread_mutex_lock(&state->lock);
+    for (curd_session *session = state->sessions; session != NULL;
          session = session->next) {
         pthread_mutex_lock(&session->shared.lock);
         drained out = session_drain(session);
@@ -175,10 +175,10 @@ void curdi_session_close(curd_device *device)
         pthread_mutex_unlock(&session->shared.lock);
         free_drained(NULL, "curd_device_close", out);
     }
-    room->sessions = NULL;
-    pthread_mutex_unlock(&room->lock);
-    pthread_mutex_destroy(&room->lock);
-    free(room);
+    state->sessions = NULL;
+    pthread_mutex_unlock(&state->lock);
+    pthread_mutex_destroy(&state->lock);
+    free(state);
     device->session = NULL;
 }
 
@@ -227,9 +227,9 @@ static buffer_record *idle_pop(curd_session *session, idle_class *class)
     return record;
 }
 
-/* Lock held; the array has room for one more class
- * (curdi_array_reserve). */
-static void idle_push(curd_session *session, buffer_record *record)
+/* Lock held; the array has space for one more class
+ * (curdi_core_array_reserve). */
+static void session_idle_push(curd_session *session, buffer_record *record)
 {
     size_t at = class_lower_bound(session, record->byte_len);
     idle_class *class = &session->classes[at];
@@ -296,7 +296,7 @@ static curd_status alloc_miss(curd_session *session, curd_device *device,
     pthread_mutex_lock(&session->shared.lock);
     if (!curdi_hash_map_insert(&session->buffers, &record->id, record)) {
         pthread_mutex_unlock(&session->shared.lock);
-        curdi_session_buffer_free(device, what, id);
+        curdi_static_sets_buffer_free(device, what, id);
         free(record);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: the session's table of buffers could not"
@@ -329,7 +329,8 @@ CURD_API curd_status curd_session_alloc(curd_session *session, size_t byte_len,
                           " allocate at least one byte.",
                           what);
     pthread_mutex_lock(&session->shared.lock);
-    curd_status status = curdi_session_device(&session->shared, what, &device);
+    curd_status status =
+        curdi_static_sets_device(&session->shared, what, &device);
     idle_class *class =
         status == CURD_OK ? class_find(session, byte_len) : NULL;
     if (class != NULL) {
@@ -415,16 +416,15 @@ static void evict_idle(curd_session *session, size_t byte_len,
 }
 
 /* Lock held: a buffer that fits the idle budget waits idle under a new
- * handle, the largest idle buffers evicted first to make room. */
+ * handle, the largest idle buffers evicted first to make space. */
 static curd_status release_keep(curd_session *session, curd_device *device,
                                 buffer_record *record, buffer_record **to_free)
 {
     uint64_t new_id = 0;
-    /* Room for the class it may need, before anything changes. */
-    if (!curdi_array_reserve((void **)&session->classes,
-                             &session->class_capacity,
-                             session->class_count + 1u,
-                             sizeof *session->classes))
+    /* Space for the class it may need, before anything changes. */
+    if (!curdi_core_array_reserve(
+            (void **)&session->classes, &session->class_capacity,
+            session->class_count + 1u, sizeof *session->classes))
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "curd_session_release: the session's list of idle"
                           " sizes could not grow; nothing was released."
@@ -444,7 +444,7 @@ static curd_status release_keep(curd_session *session, curd_device *device,
     CURDI_ASSERT(inserted);
     lent_sub(session, record);
     evict_idle(session, record->byte_len, to_free);
-    idle_push(session, record);
+    session_idle_push(session, record);
     return CURD_OK;
 }
 
@@ -457,7 +457,8 @@ CURD_API curd_status curd_session_release(curd_session *session,
     if (session == NULL)
         return null_session(what);
     pthread_mutex_lock(&session->shared.lock);
-    curd_status status = curdi_session_device(&session->shared, what, &device);
+    curd_status status =
+        curdi_static_sets_device(&session->shared, what, &device);
     if (status == CURD_OK) {
         buffer_record *record =
             buffer.id != 0
@@ -478,7 +479,7 @@ CURD_API curd_status curd_session_release(curd_session *session,
 }
 
 /* ------------------------------------------------------------------------
- * Static sets: the static-sets room's, on the session's sets
+ * Static sets: the static-sets module's, on the session's sets
  * ---------------------------------------------------------------------- */
 CURD_API curd_status curd_session_upload_static(
     curd_session *session, const char *domain,
@@ -578,7 +579,7 @@ static curd_status session_options(curd_device *device,
 
 /* Enters a session in the registry of live ones (the table made on the
  * first). */
-static bool registry_add(curd_session *session)
+static bool session_registry_add(curd_session *session)
 {
     bool added = true;
     uint64_t address = curdi_hash_map_address_key(session);
@@ -597,7 +598,7 @@ CURD_API curd_status curd_session_new(curd_device *device,
                                       curd_session **out_session)
 {
     curd_session_stats stats;
-    curd_status status = curdi_device_check(device, "curd_session_new");
+    curd_status status = curdi_core_device_check(device, "curd_session_new");
     if (status != CURD_OK)
         return status;
     if (out_session == NULL)
@@ -623,7 +624,7 @@ CURD_API curd_status curd_session_new(curd_device *device,
         pthread_mutex_destroy(&session->shared.lock);
         made = false;
     }
-    if (made && !registry_add(session)) {
+    if (made && !session_registry_add(session)) {
         pthread_mutex_destroy(&session->shared.lock);
         made = false;
     }
@@ -639,13 +640,13 @@ CURD_API curd_status curd_session_new(curd_device *device,
     stats.struct_size = sizeof stats;
     session->shared.stats = stats;
     atomic_init(&session->shared.device, device);
-    struct curdi_session_room *room = device->session;
-    pthread_mutex_lock(&room->lock);
-    session->next = room->sessions;
-    if (room->sessions != NULL)
-        room->sessions->prev = session;
-    room->sessions = session;
-    pthread_mutex_unlock(&room->lock);
+    struct curdi_session_state *state = device->session;
+    pthread_mutex_lock(&state->lock);
+    session->next = state->sessions;
+    if (state->sessions != NULL)
+        state->sessions->prev = session;
+    state->sessions = session;
+    pthread_mutex_unlock(&state->lock);
     *out_session = session;
     return CURD_OK;
 }
@@ -689,16 +690,16 @@ CURD_API curd_status curd_session_free(curd_session *session)
         atomic_load_explicit(&session->shared.device, memory_order_relaxed);
     drained out = {NULL, NULL};
     if (device != NULL) {
-        /* The room's lock first, then the session's (session.h). */
-        struct curdi_session_room *room = device->session;
-        pthread_mutex_lock(&room->lock);
+        /* The state's lock first, then the session's (session.h). */
+        struct curdi_session_state *state = device->session;
+        pthread_mutex_lock(&state->lock);
         pthread_mutex_lock(&session->shared.lock);
         busy_probe probe = {device, false};
         curdi_hash_map_each(&session->buffers, probe_record, &probe);
         if (probe.busy
             || curdi_static_sets_busy(&session->static_sets, device)) {
             pthread_mutex_unlock(&session->shared.lock);
-            pthread_mutex_unlock(&room->lock);
+            pthread_mutex_unlock(&state->lock);
             return curdi_fail(CURD_E_BUSY,
                               "%s: a buffer of the session (lent, or a"
                               " static set's) is still in use by a transfer"
@@ -711,12 +712,12 @@ CURD_API curd_status curd_session_free(curd_session *session)
         if (session->prev != NULL)
             session->prev->next = session->next;
         else
-            room->sessions = session->next;
+            state->sessions = session->next;
         if (session->next != NULL)
             session->next->prev = session->prev;
         out = session_drain(session);
         pthread_mutex_unlock(&session->shared.lock);
-        pthread_mutex_unlock(&room->lock);
+        pthread_mutex_unlock(&state->lock);
     }
     pthread_mutex_lock(&registry_lock);
     curdi_hash_map_remove(&registry, &address, session);
@@ -738,13 +739,12 @@ CURD_API curd_status curd_session_stats_get(curd_session *session,
     curd_device *device = NULL;
     if (session == NULL)
         return null_session(what);
-    curd_status status =
-        curdi_result_struct_check(stats, SESSION_STATS_SIZE_1_0, what,
-                                  "stats", "curd_session_stats");
+    curd_status status = curdi_options_result_struct_check(
+        stats, SESSION_STATS_SIZE_1_0, what, "stats", "curd_session_stats");
     if (status != CURD_OK)
         return status;
     pthread_mutex_lock(&session->shared.lock);
-    status = curdi_session_device(&session->shared, what, &device);
+    status = curdi_static_sets_device(&session->shared, what, &device);
     curd_session_stats result = session->shared.stats;
     pthread_mutex_unlock(&session->shared.lock);
     if (status != CURD_OK)

@@ -1,10 +1,10 @@
-/* session.h - the session room: sessions and exact-size buffer reuse
+/* session.h - the session module: sessions and exact-size buffer reuse
  * (curd_session_*; curd.h says what a session promises). A session's
  * static sets, the content-addressed cache of immutable uploads, are the
- * static-sets room's (static_sets.h), below this one: each session
- * embeds them and calls that room to make, drain, probe and free them.
+ * static-sets module's (static_sets.h), below this one: each session
+ * embeds them and calls that module to make, drain, probe and free them.
  *
- * The room (struct curdi_session_room behind curd_device.session) lists
+ * The state (struct curdi_session_state behind curd_device.session) lists
  * the device's sessions under its own lock. Each session has one short
  * mutex of its own (in the curdi_session_shared it shares with its static
  * sets), never held across a driver call that can wait for the GPU, over:
@@ -19,7 +19,7 @@
  * Each release spends one generation of its buffer's slot in the handle
  * table: a buffer reused some 2^23 times or more moves to a fresh slot when
  * its slot retires (resident.h), one slot's bytes of host memory each time.
- * Where two locks nest, the room's comes first, then the session's, then
+ * Where two locks nest, the module's comes first, then the session's, then
  * the resident table's (curdi_resident_retag, _take and _probe run under
  * the session's lock: they make no driver call).
  *
@@ -37,7 +37,7 @@ struct curd_device;
 /* Creates dev->session, with no session yet; no driver call. */
 curd_status curdi_session_open(struct curd_device *device);
 /* Detaches every session of the device: frees their records and sets
- * (host memory; their buffers are freed by the resident room, which
+ * (host memory; their buffers are freed by the resident module, which
  * closes after this one) and leaves each an empty shell whose calls fail
  * until curd_session_free frees it. NULL-safe. */
 void curdi_session_close(struct curd_device *device);

@@ -23,8 +23,8 @@
 
 /* The domain's length and the payloads' count and lengths: cheap, and
  * under the lock. */
-bool curdi_static_set_same_shape(const static_set *set,
-                                 const static_request *request)
+bool curdi_static_lookup_set_same_shape(const static_set *set,
+                                        const static_request *request)
 {
     if (set->public_set.count != request->count
         || set->domain_len != request->domain_len
@@ -98,7 +98,7 @@ static static_set *cache_candidate(curdi_static_sets *sets, XXH128_hash_t key,
     for (; set != NULL;
          set = curdi_hash_map_find_next(&sets->cache, &key.low64, cursor))
         if (!set->keyed && XXH128_isEqual(set->key, key)
-            && curdi_static_set_same_shape(set, request))
+            && curdi_static_lookup_set_same_shape(set, request))
             return set;
     return NULL;
 }
@@ -120,9 +120,8 @@ static static_set *cache_find_locked(curdi_static_sets *sets,
 
 /* Lock held: the retained keyed set of this domain and caller's key
  * (whatever its lengths), or NULL. */
-static_set *curdi_static_keyed_find_locked(curdi_static_sets *sets,
-                                           XXH128_hash_t key,
-                                           const static_request *request)
+static_set *curdi_static_lookup_keyed_find_locked(
+    curdi_static_sets *sets, XXH128_hash_t key, const static_request *request)
 {
     curdi_hash_map_cursor cursor;
     for (static_set *set = curdi_hash_map_find(&sets->cache, &key.low64,
@@ -142,20 +141,21 @@ static_set *curdi_static_keyed_find_locked(curdi_static_sets *sets,
 
 /* Lock held: the retained set the request names: by its key for a keyed
  * one, by its bytes (compared under the lock) for a verified one. */
-static_set *curdi_static_find_locked(curdi_static_sets *sets,
-                                     XXH128_hash_t key,
-                                     const static_request *request)
+static_set *curdi_static_lookup_find_locked(curdi_static_sets *sets,
+                                            XXH128_hash_t key,
+                                            const static_request *request)
 {
     return request->caller_key != NULL
-               ? curdi_static_keyed_find_locked(sets, key, request)
+               ? curdi_static_lookup_keyed_find_locked(sets, key, request)
                : cache_find_locked(sets, key, request);
 }
 
 /* A keyed set found with other lengths than the request's: refused,
  * nothing changed (a key the caller reuses for other payloads is a
  * mistake the lengths can catch for free). */
-curd_status curdi_static_keyed_shape_refused(const static_set *set,
-                                             const static_request *request)
+curd_status
+curdi_static_lookup_keyed_shape_refused(const static_set *set,
+                                        const static_request *request)
 {
     size_t index = 0;
     while (index < request->count && index < set->public_set.count
@@ -194,14 +194,13 @@ static static_set *hint_find(curdi_static_sets *sets, uint64_t shape_key,
                                                &cursor);
          set != NULL;
          set = curdi_hash_map_find_next(&sets->hints, &shape_key, &cursor))
-        if (curdi_static_set_same_shape(set, request)
-            && memcmp(set->domain, request->domain, request->domain_len)
-                   == 0)
+        if (curdi_static_lookup_set_same_shape(set, request)
+            && memcmp(set->domain, request->domain, request->domain_len) == 0)
             return set;
     return NULL;
 }
 
-void curdi_static_hint_drop(curdi_static_sets *sets, static_set *set)
+void curdi_static_lookup_hint_drop(curdi_static_sets *sets, static_set *set)
 {
     if (set->hinted) {
         curdi_hash_map_remove(&sets->hints, &set->shape_key, set);
@@ -218,14 +217,14 @@ static void hint_take(curdi_static_sets *sets, static_set *set,
         return;
     static_set *previous = hint_find(sets, set->shape_key, request);
     if (previous != NULL)
-        curdi_static_hint_drop(sets, previous);
+        curdi_static_lookup_hint_drop(sets, previous);
     set->hinted =
         curdi_hash_map_insert(&sets->hints, &set->shape_key, set);
 }
 
 /* Lock held: one more hold of a set, before its bytes are known to match
  * (the caller drops it on a mismatch). */
-curd_status curdi_static_set_hold(static_set *set, const char *what)
+curd_status curdi_static_lookup_set_hold(static_set *set, const char *what)
 {
     if (set->holds == UINT32_MAX)
         return curdi_fail(CURD_E_BUDGET,
@@ -239,8 +238,10 @@ curd_status curdi_static_set_hold(static_set *set, const char *what)
 }
 
 /* Lock held: a hold confirmed as a hand-out, a hit when counted so. */
-void curdi_static_set_handed_out(curdi_static_sets *sets, static_set *set,
-                                 const static_request *request, bool hit)
+void curdi_static_lookup_set_handed_out(curdi_static_sets *sets,
+                                        static_set *set,
+                                        const static_request *request,
+                                        bool hit)
 {
     set->last_use = ++sets->use_clock;
     hint_take(sets, set, request);
@@ -258,14 +259,14 @@ static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
                                 const static_request *request, bool *out_same)
 {
     *out_same = false;
-    curd_status status = curdi_static_set_hold(set, request->what);
+    curd_status status = curdi_static_lookup_set_hold(set, request->what);
     pthread_mutex_unlock(&sets->session->lock);
     if (status != CURD_OK)
         return status;
     bool same = set_bytes_match(set, request);
     pthread_mutex_lock(&sets->session->lock);
     if (same)
-        curdi_static_set_handed_out(sets, set, request, true);
+        curdi_static_lookup_set_handed_out(sets, set, request, true);
     else
         set->holds--;
     pthread_mutex_unlock(&sets->session->lock);
@@ -276,7 +277,7 @@ static curd_status hold_if_same(curdi_static_sets *sets, static_set *set,
 /* The hit path: the shape's hint first (no hash of the bytes: a pipeline
  * uploads the set it uploaded last time), then the key, every candidate's
  * bytes compared. *out_hit NULL: a miss, *out_key then set. */
-curd_status curdi_static_cache_lookup(curdi_static_sets *sets,
+curd_status curdi_static_lookup_cache(curdi_static_sets *sets,
                                       curd_device **device,
                                       static_request *request,
                                       XXH128_hash_t *out_key,
@@ -289,7 +290,7 @@ curd_status curdi_static_cache_lookup(curdi_static_sets *sets,
     uint64_t shape_key = curdi_static_key_shape(sets, request, &state);
     request->shape_key = shape_key;
     pthread_mutex_lock(&sets->session->lock);
-    curd_status status = curdi_session_device(sets->session, what, device);
+    curd_status status = curdi_static_sets_device(sets->session, what, device);
     if (status == CURD_OK)
         request->team = curdi_run_compare_team(*device, request->total_bytes);
     static_set *set =
@@ -305,7 +306,7 @@ curd_status curdi_static_cache_lookup(curdi_static_sets *sets,
     XXH128_hash_t key = curdi_static_key_finish(request, &state);
     *out_key = key;
     pthread_mutex_lock(&sets->session->lock);
-    status = curdi_session_device(sets->session, what, device);
+    status = curdi_static_sets_device(sets->session, what, device);
     curdi_hash_map_cursor cursor;
     set = status == CURD_OK
               ? cache_candidate(sets, key, request, &cursor, true)
@@ -321,10 +322,10 @@ curd_status curdi_static_cache_lookup(curdi_static_sets *sets,
         pthread_mutex_lock(&sets->session->lock);
         set = cache_find_locked(sets, key, request);
         if (set != NULL)
-            status = curdi_static_set_hold(set, request->what);
+            status = curdi_static_lookup_set_hold(set, request->what);
         same = set != NULL && status == CURD_OK;
         if (same)
-            curdi_static_set_handed_out(sets, set, request, true);
+            curdi_static_lookup_set_handed_out(sets, set, request, true);
         pthread_mutex_unlock(&sets->session->lock);
     }
     *out_hit = same ? set : NULL;

@@ -70,23 +70,26 @@ XXH128_hash_t curdi_static_key_finish(const static_request *request,
                                       XXH3_state_t *state);
 XXH128_hash_t curdi_static_key_keyed(const struct curdi_static_sets *sets,
                                      const static_request *request);
-bool curdi_static_set_same_shape(const static_set *set,
-                                 const static_request *request);
-static_set *curdi_static_find_locked(struct curdi_static_sets *sets,
-                                     XXH128_hash_t key,
-                                     const static_request *request);
-static_set *curdi_static_keyed_find_locked(struct curdi_static_sets *sets,
-                                           XXH128_hash_t key,
-                                           const static_request *request);
-curd_status curdi_static_keyed_shape_refused(const static_set *set,
-                                             const static_request *request);
-void curdi_static_hint_drop(struct curdi_static_sets *sets,
-                            static_set *set);
-curd_status curdi_static_set_hold(static_set *set, const char *what);
-void curdi_static_set_handed_out(struct curdi_static_sets *sets,
-                                 static_set *set,
-                                 const static_request *request, bool hit);
-curd_status curdi_static_cache_lookup(struct curdi_static_sets *sets,
+bool curdi_static_lookup_set_same_shape(const static_set *set,
+                                        const static_request *request);
+static_set *curdi_static_lookup_find_locked(struct curdi_static_sets *sets,
+                                            XXH128_hash_t key,
+                                            const static_request *request);
+static_set *
+curdi_static_lookup_keyed_find_locked(struct curdi_static_sets *sets,
+                                      XXH128_hash_t key,
+                                      const static_request *request);
+curd_status
+curdi_static_lookup_keyed_shape_refused(const static_set *set,
+                                        const static_request *request);
+void curdi_static_lookup_hint_drop(struct curdi_static_sets *sets,
+                                   static_set *set);
+curd_status curdi_static_lookup_set_hold(static_set *set, const char *what);
+void curdi_static_lookup_set_handed_out(struct curdi_static_sets *sets,
+                                        static_set *set,
+                                        const static_request *request,
+                                        bool hit);
+curd_status curdi_static_lookup_cache(struct curdi_static_sets *sets,
                                       curd_device **device,
                                       static_request *request,
                                       XXH128_hash_t *out_key,

@@ -5,12 +5,12 @@
  *
  * This file owns a set's life: the upload's checks, the miss (a new set,
  * its upload, eviction, insertion), the keyed upload, release, freeing,
- * and what the session room calls to make, drain and probe the sets. The
+ * and what the session module calls to make, drain and probe the sets. The
  * key is static_key.c's, finding a set and holding it static_lookup.c's;
  * static_set.h has what the three share.
  *
  * Read top to bottom: the session's device and freeing, static sets
- * (checks, the miss, upload, release), then what the session room calls
+ * (checks, the miss, upload, release), then what the session module calls
  * to make, drain and probe them. */
 #include "session/static_sets.h"
 
@@ -34,8 +34,9 @@
  * The session's device, freeing
  * ---------------------------------------------------------------------- */
 /* Lock held: the session's device (static_sets.h). */
-curd_status curdi_session_device(curdi_session_shared *session,
-                                 const char *what, curd_device **out_device)
+curd_status curdi_static_sets_device(curdi_session_shared *session,
+                                     const char *what,
+                                     curd_device **out_device)
 {
     curd_device *device =
         atomic_load_explicit(&session->device, memory_order_relaxed);
@@ -46,15 +47,15 @@ curd_status curdi_session_device(curdi_session_shared *session,
                           " session with curd_session_free() and make a new"
                           " one on an open device.",
                           what);
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status == CURD_OK)
         *out_device = device;
     return status;
 }
 
 /* Frees one buffer a session made (static_sets.h). */
-void curdi_session_buffer_free(curd_device *device, const char *what,
-                               uint64_t id)
+void curdi_static_sets_buffer_free(curd_device *device, const char *what,
+                                   uint64_t id)
 {
     if (curdi_resident_probe(device, id) == CURDI_RESIDENT_STALE)
         return; /* freed with curd_buffer_free: nothing left to do */
@@ -66,7 +67,8 @@ static void free_set(curd_device *device, const char *what, static_set *set)
 {
     if (device != NULL)
         for (size_t index = 0; index < set->public_set.count; index++)
-            curdi_session_buffer_free(device, what, set->buffers[index].id);
+            curdi_static_sets_buffer_free(device, what,
+                                          set->buffers[index].id);
     free(set);
 }
 
@@ -235,8 +237,8 @@ static curd_status set_upload(curd_device *device, static_set *set,
     if (status != CURD_OK)
         for (size_t index = 0; index < made; index++)
             if (set->buffers[index].id != 0)
-                curdi_session_buffer_free(device, what,
-                                          set->buffers[index].id);
+                curdi_static_sets_buffer_free(device, what,
+                                              set->buffers[index].id);
     return status;
 }
 
@@ -271,7 +273,7 @@ static void pick_victim(void *link, void *context)
         *victim = set;
 }
 
-/* Lock held: room for one more set in the tables set_insert fills, so
+/* Lock held: space for one more set in the tables set_insert fills, so
  * that it cannot fail halfway. */
 static bool set_reserve(curdi_static_sets *sets)
 {
@@ -297,7 +299,7 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
         uint64_t address = curdi_hash_map_address_key(victim);
         curdi_hash_map_remove(&sets->cache, &victim->key.low64, victim);
         curdi_hash_map_remove(&sets->live, &address, victim);
-        curdi_static_hint_drop(sets, victim);
+        curdi_static_lookup_hint_drop(sets, victim);
         stats->cached_bytes -= victim->total_bytes;
         stats->cached_sets--;
         stats->static_evictions++;
@@ -306,8 +308,8 @@ static void set_insert(curdi_static_sets *sets, static_set *set,
     }
     set->public_set.retained = retain ? 1u : 0u;
     set->holds = 1;
-    curdi_static_set_handed_out(sets, set, request, false);
-    /* Room was reserved in both tables (set_reserve): the inserts cannot
+    curdi_static_lookup_set_handed_out(sets, set, request, false);
+    /* Space was reserved in both tables (set_reserve): the inserts cannot
      * fail. */
     uint64_t address = curdi_hash_map_address_key(set);
     bool inserted = curdi_hash_map_insert(&sets->live, &address, set);
@@ -347,18 +349,18 @@ static curd_status static_miss(curdi_static_sets *sets, curd_device *device,
     }
     pthread_mutex_lock(&sets->session->lock);
     curd_device *now = NULL;
-    status = curdi_session_device(sets->session, what, &now);
-    static_set *theirs = status == CURD_OK
-                             ? curdi_static_find_locked(sets, key, request)
-                             : NULL;
-    if (theirs != NULL && !curdi_static_set_same_shape(theirs, request))
+    status = curdi_static_sets_device(sets->session, what, &now);
+    static_set *theirs =
+        status == CURD_OK ? curdi_static_lookup_find_locked(sets, key, request)
+                          : NULL;
+    if (theirs != NULL && !curdi_static_lookup_set_same_shape(theirs, request))
         /* Keyed: another thread cached other lengths under the key. */
-        status = curdi_static_keyed_shape_refused(theirs, request);
+        status = curdi_static_lookup_keyed_shape_refused(theirs, request);
     else if (theirs != NULL)
-        status = curdi_static_set_hold(theirs, what);
+        status = curdi_static_lookup_set_hold(theirs, what);
     if (status == CURD_OK && theirs != NULL) {
         /* Another thread cached the same set while this one uploaded. */
-        curdi_static_set_handed_out(sets, theirs, request, false);
+        curdi_static_lookup_set_handed_out(sets, theirs, request, false);
         count_miss(sets, request);
         set->next_free = to_free;
         to_free = set;
@@ -399,7 +401,7 @@ curd_status curdi_static_sets_upload(curdi_static_sets *sets,
     if (status != CURD_OK)
         return status;
     XXH128_hash_t key = {0, 0};
-    status = curdi_static_cache_lookup(sets, &device, &request, &key, &hit);
+    status = curdi_static_lookup_cache(sets, &device, &request, &key, &hit);
     if (status != CURD_OK)
         return status;
     if (hit != NULL) {
@@ -434,17 +436,17 @@ curd_status curdi_static_sets_upload_keyed(
     /* A hit is this: a short hash, one lock, one probe, the lengths. */
     XXH128_hash_t set_key = curdi_static_key_keyed(sets, &request);
     pthread_mutex_lock(&sets->session->lock);
-    status = curdi_session_device(sets->session, request.what, &device);
+    status = curdi_static_sets_device(sets->session, request.what, &device);
     static_set *set =
         status == CURD_OK
-            ? curdi_static_keyed_find_locked(sets, set_key, &request)
+            ? curdi_static_lookup_keyed_find_locked(sets, set_key, &request)
             : NULL;
-    if (set != NULL && !curdi_static_set_same_shape(set, &request))
-        status = curdi_static_keyed_shape_refused(set, &request);
+    if (set != NULL && !curdi_static_lookup_set_same_shape(set, &request))
+        status = curdi_static_lookup_keyed_shape_refused(set, &request);
     else if (set != NULL)
-        status = curdi_static_set_hold(set, request.what);
+        status = curdi_static_lookup_set_hold(set, request.what);
     if (set != NULL && status == CURD_OK) {
-        curdi_static_set_handed_out(sets, set, &request, true);
+        curdi_static_lookup_set_handed_out(sets, set, &request, true);
         *out_set = &set->public_set;
     }
     pthread_mutex_unlock(&sets->session->lock);
@@ -485,7 +487,8 @@ curd_status curdi_static_sets_release(curdi_static_sets *sets,
                           " curd_session_upload_static().",
                           what);
     pthread_mutex_lock(&sets->session->lock);
-    curd_status status = curdi_session_device(sets->session, what, &device);
+    curd_status status =
+        curdi_static_sets_device(sets->session, what, &device);
     static_set *live = status == CURD_OK ? live_set(sets, set) : NULL;
     if (status == CURD_OK && (live == NULL || live->holds == 0))
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,

@@ -2,13 +2,13 @@
  * uploads behind curd_session_upload_static (by content),
  * curd_session_upload_static_keyed (by the caller's key) and
  * curd_session_release_static (curd.h says what they promise). The
- * session room (session.h), above this one, owns sessions and embeds a
- * curdi_static_sets in each; this room owns the sets.
+ * session module (session.h), above this one, owns sessions and embeds a
+ * curdi_static_sets in each; this module owns the sets.
  *
  * A session's sets live under the session's one short lock, the one that
  * also guards its buffers (session.h says how the locks nest), never held
  * across a driver call that can wait for the GPU. That lock, the session's
- * device and its statistics are the curdi_session_shared both rooms see:
+ * device and its statistics are the curdi_session_shared both modules see:
  * the sets check the device and count into the statistics through it.
  *  - every live set by its address (so a set pointer is checked before it
  *    is read), the retained ones by the low 64 bits of their XXH3-128 key,
@@ -50,8 +50,8 @@ struct curdi_static_set; /* one set, private to session/static_set.h */
 typedef struct curdi_session_shared {
     pthread_mutex_t lock;
     /* NULL once curd_device_close detached the session; written under the
-     * room's and the session's locks, read under either or alone by
-     * curd_session_free to find the room. */
+     * module's and the session's locks, read under either or alone by
+     * curd_session_free to find the module. */
     _Atomic(struct curd_device *) device;
     curd_session_stats stats; /* levels, counters and budgets */
 } curdi_session_shared;
@@ -70,15 +70,15 @@ typedef struct curdi_static_sets {
 
 /* Lock held: the session's device, checked as every entry point checks
  * its device (open, not lost, not in a fork child). */
-curd_status curdi_session_device(curdi_session_shared *session,
-                                 const char *what,
-                                 struct curd_device **out_device);
+curd_status curdi_static_sets_device(curdi_session_shared *session,
+                                     const char *what,
+                                     struct curd_device **out_device);
 
 /* Frees one buffer a session made, outside the session's lock. A failure
  * can only come from a buffer freed or still used behind the session's
  * back (a caller's mistake): the device frees it at close. */
-void curdi_session_buffer_free(struct curd_device *device, const char *what,
-                               uint64_t id);
+void curdi_static_sets_buffer_free(struct curd_device *device,
+                                   const char *what, uint64_t id);
 
 /* Empty sets of the session on device; false when a map could not be
  * made (curdi_static_sets_fini then frees what was). No driver call. */

@@ -2,7 +2,7 @@
  * two: the checks, the three routes and the pending that carries them.
  * See copy.h.
  *
- * Read top to bottom: the room (counters, peer answers), the checks, the
+ * Read top to bottom: the module (counters, peer answers), the checks, the
  * work in flight (a curd_pending), the routes, then the public calls. */
 #include "transfer/copy.h"
 
@@ -24,7 +24,7 @@
 #include "transfer/upload_marks.h"
 
 /* ------------------------------------------------------------------------
- * The room
+ * The module's state
  * ---------------------------------------------------------------------- */
 
 /* What the destination device learned about reaching a source context. */
@@ -39,7 +39,7 @@ typedef struct peer_answer {
     peer_route route;
 } peer_answer;
 
-struct curdi_copy_room {
+struct curdi_copy_state {
     /* CURD_PEER_ACCESS was not "0" when the device opened. */
     bool peer_allowed;
     pthread_mutex_t lock; /* guards answers */
@@ -53,16 +53,16 @@ struct curdi_copy_room {
 
 curd_status curdi_copy_open(curd_device *device)
 {
-    struct curdi_copy_room *room = calloc(1, sizeof *room);
-    if (room == NULL || pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room);
+    struct curdi_copy_state *state = calloc(1, sizeof *state);
+    if (state == NULL || pthread_mutex_init(&state->lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's copy state."
                           " Fix: free host memory.");
     }
     const char *setting = getenv("CURD_PEER_ACCESS");
-    room->peer_allowed = setting == NULL || strcmp(setting, "0") != 0;
-    device->copy = room;
+    state->peer_allowed = setting == NULL || strcmp(setting, "0") != 0;
+    device->copy = state;
     return CURD_OK;
 }
 
@@ -78,35 +78,35 @@ void curdi_copy_close(curd_device *device)
 
 void curdi_copy_stats(curd_device *device, curd_stats *stats)
 {
-    struct curdi_copy_room *room = device->copy;
-    stats->d2d_bytes = atomic_load(&room->d2d_bytes);
-    stats->d2d_ops = atomic_load(&room->d2d_ops);
-    stats->peer_bytes = atomic_load(&room->peer_bytes);
-    stats->peer_ops = atomic_load(&room->peer_ops);
+    struct curdi_copy_state *state = device->copy;
+    stats->d2d_bytes = atomic_load(&state->d2d_bytes);
+    stats->d2d_ops = atomic_load(&state->d2d_ops);
+    stats->peer_bytes = atomic_load(&state->peer_bytes);
+    stats->peer_ops = atomic_load(&state->peer_ops);
 }
 
 void curdi_copy_stats_reset(curd_device *device)
 {
-    struct curdi_copy_room *room = device->copy;
-    atomic_store(&room->d2d_bytes, 0);
-    atomic_store(&room->d2d_ops, 0);
-    atomic_store(&room->peer_bytes, 0);
-    atomic_store(&room->peer_ops, 0);
+    struct curdi_copy_state *state = device->copy;
+    atomic_store(&state->d2d_bytes, 0);
+    atomic_store(&state->d2d_ops, 0);
+    atomic_store(&state->peer_bytes, 0);
+    atomic_store(&state->peer_ops, 0);
 }
 
-/* The room's counters and what counts adds to each. */
-static void copy_steps(struct curdi_copy_room *room,
+/* The state's counters and what counts adds to each. */
+static void copy_steps(struct curdi_copy_state *state,
                        const curdi_copy_counts *counts,
                        curdi_counter_step steps[4])
 {
-    steps[0] = (curdi_counter_step){&room->d2d_bytes, counts->d2d_bytes,
+    steps[0] = (curdi_counter_step){&state->d2d_bytes, counts->d2d_bytes,
                                     "d2d_bytes"};
-    steps[1] = (curdi_counter_step){&room->d2d_ops, counts->d2d_ops,
-                                    "d2d_ops"};
-    steps[2] = (curdi_counter_step){&room->peer_bytes, counts->peer_bytes,
+    steps[1] =
+        (curdi_counter_step){&state->d2d_ops, counts->d2d_ops, "d2d_ops"};
+    steps[2] = (curdi_counter_step){&state->peer_bytes, counts->peer_bytes,
                                     "peer_bytes"};
-    steps[3] = (curdi_counter_step){&room->peer_ops, counts->peer_ops,
-                                    "peer_ops"};
+    steps[3] =
+        (curdi_counter_step){&state->peer_ops, counts->peer_ops, "peer_ops"};
 }
 
 curd_status curdi_copy_counts_check(curd_device *device,
@@ -115,7 +115,7 @@ curd_status curdi_copy_counts_check(curd_device *device,
 {
     curdi_counter_step steps[4];
     copy_steps(device->copy, counts, steps);
-    return curdi_counters_check(steps, 4, what);
+    return curdi_checked_counters_check(steps, 4, what);
 }
 
 void curdi_copy_counts_add(curd_device *device,
@@ -123,7 +123,7 @@ void curdi_copy_counts_add(curd_device *device,
 {
     curdi_counter_step steps[4];
     copy_steps(device->copy, counts, steps);
-    unsigned repairs = curdi_counters_add(steps, 4);
+    unsigned repairs = curdi_checked_counters_add(steps, 4);
     if (repairs != 0)
         atomic_fetch_add(&device->accounting_repairs, repairs);
 }
@@ -143,7 +143,7 @@ static const char *side_what(char *scratch, size_t scratch_len,
 
 /* A handle that resolve refused: when it names a live buffer of the other
  * device, the sentence says so (CURD_E_INVALID_ARGUMENT); otherwise the
- * resident room's CURD_E_STALE_HANDLE stands. Cold: only on failure. */
+ * resident module's CURD_E_STALE_HANDLE stands. Cold: only on failure. */
 static curd_status wrong_device(curd_device *device, curd_device *other,
                                 const curd_copy *copies, size_t count,
                                 bool dst_side, const char *what,
@@ -185,16 +185,14 @@ static curd_status check_ranges(const curd_copy *copy, size_t index,
     char scratch[160];
     curd_status status;
     CURDI_TRY(status,
-              curdi_range_check(copy->dst_offset, copy->byte_len,
-                                dst->byte_len,
-                                side_what(scratch, sizeof scratch, what,
-                                          index, "dst")),
+              curdi_checked_range(
+                  copy->dst_offset, copy->byte_len, dst->byte_len,
+                  side_what(scratch, sizeof scratch, what, index, "dst")),
               out);
     CURDI_TRY(status,
-              curdi_range_check(copy->src_offset, copy->byte_len,
-                                src->byte_len,
-                                side_what(scratch, sizeof scratch, what,
-                                          index, "src")),
+              curdi_checked_range(
+                  copy->src_offset, copy->byte_len, src->byte_len,
+                  side_what(scratch, sizeof scratch, what, index, "src")),
               out);
     /* Both ranges lie inside their buffers (checked above), so the sums
      * below cannot wrap. */
@@ -298,21 +296,21 @@ static void release_source_side(copy_work *work)
     curd_device *src = work->src_device;
     if (work->src_stream == NULL && !work->src_events_taken)
         return;
-    bool entered = curdi_device_enter(src) == CURD_OK;
+    bool entered = curdi_core_device_enter(src) == CURD_OK;
     if (entered && !work->base.completed && work->src_stream != NULL
         && curdi_driver_usable())
         (void)curdi_driver_note(
             curdi_driver_get()->cuStreamSynchronize(work->src_stream));
     if (work->src_events_taken)
-        curdi_events_release(src, work->src_events, STAGED_SLOTS);
+        curdi_streams_events_release(src, work->src_events, STAGED_SLOTS);
     if (work->src_stream != NULL)
-        curdi_stream_release(src, work->src_stream);
+        curdi_streams_release(src, work->src_stream);
     if (entered)
-        curdi_device_leave(src);
+        curdi_core_device_leave(src);
 }
 
 /* Everything the work holds, its work complete or drained (the pending
- * room drained the destination's stream; the source's is drained here
+ * module drained the destination's stream; the source's is drained here
  * before the slots go back). */
 static void work_release(curd_pending *pending)
 {
@@ -320,7 +318,7 @@ static void work_release(curd_pending *pending)
     curd_device *dst = pending->device;
     release_source_side(work);
     if (work->dst_events_taken)
-        curdi_events_release(dst, work->dst_events, STAGED_SLOTS);
+        curdi_streams_events_release(dst, work->dst_events, STAGED_SLOTS);
     (void)curdi_staging_release(&work->slots);
     if (work->dst_marked)
         curdi_resident_use_end(dst, work->uses, work->count);
@@ -453,12 +451,12 @@ static curd_status source_after_uploads(copy_work *work)
     curd_device *src = work->src_device;
     if (src == work->base.device)
         return CURD_OK;
-    curd_status status = curdi_device_enter(src);
+    curd_status status = curdi_core_device_enter(src);
     if (status != CURD_OK)
         return status;
     status = curdi_upload_marks_wait_for(src, work->uses + work->count,
                                          work->count);
-    curdi_device_leave(src);
+    curdi_core_device_leave(src);
     return status;
 }
 
@@ -468,17 +466,17 @@ static curd_status source_after_uploads(copy_work *work)
 static curd_status peer_route_of(curd_device *dst, curd_device *src,
                                  peer_route *out)
 {
-    struct curdi_copy_room *room = dst->copy;
-    if (!room->peer_allowed || !src->copy->peer_allowed) {
+    struct curdi_copy_state *state = dst->copy;
+    if (!state->peer_allowed || !src->copy->peer_allowed) {
         *out = PEER_STAGED;
         return CURD_OK;
     }
     *out = PEER_UNKNOWN;
-    pthread_mutex_lock(&room->lock);
-    for (size_t index = 0; index < room->answer_count; index++)
-        if (room->answers[index].source == src->context)
-            *out = room->answers[index].route;
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_lock(&state->lock);
+    for (size_t index = 0; index < state->answer_count; index++)
+        if (state->answers[index].source == src->context)
+            *out = state->answers[index].route;
+    pthread_mutex_unlock(&state->lock);
     if (*out != PEER_UNKNOWN)
         return CURD_OK;
 
@@ -499,14 +497,15 @@ static curd_status peer_route_of(curd_device *dst, curd_device *src,
             return curdi_pending_fail_driver(dst, curdi_driver_note(rc),
                              "cuCtxEnablePeerAccess");
     }
-    /* Remembered when there is room; without it the next copy asks again
+    /* Remembered when there is state; without it the next copy asks again
      * (and finds access enabled already). */
-    pthread_mutex_lock(&room->lock);
-    if (curdi_array_reserve((void **)&room->answers, &room->answer_capacity,
-                            room->answer_count + 1u, sizeof *room->answers))
-        room->answers[room->answer_count++] =
+    pthread_mutex_lock(&state->lock);
+    if (curdi_core_array_reserve(
+            (void **)&state->answers, &state->answer_capacity,
+            state->answer_count + 1u, sizeof *state->answers))
+        state->answers[state->answer_count++] =
             (peer_answer){src->context, route};
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_unlock(&state->lock);
     *out = route;
     return CURD_OK;
 }
@@ -568,16 +567,20 @@ static curd_status staged_acquire(copy_work *work)
     CURDI_TRY(status,
               curdi_memory_staging_acquire(dst, block_bytes, &work->slots),
               out);
-    CURDI_TRY(status, curdi_events_acquire(dst, work->dst_events, STAGED_SLOTS),
-              out);
+    CURDI_TRY(
+        status,
+        curdi_streams_events_acquire(dst, work->dst_events, STAGED_SLOTS),
+        out);
     work->dst_events_taken = true;
-    CURDI_TRY(status, curdi_device_enter(src), out);
-    CURDI_TRY(status, curdi_stream_acquire(src, &work->src_stream), leave);
-    CURDI_TRY(status, curdi_events_acquire(src, work->src_events, STAGED_SLOTS),
-              leave);
+    CURDI_TRY(status, curdi_core_device_enter(src), out);
+    CURDI_TRY(status, curdi_streams_acquire(src, &work->src_stream), leave);
+    CURDI_TRY(
+        status,
+        curdi_streams_events_acquire(src, work->src_events, STAGED_SLOTS),
+        leave);
     work->src_events_taken = true;
 leave:
-    curdi_device_leave(src);
+    curdi_core_device_leave(src);
 out:
     return status;
 }
@@ -591,7 +594,7 @@ static curd_status staged_down(copy_work *work, uint64_t chunk,
     const curdi_driver *driver = curdi_driver_get();
     curd_device *src = work->src_device;
     unsigned index = (unsigned)(chunk % STAGED_SLOTS);
-    curd_status status = curdi_device_enter(src);
+    curd_status status = curdi_core_device_enter(src);
     if (status != CURD_OK)
         return status;
     curdi_cu_result rc = CURDI_CUDA_SUCCESS;
@@ -611,7 +614,7 @@ static curd_status staged_down(copy_work *work, uint64_t chunk,
     }
     if (rc != CURDI_CUDA_SUCCESS)
         status = curdi_pending_fail_driver(src, rc, call);
-    curdi_device_leave(src);
+    curdi_core_device_leave(src);
     return status;
 }
 
@@ -689,8 +692,8 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
     copy_work *work = NULL;
     peer_route route = PEER_DIRECT;
     curd_status status;
-    CURDI_TRY(status, curdi_device_check(dst, what), out);
-    CURDI_TRY(status, curdi_device_check(src, what), out);
+    CURDI_TRY(status, curdi_core_device_check(dst, what), out);
+    CURDI_TRY(status, curdi_core_device_check(src, what), out);
     if (copies == NULL && count != 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: copies is NULL with count %zu. Fix: pass an"
@@ -708,7 +711,7 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
         goto release;
     if (async)
         CURDI_TRY(status, curdi_pending_take_slot(&work->base, what), release);
-    CURDI_TRY(status, curdi_device_enter(dst), release);
+    CURDI_TRY(status, curdi_core_device_enter(dst), release);
     if (!one_context && work->span_count != 0)
         CURDI_TRY(status, peer_route_of(dst, src, &route), drain);
     /* One device: both sides' uses are its own. */
@@ -725,12 +728,12 @@ static curd_status copy_start(curd_device *dst, curd_device *src,
                                      : enqueue_staged(work),
               drain);
     CURDI_TRY(status, curdi_pending_end(&work->base), drain);
-    curdi_device_leave(dst);
+    curdi_core_device_leave(dst);
     *out = work;
     return CURD_OK;
 drain:
     curdi_pending_drain(&work->base);
-    curdi_device_leave(dst);
+    curdi_core_device_leave(dst);
 release:
     curdi_pending_release(&work->base);
 out:

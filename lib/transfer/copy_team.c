@@ -136,7 +136,7 @@ static void spin_until_idle(const _Atomic unsigned *busy, uint64_t spin_ns)
     }
 }
 
-/* curdi_copy_streaming without its fence: a run of pieces fences once,
+/* curdi_copy_team_streaming without its fence: a run of pieces fences once,
  * at its end (stream_fence). With a fence per piece, 64 pieces of 4 KiB
  * took 5 us longer than with memcpy; fenced once, 3 to 7 us shorter
  * (doc/PERFORMANCE.md, tenth run). */
@@ -183,7 +183,7 @@ static void stream_fence(void)
 #endif
 }
 
-void curdi_copy_streaming(void *dst, const void *src, size_t byte_len)
+void curdi_copy_team_streaming(void *dst, const void *src, size_t byte_len)
 {
     stream_unfenced(dst, src, byte_len);
     stream_fence();

@@ -46,7 +46,7 @@ typedef struct curdi_compare_piece {
 
 typedef struct curdi_copy_team curdi_copy_team;
 
-/* How a team works (lib/transfer/tuning.h gives the transfer room's). */
+/* How a team works (lib/transfer/tuning.h gives the transfer module's). */
 typedef struct curdi_copy_team_config {
     /* Threads to start (0: one per processor online but the caller's, at
      * most CURDI_COPY_TEAM_AUTO_MAX; never more than CURDI_COPY_TEAM_MAX). */
@@ -102,7 +102,7 @@ void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth);
 /* Copies every piece, the calling thread taking part. team may be NULL,
  * and a team busy with another caller's job is not waited for: the caller
  * then copies alone. Returns when every byte is copied. streaming: with
- * curdi_copy_streaming instead of memcpy. */
+ * curdi_copy_team_streaming instead of memcpy. */
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming);
 
@@ -124,6 +124,6 @@ bool curdi_copy_team_equal(curdi_copy_team *team,
  * another thread that learns of the copy through an atomic or a lock sees
  * every byte. Elsewhere, and below 4 KiB, plain memcpy. The ranges must
  * not overlap. */
-void curdi_copy_streaming(void *dst, const void *src, size_t byte_len);
+void curdi_copy_team_streaming(void *dst, const void *src, size_t byte_len);
 
 #endif

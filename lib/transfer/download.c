@@ -53,10 +53,11 @@ static curd_status download_start(download_run *run, size_t offset,
                                   const char *what)
 {
     curd_device *device = run->base.device;
-    curd_status status = curdi_range_check(offset, byte_len,
-                                           run->use.byte_len, what);
+    curd_status status =
+        curdi_checked_range(offset, byte_len, run->use.byte_len, what);
     if (status == CURD_OK)
-        status = curdi_pinned_range_check(device, pinned_dst, byte_len, what);
+        status = curdi_import_pinned_range_check(device, pinned_dst, byte_len,
+                                                 what);
     if (status == CURD_OK)
         status = curdi_transfer_counts_check(device, &run->counts, what);
     if (status == CURD_OK)
@@ -89,7 +90,7 @@ CURD_API curd_status curd_buffer_download_async(curd_device *device,
 {
     CURDI_RANGE("curd_buffer_download_async");
     const char *what = "curd_buffer_download_async";
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (out_pending == NULL)
@@ -102,7 +103,8 @@ CURD_API curd_status curd_buffer_download_async(curd_device *device,
                           "%s: byte_len is 0, so nothing would move. Fix:"
                           " download at least one byte.",
                           what);
-    status = curdi_host_range_check(pinned_dst, byte_len, what, "pinned_dst");
+    status =
+        curdi_checked_host_range(pinned_dst, byte_len, what, "pinned_dst");
     if (status != CURD_OK)
         return status;
     download_run *run = calloc(1, sizeof *run);
@@ -121,16 +123,16 @@ CURD_API curd_status curd_buffer_download_async(curd_device *device,
     /* The caller receives the pending: its slot in the registry of live
      * pendings is taken before anything is enqueued. */
     CURDI_TRY(status, curdi_pending_take_slot(&run->base, what), release);
-    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status, curdi_core_device_enter(device), release);
     CURDI_TRY(status, download_start(run, offset, pinned_dst, byte_len, what),
               drain);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     curdi_pending_publish(&run->base);
     *out_pending = &run->base;
     return CURD_OK;
 drain:
     curdi_pending_drain(&run->base);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
 release:
     curdi_pending_release(&run->base);
     return status;

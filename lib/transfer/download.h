@@ -1,4 +1,4 @@
-/* download.h - the asynchronous download room: curd_buffer_download_async,
+/* download.h - the download module: curd_buffer_download_async,
  * a range of a resident buffer copied into page-locked host memory on a
  * pooled stream, handed back as a curd_pending.
  *
@@ -10,7 +10,7 @@
  * into the caller's memory, which must be page-locked (checked with the
  * driver, lib/memory/import.h), so that it runs asynchronously. It counts
  * as a transfer does (d2h_bytes, copy_ops, one fence) once complete. The
- * room has no state of its own and nothing to open or close. */
+ * module has no state of its own and nothing to open or close. */
 #ifndef CURD_LIB_TRANSFER_DOWNLOAD_H
 #define CURD_LIB_TRANSFER_DOWNLOAD_H
 

@@ -70,7 +70,7 @@ typedef struct curdi_engine_staging {
     unsigned slot_count;
     uint64_t chunk_bytes;
     uint64_t piece_bytes;  /* host copies are cut into pieces this long */
-    bool streaming;        /* host copies use curdi_copy_streaming */
+    bool streaming;        /* host copies use curdi_copy_team_streaming */
 } curdi_engine_staging;
 
 /* Moves the plan's bytes. On success every byte has arrived and finish

@@ -11,9 +11,9 @@
 #include "driver/driver.h"
 #include "transfer/state.h"
 
-/* The room's state, behind curd_device.gather. lock guards the fields
+/* The module's state, behind curd_device.gather. lock guards the fields
  * below it and is never held across a driver call. */
-struct curdi_gather_room {
+struct curdi_gather_state {
     pthread_mutex_t lock;
     bool loaded;
     bool unavailable; /* the driver could not JIT the PTX */
@@ -23,64 +23,64 @@ struct curdi_gather_room {
 
 curd_status curdi_gather_open(curd_device *device)
 {
-    struct curdi_gather_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_gather_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's gather state."
                           " Fix: free host memory.");
-    if (pthread_mutex_init(&room->lock, NULL) != 0) {
-        free(room);
+    if (pthread_mutex_init(&state->lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not initialise the gather state's lock."
                           " Fix: free system resources.");
     }
-    device->gather = room;
+    device->gather = state;
     return CURD_OK;
 }
 
 void curdi_gather_close(curd_device *device)
 {
-    struct curdi_gather_room *room;
+    struct curdi_gather_state *state;
     if (device == NULL || device->gather == NULL)
         return;
-    room = device->gather;
+    state = device->gather;
     /* Errors have nowhere to go at close. */
-    if (room->loaded && curdi_driver_usable())
+    if (state->loaded && curdi_driver_usable())
         (void)curdi_driver_note(
-            curdi_driver_get()->cuModuleUnload(room->module));
-    pthread_mutex_destroy(&room->lock);
-    free(room);
+            curdi_driver_get()->cuModuleUnload(state->module));
+    pthread_mutex_destroy(&state->lock);
+    free(state);
     device->gather = NULL;
 }
 
-/* A flag of the room, read under its lock. */
-static bool room_flag(struct curdi_gather_room *room, const bool *flag)
+/* A flag of the state, read under its lock. */
+static bool locked_flag(struct curdi_gather_state *state, const bool *flag)
 {
     bool value;
-    pthread_mutex_lock(&room->lock);
+    pthread_mutex_lock(&state->lock);
     value = *flag;
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_unlock(&state->lock);
     return value;
 }
 
 bool curdi_gather_unavailable(curd_device *device)
 {
-    return room_flag(device->gather, &device->gather->unavailable);
+    return locked_flag(device->gather, &device->gather->unavailable);
 }
 
 bool curdi_gather_loaded(curd_device *device)
 {
-    return room_flag(device->gather, &device->gather->loaded);
+    return locked_flag(device->gather, &device->gather->loaded);
 }
 
 /* Remembers that this device cannot run the kernels (why: a trace line);
  * its transfers move scattered ranges one DMA each from then on. */
-static void mark_unavailable(struct curdi_gather_room *room, const char *why,
+static void mark_unavailable(struct curdi_gather_state *state, const char *why,
                              int ordinal)
 {
-    pthread_mutex_lock(&room->lock);
-    room->unavailable = true;
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_lock(&state->lock);
+    state->unavailable = true;
+    pthread_mutex_unlock(&state->lock);
     curdi_trace("device %d %s; it moves scattered ranges one DMA each",
                 ordinal, why);
 }
@@ -111,7 +111,7 @@ static curd_status load_kernels(curd_device *device,
         snprintf(call, sizeof call,
                  "cuModuleLoadDataEx (the transfer kernels' PTX%s%s)",
                  jit_log[0] != '\0' ? ", JIT log: " : "", jit_log);
-        return curdi_fail_driver((int)cu_result, call, CURDI_DRIVER_FIX);
+        return curdi_driver_fail((int)cu_result, call, CURDI_DRIVER_FIX);
     }
     cu_result = curdi_driver_note(
         driver->cuModuleGetFunction(&out_kernels->gather, module, "curd_gather"));
@@ -119,7 +119,7 @@ static curd_status load_kernels(curd_device *device,
         cu_result = curdi_driver_note(driver->cuModuleGetFunction(
             &out_kernels->scatter, module, "curd_scatter"));
     if (cu_result != CURDI_CUDA_SUCCESS) {
-        curd_status status = curdi_fail_driver(
+        curd_status status = curdi_driver_fail(
             (int)cu_result, "cuModuleGetFunction (curd_gather, curd_scatter)",
             CURDI_DRIVER_FIX);
         (void)curdi_driver_note(driver->cuModuleUnload(module));
@@ -132,7 +132,7 @@ static curd_status load_kernels(curd_device *device,
 /* The kernels read and write page-locked host memory at the address the
  * CPU uses: that takes unified addressing and a device that reaches
  * registered memory at its host address (every 64-bit Linux system with a
- * GPU of this century). Where it does not, the room is unavailable, as
+ * GPU of this century). Where it does not, the module is unavailable, as
  * when the PTX cannot be JIT-compiled, and scattered ranges move one DMA
  * each. */
 static curd_status check_host_access(curd_device *device)
@@ -144,7 +144,7 @@ static curd_status check_host_access(curd_device *device)
             CURDI_CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM,
             device->cu_device));
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver(
+        return curdi_driver_fail(
             (int)cu_result,
             "cuDeviceGetAttribute(CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM)",
             CURDI_DRIVER_FIX);
@@ -164,26 +164,26 @@ static curd_status check_host_access(curd_device *device)
 curd_status curdi_gather_kernels_get(curd_device *device,
                                      curdi_gather_kernels *out)
 {
-    struct curdi_gather_room *room = device->gather;
+    struct curdi_gather_state *state = device->gather;
     curdi_cu_module module = NULL;
     curdi_gather_kernels kernels;
     curd_status status;
 
-    pthread_mutex_lock(&room->lock);
-    if (room->loaded) {
-        *out = room->kernels;
-        pthread_mutex_unlock(&room->lock);
+    pthread_mutex_lock(&state->lock);
+    if (state->loaded) {
+        *out = state->kernels;
+        pthread_mutex_unlock(&state->lock);
         return CURD_OK;
     }
-    if (room->unavailable) {
-        pthread_mutex_unlock(&room->lock);
+    if (state->unavailable) {
+        pthread_mutex_unlock(&state->lock);
         return curdi_fail(CURD_E_PROGRAM,
                           "the driver could not JIT the transfer kernels on"
                           " device %d before. Fix: scattered ranges move one"
                           " DMA each; update the driver to use them.",
                           device->ordinal);
     }
-    pthread_mutex_unlock(&room->lock);
+    pthread_mutex_unlock(&state->lock);
 
     status = check_host_access(device);
     if (status != CURD_OK)
@@ -193,15 +193,15 @@ curd_status curdi_gather_kernels_get(curd_device *device,
     status = load_kernels(device, &module, &kernels);
     if (status != CURD_OK)
         return status;
-    pthread_mutex_lock(&room->lock);
-    if (!room->loaded) {
-        room->module = module;
-        room->kernels = kernels;
-        room->loaded = true;
+    pthread_mutex_lock(&state->lock);
+    if (!state->loaded) {
+        state->module = module;
+        state->kernels = kernels;
+        state->loaded = true;
         module = NULL;
     }
-    *out = room->kernels;
-    pthread_mutex_unlock(&room->lock);
+    *out = state->kernels;
+    pthread_mutex_unlock(&state->lock);
     if (module != NULL)
         (void)curdi_driver_note(curdi_driver_get()->cuModuleUnload(module));
     return CURD_OK;
@@ -264,7 +264,7 @@ static curd_status table_launch(const curdi_gather_kernels *kernels,
             to_stage ? kernels->gather : kernels->scatter, table_grid(table),
             1, 1, CURDI_GATHER_BLOCK_THREADS, 1, 1, 0, stream, params, NULL));
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result,
+        return curdi_driver_fail((int)cu_result,
                                  to_stage ? "cuLaunchKernel (curd_gather)"
                                           : "cuLaunchKernel (curd_scatter)",
                                  CURDI_DRIVER_FIX);

@@ -1,4 +1,4 @@
-/* gather.h - the gather room: the transfer engine's two kernels on a
+/* gather.h - the gather module: the transfer engine's two kernels on a
  * device (lib/transfer/gather.cu), loaded on first use, and their launches.
  *
  * curd_gather packs pieces of device memory, scattered over one or more
@@ -13,16 +13,16 @@
  * reads near one contiguous copy.
  *
  * The kernels come from the PTX committed beside their CUDA C
- * (lib/transfer/gather.ptx, embedded as curdi_gather_ptx by the build). The room
+ * (lib/transfer/gather.ptx, embedded as curdi_gather_ptx by the build). The module
  * loads that module with the driver directly, once per device, on the
- * first transfer that gathers; it does not go through the program room,
+ * first transfer that gathers; it does not go through the program module,
  * which sits above transfer in lib/LAYERS and whose module cache, bound
  * and counters belong to the application's programs. A driver that cannot
  * JIT the PTX (an image error: CURD_E_PROGRAM) is remembered: transfers
  * on that device then use one DMA per span, as before. Any other failure
  * of the load fails the transfer that asked, and the next one tries
  * again. A device that cannot reach page-locked host memory at its host
- * address (no unified addressing) is remembered the same way. The room's
+ * address (no unified addressing) is remembered the same way. The state's
  * lock is never held across a driver call. */
 #ifndef CURD_LIB_TRANSFER_GATHER_H
 #define CURD_LIB_TRANSFER_GATHER_H
@@ -85,7 +85,7 @@ void curdi_gather_close(struct curd_device *device);
  * not JIT them): the planner then never gathers. */
 bool curdi_gather_unavailable(struct curd_device *device);
 /* Whether the device holds the kernels' module now (one driver module
- * beside the program room's, until the device closes): for the tests
+ * beside the program module's, until the device closes): for the tests
  * that count what the driver holds. */
 bool curdi_gather_loaded(struct curd_device *device);
 

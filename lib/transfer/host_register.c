@@ -250,7 +250,7 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
     uintptr_t end;
     size_t index;
     curdi_cu_result cu_result;
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (ptr == NULL || byte_len == 0)
@@ -258,16 +258,16 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
                           "%s: %s. Fix: pass the start and length of host"
                           " memory you own.",
                           what, ptr == NULL ? "ptr is NULL" : "byte_len is 0");
-    status = curdi_host_range_check(ptr, byte_len, what, "ptr");
+    status = curdi_checked_host_range(ptr, byte_len, what, "ptr");
     if (status != CURD_OK)
         return status;
     end = start + byte_len; /* checked not to wrap just above */
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     driver = curdi_driver_get();
     if (driver->cuMemHostRegister == NULL || driver->cuMemHostUnregister == NULL) {
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
         return curdi_fail(CURD_E_UNSUPPORTED,
                           "%s: this driver has no cuMemHostRegister. Fix:"
                           " copy through curd's staging (plain"
@@ -285,7 +285,7 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
         /* range->start < end; it overlaps unless it ends before start. */
         if (range->start + range->byte_len > start) {
             pthread_mutex_unlock(&registry->lock);
-            curdi_device_leave(device);
+            curdi_core_device_leave(device);
             return curdi_fail(CURD_E_INVALID_ARGUMENT,
                               "%s: [%p, +%zu) overlaps [%p, +%zu), which is"
                               " registered already. Fix: register each"
@@ -295,10 +295,11 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
                               range->byte_len);
         }
     }
-    if (!curdi_array_reserve((void **)&registry->ranges, &registry->range_capacity,
-                    registry->range_count + 1u, sizeof *registry->ranges)) {
+    if (!curdi_core_array_reserve(
+            (void **)&registry->ranges, &registry->range_capacity,
+            registry->range_count + 1u, sizeof *registry->ranges)) {
         pthread_mutex_unlock(&registry->lock);
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "%s: could not grow the registry. Fix: free host"
                           " memory.",
@@ -330,14 +331,14 @@ CURD_API curd_status curd_host_register(curd_device *device, void *ptr,
     }
     pthread_mutex_unlock(&registry->lock);
     if (cu_result != CURDI_CUDA_SUCCESS)
-        status = curdi_fail_driver(
+        status = curdi_driver_fail(
             (int)cu_result, "cuMemHostRegister",
             cu_result == CURDI_CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
                 ? "register a range once per process (another device or"
                   " library may have registered it)"
                 : "register memory you own that is mapped read-write, or"
                   " lower the locked-memory use (ulimit -l)");
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }
 
@@ -349,7 +350,7 @@ CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr)
     uintptr_t start = (uintptr_t)ptr;
     size_t index;
     curdi_cu_result cu_result;
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     if (ptr == NULL)
@@ -357,7 +358,7 @@ CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr)
                           "%s: ptr is NULL. Fix: pass the pointer given to"
                           " curd_host_register().",
                           what);
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     driver = curdi_driver_get();
@@ -367,7 +368,7 @@ CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr)
     if (index == registry->range_count || registry->ranges[index].start != start
         || !registry->ranges[index].ready) {
         pthread_mutex_unlock(&registry->lock);
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: %p is not the start of a range registered"
                           " with this device. Fix: pass the exact pointer"
@@ -377,7 +378,7 @@ CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr)
     if (registry->ranges[index].use_count != 0) {
         uint32_t uses = registry->ranges[index].use_count;
         pthread_mutex_unlock(&registry->lock);
-        curdi_device_leave(device);
+        curdi_core_device_leave(device);
         return curdi_fail(CURD_E_BUSY,
                           "%s: %p is in use by %" PRIu32 " transfer(s) or"
                           " asynchronous upload(s); nothing was"
@@ -404,8 +405,8 @@ CURD_API curd_status curd_host_unregister(curd_device *device, void *ptr)
     }
     pthread_mutex_unlock(&registry->lock);
     if (cu_result != CURDI_CUDA_SUCCESS)
-        status = curdi_fail_driver((int)cu_result, "cuMemHostUnregister",
+        status = curdi_driver_fail((int)cu_result, "cuMemHostUnregister",
                                    CURDI_DRIVER_FIX);
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }

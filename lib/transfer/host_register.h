@@ -6,7 +6,7 @@
  * Behind curd_device.host_registry, under one lock that is never held
  * across a driver call. A range is "in use" while a transfer moves bytes
  * through it or an asynchronous upload from it is in flight (the fence
- * room holds that use until its fence); a range in use cannot be
+ * module holds that use until its fence); a range in use cannot be
  * unregistered (CURD_E_BUSY). */
 #ifndef CURD_LIB_TRANSFER_HOST_REGISTER_H
 #define CURD_LIB_TRANSFER_HOST_REGISTER_H

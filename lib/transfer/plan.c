@@ -245,8 +245,8 @@ static curd_status plan_spans(curdi_plan *plan,
         span->stream_offset = 0;
         span->member_bytes = 0;
         /* Members share the buffer, so its base: first's. */
-        status = curdi_device_ptr_offset(first->device_base, source->offset,
-                                         &span->device_ptr);
+        status = curdi_checked_device_ptr_offset(
+            first->device_base, source->offset, &span->device_ptr);
         if (status != CURD_OK)
             return status;
         /* member_bytes <= count * max item, each range already checked

@@ -271,7 +271,7 @@ typedef struct curdi_plan_host {
     uint64_t chunk_count;
     unsigned slot_count;
     unsigned event_count;
-    /* Host copies use curdi_copy_streaming: a download of at least
+    /* Host copies use curdi_copy_team_streaming: a download of at least
      * streaming_download_min, an upload of at least streaming_upload_min
      * that is not a long one. */
     bool streaming;

@@ -33,10 +33,9 @@ static curd_status run_copy(void *context, bool upload, uint64_t device_ptr,
             host, (curdi_cu_deviceptr)device_ptr, (size_t)byte_len,
             run->stream);
     if (curdi_driver_note(cu_result) != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result,
-                                 upload ? "cuMemcpyHtoDAsync"
-                                        : "cuMemcpyDtoHAsync",
-                                 CURDI_DRIVER_FIX);
+        return curdi_driver_fail(
+            (int)cu_result, upload ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync",
+            CURDI_DRIVER_FIX);
     return CURD_OK;
 }
 
@@ -69,7 +68,7 @@ static curd_status run_copy_rows(void *context, bool upload,
     cu_result = curdi_driver_note(run->driver->cuMemcpy2DAsync(
         curdi_cu_memcpy2d_abi(&copy), run->stream));
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuMemcpy2DAsync",
+        return curdi_driver_fail((int)cu_result, "cuMemcpy2DAsync",
                                  CURDI_DRIVER_FIX);
     return CURD_OK;
 }
@@ -94,7 +93,7 @@ static curd_status run_mark(void *context, unsigned slot)
     curdi_cu_result cu_result = curdi_driver_note(
         run->driver->cuEventRecord(run->events[slot], run->stream));
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuEventRecord",
+        return curdi_driver_fail((int)cu_result, "cuEventRecord",
                                  CURDI_DRIVER_FIX);
     return CURD_OK;
 }
@@ -118,7 +117,7 @@ static curd_status run_wait(void *context, unsigned slot)
     cu_result =
         curdi_driver_note(run->driver->cuEventSynchronize(run->events[slot]));
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, "cuEventSynchronize",
+        return curdi_driver_fail((int)cu_result, "cuEventSynchronize",
                                  CURDI_DRIVER_FIX);
     return CURD_OK;
 }
@@ -129,7 +128,7 @@ curd_status curdi_run_fence(curd_device *device, curdi_cu_stream stream,
     const char *call;
     curdi_cu_result cu_result = curdi_fence_wait(device, stream, &call);
     if (cu_result != CURDI_CUDA_SUCCESS)
-        return curdi_fail_driver((int)cu_result, call, fix);
+        return curdi_driver_fail((int)cu_result, call, fix);
     return CURD_OK;
 }
 
@@ -146,11 +145,11 @@ curd_status curdi_run_stream_for(curd_device *device, bool after_uploads,
     if (after_uploads) {
         *out = device->upload_stream;
         *out_pooled = false;
-        return curdi_stream_order_after_waits(device, device->upload_stream,
-                                              true);
+        return curdi_waits_stream_order_after_waits(
+            device, device->upload_stream, true);
     }
     *out_pooled = true;
-    return curdi_stream_acquire(device, out);
+    return curdi_streams_acquire(device, out);
 }
 
 void curdi_run_stream_drain(const curdi_driver *driver,
@@ -167,23 +166,23 @@ void curdi_run_stream_drain(const curdi_driver *driver,
 /* The device's copy team (run.h). */
 curdi_copy_team *curdi_run_team(curd_device *device)
 {
-    struct curdi_transfer_room *room = device->transfer;
+    struct curdi_transfer_state *state = device->transfer;
     curdi_copy_team *team;
-    pthread_mutex_lock(&room->team_lock);
-    if (!room->team_tried) {
-        room->team_tried = true;
+    pthread_mutex_lock(&state->team_lock);
+    if (!state->team_tried) {
+        state->team_tried = true;
         curdi_copy_team_config config = {
-            (unsigned)room->tuning.copy_threads,
-            (size_t)room->tuning.copy_parallel_min,
-            room->tuning.copy_spin_us * 1000u};
-        if (curdi_copy_team_create(&config, &room->team) != CURD_OK)
-            room->team = NULL;
-        room->team_growth = curdi_plan_team_growth(
-            &room->tuning, sysconf(_SC_NPROCESSORS_ONLN),
-            curdi_copy_team_workers(room->team));
+            (unsigned)state->tuning.copy_threads,
+            (size_t)state->tuning.copy_parallel_min,
+            state->tuning.copy_spin_us * 1000u};
+        if (curdi_copy_team_create(&config, &state->team) != CURD_OK)
+            state->team = NULL;
+        state->team_growth = curdi_plan_team_growth(
+            &state->tuning, sysconf(_SC_NPROCESSORS_ONLN),
+            curdi_copy_team_workers(state->team));
     }
-    team = room->team;
-    pthread_mutex_unlock(&room->team_lock);
+    team = state->team;
+    pthread_mutex_unlock(&state->team_lock);
     return team;
 }
 
@@ -203,15 +202,15 @@ curdi_copy_team *curdi_run_compare_team(curd_device *device,
  * start. */
 static void run_team_take(curdi_run *run)
 {
-    struct curdi_transfer_room *room = run->device->transfer;
+    struct curdi_transfer_state *state = run->device->transfer;
     curdi_plan_team share;
-    run->staging.piece_bytes = room->tuning.copy_piece_bytes;
+    run->staging.piece_bytes = state->tuning.copy_piece_bytes;
     if (!run->host.wants_team)
         return;
     run->team = curdi_run_team(run->device);
     if (run->team == NULL)
         return;
-    curdi_plan_team_share(&room->tuning, curdi_copy_team_workers(run->team),
+    curdi_plan_team_share(&state->tuning, curdi_copy_team_workers(run->team),
                           run->host.chunk_bytes, run->plan.stream_bytes,
                           &share);
     run->staging.piece_bytes = share.piece_bytes;
@@ -221,7 +220,7 @@ static void run_team_take(curdi_run *run)
         run_warm_team(run);
     if (run->host.grows_team)
         run->added_workers =
-            curdi_copy_team_grow(run->team, room->team_growth);
+            curdi_copy_team_grow(run->team, state->team_growth);
 }
 
 /* ------------------------------------------------------------------------
@@ -264,7 +263,7 @@ curd_status curdi_run_plan(curd_device *device, curdi_prepared *prepared,
     memset(run, 0, sizeof *run);
     run->device = device;
     run->prepared = prepared;
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     run->entered = true;
@@ -317,8 +316,8 @@ curd_status curdi_run_resources_take(curdi_run *run)
         run->slots[slot] = run->slot_blocks[slot].host;
     }
     if (run->host.event_count > 0) {
-        status = curdi_events_acquire(device, run->events,
-                                      run->host.event_count);
+        status = curdi_streams_events_acquire(device, run->events,
+                                              run->host.event_count);
         if (status != CURD_OK)
             return status;
         run->events_taken = true;
@@ -335,14 +334,15 @@ void curdi_run_resources_give_back(curdi_run *run, curd_status status)
     curdi_copy_team_cool(run->team, run->warmth);
     curdi_copy_team_shrink(run->team, run->added_workers);
     if (run->events_taken)
-        curdi_events_release(device, run->events, run->host.event_count);
+        curdi_streams_events_release(device, run->events,
+                                     run->host.event_count);
     for (unsigned slot = 0; slot < run->slots_taken; slot++)
         curdi_landing_put_back(device, &run->landings[slot],
                                &run->slot_blocks[slot]);
     if (run->pooled_stream && run->stream != NULL)
-        curdi_stream_release(device, run->stream);
+        curdi_streams_release(device, run->stream);
     curdi_plan_free(&run->plan);
     if (run->entered)
-        curdi_device_leave(device);
-    curdi_prepared_release(device, run->prepared);
+        curdi_core_device_leave(device);
+    curdi_validate_prepared_release(device, run->prepared);
 }

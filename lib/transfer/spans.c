@@ -35,8 +35,8 @@ static inline bool order_before(const curdi_order_entry *a,
 /* Runs of this many are put in order by insertion first. */
 #define CURDI_ORDER_RUN 8u
 
-void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
-                      size_t count)
+void curdi_spans_order_sort(curdi_order_entry *entries,
+                            curdi_order_entry *scratch, size_t count)
 {
     curdi_order_entry *from = entries;
     curdi_order_entry *to = scratch;
@@ -126,7 +126,7 @@ static curd_status plan_sort(const curdi_copy_item *items, size_t count,
         entries[e].minor = items[members[e]].offset;
         entries[e].index = members[e];
     }
-    curdi_order_sort(entries, entries + entry_count, entry_count);
+    curdi_spans_order_sort(entries, entries + entry_count, entry_count);
     for (size_t e = 0; e < entry_count; e++)
         members[e] = entries[e].index;
     free(entries);

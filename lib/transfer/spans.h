@@ -62,7 +62,7 @@ typedef struct curdi_order_entry {
 } curdi_order_entry;
 
 /* scratch holds at least count entries; the result is in entries. */
-void curdi_order_sort(curdi_order_entry *entries, curdi_order_entry *scratch,
-                      size_t count);
+void curdi_spans_order_sort(curdi_order_entry *entries,
+                            curdi_order_entry *scratch, size_t count);
 
 #endif

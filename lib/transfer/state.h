@@ -1,5 +1,5 @@
 /* state.h - the device's transfer state (a header alone, pure: it
- * declares what the transfer rooms share behind curd_device.transfer). */
+ * declares what the transfer modules share behind curd_device.transfer). */
 #ifndef CURD_LIB_TRANSFER_STATE_H
 #define CURD_LIB_TRANSFER_STATE_H
 
@@ -15,10 +15,10 @@
  * succeeded), the engine's tuning (read from the environment at open,
  * lib/transfer/tuning.h) and the copy team that splits large host
  * copies, started by the first run that needs it (lib/transfer/run.c).
- * Declared below the rooms that read it: validation reads the gather
+ * Declared below the modules that read it: validation reads the gather
  * policy, a run the tuning and the team; transfer.c opens and closes
  * it. */
-struct curdi_transfer_room {
+struct curdi_transfer_state {
     curdi_tuning tuning;
     _Atomic uint64_t h2d_bytes;
     _Atomic uint64_t d2h_bytes;

@@ -1,6 +1,6 @@
 /* transfer.c - transfers: the public entry points and the counters.
  *
- * Read top to bottom: opening and closing the room, the counters, the
+ * Read top to bottom: opening and closing the module, the counters, the
  * run of a synchronous transfer, then the public synchronous transfers
  * and batches, fills and asynchronous uploads.
  *
@@ -54,21 +54,21 @@
 
 curd_status curdi_transfer_open(curd_device *device)
 {
-    struct curdi_transfer_room *room = calloc(1, sizeof *room);
-    if (room == NULL)
+    struct curdi_transfer_state *state = calloc(1, sizeof *state);
+    if (state == NULL)
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not allocate the device's transfer state."
                           " Fix: free host memory.");
-    if (pthread_mutex_init(&room->team_lock, NULL) != 0) {
-        free(room);
+    if (pthread_mutex_init(&state->team_lock, NULL) != 0) {
+        free(state);
         return curdi_fail(CURD_E_OUT_OF_MEMORY,
                           "could not initialise the transfer state's lock."
                           " Fix: free system resources.");
     }
-    curdi_tuning_from_env(&room->tuning);
-    curdi_fence_set_spin(device, room->tuning.fence_spin_us * 1000u);
-    curdi_landing_set_bytes(device, room->tuning.landing_bytes);
-    device->transfer = room;
+    curdi_tuning_from_env(&state->tuning);
+    curdi_fence_set_spin(device, state->tuning.fence_spin_us * 1000u);
+    curdi_landing_set_bytes(device, state->tuning.landing_bytes);
+    device->transfer = state;
     return CURD_OK;
 }
 
@@ -79,7 +79,7 @@ void curdi_transfer_close(curd_device *device)
         return;
     driver = curdi_driver_get();
     /* device.c has synchronised the context already; this keeps the
-     * room's own promise should it be called alone. Errors have nowhere
+     * module's own promise should it be called alone. Errors have nowhere
      * to go at close. */
     if (driver != NULL && curdi_driver_usable()
         && device->upload_stream != NULL)
@@ -93,45 +93,45 @@ void curdi_transfer_close(curd_device *device)
 
 void curdi_transfer_stats(curd_device *device, curd_stats *stats)
 {
-    struct curdi_transfer_room *room = device->transfer;
-    stats->h2d_bytes = atomic_load(&room->h2d_bytes);
-    stats->d2h_bytes = atomic_load(&room->d2h_bytes);
-    stats->copy_ops = atomic_load(&room->copy_ops);
-    stats->fences = atomic_load(&room->fences);
-    stats->fill_ops = atomic_load(&room->fill_ops);
-    stats->fill_bytes = atomic_load(&room->fill_bytes);
+    struct curdi_transfer_state *state = device->transfer;
+    stats->h2d_bytes = atomic_load(&state->h2d_bytes);
+    stats->d2h_bytes = atomic_load(&state->d2h_bytes);
+    stats->copy_ops = atomic_load(&state->copy_ops);
+    stats->fences = atomic_load(&state->fences);
+    stats->fill_ops = atomic_load(&state->fill_ops);
+    stats->fill_bytes = atomic_load(&state->fill_bytes);
 }
 
 void curdi_transfer_stats_reset(curd_device *device)
 {
-    struct curdi_transfer_room *room = device->transfer;
-    atomic_store(&room->h2d_bytes, 0);
-    atomic_store(&room->d2h_bytes, 0);
-    atomic_store(&room->copy_ops, 0);
-    atomic_store(&room->fences, 0);
-    atomic_store(&room->fill_ops, 0);
-    atomic_store(&room->fill_bytes, 0);
+    struct curdi_transfer_state *state = device->transfer;
+    atomic_store(&state->h2d_bytes, 0);
+    atomic_store(&state->d2h_bytes, 0);
+    atomic_store(&state->copy_ops, 0);
+    atomic_store(&state->fences, 0);
+    atomic_store(&state->fill_ops, 0);
+    atomic_store(&state->fill_bytes, 0);
 }
 
 /* ------------------------------------------------------------------------
  * Counters: checked before the work, added after it succeeded.
  * ---------------------------------------------------------------------- */
 
-/* The room's counters and what counts adds to each. */
-static void transfer_steps(struct curdi_transfer_room *room,
+/* The state's counters and what counts adds to each. */
+static void transfer_steps(struct curdi_transfer_state *state,
                            const curdi_transfer_counts *counts,
                            curdi_counter_step steps[6])
 {
-    steps[0] = (curdi_counter_step){&room->h2d_bytes, counts->h2d_bytes,
+    steps[0] = (curdi_counter_step){&state->h2d_bytes, counts->h2d_bytes,
                                     "h2d_bytes"};
-    steps[1] = (curdi_counter_step){&room->d2h_bytes, counts->d2h_bytes,
+    steps[1] = (curdi_counter_step){&state->d2h_bytes, counts->d2h_bytes,
                                     "d2h_bytes"};
-    steps[2] = (curdi_counter_step){&room->copy_ops, counts->copy_ops,
-                                    "copy_ops"};
-    steps[3] = (curdi_counter_step){&room->fences, counts->fences, "fences"};
-    steps[4] = (curdi_counter_step){&room->fill_ops, counts->fill_ops,
-                                    "fill_ops"};
-    steps[5] = (curdi_counter_step){&room->fill_bytes, counts->fill_bytes,
+    steps[2] =
+        (curdi_counter_step){&state->copy_ops, counts->copy_ops, "copy_ops"};
+    steps[3] = (curdi_counter_step){&state->fences, counts->fences, "fences"};
+    steps[4] =
+        (curdi_counter_step){&state->fill_ops, counts->fill_ops, "fill_ops"};
+    steps[5] = (curdi_counter_step){&state->fill_bytes, counts->fill_bytes,
                                     "fill_bytes"};
 }
 
@@ -141,7 +141,7 @@ curd_status curdi_transfer_counts_check(curd_device *device,
 {
     curdi_counter_step steps[6];
     transfer_steps(device->transfer, counts, steps);
-    return curdi_counters_check(steps, 6, what);
+    return curdi_checked_counters_check(steps, 6, what);
 }
 
 void curdi_transfer_counts_add(curd_device *device,
@@ -149,7 +149,7 @@ void curdi_transfer_counts_add(curd_device *device,
 {
     curdi_counter_step steps[6];
     transfer_steps(device->transfer, counts, steps);
-    unsigned repairs = curdi_counters_add(steps, 6);
+    unsigned repairs = curdi_checked_counters_add(steps, 6);
     if (repairs != 0)
         atomic_fetch_add(&device->accounting_repairs, repairs);
 }
@@ -182,7 +182,7 @@ static curd_status transfer_run(curd_device *device, curdi_prepared *prepared)
     curdi_engine_result result;
     curd_status status;
     if (prepared->total_bytes == 0) {
-        curdi_prepared_release(device, prepared);
+        curdi_validate_prepared_release(device, prepared);
         return CURD_OK;
     }
     CURDI_TRY(status, curdi_run_plan(device, prepared, &run), give_back);
@@ -311,7 +311,7 @@ static curd_status fill(curd_device *device, const char *what,
     curdi_cu_stream stream = NULL;
     curdi_cu_result cu_result;
     bool pooled = false;
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     status = curdi_resident_use_begin(device, what, &buffer.id, 1, &use);
@@ -321,11 +321,12 @@ static curd_status fill(curd_device *device, const char *what,
         offset = 0;
         byte_len = use.byte_len;
     }
-    CURDI_TRY(status, curdi_range_check(offset, byte_len, use.byte_len, what),
+    CURDI_TRY(status,
+              curdi_checked_range(offset, byte_len, use.byte_len, what),
               unmark);
     if (byte_len == 0)
         goto unmark;
-    CURDI_TRY(status, curdi_device_enter(device), unmark);
+    CURDI_TRY(status, curdi_core_device_enter(device), unmark);
     driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.fill_ops = 1;
@@ -343,7 +344,7 @@ static curd_status fill(curd_device *device, const char *what,
         stream));
     if (cu_result != CURDI_CUDA_SUCCESS)
         CURDI_TRY(status,
-                  curdi_fail_driver((int)cu_result, "cuMemsetD8Async",
+                  curdi_driver_fail((int)cu_result, "cuMemsetD8Async",
                                     CURDI_DRIVER_FIX),
                   release_stream);
     status = curdi_run_fence(device, stream, CURDI_DRIVER_FIX);
@@ -353,9 +354,9 @@ static curd_status fill(curd_device *device, const char *what,
         curdi_transfer_counts_add(device, &counts);
 release_stream:
     if (pooled && stream != NULL)
-        curdi_stream_release(device, stream);
+        curdi_streams_release(device, stream);
 leave:
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
 unmark:
     curdi_resident_use_end(device, &use, 1);
     return status;
@@ -393,7 +394,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     curdi_cu_result cu_result;
     uintptr_t range_key;
     curd_status status;
-    CURDI_TRY(status, curdi_device_check(device, what), out);
+    CURDI_TRY(status, curdi_core_device_check(device, what), out);
     CURDI_TRY(status, curdi_validate_begin(&prepared, what, true, false, 1),
               out);
     CURDI_TRY(status,
@@ -403,22 +404,22 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     CURDI_TRY(status, curdi_validate_end(device, &prepared), release);
     if (byte_len == 0)
         goto release;
-    CURDI_TRY(status, curdi_device_enter(device), release);
+    CURDI_TRY(status, curdi_core_device_enter(device), release);
     driver = curdi_driver_get();
     memset(&counts, 0, sizeof counts);
     counts.h2d_bytes = byte_len;
     counts.copy_ops = 1;
     CURDI_TRY(status, curdi_transfer_counts_check(device, &counts, what),
               leave);
-    /* Room for the pending entry first, so nothing can fail after the
+    /* Space for the pending entry first, so nothing can fail after the
      * copy is enqueued. */
     CURDI_TRY(status,
               curdi_upload_marks_reserve(device, pinned_src, byte_len, what,
                                          &range_key),
               leave);
     CURDI_TRY(status,
-              curdi_stream_order_after_waits(device, device->upload_stream,
-                                             true),
+              curdi_waits_stream_order_after_waits(
+                  device, device->upload_stream, true),
               cancel);
     /* offset + byte_len <= the buffer's size: checked in curdi_validate_end. */
     cu_result = curdi_driver_note(driver->cuMemcpyHtoDAsync(
@@ -426,7 +427,7 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
         byte_len, device->upload_stream));
     if (cu_result != CURDI_CUDA_SUCCESS)
         CURDI_TRY(status,
-                  curdi_fail_driver((int)cu_result, "cuMemcpyHtoDAsync",
+                  curdi_driver_fail((int)cu_result, "cuMemcpyHtoDAsync",
                                     CURDI_DRIVER_FIX),
                   cancel);
     /* The use becomes asynchronous before it is listed, so a concurrent
@@ -435,15 +436,15 @@ CURD_API curd_status curd_buffer_upload_async(curd_device *device,
     prepared.marked = false; /* now ended by curd_device_sync_uploads */
     curdi_upload_marks_commit(device, buffer.id, range_key);
     curdi_transfer_counts_add(device, &counts);
-    curdi_device_leave(device);
-    curdi_prepared_release(device, &prepared);
+    curdi_core_device_leave(device);
+    curdi_validate_prepared_release(device, &prepared);
     return CURD_OK;
 cancel:
     curdi_upload_marks_cancel(device, range_key);
 leave:
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
 release:
-    curdi_prepared_release(device, &prepared);
+    curdi_validate_prepared_release(device, &prepared);
 out:
     return status;
 }
@@ -454,14 +455,14 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     const char *what = "curd_device_sync_uploads";
     curdi_transfer_counts counts;
     uint64_t serial_limit;
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
     /* Nothing enqueued: nothing to wait for, no fence. */
     if (!curdi_upload_marks_pending(device, &serial_limit))
         return CURD_OK;
 
-    status = curdi_device_enter(device);
+    status = curdi_core_device_enter(device);
     if (status != CURD_OK)
         return status;
     memset(&counts, 0, sizeof counts);
@@ -478,6 +479,6 @@ CURD_API curd_status curd_device_sync_uploads(curd_device *device)
     curdi_upload_marks_complete(device, serial_limit);
     curdi_transfer_counts_add(device, &counts);
 leave:
-    curdi_device_leave(device);
+    curdi_core_device_leave(device);
     return status;
 }

@@ -40,7 +40,7 @@ curd_status curdi_transfer_open(struct curd_device *device);
  * false), joins the copy threads and frees the state. NULL-safe. */
 void curdi_transfer_close(struct curd_device *device);
 
-/* curd_upload_batch for the rooms above (sessions), with `what` naming
+/* curd_upload_batch for the modules above (sessions), with `what` naming
  * their public call in every sentence. */
 curd_status curdi_transfer_upload_batch(struct curd_device *device,
                                         const char *what,

@@ -59,7 +59,7 @@ typedef struct curdi_tuning {
     uint64_t upload_growth_threads;    /* CURD_UPLOAD_GROWTH_THREADS */
     uint64_t upload_growth_min;        /* CURD_UPLOAD_GROWTH_MIN */
     /* Host copies of a stream this long or longer use streaming stores
-     * (curdi_copy_streaming); UINT64_MAX: never. */
+     * (curdi_copy_team_streaming); UINT64_MAX: never. */
     uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
     uint64_t streaming_upload_min;     /* CURD_STREAMING_UPLOAD_MIN */
     /* A single upload from pageable memory of at most this many bytes goes
@@ -103,7 +103,7 @@ typedef struct curdi_tuning {
 #define CURDI_COPY_SPIN_US_MAX 100000u
 #define CURDI_CHUNK_BYTES_LIMIT ((uint64_t)1 << 30)
 /* A download that stages at least this many bytes writes caller memory
- * with curdi_copy_streaming: measured on an H100 host, a 256 MiB download
+ * with curdi_copy_team_streaming: measured on an H100 host, a 256 MiB download
  * into malloc memory went from ~8 ms to ~5.2 ms (the 6 copy threads'
  * plain memcpy out of staging was the bottleneck, at ~32 GB/s against
  * the DMA's 55 GB/s). Smaller downloads keep memcpy, which leaves the

@@ -1,11 +1,11 @@
-/* upload_marks.h - the fence room: marks that keep buffers and host ranges in
+/* upload_marks.h - the upload marks module: marks that keep buffers and host ranges in
  * use until the device work that uses them is known complete.
  *
  * A synchronous call needs no list: it marks what it uses, waits for its
  * own fence and unmarks. Work that outlives its call needs the marks kept
- * until a later fence, and that is this room: today the asynchronous
+ * until a later fence, and that is this module: today the asynchronous
  * uploads (curd_buffer_upload_async), each holding its buffer (an
- * asynchronous mark in the resident room, so it cannot be freed) and its
+ * asynchronous mark in the resident module, so it cannot be freed) and its
  * source's registered range (so it cannot be unregistered) until
  * curd_device_sync_uploads has waited for the upload stream.
  *
@@ -27,13 +27,13 @@ struct curd_device;
 
 /* Creates dev->upload_marks; no driver call. */
 curd_status curdi_upload_marks_open(struct curd_device *device);
-/* Frees the list. The marks it still holds die with their rooms (the
+/* Frees the list. The marks it still holds die with their modules (the
  * resident table and the host registry close after it, whatever their
  * marks), and curd_device_close waited for the device first. NULL-safe. */
 void curdi_upload_marks_close(struct curd_device *device);
 
 /* An asynchronous upload of byte_len bytes from src, in three steps around
- * its enqueue. reserve: makes room for its mark (CURD_E_OUT_OF_MEMORY
+ * its enqueue. reserve: makes space for its mark (CURD_E_OUT_OF_MEMORY
  * naming `what` otherwise) and marks src's registered range used;
  * *out_range_key is that range's start, or 0. Then either cancel (the
  * enqueue failed) or commit (it is enqueued: the mark now holds the

@@ -12,7 +12,8 @@
 #include "transfer/host_register.h"
 #include "transfer/spans.h"
 
-void curdi_prepared_release(curd_device *device, curdi_prepared *prepared)
+void curdi_validate_prepared_release(curd_device *device,
+                                     curdi_prepared *prepared)
 {
     if (prepared->registrations_used) {
         if (prepared->moved_as_rows)
@@ -36,9 +37,9 @@ void curdi_prepared_release(curd_device *device, curdi_prepared *prepared)
 
 /* Formatted only on the way to an error message: a label per item would
  * cost a batch more than its bytes. */
-const char *curdi_item_what(const curdi_prepared *prepared,
-                                   size_t index, char *scratch,
-                                   size_t scratch_len)
+const char *curdi_validate_item_what(const curdi_prepared *prepared,
+                                     size_t index, char *scratch,
+                                     size_t scratch_len)
 {
     if (!prepared->batch)
         return prepared->what;
@@ -80,7 +81,8 @@ curd_status curdi_validate_item_fail(const curdi_prepared *prepared, size_t inde
                         size_t capacity)
 {
     char scratch[160];
-    const char *what = curdi_item_what(prepared, index, scratch, sizeof scratch);
+    const char *what =
+        curdi_validate_item_what(prepared, index, scratch, sizeof scratch);
     /* In curd.h's order: a NULL host, the capacity, the wrap. */
     if (host != NULL && byte_len > capacity)
         return curdi_fail(CURD_E_RANGE,
@@ -89,7 +91,7 @@ curd_status curdi_validate_item_fail(const curdi_prepared *prepared, size_t inde
                           " destination of at least byte_len bytes, or"
                           " ask for fewer.",
                           what, byte_len, capacity);
-    curd_status status = curdi_host_range_check(
+    curd_status status = curdi_checked_host_range(
         host, byte_len, what, prepared->upload ? "src" : "dst");
     if (status != CURD_OK)
         return status;
@@ -127,7 +129,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
         spans[used].index = index;
         used++;
     }
-    curdi_order_sort(spans, spans + prepared->count, used);
+    curdi_spans_order_sort(spans, spans + prepared->count, used);
     for (size_t index = 1; index < used; index++) {
         const curdi_transfer_item *before = &items[spans[index - 1].index];
         /* host + byte_len was checked not to wrap by curdi_validate_item. */
@@ -148,7 +150,7 @@ static curd_status check_destinations(const curdi_prepared *prepared)
 }
 
 /* After every item's arguments: destinations, then handles (all marked
- * in use, or none), then ranges. On an error, curdi_prepared_release
+ * in use, or none), then ranges. On an error, curdi_validate_prepared_release
  * (which the caller calls either way) ends whatever marks were taken. */
 curd_status curdi_validate_end(curd_device *device,
                                      curdi_prepared *prepared)
@@ -171,13 +173,14 @@ curd_status curdi_validate_end(curd_device *device,
         curdi_transfer_item *item = &prepared->items[index];
         const curdi_resident_use *use = &prepared->uses[index];
         /* offset + byte_len <= byte_len of the buffer without overflow:
-         * exactly when curdi_range_check passes, which words the error
+         * exactly when curdi_checked_range passes, which words the error
          * otherwise. */
         if (item->offset > use->byte_len
             || item->byte_len > use->byte_len - item->offset) {
-            return curdi_range_check(
+            return curdi_checked_range(
                 item->offset, item->byte_len, use->byte_len,
-                curdi_item_what(prepared, index, scratch, sizeof scratch));
+                curdi_validate_item_what(prepared, index, scratch,
+                                         sizeof scratch));
         }
         item->device_base = use->device_ptr;
         prepared->after_uploads = prepared->after_uploads || use->async_pending;
@@ -209,7 +212,7 @@ static bool prepare_first_range(curd_device *device,
     if (status == CURD_OK)
         status = curdi_validate_end(device, one);
     if (status != CURD_OK) {
-        curdi_prepared_release(device, one);
+        curdi_validate_prepared_release(device, one);
         return false;
     }
     return true;
@@ -243,7 +246,7 @@ static bool prepare_chain(curd_device *device, curdi_prepared *prepared)
         return false;
     /* The batch's block held no marks; the one item lives inline, so its
      * arrays point into *prepared once it moves there. */
-    curdi_prepared_release(device, prepared);
+    curdi_validate_prepared_release(device, prepared);
     *prepared = one;
     prepared->items = &prepared->one_item;
     prepared->uses = &prepared->one_use;
@@ -344,7 +347,7 @@ static curd_status prepare_run(curd_device *device, curdi_prepared *prepared,
                                    (size_t)prepared->items[0].byte_len,
                                    prepared->uses[0].byte_len);
     if (status != CURD_OK) {
-        curdi_prepared_release(device, prepared);
+        curdi_validate_prepared_release(device, prepared);
         return status;
     }
     if (prepared->total_bytes > 0) {
@@ -378,7 +381,7 @@ curd_status curdi_validate_transfer(curd_device *device,
                                     size_t byte_len, unsigned char *host,
                                     size_t capacity)
 {
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     if (status == CURD_OK)
         status = curdi_validate_begin(prepared, what, upload, false, 1);
     if (status != CURD_OK)
@@ -386,7 +389,7 @@ curd_status curdi_validate_transfer(curd_device *device,
     status = curdi_validate_item(prepared, 0, buffer_id, offset, byte_len,
                                  host, capacity);
     if (status != CURD_OK) {
-        curdi_prepared_release(device, prepared);
+        curdi_validate_prepared_release(device, prepared);
         return whole ? whole_length_first(device, what, buffer_id, byte_len,
                                           status)
                      : status;
@@ -395,13 +398,13 @@ curd_status curdi_validate_transfer(curd_device *device,
 }
 
 /* The checks before a batch's items: a device, and items unless there are
- * none (a batch of nothing succeeds at once, holding nothing); then room
+ * none (a batch of nothing succeeds at once, holding nothing); then space
  * for count items. */
 static curd_status batch_begin(curd_device *device, curdi_prepared *prepared,
                                const char *what, bool upload,
                                const void *items, size_t count)
 {
-    curd_status status = curdi_device_check(device, what);
+    curd_status status = curdi_core_device_check(device, what);
     memset(prepared, 0, sizeof *prepared);
     if (status == CURD_OK && count != 0 && items == NULL)
         status = curdi_fail(CURD_E_INVALID_ARGUMENT,
@@ -419,7 +422,7 @@ static curd_status batch_end(curd_device *device, curdi_prepared *prepared,
                              curd_status status)
 {
     if (status != CURD_OK) {
-        curdi_prepared_release(device, prepared);
+        curdi_validate_prepared_release(device, prepared);
         return status;
     }
     return prepare_run(device, prepared, false);

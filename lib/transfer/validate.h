@@ -12,13 +12,13 @@
  * items continue one another, or are rows at one pitch, is checked as
  * (one range, lib/transfer/plan.h), and everything the items hold. Any
  * failure returns a typed status with its sentence before anything moved
- * or was counted, holding nothing; on success curdi_prepared_release (or
+ * or was counted, holding nothing; on success curdi_validate_prepared_release (or
  * the run that takes the prepared items, lib/transfer/run.h) ends it.
  *
  * The steps one call takes are here too, for the asynchronous upload,
  * which holds its marks past the call: curdi_validate_begin,
  * curdi_validate_item for each item, curdi_validate_end (destinations,
- * handles, ranges), then always curdi_prepared_release. */
+ * handles, ranges), then always curdi_validate_prepared_release. */
 #ifndef CURD_LIB_TRANSFER_VALIDATE_H
 #define CURD_LIB_TRANSFER_VALIDATE_H
 
@@ -108,15 +108,16 @@ curd_status curdi_validate_begin(curdi_prepared *prepared, const char *what,
                                 bool upload, bool batch, size_t count);
 /* Ends the marks and registered-range uses the prepared items hold and
  * frees them. */
-void curdi_prepared_release(struct curd_device *device,
-                            curdi_prepared *prepared);
+void curdi_validate_prepared_release(struct curd_device *device,
+                                     curdi_prepared *prepared);
 /* Destinations, handles, ranges: see above. */
 curd_status curdi_validate_end(struct curd_device *device,
                               curdi_prepared *prepared);
 /* "<what>" for a single transfer, "<what> item <i>" in a batch, formatted
  * into scratch only on the way to an error message. */
-const char *curdi_item_what(const curdi_prepared *prepared, size_t index,
-                            char *scratch, size_t scratch_len);
+const char *curdi_validate_item_what(const curdi_prepared *prepared,
+                                     size_t index, char *scratch,
+                                     size_t scratch_len);
 /* The sentence for item `index`, which curdi_validate_item found bad. Out
  * of line and cold: the checks themselves run for every item of every
  * batch. */
@@ -155,7 +156,7 @@ static inline curd_status curdi_validate_item(curdi_prepared *prepared,
                                              size_t capacity)
 {
     curdi_transfer_item *item = &prepared->items[index];
-    if (curdi_host_range_bad(host, byte_len) || byte_len > capacity
+    if (curdi_checked_host_range_bad(host, byte_len) || byte_len > capacity
         || byte_len > UINT64_MAX - prepared->total_bytes)
         return curdi_validate_item_fail(prepared, index, byte_len, host,
                                        capacity);

@@ -87,7 +87,7 @@
 /* The real driver's context stack has no small bound. The fault sweeps
  * leave one context pushed for each run whose cuCtxPopCurrent they fail
  * (the library has no way to pop it again), so a test program with many
- * sweeps needs room for that many. */
+ * sweeps needs space for that many. */
 #define FAKE_STACK_DEPTH 256
 
 /* ------------------------------------------------------------------------

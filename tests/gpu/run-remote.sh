@@ -354,7 +354,7 @@ else
         echo "$tool $t $status ${found:-0} $rc $failures" >"$res"
     }
     # JOBS runs at a time on the one GPU (its memory and its 16 cores have
-    # room for several); those that fill the device or compare its free
+    # space for several); those that fill the device or compare its free
     # memory run alone afterwards (the soak not: its sanitized run leaves
     # its free-memory comparisons out).
     sanitize_alone=" test-pool-gpu test-resident-gpu test-device "

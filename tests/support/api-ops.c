@@ -85,7 +85,7 @@ static void open_finish(api_world *w, curd_status status)
     w->extra = NULL;
 }
 
-/* A second device with something in every room: a buffer with bytes,
+/* A second device with something in every module: a buffer with bytes,
  * pooled streams and events, a registration, a program it has run, a
  * graph batch it has run, and a session with a buffer lent and a set
  * held. */
@@ -1041,10 +1041,10 @@ static void callers_stream_made(api_world *w)
 {
     fresh_words(w);
     curdi_cu_stream stream = NULL;
-    API_OK(curdi_device_enter(w->device));
+    API_OK(curdi_core_device_enter(w->device));
     curdi_cu_result rc = curdi_driver_get()->cuStreamCreate(
         &stream, CURDI_CU_STREAM_NON_BLOCKING);
-    curdi_device_leave(w->device);
+    curdi_core_device_leave(w->device);
     API_CHECK(rc == CURDI_CUDA_SUCCESS, "cuStreamCreate failed with %u", rc);
     w->caller_stream = stream;
 }
@@ -1069,10 +1069,10 @@ static void on_callers_stream_finish(api_world *w, curd_status status)
 {
     async_finish(w, status);
     if (!lost(status)) {
-        API_OK(curdi_device_enter(w->device));
+        API_OK(curdi_core_device_enter(w->device));
         curdi_cu_result rc = curdi_driver_get()->cuStreamDestroy(
             (curdi_cu_stream)w->caller_stream);
-        curdi_device_leave(w->device);
+        curdi_core_device_leave(w->device);
         API_CHECK(rc == CURDI_CUDA_SUCCESS, "cuStreamDestroy failed with %u",
                   rc);
     }
@@ -2123,14 +2123,14 @@ const api_op api_ops[] = {
     {"curd_device_count", "counts-devices", nothing, count_call, no_finish, 0},
     {"curd_device_open", "opens-a-second-device", nothing, open_call,
      open_finish, 0},
-    {"curd_device_close", "closes-a-device-with-something-in-every-room",
+    {"curd_device_close", "closes-a-device-with-something-in-every-module",
      close_setup, close_call, close_finish, 0},
     {"curd_device_info", "reads-free-memory", nothing, info_call, no_finish,
      0},
     {"curd_device_self_test", "runs-its-kernel", nothing, self_test_call,
      no_finish, API_MAY_LOAD | API_MAY_LET_GO},
-    {"curd_device_trim", "frees-both-pools-caches", cache_something,
-     trim_call, trim_finish, 0},
+    {"curd_device_trim", "frees-both-pools-caches", cache_something, trim_call,
+     trim_finish, 0},
     {"curd_block_acquire", "device-block-from-upstream", nothing,
      acquire_device_call, acquire_finish, 0},
     {"curd_block_acquire", "pinned-block-from-upstream", nothing,
@@ -2154,8 +2154,8 @@ const api_op api_ops[] = {
      upload_at_call, upload_at_finish, 0},
     {"curd_buffer_download", "staged", fresh_small, download_call,
      download_finish, 0},
-    {"curd_buffer_download_range", "pipelined", fresh_all,
-     download_range_call, download_range_finish, 0},
+    {"curd_buffer_download_range", "pipelined", fresh_all, download_range_call,
+     download_range_finish, 0},
     {"curd_buffer_download_range", "into-registered-memory", fresh_all,
      download_direct_call, download_direct_finish, 0},
     {"curd_upload_batch", "staged-pipelined-and-direct", fresh_all,
@@ -2191,10 +2191,10 @@ const api_op api_ops[] = {
      * context; the stand-in sweep has two devices (test-fault-sweep.c). */
     {"curd_buffer_copy", "from-a-second-device-with-peer-access",
      second_device, copy_between_call, copy_between_finish, 0},
-    {"curd_buffer_copy", "from-a-second-device-staged",
-     second_device_staged, copy_between_call, copy_between_finish, 0},
-    {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy,
-     load_call, load_finish, 0},
+    {"curd_buffer_copy", "from-a-second-device-staged", second_device_staged,
+     copy_between_call, copy_between_finish, 0},
+    {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy, load_call,
+     load_finish, 0},
     {"curd_program_load", "link-of-two-ptx-not-cached", evict_saxpy,
      link_load_call, load_finish, 0},
     {"curd_program_free", "unloads-an-idle-module-past-the-bound",
@@ -2225,15 +2225,14 @@ const api_op api_ops[] = {
      shareable_exported, import_fd_call, import_fd_finish, 0},
     {"curd_buffer_free", "a-shareable-buffer-unmapped", shareable_made,
      free_call, free_shareable_finish, 0},
-    {"curd_buffer_import", "the-small-buffers-memory",
-     api_world_reset_buffers,
+    {"curd_buffer_import", "the-small-buffers-memory", api_world_reset_buffers,
      import_call, import_finish, 0},
     {"curd_buffer_download_async", "into-registered-memory",
      api_world_reset_buffers, download_async_call, download_async_finish, 0},
     {"curd_device_wait_stream", "the-legacy-default-stream", nothing,
      wait_stream_call, no_finish, 0},
-    {"curd_device_wait_event", "a-dispatch-in-flight",
-     unfinished_pending_made, wait_event_call, unfinished_ready_finish, 0},
+    {"curd_device_wait_event", "a-dispatch-in-flight", unfinished_pending_made,
+     wait_event_call, unfinished_ready_finish, 0},
     {"curd_pending_stream_wait", "a-dispatch-in-flight", pending_made,
      pending_stream_wait_call, ready_finish, 0},
     {"curd_pending_wait", "a-batch-run-in-flight", graph_batch_pending,
@@ -2242,8 +2241,8 @@ const api_op api_ops[] = {
      pending_free_call, batch_pending_free_finish, API_MAY_LET_GO},
     {"curd_batch_launch", "cooperative-asks-the-occupancy", batch_recording,
      batch_launch_call, batch_launch_finish, 0},
-    {"curd_batch_set_launch", "cooperative-asks-the-occupancy",
-     streamed_batch, batch_set_launch_call, batch_set_launch_finish, 0},
+    {"curd_batch_set_launch", "cooperative-asks-the-occupancy", streamed_batch,
+     batch_set_launch_call, batch_set_launch_finish, 0},
     {"curd_batch_run", "streamed-fill-upload-cooperative-launch-download",
      streamed_batch, batch_run_call, batch_run_finish, 0},
     {"curd_batch_run", "graph-captured", graph_batch, batch_run_call,
@@ -2254,8 +2253,8 @@ const api_op api_ops[] = {
      graph_replayed_finish, 0},
     {"curd_batch_run", "graph-updated-in-place-after-set-args",
      graph_batch_args_changed, batch_run_call, graph_updated_finish, 0},
-    {"curd_batch_run_async", "streamed", streamed_batch,
-     batch_run_async_call, batch_run_async_finish, 0},
+    {"curd_batch_run_async", "streamed", streamed_batch, batch_run_async_call,
+     batch_run_async_finish, 0},
     {"curd_batch_run_async", "graph-captured", graph_batch,
      batch_run_async_call, batch_run_async_finish, 0},
     {"curd_batch_free", "a-captured-graph-and-its-staging", graph_batch_ran,
@@ -2264,7 +2263,7 @@ const api_op api_ops[] = {
      session_alloc_call, session_alloc_finish, 0},
     {"curd_session_release", "larger-than-the-idle-budget-frees-it",
      session_lent_too_large, session_release_call, session_release_finish, 0},
-    {"curd_session_release", "evicts-an-idle-buffer-for-room",
+    {"curd_session_release", "evicts-an-idle-buffer-for-space",
      session_idle_full, session_release_call, session_release_finish, 0},
     {"curd_session_upload_static", "a-miss-allocates-and-uploads",
      default_session_fresh_host, upload_static_call, upload_static_finish,
@@ -2273,21 +2272,20 @@ const api_op api_ops[] = {
      default_session_fresh_host, upload_static_keyed_call,
      upload_static_keyed_finish, API_MAY_MAKE_AND_FREE},
     {"curd_session_release_static",
-     "the-last-release-frees-a-set-not-retained",
-     unretained_set_held, release_static_call, release_static_finish, 0},
+     "the-last-release-frees-a-set-not-retained", unretained_set_held,
+     release_static_call, release_static_finish, 0},
     {"curd_session_free", "frees-what-it-lent-and-holds", session_holding,
      session_free_call, session_free_finish, 0},
     {"curd_comm_open", "one-rank", new_comm_id, comm_open_call,
      comm_made_finish, 0},
     {"curd_comm_open_all", "one-device", nothing, comm_open_all_call,
      comm_made_finish, 0},
-    {"curd_comm_open_from_env", "one-rank-at-an-address",
-     launcher_environment, comm_open_from_env_call, comm_open_from_env_finish,
-     0},
+    {"curd_comm_open_from_env", "one-rank-at-an-address", launcher_environment,
+     comm_open_from_env_call, comm_open_from_env_finish, 0},
     {"curd_comm_split", "one-rank-into-one", one_rank_open, comm_split_call,
      comm_split_finish, 0},
-    {"curd_comm_close", "one-rank", one_rank_open, comm_close_call,
-     no_finish, 0},
+    {"curd_comm_close", "one-rank", one_rank_open, comm_close_call, no_finish,
+     0},
     {"curd_collective_run", "one-rank-all-reduce-in-place", one_rank_fresh,
      collective_run_call, collective_finish, 0},
     {"curd_collective_run_async", "one-rank-all-reduce-in-place",
@@ -2298,8 +2296,7 @@ const api_op api_ops[] = {
     {"curd_batch_run", "graph-captured-with-a-one-rank-all-reduce",
      graph_batch_with_collective, batch_run_call, batch_collective_finish, 0},
     {"curd_batch_reset", "drops-a-graph-holding-a-collective",
-     graph_batch_with_collective_ran, batch_reset_call, batch_reset_finish,
-     0},
+     graph_batch_with_collective_ran, batch_reset_call, batch_reset_finish, 0},
 };
 const size_t api_op_count = sizeof api_ops / sizeof api_ops[0];
 
@@ -2314,19 +2311,19 @@ const api_quiet_function api_quiet_functions[] = {
     {"curd_driver_version", "read when the driver loaded (test-driver fails"
                             " each call of the load)"},
     {"curd_device_options_init", "fills a struct"},
-    {"curd_device_stats", "reads the rooms' counters"},
-    {"curd_device_stats_reset", "resets the rooms' counters"},
+    {"curd_device_stats", "reads the modules' counters"},
+    {"curd_device_stats_reset", "resets the modules' counters"},
     {"curd_device_set_reclaim", "stores a callback"},
     {"curd_buffer_size", "reads the handle table"},
     {"curd_buffer_device_ptr", "reads the handle table"},
-    {"curd_device_resident_bytes", "reads the resident room"},
+    {"curd_device_resident_bytes", "reads the resident module"},
     {"curd_program_desc_init", "fills a struct"},
     {"curd_program_info", "returns what the load read"},
     {"curd_program_log", "copies the log the load kept"},
     {"curd_launch_init", "fills a struct"},
     {"curd_pending_event", "hands out the end event it holds"},
     {"curd_batch_options_init", "fills a struct"},
-    {"curd_batch_new", "host memory and the batch room's list"},
+    {"curd_batch_new", "host memory and the batch module's list"},
     {"curd_batch_fill", "records: resolves a resident buffer"},
     {"curd_batch_clear", "records: resolves a resident buffer"},
     {"curd_batch_upload", "records: resolves a resident buffer"},
@@ -2340,7 +2337,7 @@ const api_quiet_function api_quiet_functions[] = {
                             " resident buffers, rebuilds the parameter"
                             " list; the next run updates the graph"},
     {"curd_session_options_init", "fills a struct"},
-    {"curd_session_new", "host memory and the session room's list"},
+    {"curd_session_new", "host memory and the session module's list"},
     {"curd_session_stats_get", "copies the session's counters"},
     {"curd_comm_options_init", "fills a struct"},
     {"curd_comm_id_new", "asks NCCL alone (ncclGetUniqueId)"},

@@ -51,7 +51,7 @@ const size_t api_fault_result_count =
         API_FIELD_(pool.upstream_ns, API_STAT_GROWS),                        \
         API_FIELD_(pool.cache_budget_bytes, API_STAT_EXACT),                 \
         API_FIELD_(pool.live_limit_bytes, API_STAT_EXACT)
-/* The resident room counts a buffer made or freed only when the call
+/* The resident module counts a buffer made or freed only when the call
  * that made or freed it succeeds: its families are exact, their history
  * too (but see API_MAY_MAKE_AND_FREE). */
 #define API_RESIDENT_(family)                                                \
@@ -249,7 +249,7 @@ typedef struct held {
  * purpose: its pools' blocks (live and cached), its idle streams and
  * events, the events it keeps of others' work to wait for (dropped by
  * the next stream it takes), its upload stream, and its loaded modules
- * (the program room's and, once a transfer gathered, the transfer
+ * (the program module's and, once a transfer gathered, the transfer
  * kernels'). */
 static held held_now(api_world *w)
 {
@@ -440,9 +440,9 @@ static bool sweep_run(api_world *w, const api_op *op, const fault *f,
     memcpy(w->host_copy, w->host, w->host_len);
     if (!f->nccl && status == CURD_OK && driver_faults_fired_release()) {
         /* With a context current, as the library made the call. */
-        API_OK(curdi_device_enter(w->device));
+        API_OK(curdi_core_device_enter(w->device));
         tally->released += driver_faults_complete_release();
-        curdi_device_leave(w->device);
+        curdi_core_device_leave(w->device);
     }
     if (gone || api_world_lost(w, CURD_OK)) {
         tally->lost++;

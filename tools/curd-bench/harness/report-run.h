@@ -1,6 +1,6 @@
 /* report-run.h - a finished run as the report's writers see it, and the
  * helpers they share with the table (report-run.c). The table (report.c)
- * and the writers (report-csv.c, report-json.c) stand above this room;
+ * and the writers (report-csv.c, report-json.c) stand above this module;
  * the writers never reach the table. */
 #ifndef CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_RUN_H
 #define CURD_TOOLS_CURD_BENCH_HARNESS_REPORT_RUN_H

@@ -40,7 +40,7 @@ static int op_pool_internal(void *opaque, uint64_t iterations)
     const pool_loop *loop = opaque;
     uint64_t iteration;
     int result = 0;
-    BENCH_CURD(curdi_device_enter(loop->env->device));
+    BENCH_CURD(curdi_core_device_enter(loop->env->device));
     for (iteration = 0; iteration < iterations && result == 0; iteration++) {
         uint64_t address = 0;
         size_t class_bytes = 0;
@@ -51,7 +51,7 @@ static int op_pool_internal(void *opaque, uint64_t iterations)
         if (status != CURD_OK)
             result = bench_fail_curd("curdi_pool_acquire/release", status);
     }
-    curdi_device_leave(loop->env->device);
+    curdi_core_device_leave(loop->env->device);
     return result;
 }
 
@@ -63,10 +63,10 @@ static int check_pool_block(const pool_loop *loop, curd_pool_kind kind)
     size_t class_bytes = 0;
     curd_status status;
     int result;
-    BENCH_CURD(curdi_device_enter(loop->env->device));
+    BENCH_CURD(curdi_core_device_enter(loop->env->device));
     status = curdi_pool_acquire(loop->pool, loop->byte_len, &address,
                                 &class_bytes);
-    curdi_device_leave(loop->env->device);
+    curdi_core_device_leave(loop->env->device);
     if (status != CURD_OK)
         return bench_fail_curd("curdi_pool_acquire", status);
     result = kind == CURD_POOL_DEVICE
@@ -174,7 +174,7 @@ static int private_pool_start(void *team_loops, unsigned worker)
     curd_pool_stats stats;
     uint64_t first = 0, again = 0;
     size_t class_bytes = 0;
-    BENCH_CURD(curdi_pool_create(&upstream, &config, &loop->pool));
+    BENCH_CURD(curdi_pool_lifecycle_create(&upstream, &config, &loop->pool));
     BENCH_CURD(curdi_pool_acquire(loop->pool, loop->byte_len, &first,
                                   &class_bytes));
     BENCH_CURD(curdi_pool_release(loop->pool, first));
@@ -295,7 +295,7 @@ done:
     bench_pool_teams_stop(teams);
     for (count = 0; count < COUNTS; count++)
         for (worker = 0; worker < BENCH_TEAM_MAX_THREADS; worker++)
-            curdi_pool_destroy(private_loops[count][worker].pool);
+            curdi_pool_lifecycle_destroy(private_loops[count][worker].pool);
     free(private_loops);
     return result;
 }

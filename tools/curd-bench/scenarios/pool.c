@@ -361,7 +361,7 @@ static int check_raw_host_block(const bench_env *env, uint64_t *seed,
  * 28): 42 ns on the H100 host while every hit took its shard's lock twice
  * and the live table's hash, 33 ns with the threads' fronts and the
  * blocks' tokens (lib/memory/pool.c), 24.7 ns once a front counted against
- * rooms instead of the pool's levels and peaks and the device check
+ * headrooms instead of the pool's levels and peaks and the device check
  * skipped the registry for the thread's last device. */
 #define DEVICE_HIT_TARGET_NS 25.0
 
