@@ -31,7 +31,8 @@ FUZZ_LDFLAGS := $(FUZZ_SANITIZE) -fsanitize=fuzzer
 FUZZ_RUN_FLAGS := -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
 FUZZ_SRCS_DEFAULT := lib/base/checked.c lib/base/status.c lib/driver/driver.c
-FUZZ_SRCS_pool ?= lib/memory/pool.c lib/memory/pool_records.c lib/memory/pool_shards.c lib/memory/pool_fronts.c lib/base/hash_map.c lib/base/clock.c lib/base/checked.c lib/base/status.c lib/driver/driver.c
+# The pool's modules, whatever files it is split into.
+FUZZ_SRCS_pool ?= $(sort $(wildcard lib/memory/pool*.c)) lib/base/hash_map.c lib/base/clock.c lib/base/checked.c lib/base/status.c lib/driver/driver.c
 # The whole library, whatever modules it has, and the generated PTX string.
 FUZZ_SRCS_transfer-validate ?= $(LIB_SRCS) $(GATHER_PTX_C)
 FUZZ_SRCS_launch ?= $(LIB_SRCS) $(GATHER_PTX_C)

@@ -559,14 +559,15 @@ curd_status curdi_resident_retag(curd_device *device, const char *what,
     curd_status status;
 
     pthread_mutex_lock(&resident->lock);
-    CURDI_TRY(status, slot_unused(resident, what, id, &slot), unlock);
     /* One spare slot beyond those promised to allocations in flight, so
      * the insert below cannot fail; the remove gives one back, and the
-     * insert takes that very slot unless the remove retired it. */
+     * insert takes that very slot unless the remove retired it. Reserved
+     * before the slot is looked up: growing the table moves its slots. */
     CURDI_TRY(status,
               curdi_handle_table_reserve(&resident->table,
                                          resident->reserved_slots + 1u),
               unlock);
+    CURDI_TRY(status, slot_unused(resident, what, id, &slot), unlock);
     uint64_t device_ptr = slot->device_ptr;
     size_t byte_len = slot->byte_len;
     curdi_handle_table_remove(&resident->table, id, what);
