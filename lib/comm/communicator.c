@@ -1,8 +1,8 @@
 /* communicator.c - a curd_comm once it is open: the registry of live
- * communicators and the device's module (curdi_communicator_publish enters one),
- * the wait that keeps every communicator call from hanging, aborting,
- * closing, and its rank and size. comm_open.c makes them. See
- * communicator.h. */
+ * communicators and the device's communicator state
+ * (curdi_communicator_publish enters one), the wait that keeps every
+ * communicator call from hanging, aborting, closing, and its rank and
+ * size. comm_open.c makes them. See communicator.h. */
 #include "comm/communicator.h"
 
 #include <pthread.h>

@@ -20,15 +20,17 @@
  *
  * A curd_comm lives in two lists: the process-wide registry of live
  * communicators (so a closed or forged pointer is refused without being
- * read) and its device's module (so curd_device_close closes what is still
- * open, leaving a shell that curd_comm_close frees). Both are intrusive:
- * joining them allocates nothing, so no step after NCCL's init can fail.
+ * read) and its device's communicator state (so curd_device_close closes
+ * what is still open, leaving a shell that curd_comm_close frees). Both
+ * are intrusive: joining them allocates nothing, so no step after NCCL's
+ * init can fail.
  *
- * Every wait goes through curdi_communicator_wait: it polls NCCL's asynchronous
- * error of each communicator and, once none is in progress, the work's
- * own completion, until each communicator's timeout; on an error or a
- * timeout it aborts every communicator it was given (NCCL's work on them
- * then ends, so the streams drain) and fails with CURD_E_COMM. */
+ * Every wait goes through curdi_communicator_wait: it polls NCCL's
+ * asynchronous error of each communicator and, once none is in progress,
+ * the work's own completion, until each communicator's timeout; on an
+ * error or a timeout it aborts every communicator it was given (NCCL's
+ * work on them then ends, so the streams drain) and fails with
+ * CURD_E_COMM. */
 #ifndef CURD_LIB_COMM_COMMUNICATOR_H
 #define CURD_LIB_COMM_COMMUNICATOR_H
 
@@ -78,7 +80,8 @@ curdi_communicator_nccl_for(const curd_comm *comm, bool point_to_point)
                                                      : comm->nccl;
 }
 
-/* The device's module: its open communicators and the collective counts. */
+/* The device's communicator state: its open communicators and the
+ * collective counts. */
 curd_status curdi_communicator_open(curd_device *device);
 /* Closes every communicator still open on the device (waiting for its
  * work up to its timeout, aborting it past that) and detaches it. */

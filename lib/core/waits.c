@@ -1,8 +1,9 @@
 /* waits.c - others' work that curd's next work waits for: the events a
  * caller hands curd_device_wait_event and curd_device_wait_stream, which
- * every stream curd enqueues on is ordered after (curdi_waits_stream_order_after_waits)
- * until curd sees them pass, and the check that a caller's stream belongs
- * to the device. Declared in core.h. */
+ * every stream curd enqueues on is ordered after
+ * (curdi_waits_stream_order_after_waits) until curd sees them pass, and
+ * the check that a caller's stream belongs to the device. Declared in
+ * core.h. */
 #include "core/core.h"
 
 #include <stdatomic.h>

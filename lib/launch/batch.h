@@ -29,7 +29,7 @@ typedef struct curdi_batch_counts {
     uint64_t graph_updates;  /* kernel nodes updated in place */
 } curdi_batch_counts;
 
-/* Opens the device's module (no driver call). */
+/* Opens the device's batch state (no driver call). */
 curd_status curdi_batch_open(struct curd_device *device);
 /* Frees every batch the device still has (their pending runs, staging and
  * graphs) with the context current. NULL-safe. */

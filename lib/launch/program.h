@@ -32,8 +32,9 @@ struct curd_device;
 
 #define CURDI_MODULE_CACHE_DEFAULT 64u
 
-/* Opens the device's module (no driver call) from device->options; called
- * by curd_device_open. On failure nothing is left to close. */
+/* Opens the device's program state (no driver call) from
+ * device->options; called by curd_device_open. On failure nothing is
+ * left to close. */
 curd_status curdi_program_open(struct curd_device *device);
 /* Frees every program the device still has and unloads every module;
  * called by curd_device_close with the device's context current (driver

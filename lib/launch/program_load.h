@@ -1,5 +1,5 @@
-/* program_load.h - the program load module's layout (a function, a module, the
- * module behind curd_device.program) and the driver calls that load a
+/* program_load.h - the program module's layout (a function, a module, the
+ * state behind curd_device.program) and the driver calls that load a
  * module and read a function, for program.c and program_load.c alone.
  * program.h says how the module is kept and under which lock. */
 #ifndef CURD_LIB_LAUNCH_PROGRAM_LOAD_H

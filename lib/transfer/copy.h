@@ -20,9 +20,10 @@
  *    destination's stream. Peer access is asked for
  *    (cuDeviceCanAccessPeer) and enabled (cuCtxEnablePeerAccess, the
  *    destination's context reaching the source's memory) on the first copy
- *    between an ordered pair; the destination device's module remembers the
- *    answer per source context. An answer of "no", or a driver that
- *    refuses with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED or _TOO_MANY_PEERS,
+ *    between an ordered pair; the destination device's copy state
+ *    remembers the answer per source context. An answer of "no", or a
+ *    driver that refuses with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED or
+ *    _TOO_MANY_PEERS,
  *    is remembered as "staged"; any other failure fails the call and is
  *    asked again next time. (Should the source's context be reset after
  *    a fault and made again at the same address, the answer outlives the
