@@ -12,8 +12,8 @@
  *
  * It records each thread's ranges as text, a push as "NAME{" and a pop as
  * "}", so that "curd_dispatch{add_one{}}" says a range named add_one
- * nested in one named curd_dispatch; a range of a domain other than
- * "curd" is written "DOMAIN:NAME{". tests/test-nvtx.c reads the calling
+ * nested in one named curd_dispatch; ranges of other domains (NCCL's)
+ * are left out of the record. tests/test-nvtx.c reads the calling
  * thread's record (nvtx_recorder_take), how many threads recorded any,
  * and how many strings were registered, through dlsym.
  *
@@ -24,6 +24,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,14 @@ static nvtxStringHandle_t NVTX_API register_string(nvtxDomainHandle_t domain,
     return s;
 }
 
+/* Only curd's domain goes into the record: other libraries in the
+ * process push ranges of their own through the same tool (NCCL's domain
+ * "NCCL", on the calling thread and on its own threads). */
+static bool is_curd(nvtxDomainHandle_t domain)
+{
+    return domain != NULL && strcmp(domain->name, "curd") == 0;
+}
+
 static int NVTX_API range_push(nvtxDomainHandle_t domain,
                                const nvtxEventAttributes_t *attributes)
 {
@@ -121,22 +130,17 @@ static int NVTX_API range_push(nvtxDomainHandle_t domain,
         text = attributes->message.ascii;
     else if (attributes->messageType == NVTX_MESSAGE_TYPE_REGISTERED)
         text = attributes->message.registered->text;
-    const char *name = domain != NULL ? domain->name : "(default)";
-    if (strcmp(name, "curd") == 0) {
-        append(text, "{", "");
-    } else {
-        append(name, ":", text);
-        append("{", "", "");
-    }
     log_line("push", text);
+    if (is_curd(domain))
+        append(text, "{", "");
     return 0;
 }
 
 static int NVTX_API range_pop(nvtxDomainHandle_t domain)
 {
-    (void)domain;
-    append("}", "", "");
     log_line("pop", "");
+    if (is_curd(domain))
+        append("}", "", "");
     return 0;
 }
 

@@ -167,11 +167,22 @@ run_tests_in_groups() {
         timeout "$(left)" tests/run-tests.sh --skip-is-failure "${lone[@]}" \
             >"$out/.tests.alone.log" 2>&1 || rc=1
     fi
-    local logs=("$out"/.tests.*.log)
-    for g in "${logs[@]}"; do sed '$d' "$g"; done
+    local logs=("$out"/.tests.*.log) sums=() last
     # Each group's last line: "P passed, F failed, S skipped[, K need G
-    # GPUs (not run)]..."; their sum is the run's.
-    tail -q -n 1 "${logs[@]}" | awk '
+    # GPUs (not run)]..."; their sum is the run's. A group stopped before
+    # it (by the DEADLINE) is a failure, named.
+    for g in "${logs[@]}"; do
+        last=$(tail -n 1 "$g")
+        if [[ $last =~ ^[0-9]+\ passed,\ [0-9]+\ failed,\ [0-9]+\ skipped ]]; then
+            sed '$d' "$g"
+            sums+=("$last")
+        else
+            cat "$g"
+            echo "not ok - the group ended before its summary (stopped at the DEADLINE?)"
+            sums+=("0 passed, 1 failed, 0 skipped")
+        fi
+    done
+    printf '%s\n' "${sums[@]}" | awk '
         { p += $1; f += $3; s += $5
           for (i = 7; i <= NF; i++) if ($(i + 1) == "need") n[$(i + 2)] += $i }
         END {
