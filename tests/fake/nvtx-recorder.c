@@ -45,6 +45,7 @@ struct nvtxStringRegistration_st {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nvtxStringRegistration_st *strings;
 static long registrations; /* calls of nvtxDomainRegisterStringA */
+static long curd_domains;  /* domains created under the name "curd" */
 static long threads;       /* threads that pushed a range */
 static FILE *log_file;     /* NVTX_RECORDER_LOG's, or NULL */
 
@@ -90,6 +91,11 @@ static nvtxDomainHandle_t NVTX_API domain_create(const char *name)
     if (domain == NULL)
         abort();
     snprintf(domain->name, sizeof domain->name, "%s", name);
+    if (strcmp(name, "curd") == 0) {
+        pthread_mutex_lock(&lock);
+        curd_domains++;
+        pthread_mutex_unlock(&lock);
+    }
     return domain;
 }
 
@@ -202,4 +208,12 @@ EXPORT long nvtx_recorder_threads(void);
 EXPORT long nvtx_recorder_threads(void)
 {
     return read_locked(&threads);
+}
+
+/* Domains created under the name "curd" so far: none while CURD_NVTX=0,
+ * even where another library (NCCL) loaded this tool. */
+EXPORT long nvtx_recorder_curd_domains(void);
+EXPORT long nvtx_recorder_curd_domains(void)
+{
+    return read_locked(&curd_domains);
 }

@@ -335,17 +335,34 @@ else
         # TAP result after it (the test programs write their TAP lines
         # line by line, tests/support/curd-test.c), or the program's exit
         # (leaks).
-        awk -v tool="$tool" -v program="$t" '
+        # A program that stopped in a test (a GLib assertion's "Bail out!")
+        # reports no result for it: its errors belong to the test after
+        # the last one reported, in the order the program runs them (its
+        # -l list, less those left out).
+        local order=$out/.order.$tool.$t
+        "$program" -l 2>/dev/null | grep '^/' | grep -v -x -F -f <(printf '%s\n' "${skip[@]}" | grep '^/') >"$order"
+        awk -v tool="$tool" -v program="$t" -v order="$order" '
+            BEGIN { while ((getline line < order) > 0) list[++count] = line }
             function flush(test,   i) {
                 for (i = 1; i <= n; i++)
                     print tool, program, test, pending[i]
                 n = 0
             }
-            /^(not )?ok [0-9]+ \// { flush($1 == "not" ? $4 : $3); next }
+            /^(not )?ok [0-9]+ \// { last = $1 == "not" ? $4 : $3; flush(last); next }
+            /^Bail out!/ { bailed = 1 }
             /^========= [A-Z]/ && !/^========= (COMPUTE-SANITIZER|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Target application|Warning)/ {
                 pending[++n] = substr($0, 11)
             }
-            END { flush("(at exit)") }' "$log" >"$out/.err.$tool.$t"
+            END {
+                running = "(at exit)"
+                if (bailed) {
+                    for (i = 1; i <= count && last != "" && list[i] != last; i++) {}
+                    i = last == "" ? 1 : i + 1
+                    if (i <= count) running = list[i]
+                }
+                flush(running)
+            }' "$log" >"$out/.err.$tool.$t"
+        rm -f "$order"
         failures=$(grep -c '^not ok ' "$log")
         if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
             if [ "$limit" -lt "${SANITIZER_TIMEOUT:-240}" ]; then
