@@ -44,7 +44,7 @@ static void check_stats(curdi_pool *pool, const pool_model *model,
                         const pm_upstream *upstream)
 {
     curd_pool_stats stats;
-    curdi_pool_stats(pool, &stats);
+    curdi_pool_report_stats(pool, &stats);
     char why[256];
     if (!pm_compare(model, &stats, why, sizeof why)) {
         fprintf(stderr, "statistics differ: %s\n", why);
@@ -149,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         default:
             if (code & 0x80u) {
-                curdi_pool_stats_reset(pool);
+                curdi_pool_report_stats_reset(pool);
                 pm_stats_reset(&model);
             } else {
                 upstream.fail_at = model.fail_at = model.attempts + 1;

@@ -270,7 +270,7 @@ static void check_totals(curdi_pool *pool, pm_upstream *upstream,
                    releases);
     g_assert_cmpuint(acquires, ==, releases);
     curd_pool_stats stats;
-    curdi_pool_stats(pool, &stats);
+    curdi_pool_report_stats(pool, &stats);
     g_test_message("hits %" PRIu64 ", misses %" PRIu64 ", upstream allocs %"
                    PRIu64 " frees %" PRIu64 ", cached %" PRIu64 " bytes",
                    stats.cache_hits, stats.cache_misses, stats.upstream_allocs,
@@ -341,7 +341,7 @@ static void test_the_live_limit_is_never_overshot_under_contention(void)
     g_assert_cmpuint(atomic_load(&s.held_max), <=, limit);
     g_assert_cmpuint(budget_failures, >, 0);
     curd_pool_stats stats;
-    curdi_pool_stats(pool, &stats);
+    curdi_pool_report_stats(pool, &stats);
     g_assert_cmpuint(stats.live_bytes.current, ==, 0);
     check_totals(pool, &upstream, workers, THREADS, 0, 4u << 20);
     destroy_and_check_no_bytes_held(pool, &upstream);
@@ -362,7 +362,7 @@ static void *observer_main(void *opaque)
     GRand *rand = g_rand_new_with_seed(o->seed);
     while (!atomic_load(&o->stop)) {
         curd_pool_stats stats;
-        curdi_pool_stats(o->pool, &stats);
+        curdi_pool_report_stats(o->pool, &stats);
         const curd_stat_family *families[] = {
             &stats.live_bytes, &stats.cached_bytes, &stats.requested_bytes,
             &stats.live_blocks, &stats.cached_blocks};

@@ -37,7 +37,7 @@ static curdi_pool *pool_new(pm_upstream *upstream, uint64_t budget,
 static curd_pool_stats stats_of(curdi_pool *pool)
 {
     curd_pool_stats stats;
-    curdi_pool_stats(pool, &stats);
+    curdi_pool_report_stats(pool, &stats);
     return stats;
 }
 
@@ -425,9 +425,9 @@ static void test_create_rejects_missing_arguments(void)
     curdi_pool_lifecycle_destroy(NULL);
     g_assert_cmpuint(curdi_pool_trim(NULL, 0), ==, 0);
     g_assert_cmpint(curdi_pool_trim_checked(NULL, 0, NULL), ==, CURD_OK);
-    curdi_pool_stats_reset(NULL);
+    curdi_pool_report_stats_reset(NULL);
     curd_pool_stats stats;
-    curdi_pool_stats(NULL, &stats);
+    curdi_pool_report_stats(NULL, &stats);
     g_assert_cmpuint(stats.upstream_allocs, ==, 0);
     pm_upstream_fini(&upstream);
 }
@@ -533,7 +533,7 @@ static void test_stats_reset_zeroes_counters_and_sets_peaks_to_current(void)
     curdi_pool *pool = pool_new(&upstream, MIB, 0);
     uint64_t a = acquire_ok(pool, 4096), b = acquire_ok(pool, 4096);
     release_ok(pool, a);
-    curdi_pool_stats_reset(pool);
+    curdi_pool_report_stats_reset(pool);
     curd_pool_stats stats = stats_of(pool);
     g_assert_cmpuint(stats.live_bytes.current, ==, 4096);
     g_assert_cmpuint(stats.live_bytes.peak, ==, 4096);
@@ -594,7 +594,7 @@ static void test_cumulative_counter_overflow_is_an_error_until_reset(void)
     /* Every sum still fits: the allocated counter is exact. */
     curd_pool_stats stats = stats_of(pool);
     g_assert_cmpuint(stats.live_bytes.allocated, ==, (uint64_t)rounds * huge);
-    curdi_pool_stats_reset(pool);
+    curdi_pool_report_stats_reset(pool);
     g_assert_cmpint(curdi_pool_acquire(pool, huge, &address, &class_bytes), ==,
                     CURD_OK);
     release_ok(pool, address);
@@ -619,7 +619,7 @@ static void test_trim_past_a_full_counter_is_overflow_until_reset(void)
         blocks[i] = acquire_ok(pool, huge);
     for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
         release_ok(pool, blocks[i]);
-    curdi_pool_stats_reset(pool);
+    curdi_pool_report_stats_reset(pool);
     for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
         blocks[i] = acquire_ok(pool, huge);
     for (size_t i = 0; i < G_N_ELEMENTS(blocks); i++)
@@ -648,7 +648,7 @@ static void test_trim_past_a_full_counter_is_overflow_until_reset(void)
     g_assert_cmpint(curdi_pool_trim_checked(pool, UINT64_MAX, &freed), ==,
                     CURD_OK);
     g_assert_cmpuint(freed, ==, 0);
-    curdi_pool_stats_reset(pool);
+    curdi_pool_report_stats_reset(pool);
     g_assert_cmpint(curdi_pool_trim_checked(pool, 0, &freed), ==, CURD_OK);
     g_assert_cmpuint(freed, ==, 3 * (uint64_t)huge);
     g_assert_cmpuint(stats_of(pool).cached_bytes.current, ==, 0);
@@ -1026,7 +1026,7 @@ static void model_step(model_run *run, int step)
         g_assert_cmpuint(freed, ==, pm_trim(&run->model, keep));
     } else if (op < 99) {
         name = "stats reset";
-        curdi_pool_stats_reset(run->pool);
+        curdi_pool_report_stats_reset(run->pool);
         pm_stats_reset(&run->model);
     } else {
         name = "fail the next upstream allocation";
@@ -1321,7 +1321,7 @@ static void test_front_peaks_stay_exact_on_one_thread(void)
                 m.live_blocks--;
                 m.requested -= tabled_len[i];
             } else if (op >= 98) {
-                curdi_pool_stats_reset(pool);
+                curdi_pool_report_stats_reset(pool);
                 memset(m.peak, 0, sizeof m.peak);
             }
             model_count_step(&m, &upstream);

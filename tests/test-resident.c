@@ -127,7 +127,7 @@ static void test_over_budget_names_the_numbers_and_changes_nothing(void)
     g_assert_cmpint(resident_alloc(device, 4000, 1000000, 1000000, &a), ==,
                     CURD_OK);
     curdi_resident_stats(device, &bytes_before, &buffers_before);
-    curdi_pool_stats(device->device_pool, &pool_before);
+    curdi_pool_report_stats(device->device_pool, &pool_before);
     g_assert_cmpint(resident_alloc(device, 1001, 1000000, 1000000, &b), ==,
                     CURD_E_BUDGET);
     const char *message = curd_last_error();
@@ -137,7 +137,7 @@ static void test_over_budget_names_the_numbers_and_changes_nothing(void)
     g_assert_nonnull(strstr(message, "limit 5000"));
     g_assert_nonnull(strstr(message, "Fix: "));
     curdi_resident_stats(device, &bytes_after, &buffers_after);
-    curdi_pool_stats(device->device_pool, &pool_after);
+    curdi_pool_report_stats(device->device_pool, &pool_after);
     g_assert_cmpmem(&bytes_before, sizeof bytes_before, &bytes_after,
                     sizeof bytes_after);
     g_assert_cmpmem(&buffers_before, sizeof buffers_before, &buffers_after,
@@ -398,10 +398,10 @@ static void test_close_gives_every_live_buffer_back_to_the_pool(void)
         g_assert_cmpint(
             resident_alloc(device, 1000 + i, 1u << 30, 1u << 30, &id), ==,
             CURD_OK);
-    curdi_pool_stats(device->device_pool, &stats);
+    curdi_pool_report_stats(device->device_pool, &stats);
     g_assert_cmpuint(stats.live_blocks.current, ==, 50);
     curdi_resident_close(device);
-    curdi_pool_stats(device->device_pool, &stats);
+    curdi_pool_report_stats(device->device_pool, &stats);
     g_assert_cmpuint(stats.live_blocks.current, ==, 0);
     curdi_pool_lifecycle_destroy(device->device_pool);
     g_free(device);

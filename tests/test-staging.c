@@ -30,7 +30,7 @@ static void fixture_teardown(fixture *f, gconstpointer data)
 {
     (void)data;
     curd_pool_stats stats;
-    curdi_pool_stats(f->pool, &stats);
+    curdi_pool_report_stats(f->pool, &stats);
     g_assert_cmpuint(stats.live_blocks.current, ==, 0);
     curdi_pool_lifecycle_destroy(f->pool);
     g_assert_cmpuint(f->upstream.held_bytes, ==, 0);
@@ -53,7 +53,7 @@ static void test_a_zero_byte_transfer_acquires_nothing(fixture *f,
 {
     (void)data;
     curd_pool_stats before, after;
-    curdi_pool_stats(f->pool, &before);
+    curdi_pool_report_stats(f->pool, &before);
     curdi_staging staging;
     memset(&staging, 0xFF, sizeof staging);
     g_assert_cmpint(curdi_staging_acquire(f->pool, 0, &staging), ==, CURD_OK);
@@ -66,7 +66,7 @@ static void test_a_zero_byte_transfer_acquires_nothing(fixture *f,
     g_assert_cmpint(curdi_staging_write(&staging, 0, 0, NULL, 0), ==, CURD_OK);
     g_assert_cmpint(curdi_staging_read(&staging, 0, 0, NULL, 0), ==, CURD_OK);
     g_assert_cmpint(curdi_staging_release(&staging), ==, CURD_OK);
-    curdi_pool_stats(f->pool, &after);
+    curdi_pool_report_stats(f->pool, &after);
     g_assert_cmpuint(after.cache_misses, ==, before.cache_misses);
     g_assert_cmpuint(after.cache_hits, ==, before.cache_hits);
     g_assert_cmpuint(after.live_blocks.allocated, ==, 0);
@@ -214,7 +214,7 @@ static void test_release_gives_the_block_back_for_the_next_transfer(
     curdi_staging second = acquire(f, 4000);
     g_assert_true(second.host == host);
     curd_pool_stats stats;
-    curdi_pool_stats(f->pool, &stats);
+    curdi_pool_report_stats(f->pool, &stats);
     g_assert_cmpuint(stats.cache_hits, ==, 1);
     /* A forged area is refused. */
     curdi_staging forged = second;

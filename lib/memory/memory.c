@@ -435,14 +435,14 @@ curd_status curdi_memory_block_release(curd_device *device,
  * ---------------------------------------------------------------------- */
 void curdi_memory_stats(curd_device *device, curd_stats *stats)
 {
-    curdi_pool_stats(device->device_pool, &stats->device_pool);
-    curdi_pool_stats(device->pinned_pool, &stats->pinned_pool);
+    curdi_pool_report_stats(device->device_pool, &stats->device_pool);
+    curdi_pool_report_stats(device->pinned_pool, &stats->pinned_pool);
 }
 
 void curdi_memory_stats_reset(curd_device *device)
 {
-    curdi_pool_stats_reset(device->device_pool);
-    curdi_pool_stats_reset(device->pinned_pool);
+    curdi_pool_report_stats_reset(device->device_pool);
+    curdi_pool_report_stats_reset(device->pinned_pool);
 }
 
 CURD_API curd_status curd_device_trim(curd_device *device, uint64_t keep_bytes)

@@ -59,13 +59,14 @@
  * Modules (why the pool is split)
  * -------------------------------
  * This file owns the sharded cache: the caching rule, acquire and release,
- * curdi_pool_trim, reading and resetting the statistics, and the
- * out-of-memory ladder. Counting the statistics (below) is
- * pool_stats.h's, inline on the hit paths, with its out-of-line part in
- * pool_stats.c; the upstream calls, the bytes held upstream and the trim
- * itself are pool_upstream.c's; create and destroy pool_lifecycle.c's,
- * which stands beside this interface. The pool's layout (the pool, its shards and their fronts) and the shard
- * primitives the fronts need too are in pool_shards.h; the fronts, with
+ * curdi_pool_trim and the out-of-memory ladder. Counting the statistics
+ * (below) is pool_stats.h's, inline on the hit paths, with its
+ * out-of-line part in pool_stats.c; the upstream calls, the bytes held
+ * upstream and the trim itself are pool_upstream.c's; create and destroy
+ * pool_lifecycle.c's and reading and resetting the statistics
+ * pool_report.c's, both beside this interface. The pool's layout (the
+ * pool, its shards and their fronts) and the shard primitives the fronts
+ * need too are in pool_shards.h; the fronts, with
  * the thread's shard index, the revoke handshake and the thread-exit
  * registry, in pool_fronts.c; the block records and their token
  * directory in pool_records.c. Each header below pool.h is the pool's
@@ -315,7 +316,7 @@ static curd_status fail_out_of_memory(curdi_pool *pool, size_t class_bytes,
                                       size_t byte_len)
 {
     curd_pool_stats stats;
-    curdi_pool_stats(pool, &stats);
+    curdi_pool_report_stats(pool, &stats);
     uint64_t free_bytes = 0;
     bool free_known =
         pool->upstream.free_bytes != NULL &&
@@ -980,97 +981,4 @@ curd_status curdi_pool_release_block(curdi_pool *pool,
         return curdi_pool_fail_foreign_block(block);
     return release_stated(pool, address, block->class_bytes,
                           block->byte_len);
-}
-
-/* ------------------------------------------------------------------------
- * Statistics
- * ---------------------------------------------------------------------- */
-static void family_read(curdi_pool *pool, enum pool_family family,
-                        curd_stat_family *out)
-{
-    uint64_t allocated = 0, freed = 0;
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        pool_shard *shard = &pool->shards[i];
-        family_flush(pool, &shard->families[family], family);
-        uint64_t front_allocated, front_freed;
-        front_amounts(&shard->front.moves, family, &front_allocated,
-                      &front_freed);
-        /* A shard's and a front's shares together stay within
-         * 2^64 / SHARD_COUNT: the sums fit. */
-        allocated += shard->families[family].allocated + front_allocated;
-        freed += shard->families[family].freed + front_freed;
-    }
-    int64_t level = atomic_load(&pool->families[family].level);
-    out->current = level > 0 ? (uint64_t)level : 0;
-    peak_raise(&pool->families[family], out->current);
-    out->peak = atomic_load(&pool->families[family].peak);
-    out->allocated = allocated;
-    out->freed = freed;
-}
-
-void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out)
-{
-    if (out == NULL)
-        return;
-    memset(out, 0, sizeof *out);
-    if (pool == NULL)
-        return;
-    /* Every thread's front is folded in: revoked, so its owner is out. */
-    lock_all(pool);
-    curdi_pool_fronts_revoke(pool);
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        curdi_pool_stats_front_fold(pool, &pool->shards[i].front);
-    family_read(pool, FAMILY_LIVE_BYTES, &out->live_bytes);
-    family_read(pool, FAMILY_CACHED_BYTES, &out->cached_bytes);
-    family_read(pool, FAMILY_REQUESTED_BYTES, &out->requested_bytes);
-    family_read(pool, FAMILY_LIVE_BLOCKS, &out->live_blocks);
-    family_read(pool, FAMILY_CACHED_BLOCKS, &out->cached_blocks);
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        out->cache_hits +=
-            pool->shards[i].cache_hits + pool->shards[i].front.moves.out_blocks;
-    curdi_pool_fronts_restore(pool);
-    unlock_all(pool);
-    out->upstream_allocs = atomic_load(&pool->upstream_allocs);
-    out->upstream_frees = atomic_load(&pool->upstream_frees);
-    out->cache_misses = atomic_load(&pool->cache_misses);
-    out->oom_retries = atomic_load(&pool->oom_retries);
-    out->oom_failures = atomic_load(&pool->oom_failures);
-    out->upstream_ns = atomic_load(&pool->upstream_ns);
-    out->cache_budget_bytes = pool->cache_budget_bytes;
-    out->live_limit_bytes = pool->live_limit_bytes;
-}
-
-void curdi_pool_stats_reset(curdi_pool *pool)
-{
-    if (pool == NULL)
-        return;
-    lock_all(pool);
-    curdi_pool_fronts_revoke(pool);
-    for (unsigned i = 0; i < SHARD_COUNT; i++) {
-        pool_front *front = &pool->shards[i].front;
-        curdi_pool_stats_front_fold(pool, front);
-        memset(&front->moves, 0, sizeof front->moves);
-        memset(&front->folded, 0, sizeof front->folded);
-        front_headroom_close(front); /* the peaks come down to the levels */
-    }
-    for (unsigned f = 0; f < FAMILY_COUNT; f++) {
-        for (unsigned i = 0; i < SHARD_COUNT; i++) {
-            family_part *part = &pool->shards[i].families[f];
-            family_flush(pool, part, (enum pool_family)f);
-            part->allocated = 0;
-            part->freed = 0;
-        }
-        int64_t level = atomic_load(&pool->families[f].level);
-        atomic_store(&pool->families[f].peak, level > 0 ? (uint64_t)level : 0);
-    }
-    for (unsigned i = 0; i < SHARD_COUNT; i++)
-        pool->shards[i].cache_hits = 0;
-    curdi_pool_fronts_restore(pool);
-    unlock_all(pool);
-    atomic_store(&pool->upstream_allocs, 0);
-    atomic_store(&pool->upstream_frees, 0);
-    atomic_store(&pool->cache_misses, 0);
-    atomic_store(&pool->oom_retries, 0);
-    atomic_store(&pool->oom_failures, 0);
-    atomic_store(&pool->upstream_ns, 0);
 }

@@ -49,8 +49,8 @@ curd_status curdi_pool_fail_foreign_block(const curd_block *block);
 /* Frees cached blocks upstream, largest class first, until at most
  * keep_bytes stay cached; sets *out_freed_bytes (may be NULL) to the bytes
  * freed. CURD_E_OVERFLOW, with nothing freed, when a cumulative counter
- * lacks headroom to count the trim (curdi_pool_stats_reset restores the headroom). A NULL
- * pool has nothing to trim: CURD_OK. */
+ * lacks headroom to count the trim (curdi_pool_report_stats_reset
+ * restores the headroom). A NULL pool has nothing to trim: CURD_OK. */
 curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
                                     uint64_t *out_freed_bytes);
 /* The same trim where freeing nothing is an answer, not an error (the
@@ -58,8 +58,8 @@ curd_status curdi_pool_trim_checked(curdi_pool *pool, uint64_t keep_bytes,
  * freed, 0 when the trim could not be counted. */
 uint64_t curdi_pool_trim(curdi_pool *pool, uint64_t keep_bytes);
 
-void curdi_pool_stats(curdi_pool *pool, curd_pool_stats *out);
-void curdi_pool_stats_reset(curdi_pool *pool);
+void curdi_pool_report_stats(curdi_pool *pool, curd_pool_stats *out);
+void curdi_pool_report_stats_reset(curdi_pool *pool);
 
 /* The calling thread's shard index, below CURDI_POOL_SHARD_COUNT and the
  * same in every pool: taken on the thread's first pool call (this one, if

@@ -613,7 +613,7 @@ static curd_status resident_free_bytes(curd_device *device,
         return curdi_driver_fail((int)cu_result, "cuMemGetInfo",
                                  "check that the device is still usable"
                                  " (nvidia-smi)");
-    curdi_pool_stats(device->device_pool, &pool_stats);
+    curdi_pool_report_stats(device->device_pool, &pool_stats);
     if (!curdi_u64_add(free_bytes, pool_stats.cached_bytes.current, out_free))
         *out_free = UINT64_MAX;
     *out_total = device->props.total_memory_bytes != 0

@@ -181,7 +181,7 @@ static int private_pool_start(void *team_loops, unsigned worker)
     BENCH_CURD(curdi_pool_acquire(loop->pool, loop->byte_len, &again,
                                   &class_bytes));
     BENCH_CURD(curdi_pool_release(loop->pool, again));
-    curdi_pool_stats(loop->pool, &stats);
+    curdi_pool_report_stats(loop->pool, &stats);
     if (again != first || stats.cache_hits != 1 || stats.cache_misses != 1)
         return bench_fail("a private pool's second acquire was not a cache "
                           "hit on the primed block (0x%llx, then 0x%llx; "
