@@ -492,24 +492,42 @@ static int check_exporter(share *s)
     return result;
 }
 
-int bench_share_import_read(const bench_env *env)
+/* What both scenarios start with: the scenario's memory, the share made
+ * (with the exporter's read buffers where reads) and handed to the
+ * importer, and the bytes checked there. 0: ready; 1: not run here
+ * (share_init said why); -1: failed. On anything but 0 nothing is left. */
+static int share_begin(const bench_env *env, const char *name, bool reads,
+                       share *s, bench_scenario **out_scenario)
 {
-    const char *name = "share/import-read-256M";
-    share s;
     bench_scenario *scenario = malloc(sizeof *scenario);
-    int result = -1;
     if (scenario == NULL) {
         bench_fail("out of host memory for %s", name);
         return -1;
     }
-    int init = share_init(&s, env, name, true);
-    if (init != 0) {
-        result = init > 0 ? 0 : -1;
-        goto done;
+    int begun = share_init(s, env, name, reads);
+    if (begun == 0 && (share_hand_over(s) != 0 ||
+                       share_ask(s, COMMAND_CHECK, env->seed ^ 0x5aa5u) != 0))
+        begun = -1;
+    if (begun != 0) {
+        share_free(s); /* what a failed share_init made too */
+        free(scenario);
+        return begun;
     }
-    if (share_hand_over(&s) != 0 ||
-        share_ask(&s, COMMAND_CHECK, env->seed ^ 0x5aa5u) != 0 ||
-        check_exporter(&s) != 0)
+    *out_scenario = scenario;
+    return 0;
+}
+
+int bench_share_import_read(const bench_env *env)
+{
+    const char *name = "share/import-read-256M";
+    share s;
+    bench_scenario *scenario = NULL;
+    int begun = share_begin(env, name, true, &s, &scenario);
+    if (begun != 0)
+        return begun > 0 ? 0 : -1;
+    int result = -1;
+    /* Checked first: the exporter's reads must be the bytes it wrote. */
+    if (check_exporter(&s) != 0)
         goto done;
     bench_scenario_init(scenario, env, name, env->samples_large,
                         "a %zu MiB curd_buffer_download of a shareable "
@@ -555,22 +573,11 @@ int bench_share_export_import(const bench_env *env)
 {
     const char *name = "share/export-import-map";
     share s;
-    bench_scenario *scenario = malloc(sizeof *scenario);
+    bench_scenario *scenario = NULL;
+    int begun = share_begin(env, name, false, &s, &scenario);
+    if (begun != 0)
+        return begun > 0 ? 0 : -1;
     int result = -1;
-    if (scenario == NULL) {
-        bench_fail("out of host memory for %s", name);
-        return -1;
-    }
-    int init = share_init(&s, env, name, false);
-    if (init != 0) {
-        result = init > 0 ? 0 : -1;
-        goto done;
-    }
-    /* Checked first: a share the child maps must read the exporter's
-     * bytes. */
-    if (share_hand_over(&s) != 0 ||
-        share_ask(&s, COMMAND_CHECK, env->seed ^ 0x5aa5u) != 0)
-        goto done;
     bench_scenario_init(scenario, env, name, env->samples,
                         "a %zu MiB shareable buffer handed to another "
                         "process: export, send, import and map, unmap, "
