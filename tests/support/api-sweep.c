@@ -485,8 +485,9 @@ bool api_sweep_nccl_run(api_world *w, const api_op *op, unsigned fail_at,
 }
 
 void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
-                  api_tally *tally)
+                  unsigned stride, api_tally *tally)
 {
+    API_CHECK(stride >= 1, "a stride of 0");
     unsigned clean = tally->clean_calls;
     API_CHECK(!api_sweep_run(w, op, 0, 0, tally), "nothing was armed");
     API_CHECK(tally->clean_calls > clean,
@@ -498,7 +499,7 @@ void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
         while (api_sweep_run(w, op, fail_at, api_fault_results[r], tally)) {
             API_CHECK(fail_at < 10000, "%s (%s): more than 10000 driver"
                       " calls", op->function, op->path);
-            fail_at++;
+            fail_at += stride;
         }
     }
     /* Then every NCCL call of the entries that make some, each failing
@@ -506,7 +507,7 @@ void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
     fault no_fault = {true, 0, 0};
     unsigned nccl_calls = 0;
     (void)sweep_run(w, op, &no_fault, tally, &nccl_calls);
-    for (unsigned fail_at = 1; nccl_calls > 0; fail_at++) {
+    for (unsigned fail_at = 1; nccl_calls > 0; fail_at += stride) {
         if (!api_sweep_nccl_run(w, op, fail_at, CURDI_NCCL_SystemError,
                                 tally))
             break;

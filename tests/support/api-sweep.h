@@ -236,11 +236,12 @@ bool api_sweep_run(api_world *w, const api_op *op, unsigned fail_at,
 bool api_sweep_nccl_run(api_world *w, const api_op *op, unsigned fail_at,
                         unsigned nccl_result, api_tally *tally);
 /* A clean run (counting its driver calls, of which there must be some),
- * then every driver call of op failed in turn with each of the first
+ * then every stride-th driver call of op (the first, then every stride
+ * calls after it; 1: every one) failed in turn with each of the first
  * result_count api_fault_results; then, for an entry that makes NCCL
- * calls, every NCCL call in turn with ncclSystemError. */
+ * calls, every stride-th NCCL call in turn with ncclSystemError. */
 void api_sweep_op(api_world *w, const api_op *op, size_t result_count,
-                  api_tally *tally);
+                  unsigned stride, api_tally *tally);
 
 /* curd_stats, field by field: what a failed call may do to each. */
 typedef enum api_stat_rule {
