@@ -856,15 +856,8 @@ static curd_status batch_enqueue(void *item, curdi_cu_stream stream,
             "the communicator was aborted: close it and open a new one on "
             "every rank");
     }
-    uint64_t start_ns = curdi_clock_ns();
-    for (;;) {
-        uint64_t waited_ns = curdi_clock_ns() - start_ns;
-        bool in_progress = false;
-        status = batch_poll(item, waited_ns, &in_progress, what);
-        if (status != CURD_OK || !in_progress)
-            return status;
-        curdi_clock_poll_pause(waited_ns);
-    }
+    return curdi_communicator_poll_until_done(&comm, 1, false, NULL, NULL,
+                                              what);
 }
 
 static void batch_abort(void *item)

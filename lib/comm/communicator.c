@@ -270,10 +270,10 @@ curd_status curdi_communicator_poll_timeout(const curd_comm *comm,
         opening ? "open_timeout_ms" : "timeout_ms (CURD_COMM_TIMEOUT_MS)");
 }
 
-curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
-                                    bool opening,
-                                    curdi_communicator_work_done_fn work_done,
-                                    void *context, const char *what)
+curd_status curdi_communicator_poll_until_done(
+    curd_comm *const *comms, size_t count, bool opening,
+    curdi_communicator_work_done_fn work_done, void *context,
+    const char *what)
 {
     uint64_t start_ns = curdi_clock_ns();
     for (;;) {
@@ -290,12 +290,22 @@ curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
         for (size_t index = 0; index < count && status == CURD_OK; index++)
             status = curdi_communicator_poll_timeout(comms[index], waited_ns,
                                                      opening, what);
-        if (status != CURD_OK) {
-            curdi_communicator_abort_all(comms, count);
+        if (status != CURD_OK)
             return status;
-        }
         curdi_clock_poll_pause(waited_ns);
     }
+}
+
+curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
+                                    bool opening,
+                                    curdi_communicator_work_done_fn work_done,
+                                    void *context, const char *what)
+{
+    curd_status status = curdi_communicator_poll_until_done(
+        comms, count, opening, work_done, context, what);
+    if (status != CURD_OK)
+        curdi_communicator_abort_all(comms, count);
+    return status;
 }
 
 /* Lets go of the blocking twin: its finalize and destroy run on this

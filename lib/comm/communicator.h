@@ -102,9 +102,15 @@ typedef bool (*curdi_communicator_work_done_fn)(void *context,
 /* Polls until every communicator of comms reports no work in progress and
  * work_done (NULL: nothing more) says the work completed, or until a
  * communicator's timeout passes (its open timeout when `opening`),
- * measured from this call. On an NCCL error or a timeout every
- * communicator of comms is aborted and the status is CURD_E_COMM (what
- * names the call). */
+ * measured from this call. On an NCCL error or a timeout the status is
+ * CURD_E_COMM (what names the call) and nothing is aborted: for a caller
+ * that may not abort where it stands (inside a graph's capture). */
+curd_status curdi_communicator_poll_until_done(
+    curd_comm *const *comms, size_t count, bool opening,
+    curdi_communicator_work_done_fn work_done, void *context,
+    const char *what);
+/* curdi_communicator_poll_until_done, then, on an NCCL error or a
+ * timeout, every communicator of comms aborted. */
 curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
                                     bool opening,
                                     curdi_communicator_work_done_fn work_done,
