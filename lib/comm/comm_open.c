@@ -202,7 +202,7 @@ static curd_status twins_open(curd_comm *const *comms, size_t count,
                                 "without twins.",
                                 what, comms[index]->rank);
     if (status != CURD_OK)
-        curdi_communicator_abort_all(comms, count);
+        curdi_communicator_abort_opening(comms, count);
     return status;
 }
 
@@ -286,7 +286,7 @@ static curd_status open_checked(curd_device *device,
     if (status == CURD_OK)
         status = twins_open(&comm, 1, what);
     if (status != CURD_OK) {
-        curdi_communicator_abort(comm);
+        curdi_communicator_abort_opening(&comm, 1);
         free(comm);
         return status;
     }
@@ -407,11 +407,9 @@ CURD_API curd_status curd_comm_open_all(curd_device *const *devices,
     if (status == CURD_OK)
         status = twins_open(made, (size_t)count, what);
     if (status != CURD_OK) {
+        curdi_communicator_abort_opening(made, (size_t)count);
         for (int index = 0; index < count; index++)
-            if (made[index] != NULL) {
-                curdi_communicator_abort(made[index]);
-                free(made[index]);
-            }
+            free(made[index]);
         free(made);
         return status;
     }
@@ -561,7 +559,7 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     curdi_core_device_leave(comm->device);
     if (result != CURDI_NCCL_Success && result != CURDI_NCCL_InProgress) {
         status = curdi_nccl_fail(result, comm->nccl, "ncclCommSplit", NULL);
-        curdi_communicator_abort(child);
+        curdi_communicator_abort_opening(&child, 1);
         free(child);
         return status;
     }
@@ -582,7 +580,7 @@ CURD_API curd_status curd_comm_split(curd_comm *comm, int color, int key,
     if (status == CURD_OK && child->nccl != NULL)
         status = twins_open(&child, 1, what);
     if (status != CURD_OK || child->nccl == NULL) {
-        curdi_communicator_abort(child);
+        curdi_communicator_abort_opening(&child, 1);
         free(child);
         return status;
     }

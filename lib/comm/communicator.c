@@ -174,6 +174,50 @@ void curdi_communicator_abort_all(curd_comm *const *comms, size_t count)
         curdi_communicator_abort(comms[index]);
 }
 
+/* Whether NCCL's thread still runs a join or split of one of comms (an
+ * init job reports ncclInProgress until it ends, on a failure too). */
+static bool opening_in_flight(const curdi_nccl *nccl, curd_comm *const *comms,
+                              size_t count)
+{
+    for (size_t index = 0; index < count; index++) {
+        if (comms[index] == NULL)
+            continue;
+        const curdi_nccl_comm pair[2] = {
+            comms[index]->nccl,
+            __atomic_load_n(&comms[index]->blocking, __ATOMIC_ACQUIRE)};
+        for (int which = 0; which < 2; which++) {
+            curdi_nccl_result async_error = CURDI_NCCL_Success;
+            if (pair[which] != NULL &&
+                nccl->ncclCommGetAsyncError(pair[which], &async_error) ==
+                    CURDI_NCCL_Success &&
+                async_error == CURDI_NCCL_InProgress)
+                return true;
+        }
+    }
+    return false;
+}
+
+void curdi_communicator_abort_opening(curd_comm *const *comms, size_t count)
+{
+    const curdi_nccl *nccl = NULL;
+    uint64_t bound_ns = (uint64_t)CURDI_COMM_SETTLE_MS * 1000000u;
+    for (size_t index = 0; index < count; index++)
+        if (comms[index] != NULL &&
+            (uint64_t)comms[index]->open_timeout_ms * 1000000u < bound_ns)
+            bound_ns = (uint64_t)comms[index]->open_timeout_ms * 1000000u;
+    uint64_t start_ns = curdi_clock_ns();
+    if (curdi_nccl_ready(&nccl) == CURD_OK)
+        while (opening_in_flight(nccl, comms, count)) {
+            uint64_t waited_ns = curdi_clock_ns() - start_ns;
+            if (waited_ns >= bound_ns)
+                break;
+            curdi_clock_poll_pause(waited_ns);
+        }
+    for (size_t index = 0; index < count; index++)
+        if (comms[index] != NULL)
+            curdi_communicator_abort(comms[index]);
+}
+
 /* A communicator an earlier failure aborted refuses every later call. */
 static curd_status fail_aborted(const curd_comm *comm, const char *what)
 {
@@ -301,9 +345,21 @@ curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
                                     curdi_communicator_work_done_fn work_done,
                                     void *context, const char *what)
 {
+    uint64_t start_ns = curdi_clock_ns();
     curd_status status = curdi_communicator_poll_until_done(
         comms, count, opening, work_done, context, what);
-    if (status != CURD_OK)
+    if (status == CURD_OK)
+        return CURD_OK;
+    /* An open that ran out of its time has a peer that never came: its
+     * join cannot end, so there is nothing to let settle. */
+    bool timed_out = false;
+    for (size_t index = 0; index < count && opening; index++)
+        timed_out = timed_out ||
+                    (curdi_clock_ns() - start_ns) / 1000000u >=
+                        comms[index]->open_timeout_ms;
+    if (opening && !timed_out)
+        curdi_communicator_abort_opening(comms, count);
+    else
         curdi_communicator_abort_all(comms, count);
     return status;
 }

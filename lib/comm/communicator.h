@@ -70,6 +70,12 @@ struct curd_comm {
  * on a peer). */
 #define CURDI_COMM_MAX_RUNS_IN_FLIGHT 64
 
+/* How long the abort of a failed open waits for NCCL's thread to end a
+ * join or split still in flight (curdi_communicator_abort_opening): a
+ * one-process join ends in well under a second, so a failed open returns
+ * at most this much later, and only when a join could not end. */
+#define CURDI_COMM_SETTLE_MS 5000u
+
 /* The NCCL communicator a group goes to: the blocking twin when the
  * communicator has one and the group holds no send or receive, else the
  * non-blocking one. */
@@ -110,7 +116,9 @@ curd_status curdi_communicator_poll_until_done(
     curdi_communicator_work_done_fn work_done, void *context,
     const char *what);
 /* curdi_communicator_poll_until_done, then, on an NCCL error or a
- * timeout, every communicator of comms aborted. */
+ * timeout, every communicator of comms aborted (when `opening` and the
+ * failure was not the open timeout, as curdi_communicator_abort_opening
+ * does). */
 curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
                                     bool opening,
                                     curdi_communicator_work_done_fn work_done,
@@ -138,6 +146,14 @@ curd_status curdi_communicator_poll_timeout(const curd_comm *comm,
 void curdi_communicator_abort(curd_comm *comm);
 /* curdi_communicator_abort on each of comms. */
 void curdi_communicator_abort_all(curd_comm *const *comms, size_t count);
+/* The abort of an open that failed (a join or a split; NULL entries of
+ * comms are passed over): first lets each join or split that NCCL's own
+ * thread still runs end, for at most CURDI_COMM_SETTLE_MS and never past
+ * a communicator's open timeout, then aborts them all. NCCL 2.28 keeps
+ * what an init job had allocated when its communicator is aborted while
+ * the job runs; a job that cannot end (a peer that never joins) is
+ * aborted at the bound all the same. */
+void curdi_communicator_abort_opening(curd_comm *const *comms, size_t count);
 
 /* Enters an initialised communicator in the registry and its device's
  * module. Allocates nothing, so it cannot fail. */

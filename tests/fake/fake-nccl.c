@@ -40,6 +40,13 @@
  *   FAKE_NCCL_VERSION     what ncclGetVersion reports (default 22809)
  *   FAKE_NCCL_STALL_RANK  groups posted by this rank of any clique are
  *                         accepted and never arrive
+ *   FAKE_NCCL_JOIN_POLLS  a communicator made by an init or a split says
+ *                         ncclInProgress to its first N
+ *                         ncclCommGetAsyncError calls, as NCCL's init job
+ *                         runs in its own thread for a while; one
+ *                         destroyed or aborted before that is counted by
+ *                         fake_nccl_abandoned_joins() (NCCL 2.28 keeps
+ *                         what such a job had allocated)
  * fake_nccl_live() counts live communicators, so tests prove none leaks;
  * fake_nccl_groups(blocking) counts the groups posted on blocking or
  * non-blocking communicators, so tests see which of a pair took work. */
@@ -130,6 +137,7 @@ struct ncclComm {
     curdi_nccl_result error;
     unsigned long long posted, completed;
     unsigned long long splits; /* splits this rank called */
+    unsigned join_polls; /* FAKE_NCCL_JOIN_POLLS still to answer */
     fake_replay *replays; /* its calls captured into graphs */
     char last_error[256];
 };
@@ -151,6 +159,7 @@ struct fake_clique {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_clique *cliques;
 static long live_comms;
+static long abandoned_joins;
 /* Groups posted, on non-blocking [0] and blocking [1] communicators. */
 static long groups_posted[2];
 static __thread char thread_error[256];
@@ -465,7 +474,7 @@ static curdi_nccl_result state_of(const struct ncclComm *comm)
 {
     if (comm->error != CURDI_NCCL_Success)
         return comm->error;
-    if (!ready(comm) || comm->completed < comm->posted)
+    if (!ready(comm) || comm->join_polls > 0 || comm->completed < comm->posted)
         return CURDI_NCCL_InProgress;
     return CURDI_NCCL_Success;
 }
@@ -479,6 +488,12 @@ static fake_clique *clique_new(int nranks)
     clique->next = cliques;
     cliques = clique;
     return clique;
+}
+
+static unsigned join_polls(void)
+{
+    const char *value = getenv("FAKE_NCCL_JOIN_POLLS");
+    return value != NULL ? (unsigned)atoi(value) : 0;
 }
 
 static void join(fake_clique *clique, struct ncclComm *comm, int rank)
@@ -568,6 +583,7 @@ FAKE_API curdi_nccl_result ncclCommInitRankConfig(
     }
     if (result == CURDI_NCCL_Success) {
         join(clique, comm, rank);
+        comm->join_polls = join_polls();
         live_comms++;
         *out = comm;
         result = ready(comm) ? CURDI_NCCL_Success : CURDI_NCCL_InProgress;
@@ -654,6 +670,7 @@ FAKE_API curdi_nccl_result ncclCommSplit(curdi_nccl_comm comm, int color,
         if (child != NULL) {
             child->split_parent = parent;
             child->blocking = config != NULL && config->blocking == 1;
+            child->join_polls = join_polls();
             live_comms++;
         }
         *out = child;
@@ -661,7 +678,7 @@ FAKE_API curdi_nccl_result ncclCommSplit(curdi_nccl_comm comm, int color,
             !finish_split(parent))
             result = fail(comm, CURDI_NCCL_SystemError,
                           "fake NCCL: out of host memory");
-        else if (child != NULL && !ready(child))
+        else if (child != NULL && state_of(child) == CURDI_NCCL_InProgress)
             result = CURDI_NCCL_InProgress;
     }
     pthread_mutex_unlock(&lock);
@@ -682,6 +699,8 @@ FAKE_API curdi_nccl_result ncclCommFinalize(curdi_nccl_comm comm)
  * clique broken. Lock held. */
 static void comm_free(struct ncclComm *comm)
 {
+    if (comm->join_polls > 0)
+        abandoned_joins++;
     fake_clique *clique = comm->clique;
     if (clique != NULL && comm->joined) {
         clique->members[comm->rank] = NULL;
@@ -752,6 +771,8 @@ FAKE_API curdi_nccl_result ncclCommGetAsyncError(curdi_nccl_comm comm,
                     "comm or asyncError is NULL");
     pthread_mutex_lock(&lock);
     *error = state_of(comm);
+    if (comm->join_polls > 0)
+        comm->join_polls--;
     pthread_mutex_unlock(&lock);
     return CURDI_NCCL_Success;
 }
@@ -1125,6 +1146,15 @@ FAKE_API long fake_nccl_groups(int blocking)
 {
     pthread_mutex_lock(&lock);
     long count = groups_posted[blocking != 0];
+    pthread_mutex_unlock(&lock);
+    return count;
+}
+
+FAKE_API long fake_nccl_abandoned_joins(void);
+FAKE_API long fake_nccl_abandoned_joins(void)
+{
+    pthread_mutex_lock(&lock);
+    long count = abandoned_joins;
     pthread_mutex_unlock(&lock);
     return count;
 }

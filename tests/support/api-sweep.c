@@ -436,6 +436,11 @@ static bool sweep_run(api_world *w, const api_op *op, const fault *f,
               "%ld communicators live in the stand-in NCCL after the "
               "entry's finish",
               communicators);
+    long abandoned = 0;
+    API_CHECK(!fake_live_nccl_abandoned_joins(&abandoned) || abandoned == 0,
+              "%ld communicators were aborted while NCCL's thread still "
+              "joined them (real NCCL keeps what that join had allocated)",
+              abandoned);
     /* The caller's memory as the next run finds it. */
     memcpy(w->host_copy, w->host, w->host_len);
     if (!f->nccl && status == CURD_OK && driver_faults_fired_release()) {

@@ -194,6 +194,13 @@ long curd_test_fake_nccl_live(void)
     return count;
 }
 
+long curd_test_fake_nccl_abandoned_joins(void)
+{
+    long count = 0;
+    (void)fake_live_nccl_abandoned_joins(&count); /* never loaded: none */
+    return count;
+}
+
 long curd_test_fake_nccl_groups(int blocking)
 {
     long count = 0;

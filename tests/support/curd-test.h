@@ -91,6 +91,10 @@ void curd_test_run_holding_nothing(void (*body)(void),
 char *curd_test_fake_nccl_path(void);
 /* Its live communicators (fake_nccl_live); 0 when it was never loaded. */
 long curd_test_fake_nccl_live(void);
+/* Its communicators aborted or destroyed while their join still ran
+ * (fake_nccl_abandoned_joins, FAKE_NCCL_JOIN_POLLS); 0 when never
+ * loaded. */
+long curd_test_fake_nccl_abandoned_joins(void);
 /* Its groups posted on blocking (or non-blocking) communicators; 0 when it
  * was never loaded. */
 long curd_test_fake_nccl_groups(int blocking);

@@ -36,16 +36,27 @@ bool fake_live_read(const char *const *kinds, size_t count, long *counts)
     return true;
 }
 
-bool fake_live_nccl_comms(long *count)
+/* A count the stand-in NCCL keeps, read through its function `symbol`. */
+static bool nccl_count(const char *symbol, long *count)
 {
     void *library;
-    long (*live)(void) = (long (*)(void))fake_function(
-        "CURD_LIBNCCL", "fake_nccl_live", &library);
-    if (live == NULL)
+    long (*counter)(void) = (long (*)(void))fake_function(
+        "CURD_LIBNCCL", symbol, &library);
+    if (counter == NULL)
         return false;
-    *count = live();
+    *count = counter();
     dlclose(library);
     return true;
+}
+
+bool fake_live_nccl_comms(long *count)
+{
+    return nccl_count("fake_nccl_live", count);
+}
+
+bool fake_live_nccl_abandoned_joins(long *count)
+{
+    return nccl_count("fake_nccl_abandoned_joins", count);
 }
 
 bool fake_live_nccl_groups(bool blocking, long *count)

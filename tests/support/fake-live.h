@@ -25,6 +25,12 @@ bool fake_hold_events(int hold);
  * false when CURD_LIBNCCL names no loaded library. */
 bool fake_live_nccl_comms(long *count);
 
+/* The communicators the stand-in NCCL saw destroyed or aborted while
+ * their join still ran (fake_nccl_abandoned_joins, with
+ * FAKE_NCCL_JOIN_POLLS set) into *count: what real NCCL leaks. false when
+ * CURD_LIBNCCL names no loaded library. */
+bool fake_live_nccl_abandoned_joins(long *count);
+
 /* The groups the stand-in NCCL saw posted on blocking (or non-blocking)
  * communicators (fake_nccl_groups) into *count; false when CURD_LIBNCCL
  * names no loaded library. */
