@@ -6,12 +6,15 @@
 # fault on purpose (the stand-in sanitizer reports those, so they must be
 # left out), one with tests that need two GPUs, and a test program that
 # fails. The checks:
-#   - on one GPU, a clean tree: each tool reaches each program with
-#     0 errors, the tests that need 2 GPUs and curd-allreduce are "needs
-#     2 GPUs (not run)", and the verdict is PASS with nothing failed;
-#   - on two GPUs, an error planted in one test under memcheck and a
-#     failing test program: the verdict is FAIL and names both, with the
-#     error's program and test, and nothing is left "not run";
+#   - on one GPU, a clean tree, one program in two shards: each tool
+#     reaches each program and shard with 0 errors, the shards run each
+#     of that program's tests once (less those that fault on purpose), the tests that need 2 GPUs and
+#     curd-allreduce are "needs 2 GPUs (not run)", and the verdict is
+#     PASS with nothing failed;
+#   - on two GPUs, PART=2, an error planted in one test under memcheck
+#     and a failing test program: the verdict is FAIL and names both,
+#     with the error's program and test, and only PART=3's tools are
+#     left "not run";
 #   - a DEADLINE too short for any sanitizer run: each program is named
 #     as not reached, none counted as clean.
 #
@@ -76,10 +79,22 @@ remote() { # remote NAME VAR=value...: runs run-remote.sh from the top
     echo "$rc" >"$scratch/$name.rc"
 }
 
-remote one-gpu FAKE_CUDA_DEVICES=1 STEPS="tests examples sanitizers" PROGRAMS="$programs"
+remote one-gpu FAKE_CUDA_DEVICES=1 STEPS="tests examples sanitizers" PROGRAMS="$programs" \
+    SANITIZER_SHARDED=test-dispatch SANITIZER_SHARDS=2
 for tool in memcheck racecheck initcheck synccheck; do
-    expect one-gpu "$tool: 3 of 3 programs reached, 0 errors"
+    expect one-gpu "$tool: 4 of 4 programs reached, 0 errors"
 done
+expect one-gpu "  test-dispatch.1of2 " "  test-dispatch.2of2 "
+mkdir "$scratch/one-gpu-logs"
+tar -xzf "$scratch/out-one-gpu/logs.tar.gz" -C "$scratch/one-gpu-logs"
+"$build/tests/test-dispatch" -l | grep '^/' | grep -v /deliberate-fault/ | sort >"$scratch/dispatch-all"
+cat "$scratch"/one-gpu-logs/memcheck-test-dispatch.?of2.log |
+    sed -n 's/^ok [0-9]* \(\/[^ ]*\).*/\1/p' | sort >"$scratch/dispatch-shards"
+cmp -s "$scratch/dispatch-all" "$scratch/dispatch-shards" || {
+    echo "check-run-remote: the two shards of test-dispatch did not run each of its tests once:"
+    diff "$scratch/dispatch-all" "$scratch/dispatch-shards" | head
+    bad=1
+}
 expect one-gpu "0 failed, 0 skipped, " "need 2 GPUs (not run)"
 verdict one-gpu '^verdict: PASS on 1 x .*\| failed: nothing \| not run here: needs 2 GPUs \(not run\): [0-9]+ tests, 1 example$'
 [ "$(cat "$scratch/one-gpu.rc")" = 0 ] || { echo "check-run-remote: a clean run exits $(cat "$scratch/one-gpu.rc")"; bad=1; }
@@ -88,7 +103,7 @@ remote two-gpus FAKE_CUDA_DEVICES=2 PART=2 JOBS=3 STEPS="tests examples sanitize
     FAKE_SANITIZER_ERROR_IN=/copy-gpu/one-device/one-copy-moves-every-byte FAKE_SANITIZER_TOOL=memcheck
 expect two-gpus "memcheck: 3 of 3 programs reached, 1 error" \
     "memcheck test-copy /copy-gpu/one-device/one-copy-moves-every-byte Invalid __global__ read"
-verdict two-gpus '^verdict: FAIL on 2 x .*\| failed: 1 test \(test-broken /broken/fails; see check-gpu.log\); memcheck 1 error \(test-copy /copy-gpu/one-device/one-copy-moves-every-byte\) \| not run here: nothing$'
+verdict two-gpus '^verdict: FAIL on 2 x .*\| failed: 1 test \(test-broken /broken/fails; see check-gpu.log\); memcheck 1 error \(test-copy /copy-gpu/one-device/one-copy-moves-every-byte\) \| not run here: racecheck \(PART=3\); initcheck \(PART=3\)$'
 [ "$(cat "$scratch/two-gpus.rc")" != 0 ] || { echo "check-run-remote: a failing run exits 0"; bad=1; }
 
 remote deadline STEPS=sanitizers SANITIZERS=memcheck DEADLINE=20 PROGRAMS="$programs"

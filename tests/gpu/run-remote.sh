@@ -47,14 +47,22 @@
 # was running (the next TAP result after it; "at exit" for leaks).
 #
 # Variables:
-#   PART        1 or 2, for a machine that stops each command at 10
+#   PART        1, 2 or 3, for a machine that stops each command at 10
 #               minutes (the device tool): PART=1 runs the tests and the
-#               examples (6 minutes on one H200), PART=2 the four
-#               sanitizers on every GPU test program, JOBS runs at a time;
-#               the two cover all but the bench. Unset: every step.
-#   JOBS        sanitizer runs at a time (default: a run for each 4 CPU
-#               cores); the programs that fill the device or compare its
-#               free memory run alone after the others
+#               examples (5 to 6 minutes on one H200), PART=2 memcheck and
+#               synccheck on every GPU test program, PART=3 racecheck and
+#               initcheck, JOBS runs at a time (the four tools in one
+#               call did not reach every program in 10 minutes on one
+#               H200); the three cover all but the bench. Unset: every
+#               step.
+#   JOBS        test groups at a time (default 4), and sanitizer runs at
+#               a time (default: a run for each 2 CPU cores); the programs
+#               that fill the device or compare its free memory run alone
+#               after the others
+#   SANITIZER_SHARDED, SANITIZER_SHARDS  the programs run under each tool
+#               as SHARDS runs of a part of their tests each, side by side
+#               (default: test-fault-sweep in 4; under memcheck its
+#               quick form took 240 s for 68 of its 89 tests)
 #   STEPS       the steps, overriding PART's ("tests examples sanitizers
 #               bench")
 #   SANITIZERS  the tools, overriding PART's
@@ -79,8 +87,9 @@ case ${PART:-} in
 "") default_steps="tests examples sanitizers bench"
     default_tools="memcheck racecheck initcheck synccheck" ;;
 1) default_steps="tests examples" default_tools="" ;;
-2) default_steps="sanitizers" default_tools="memcheck racecheck initcheck synccheck" ;;
-*) echo "run-remote.sh: PART is 1 or 2, not '$PART'" >&2; exit 2 ;;
+2) default_steps="sanitizers" default_tools="memcheck synccheck" ;;
+3) default_steps="sanitizers" default_tools="racecheck initcheck" ;;
+*) echo "run-remote.sh: PART is 1, 2 or 3, not '$PART'" >&2; exit 2 ;;
 esac
 steps=" ${STEPS:-$default_steps} "
 tools=${SANITIZERS:-$default_tools}
@@ -134,8 +143,10 @@ step() { # step NAME COMMAND... : runs, logs to $out/NAME.log, records rc
 # The programs that fill the device, compare its free memory (the soak's
 # plain run does) or count its contexts: they run alone, after the others.
 alone=" test-pool-gpu test-resident-gpu test-device test-soak-gpu "
-jobs_max=${JOBS:-$(($(nproc) / 4))}
+jobs_max=${JOBS:-4}
 [ "$jobs_max" -ge 1 ] || jobs_max=1
+sanitizer_jobs=${JOBS:-$(($(nproc) / 2))}
+[ "$sanitizer_jobs" -ge 1 ] || sanitizer_jobs=1
 
 # The test programs, JOBS run-tests.sh at a time (the fault sweep, the
 # longest, in a group of its own), then the ones that run alone; one log,
@@ -270,20 +281,35 @@ fi
 sanitized=()
 if ! wanted sanitizers; then
     [ "${PART:-}" = 1 ] &&
-        not_run+=("the sanitizers (PART=2)")
+        not_run+=("the sanitizers (PART=2 and PART=3)")
 elif ! command -v compute-sanitizer >/dev/null; then
     not_run+=("sanitizers (compute-sanitizer not found)")
 else
     # The long ones first (the fault sweep, the soak: racecheck once ran
     # the soak's 16 threads of launches past any limit), so that the
     # short ones run beside them; only the order depends on these names.
-    mapfile -t gpu_tests < <(sort -u "$build/tests/gpu-tests.txt" |
+    mapfile -t listed < <(sort -u "$build/tests/gpu-tests.txt" |
         awk '/^test-(fault-sweep|soak-gpu)$/ { print; next } { rest[++n] = $0 } END { for (i = 1; i <= n; i++) print rest[i] }')
+    # A sharded program is SHARDS runs under each tool, NAME.KofN, each
+    # the Kth of every N of its tests (never more shards than tests).
+    sharded=" ${SANITIZER_SHARDED-test-fault-sweep} "
+    gpu_tests=()
+    for t in "${listed[@]}"; do
+        if [[ $sharded == *" $t "* ]] && [ -x "$build/tests/$t" ]; then
+            shards=${SANITIZER_SHARDS:-4}
+            count=$("$build/tests/$t" -l 2>/dev/null | grep -c '^/')
+            [ "$count" -lt "$shards" ] && shards=$count
+            for ((k = 1; k <= shards; k++)); do gpu_tests+=("$t.${k}of$shards"); done
+        else
+            gpu_tests+=("$t")
+        fi
+    done
     tool_list=()
     for tool in $tools; do tool_list+=("$tool"); done
     began=$SECONDS
-    # results: "tool program status errors" lines, status one of clean,
-    # errors, failed, timeout, late (out of time), absent.
+    # results: "tool program status errors rc failures seconds" lines
+    # (the first four where it did not run), status one of clean, errors,
+    # failed, timeout, late (out of time), absent.
     results=$out/sanitizer-results.txt
     errors_file=$out/sanitizer-errors.txt
     : >"$results"
@@ -291,8 +317,9 @@ else
     # One tool on one program, in the background: its line of $results
     # and its errors go to files of its own, joined in a fixed order once
     # every run has ended.
-    sanitize() { # sanitize TOOL PROGRAM
-        local tool=$1 t=$2 program=$build/tests/$2 res=$out/.res.$1.$2 limit remaining
+    sanitize() { # sanitize TOOL PROGRAM (or PROGRAM.KofN, a shard)
+        local tool=$1 t=$2 name=${2%.[0-9]*of[0-9]*} res=$out/.res.$1.$2 limit remaining
+        local program=$build/tests/$name
         : >"$out/.err.$tool.$t"
         if [ ! -x "$program" ]; then
             echo "$tool $t absent 0" >"$res"
@@ -317,12 +344,32 @@ else
         # shadow memory on the device as the programs allocate, so free
         # memory no longer returns to where it was: the pool test that
         # compares it runs under the others.
-        if [ "$t" = test-pool-gpu ] && [ "$tool" != memcheck ]; then
+        if [ "$name" = test-pool-gpu ] && [ "$tool" != memcheck ]; then
             skip+=(-s /pool-gpu/out-of-memory-trims-reclaims-trims-every-device-and-names-the-numbers)
             [ "$tool" = initcheck ] &&
                 skip+=(-s /pool-gpu/failing-each-cuMemAlloc-in-turn-keeps-every-counter-exact)
         fi
-        local log=$out/$tool-$t.log rc found failures status
+        # racecheck looks for hazards in a kernel's shared memory: the
+        # soak's threads run the harness's add_one, which test-dispatch
+        # runs under it, and racecheck does not see the host threads it
+        # exercises (under it the 8 threads' soak had not ended its first
+        # test after 240 s on the H200); its opens still run under it.
+        if [ "$name" = test-soak-gpu ] && [ "$tool" = racecheck ]; then
+            while read -r path; do
+                skip+=(-s "$path")
+            done < <("$program" -l 2>/dev/null | grep -- '-threads-soak-')
+        fi
+        # The tests the run takes, in the order the program runs them:
+        # all but those left out, or a shard's part of them.
+        local order=$out/.order.$tool.$t select=()
+        "$program" -l 2>/dev/null | grep '^/' | grep -v -x -F -f <(printf '%s\n' "${skip[@]}" | grep '^/') >"$order"
+        if [ "$name" != "$t" ]; then
+            local shard=${t##*.}
+            awk -v k="${shard%of*}" -v n="${shard#*of}" '(NR - 1) % n == k - 1' "$order" >"$order.part"
+            mv "$order.part" "$order"
+            while read -r path; do select+=(-p "$path"); done <"$order"
+        fi
+        local log=$out/$tool-$t.log rc found failures status run_start=$SECONDS
         # racecheck and initcheck look at the kernels, not at the error
         # paths: the fault sweep fails every 4th call under them (it ran
         # past 240 s on the H200 with every one).
@@ -331,7 +378,7 @@ else
         CURD_SOAK_SECONDS=${SANITIZER_SOAK_SECONDS:-0.5} CURD_SOAK_OPENS=${SANITIZER_SOAK_OPENS:-50} \
             CURD_SWEEP_QUICK=1 CURD_SWEEP_STRIDE=$stride CURD_SOAK_SANITIZED=1 \
             timeout -k 10 "$limit" compute-sanitizer "${args[@]}" \
-            "$program" --tap "${skip[@]}" >"$log" 2>&1
+            "$program" --tap "${select[@]}" "${skip[@]}" >"$log" 2>&1
         rc=$?
         # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E
         # errors, W warnings)" instead of an ERROR SUMMARY line.
@@ -345,8 +392,6 @@ else
         # reports no result for it: its errors belong to the test after
         # the last one reported, in the order the program runs them (its
         # -l list, less those left out).
-        local order=$out/.order.$tool.$t
-        "$program" -l 2>/dev/null | grep '^/' | grep -v -x -F -f <(printf '%s\n' "${skip[@]}" | grep '^/') >"$order"
         awk -v tool="$tool" -v program="$t" -v order="$order" '
             BEGIN { while ((getline line < order) > 0) list[++count] = line }
             function flush(test,   i) {
@@ -385,7 +430,7 @@ else
         else
             status=clean
         fi
-        echo "$tool $t $status ${found:-0} $rc $failures" >"$res"
+        echo "$tool $t $status ${found:-0} $rc $failures $((SECONDS - run_start))s" >"$res"
     }
     # JOBS runs at a time on the one GPU (its memory and its 16 cores have
     # space for several); those that fill the device or compare its free
@@ -394,13 +439,13 @@ else
     sanitize_alone=" test-pool-gpu test-resident-gpu test-device "
     shared_runs=() alone_runs=()
     for t in "${gpu_tests[@]}"; do
-        chosen "$t" || continue
+        chosen "${t%.[0-9]*of[0-9]*}" || continue
         for tool in "${tool_list[@]}"; do
             if [[ $sanitize_alone == *" $t "* ]]; then alone_runs+=("$tool $t"); else shared_runs+=("$tool $t"); fi
         done
     done
     for run in "${shared_runs[@]}"; do
-        while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+        while [ "$(jobs -rp | wc -l)" -ge "$sanitizer_jobs" ]; do wait -n; done
         # shellcheck disable=SC2086
         sanitize $run &
     done
@@ -411,7 +456,7 @@ else
     done
     for tool in "${tool_list[@]}"; do
         for t in "${gpu_tests[@]}"; do
-            chosen "$t" || continue
+            chosen "${t%.[0-9]*of[0-9]*}" || continue
             cat "$out/.res.$tool.$t" >>"$results"
             cat "$out/.err.$tool.$t" >>"$errors_file"
             rm -f "$out/.res.$tool.$t" "$out/.err.$tool.$t"
@@ -423,7 +468,7 @@ else
     for tool in "${tool_list[@]}"; do header+=$(printf ' %-10s' "$tool"); done
     sanitized+=("${header%"${header##*[! ]}"}")
     for t in "${gpu_tests[@]}"; do
-        chosen "$t" || continue
+        chosen "${t%.[0-9]*of[0-9]*}" || continue
         row=$(printf '  %-26s' "$t")
         for tool in "${tool_list[@]}"; do
             cell=$(awk -v tool="$tool" -v t="$t" '$1 == tool && $2 == t {
@@ -473,7 +518,8 @@ else
     for tool in memcheck racecheck initcheck synccheck; do
         [[ " $tools " == *" $tool "* ]] && continue
         case ${PART:-}:$tool in
-        [12]:*) not_run+=("$tool (PART=2)") ;;
+        [123]:memcheck | [123]:synccheck) not_run+=("$tool (PART=2)") ;;
+        [123]:*) not_run+=("$tool (PART=3)") ;;
         *) not_run+=("$tool (SANITIZERS)") ;;
         esac
     done
