@@ -196,6 +196,36 @@ static void test_a_download_from_the_streaming_minimum_uses_streaming_stores(voi
     curdi_plan_free(&plan);
 }
 
+/* Up to its maximum a download touches the lines of its copy-out under
+ * the DMAs; never an upload, nor a download with streaming stores (they
+ * read no line), nor one gathered straight to registered memory. */
+static void test_a_download_up_to_the_touch_maximum_touches(void)
+{
+    curdi_tuning tuning;
+    curdi_plan plan;
+    curdi_plan_host host;
+    curdi_tuning_defaults(&tuning);
+    g_assert_cmpuint(tuning.touch_download_max, ==, 0);
+    decide_one(4 * KIB, false, &tuning, &plan, &host);
+    g_assert_false(host.touches);
+    curdi_plan_free(&plan);
+    tuning.touch_download_max = 256 * KIB;
+    decide_one(256 * KIB, false, &tuning, &plan, &host);
+    g_assert_true(host.touches);
+    curdi_plan_free(&plan);
+    decide_one(256 * KIB + 4 * KIB, false, &tuning, &plan, &host);
+    g_assert_false(host.touches);
+    curdi_plan_free(&plan);
+    decide_one(256 * KIB, true, &tuning, &plan, &host);
+    g_assert_false(host.touches);
+    curdi_plan_free(&plan);
+    tuning.streaming_download_min = 64 * KIB;
+    decide_one(256 * KIB, false, &tuning, &plan, &host);
+    g_assert_true(host.streaming);
+    g_assert_false(host.touches);
+    curdi_plan_free(&plan);
+}
+
 static void test_an_upload_between_the_streaming_and_growth_minimums_streams(void)
 {
     curdi_tuning tuning;
@@ -373,6 +403,8 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/plan/host/a-download-from-the-streaming-minimum-uses-streaming-stores",
         test_a_download_from_the_streaming_minimum_uses_streaming_stores);
+    g_test_add_func("/plan/host/a-download-up-to-the-touch-maximum-touches",
+                    test_a_download_up_to_the_touch_maximum_touches);
     g_test_add_func(
         "/plan/host/an-upload-between-the-streaming-and-growth-minimums-streams",
         test_an_upload_between_the_streaming_and_growth_minimums_streams);

@@ -1029,6 +1029,66 @@ static void test_uploads_that_add_copy_threads_move_every_byte(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
+/* With touching on (CURD_TOUCH_DOWNLOAD_MAX), scattered downloads into
+ * malloc memory, 64 pieces at one stride and pieces of random lengths at
+ * random offsets, land every byte where a host model puts it. */
+static void test_downloads_that_touch_their_copy_out_move_every_byte(void)
+{
+    curd_device *device;
+    if (!g_test_subprocess()) {
+        device = curd_test_gpu_open();
+        if (device == NULL)
+            return;
+        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+        g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
+                               G_TEST_SUBPROCESS_INHERIT_STDERR);
+        g_test_trap_assert_passed();
+        return;
+    }
+    g_setenv("CURD_TOUCH_DOWNLOAD_MAX", "1m", TRUE);
+    device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    enum { PIECES = 64, STRIDE = 8192, BUFFER = PIECES * STRIDE };
+    curd_buffer buffer = alloc_ok(device, BUFFER);
+    unsigned char *src = g_malloc(BUFFER);
+    curd_test_fill_random(src, BUFFER);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, src, BUFFER), ==,
+                    CURD_OK);
+    for (int round = 0; round < 8; round++) {
+        curd_download items[PIECES];
+        unsigned char *dst = g_malloc(BUFFER);
+        unsigned char *expected = g_malloc(BUFFER);
+        size_t at = 0;
+        curd_test_poison(dst, BUFFER);
+        memcpy(expected, dst, BUFFER);
+        for (size_t i = 0; i < PIECES; i++) {
+            /* Even rounds: 4 KiB at each 8 KiB; odd ones: random. */
+            size_t len = round % 2 == 0
+                             ? 4096
+                             : (size_t)g_test_rand_int_range(1, 8193);
+            size_t offset = round % 2 == 0
+                                ? i * STRIDE
+                                : (size_t)g_test_rand_int_range(
+                                      0, BUFFER - (int)len + 1);
+            items[i] = (curd_download){.buffer = buffer,
+                                       .offset = offset,
+                                       .byte_len = len,
+                                       .dst = dst + at,
+                                       .dst_capacity = len};
+            memcpy(expected + at, src + offset, len);
+            at += len;
+        }
+        g_assert_cmpint(curd_download_batch(device, items, PIECES), ==,
+                        CURD_OK);
+        assert_same_bytes(dst, expected, BUFFER);
+        g_free(dst);
+        g_free(expected);
+    }
+    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
+    g_free(src);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+}
+
 static const transfer_test_case cases[] = {
     {"whole-buffer-round-trips-at-many-sizes",
      test_whole_buffer_round_trips_at_many_sizes},
@@ -1060,6 +1120,8 @@ static const transfer_test_case cases[] = {
      test_round_trips_from_many_threads_at_once},
     {"uploads-that-add-copy-threads-move-every-byte",
      test_uploads_that_add_copy_threads_move_every_byte},
+    {"downloads-that-touch-their-copy-out-move-every-byte",
+     test_downloads_that_touch_their_copy_out_move_every_byte},
 };
 
 int main(int argc, char **argv)

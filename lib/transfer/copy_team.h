@@ -106,6 +106,14 @@ void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth);
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming);
 
+/* Reads one byte of each cache line of every piece's destination, on the
+ * calling thread alone: a copy into those lines made soon after finds
+ * them in the cache instead of reading each from memory as it stores.
+ * A download runs it while its last DMAs are in flight (the time it
+ * would otherwise spend polling its fence). Reads nothing outside the
+ * destinations. */
+void curdi_copy_team_touch(const curdi_copy_piece *pieces, size_t count);
+
 /* Whether every piece's two ranges hold the same bytes, the calling
  * thread taking part; pieces are taken as curdi_copy_team_run takes
  * them, and once one differs the rest are skipped. The caller decides

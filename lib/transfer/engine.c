@@ -24,6 +24,7 @@ typedef struct curdi_engine {
     uint64_t chunk_bytes;
     uint64_t piece_bytes;
     bool streaming;
+    bool touch;
     const curdi_engine_ops *ops;
     curdi_copy_team *team;
     /* The DMAs not yet enqueued: rows that the next copy may join
@@ -151,11 +152,13 @@ static void engine_chunk_range(const curdi_engine *engine,
                                                 : engine->plan->stream_bytes;
 }
 
-/* Host copies between chunk `chunk` (in slot `slot`) and the caller's
- * memory: into the slot for an upload, out of it for a download. */
-static void engine_host_copy(curdi_engine *engine,
-                                   curdi_item_cursor *cursor, uint64_t chunk,
-                                   unsigned slot)
+/* The host copies between chunk `chunk` (in slot `slot`) and the
+ * caller's memory, into engine->pieces: into the slot for an upload, out
+ * of it for a download. Returns how many; an upload whose items overlap
+ * is copied here, in item order, and leaves none. */
+static size_t engine_host_pieces(curdi_engine *engine,
+                                 curdi_item_cursor *cursor, uint64_t chunk,
+                                 unsigned slot)
 {
     const curdi_plan *plan = engine->plan;
     uint64_t chunk_start, chunk_end;
@@ -187,7 +190,7 @@ static void engine_host_copy(curdi_engine *engine,
                        (size_t)(to - from));
             }
         }
-        return;
+        return 0;
     }
 
     while (cursor->first < plan->staged_item_count
@@ -220,6 +223,15 @@ static void engine_host_copy(curdi_engine *engine,
                                base + (from - chunk_start), to - from, &count,
                                plan->overlapping);
     }
+    return count;
+}
+
+/* The host copies of chunk `chunk`, made (by the team, where it has one). */
+static void engine_host_copy(curdi_engine *engine,
+                             curdi_item_cursor *cursor, uint64_t chunk,
+                             unsigned slot)
+{
+    size_t count = engine_host_pieces(engine, cursor, chunk, slot);
     curdi_copy_team_run(engine->team, engine->pieces, count,
                         engine->streaming);
 }
@@ -464,6 +476,7 @@ curd_status curdi_engine_run(const curdi_plan *plan,
     engine.chunk_bytes = staging->chunk_bytes;
     engine.piece_bytes = staging->piece_bytes;
     engine.streaming = staging->streaming;
+    engine.touch = staging->touch;
     engine.ops = ops;
     engine.team = team;
 
@@ -476,19 +489,30 @@ curd_status curdi_engine_run(const curdi_plan *plan,
         status = engine_staged(&engine);
     if (status == CURD_OK)
         status = engine_flush(&engine);
+    /* A download's last chunk is copied out after the fence; its pieces
+     * are known now, so a touching run reads their lines in while the
+     * last DMAs still run (curdi_copy_team_touch). */
+    bool copy_out = status == CURD_OK && !upload && plan->stream_bytes > 0
+                    && plan->gather_host == NULL;
+    size_t last_pieces = 0;
+    if (copy_out) {
+        uint64_t chunk_count =
+            (plan->stream_bytes + engine.chunk_bytes - 1u) / engine.chunk_bytes;
+        curdi_item_cursor cursor = {0};
+        last_pieces = engine_host_pieces(
+            &engine, &cursor, chunk_count - 1u,
+            (unsigned)((chunk_count - 1u) % engine.slot_count));
+        if (engine.touch)
+            curdi_copy_team_touch(engine.pieces, last_pieces);
+    }
     if (status == CURD_OK && engine.result.dma_ops > 0) {
         status = ops->finish(ops->context);
         if (status == CURD_OK)
             engine.result.fences++;
     }
-    if (status == CURD_OK && !upload && plan->stream_bytes > 0
-        && plan->gather_host == NULL) {
-        uint64_t chunk_count =
-            (plan->stream_bytes + engine.chunk_bytes - 1u) / engine.chunk_bytes;
-        curdi_item_cursor cursor = {0};
-        engine_host_copy(&engine, &cursor, chunk_count - 1u,
-                         (unsigned)((chunk_count - 1u) % engine.slot_count));
-    }
+    if (status == CURD_OK && copy_out)
+        curdi_copy_team_run(engine.team, engine.pieces, last_pieces,
+                            engine.streaming);
     free(engine.pieces);
     free(engine.chunk_pieces);
     if (status == CURD_OK && out_result != NULL)

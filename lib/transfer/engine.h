@@ -71,6 +71,9 @@ typedef struct curdi_engine_staging {
     uint64_t chunk_bytes;
     uint64_t piece_bytes;  /* host copies are cut into pieces this long */
     bool streaming;        /* host copies use curdi_copy_team_streaming */
+    /* A download reads in the lines its last copy-out will write while
+     * its last DMAs run (curdi_copy_team_touch). */
+    bool touch;
 } curdi_engine_staging;
 
 /* Moves the plan's bytes. On success every byte has arrived and finish

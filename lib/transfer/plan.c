@@ -570,6 +570,9 @@ void curdi_plan_decide_host(curdi_plan *plan, const curdi_transfer_item *items,
             upload ? plan->stream_bytes >= tuning->streaming_upload_min
                          && !out_host->grows_team
                    : plan->stream_bytes >= tuning->streaming_download_min;
+        out_host->touches = !upload && plan->gather_host == NULL
+                            && !out_host->streaming
+                            && plan->stream_bytes <= tuning->touch_download_max;
     }
     out_host->copy_ops_bound =
         (uint64_t)plan->span_count + count + out_host->chunk_count;

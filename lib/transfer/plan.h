@@ -275,6 +275,10 @@ typedef struct curdi_plan_host {
      * streaming_download_min, an upload of at least streaming_upload_min
      * that is not a long one. */
     bool streaming;
+    /* A download staged for pageable memory, of at most
+     * touch_download_max bytes and without streaming stores: the caller
+     * reads in the lines of its last copy-out while the DMAs run. */
+    bool touches;
     /* The stream is at least copy_parallel_min and has host copies: the
      * device's copy team shares them. */
     bool wants_team;

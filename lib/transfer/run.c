@@ -293,6 +293,7 @@ curd_status curdi_run_resources_take(curdi_run *run)
     run->staging.slot_count = run->host.slot_count;
     run->staging.chunk_bytes = run->host.chunk_bytes;
     run->staging.streaming = run->host.streaming;
+    run->staging.touch = run->host.touches;
     run_team_take(run);
     status = curdi_run_stream_for(device, run->prepared->after_uploads,
                                   &run->stream, &run->pooled_stream);

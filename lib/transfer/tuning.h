@@ -62,6 +62,11 @@ typedef struct curdi_tuning {
      * (curdi_copy_team_streaming); UINT64_MAX: never. */
     uint64_t streaming_download_min;   /* CURD_STREAMING_DOWNLOAD_MIN */
     uint64_t streaming_upload_min;     /* CURD_STREAMING_UPLOAD_MIN */
+    /* A download of at most this many bytes staged for pageable memory
+     * reads one byte of each line its last copy-out will write while its
+     * DMAs run, so that the copy-out finds them in the cache (plan.h,
+     * curdi_plan_host.touches); 0: never. */
+    uint64_t touch_download_max;       /* CURD_TOUCH_DOWNLOAD_MAX */
     /* A single upload from pageable memory of at most this many bytes goes
      * to the driver as it is (lib/transfer/plan.h,
      * curdi_plan_pageable_direct); 0: never. */
@@ -117,6 +122,13 @@ typedef struct curdi_tuning {
  * long upload keeps memcpy: streaming stores made the 256 MiB one
  * slower, grown or not (the fifth and ninth runs). */
 #define CURDI_STREAMING_UPLOAD_MIN_DEFAULT ((uint64_t)64 << 10)
+/* Touching the copy-out's lines under the DMAs is off until the H200
+ * measures it (curd-bench's cold scattered reads with
+ * CURD_BENCH_STAGES=1 time it as a candidate beside the defaults): the
+ * one-core copy-out of 256 KiB into cold malloc memory took 29 us of a
+ * 56 us read there, against 7 us warm, and the DMA's 13 us or so are
+ * spent polling the fence. */
+#define CURDI_TOUCH_DOWNLOAD_MAX_DEFAULT 0u
 /* An upload from pageable memory is as fast as its host copy into
  * staging, and 6 threads copy slower than the DMA reads (doc/PERFORMANCE.md,
  * the eighth run: 10 threads took the 256 MiB upload from 5.44-6.30 to
