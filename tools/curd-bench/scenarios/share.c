@@ -11,7 +11,11 @@
  *                          exporter); target: importer/exporter within
  *                          1.02x. Registered memory, so that both reads
  *                          run at the bus's speed, which a copy-out into
- *                          malloc memory would blur.
+ *                          malloc memory would blur; the same pages in
+ *                          both processes (a memfd the exporter sends
+ *                          with curd_fd_send), so that where each
+ *                          process's memory sits (its NUMA node) does
+ *                          not differ between the two reads.
  * share/export-import-map  curd_buffer_export_fd, curd_fd_send, and in the
  *                          other process curd_fd_recv,
  *                          curd_buffer_import_fd (which maps the memory)
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,7 +64,9 @@ extern char **environ;
 /* A command to the child and its argument; the child answers each with
  * one byte, REPLY_OK or REPLY_FAILED (its sentence on its stderr). */
 enum {
-    COMMAND_IMPORT = 'M', /* receive the buffer's fd, import and keep it */
+    COMMAND_IMPORT = 'M', /* receive the buffer's fd, import and keep it,
+                           * then the host memory's fd, map and register
+                           * it */
     COMMAND_CHECK = 'C',  /* read it once, compare with the seed's bytes */
     COMMAND_READ = 'R',   /* read it `argument` times */
     COMMAND_PING = 'P',   /* nothing: the reply alone */
@@ -113,9 +120,18 @@ typedef struct share_child {
     int socket;
     curd_buffer buffer;
     uint64_t byte_len;
-    unsigned char *host; /* registered */
+    unsigned char *host; /* the exporter's pages, registered here too */
     bool registered;
 } share_child;
+
+/* The byte_len bytes of memfd fd, mapped shared: the same pages in each
+ * process that maps them. NULL on failure. */
+static unsigned char *host_pages_map(int fd, size_t byte_len)
+{
+    void *memory = mmap(NULL, byte_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        fd, 0);
+    return memory == MAP_FAILED ? NULL : memory;
+}
 
 static bool child_fail(const char *call, curd_status status)
 {
@@ -141,9 +157,15 @@ static bool child_import(share_child *child)
     close(fd); /* the mapping holds the memory now */
     if (status != CURD_OK)
         return child_fail("curd_buffer_import_fd", status);
-    child->host = malloc(child->byte_len);
+    uint64_t host_len = 0;
+    CHILD_CURD(curd_fd_recv(child->socket, &fd, &host_len));
+    child->host = host_len == child->byte_len
+                      ? host_pages_map(fd, child->byte_len)
+                      : NULL;
+    close(fd);
     if (child->host == NULL) {
-        fprintf(stderr, "curd-bench (importing process): no host memory\n");
+        fprintf(stderr, "curd-bench (importing process): the exporter's "
+                        "host memory could not be mapped\n");
         return false;
     }
     CHILD_CURD(curd_host_register(child->device, child->host,
@@ -247,7 +269,8 @@ int bench_share_child_main(void)
     if (child.buffer.id != 0)
         curd_buffer_free(child.device, child.buffer);
     curd_device_close(child.device);
-    free(child.host);
+    if (child.host != NULL)
+        munmap(child.host, child.byte_len);
     return 0;
 }
 
@@ -258,7 +281,8 @@ int bench_share_child_main(void)
 typedef struct share {
     const bench_env *env;
     curd_buffer buffer;
-    unsigned char *host; /* registered */
+    unsigned char *host; /* host_fd's pages; registered where reads */
+    int host_fd;         /* -1: none */
     bool registered;
     bench_cu_stream stream;
     bool have_stream;
@@ -361,7 +385,10 @@ static void share_free(share *s)
         curd_buffer_free(env->device, s->buffer);
     if (s->have_stream)
         bench_stream_release(env, s->stream);
-    free(s->host);
+    if (s->host != NULL)
+        munmap(s->host, s->byte_len);
+    if (s->host_fd >= 0)
+        close(s->host_fd);
 }
 
 /* The shareable buffer, with random bytes from seed, and the child,
@@ -374,6 +401,7 @@ static int share_init(share *s, const bench_env *env, const char *name,
     memset(s, 0, sizeof *s);
     s->env = env;
     s->socket = -1;
+    s->host_fd = -1;
     s->byte_len = env->quick ? QUICK_SHARED_BYTES : SHARED_BYTES;
     curd_status status =
         curd_buffer_alloc_shareable(env->device, s->byte_len, &s->buffer);
@@ -384,9 +412,11 @@ static int share_init(share *s, const bench_env *env, const char *name,
     }
     if (status != CURD_OK)
         return bench_fail_curd("curd_buffer_alloc_shareable", status);
-    s->host = bench_host_alloc(s->byte_len, "the exporter's memory");
-    if (s->host == NULL)
-        return -1;
+    s->host_fd = memfd_create("curd-bench-share", MFD_CLOEXEC);
+    if (s->host_fd < 0 || ftruncate(s->host_fd, (off_t)s->byte_len) != 0 ||
+        (s->host = host_pages_map(s->host_fd, s->byte_len)) == NULL)
+        return bench_fail("no shared host memory of %zu bytes: %s",
+                          s->byte_len, strerror(errno));
     bench_fill_random(&seed, s->host, s->byte_len);
     BENCH_CURD(curd_buffer_upload(env->device, s->buffer, s->host,
                                   s->byte_len));
@@ -425,6 +455,9 @@ static int share_hand_over(share *s)
     if (sent)
         status = curd_fd_send(s->socket, fd, s->byte_len);
     close(fd);
+    /* The importer reads into the same pages as this process. */
+    if (sent && status == CURD_OK)
+        status = curd_fd_send(s->socket, s->host_fd, s->byte_len);
     if (status != CURD_OK)
         return bench_fail_curd("curd_fd_send", status);
     if (!sent || !read_all(s->socket, &reply, 1) || reply != REPLY_OK)
