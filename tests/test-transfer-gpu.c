@@ -982,21 +982,29 @@ static void test_round_trips_from_many_threads_at_once(void)
  * from several at once, one growth at a time. A device reads the tuning
  * from the environment when it opens, so this runs in a process of its
  * own that sets it before any thread exists and never unsets it. */
+/* Runs the calling test again in a process of its own, where the tuning
+ * variables it sets are read at the device's open; true in that process.
+ * Skips where there is no GPU, as the other tests do. */
+static bool in_own_process(void)
+{
+    if (g_test_subprocess())
+        return true;
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return false;
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
+                           G_TEST_SUBPROCESS_INHERIT_STDERR);
+    g_test_trap_assert_passed();
+    return false;
+}
+
 static void test_uploads_that_add_copy_threads_move_every_byte(void)
 {
     curd_device *device;
     size_t lens[3];
-    if (!g_test_subprocess()) {
-        /* Skips where there is no GPU, as the other tests do. */
-        device = curd_test_gpu_open();
-        if (device == NULL)
-            return;
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
-                               G_TEST_SUBPROCESS_INHERIT_STDERR);
-        g_test_trap_assert_passed();
+    if (!in_own_process())
         return;
-    }
     g_setenv("CURD_UPLOAD_GROWTH_MIN", "1m", TRUE);
     g_setenv("CURD_UPLOAD_GROWTH_THREADS", "3", TRUE);
     device = curd_test_gpu_open();
@@ -1035,16 +1043,8 @@ static void test_uploads_that_add_copy_threads_move_every_byte(void)
 static void test_downloads_that_touch_their_copy_out_move_every_byte(void)
 {
     curd_device *device;
-    if (!g_test_subprocess()) {
-        device = curd_test_gpu_open();
-        if (device == NULL)
-            return;
-        g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-        g_test_trap_subprocess(NULL, 120 * G_USEC_PER_SEC,
-                               G_TEST_SUBPROCESS_INHERIT_STDERR);
-        g_test_trap_assert_passed();
+    if (!in_own_process())
         return;
-    }
     g_setenv("CURD_TOUCH_DOWNLOAD_MAX", "1m", TRUE);
     device = curd_test_gpu_open();
     g_assert_nonnull(device);
