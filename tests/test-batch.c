@@ -423,6 +423,9 @@ static void test_a_pending_run_holds_the_batch(gconstpointer data)
     check_ok(curd_batch_download_range(batch, buffer, 0, n * 4u, got, n * 4u),
              "curd_batch_download_range");
     curd_pending *pending = NULL;
+    g_assert_cmpint(curd_batch_run_async(batch, NULL), ==,
+                    CURD_E_INVALID_ARGUMENT);
+    curd_test_assert_fix_sentence();
     check_ok(curd_batch_run_async(batch, &pending), "curd_batch_run_async");
     curd_pending *second = NULL;
     g_assert_cmpint(curd_batch_run_async(batch, &second), ==, CURD_E_BUSY);

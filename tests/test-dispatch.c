@@ -414,6 +414,12 @@ static void test_bad_input_is_refused_and_touches_nothing(void)
     g_assert_cmpuint(after.pinned_pool.live_bytes.current, ==,
                      before.pinned_pool.live_bytes.current);
     check_ok(curd_buffer_free(device, small), "curd_buffer_free");
+    /* An asynchronous dispatch with nowhere to put its pending. */
+    g_assert_cmpint(curd_dispatch_async(device, program, &launch, good, 2,
+                                        NULL),
+                    ==, CURD_E_INVALID_ARGUMENT);
+    g_assert_nonnull(strstr(curd_last_error(), "out_pending is NULL"));
+    curd_test_assert_fix_sentence();
     /* A program of another device. */
     curd_device *other = curd_test_gpu_open();
     g_assert_cmpint(curd_dispatch(other, program, &launch, good, 2), ==,

@@ -675,6 +675,16 @@ static curd_status bad_async_past_end(curd_device *d, curd_buffer a,
     return curd_buffer_upload_async(d, a, BAD_LEN, src, 1);
 }
 
+static curd_status bad_async_download_without_out(curd_device *d,
+                                                  curd_buffer a, curd_buffer b,
+                                                  curd_buffer other,
+                                                  unsigned char *src,
+                                                  unsigned char *dst)
+{
+    (void)b, (void)other, (void)src;
+    return curd_buffer_download_async(d, a, 0, dst, BAD_LEN, NULL);
+}
+
 static const bad_case bad_cases[] = {
     {"upload of the wrong length", CURD_E_RANGE, bad_upload_wrong_length,
      "curd_buffer_upload: byte_len is 4095"},
@@ -727,6 +737,9 @@ static const bad_case bad_cases[] = {
      "curd_buffer_fill [1, 4097)"},
     {"asynchronous upload past the end", CURD_E_RANGE, bad_async_past_end,
      "curd_buffer_upload_async [4096, 4097)"},
+    {"asynchronous download without out_pending", CURD_E_INVALID_ARGUMENT,
+     bad_async_download_without_out,
+     "curd_buffer_download_async: out_pending is NULL"},
 };
 
 static void test_bad_input_is_a_typed_error_with_nothing_moved(void)

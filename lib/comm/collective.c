@@ -779,13 +779,11 @@ CURD_API curd_status curd_collective_run_async(const curd_collective *ops,
 {
     CURDI_RANGE("curd_collective_run_async");
     const char *what = "curd_collective_run_async";
-    if (out_pending == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_pending is NULL. Fix: pass the address of "
-                          "a curd_pending pointer.",
-                          what);
+    curd_status status = curdi_pending_check_out(out_pending, what);
+    if (status != CURD_OK)
+        return status;
     collective_run *run = NULL;
-    curd_status status = start(ops, count, true, what, &run);
+    status = start(ops, count, true, what, &run);
     if (status != CURD_OK)
         return status;
     curdi_pending_publish(&run->base);

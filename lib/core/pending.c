@@ -63,6 +63,17 @@ curd_status curdi_pending_take_slot(curd_pending *pending, const char *what)
     return CURD_OK;
 }
 
+curd_status curdi_pending_check_out(curd_pending **out_pending,
+                                    const char *what)
+{
+    if (out_pending == NULL)
+        return curdi_fail(CURD_E_INVALID_ARGUMENT,
+                          "%s: out_pending is NULL. Fix: pass the address of"
+                          " a curd_pending pointer.",
+                          what);
+    return CURD_OK;
+}
+
 void curdi_pending_publish(curd_pending *pending)
 {
     /* Its owner took the slot before enqueueing the work. */

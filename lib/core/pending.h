@@ -136,6 +136,11 @@ curd_status curdi_pending_finish(curd_pending *pending, bool copy_out);
  * unfilled, the slot goes back. CURD_E_OUT_OF_MEMORY (`what` names the
  * call) when the registry cannot grow. */
 curd_status curdi_pending_take_slot(curd_pending *pending, const char *what);
+/* The check of every asynchronous entry's out_pending, before anything
+ * is done: CURD_E_INVALID_ARGUMENT (`what` names the call) when it is
+ * NULL. */
+curd_status curdi_pending_check_out(curd_pending **out_pending,
+                                    const char *what);
 /* Enters a pending the caller is about to receive in the registry, in
  * the slot it took (curdi_pending_take_slot, required); released, it
  * leaves the registry. Cannot fail. */

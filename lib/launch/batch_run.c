@@ -523,15 +523,12 @@ CURD_API curd_status curd_batch_run_async(curd_batch *batch,
 {
     CURDI_RANGE("curd_batch_run_async");
     const char *what = "curd_batch_run_async";
-    if (out_pending == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_pending is NULL. Fix: pass the address of"
-                          " a curd_pending pointer.",
-                          what);
+    curd_status status = curdi_pending_check_out(out_pending, what);
+    if (status != CURD_OK)
+        return status;
     /* Timed for curd_pending_wait's timing, but on the caller's stream,
      * whose work the caller times itself (lib/core/pending.h). */
-    curd_status status =
-        run_start(batch, batch->cu_stream == NULL, true, what);
+    status = run_start(batch, batch->cu_stream == NULL, true, what);
     if (status != CURD_OK)
         return status;
     curdi_pending_publish(&batch->run.base);

@@ -549,11 +549,7 @@ static curd_status dispatch_start(curd_device *device,
     curd_status status;
     CURDI_TRY(status, curdi_core_device_check(device, what), out);
     CURDI_TRY(status, curdi_program_check(program, device, what), out);
-    if (out_pending == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_pending is NULL. Fix: pass the address"
-                          " of a curd_pending pointer.",
-                          what);
+    CURDI_TRY(status, curdi_pending_check_out(out_pending, what), out);
     CURDI_TRY(status,
               curdi_dispatch_check_shape(device, program, launch, what,
                                          &shape),

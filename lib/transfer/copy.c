@@ -763,14 +763,12 @@ CURD_API curd_status curd_buffer_copy_async(curd_device *dst_device,
 {
     CURDI_RANGE("curd_buffer_copy_async");
     const char *what = "curd_buffer_copy_async";
-    if (out_pending == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_pending is NULL. Fix: pass the address"
-                          " of a curd_pending pointer.",
-                          what);
+    curd_status status = curdi_pending_check_out(out_pending, what);
+    if (status != CURD_OK)
+        return status;
     copy_work *work = NULL;
-    curd_status status = copy_start(dst_device, src_device, copies, count,
-                                    true, what, &work);
+    status = copy_start(dst_device, src_device, copies, count, true, what,
+                        &work);
     if (status != CURD_OK)
         return status;
     curdi_pending_publish(&work->base);

@@ -93,11 +93,9 @@ CURD_API curd_status curd_buffer_download_async(curd_device *device,
     curd_status status = curdi_core_device_check(device, what);
     if (status != CURD_OK)
         return status;
-    if (out_pending == NULL)
-        return curdi_fail(CURD_E_INVALID_ARGUMENT,
-                          "%s: out_pending is NULL. Fix: pass the address of"
-                          " a curd_pending pointer.",
-                          what);
+    status = curdi_pending_check_out(out_pending, what);
+    if (status != CURD_OK)
+        return status;
     if (byte_len == 0)
         return curdi_fail(CURD_E_INVALID_ARGUMENT,
                           "%s: byte_len is 0, so nothing would move. Fix:"
