@@ -29,6 +29,7 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     tuning->streaming_upload_min = CURDI_STREAMING_UPLOAD_MIN_DEFAULT;
     tuning->touch_download_max = CURDI_TOUCH_DOWNLOAD_MAX_DEFAULT;
+    tuning->gather_batch = 0; /* until the GPU machines measure it */
     tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
     tuning->fence_spin_us = CURDI_FENCE_SPIN_US_DEFAULT;
     tuning->landing_bytes = CURDI_LANDING_BYTES_DEFAULT;
@@ -77,6 +78,7 @@ static const knob knobs[] = {
      (uint64_t)1 << 40, true},
     {"CURD_TOUCH_DOWNLOAD_MAX", KNOB_FIELD(touch_download_max), 0,
      CURDI_CHUNK_BYTES_LIMIT, false},
+    {"CURD_GATHER_BATCH", KNOB_FIELD(gather_batch), 0, 1, false},
     {"CURD_PAGEABLE_DIRECT_MAX", KNOB_FIELD(pageable_direct_max), 0,
      CURDI_CHUNK_BYTES_LIMIT, false},
     {"CURD_FENCE_SPIN_US", KNOB_FIELD(fence_spin_us), 0,
