@@ -801,20 +801,23 @@ static void copy_wait_finish(api_world *w, curd_status status)
 }
 
 /* A second device (ordinal 1 where there is one, else a second handle of
- * device 0) in extra, opened with CURD_PEER_ACCESS as given, with a
- * buffer (made) holding host's fresh bytes, which host_copy keeps. */
-static void second_device_with(api_world *w, const char *peer_access)
+ * device 0) in extra, opened with the environment variable `name` set to
+ * value (none when NULL), with a buffer (made) holding host's fresh
+ * bytes, which host_copy keeps. */
+static void second_device_with(api_world *w, const char *name,
+                               const char *value)
 {
     int count = 0;
     curd_device_options options;
     API_OK(curd_device_count(&count));
     api_world_options(&options);
     fresh_all(w);
-    if (peer_access != NULL)
-        setenv("CURD_PEER_ACCESS", peer_access, 1);
+    if (name != NULL)
+        setenv(name, value, 1);
     curd_status status =
         curd_device_open(count >= 2 ? 1 : 0, &options, &w->extra);
-    unsetenv("CURD_PEER_ACCESS");
+    if (name != NULL)
+        unsetenv(name);
     API_OK(status);
     API_OK(curd_buffer_alloc(w->extra, API_LARGE_BYTES, &w->made));
     API_OK(curd_buffer_upload(w->extra, w->made, w->host, API_LARGE_BYTES));
@@ -822,12 +825,64 @@ static void second_device_with(api_world *w, const char *peer_access)
 
 static void second_device(api_world *w)
 {
-    second_device_with(w, NULL);
+    second_device_with(w, NULL, NULL);
 }
 
 static void second_device_staged(api_world *w)
 {
-    second_device_with(w, "0");
+    second_device_with(w, "CURD_PEER_ACCESS", "0");
+}
+
+/* A second device whose gathering plans move their pieces with
+ * cuMemcpyBatchAsync (CURD_GATHER_BATCH; the stand-in sweep's driver is
+ * a CUDA 13.0 one, which has it). */
+static void second_device_batch_copies(api_world *w)
+{
+    second_device_with(w, "CURD_GATHER_BATCH", "1");
+}
+
+/* Eight pieces of made at no common stride, into host's pageable half:
+ * the planner gathers them. */
+static const piece gathered_pieces[] = {
+    {1, 0, 100, 0},        {1, 333, 1000, 200},   {1, 5000, 64, 1400},
+    {1, 9001, 4096, 1500}, {1, 20000, 7, 6000},   {1, 31000, 900, 6100},
+    {1, 47011, 2048, 7100}, {1, 60000, 333, 9200},
+};
+#define GATHERED_PIECES (sizeof gathered_pieces / sizeof gathered_pieces[0])
+
+static curd_status gathered_download_call(api_world *w)
+{
+    curd_download items[GATHERED_PIECES];
+    for (size_t i = 0; i < GATHERED_PIECES; i++)
+        items[i] = (curd_download){w->made, gathered_pieces[i].offset,
+                                   gathered_pieces[i].len,
+                                   w->host + gathered_pieces[i].host_at,
+                                   gathered_pieces[i].len};
+    return curd_download_batch(w->extra, items, GATHERED_PIECES);
+}
+
+/* made holds host_copy's bytes: each piece lands them; a failure writes
+ * nothing outside the pieces. The device is closed whatever happened. */
+static void gathered_download_finish(api_world *w, curd_status status)
+{
+    unsigned char *expected = malloc(w->host_len);
+    API_CHECK(expected != NULL, "out of host memory");
+    memcpy(expected, w->host_copy, w->host_len);
+    for (size_t i = 0; i < GATHERED_PIECES; i++)
+        memcpy(expected + gathered_pieces[i].host_at,
+               status == CURD_OK ? w->host_copy + gathered_pieces[i].offset
+                                 : w->host + gathered_pieces[i].host_at,
+               gathered_pieces[i].len);
+    bool same = memcmp(w->host, expected, w->host_len) == 0;
+    free(expected);
+    API_CHECK(same, status == CURD_OK
+                        ? "the gathered pieces differ from the buffer's"
+                        : "a failed gathered download wrote outside its"
+                          " pieces");
+    if (!lost(status))
+        API_OK(curd_buffer_free(w->extra, w->made));
+    (void)curd_device_close(w->extra);
+    w->extra = NULL;
 }
 
 /* Three spans from the second device's buffer into the world's: three
@@ -2193,6 +2248,9 @@ const api_op api_ops[] = {
      second_device, copy_between_call, copy_between_finish, 0},
     {"curd_buffer_copy", "from-a-second-device-staged", second_device_staged,
      copy_between_call, copy_between_finish, 0},
+    {"curd_download_batch", "gathered-by-batch-copies",
+     second_device_batch_copies, gathered_download_call,
+     gathered_download_finish, 0},
     {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy, load_call,
      load_finish, 0},
     {"curd_program_load", "link-of-two-ptx-not-cached", evict_saxpy,
