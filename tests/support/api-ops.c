@@ -510,24 +510,33 @@ static curd_status download_pieces(api_world *w, const piece *table,
     return curd_download_batch(w->device, items, count);
 }
 
-static void download_pieces_finish(api_world *w, const piece *table,
-                                   size_t count, curd_status status)
+/* The check after a download of table's pieces: each landed the bytes of
+ * its buffer (source's, or where source is NULL the world's buffer's
+ * model), and outside the pieces nothing is written, whatever happened. */
+static void download_pieces_check(api_world *w, const piece *table,
+                                  size_t count, curd_status status,
+                                  const unsigned char *source)
 {
-    /* Outside the pieces nothing is written, whatever happened. */
     unsigned char *expected = malloc(w->host_len);
     API_CHECK(expected != NULL, "out of host memory");
     memcpy(expected, w->host_copy, w->host_len);
     for (size_t i = 0; i < count; i++)
         memcpy(expected + table[i].host_at,
-               status == CURD_OK
-                   ? piece_model(w, &table[i]) + table[i].offset
-                   : w->host + table[i].host_at,
+               status != CURD_OK ? w->host + table[i].host_at
+               : source != NULL  ? source + table[i].offset
+                                 : piece_model(w, &table[i]) + table[i].offset,
                table[i].len);
     bool same = memcmp(w->host, expected, w->host_len) == 0;
     free(expected);
     API_CHECK(same, status == CURD_OK
                         ? "the batch's bytes differ from the buffers'"
                         : "a failed batch wrote outside its pieces");
+}
+
+static void download_pieces_finish(api_world *w, const piece *table,
+                                   size_t count, curd_status status)
+{
+    download_pieces_check(w, table, count, status, NULL);
 }
 
 static curd_status upload_batch_call(api_world *w)
@@ -865,20 +874,8 @@ static curd_status gathered_download_call(api_world *w)
  * nothing outside the pieces. The device is closed whatever happened. */
 static void gathered_download_finish(api_world *w, curd_status status)
 {
-    unsigned char *expected = malloc(w->host_len);
-    API_CHECK(expected != NULL, "out of host memory");
-    memcpy(expected, w->host_copy, w->host_len);
-    for (size_t i = 0; i < GATHERED_PIECES; i++)
-        memcpy(expected + gathered_pieces[i].host_at,
-               status == CURD_OK ? w->host_copy + gathered_pieces[i].offset
-                                 : w->host + gathered_pieces[i].host_at,
-               gathered_pieces[i].len);
-    bool same = memcmp(w->host, expected, w->host_len) == 0;
-    free(expected);
-    API_CHECK(same, status == CURD_OK
-                        ? "the gathered pieces differ from the buffer's"
-                        : "a failed gathered download wrote outside its"
-                          " pieces");
+    download_pieces_check(w, gathered_pieces, GATHERED_PIECES, status,
+                          w->host_copy);
     if (!lost(status))
         API_OK(curd_buffer_free(w->extra, w->made));
     (void)curd_device_close(w->extra);
