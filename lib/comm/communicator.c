@@ -197,16 +197,26 @@ static bool opening_in_flight(const curdi_nccl *nccl, curd_comm *const *comms,
     return false;
 }
 
-void curdi_communicator_abort_opening(curd_comm *const *comms, size_t count)
+/* curdi_communicator_abort_opening with the open timeout counted from
+ * since_ns, when the wait for the join began: an open that ran out of it
+ * has a peer that never came, whose join cannot end, so nothing is left
+ * to let settle. */
+static void abort_opening_since(curd_comm *const *comms, size_t count,
+                                uint64_t since_ns)
 {
     const curdi_nccl *nccl = NULL;
-    uint64_t bound_ns = (uint64_t)CURDI_COMM_SETTLE_MS * 1000000u;
-    for (size_t index = 0; index < count; index++)
-        if (comms[index] != NULL &&
-            (uint64_t)comms[index]->open_timeout_ms * 1000000u < bound_ns)
-            bound_ns = (uint64_t)comms[index]->open_timeout_ms * 1000000u;
     uint64_t start_ns = curdi_clock_ns();
-    if (curdi_nccl_ready(&nccl) == CURD_OK)
+    uint64_t bound_ns = (uint64_t)CURDI_COMM_SETTLE_MS * 1000000u;
+    for (size_t index = 0; index < count; index++) {
+        if (comms[index] == NULL)
+            continue;
+        uint64_t open_end_ns =
+            since_ns + (uint64_t)comms[index]->open_timeout_ms * 1000000u;
+        uint64_t left_ns = open_end_ns > start_ns ? open_end_ns - start_ns : 0;
+        if (left_ns < bound_ns)
+            bound_ns = left_ns;
+    }
+    if (bound_ns > 0 && curdi_nccl_ready(&nccl) == CURD_OK)
         while (opening_in_flight(nccl, comms, count)) {
             uint64_t waited_ns = curdi_clock_ns() - start_ns;
             if (waited_ns >= bound_ns)
@@ -216,6 +226,11 @@ void curdi_communicator_abort_opening(curd_comm *const *comms, size_t count)
     for (size_t index = 0; index < count; index++)
         if (comms[index] != NULL)
             curdi_communicator_abort(comms[index]);
+}
+
+void curdi_communicator_abort_opening(curd_comm *const *comms, size_t count)
+{
+    abort_opening_since(comms, count, curdi_clock_ns());
 }
 
 /* A communicator an earlier failure aborted refuses every later call. */
@@ -350,15 +365,8 @@ curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
         comms, count, opening, work_done, context, what);
     if (status == CURD_OK)
         return CURD_OK;
-    /* An open that ran out of its time has a peer that never came: its
-     * join cannot end, so there is nothing to let settle. */
-    bool timed_out = false;
-    for (size_t index = 0; index < count && opening; index++)
-        timed_out = timed_out ||
-                    (curdi_clock_ns() - start_ns) / 1000000u >=
-                        comms[index]->open_timeout_ms;
-    if (opening && !timed_out)
-        curdi_communicator_abort_opening(comms, count);
+    if (opening)
+        abort_opening_since(comms, count, start_ns);
     else
         curdi_communicator_abort_all(comms, count);
     return status;

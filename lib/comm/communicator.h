@@ -116,9 +116,9 @@ curd_status curdi_communicator_poll_until_done(
     curdi_communicator_work_done_fn work_done, void *context,
     const char *what);
 /* curdi_communicator_poll_until_done, then, on an NCCL error or a
- * timeout, every communicator of comms aborted (when `opening` and the
- * failure was not the open timeout, as curdi_communicator_abort_opening
- * does). */
+ * timeout, every communicator of comms aborted (when `opening`, as
+ * curdi_communicator_abort_opening does, within what is left of the open
+ * timeout counted from this call: nothing after the open timed out). */
 curd_status curdi_communicator_wait(curd_comm *const *comms, size_t count,
                                     bool opening,
                                     curdi_communicator_work_done_fn work_done,
