@@ -115,9 +115,10 @@ else
     mapfile -t programs < <(find "$build/tests" -maxdepth 1 -type f -name 'test-*' \
         ! -name '*-fake' -perm -u+x | sort)
 fi
-chosen() { # chosen NAME: whether the run takes test program NAME
-    local p
-    for p in "${programs[@]}"; do [ "$(basename "$p")" = "$1" ] && return 0; done
+chosen() { # chosen NAME: whether the run takes test program NAME (or
+    # NAME.KofN, a shard of it under the sanitizers)
+    local p name=${1%.[0-9]*of[0-9]*}
+    for p in "${programs[@]}"; do [ "$(basename "$p")" = "$name" ] && return 0; done
     return 1
 }
 
@@ -439,7 +440,7 @@ else
     sanitize_alone=" test-pool-gpu test-resident-gpu test-device "
     shared_runs=() alone_runs=()
     for t in "${gpu_tests[@]}"; do
-        chosen "${t%.[0-9]*of[0-9]*}" || continue
+        chosen "$t" || continue
         for tool in "${tool_list[@]}"; do
             if [[ $sanitize_alone == *" $t "* ]]; then alone_runs+=("$tool $t"); else shared_runs+=("$tool $t"); fi
         done
@@ -456,7 +457,7 @@ else
     done
     for tool in "${tool_list[@]}"; do
         for t in "${gpu_tests[@]}"; do
-            chosen "${t%.[0-9]*of[0-9]*}" || continue
+            chosen "$t" || continue
             cat "$out/.res.$tool.$t" >>"$results"
             cat "$out/.err.$tool.$t" >>"$errors_file"
             rm -f "$out/.res.$tool.$t" "$out/.err.$tool.$t"
@@ -468,7 +469,7 @@ else
     for tool in "${tool_list[@]}"; do header+=$(printf ' %-10s' "$tool"); done
     sanitized+=("${header%"${header##*[! ]}"}")
     for t in "${gpu_tests[@]}"; do
-        chosen "${t%.[0-9]*of[0-9]*}" || continue
+        chosen "$t" || continue
         row=$(printf '  %-26s' "$t")
         for tool in "${tool_list[@]}"; do
             cell=$(awk -v tool="$tool" -v t="$t" '$1 == tool && $2 == t {
