@@ -185,7 +185,8 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     " pageable uploads to the"
                     " driver up to %" PRIu64 ", final waits polling %" PRIu64
                     " us, landing area %" PRIu64 " bytes, touching"
-                    " downloads up to %" PRIu64 " bytes",
+                    " downloads up to %" PRIu64 " bytes, gathered pieces by"
+                    " %s",
                     tuning->gather.path == CURDI_PATH_DMA ? "dma"
                     : tuning->gather.path == CURDI_PATH_GATHER ? "gather"
                                                                : "auto",
@@ -198,5 +199,6 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min,
                     tuning->pageable_direct_max, tuning->fence_spin_us,
-                    tuning->landing_bytes, tuning->touch_download_max);
+                    tuning->landing_bytes, tuning->touch_download_max,
+                    tuning->gather_batch != 0 ? "batch copies" : "kernels");
 }
