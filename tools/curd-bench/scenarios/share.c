@@ -69,6 +69,7 @@ enum {
                            * it */
     COMMAND_CHECK = 'C',  /* read it once, compare with the seed's bytes */
     COMMAND_READ = 'R',   /* read it `argument` times */
+    COMMAND_READ_OWN = 'O', /* the same from a buffer of its own */
     COMMAND_PING = 'P',   /* nothing: the reply alone */
     COMMAND_SHARES = 'S', /* `argument` times: receive an fd, import, free */
     REPLY_OK = '0',
@@ -119,6 +120,9 @@ typedef struct share_child {
     curd_device *device;
     int socket;
     curd_buffer buffer;
+    /* A resident buffer of its own, of the same size and bytes: its
+     * reads are the importer's without the import (made on import). */
+    curd_buffer own;
     uint64_t byte_len;
     unsigned char *host; /* the exporter's pages, registered here too */
     bool registered;
@@ -171,6 +175,9 @@ static bool child_import(share_child *child)
     CHILD_CURD(curd_host_register(child->device, child->host,
                                   child->byte_len));
     child->registered = true;
+    CHILD_CURD(curd_buffer_alloc(child->device, child->byte_len, &child->own));
+    CHILD_CURD(curd_buffer_upload(child->device, child->own, child->host,
+                                  child->byte_len));
     return true;
 }
 
@@ -231,6 +238,11 @@ static bool child_serve(share_child *child, const share_command *command)
             CHILD_CURD(curd_buffer_download(child->device, child->buffer,
                                             child->host, child->byte_len));
         return true;
+    case COMMAND_READ_OWN:
+        for (uint64_t i = 0; i < command->argument; i++)
+            CHILD_CURD(curd_buffer_download(child->device, child->own,
+                                            child->host, child->byte_len));
+        return true;
     case COMMAND_PING:
         return true;
     case COMMAND_SHARES:
@@ -268,6 +280,8 @@ int bench_share_child_main(void)
         curd_host_unregister(child.device, child.host);
     if (child.buffer.id != 0)
         curd_buffer_free(child.device, child.buffer);
+    if (child.own.id != 0)
+        curd_buffer_free(child.device, child.own);
     curd_device_close(child.device);
     if (child.host != NULL)
         munmap(child.host, child.byte_len);
@@ -471,6 +485,11 @@ static int op_importer_read(void *context, uint64_t iterations)
     return share_ask(context, COMMAND_READ, iterations);
 }
 
+static int op_importer_read_own(void *context, uint64_t iterations)
+{
+    return share_ask(context, COMMAND_READ_OWN, iterations);
+}
+
 static int op_ping(void *context, uint64_t iterations)
 {
     for (uint64_t i = 0; i < iterations; i++)
@@ -580,6 +599,12 @@ int bench_share_import_read(const bench_env *env)
         .label = "importer: the same in the other process, + a round trip",
         .role = BENCH_ROLE_CURD, .op = op_importer_read, .context = &s,
         .bytes_per_op = s.byte_len, .iterations = 1});
+    /* Where the importer's extra time comes from: the import, or the
+     * read in a second process (whose context the GPU switches to). */
+    int own = bench_add_variant(scenario, &(bench_variant_spec){
+        .label = "importer: a buffer of its own, the same read",
+        .role = BENCH_ROLE_REF, .op = op_importer_read_own, .context = &s,
+        .bytes_per_op = s.byte_len, .iterations = 1});
     snprintf(label, sizeof label,
              "exporter: cuMemcpyDtoHAsync %zu MiB, registered",
              s.byte_len / BENCH_MIB);
@@ -588,11 +613,12 @@ int bench_share_import_read(const bench_env *env)
         .role = BENCH_ROLE_RAW, .op = bench_op_raw_dtoh_async,
         .context = &s.exporter_raw, .bytes_per_op = s.byte_len,
         .iterations = 1});
-    if (exporter < 0 || importer < 0 || raw < 0 ||
+    if (exporter < 0 || importer < 0 || own < 0 || raw < 0 ||
         bench_measure(scenario) != 0)
         goto done;
     bench_check_ratio(scenario, importer, exporter, 1.02,
                       "importer within 1.02x of the exporter");
+    bench_check_ratio(scenario, importer, own, 0.0, NULL);
     bench_check_ratio(scenario, exporter, raw, 0.0, NULL);
     bench_report_scenario(scenario);
     result = 0;
