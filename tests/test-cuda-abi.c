@@ -59,7 +59,6 @@ static void test_typedefs_match(void)
               CUmemAllocationGranularity_flags);
     SAME_TYPE(curdi_cu_mem_allocation_prop_abi_t, CUmemAllocationProp);
     SAME_TYPE(curdi_cu_mem_access_desc_abi_t, CUmemAccessDesc);
-    SAME_TYPE(curdi_cu_memcpy_attributes_abi_t, CUmemcpyAttributes);
     /* Sizes too, for the record (compatibility already implies them). */
     g_assert_cmpuint(sizeof(curdi_cu_deviceptr), ==, sizeof(CUdeviceptr));
     g_assert_cmpuint(sizeof(curdi_cu_result), ==, sizeof(CUresult));
@@ -157,15 +156,6 @@ static void test_struct_layouts_match(void)
                      sizeof(CUmemAccessDesc));
     SAME_FIELD(curdi_cu_mem_access_desc, CUmemAccessDesc, location, location);
     SAME_FIELD(curdi_cu_mem_access_desc, CUmemAccessDesc, flags, flags);
-    g_assert_cmpuint(sizeof(curdi_cu_memcpy_attributes), ==,
-                     sizeof(CUmemcpyAttributes));
-    SAME_FIELD(curdi_cu_memcpy_attributes, CUmemcpyAttributes,
-               src_access_order, srcAccessOrder);
-    SAME_FIELD(curdi_cu_memcpy_attributes, CUmemcpyAttributes,
-               src_location_hint, srcLocHint);
-    SAME_FIELD(curdi_cu_memcpy_attributes, CUmemcpyAttributes,
-               dst_location_hint, dstLocHint);
-    SAME_FIELD(curdi_cu_memcpy_attributes, CUmemcpyAttributes, flags, flags);
 #undef SAME_FIELD
 }
 

@@ -260,38 +260,13 @@ static void test_every_entry_resolves(void)
     g_assert_nonnull(driver);
     g_assert_cmpint(driver->driver_version, ==, 12080);
     unsigned resolved = 0;
-    /* All but the entries of CUDA 13.0, which a 12.8 driver is not asked
-     * for (the next test). */
 #define CHECK_(name, symbol, tier, params, args)                              \
-    if (strcmp(#tier, "OPTIONAL_13_0") != 0) {                                \
-        if (driver->name == NULL)                                             \
-            g_error("%s was not resolved", #name);                            \
-        resolved++;                                                           \
-    }
+    if (driver->name == NULL)                                                 \
+        g_error("%s was not resolved", #name);                                \
+    resolved++;
     CURDI_CUDA_ENTRY_LIST(CHECK_)
 #undef CHECK_
     g_assert_cmpuint(resolved, >=, 40);
-    g_assert_null(driver->cuMemcpyBatchAsync);
-}
-
-/* An entry whose ABI is CUDA 13.0's is asked for only of a 13.0 driver
- * (an older one would give its own variant), and then resolves. */
-static void test_entries_of_cuda_13_resolve_on_a_13_driver(void)
-{
-    if (!in_child(TRUE))
-        return;
-    use_fake_driver();
-    g_setenv("FAKE_CUDA_VERSION", "13000", TRUE);
-    int version = 0;
-    g_assert_cmpint(curd_driver_version(&version), ==, CURD_OK);
-    g_assert_cmpint(version, ==, 13000);
-    const curdi_driver *driver = curdi_driver_get();
-    g_assert_nonnull(driver);
-#define CHECK_(name, symbol, tier, params, args)                              \
-    if (driver->name == NULL)                                                 \
-        g_error("%s was not resolved", #name);
-    CURDI_CUDA_ENTRY_LIST(CHECK_)
-#undef CHECK_
 }
 
 static void test_missing_optional_entries_clear_capabilities(void)
@@ -611,8 +586,6 @@ int main(int argc, char **argv)
                     test_missing_required_entry_is_named);
     g_test_add_func("/driver/every-entry-resolves-through-cuGetProcAddress",
                     test_every_entry_resolves);
-    g_test_add_func("/driver/entries-of-cuda-13-resolve-on-a-13-driver",
-                    test_entries_of_cuda_13_resolve_on_a_13_driver);
     g_test_add_func("/driver/missing-optional-entries-clear-their-capabilities",
                     test_missing_optional_entries_clear_capabilities);
     g_test_add_func("/driver/present-optional-entries-set-their-capabilities",

@@ -237,9 +237,6 @@ int main(int argc, char **argv)
      * must let it end before aborting (the stand-in counts the ones it
      * did not, which real NCCL leaks). */
     g_setenv("FAKE_NCCL_JOIN_POLLS", "3", TRUE);
-    /* A CUDA 13.0 driver, which has cuMemcpyBatchAsync (the
-     * gathered-by-batch-copies entries reach it). */
-    g_setenv("FAKE_CUDA_VERSION", "13000", TRUE);
 #endif
     g_test_init(&argc, &argv, NULL);
     api_check_set_handler(glib_handler);

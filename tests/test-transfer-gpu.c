@@ -1102,66 +1102,6 @@ static void test_downloads_that_touch_their_copy_out_move_every_byte(void)
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 
-/* With the gathered pieces moved by the copy engine (CURD_GATHER_BATCH;
- * on the stand-in driver a CUDA 13.0 one, which has cuMemcpyBatchAsync),
- * scattered uploads and downloads of random lengths at random offsets
- * through the gathering path land every byte where a host model puts
- * it. */
-static void test_gathered_pieces_moved_by_batch_copies_land_exactly(void)
-{
-    curd_device *device;
-    if (!in_own_process())
-        return;
-    g_setenv("CURD_GATHER_BATCH", "1", TRUE);
-    g_setenv("CURD_TRANSFER_PATH", "gather", TRUE);
-#if CURD_TEST_ON_FAKE
-    g_setenv("FAKE_CUDA_VERSION", "13000", TRUE);
-#endif
-    device = curd_test_gpu_open();
-    g_assert_nonnull(device);
-    enum { PIECES = 300, SLOT = 4096, BUFFER = PIECES * SLOT };
-    curd_buffer buffer = alloc_ok(device, BUFFER);
-    unsigned char *model = g_malloc(BUFFER);
-    unsigned char *host = g_malloc(BUFFER);
-    unsigned char *got = g_malloc(BUFFER);
-    curd_test_fill_random(model, BUFFER);
-    g_assert_cmpint(curd_buffer_upload(device, buffer, model, BUFFER), ==,
-                    CURD_OK);
-    for (int round = 0; round < 4; round++) {
-        curd_upload ups[PIECES];
-        curd_download downs[PIECES];
-        size_t at = 0;
-        curd_test_fill_random(host, BUFFER);
-        /* One piece in each slot, of random length at a random place:
-         * never two on the same device bytes. */
-        for (size_t i = 0; i < PIECES; i++) {
-            size_t len = (size_t)g_test_rand_int_range(1, SLOT / 2);
-            size_t offset = i * SLOT + (size_t)g_test_rand_int_range(
-                                           0, SLOT - (int)len + 1);
-            ups[i] = (curd_upload){.buffer = buffer, .offset = offset,
-                                   .src = host + at, .byte_len = len};
-            downs[i] = (curd_download){.buffer = buffer, .offset = offset,
-                                       .byte_len = len, .dst = got + at,
-                                       .dst_capacity = len};
-            memcpy(model + offset, host + at, len);
-            at += len;
-        }
-        g_assert_cmpint(curd_upload_batch(device, ups, PIECES), ==, CURD_OK);
-        curd_test_poison(got, BUFFER);
-        g_assert_cmpint(curd_download_batch(device, downs, PIECES), ==,
-                        CURD_OK);
-        assert_same_bytes(got, host, at);
-        g_assert_cmpint(curd_buffer_download(device, buffer, got, BUFFER), ==,
-                        CURD_OK);
-        assert_same_bytes(got, model, BUFFER);
-    }
-    g_assert_cmpint(curd_buffer_free(device, buffer), ==, CURD_OK);
-    g_free(model);
-    g_free(host);
-    g_free(got);
-    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
-}
-
 static const transfer_test_case cases[] = {
     {"whole-buffer-round-trips-at-many-sizes",
      test_whole_buffer_round_trips_at_many_sizes},
@@ -1195,8 +1135,6 @@ static const transfer_test_case cases[] = {
      test_uploads_that_add_copy_threads_move_every_byte},
     {"downloads-that-touch-their-copy-out-move-every-byte",
      test_downloads_that_touch_their_copy_out_move_every_byte},
-    {"gathered-pieces-moved-by-batch-copies-land-exactly",
-     test_gathered_pieces_moved_by_batch_copies_land_exactly},
 };
 
 int main(int argc, char **argv)

@@ -18,7 +18,7 @@ static const char *const variables[] = {
     "CURD_PAGEABLE_DIRECT_MAX",    "CURD_FENCE_SPIN_US",
     "CURD_LANDING_BYTES",          "CURD_UPLOAD_GROWTH_THREADS",
     "CURD_UPLOAD_GROWTH_MIN",      "CURD_COMPARE_PARALLEL_MIN",
-    "CURD_TOUCH_DOWNLOAD_MAX",     "CURD_GATHER_BATCH",
+    "CURD_TOUCH_DOWNLOAD_MAX",
 };
 
 static void unset_all(void)
@@ -111,7 +111,6 @@ static void test_every_variable_sets_its_field(void)
     g_assert_cmpuint(
         read_with("CURD_TOUCH_DOWNLOAD_MAX", "256k").touch_download_max, ==,
         256u << 10);
-    g_assert_cmpuint(read_with("CURD_GATHER_BATCH", "1").gather_batch, ==, 1);
     g_assert_cmpuint(
         read_with("CURD_PAGEABLE_DIRECT_MAX", "0").pageable_direct_max, ==, 0);
     g_assert_cmpuint(

@@ -129,15 +129,6 @@ typedef struct curdi_cu_mem_access_desc {
     unsigned int flags; /* CUmemAccess_flags */
 } curdi_cu_mem_access_desc;
 typedef struct CUmemAccessDesc_st curdi_cu_mem_access_desc_abi_t;
-/* CUmemcpyAttributes (_v1, CUDA 12.8+): how the copies of one
- * cuMemcpyBatchAsync read their sources. */
-typedef struct curdi_cu_memcpy_attributes {
-    unsigned int src_access_order; /* CUmemcpySrcAccessOrder */
-    curdi_cu_mem_location src_location_hint;
-    curdi_cu_mem_location dst_location_hint;
-    unsigned int flags; /* CUmemcpyFlags */
-} curdi_cu_memcpy_attributes;
-typedef struct CUmemcpyAttributes_st curdi_cu_memcpy_attributes_abi_t;
 
 /* The same memory seen as the type the entry point declares: the driver
  * reads the bytes, whose layout test-cuda-abi proves equal. */
@@ -167,11 +158,6 @@ curdi_cu_mem_access_desc_abi(const curdi_cu_mem_access_desc *desc)
 {
     return (const curdi_cu_mem_access_desc_abi_t *)(const void *)desc;
 }
-static inline curdi_cu_memcpy_attributes_abi_t *
-curdi_cu_memcpy_attributes_abi(curdi_cu_memcpy_attributes *attributes)
-{
-    return (curdi_cu_memcpy_attributes_abi_t *)(void *)attributes;
-}
 
 /* The first CUDA version whose driver curd supports, and the version it
  * asks cuGetProcAddress for: each entry then resolves to the ABI variant
@@ -181,11 +167,6 @@ curdi_cu_memcpy_attributes_abi(curdi_cu_memcpy_attributes *attributes)
 /* Entries of tier OPTIONAL_12_4 first appeared in CUDA 12.4; they are
  * asked for at that version, and a 12.0 driver simply lacks them. */
 #define CURDI_CUDA_12_4_VERSION 12040
-/* Entries of tier OPTIONAL_13_0 are asked for at CUDA 13.0, whose ABI
- * they declare, and only of a driver of 13.0 or newer: an older one would
- * hand back its own variant (cuMemcpyBatchAsync of 12.8 takes one more
- * parameter). */
-#define CURDI_CUDA_13_0_VERSION 13000
 
 /* CUresult values: X(NAME without the CUDA_ prefix, value). */
 #define CURDI_CUDA_RESULT_LIST(X)                                             \
@@ -329,9 +310,7 @@ curdi_cu_memcpy_attributes_abi(curdi_cu_memcpy_attributes *attributes)
     X(CU_MEM_LOCATION_TYPE_DEVICE, 0x1)                                       \
     X(CU_MEM_ALLOCATION_TYPE_PINNED, 0x1)                                     \
     X(CU_MEM_ALLOC_GRANULARITY_MINIMUM, 0x0)                                  \
-    X(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, 0x1)                              \
-    X(CU_MEMCPY_SRC_ACCESS_ORDER_STREAM, 0x1)                                 \
-    X(CU_MEMCPY_FLAG_DEFAULT, 0x0)
+    X(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, 0x1)
 
 #define CURDI_ABI_RESULT_ENUM_(name, value) CURDI_CUDA_##name = value,
 #define CURDI_ABI_ATTRIBUTE_ENUM_(name, value)                                \
@@ -351,9 +330,8 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
  * The base name is what cuGetProcAddress takes; the fallback is the
  * symbol that carries the same ABI when cuGetProcAddress cannot help. The
  * tier is REQUIRED (without it the driver counts as too old), OPTIONAL
- * (its absence is a capability flag), OPTIONAL_12_4 (optional, and
- * asked for at CUDA 12.4, where it first appeared) or OPTIONAL_13_0
- * (optional, asked for at CUDA 13.0, and only of a 13.0 driver or newer). Parameter lists match cuda.h as of
+ * (its absence is a capability flag) or OPTIONAL_12_4 (optional, and
+ * asked for at CUDA 12.4, where it first appeared). Parameter lists match cuda.h as of
  * CUDA_MIN_VERSION. Each entry gets a function-pointer type
  * curdi_pfn_<base name>. */
 #define CURDI_CUDA_ENTRY_LIST(X)                                              \
@@ -637,12 +615,7 @@ enum curdi_cu_flag_value { CURDI_CU_FLAG_LIST(CURDI_ABI_FLAG_ENUM_) };
       (curdi_cu_mem_allocation_prop_abi_t *prop, curdi_cu_mem_handle handle), \
       (prop, handle))                                                         \
     X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", OPTIONAL,   \
-      (curdi_cu_mem_handle * handle, void *address), (handle, address))        \
-    X(cuMemcpyBatchAsync, "cuMemcpyBatchAsync_v2", OPTIONAL_13_0,             \
-      (curdi_cu_deviceptr * dsts, curdi_cu_deviceptr * srcs, size_t * sizes,  \
-       size_t count, curdi_cu_memcpy_attributes_abi_t * attrs,                \
-       size_t * attrs_idxs, size_t num_attrs, curdi_cu_stream stream),        \
-      (dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, stream))
+      (curdi_cu_mem_handle * handle, void *address), (handle, address))
 
 #define CURDI_ABI_PFN_(name, symbol, tier, params, args)                      \
     typedef curdi_cu_result (*curdi_pfn_##name) params;

@@ -184,28 +184,18 @@ static void driver_load_once_body(void)
     memset(&loaded, 0, sizeof loaded);
     const char *missing = NULL;
 #define CURDI_RESOLVE_(name, symbol, tier, params, args)                      \
-    loaded.name = CURDI_AS_FN(                                                \
-        curdi_pfn_##name,                                                     \
-        version >= CURDI_TIER_DRIVER_MIN_##tier                               \
-            ? resolve(get_v2, get_v1, #name, symbol,                          \
-                      CURDI_TIER_VERSION_##tier)                              \
-            : NULL);                                                          \
+    loaded.name = CURDI_AS_FN(curdi_pfn_##name,                               \
+                              resolve(get_v2, get_v1, #name, symbol,          \
+                                      CURDI_TIER_VERSION_##tier));            \
     if (loaded.name == NULL && CURDI_TIER_IS_REQUIRED_##tier &&               \
         missing == NULL)                                                      \
         missing = #name;
 #define CURDI_TIER_IS_REQUIRED_REQUIRED 1
 #define CURDI_TIER_IS_REQUIRED_OPTIONAL 0
 #define CURDI_TIER_IS_REQUIRED_OPTIONAL_12_4 0
-#define CURDI_TIER_IS_REQUIRED_OPTIONAL_13_0 0
 #define CURDI_TIER_VERSION_REQUIRED CURDI_CUDA_MIN_VERSION
 #define CURDI_TIER_VERSION_OPTIONAL CURDI_CUDA_MIN_VERSION
 #define CURDI_TIER_VERSION_OPTIONAL_12_4 CURDI_CUDA_12_4_VERSION
-#define CURDI_TIER_VERSION_OPTIONAL_13_0 CURDI_CUDA_13_0_VERSION
-/* The oldest driver each tier is asked of. */
-#define CURDI_TIER_DRIVER_MIN_REQUIRED 0
-#define CURDI_TIER_DRIVER_MIN_OPTIONAL 0
-#define CURDI_TIER_DRIVER_MIN_OPTIONAL_12_4 0
-#define CURDI_TIER_DRIVER_MIN_OPTIONAL_13_0 CURDI_CUDA_13_0_VERSION
     CURDI_CUDA_ENTRY_LIST(CURDI_RESOLVE_)
 #undef CURDI_RESOLVE_
     if (missing != NULL) {

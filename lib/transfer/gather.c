@@ -168,7 +168,6 @@ curd_status curdi_gather_kernels_get(curd_device *device,
     curdi_cu_module module = NULL;
     curdi_gather_kernels kernels;
     curd_status status;
-    memset(&kernels, 0, sizeof kernels); /* batched: false */
 
     pthread_mutex_lock(&state->lock);
     if (state->loaded) {
@@ -220,8 +219,6 @@ curd_status curdi_gather_kernels_if_usable(curd_device *device,
     if (status == CURD_E_PROGRAM)
         return CURD_OK;
     *out_usable = status == CURD_OK;
-    out->batched = device->transfer->tuning.gather_batch != 0
-                   && curdi_driver_get()->cuMemcpyBatchAsync != NULL;
     return status;
 }
 
@@ -274,55 +271,11 @@ static curd_status table_launch(const curdi_gather_kernels *kernels,
     return CURD_OK;
 }
 
-/* The pieces per cuMemcpyBatchAsync call: its three arrays on the stack. */
-#define BATCH_PIECES 256u
-
-/* The same pieces by the copy engine: one cuMemcpyBatchAsync per
- * BATCH_PIECES, each piece a copy between its device bytes and the
- * page-locked stage (a host pointer is its own device address under
- * unified addressing), read in stream order. */
-static curd_status batch_enqueue(curdi_cu_stream stream, bool to_stage,
-                                 unsigned char *stage,
-                                 const curdi_engine_piece *pieces,
-                                 size_t count)
-{
-    curdi_cu_deviceptr dsts[BATCH_PIECES], srcs[BATCH_PIECES];
-    size_t sizes[BATCH_PIECES];
-    curdi_cu_memcpy_attributes attributes;
-    size_t first_copy = 0;
-    memset(&attributes, 0, sizeof attributes);
-    attributes.src_access_order = CURDI_CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    attributes.flags = CURDI_CU_MEMCPY_FLAG_DEFAULT;
-    for (size_t first = 0; first < count; first += BATCH_PIECES) {
-        size_t batch = count - first < BATCH_PIECES ? count - first
-                                                    : BATCH_PIECES;
-        for (size_t index = 0; index < batch; index++) {
-            const curdi_engine_piece *piece = &pieces[first + index];
-            curdi_cu_deviceptr host =
-                (curdi_cu_deviceptr)(uintptr_t)(stage + piece->stage_offset);
-            dsts[index] = to_stage ? host : piece->device_ptr;
-            srcs[index] = to_stage ? piece->device_ptr : host;
-            sizes[index] = (size_t)piece->byte_len;
-        }
-        curdi_cu_result cu_result = curdi_driver_note(
-            curdi_driver_get()->cuMemcpyBatchAsync(
-                dsts, srcs, sizes, batch,
-                curdi_cu_memcpy_attributes_abi(&attributes), &first_copy, 1,
-                stream));
-        if (cu_result != CURDI_CUDA_SUCCESS)
-            return curdi_driver_fail((int)cu_result, "cuMemcpyBatchAsync",
-                                     CURDI_DRIVER_FIX);
-    }
-    return CURD_OK;
-}
-
 curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
                                  unsigned char *stage,
                                  const curdi_engine_piece *pieces, size_t count)
 {
-    if (kernels->batched)
-        return batch_enqueue(stream, to_stage, stage, pieces, count);
     curdi_gather_table table;
     for (size_t first = 0; first < count; first += CURDI_GATHER_PIECES) {
         size_t batch = count - first < CURDI_GATHER_PIECES

@@ -72,9 +72,6 @@ _Static_assert(sizeof(curdi_gather_table) == 4080,
 typedef struct curdi_gather_kernels {
     curdi_cu_function gather;  /* device pieces -> host staging */
     curdi_cu_function scatter; /* host staging -> device pieces */
-    /* curdi_gather_enqueue moves the pieces by the copy engine instead,
-     * cuMemcpyBatchAsync (CURD_GATHER_BATCH, where the driver has it). */
-    bool batched;
 } curdi_gather_kernels;
 
 /* Creates device->gather (no driver call; the module loads on first
@@ -109,9 +106,7 @@ curd_status curdi_gather_kernels_if_usable(struct curd_device *device,
                                            curdi_gather_kernels *out,
                                            bool *out_usable);
 
-/* Enqueues on stream the launches (or, for kernels->batched, the
- * cuMemcpyBatchAsync calls, 256 pieces each) that move count pieces
- * between their
+/* Enqueues on stream the launches that move count pieces between their
  * device bytes and stage + stage_offset, page-locked host memory (a pinned
  * allocation or a registration): into it (to_stage, curd_gather) or out
  * of it (curd_scatter). The pieces come in stage_offset order, back to

@@ -67,10 +67,6 @@ typedef struct curdi_tuning {
      * DMAs run, so that the copy-out finds them in the cache (plan.h,
      * curdi_plan_host.touches); 0: never. */
     uint64_t touch_download_max;       /* CURD_TOUCH_DOWNLOAD_MAX */
-    /* 1: a gathering plan moves its pieces with cuMemcpyBatchAsync (the
-     * copy engine) where the driver has it, instead of the kernels
-     * (gather.h); 0: the kernels. */
-    uint64_t gather_batch;             /* CURD_GATHER_BATCH */
     /* A single upload from pageable memory of at most this many bytes goes
      * to the driver as it is (lib/transfer/plan.h,
      * curdi_plan_pageable_direct); 0: never. */

@@ -2659,49 +2659,6 @@ static curdi_cu_result f_cuMemRetainAllocationHandle(
     return unlock_with(new_mem_handle(o->allocation, handle));
 }
 
-/* A batch of copies (CUDA 13.0's form; curd asks for it of a 13.0 driver
- * only, so FAKE_CUDA_VERSION=13000 makes it reachable). Checked as the
- * driver documents: a count and attributes that fit it, the first
- * attribute at copy 0, each at a later copy than the one before, a valid
- * source order; each pointer that lies in device memory must hold its
- * whole copy there. The copies are made at once, in order (the real
- * driver keeps none within a batch). */
-static curdi_cu_result f_cuMemcpyBatchAsync(
-    curdi_cu_deviceptr *dsts, curdi_cu_deviceptr *srcs, size_t *sizes,
-    size_t count, curdi_cu_memcpy_attributes_abi_t *attrs,
-    size_t *attrs_idxs, size_t num_attrs, curdi_cu_stream stream)
-{
-    ENTER_CONTEXT(device);
-    (void)device;
-    if (!valid_stream(stream))
-        return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
-    if (capturing(stream))
-        return unlock_with(CURDI_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    if (dsts == NULL || srcs == NULL || sizes == NULL || count == 0
-        || attrs == NULL || attrs_idxs == NULL || num_attrs == 0
-        || num_attrs > count || attrs_idxs[0] != 0)
-        return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    const curdi_cu_memcpy_attributes *attributes =
-        (const curdi_cu_memcpy_attributes *)(const void *)attrs;
-    for (size_t a = 0; a < num_attrs; a++)
-        if ((a > 0 && attrs_idxs[a] <= attrs_idxs[a - 1])
-            || attrs_idxs[a] >= count
-            || attributes[a].src_access_order < 1
-            || attributes[a].src_access_order > 3)
-            return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    for (size_t i = 0; i < count; i++) {
-        const curdi_cu_deviceptr ends[2] = {dsts[i], srcs[i]};
-        for (int e = 0; e < 2; e++)
-            if (find_range(ends[e], 1) != NULL
-                && find_range(ends[e], sizes[i]) == NULL)
-                return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
-    }
-    for (size_t i = 0; i < count; i++)
-        memmove((void *)(uintptr_t)dsts[i], (const void *)(uintptr_t)srcs[i],
-                sizes[i]);
-    return unlock_with(CURDI_CUDA_SUCCESS);
-}
-
 static curdi_cu_result f_cuDriverGetVersion(int *version)
 {
     return cuDriverGetVersion(version);

@@ -510,33 +510,24 @@ static curd_status download_pieces(api_world *w, const piece *table,
     return curd_download_batch(w->device, items, count);
 }
 
-/* The check after a download of table's pieces: each landed the bytes of
- * its buffer (source's, or where source is NULL the world's buffer's
- * model), and outside the pieces nothing is written, whatever happened. */
-static void download_pieces_check(api_world *w, const piece *table,
-                                  size_t count, curd_status status,
-                                  const unsigned char *source)
+static void download_pieces_finish(api_world *w, const piece *table,
+                                   size_t count, curd_status status)
 {
+    /* Outside the pieces nothing is written, whatever happened. */
     unsigned char *expected = malloc(w->host_len);
     API_CHECK(expected != NULL, "out of host memory");
     memcpy(expected, w->host_copy, w->host_len);
     for (size_t i = 0; i < count; i++)
         memcpy(expected + table[i].host_at,
-               status != CURD_OK ? w->host + table[i].host_at
-               : source != NULL  ? source + table[i].offset
-                                 : piece_model(w, &table[i]) + table[i].offset,
+               status == CURD_OK
+                   ? piece_model(w, &table[i]) + table[i].offset
+                   : w->host + table[i].host_at,
                table[i].len);
     bool same = memcmp(w->host, expected, w->host_len) == 0;
     free(expected);
     API_CHECK(same, status == CURD_OK
                         ? "the batch's bytes differ from the buffers'"
                         : "a failed batch wrote outside its pieces");
-}
-
-static void download_pieces_finish(api_world *w, const piece *table,
-                                   size_t count, curd_status status)
-{
-    download_pieces_check(w, table, count, status, NULL);
 }
 
 static curd_status upload_batch_call(api_world *w)
@@ -810,23 +801,20 @@ static void copy_wait_finish(api_world *w, curd_status status)
 }
 
 /* A second device (ordinal 1 where there is one, else a second handle of
- * device 0) in extra, opened with the environment variable `name` set to
- * value (none when NULL), with a buffer (made) holding host's fresh
- * bytes, which host_copy keeps. */
-static void second_device_with(api_world *w, const char *name,
-                               const char *value)
+ * device 0) in extra, opened with CURD_PEER_ACCESS as given, with a
+ * buffer (made) holding host's fresh bytes, which host_copy keeps. */
+static void second_device_with(api_world *w, const char *peer_access)
 {
     int count = 0;
     curd_device_options options;
     API_OK(curd_device_count(&count));
     api_world_options(&options);
     fresh_all(w);
-    if (name != NULL)
-        setenv(name, value, 1);
+    if (peer_access != NULL)
+        setenv("CURD_PEER_ACCESS", peer_access, 1);
     curd_status status =
         curd_device_open(count >= 2 ? 1 : 0, &options, &w->extra);
-    if (name != NULL)
-        unsetenv(name);
+    unsetenv("CURD_PEER_ACCESS");
     API_OK(status);
     API_OK(curd_buffer_alloc(w->extra, API_LARGE_BYTES, &w->made));
     API_OK(curd_buffer_upload(w->extra, w->made, w->host, API_LARGE_BYTES));
@@ -834,52 +822,12 @@ static void second_device_with(api_world *w, const char *name,
 
 static void second_device(api_world *w)
 {
-    second_device_with(w, NULL, NULL);
+    second_device_with(w, NULL);
 }
 
 static void second_device_staged(api_world *w)
 {
-    second_device_with(w, "CURD_PEER_ACCESS", "0");
-}
-
-/* A second device whose gathering plans move their pieces with
- * cuMemcpyBatchAsync (CURD_GATHER_BATCH; the stand-in sweep's driver is
- * a CUDA 13.0 one, which has it). */
-static void second_device_batch_copies(api_world *w)
-{
-    second_device_with(w, "CURD_GATHER_BATCH", "1");
-}
-
-/* Eight pieces of made at no common stride, into host's pageable half:
- * the planner gathers them. */
-static const piece gathered_pieces[] = {
-    {1, 0, 100, 0},        {1, 333, 1000, 200},   {1, 5000, 64, 1400},
-    {1, 9001, 4096, 1500}, {1, 20000, 7, 6000},   {1, 31000, 900, 6100},
-    {1, 47011, 2048, 7100}, {1, 60000, 333, 9200},
-};
-#define GATHERED_PIECES (sizeof gathered_pieces / sizeof gathered_pieces[0])
-
-static curd_status gathered_download_call(api_world *w)
-{
-    curd_download items[GATHERED_PIECES];
-    for (size_t i = 0; i < GATHERED_PIECES; i++)
-        items[i] = (curd_download){w->made, gathered_pieces[i].offset,
-                                   gathered_pieces[i].len,
-                                   w->host + gathered_pieces[i].host_at,
-                                   gathered_pieces[i].len};
-    return curd_download_batch(w->extra, items, GATHERED_PIECES);
-}
-
-/* made holds host_copy's bytes: each piece lands them; a failure writes
- * nothing outside the pieces. The device is closed whatever happened. */
-static void gathered_download_finish(api_world *w, curd_status status)
-{
-    download_pieces_check(w, gathered_pieces, GATHERED_PIECES, status,
-                          w->host_copy);
-    if (!lost(status))
-        API_OK(curd_buffer_free(w->extra, w->made));
-    (void)curd_device_close(w->extra);
-    w->extra = NULL;
+    second_device_with(w, "0");
 }
 
 /* Three spans from the second device's buffer into the world's: three
@@ -2245,9 +2193,6 @@ const api_op api_ops[] = {
      second_device, copy_between_call, copy_between_finish, 0},
     {"curd_buffer_copy", "from-a-second-device-staged", second_device_staged,
      copy_between_call, copy_between_finish, 0},
-    {"curd_download_batch", "gathered-by-batch-copies",
-     second_device_batch_copies, gathered_download_call,
-     gathered_download_finish, 0},
     {"curd_program_load", "jit-of-an-image-not-cached", evict_saxpy, load_call,
      load_finish, 0},
     {"curd_program_load", "link-of-two-ptx-not-cached", evict_saxpy,

@@ -118,10 +118,9 @@ static const tuning read_tunings[TUNINGS] = {
      * cache for the caller, as memcpy does). */
     {"destination touched under the DMA",
      {"CURD_TOUCH_DOWNLOAD_MAX=262144", NULL}},
-    /* Irregular reads: the gathered pieces on the copy engine, one
-     * cuMemcpyBatchAsync, instead of the gather kernel (strided reads do
-     * not gather: the same as the defaults there). */
-    {"gathered by batch copies", {"CURD_GATHER_BATCH=1", NULL}},
+    /* The refill cycled the landing area through the copy team's
+     * caches: does the slot's DMA wait on their snoops? */
+    {"no landing area (pinned pool slots)", {"CURD_LANDING_BYTES=0", NULL}},
 };
 static const tuning write_tunings[TUNINGS] = {
     {"copy team from 64 KiB", {"CURD_COPY_PARALLEL_MIN=65536", NULL}},
@@ -132,9 +131,9 @@ static const tuning write_tunings[TUNINGS] = {
     {"no streaming stores", {"CURD_STREAMING_UPLOAD_MIN=off", NULL}},
     {"copy team from 64 KiB + 64 KiB chunks",
      {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
-    /* Irregular writes: the scatter kernel's pieces on the copy
-     * engine instead. */
-    {"gathered by batch copies", {"CURD_GATHER_BATCH=1", NULL}},
+    {"copy team from 64 KiB polling + 64 KiB chunks",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_COPY_SPIN_US=200",
+      "CURD_CHUNK_MIN_BYTES=65536", NULL}},
 };
 
 typedef struct scattered {
