@@ -112,12 +112,12 @@ static const tuning read_tunings[TUNINGS] = {
      {"CURD_CHUNK_MIN_BYTES=65536", NULL}},
     {"streaming stores from 64 KiB",
      {"CURD_STREAMING_DOWNLOAD_MIN=65536", NULL}},
-    /* The copy-out's lines read in while the DMA runs (1.31x slower
-     * with the team and 1.22x with chunks, 1.4x faster with streaming
-     * stores, on the H200 on 2026-11-28; this one keeps the bytes in the
-     * cache for the caller, as memcpy does). */
-    {"destination touched under the DMA",
-     {"CURD_TOUCH_DOWNLOAD_MAX=262144", NULL}},
+    /* The default reads the copy-out's lines in while the DMA runs
+     * (1.09x to 1.17x faster cold on the H200 on 2026-11-29, and keeps
+     * the bytes in the cache for the caller, as memcpy does); this is
+     * the copy-out without it. */
+    {"destination not touched under the DMA",
+     {"CURD_TOUCH_DOWNLOAD_MAX=0", NULL}},
     /* The refill cycled the landing area through the copy team's
      * caches: does the slot's DMA wait on their snoops? */
     {"no landing area (pinned pool slots)", {"CURD_LANDING_BYTES=0", NULL}},
@@ -131,9 +131,10 @@ static const tuning write_tunings[TUNINGS] = {
     {"no streaming stores", {"CURD_STREAMING_UPLOAD_MIN=off", NULL}},
     {"copy team from 64 KiB + 64 KiB chunks",
      {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
-    {"copy team from 64 KiB polling + 64 KiB chunks",
-     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_COPY_SPIN_US=200",
-      "CURD_CHUNK_MIN_BYTES=65536", NULL}},
+    /* The default enqueues an irregular write's scatter before the host
+     * copy, waiting for its bytes; this is the scatter after the copy
+     * (strided writes do not scatter: the same as the defaults there). */
+    {"scatter after the host copy", {"CURD_SCATTER_WAIT_MAX=0", NULL}},
 };
 
 typedef struct scattered {
