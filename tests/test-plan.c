@@ -227,55 +227,6 @@ static void test_a_download_up_to_the_touch_maximum_touches(void)
     curdi_plan_free(&plan);
 }
 
-/* The host side of `count` pageable items of byte_len, a gap apart on the
- * device, gathered. */
-static void decide_gathered(size_t count, uint64_t byte_len, bool upload,
-                            const curdi_tuning *tuning, curdi_plan *plan,
-                            curdi_plan_host *host)
-{
-    curdi_gather_policy gather = {CURDI_PATH_GATHER, 1, MIB};
-    curdi_transfer_item items[64];
-    g_assert_cmpuint(count, <=, G_N_ELEMENTS(items));
-    for (size_t index = 0; index < count; index++)
-        items[index] = item_at(index, byte_len, 0);
-    g_assert_cmpint(curdi_plan_build(items, count, &gather, 0, plan), ==,
-                    CURD_OK);
-    g_assert_true(plan->gather);
-    curdi_plan_decide_host(plan, items, count, upload, tuning, host);
-}
-
-/* A gathered upload up to the maximum, which the team leaves to one
- * thread, enqueues its scatter before its host copy; never a download,
- * a longer upload, one the team shares, or any with the maximum 0. */
-static void test_a_gathered_upload_up_to_the_wait_maximum_scatters_waiting(void)
-{
-    curdi_tuning tuning;
-    curdi_plan plan;
-    curdi_plan_host host;
-    curdi_tuning_defaults(&tuning);
-    g_assert_cmpuint(tuning.scatter_wait_max, ==, MIB);
-    tuning.copy_parallel_min = 4 * MIB;
-    decide_gathered(64, 16 * KIB, true, &tuning, &plan, &host);
-    g_assert_true(host.scatter_waits);
-    curdi_plan_free(&plan);
-    decide_gathered(64, 16 * KIB, false, &tuning, &plan, &host);
-    g_assert_false(host.scatter_waits);
-    curdi_plan_free(&plan);
-    decide_gathered(64, 16 * KIB + 4 * KIB, true, &tuning, &plan, &host);
-    g_assert_false(host.scatter_waits);
-    curdi_plan_free(&plan);
-    tuning.copy_parallel_min = 512 * KIB;
-    decide_gathered(64, 16 * KIB, true, &tuning, &plan, &host);
-    g_assert_true(host.wants_team);
-    g_assert_false(host.scatter_waits);
-    curdi_plan_free(&plan);
-    tuning.copy_parallel_min = 4 * MIB;
-    tuning.scatter_wait_max = 0;
-    decide_gathered(64, 4 * KIB, true, &tuning, &plan, &host);
-    g_assert_false(host.scatter_waits);
-    curdi_plan_free(&plan);
-}
-
 static void test_an_upload_between_the_streaming_and_growth_minimums_streams(void)
 {
     curdi_tuning tuning;
@@ -453,8 +404,6 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/plan/host/a-download-from-the-streaming-minimum-uses-streaming-stores",
         test_a_download_from_the_streaming_minimum_uses_streaming_stores);
-    g_test_add_func("/plan/host/a-gathered-upload-up-to-the-wait-maximum-scatters-waiting",
-                    test_a_gathered_upload_up_to_the_wait_maximum_scatters_waiting);
     g_test_add_func("/plan/host/a-download-up-to-the-touch-maximum-touches",
                     test_a_download_up_to_the_touch_maximum_touches);
     g_test_add_func(

@@ -13,7 +13,6 @@
  * chunk's host side runs in queue order with the DMAs. The GPU half is
  * test-transfer-gpu.c and test-gather.c. */
 #include <glib.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,9 +39,6 @@ typedef struct fake_dma {
     uint64_t rows;
     uint64_t device_pitch;
     uint64_t host_pitch;
-    /* A scatter that waits: the host's word of bytes written, which must
-     * cover the chunk by the time the kernel runs. */
-    const _Atomic uint32_t *progress;
 } fake_dma;
 
 /* The device's largest pitch in the tests that do not set their own: a
@@ -62,15 +58,10 @@ typedef struct fake_device {
     unsigned strided;  /* strided DMAs (also counted in copies) */
     uint64_t chunk_len; /* the longest a gathered chunk may be */
     uint64_t max_pitch; /* 0: no strided DMAs */
-    bool scatter_waits; /* run_plan's staging asks for waiting scatters */
-    unsigned waiting;   /* waiting scatters enqueued */
 } fake_device;
 
 static void fake_run_kernel(const fake_dma *kernel)
 {
-    /* On a GPU the blocks would wait here until the host's copy is in. */
-    if (kernel->progress != NULL)
-        g_assert_cmpuint(atomic_load(kernel->progress), >=, kernel->byte_len);
     for (size_t i = 0; i < kernel->piece_count; i++) {
         const curdi_engine_piece *piece = &kernel->pieces[i];
         void *device = (void *)(uintptr_t)piece->device_ptr;
@@ -114,7 +105,7 @@ static curd_status fake_copy(void *context, bool upload, uint64_t device_ptr,
                              unsigned char *host, uint64_t byte_len)
 {
     fake_device *fake = context;
-    fake_dma dma = {upload, device_ptr, host, byte_len, NULL, 0, 1, 0, 0, NULL};
+    fake_dma dma = {upload, device_ptr, host, byte_len, NULL, 0, 1, 0, 0};
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
     g_assert_cmpuint(byte_len, >, 0);
@@ -131,7 +122,7 @@ static curd_status fake_copy_rows(void *context, bool upload,
     fake_device *fake = context;
     fake_dma dma = {upload, run->device_ptr, (unsigned char *)run->host,
                     run->width, NULL, 0, run->count, run->device_pitch,
-                    run->host_pitch, NULL};
+                    run->host_pitch};
     if (fake_fault(fake) != CURD_OK)
         return CURD_E_DRIVER;
     g_assert_cmpuint(run->width, >, 0);
@@ -150,21 +141,10 @@ static curd_status fake_copy_rows(void *context, bool upload,
  * pieces, a queued operation (and a fault point) like a DMA. */
 static curd_status fake_gathered(void *context, bool upload,
                                  unsigned char *host, uint64_t byte_len,
-                                 const curdi_engine_piece *pieces, size_t count,
-                                 uint64_t progress_offset)
+                                 const curdi_engine_piece *pieces, size_t count)
 {
     fake_device *fake = context;
-    fake_dma kernel = {upload, 0, host, byte_len, NULL, count, 1, 0, 0, NULL};
-    if (progress_offset != 0) {
-        /* Only an upload asked to wait does, its word after the chunk
-         * (the slot holds it), cleared before the launch. */
-        g_assert_true(upload && fake->scatter_waits);
-        g_assert_cmpuint(progress_offset, ==,
-                         curdi_engine_progress_offset(fake->chunk_len));
-        kernel.progress =
-            (const _Atomic uint32_t *)(const void *)(host + progress_offset);
-        g_assert_cmpuint(atomic_load(kernel.progress), ==, 0);
-    }
+    fake_dma kernel = {upload, 0, host, byte_len, NULL, count, 1, 0, 0};
     uint64_t at = 0;
     g_assert_cmpuint(byte_len, >, 0);
     g_assert_cmpuint(byte_len, <=, fake->chunk_len);
@@ -181,7 +161,6 @@ static curd_status fake_gathered(void *context, bool upload,
     kernel.pieces = g_memdup2(pieces, count * sizeof *pieces);
     g_array_append_val(fake->queue, kernel);
     fake->gathers++;
-    fake->waiting += progress_offset != 0;
     return CURD_OK;
 }
 
@@ -402,10 +381,7 @@ static curd_status run_plan(const curdi_plan *plan,
 {
     unsigned char *slots[CURDI_PLAN_SLOTS_MAX] = {NULL};
     curdi_engine_staging staging = {slots, 0, chunk_bytes,
-                                  CURDI_COPY_PIECE_BYTES, false, false,
-                                  fake->scatter_waits};
-    size_t slot_bytes =
-        (size_t)curdi_engine_slot_bytes(chunk_bytes, fake->scatter_waits);
+                                  CURDI_COPY_PIECE_BYTES, false, false};
     curdi_engine_ops ops = {.copy = fake_copy,
                           .copy_rows = fake_copy_rows,
                           .max_pitch = fake->max_pitch,
@@ -421,8 +397,8 @@ static curd_status run_plan(const curdi_plan *plan,
             staging.slot_count =
                 curdi_plan_slot_count(chunks, CURDI_STAGING_SLOTS_DEFAULT);
         for (unsigned i = 0; i < staging.slot_count; i++) {
-            slots[i] = g_malloc(slot_bytes);
-            curd_test_poison(slots[i], slot_bytes);
+            slots[i] = g_malloc((size_t)chunk_bytes);
+            curd_test_poison(slots[i], (size_t)chunk_bytes);
         }
         staging.streaming =
             !upload
@@ -862,8 +838,7 @@ static const curdi_gather_policy policy_gather = {CURDI_PATH_GATHER, 1, 1};
 
 static void random_round_trips(bool upload, int rounds, size_t max_items,
                                size_t max_buffer,
-                               const curdi_gather_policy *policy,
-                               bool scatter_waits)
+                               const curdi_gather_policy *policy)
 {
     for (int round = 0; round < rounds; round++) {
         scenario s;
@@ -884,7 +859,6 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
         /* Chunks from one byte to more than the whole stream. */
         chunk = (uint64_t)g_test_rand_int_range(1, 4096);
         fake_init(&fake);
-        fake.scatter_waits = scatter_waits;
         g_assert_cmpint(run_plan(&plan, s.items, upload, chunk, &fake, NULL,
                                  &result),
                         ==, CURD_OK);
@@ -899,12 +873,6 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
         if (plan.gather)
             g_assert_cmpuint(fake.gathers, ==,
                              (plan.stream_bytes + chunk - 1) / chunk);
-        /* Every scatter from staging waited, when asked to. */
-        g_assert_cmpuint(fake.waiting, ==,
-                         scatter_waits && upload && plan.gather
-                                 && plan.gather_host == NULL
-                             ? fake.gathers
-                             : 0);
         if (plan.stream_bytes == 0)
             g_assert_cmpuint(expected_bytes, <=, plan.dma_bytes);
         fake_fini(&fake);
@@ -915,31 +883,20 @@ static void random_round_trips(bool upload, int rounds, size_t max_items,
 
 static void test_random_upload_batches_match_the_reference(void)
 {
-    random_round_trips(true, 300, 40, 8192, NULL, false);
+    random_round_trips(true, 300, 40, 8192, NULL);
 }
 
 static void test_random_download_batches_match_the_reference(void)
 {
-    random_round_trips(false, 300, 40, 8192, NULL, false);
+    random_round_trips(false, 300, 40, 8192, NULL);
 }
 
 static void test_random_gathered_batches_match_the_reference(void)
 {
     for (int direction = 0; direction < 2; direction++) {
-        random_round_trips(direction == 0, 200, 40, 8192, &policy_gather,
-                           false);
-        random_round_trips(direction == 0, 200, 40, 8192, &policy_auto,
-                           false);
+        random_round_trips(direction == 0, 200, 40, 8192, &policy_gather);
+        random_round_trips(direction == 0, 200, 40, 8192, &policy_auto);
     }
-}
-
-/* Uploads whose scatter is enqueued before the host copy and waits for
- * it: every chunk's kernel runs (at the next mark, wait or finish) only
- * once the slot's word covers the chunk, and every byte lands. */
-static void test_random_waiting_scatters_match_the_reference(void)
-{
-    random_round_trips(true, 200, 40, 8192, &policy_gather, true);
-    random_round_trips(true, 200, 40, 8192, &policy_auto, true);
 }
 
 /* Scattered ranges of two buffers into one registered run laid out like
@@ -1113,10 +1070,7 @@ static void test_many_chunks_reuse_slots_only_after_their_dmas_ran(void)
 
 static void test_every_failing_op_returns_its_error_and_frees_everything(void)
 {
-    /* Runs 0 to 3: uploads and downloads, by DMAs and gathered; run 4: a
-     * gathered upload whose scatters wait, so that a failure after one is
-     * enqueued is seen to leave it its bytes (the drain runs it). */
-    for (int run = 0; run < 5; run++) {
+    for (int run = 0; run < 4; run++) {
         bool upload = run % 2 == 0;
         const curdi_gather_policy *policy = run < 2 ? NULL : &policy_gather;
         for (unsigned fail_at = 1;; fail_at++) {
@@ -1132,7 +1086,6 @@ static void test_every_failing_op_returns_its_error_and_frees_everything(void)
                             CURD_OK);
             fake_init(&fake);
             fake.fail_at = fail_at;
-            fake.scatter_waits = run == 4;
             status = run_plan(&plan, s.items, upload, 64, &fake, NULL, &result);
             if (fake.calls < fail_at) {
                 /* Past the last op: the run succeeded untouched. */
@@ -1565,8 +1518,6 @@ int main(int argc, char **argv)
     g_test_add_func(
         "/transfer/engine/scattered-reads-into-one-registered-run-gather-straight-there",
         test_scattered_reads_into_one_registered_run_gather_straight_there);
-    g_test_add_func("/transfer/engine/random-waiting-scatters-match-the-reference",
-                    test_random_waiting_scatters_match_the_reference);
     g_test_add_func("/transfer/engine/random-gathered-batches-match-the-reference",
                     test_random_gathered_batches_match_the_reference);
     g_test_add_func("/transfer/engine/random-upload-batches-match-the-reference",

@@ -18,7 +18,7 @@ static const char *const variables[] = {
     "CURD_PAGEABLE_DIRECT_MAX",    "CURD_FENCE_SPIN_US",
     "CURD_LANDING_BYTES",          "CURD_UPLOAD_GROWTH_THREADS",
     "CURD_UPLOAD_GROWTH_MIN",      "CURD_COMPARE_PARALLEL_MIN",
-    "CURD_TOUCH_DOWNLOAD_MAX",     "CURD_SCATTER_WAIT_MAX",
+    "CURD_TOUCH_DOWNLOAD_MAX",
 };
 
 static void unset_all(void)
@@ -60,7 +60,6 @@ static void test_without_variables_the_defaults_hold(void)
     g_assert_cmpuint(defaults.landing_bytes, ==, CURDI_LANDING_BYTES_DEFAULT);
     g_assert_cmpuint(defaults.touch_download_max, ==,
                      CURDI_TOUCH_DOWNLOAD_MAX_DEFAULT);
-    g_assert_cmpuint(defaults.scatter_wait_max, ==, 1u << 20);
 }
 
 static void test_every_variable_sets_its_field(void)
@@ -111,11 +110,6 @@ static void test_every_variable_sets_its_field(void)
         32u << 20);
     g_assert_cmpuint(
         read_with("CURD_TOUCH_DOWNLOAD_MAX", "256k").touch_download_max, ==,
-        256u << 10);
-    g_assert_cmpuint(
-        read_with("CURD_SCATTER_WAIT_MAX", "0").scatter_wait_max, ==, 0);
-    g_assert_cmpuint(
-        read_with("CURD_SCATTER_WAIT_MAX", "256k").scatter_wait_max, ==,
         256u << 10);
     g_assert_cmpuint(
         read_with("CURD_PAGEABLE_DIRECT_MAX", "0").pageable_direct_max, ==, 0);

@@ -34,7 +34,6 @@
 #include <emmintrin.h>
 #endif
 
-#include "base/assert.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -188,37 +187,6 @@ void curdi_copy_team_streaming(void *dst, const void *src, size_t byte_len)
 {
     stream_unfenced(dst, src, byte_len);
     stream_fence();
-}
-
-void curdi_copy_team_publish(const curdi_copy_piece *pieces, size_t count,
-                             bool streaming, const unsigned char *base,
-                             _Atomic uint32_t *written)
-{
-    const unsigned char *previous_end = base;
-    for (size_t index = 0; index < count; index++) {
-        const curdi_copy_piece *piece = &pieces[index];
-        unsigned char *dst = piece->dst;
-        const unsigned char *src = piece->src;
-        size_t left = piece->byte_len;
-        CURDI_ASSERT(dst >= previous_end);
-        while (left > 0) {
-            size_t part = left < CURDI_COPY_PUBLISH_BYTES
-                              ? left
-                              : CURDI_COPY_PUBLISH_BYTES;
-            if (streaming) {
-                stream_unfenced(dst, src, part);
-                stream_fence();
-            } else {
-                memcpy(dst, src, part);
-            }
-            dst += part;
-            src += part;
-            left -= part;
-            atomic_store_explicit(written, (uint32_t)(dst - base),
-                                  memory_order_release);
-        }
-        previous_end = dst;
-    }
 }
 
 /* The engine built each piece inside a staging slot and a caller range

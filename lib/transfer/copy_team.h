@@ -8,7 +8,6 @@
 #ifndef CURD_LIB_TRANSFER_COPY_TEAM_H
 #define CURD_LIB_TRANSFER_COPY_TEAM_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,10 +17,6 @@
 /* The engine splits host copies into pieces of this size for the team
  * (the default; lib/transfer/tuning.h). */
 #define CURDI_COPY_PIECE_BYTES ((uint64_t)256 * 1024)
-/* curdi_copy_team_publish raises its word after at most this many bytes:
- * a waiting scatter's 4 KiB tiles then trail the copy by about a
- * microsecond (16 KiB of a 256 KiB copy of ~16 us). */
-#define CURDI_COPY_PUBLISH_BYTES ((size_t)16 * 1024)
 /* Below this a job is copied by its caller alone (the default;
  * lib/transfer/tuning.h). A worker that wakes late costs its caller nothing, but
  * on the H100 host of doc/PERFORMANCE.md (a virtual machine) a sleeping
@@ -110,18 +105,6 @@ void curdi_copy_team_cool(curdi_copy_team *team, uint64_t warmth);
  * curdi_copy_team_streaming instead of memcpy. */
 void curdi_copy_team_run(curdi_copy_team *team, const curdi_copy_piece *pieces,
                          size_t count, bool streaming);
-
-/* Copies every piece on the calling thread alone, in order, for a reader
- * on the device that is already waiting for them (a scatter enqueued
- * before its bytes, lib/transfer/engine.h): after each
- * CURDI_COPY_PUBLISH_BYTES or less of a piece, the bytes written are made
- * visible (streaming stores fenced) and *written is raised, with release
- * order, to the end of that part counted from base. The pieces' first
- * destination bytes must grow from base, each piece's end within 4 GiB of
- * it. streaming: as curdi_copy_team_run. */
-void curdi_copy_team_publish(const curdi_copy_piece *pieces, size_t count,
-                             bool streaming, const unsigned char *base,
-                             _Atomic uint32_t *written);
 
 /* Reads one byte of each cache line of every piece's destination, on the
  * calling thread alone: a copy into those lines made soon after finds

@@ -5,7 +5,6 @@
  * and curdi_engine_run, which runs a plan through curdi_engine_ops. */
 #include "transfer/engine.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +25,6 @@ typedef struct curdi_engine {
     uint64_t piece_bytes;
     bool streaming;
     bool touch;
-    bool scatter_waits;
     const curdi_engine_ops *ops;
     curdi_copy_team *team;
     /* The DMAs not yet enqueued: rows that the next copy may join
@@ -228,15 +226,6 @@ static size_t engine_host_pieces(curdi_engine *engine,
     return count;
 }
 
-/* The word of bytes written of slot `slot` (scatter_waits). */
-static _Atomic uint32_t *engine_progress_word(const curdi_engine *engine,
-                                              unsigned slot)
-{
-    return (_Atomic uint32_t *)(void *)(
-        engine->slots[slot]
-        + curdi_engine_progress_offset(engine->chunk_bytes));
-}
-
 /* The host copies of chunk `chunk`, made (by the team, where it has one). */
 static void engine_host_copy(curdi_engine *engine,
                              curdi_item_cursor *cursor, uint64_t chunk,
@@ -247,31 +236,10 @@ static void engine_host_copy(curdi_engine *engine,
                         engine->streaming);
 }
 
-/* The host copies of chunk `chunk` into slot `slot` for a scatter
- * already enqueued, on the calling thread alone, the slot's word of bytes
- * written raised as they land and then set to the whole chunk (the copies
- * of overlapping items are made by engine_host_pieces, and raise it only
- * then). */
-static void engine_host_copy_publishing(curdi_engine *engine,
-                                        curdi_item_cursor *cursor,
-                                        uint64_t chunk, unsigned slot)
-{
-    uint64_t chunk_start, chunk_end;
-    engine_chunk_range(engine, chunk, &chunk_start, &chunk_end);
-    _Atomic uint32_t *written = engine_progress_word(engine, slot);
-    size_t count = engine_host_pieces(engine, cursor, chunk, slot);
-    curdi_copy_team_publish(engine->pieces, count, engine->streaming,
-                            engine->slots[slot], written);
-    /* A chunk lies below 4 GiB (CURDI_CHUNK_BYTES_LIMIT). */
-    atomic_store_explicit(written, (uint32_t)(chunk_end - chunk_start),
-                          memory_order_release);
-}
-
 /* Moves chunk `chunk` between its host side (slot `slot`, or the
  * registered memory of a plan that gathers straight there) and the
  * spans' device bytes: one DMA per span piece, or, for a gathering plan,
- * one gathered move of the whole chunk (which waits for the host copy
- * when the scatter waits: the word is cleared first). */
+ * one gathered move of the whole chunk. */
 static curd_status engine_chunk_move(curdi_engine *engine,
                                      size_t *span_cursor, uint64_t chunk,
                                      unsigned slot)
@@ -327,18 +295,9 @@ static curd_status engine_chunk_move(curdi_engine *engine,
     status = engine_flush(engine);
     if (status != CURD_OK)
         return status;
-    uint64_t progress_offset = 0;
-    if (engine->scatter_waits) {
-        /* The previous use of the slot has ended: its scatter was waited
-         * for (or this is the slot's first chunk of the run). */
-        atomic_store_explicit(engine_progress_word(engine, slot), 0u,
-                              memory_order_relaxed);
-        progress_offset = curdi_engine_progress_offset(engine->chunk_bytes);
-    }
     status = engine->ops->gathered(engine->ops->context, engine->upload, host,
                                    chunk_end - chunk_start,
-                                   engine->chunk_pieces, count,
-                                   progress_offset);
+                                   engine->chunk_pieces, count);
     if (status == CURD_OK) {
         engine->result.dma_ops++;
         engine->result.dma_bytes += chunk_end - chunk_start;
@@ -416,20 +375,10 @@ static curd_status engine_staged(curdi_engine *engine)
                 if (status != CURD_OK)
                     return status;
             }
-            if (engine->scatter_waits) {
-                /* Once the scatter is enqueued its bytes are owed: the
-                 * copy cannot fail, and raises the word to the chunk's
-                 * end, so nothing after it can leave the stream held. */
-                status = engine_chunk_move(engine, &span_cursor, chunk, slot);
-                if (status != CURD_OK)
-                    return status;
-                engine_host_copy_publishing(engine, &fill_cursor, chunk, slot);
-            } else {
-                engine_host_copy(engine, &fill_cursor, chunk, slot);
-                status = engine_chunk_move(engine, &span_cursor, chunk, slot);
-                if (status != CURD_OK)
-                    return status;
-            }
+            engine_host_copy(engine, &fill_cursor, chunk, slot);
+            status = engine_chunk_move(engine, &span_cursor, chunk, slot);
+            if (status != CURD_OK)
+                return status;
             if (chunk + slot_count < chunk_count) {
                 status = engine_mark(engine, slot);
                 if (status != CURD_OK)
@@ -528,9 +477,6 @@ curd_status curdi_engine_run(const curdi_plan *plan,
     engine.piece_bytes = staging->piece_bytes;
     engine.streaming = staging->streaming;
     engine.touch = staging->touch;
-    /* Only a gathering plan's staged upload scatters from its slots. */
-    engine.scatter_waits = staging->scatter_waits && upload && plan->gather
-                           && plan->gather_host == NULL;
     engine.ops = ops;
     engine.team = team;
 

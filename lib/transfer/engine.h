@@ -41,14 +41,10 @@ typedef struct curdi_engine_ops {
      * device bytes in one kernel launch (scatter for an upload, gather
      * for a download). pieces come in stage_offset order, back to back
      * from 0 to byte_len. Ordered like a DMA: mark, wait and finish cover
-     * it. progress_offset 0, or (an upload whose scatter waits,
-     * curdi_engine_staging.scatter_waits) where the word of bytes written
-     * lies, host + progress_offset: the engine enqueues the move before
-     * it copies the chunk's bytes in, and the move waits on the device
-     * until the word covers each part (curdi_gather_enqueue_waiting). */
+     * it. */
     curd_status (*gathered)(void *context, bool upload, unsigned char *host,
                             uint64_t byte_len, const curdi_engine_piece *pieces,
-                            size_t count, uint64_t progress_offset);
+                            size_t count);
     /* Marks the point after the DMAs enqueued so far that touch staging
      * slot `slot`, so a later wait(slot) returns once they are done. */
     curd_status (*mark)(void *context, unsigned slot);
@@ -78,27 +74,7 @@ typedef struct curdi_engine_staging {
     /* A download reads in the lines its last copy-out will write while
      * its last DMAs run (curdi_copy_team_touch). */
     bool touch;
-    /* A gathering upload enqueues each chunk's scatter first, then copies
-     * the chunk in on the calling thread alone, raising the slot's word
-     * of bytes written as it goes (curdi_copy_team_publish): the slots
-     * then hold curdi_engine_slot_bytes each, the word after the chunk. */
-    bool scatter_waits;
 } curdi_engine_staging;
-
-/* Where a slot's word of bytes written lies (scatter_waits): the first
- * 64-byte line after chunk_bytes. */
-static inline uint64_t curdi_engine_progress_offset(uint64_t chunk_bytes)
-{
-    return (chunk_bytes + 63u) & ~(uint64_t)63u;
-}
-
-/* The bytes a staging slot holds for chunks of chunk_bytes. */
-static inline uint64_t curdi_engine_slot_bytes(uint64_t chunk_bytes,
-                                               bool scatter_waits)
-{
-    return scatter_waits ? curdi_engine_progress_offset(chunk_bytes) + 64u
-                         : chunk_bytes;
-}
 
 /* Moves the plan's bytes. On success every byte has arrived and finish
  * was called once; on failure the caller must drain whatever was

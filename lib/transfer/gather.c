@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/assert.h"
 #include "base/status.h"
 #include "core/core.h"
 #include "driver/driver.h"
@@ -272,13 +271,10 @@ static curd_status table_launch(const curdi_gather_kernels *kernels,
     return CURD_OK;
 }
 
-/* The launches of count pieces, CURDI_GATHER_PIECES each, their tables
- * naming signal_offset (0: none). */
-static curd_status enqueue_tables(const curdi_gather_kernels *kernels,
-                                  curdi_cu_stream stream, bool to_stage,
-                                  unsigned char *stage,
-                                  const curdi_engine_piece *pieces,
-                                  size_t count, size_t signal_offset)
+curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
+                                 curdi_cu_stream stream, bool to_stage,
+                                 unsigned char *stage,
+                                 const curdi_engine_piece *pieces, size_t count)
 {
     curdi_gather_table table;
     for (size_t first = 0; first < count; first += CURDI_GATHER_PIECES) {
@@ -286,33 +282,12 @@ static curd_status enqueue_tables(const curdi_gather_kernels *kernels,
                            ? count - first
                            : CURDI_GATHER_PIECES;
         table_fill(&table, &pieces[first], batch);
-        table.signal_offset = (uint32_t)signal_offset;
         curd_status status =
             table_launch(kernels, stream, to_stage, stage, &table);
         if (status != CURD_OK)
             return status;
     }
     return CURD_OK;
-}
-
-curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
-                                 curdi_cu_stream stream, bool to_stage,
-                                 unsigned char *stage,
-                                 const curdi_engine_piece *pieces, size_t count)
-{
-    return enqueue_tables(kernels, stream, to_stage, stage, pieces, count, 0);
-}
-
-curd_status curdi_gather_enqueue_waiting(const curdi_gather_kernels *kernels,
-                                         curdi_cu_stream stream,
-                                         unsigned char *stage,
-                                         const curdi_engine_piece *pieces,
-                                         size_t count, size_t progress_offset)
-{
-    CURDI_ASSERT(progress_offset != 0 && progress_offset % 4u == 0
-                 && progress_offset <= UINT32_MAX);
-    return enqueue_tables(kernels, stream, false, stage, pieces, count,
-                          progress_offset);
 }
 
 curd_status curdi_gather_enqueue_signalled(const curdi_gather_kernels *kernels,

@@ -40,8 +40,7 @@ struct curd_gather_table {
     unsigned int count;       // pieces used, 1 to CURD_GATHER_PIECES
     unsigned int range_start; // the staging bytes this launch covers
     unsigned int range_end;
-    unsigned int signal_offset; // 0, or curd_gather: where block 0's word
-                                // is; curd_scatter: where the host's is
+    unsigned int signal_offset; // curd_gather: 0, or where block 0's word is
     curd_gather_piece piece[CURD_GATHER_PIECES];
 };
 
@@ -151,35 +150,8 @@ extern "C" __global__ void curd_gather(unsigned char *stage,
     }
 }
 
-// Returns once the host has written the staging bytes of this block's
-// tile (the word at stage + table.signal_offset has reached its end).
-__device__ static void wait_for_host(const unsigned char *stage,
-                                     const curd_gather_table &table)
-{
-    if (threadIdx.x == 0) {
-        unsigned int tile_start =
-            table.range_start + blockIdx.x * CURD_GATHER_TILE;
-        unsigned int tile_end = table.range_end - tile_start > CURD_GATHER_TILE
-                                    ? tile_start + CURD_GATHER_TILE
-                                    : table.range_end;
-        const unsigned int *word =
-            (const unsigned int *)(stage + table.signal_offset);
-        unsigned int written;
-        do {
-            asm volatile("ld.acquire.sys.u32 %0, [%1];"
-                         : "=r"(written)
-                         : "l"(word)
-                         : "memory");
-        } while (written < tile_end);
-    }
-    __syncthreads();
-}
-
 extern "C" __global__ void curd_scatter(unsigned char *stage,
                                         const __grid_constant__ curd_gather_table table)
 {
-    if (table.signal_offset != 0
-        && table.range_start + blockIdx.x * CURD_GATHER_TILE < table.range_end)
-        wait_for_host(stage, table);
     move_tile<false>(stage, table);
 }

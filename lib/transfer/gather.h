@@ -61,9 +61,7 @@ typedef struct curdi_gather_table {
     uint32_t count;
     uint32_t range_start;
     uint32_t range_end;
-    /* 0, or curd_gather: its blocks' words; curd_scatter: the host's
-     * word of bytes written (curdi_gather_enqueue_waiting) */
-    uint32_t signal_offset;
+    uint32_t signal_offset; /* curd_gather: 0, or its blocks' words */
     curdi_gather_piece piece[CURDI_GATHER_PIECES];
 } curdi_gather_table;
 
@@ -118,21 +116,6 @@ curd_status curdi_gather_enqueue(const curdi_gather_kernels *kernels,
                                  curdi_cu_stream stream, bool to_stage,
                                  unsigned char *stage,
                                  const curdi_engine_piece *pieces, size_t count);
-
-/* curdi_gather_enqueue out of the staging area (curd_scatter) enqueued
- * before the host has written it: each block waits until the uint32_t at
- * stage + progress_offset, the count of staging bytes from stage's first
- * that the host has written, covers its tile (lib/transfer/gather.cu).
- * The caller sets that word to 0 before this call and, once it returns
- * CURD_OK, raises it as it writes, with release order, to the end of the
- * last piece at least: until then the launches hold the stream. The word
- * lies outside the pieces' bytes, 4-aligned, at a non-zero offset below
- * 4 GiB. */
-curd_status curdi_gather_enqueue_waiting(const curdi_gather_kernels *kernels,
-                                         curdi_cu_stream stream,
-                                         unsigned char *stage,
-                                         const curdi_engine_piece *pieces,
-                                         size_t count, size_t progress_offset);
 
 /* The most blocks a signalling launch may have: their words fill one
  * 64-byte line. */

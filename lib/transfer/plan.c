@@ -573,10 +573,6 @@ void curdi_plan_decide_host(curdi_plan *plan, const curdi_transfer_item *items,
         out_host->touches = !upload && plan->gather_host == NULL
                             && !out_host->streaming
                             && plan->stream_bytes <= tuning->touch_download_max;
-        out_host->scatter_waits =
-            upload && plan->gather && plan->gather_host == NULL
-            && !out_host->wants_team
-            && plan->stream_bytes <= tuning->scatter_wait_max;
     }
     out_host->copy_ops_bound =
         (uint64_t)plan->span_count + count + out_host->chunk_count;

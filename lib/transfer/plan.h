@@ -279,11 +279,6 @@ typedef struct curdi_plan_host {
      * touch_download_max bytes and without streaming stores: the caller
      * reads in the lines of its last copy-out while the DMAs run. */
     bool touches;
-    /* An upload that scatters from staging (a gathering plan, not
-     * straight from registered memory), of at most scatter_wait_max
-     * bytes and without the team: each chunk's scatter is enqueued before
-     * its host copy and waits for the copy's bytes (lib/transfer/engine.h). */
-    bool scatter_waits;
     /* The stream is at least copy_parallel_min and has host copies: the
      * device's copy team shares them. */
     bool wants_team;

@@ -75,17 +75,10 @@ static curd_status run_copy_rows(void *context, bool upload,
 
 static curd_status run_gathered(void *context, bool upload,
                                 unsigned char *host, uint64_t byte_len,
-                                const curdi_engine_piece *pieces, size_t count,
-                                uint64_t progress_offset)
+                                const curdi_engine_piece *pieces, size_t count)
 {
     curdi_run *run = context;
     (void)byte_len;
-    /* A waiting scatter is enqueued before the engine copies the chunk
-     * in (engine.h); the slot holds its word (curdi_engine_slot_bytes). */
-    if (progress_offset != 0)
-        return curdi_gather_enqueue_waiting(&run->kernels, run->stream, host,
-                                            pieces, count,
-                                            (size_t)progress_offset);
     /* The kernels reach the chunk's host side (a pinned staging slot or
      * registered memory) where the CPU sees it (lib/transfer/gather.h): one launch
      * moves the pieces across the bus, no DMA. The stream orders it after
@@ -301,7 +294,6 @@ curd_status curdi_run_resources_take(curdi_run *run)
     run->staging.chunk_bytes = run->host.chunk_bytes;
     run->staging.streaming = run->host.streaming;
     run->staging.touch = run->host.touches;
-    run->staging.scatter_waits = run->host.scatter_waits;
     run_team_take(run);
     status = curdi_run_stream_for(device, run->prepared->after_uploads,
                                   &run->stream, &run->pooled_stream);
@@ -314,8 +306,7 @@ curd_status curdi_run_resources_take(curdi_run *run)
      * when it can (lib/memory/landing.h). */
     for (; run->slots_taken < run->host.slot_count; run->slots_taken++) {
         unsigned slot = run->slots_taken;
-        size_t chunk = (size_t)curdi_engine_slot_bytes(
-            run->host.chunk_bytes, run->host.scatter_waits);
+        size_t chunk = (size_t)run->host.chunk_bytes;
         status = upload ? curdi_memory_staging_acquire(device, chunk,
                                                        &run->slot_blocks[slot])
                         : curdi_landing_or_staging(device, chunk,

@@ -29,7 +29,6 @@ void curdi_tuning_defaults(curdi_tuning *tuning)
     tuning->streaming_download_min = CURDI_STREAMING_DOWNLOAD_MIN_DEFAULT;
     tuning->streaming_upload_min = CURDI_STREAMING_UPLOAD_MIN_DEFAULT;
     tuning->touch_download_max = CURDI_TOUCH_DOWNLOAD_MAX_DEFAULT;
-    tuning->scatter_wait_max = CURDI_SCATTER_WAIT_MAX_DEFAULT;
     tuning->pageable_direct_max = CURDI_PAGEABLE_DIRECT_MAX_DEFAULT;
     tuning->fence_spin_us = CURDI_FENCE_SPIN_US_DEFAULT;
     tuning->landing_bytes = CURDI_LANDING_BYTES_DEFAULT;
@@ -77,8 +76,6 @@ static const knob knobs[] = {
     {"CURD_STREAMING_UPLOAD_MIN", KNOB_FIELD(streaming_upload_min), 0,
      (uint64_t)1 << 40, true},
     {"CURD_TOUCH_DOWNLOAD_MAX", KNOB_FIELD(touch_download_max), 0,
-     CURDI_CHUNK_BYTES_LIMIT, false},
-    {"CURD_SCATTER_WAIT_MAX", KNOB_FIELD(scatter_wait_max), 0,
      CURDI_CHUNK_BYTES_LIMIT, false},
     {"CURD_PAGEABLE_DIRECT_MAX", KNOB_FIELD(pageable_direct_max), 0,
      CURDI_CHUNK_BYTES_LIMIT, false},
@@ -186,8 +183,7 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     " pageable uploads to the"
                     " driver up to %" PRIu64 ", final waits polling %" PRIu64
                     " us, landing area %" PRIu64 " bytes, touching"
-                    " downloads up to %" PRIu64 " bytes, waiting scatters"
-                    " up to %" PRIu64 " bytes",
+                    " downloads up to %" PRIu64 " bytes",
                     tuning->gather.path == CURDI_PATH_DMA ? "dma"
                     : tuning->gather.path == CURDI_PATH_GATHER ? "gather"
                                                                : "auto",
@@ -200,6 +196,5 @@ void curdi_tuning_from_env(curdi_tuning *tuning)
                     tuning->streaming_download_min,
                     tuning->streaming_upload_min,
                     tuning->pageable_direct_max, tuning->fence_spin_us,
-                    tuning->landing_bytes, tuning->touch_download_max,
-                    tuning->scatter_wait_max);
+                    tuning->landing_bytes, tuning->touch_download_max);
 }

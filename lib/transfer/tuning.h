@@ -67,11 +67,6 @@ typedef struct curdi_tuning {
      * DMAs run, so that the copy-out finds them in the cache (plan.h,
      * curdi_plan_host.touches); 0: never. */
     uint64_t touch_download_max;       /* CURD_TOUCH_DOWNLOAD_MAX */
-    /* An upload of at most this many bytes that scatters from staging
-     * with no team enqueues each chunk's scatter before its host copy,
-     * and the scatter waits for the copy's bytes as they land (plan.h,
-     * curdi_plan_host.scatter_waits); 0: never. */
-    uint64_t scatter_wait_max;         /* CURD_SCATTER_WAIT_MAX */
     /* A single upload from pageable memory of at most this many bytes goes
      * to the driver as it is (lib/transfer/plan.h,
      * curdi_plan_pageable_direct); 0: never. */
@@ -131,21 +126,13 @@ typedef struct curdi_tuning {
  * the one-core copy-out of 256 KiB into cold malloc memory took 29 us of
  * a 56 us read on the H200, against 7 us warm, while the DMA's 13 us or
  * so were spent polling the fence. Measured there (curd-bench's cold
- * scattered reads with CURD_BENCH_STAGES=1, 2026-11-29, two machines):
- * cold strided reads 74.6 -> 65.3 and 84.5 -> 77.3 us, irregular 68.6 ->
- * 58.6 and 110 -> 91.6 us; warm, alternated, within the runs' noise
- * (+1.8, +0.8 and -1.5 us on 25.8). Streaming stores gained more cold
+ * scattered reads with CURD_BENCH_STAGES=1, 2026-11-29, three machines):
+ * cold strided reads 74.6 -> 65.3, 84.5 -> 77.3 and 71.6 -> 51.8 us,
+ * irregular 68.6 -> 58.6, 110 -> 91.6 and 79.4 -> 62.9 us; warm,
+ * alternated, within the runs' noise (+1.8, +0.8 and -1.5 us on 25.8). Streaming stores gained more cold
  * (1.3x to 1.5x) but cost warm reads 6 to 7 us (the bytes leave the
  * cache the caller reads them from). */
 #define CURDI_TOUCH_DOWNLOAD_MAX_DEFAULT ((uint64_t)256 << 10)
-/* A small scattered upload from pageable memory spends half its time in
- * the host copy into staging and most of the rest in the scatter
- * kernel's launch and its reads across the bus, one after the other
- * (warm, on the H200: 35 us, of which the copy ~16 us; the same into
- * registered memory, no copy, 20 us). Enqueued before the copy and
- * waiting for its bytes, the kernel starts and reads under the copy.
- * Up to 1 MiB: the transfers the copy team leaves to one thread. */
-#define CURDI_SCATTER_WAIT_MAX_DEFAULT ((uint64_t)1 << 20)
 /* An upload from pageable memory is as fast as its host copy into
  * staging, and 6 threads copy slower than the DMA reads (doc/PERFORMANCE.md,
  * the eighth run: 10 threads took the 256 MiB upload from 5.44-6.30 to

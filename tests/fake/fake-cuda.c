@@ -130,10 +130,6 @@ typedef struct fake_object {
                           streams: the graph being captured, or NULL */
     fake_link *link;   /* link states: the inputs so far, the logs */
     bool not_ready; /* events: recorded while fake_cuda_hold_events held */
-    /* Streams: launches that wait for the host (fake_kernel_waits_for_host),
-     * in order, held until the stream's next other use (stream_settle). */
-    struct fake_node **held;
-    size_t held_count;
     /* Virtual memory management (see "Virtual memory management" below):
      * an allocation's memfd, its references (handles and mappings), the
      * handle types it may be exported as, and whether it came from an
@@ -320,15 +316,6 @@ static void link_free(fake_link *link)
     free(link);
 }
 
-static void held_free(fake_object *stream)
-{
-    for (size_t i = 0; i < stream->held_count; i++)
-        free(stream->held[i]);
-    free(stream->held);
-    stream->held = NULL;
-    stream->held_count = 0;
-}
-
 static void drop(fake_object *gone)
 {
     for (fake_object **link = &objects; *link != NULL; link = &(*link)->next) {
@@ -337,7 +324,6 @@ static void drop(fake_object *gone)
             fake_module_info_free(&gone->module);
             graph_free(gone->graph);
             link_free(gone->link);
-            held_free(gone);
             free(gone);
             return;
         }
@@ -582,7 +568,6 @@ static void destroy_broken_context(int dev)
         fake_module_info_free(&o->module);
         graph_free(o->graph);
         link_free(o->link);
-        held_free(o);
         free(o);
     }
     used_bytes[dev] = 0;
@@ -765,27 +750,11 @@ static curdi_cu_result f_cuMemHostUnregister(void *host_ptr)
     return unlock_with(CURDI_CUDA_SUCCESS);
 }
 
-static curdi_cu_result run_node(int device, const struct fake_node *node);
-
-/* Runs the stream's held launches, if any: the stream's next use comes
- * after them in stream order. On a GPU they wait on the host, which has
- * written what they wait for by then, or curd has a bug the GPU would
- * hang on (the fake's kernel aborts with a sentence). */
-static void stream_settle(fake_object *stream)
-{
-    for (size_t i = 0; i < stream->held_count; i++)
-        (void)run_node(stream->device, stream->held[i]);
-    held_free(stream);
-}
-
 static bool valid_stream(curdi_cu_stream stream)
 {
     /* The fake never accepts the legacy null stream: curd must not use
      * it. */
-    fake_object *o = stream != NULL ? find(FAKE_STREAM, stream) : NULL;
-    if (o != NULL)
-        stream_settle(o);
-    return o != NULL;
+    return stream != NULL && find(FAKE_STREAM, stream) != NULL;
 }
 
 /* A stream a caller hands curd to order work against
@@ -1035,7 +1004,6 @@ static curdi_cu_result f_cuStreamDestroy(curdi_cu_stream stream)
 {
     ENTER_CONTEXT(device);
     (void)device;
-    (void)valid_stream(stream); /* its held launch runs first */
     return drop_token(FAKE_STREAM, stream);
 }
 
@@ -1752,10 +1720,7 @@ static curdi_cu_result f_cuOccupancyMaxActiveBlocksPerMultiprocessor(
 
 static fake_object *stream_object(curdi_cu_stream stream)
 {
-    fake_object *o = stream != NULL ? find(FAKE_STREAM, stream) : NULL;
-    if (o != NULL)
-        stream_settle(o);
-    return o;
+    return stream != NULL ? find(FAKE_STREAM, stream) : NULL;
 }
 
 /* Whether a stream is capturing: work the fake cannot record there (copies,
@@ -1812,26 +1777,6 @@ static curdi_cu_result make_node(curdi_cu_function function,
 
 /* Runs a node on the host; a fault becomes the context's sticky error and
  * the launch itself succeeds, as on a GPU. */
-/* A kernel node as fake_kernel_run takes it. */
-static fake_launch node_launch(const fake_node *node)
-{
-    fake_launch launch = {
-        .entry = node->function->entry,
-        .shared_bytes = node->shared_bytes,
-        .cooperative = node->cooperative,
-        .params = (void **)(uintptr_t)node->param_ptrs,
-    };
-    memcpy(launch.grid, node->grid, sizeof launch.grid);
-    memcpy(launch.block, node->block, sizeof launch.block);
-    return launch;
-}
-
-static bool node_waits_for_host(const fake_node *node)
-{
-    fake_launch launch = node_launch(node);
-    return fake_kernel_waits_for_host(&launch);
-}
-
 static curdi_cu_result run_node(int device, const fake_node *node)
 {
     if (node->kind != FAKE_NODE_KERNEL) {
@@ -1847,7 +1792,14 @@ static curdi_cu_result run_node(int device, const fake_node *node)
     }
     if (live_function(node->function) == NULL)
         return CURDI_CUDA_ERROR_INVALID_HANDLE;
-    fake_launch launch = node_launch(node);
+    fake_launch launch = {
+        .entry = node->function->entry,
+        .shared_bytes = node->shared_bytes,
+        .cooperative = node->cooperative,
+        .params = (void **)(uintptr_t)node->param_ptrs,
+    };
+    memcpy(launch.grid, node->grid, sizeof launch.grid);
+    memcpy(launch.block, node->block, sizeof launch.block);
     bool fault = false;
     curdi_cu_result rc = fake_kernel_run(&launch, &fault);
     if (fault) {
@@ -1857,14 +1809,12 @@ static curdi_cu_result run_node(int device, const fake_node *node)
     return rc;
 }
 
-/* Appends a copy of node to the array *nodes of *count (a graph's nodes,
- * a stream's held launches). */
-static curdi_cu_result nodes_append(fake_node ***nodes, size_t *count,
-                                    const fake_node *node)
+static curdi_cu_result graph_append(fake_graph *graph, const fake_node *node)
 {
     fake_node *copy = malloc(sizeof *copy);
     fake_node **grown =
-        copy != NULL ? realloc(*nodes, (*count + 1) * sizeof *grown) : NULL;
+        copy != NULL ? realloc(graph->nodes, (graph->count + 1) * sizeof *grown)
+                     : NULL;
     if (grown == NULL) {
         free(copy);
         return CURDI_CUDA_ERROR_OUT_OF_MEMORY;
@@ -1876,14 +1826,9 @@ static curdi_cu_result nodes_append(fake_node ***nodes, size_t *count,
             copy->param_ptrs[i] =
                 copy->param_bytes +
                 ((unsigned char *)node->param_ptrs[i] - node->param_bytes);
-    *nodes = grown;
-    (*nodes)[(*count)++] = copy;
+    graph->nodes = grown;
+    graph->nodes[graph->count++] = copy;
     return CURDI_CUDA_SUCCESS;
-}
-
-static curdi_cu_result graph_append(fake_graph *graph, const fake_node *node)
-{
-    return nodes_append(&graph->nodes, &graph->count, node);
 }
 
 static curdi_cu_result capture_node(curdi_cu_stream stream,
@@ -1900,9 +1845,7 @@ static curdi_cu_result launch(curdi_cu_function function, unsigned grid_x,
                               bool cooperative)
 {
     ENTER_CONTEXT(device);
-    /* Not settled yet: a launch that waits for the host queues behind
-     * those held. */
-    fake_object *s = stream != NULL ? find(FAKE_STREAM, stream) : NULL;
+    fake_object *s = stream_object(stream);
     if (s == NULL)
         return unlock_with(CURDI_CUDA_ERROR_INVALID_HANDLE);
     const unsigned grid[3] = {grid_x, grid_y, grid_z};
@@ -1914,9 +1857,6 @@ static curdi_cu_result launch(curdi_cu_function function, unsigned grid_x,
         return unlock_with(rc);
     if (s->graph != NULL)
         return unlock_with(graph_append(s->graph, &node));
-    if (node_waits_for_host(&node))
-        return unlock_with(nodes_append(&s->held, &s->held_count, &node));
-    stream_settle(s);
     return unlock_with(run_node(device, &node));
 }
 

@@ -641,24 +641,6 @@ static curdi_cu_result run_gather_move(const fake_launch *launch, bool to_stage)
     memcpy(&table, launch->params[1], sizeof table);
     if (table.count == 0 || table.count > CURDI_GATHER_PIECES)
         return CURDI_CUDA_ERROR_INVALID_VALUE;
-    /* curd_scatter's wait: the host's word must cover every block's tile
-     * by now (the fake held the launch until its stream's next use); on
-     * a GPU the block would wait for ever. */
-    if (!to_stage && table.signal_offset != 0) {
-        const uint32_t *word =
-            (const uint32_t *)(const void *)(stage + table.signal_offset);
-        if (!in_memory(word, sizeof *word))
-            return FAULT;
-        uint32_t written = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-        if (written < table.range_end) {
-            fprintf(stderr,
-                    "fake CUDA: curd_scatter's stream went on with the host's"
-                    " word at %u of the %u bytes its blocks wait for: on a"
-                    " GPU they would wait for ever\n",
-                    written, table.range_end);
-            abort();
-        }
-    }
     for (uint64_t block = 0; block < launch->grid[0]; block++) {
         uint64_t tile_start =
             table.range_start + block * CURDI_GATHER_TILE_BYTES;
@@ -704,16 +686,6 @@ static curdi_cu_result run_gather_move(const fake_launch *launch, bool to_stage)
             __atomic_store_n(&words[block], 1u, __ATOMIC_RELEASE);
     }
     return CURDI_CUDA_SUCCESS;
-}
-
-bool fake_kernel_waits_for_host(const fake_launch *launch)
-{
-    curdi_gather_table table;
-    if (strcmp(launch->entry->name, "curd_scatter") != 0
-        || launch->entry->params[1].size != sizeof table)
-        return false;
-    memcpy(&table, launch->params[1], sizeof table);
-    return table.signal_offset != 0;
 }
 
 static curdi_cu_result run_gather(const fake_launch *launch, uint64_t threads)

@@ -101,10 +101,4 @@ typedef struct fake_launch {
  * would hang or fault on). *fault says which: true for a fault. */
 curdi_cu_result fake_kernel_run(const fake_launch *launch, bool *fault);
 
-/* Whether the launch waits on the device for the host to write first (a
- * curd_scatter whose table names the host's word of bytes written,
- * lib/transfer/gather.cu): the fake holds it until its stream's next use,
- * when fake_kernel_run checks that the word covers every block. */
-bool fake_kernel_waits_for_host(const fake_launch *launch);
-
 #endif

@@ -131,10 +131,9 @@ static const tuning write_tunings[TUNINGS] = {
     {"no streaming stores", {"CURD_STREAMING_UPLOAD_MIN=off", NULL}},
     {"copy team from 64 KiB + 64 KiB chunks",
      {"CURD_COPY_PARALLEL_MIN=65536", "CURD_CHUNK_MIN_BYTES=65536", NULL}},
-    /* The default enqueues an irregular write's scatter before the host
-     * copy, waiting for its bytes; this is the scatter after the copy
-     * (strided writes do not scatter: the same as the defaults there). */
-    {"scatter after the host copy", {"CURD_SCATTER_WAIT_MAX=0", NULL}},
+    {"copy team from 64 KiB polling + 64 KiB chunks",
+     {"CURD_COPY_PARALLEL_MIN=65536", "CURD_COPY_SPIN_US=200",
+      "CURD_CHUNK_MIN_BYTES=65536", NULL}},
 };
 
 typedef struct scattered {
