@@ -80,11 +80,23 @@ remote() { # remote NAME VAR=value...: runs run-remote.sh from the top
 }
 
 remote one-gpu FAKE_CUDA_DEVICES=1 STEPS="tests examples sanitizers" PROGRAMS="$programs" \
-    SANITIZER_SHARDED=test-dispatch SANITIZER_SHARDS=2
+    SANITIZER_SHARDED=test-dispatch SANITIZER_SHARDS=2 \
+    FAKE_SANITIZER_NOTE_IN=/dispatch/borrowed-add-one-writes-every-element
 for tool in memcheck racecheck initcheck synccheck; do
     expect one-gpu "$tool: 4 of 4 programs reached, 0 errors"
 done
 expect one-gpu "  test-dispatch.1of2 " "  test-dispatch.2of2 "
+# The tools' own "Error in printing record" is listed apart, not as an error.
+expect one-gpu "sanitizer messages that are not errors (tool program test: line):"
+if ! grep -q -E "^  memcheck test-dispatch\.[12]of2 /dispatch/borrowed-add-one-writes-every-element Error in printing record$" \
+    "$scratch/one-gpu.out"; then
+    echo "check-run-remote: the tool's own message is not listed with its test"
+    bad=1
+fi
+if grep -q "^sanitizer errors" "$scratch/one-gpu.out"; then
+    echo "check-run-remote: a clean run lists sanitizer errors"
+    bad=1
+fi
 mkdir "$scratch/one-gpu-logs"
 tar -xzf "$scratch/out-one-gpu/logs.tar.gz" -C "$scratch/one-gpu-logs"
 "$build/tests/test-dispatch" -l | grep '^/' | grep -v /deliberate-fault/ | sort >"$scratch/dispatch-all"

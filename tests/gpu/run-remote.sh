@@ -313,8 +313,10 @@ else
     # failed, timeout, late (out of time), absent.
     results=$out/sanitizer-results.txt
     errors_file=$out/sanitizer-errors.txt
+    notes_file=$out/sanitizer-notes.txt
     : >"$results"
     : >"$errors_file"
+    : >"$notes_file"
     # One tool on one program, in the background: its line of $results
     # and its errors go to files of its own, joined in a fixed order once
     # every run has ended.
@@ -393,17 +395,22 @@ else
         # reports no result for it: its errors belong to the test after
         # the last one reported, in the order the program runs them (its
         # -l list, less those left out).
-        awk -v tool="$tool" -v program="$t" -v order="$order" '
+        # The tool's own trouble ("Error in printing record": a record it
+        # could not print, which its ERROR SUMMARY counts if it was an
+        # error) goes to the notes instead, with its test as well.
+        awk -v tool="$tool" -v program="$t" -v order="$order" -v notes="$out/.note.$tool.$t" '
             BEGIN { while ((getline line < order) > 0) list[++count] = line }
             function flush(test,   i) {
                 for (i = 1; i <= n; i++)
-                    print tool, program, test, pending[i]
+                    if (note[i]) print tool, program, test, pending[i] > notes
+                    else print tool, program, test, pending[i]
                 n = 0
             }
             /^(not )?ok [0-9]+ \// { last = $1 == "not" ? $4 : $3; flush(last); next }
             /^Bail out!/ { bailed = 1 }
             /^========= [A-Z]/ && !/^========= (COMPUTE-SANITIZER|ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Target application|Warning)/ {
                 pending[++n] = substr($0, 11)
+                note[n] = $0 ~ /^========= Error in printing record/
             }
             END {
                 running = "(at exit)"
@@ -460,7 +467,8 @@ else
             chosen "$t" || continue
             cat "$out/.res.$tool.$t" >>"$results"
             cat "$out/.err.$tool.$t" >>"$errors_file"
-            rm -f "$out/.res.$tool.$t" "$out/.err.$tool.$t"
+            [ -f "$out/.note.$tool.$t" ] && cat "$out/.note.$tool.$t" >>"$notes_file"
+            rm -f "$out/.res.$tool.$t" "$out/.err.$tool.$t" "$out/.note.$tool.$t"
         done
     done
     # The table: errors per program and tool; "-" not run, with why below.
@@ -513,6 +521,14 @@ else
     if [ -s "$errors_file" ]; then
         sanitized+=("sanitizer errors (tool program test: first line):")
         mapfile -t lines < <(sort "$errors_file" | uniq -c | sort -rn | head -n 30 |
+            awk '{ count = $1; $1 = ""; sub(/^ /, ""); print "  " $0 (count > 1 ? " (x" count ")" : "") }')
+        sanitized+=("${lines[@]}")
+    fi
+    # The tools' own messages, which are not errors: each tool's ERROR
+    # SUMMARY above counts the errors.
+    if [ -s "$notes_file" ]; then
+        sanitized+=("sanitizer messages that are not errors (tool program test: line):")
+        mapfile -t lines < <(sort "$notes_file" | uniq -c | sort -rn | head -n 10 |
             awk '{ count = $1; $1 = ""; sub(/^ /, ""); print "  " $0 (count > 1 ? " (x" count ")" : "") }')
         sanitized+=("${lines[@]}")
     fi
