@@ -447,7 +447,10 @@ CURD_API curd_status curd_buffer_alloc_shareable(curd_device *device,
  * imported one included, is CURD_E_INVALID_ARGUMENT: an importer passes
  * on the descriptor it received). The caller owns it: pass it on
  * (curd_fd_send, or pidfd_getfd in the receiver) and close it; as long as
- * it is open it holds the memory alive too. */
+ * it is open it holds the memory alive too. The first export asks the
+ * driver; curd keeps that descriptor until the buffer is freed and gives
+ * a duplicate of it each time (CURD_E_OUT_OF_MEMORY when the process has
+ * no descriptor left). */
 CURD_API curd_status curd_buffer_export_fd(curd_device *device,
                                            curd_buffer buffer, int *out_fd);
 /* The memory behind fd, a descriptor curd_buffer_export_fd gave in this

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -401,6 +402,78 @@ static void test_one_process_sees_one_memory_through_both_handles(void)
     assert_no_mappings_left();
 }
 
+/* The descriptors this process has open on `file`. */
+static unsigned descriptors_of(const struct stat *file)
+{
+    GDir *dir = g_dir_open("/proc/self/fd", 0, NULL);
+    const char *name;
+    unsigned count = 0;
+    g_assert_nonnull(dir);
+    while ((name = g_dir_read_name(dir)) != NULL) {
+        struct stat open_file;
+        char *path = g_build_filename("/proc/self/fd", name, NULL);
+        if (stat(path, &open_file) == 0 && open_file.st_dev == file->st_dev
+            && open_file.st_ino == file->st_ino)
+            count++;
+        g_free(path);
+    }
+    g_dir_close(dir);
+    return count;
+}
+
+/* The driver exports once: later exports are dups of the descriptor curd
+ * keeps (the same file), each imports the same memory, and the kept one
+ * closes when the buffer is freed while the imports read on. */
+static void test_later_exports_are_dups_of_one_kept_descriptor(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    const size_t len = 3u << 20;
+    curd_buffer exported = {0}, first = {0}, second = {0};
+    unsigned char *data = g_malloc(len), *back = g_malloc(len);
+    curd_test_fill_random(data, len);
+    g_assert_cmpint(curd_buffer_alloc_shareable(device, len, &exported), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, exported, data, len), ==,
+                    CURD_OK);
+    int fds[2] = {-1, -1};
+    struct stat seen[2];
+    for (int i = 0; i < 2; i++) {
+        g_assert_cmpint(curd_buffer_export_fd(device, exported, &fds[i]), ==,
+                        CURD_OK);
+        g_assert_cmpint(fcntl(fds[i], F_GETFD) & FD_CLOEXEC, !=, 0);
+        g_assert_cmpint(fstat(fds[i], &seen[i]), ==, 0);
+    }
+    g_assert_cmpint(fds[0], !=, fds[1]);
+    g_assert_cmpuint(seen[0].st_dev, ==, seen[1].st_dev);
+    g_assert_cmpuint(seen[0].st_ino, ==, seen[1].st_ino);
+    g_assert_cmpint(curd_buffer_import_fd(device, fds[0], len, &first), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_import_fd(device, fds[1], len, &second), ==,
+                    CURD_OK);
+    close(fds[0]);
+    close(fds[1]);
+    /* curd keeps one open ... */
+    g_assert_cmpuint(descriptors_of(&seen[0]), >=, 1u);
+    g_assert_cmpint(curd_buffer_free(device, exported), ==, CURD_OK);
+    curd_buffer imports[2] = {first, second};
+    for (int i = 0; i < 2; i++) {
+        curd_test_poison(back, len);
+        g_assert_cmpint(curd_buffer_download(device, imports[i], back, len),
+                        ==, CURD_OK);
+        assert_same_bytes(back, data, len);
+        g_assert_cmpint(curd_buffer_free(device, imports[i]), ==, CURD_OK);
+    }
+    /* ... until the buffer is freed: with the imports gone too, no
+     * descriptor of the memory is left in this process. */
+    g_assert_cmpuint(descriptors_of(&seen[0]), ==, 0u);
+    g_free(data);
+    g_free(back);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    assert_no_mappings_left();
+}
+
 static void test_a_claim_within_the_last_granule_maps(void)
 {
     curd_device *device = curd_test_gpu_open();
@@ -676,6 +749,8 @@ static const transfer_test_case cases[] = {
      test_importer_reads_on_after_the_exporter_is_killed},
     {"one-process/one-memory-through-both-handles",
      test_one_process_sees_one_memory_through_both_handles},
+    {"one-process/later-exports-are-dups-of-one-kept-descriptor",
+     test_later_exports_are_dups_of_one_kept_descriptor},
     {"one-process/a-claim-within-the-last-granule-maps",
      test_a_claim_within_the_last_granule_maps},
     {"one-process/counted-in-the-resident-budget",

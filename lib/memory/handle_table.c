@@ -164,6 +164,7 @@ uint64_t curdi_handle_table_insert_reserved(curdi_handle_table *table,
     slot->byte_len = byte_len;
     slot->imported = false;
     slot->mapping_log2 = 0;
+    slot->export_fd = -1;
     slot->owned = false;
     slot->state = CURDI_SLOT_LIVE;
     slot->use_count = 0;

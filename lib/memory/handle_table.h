@@ -64,6 +64,10 @@ typedef struct curdi_handle_slot {
      * descriptor), in granules of 2^mapping_log2 bytes; 0 for any other.
      * Freeing it unmaps the byte_len bytes rounded up to the granule. */
     uint8_t mapping_log2;
+    /* A shareable buffer's descriptor from the driver's export, kept so
+     * that each later export is a dup of it (the export took ~600 us on
+     * the H200), closed when the buffer goes; -1: none. */
+    int export_fd;
     /* A module above owns it (a static set's buffer, lib/session/): the
      * public curd_buffer_free refuses it, the module frees it itself. */
     bool owned;

@@ -6,12 +6,16 @@
  * points. See handle_table.h for the id layout and the rules. */
 #include "memory/resident.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/assert.h"
 #include "base/checked.h"
 #include "base/status.h"
 #include "core/core.h"
@@ -63,6 +67,15 @@ curd_status curdi_resident_open(curd_device *device)
     return CURD_OK;
 }
 
+/* Closes the slot's kept export descriptor, if any: the importers'
+ * descriptors and mappings hold the memory from then on. */
+static void forget_export(curdi_handle_slot *slot)
+{
+    if (slot->export_fd >= 0)
+        (void)close(slot->export_fd);
+    slot->export_fd = -1;
+}
+
 /* The mapping behind a live slot with mapping_log2 != 0. Its size was
  * rounded up without overflow when it was made. */
 static curdi_vmm_mapping mapping_of(const curdi_handle_slot *slot)
@@ -86,6 +99,8 @@ void curdi_resident_close(curd_device *device)
         /* The pool frees upstream (or caches) what it has live; a failure
          * here has nowhere to go at close, and the pool's own destroy frees
          * whatever is still live anyway. */
+        if (slot->state == CURDI_SLOT_LIVE)
+            forget_export(slot);
         if (slot->state == CURDI_SLOT_LIVE && slot->mapping_log2 != 0
             && curdi_driver_usable()) {
             curdi_vmm_mapping mapping = mapping_of(slot);
@@ -461,6 +476,7 @@ static void remove_counted(curd_device *device, curdi_handle_slot *slot,
     struct curdi_resident_table *resident = device->resident;
     size_t byte_len = slot->byte_len;
     bool imported = slot->imported;
+    forget_export(slot);
     curdi_handle_table_remove(&resident->table, id, what);
     if (imported) {
         resident->imported_bytes -= byte_len;
@@ -642,6 +658,52 @@ bool curdi_resident_mapped(curd_device *device, uint64_t id)
     bool mapped = slot != NULL && slot->mapping_log2 != 0;
     pthread_mutex_unlock(&device->resident->lock);
     return mapped;
+}
+
+/* A dup of fd (close-on-exec) into *out_fd. */
+static curd_status export_dup(const char *what, int fd, int *out_fd)
+{
+    int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0)
+        return curdi_fail(CURD_E_OUT_OF_MEMORY,
+                          "%s: the buffer's descriptor could not be"
+                          " duplicated: %s. Fix: close descriptors this"
+                          " process no longer needs, or raise its limit"
+                          " (ulimit -n).",
+                          what, strerror(errno));
+    *out_fd = copy;
+    return CURD_OK;
+}
+
+curd_status curdi_resident_export_dup(curd_device *device, const char *what,
+                                      uint64_t id, int *out_fd)
+{
+    curd_status status = CURD_OK;
+    *out_fd = -1;
+    pthread_mutex_lock(&device->resident->lock);
+    const curdi_handle_slot *slot =
+        curdi_handle_table_lookup(&device->resident->table, id);
+    if (slot != NULL && slot->export_fd >= 0)
+        status = export_dup(what, slot->export_fd, out_fd);
+    pthread_mutex_unlock(&device->resident->lock);
+    return status;
+}
+
+curd_status curdi_resident_export_keep(curd_device *device, const char *what,
+                                       uint64_t id, int fd, int *out_fd)
+{
+    pthread_mutex_lock(&device->resident->lock);
+    curdi_handle_slot *slot =
+        curdi_handle_table_lookup(&device->resident->table, id);
+    /* The caller's use keeps the buffer live. */
+    CURDI_ASSERT(slot != NULL);
+    if (slot->export_fd >= 0)
+        (void)close(fd); /* another thread's export was kept first */
+    else
+        slot->export_fd = fd;
+    curd_status status = export_dup(what, slot->export_fd, out_fd);
+    pthread_mutex_unlock(&device->resident->lock);
+    return status;
 }
 
 bool curdi_resident_imported(curd_device *device, uint64_t id)

@@ -70,6 +70,19 @@ bool curdi_resident_mapped(struct curd_device *device, uint64_t id);
 /* Whether id names a live imported buffer (curd_buffer_import, or
  * curd_buffer_import_fd). No sentence. */
 bool curdi_resident_imported(struct curd_device *device, uint64_t id);
+/* A shareable buffer's exports (lib/memory/shareable.c), while the caller
+ * holds a use of the live buffer id. export_dup: a dup of the descriptor
+ * kept from the driver's first export into *out_fd, or -1 when none is
+ * kept yet. export_keep: keeps fd, that export (or closes it when another
+ * thread's was kept first), and gives a dup of the kept one. The kept
+ * descriptor closes when the buffer is freed. CURD_E_OUT_OF_MEMORY, with
+ * no descriptor given, when none is left to dup into. No driver call. */
+curd_status curdi_resident_export_dup(struct curd_device *device,
+                                      const char *what, uint64_t id,
+                                      int *out_fd);
+curd_status curdi_resident_export_keep(struct curd_device *device,
+                                       const char *what, uint64_t id, int fd,
+                                       int *out_fd);
 /* Removes a live, unmarked buffer and gives its device pointer back for the
  * caller to release to the pool. CURD_E_STALE_HANDLE, or CURD_E_BUSY while
  * uses are in flight, or CURD_E_INVALID_ARGUMENT for an imported or a
