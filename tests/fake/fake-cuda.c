@@ -2572,7 +2572,11 @@ static curdi_cu_result f_cuMemExportToShareableHandle(
         return unlock_with(CURDI_CUDA_ERROR_INVALID_VALUE);
     if ((h->allocation->handle_types & handle_type) == 0)
         return unlock_with(CURDI_CUDA_ERROR_NOT_PERMITTED);
-    int fd = fcntl(h->allocation->fd, F_DUPFD_CLOEXEC, 0);
+    /* A file of its own each time, as the driver's: the memfd opened
+     * again, not a dup of the allocation's descriptor. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", h->allocation->fd);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return unlock_with(CURDI_CUDA_ERROR_OPERATING_SYSTEM);
     *(int *)shareable_handle = fd;
