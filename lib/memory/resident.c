@@ -584,6 +584,11 @@ curd_status curdi_resident_retag(curd_device *device, const char *what,
                                          resident->reserved_slots + 1u),
               unlock);
     CURDI_TRY(status, slot_unused(resident, what, id, &slot), unlock);
+    /* Only buffers of curdi_resident_alloc's making are retagged (a
+     * session's): the new slot carries no import, mapping or kept export
+     * descriptor over. */
+    CURDI_ASSERT(!slot->imported && slot->mapping_log2 == 0
+                 && slot->export_fd < 0);
     uint64_t device_ptr = slot->device_ptr;
     size_t byte_len = slot->byte_len;
     curdi_handle_table_remove(&resident->table, id, what);
