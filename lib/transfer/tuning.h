@@ -129,9 +129,9 @@ typedef struct curdi_tuning {
  * scattered reads with CURD_BENCH_STAGES=1, 2026-11-29, three machines):
  * cold strided reads 74.6 -> 65.3, 84.5 -> 77.3 and 71.6 -> 51.8 us,
  * irregular 68.6 -> 58.6, 110 -> 91.6 and 79.4 -> 62.9 us; warm,
- * alternated, within the runs' noise (+1.8, +0.8 and -1.5 us on 25.8). Streaming stores gained more cold
- * (1.3x to 1.5x) but cost warm reads 6 to 7 us (the bytes leave the
- * cache the caller reads them from). */
+ * alternated, within the runs' noise (+1.8, +0.8 and -1.5 us on 25.8).
+ * Streaming stores gained more cold (1.3x to 1.5x) but cost warm reads 6
+ * to 7 us (the bytes leave the cache the caller reads them from). */
 #define CURDI_TOUCH_DOWNLOAD_MAX_DEFAULT ((uint64_t)256 << 10)
 /* An upload from pageable memory is as fast as its host copy into
  * staging, and 6 threads copy slower than the DMA reads (doc/PERFORMANCE.md,

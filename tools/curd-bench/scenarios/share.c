@@ -66,7 +66,8 @@ extern char **environ;
 enum {
     COMMAND_IMPORT = 'M', /* receive the buffer's fd, import and keep it,
                            * then the host memory's fd, map and register
-                           * it */
+                           * it; argument 1: reads follow, so make the
+                           * buffer of its own too */
     COMMAND_CHECK = 'C',  /* read it once, compare with the seed's bytes */
     COMMAND_READ = 'R',   /* read it `argument` times */
     COMMAND_READ_OWN = 'O', /* the same from a buffer of its own */
@@ -121,7 +122,8 @@ typedef struct share_child {
     int socket;
     curd_buffer buffer;
     /* A resident buffer of its own, of the same size and bytes: its
-     * reads are the importer's without the import (made on import). */
+     * reads are the importer's without the import (made on an import
+     * that reads follow). */
     curd_buffer own;
     uint64_t byte_len;
     unsigned char *host; /* the exporter's pages, registered here too */
@@ -151,7 +153,7 @@ static bool child_fail(const char *call, curd_status status)
             return child_fail(#call, child_status_);                          \
     } while (0)
 
-static bool child_import(share_child *child)
+static bool child_import(share_child *child, bool reads)
 {
     int fd = -1;
     CHILD_CURD(curd_fd_recv(child->socket, &fd, &child->byte_len));
@@ -175,6 +177,8 @@ static bool child_import(share_child *child)
     CHILD_CURD(curd_host_register(child->device, child->host,
                                   child->byte_len));
     child->registered = true;
+    if (!reads)
+        return true;
     CHILD_CURD(curd_buffer_alloc(child->device, child->byte_len, &child->own));
     CHILD_CURD(curd_buffer_upload(child->device, child->own, child->host,
                                   child->byte_len));
@@ -226,23 +230,26 @@ static bool child_shares(share_child *child, uint64_t count)
     return true;
 }
 
+/* count reads of buffer into the exporter's pages. */
+static bool child_read(share_child *child, curd_buffer buffer, uint64_t count)
+{
+    for (uint64_t i = 0; i < count; i++)
+        CHILD_CURD(curd_buffer_download(child->device, buffer, child->host,
+                                        child->byte_len));
+    return true;
+}
+
 static bool child_serve(share_child *child, const share_command *command)
 {
     switch (command->kind) {
     case COMMAND_IMPORT:
-        return child_import(child);
+        return child_import(child, command->argument != 0);
     case COMMAND_CHECK:
         return child_check(child, command->argument);
     case COMMAND_READ:
-        for (uint64_t i = 0; i < command->argument; i++)
-            CHILD_CURD(curd_buffer_download(child->device, child->buffer,
-                                            child->host, child->byte_len));
-        return true;
+        return child_read(child, child->buffer, command->argument);
     case COMMAND_READ_OWN:
-        for (uint64_t i = 0; i < command->argument; i++)
-            CHILD_CURD(curd_buffer_download(child->device, child->own,
-                                            child->host, child->byte_len));
-        return true;
+        return child_read(child, child->own, command->argument);
     case COMMAND_PING:
         return true;
     case COMMAND_SHARES:
@@ -463,6 +470,7 @@ static int share_hand_over(share *s)
     int fd = -1;
     memset(&command, 0, sizeof command);
     command.kind = COMMAND_IMPORT;
+    command.argument = s->registered; /* the reads scenario */
     BENCH_CURD(curd_buffer_export_fd(env->device, s->buffer, &fd));
     curd_status status = CURD_OK;
     bool sent = write_all(s->socket, &command, sizeof command);
