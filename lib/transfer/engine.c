@@ -138,6 +138,13 @@ static void engine_piece(curdi_engine *engine, unsigned char *dst,
     }
 }
 
+/* The chunks the stream is cut into (the last one may be shorter). */
+static uint64_t engine_chunk_count(const curdi_engine *engine)
+{
+    return (engine->plan->stream_bytes + engine->chunk_bytes - 1u)
+           / engine->chunk_bytes;
+}
+
 /* The stream bytes of chunk `chunk`: [*out_start, *out_end), the last
  * chunk cut at the stream's end. chunk is below the chunk count, so its
  * start lies below stream_bytes and neither sum can wrap. */
@@ -348,8 +355,7 @@ static curd_status engine_direct(curdi_engine *engine)
 static curd_status engine_staged(curdi_engine *engine)
 {
     const curdi_plan *plan = engine->plan;
-    uint64_t chunk_count =
-        (plan->stream_bytes + engine->chunk_bytes - 1u) / engine->chunk_bytes;
+    uint64_t chunk_count = engine_chunk_count(engine);
     unsigned slot_count = engine->slot_count;
     curdi_item_cursor fill_cursor = {0};
     size_t span_cursor = 0;
@@ -496,8 +502,7 @@ curd_status curdi_engine_run(const curdi_plan *plan,
                     && plan->gather_host == NULL;
     size_t last_pieces = 0;
     if (copy_out) {
-        uint64_t chunk_count =
-            (plan->stream_bytes + engine.chunk_bytes - 1u) / engine.chunk_bytes;
+        uint64_t chunk_count = engine_chunk_count(&engine);
         curdi_item_cursor cursor = {0};
         last_pieces = engine_host_pieces(
             &engine, &cursor, chunk_count - 1u,
