@@ -20,7 +20,10 @@
  *                            no two join into rows: the planner gathers
  *                            them with the kernels; the other device is
  *                            opened with CURD_TRANSFER_PATH=dma (a DMA per
- *                            piece).
+ *                            piece); against the same kernels launched by
+ *                            hand with the raw driver, staged through
+ *                            page-locked memory by memcpy (raw/gather.h),
+ *                            the floor of the path curd takes.
  *
  * transfer/scattered-*-cold  each of the four with the caller's malloc
  *                            memory out of the caches (issue 38): the
@@ -46,6 +49,7 @@
 #include "harness/peers.h"
 #include "harness/report.h"
 #include "harness/tuned.h"
+#include "raw/gather.h"
 #include "scenarios/scattered-stages.h"
 #include "scenarios/scenarios.h"
 #include "scenarios/transfer.h"
@@ -173,6 +177,8 @@ typedef struct scattered {
     bench_copy_op raw_pinned;
     bench_copy_op raw_pageable;
     bench_copy_op raw_staged;
+    /* Irregular: the transfer kernels launched by hand, malloc memory. */
+    bench_raw_gather *raw_kernels;
 } scattered;
 
 static void side_free(device_side *side)
@@ -202,6 +208,7 @@ static void scattered_free(scattered *s)
         env->cu->cuMemFreeHost(s->pinned);
         bench_raw_leave(env);
     }
+    bench_raw_gather_destroy(s->raw_kernels);
     if (s->have_stream)
         bench_stream_release(env, s->stream);
     if (s->filler.id != 0)
@@ -397,6 +404,11 @@ static int scattered_init(scattered *s, const bench_env *env, bool upload,
     s->raw_staged = s->raw_pageable;
     s->raw_staged.bounce = s->pinned;
     s->stage = (bench_stage_op){s->host, s->pinned, TOTAL_BYTES, upload};
+    if (irregular &&
+        bench_raw_gather_create(env, s->stream, s->sides[0].device_ptr,
+                                s->offsets, PIECES, PIECE_BYTES, s->host,
+                                &s->raw_kernels) != 0)
+        return -1;
     return 0;
 }
 
@@ -410,7 +422,7 @@ static int check_read(scattered *s, bench_op_fn run, bench_copy_op *op,
 
 /* A write into a poisoned buffer must leave the pieces where they go and
  * the poison elsewhere. */
-static int check_write(scattered *s, bench_op_fn run, bench_copy_op *op,
+static int check_write(scattered *s, bench_op_fn run, void *op,
                        bench_cu_deviceptr device_ptr, bool strided,
                        const char *what)
 {
@@ -448,6 +460,15 @@ static int scattered_check(scattered *s)
                       : check_read(s, one, &s->contiguous_ops[kind], what))
             return -1;
     }
+    if (s->raw_kernels != NULL &&
+        (s->upload ? check_write(s, bench_op_raw_scatter_write, s->raw_kernels,
+                                 s->sides[0].device_ptr, true,
+                                 "memcpy + curd_scatter by hand")
+                   : bench_check_read_into(bench_op_raw_gather_read,
+                                           s->raw_kernels, s->host, s->pieces,
+                                           TOTAL_BYTES,
+                                           "curd_gather by hand + memcpy")))
+        return -1;
     if (s->upload)
         return check_write(s, bench_op_raw_htod_pieces, &s->raw_pieces,
                            s->sides[0].device_ptr, true,
@@ -701,6 +722,21 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
                 goto done;
         }
     }
+    int by_hand = -1;
+    if (s->raw_kernels != NULL) {
+        snprintf(label, sizeof label, upload
+                     ? "memcpy + curd_scatter launched by hand, malloc"
+                     : "curd_gather launched by hand + memcpy, malloc");
+        by_hand = bench_add_variant(scenario, &(bench_variant_spec){
+            .label = label, .role = BENCH_ROLE_RAW,
+            .op = upload ? bench_op_raw_scatter_write
+                         : bench_op_raw_gather_read,
+            .context = s->raw_kernels, .bytes_per_op = TOTAL_BYTES,
+            .iterations = cold ? 1 : 0, .prepare = cold ? refill : NULL,
+            .prepare_context = s});
+        if (by_hand < 0)
+            goto done;
+    }
     for (unsigned i = 0; i < STAGES; i++)
         stage_index[i] = -1;
     for (unsigned i = 0; i < TUNINGS; i++)
@@ -728,6 +764,11 @@ static int scattered_run(const bench_env *env, const char *name, bool upload,
     else
         check_pytorch(scenario, index[0], name, upload, 2.0 * pytorch_half_ns,
                       "the H100 of doc/PERFORMANCE.md");
+    /* The floor of the path curd takes for irregular pieces: the same
+     * kernels by hand (doc/PERFORMANCE.md, the seventeenth run). */
+    if (by_hand >= 0)
+        bench_check_ratio(scenario, index[0], by_hand, 1.2,
+                          "within 1.2x of the same kernels by hand");
     bench_check_ratio(scenario, index[0], index[1], 0.0, NULL);
     bench_check_ratio(scenario, index[0], index[6], 0.0, NULL);
     bench_check_ratio(scenario, index[0], index[8], 0.0, NULL);
