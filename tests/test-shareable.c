@@ -8,7 +8,9 @@
  * socketpair, the importer maps it, and both sides' bytes are compared
  * with fresh random data, every byte, the destination poisoned first.
  * Both orders of freeing, and the exporter killed (SIGKILL) while the
- * importer reads on. Then each bad input, refused with a typed error and
+ * importer reads on; where the host has two GPUs, both orders again with
+ * the buffer on device 1 and the importer on device 0 (a peer import),
+ * and one process mapping the other device's memory. Then each bad input, refused with a typed error and
  * a Fix, leaving the statistics and the stand-in's live objects as they
  * were. Built twice like the other GPU tests: its stand-in twin
  * test-shareable-fake (tests/README.md) runs
@@ -215,11 +217,28 @@ static void wait_exit_zero(GPid pid)
 }
 
 /* ------------------------------------------------------------------------
- * Two processes on one GPU
+ * Two processes: on one GPU, and with the buffer on another GPU than the
+ * importer's (which always opens device 0)
  * ---------------------------------------------------------------------- */
-static void two_processes(gboolean exporter_frees_first)
+
+/* This process's device: 0 (curd_test_gpu_open), or 1 where the host has
+ * two GPUs; NULL when the test cannot run here (said why). */
+static curd_device *exporter_device_open(int ordinal)
 {
     curd_device *device = curd_test_gpu_open();
+    if (device == NULL || ordinal == 0)
+        return device;
+    gboolean two = curd_test_have_gpus(2);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    device = NULL;
+    if (two)
+        g_assert_cmpint(curd_device_open(ordinal, NULL, &device), ==, CURD_OK);
+    return device;
+}
+
+static void two_processes(gboolean exporter_frees_first, int ordinal)
+{
+    curd_device *device = exporter_device_open(ordinal);
     if (device == NULL)
         return;
     curd_buffer buffer = {0};
@@ -270,12 +289,25 @@ static void two_processes(gboolean exporter_frees_first)
 
 static void test_importer_reads_on_after_the_exporter_frees(void)
 {
-    two_processes(TRUE);
+    two_processes(TRUE, 0);
 }
 
 static void test_exporter_reads_what_the_importer_wrote_after_it_freed(void)
 {
-    two_processes(FALSE);
+    two_processes(FALSE, 0);
+}
+
+/* The peer import: device 1's memory mapped by a process on device 0,
+ * read and written across the link. */
+static void test_importer_on_another_device_reads_on_after_the_exporter_frees(
+    void)
+{
+    two_processes(TRUE, 1);
+}
+
+static void test_exporter_reads_what_an_importer_on_another_device_wrote(void)
+{
+    two_processes(FALSE, 1);
 }
 
 static void test_importer_reads_on_after_the_exporter_is_killed(void)
@@ -764,6 +796,10 @@ static const transfer_test_case cases[] = {
     {"bad-input/sockets-refused", test_bad_sockets_are_refused},
     {"two-devices/memory-of-another-device-mapped-over-peer-access",
      test_memory_of_another_device_is_mapped_over_peer_access},
+    {"two-devices/two-processes/importer-on-another-device-reads-on-after-the-exporter-frees",
+     test_importer_on_another_device_reads_on_after_the_exporter_frees},
+    {"two-devices/two-processes/exporter-reads-what-an-importer-on-another-device-wrote",
+     test_exporter_reads_what_an_importer_on_another_device_wrote},
 #if CURD_TEST_ON_FAKE
     {"two-devices/memory-of-an-unreachable-device-is-refused",
      test_memory_of_an_unreachable_device_is_refused},
