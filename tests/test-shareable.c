@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "support/curd-test.h"
+#include "support/kernel-load.h"
 #include "transfer-test.h"
 
 #define ROLE_VARIABLE "SHAREABLE_ROLE"
@@ -433,6 +434,131 @@ static void test_one_process_sees_one_memory_through_both_handles(void)
     assert_no_mappings_left();
 }
 
+/* Words of the buffer behind handle, downloaded into poisoned memory. */
+static uint32_t *words_of(curd_device *device, curd_buffer handle,
+                          size_t count)
+{
+    uint32_t *words = g_new(uint32_t, count);
+    curd_test_poison(words, count * sizeof *words);
+    g_assert_cmpint(curd_buffer_download(device, handle, words,
+                                         count * sizeof *words),
+                    ==, CURD_OK);
+    return words;
+}
+
+/* add_one's argument: the buffer's words, counted by argument 1. */
+static curd_arg counted_words(curd_buffer buffer)
+{
+    curd_arg arg = curd_arg_buffer(CURD_ROLE_INOUT, buffer);
+    arg.elem_bytes = 4;
+    arg.length_arg = 1;
+    return arg;
+}
+
+/* An import is a curd_buffer like any other: a dispatch, a batch (upload,
+ * launch, download), a copy and a collective take it, each result read
+ * through the exporter's handle or a plain buffer. */
+static void test_an_import_takes_dispatch_batch_copy_and_collective(void)
+{
+    curd_device *device = curd_test_gpu_open();
+    if (device == NULL)
+        return;
+    const uint32_t count = 30011; /* no multiple of a block */
+    const size_t len = count * sizeof(uint32_t);
+    uint32_t *words = g_new(uint32_t, count), *want = g_new(uint32_t, count);
+    curd_test_fill_random(words, len);
+    curd_buffer exported = {0}, imported = {0}, plain = {0}, sum = {0};
+    int fd = -1;
+    g_assert_cmpint(curd_buffer_alloc_shareable(device, len, &exported), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, exported, words, len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_export_fd(device, exported, &fd), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_import_fd(device, fd, len, &imported), ==,
+                    CURD_OK);
+    close(fd);
+    curd_program *add_one = NULL;
+    g_assert_cmpint(curd_test_kernel_load(device, "add_one.ptx",
+                                          "curd_add_one", &add_one),
+                    ==, CURD_OK);
+    curd_launch launch;
+    curd_launch_init(&launch);
+    launch.elements = count;
+    launch.block[0] = 256;
+    curd_arg args[] = {counted_words(imported),
+                       curd_arg_scalar(&count, sizeof count)};
+
+    /* A dispatch on the import, seen through the exporter's handle. */
+    g_assert_cmpint(curd_dispatch(device, add_one, &launch, args, 2), ==,
+                    CURD_OK);
+    for (uint32_t i = 0; i < count; i++)
+        want[i] = words[i] + 1u;
+    uint32_t *got = words_of(device, exported, count);
+    g_assert_cmpmem(got, len, want, len);
+    g_free(got);
+
+    /* A batch: fresh words up into the import, add_one, the words down. */
+    curd_batch *batch = NULL;
+    uint32_t *out = g_new(uint32_t, count);
+    curd_test_poison(out, len);
+    curd_test_fill_random(words, len);
+    g_assert_cmpint(curd_batch_new(device, NULL, &batch), ==, CURD_OK);
+    g_assert_cmpint(curd_batch_upload(batch, imported, 0, words, len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_batch_launch(batch, add_one, &launch, args, 2, NULL),
+                    ==, CURD_OK);
+    g_assert_cmpint(curd_batch_download_range(batch, imported, 0, len, out,
+                                              len),
+                    ==, CURD_OK);
+    g_assert_cmpint(curd_batch_run(batch, NULL), ==, CURD_OK);
+    g_assert_cmpint(curd_batch_free(batch), ==, CURD_OK);
+    for (uint32_t i = 0; i < count; i++)
+        want[i] = words[i] + 1u;
+    g_assert_cmpmem(out, len, want, len);
+
+    /* A copy out of the import into a plain buffer. */
+    g_assert_cmpint(curd_buffer_alloc(device, len, &plain), ==, CURD_OK);
+    curd_copy copy = {plain, 0, imported, 0, len};
+    g_assert_cmpint(curd_buffer_copy(device, device, &copy, 1), ==, CURD_OK);
+    got = words_of(device, plain, count);
+    g_assert_cmpmem(got, len, want, len);
+    g_free(got);
+
+    /* A collective of one rank reads the import: its sum is its words. */
+    curd_comm *comm = NULL;
+    curd_status status = curd_comm_open_all(&device, 1, NULL, &comm);
+    if (status == CURD_E_UNSUPPORTED && !CURD_TEST_ON_FAKE) {
+        g_test_skip_printf("no NCCL for the collective: %s",
+                           curd_last_error());
+    } else {
+        g_assert_cmpint(status, ==, CURD_OK);
+        g_assert_cmpint(curd_buffer_alloc(device, len, &sum), ==, CURD_OK);
+        curd_collective op = {.comm = comm,
+                              .kind = CURD_COLLECTIVE_ALL_REDUCE,
+                              .dtype = CURD_DTYPE_UINT32,
+                              .op = CURD_REDUCE_SUM,
+                              .send = imported,
+                              .recv = sum,
+                              .count = count};
+        g_assert_cmpint(curd_collective_run(&op, 1), ==, CURD_OK);
+        got = words_of(device, sum, count);
+        g_assert_cmpmem(got, len, want, len);
+        g_free(got);
+        g_assert_cmpint(curd_comm_close(comm), ==, CURD_OK);
+        g_assert_cmpint(curd_buffer_free(device, sum), ==, CURD_OK);
+    }
+
+    g_assert_cmpint(curd_buffer_free(device, plain), ==, CURD_OK);
+    g_assert_cmpint(curd_program_free(add_one), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_free(device, imported), ==, CURD_OK);
+    g_assert_cmpint(curd_buffer_free(device, exported), ==, CURD_OK);
+    g_free(words);
+    g_free(want);
+    g_free(out);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    assert_no_mappings_left();
+}
+
 /* How many of this process's descriptors share fd's open file
  * description (fd's dups, fd included): those whose status flags change
  * when fd's do. (An inode says less: the driver's descriptors are
@@ -785,6 +911,8 @@ static const transfer_test_case cases[] = {
      test_importer_reads_on_after_the_exporter_is_killed},
     {"one-process/one-memory-through-both-handles",
      test_one_process_sees_one_memory_through_both_handles},
+    {"one-process/an-import-takes-dispatch-batch-copy-and-collective",
+     test_an_import_takes_dispatch_batch_copy_and_collective},
     {"one-process/later-exports-are-dups-of-one-kept-descriptor",
      test_later_exports_are_dups_of_one_kept_descriptor},
     {"one-process/a-claim-within-the-last-granule-maps",
