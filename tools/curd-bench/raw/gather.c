@@ -2,6 +2,7 @@
  * kernels (see gather.h). */
 #include "raw/gather.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,8 +63,10 @@ static int load_kernels(bench_raw_gather *g, const char *ptx)
                                          "curd_gather"));
     BENCH_CU(driver->cuModuleGetFunction(&g->scatter, g->module,
                                          "curd_scatter"));
-    BENCH_CU(driver->cuMemHostAlloc((void **)&g->stage, g->total,
+    void *stage = NULL;
+    BENCH_CU(driver->cuMemHostAlloc(&stage, g->total,
                                     BENCH_CU_MEMHOSTALLOC_PORTABLE));
+    g->stage = stage; /* set only once made: destroy frees what is set */
     return 0;
 }
 
