@@ -180,6 +180,10 @@ CURD_API curd_status curd_device_close(curd_device *device);
 #define CURD_CAP_UNIFIED_ADDRESSING (1u << 1)
 #define CURD_CAP_STREAM_ORDERED_ALLOC (1u << 2) /* cuMemAllocAsync present */
 #define CURD_CAP_HOST_REGISTER (1u << 3)        /* cuMemHostRegister present */
+/* curd_buffer_alloc_shareable and curd_buffer_import_fd work: the driver
+ * has the virtual memory management entries and the device exports
+ * memory as POSIX file descriptors (curd 1.2). */
+#define CURD_CAP_SHAREABLE (1u << 4)
 
 typedef struct curd_device_props {
     size_t struct_size;

@@ -274,7 +274,8 @@ static void test_missing_optional_entries_clear_capabilities(void)
     if (!in_child(TRUE))
         return;
     use_fake_driver();
-    g_setenv("FAKE_CUDA_OMIT", "cuMemAllocAsync,cuMemHostUnregister", TRUE);
+    g_setenv("FAKE_CUDA_OMIT", "cuMemAllocAsync,cuMemHostUnregister,cuMemCreate",
+             TRUE);
     curd_device *device = NULL;
     g_assert_cmpint(curd_device_open(0, NULL, &device), ==, CURD_OK);
     const curdi_driver *driver = curdi_driver_get();
@@ -285,6 +286,9 @@ static void test_missing_optional_entries_clear_capabilities(void)
     curd_device_props props = curd_test_device_info(device);
     g_assert_cmpuint(props.capabilities & CURD_CAP_STREAM_ORDERED_ALLOC, ==, 0);
     g_assert_cmpuint(props.capabilities & CURD_CAP_HOST_REGISTER, ==, 0);
+    /* The device says yes; the driver lacks an entry shareable buffers
+     * use. */
+    g_assert_cmpuint(props.capabilities & CURD_CAP_SHAREABLE, ==, 0);
     /* The fake says yes to both attributes. */
     g_assert_cmpuint(props.capabilities & CURD_CAP_COOPERATIVE_LAUNCH, !=, 0);
     g_assert_cmpuint(props.capabilities & CURD_CAP_UNIFIED_ADDRESSING, !=, 0);
@@ -302,7 +306,7 @@ static void test_present_optional_entries_set_capabilities(void)
     g_assert_cmpuint(props.capabilities, ==,
                      CURD_CAP_COOPERATIVE_LAUNCH | CURD_CAP_UNIFIED_ADDRESSING |
                          CURD_CAP_STREAM_ORDERED_ALLOC |
-                         CURD_CAP_HOST_REGISTER);
+                         CURD_CAP_HOST_REGISTER | CURD_CAP_SHAREABLE);
     g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
 }
 

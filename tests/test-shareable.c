@@ -379,6 +379,10 @@ static void test_one_process_sees_one_memory_through_both_handles(void)
     curd_stats before = curd_test_device_stats(device);
     g_assert_cmpint(curd_buffer_alloc_shareable(device, len, &exported), ==,
                     CURD_OK);
+    /* What curd_device_info said before the allocation. */
+    g_assert_cmpuint(curd_test_device_info(device).capabilities
+                         & CURD_CAP_SHAREABLE,
+                     !=, 0);
     curd_stats made = curd_test_device_stats(device);
     /* Counted as asked, like any resident buffer. */
     g_assert_cmpuint(made.resident_bytes.current, ==,
@@ -893,6 +897,42 @@ static void test_memory_of_another_device_is_mapped_over_peer_access(void)
 }
 
 #if CURD_TEST_ON_FAKE
+/* The stand-in's alone (a GPU cannot be told to lack them): a device
+ * without virtual memory management or POSIX descriptors says so in its
+ * capabilities, and both entries refuse with CURD_E_UNSUPPORTED and a
+ * Fix, nothing made. */
+static void test_a_device_without_shareable_memory_is_unsupported(void)
+{
+    g_setenv("FAKE_CUDA_NO_SHAREABLE", "1", TRUE);
+    curd_device *device = curd_test_gpu_open();
+    g_assert_nonnull(device);
+    g_assert_cmpuint(curd_test_device_info(device).capabilities
+                         & CURD_CAP_SHAREABLE,
+                     ==, 0);
+    curd_stats before = curd_test_device_stats(device);
+    curd_buffer buffer = {77};
+    g_assert_cmpint(curd_buffer_alloc_shareable(device, SHARED_BYTES,
+                                                &buffer),
+                    ==, CURD_E_UNSUPPORTED);
+    curd_test_assert_fix_sentence();
+    g_assert_nonnull(strstr(curd_last_error(), "does not support"));
+    g_assert_cmpuint(buffer.id, ==, 77);
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(curd_buffer_import_fd(device, fd, SHARED_BYTES, &buffer),
+                    ==, CURD_E_UNSUPPORTED);
+    curd_test_assert_fix_sentence();
+    g_assert_cmpuint(buffer.id, ==, 77);
+    close(fd);
+    curd_stats after = curd_test_device_stats(device);
+    g_assert_cmpuint(after.resident_bytes.current, ==,
+                     before.resident_bytes.current);
+    g_assert_cmpuint(after.imported_bytes, ==, before.imported_bytes);
+    g_assert_cmpint(curd_device_close(device), ==, CURD_OK);
+    g_unsetenv("FAKE_CUDA_NO_SHAREABLE");
+    assert_no_mappings_left();
+}
+
 /* The stand-in's alone: a GPU cannot be told to deny peer access. */
 static void test_memory_of_an_unreachable_device_is_refused(void)
 {
@@ -922,6 +962,10 @@ static const transfer_test_case cases[] = {
     {"bad-input/descriptors-refused-nothing-leaks",
      test_bad_descriptors_are_refused_and_nothing_leaks},
     {"bad-input/sockets-refused", test_bad_sockets_are_refused},
+#if CURD_TEST_ON_FAKE
+    {"bad-input/a-device-without-shareable-memory-is-unsupported",
+     test_a_device_without_shareable_memory_is_unsupported},
+#endif
     {"two-devices/memory-of-another-device-mapped-over-peer-access",
      test_memory_of_another_device_is_mapped_over_peer_access},
     {"two-devices/two-processes/importer-on-another-device-reads-on-after-the-exporter-frees",

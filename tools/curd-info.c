@@ -53,6 +53,7 @@ static const struct {
     {CURD_CAP_UNIFIED_ADDRESSING, "unified-addressing"},
     {CURD_CAP_STREAM_ORDERED_ALLOC, "stream-ordered-alloc"},
     {CURD_CAP_HOST_REGISTER, "host-register"},
+    {CURD_CAP_SHAREABLE, "shareable"},
 };
 #define CAPABILITY_COUNT (sizeof capability_names / sizeof capability_names[0])
 

@@ -275,6 +275,7 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
     props->total_memory_bytes = total_bytes;
 
     int cooperative = 0, unified = 0, memory_pools = 0, host_register = 0;
+    int vmm = 0, fd_handles = 0;
     int max_pitch = 0;
 #define CURDI_ATTR_(attr, field)                                              \
     { CURDI_CU_DEVICE_ATTRIBUTE_##attr, "CU_DEVICE_ATTRIBUTE_" #attr, field }
@@ -296,6 +297,8 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
         CURDI_ATTR_(UNIFIED_ADDRESSING, &unified),
         CURDI_ATTR_(MEMORY_POOLS_SUPPORTED, &memory_pools),
         CURDI_ATTR_(HOST_REGISTER_SUPPORTED, &host_register),
+        CURDI_ATTR_(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, &vmm),
+        CURDI_ATTR_(HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, &fd_handles),
         CURDI_ATTR_(MAX_PITCH, &max_pitch),
     };
 #undef CURDI_ATTR_
@@ -323,6 +326,8 @@ static curd_status read_props(const curdi_driver *driver, curd_device *device)
     if (host_register && driver->cuMemHostRegister != NULL &&
         driver->cuMemHostUnregister != NULL)
         caps |= CURD_CAP_HOST_REGISTER;
+    if (vmm && fd_handles && curdi_driver_has_vmm())
+        caps |= CURD_CAP_SHAREABLE;
     props->capabilities = caps;
     return CURD_OK;
 }

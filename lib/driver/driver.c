@@ -314,6 +314,20 @@ bool curdi_driver_deinitialized(void)
     return atomic_load(&deinitialized);
 }
 
+bool curdi_driver_has_vmm(void)
+{
+    const curdi_driver *driver = curdi_driver_get();
+    return driver != NULL && driver->cuMemGetAllocationGranularity != NULL
+           && driver->cuMemCreate != NULL && driver->cuMemRelease != NULL
+           && driver->cuMemAddressReserve != NULL
+           && driver->cuMemAddressFree != NULL && driver->cuMemMap != NULL
+           && driver->cuMemUnmap != NULL && driver->cuMemSetAccess != NULL
+           && driver->cuMemExportToShareableHandle != NULL
+           && driver->cuMemImportFromShareableHandle != NULL
+           && driver->cuMemGetAllocationPropertiesFromHandle != NULL
+           && driver->cuMemRetainAllocationHandle != NULL;
+}
+
 bool curdi_driver_usable(void)
 {
     return atomic_load_explicit(&table_ready, memory_order_acquire) &&

@@ -55,6 +55,10 @@ bool curdi_driver_no_device(void);
 /* Whether this process is a fork child of a process that had initialised
  * the driver. */
 bool curdi_driver_forked(void);
+/* Whether the loaded table has every entry of the virtual memory
+ * management calls that shareable buffers use (cuMemCreate, cuMemMap,
+ * cuMemExportToShareableHandle, ...); false before a load. */
+bool curdi_driver_has_vmm(void);
 /* Whether a driver call has reported CUDA_ERROR_DEINITIALIZED. */
 bool curdi_driver_deinitialized(void);
 /* Whether driver calls may be made: loaded, not forked, not deinitialised.

@@ -28,42 +28,23 @@ static curd_status driver_failed(curd_device *device, curdi_cu_result rc,
     return status;
 }
 
-/* The entries and, with need_export, the descriptor handle type. */
-static curd_status supported(curd_device *device, const char *what,
-                             bool need_export)
+/* The entries, and the device's support as it was read at its open
+ * (CURD_CAP_SHAREABLE: virtual memory management with POSIX file
+ * descriptors, which both the export and the import use). */
+static curd_status supported(curd_device *device, const char *what)
 {
-    const curdi_driver *driver = curdi_driver_get();
-    if (driver->cuMemGetAllocationGranularity == NULL
-        || driver->cuMemCreate == NULL || driver->cuMemRelease == NULL
-        || driver->cuMemAddressReserve == NULL
-        || driver->cuMemAddressFree == NULL || driver->cuMemMap == NULL
-        || driver->cuMemUnmap == NULL || driver->cuMemSetAccess == NULL
-        || driver->cuMemExportToShareableHandle == NULL
-        || driver->cuMemImportFromShareableHandle == NULL
-        || driver->cuMemGetAllocationPropertiesFromHandle == NULL
-        || driver->cuMemRetainAllocationHandle == NULL)
+    if (!curdi_driver_has_vmm())
         return curdi_fail(CURD_E_UNSUPPORTED,
                           "%s: this CUDA driver lacks the virtual memory"
                           " management entries (cuMemCreate, cuMemMap,"
                           " cuMemExportToShareableHandle, ...). %s",
                           what, VMM_UNSUPPORTED_FIX);
-    curdi_cu_device_attribute attribute =
-        need_export
-            ? CURDI_CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-            : CURDI_CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
-    int value = 0;
-    curdi_cu_result rc = curdi_driver_note(
-        driver->cuDeviceGetAttribute(&value, attribute, device->cu_device));
-    if (rc != CURDI_CUDA_SUCCESS)
-        return driver_failed(device, rc, "cuDeviceGetAttribute");
-    if (value == 0)
+    if ((device->props.capabilities & CURD_CAP_SHAREABLE) == 0)
         return curdi_fail(CURD_E_UNSUPPORTED,
-                          "%s: device %d does not support %s. %s", what,
-                          device->ordinal,
-                          need_export ? "exporting memory as a POSIX file"
-                                        " descriptor"
-                                      : "virtual memory management",
-                          VMM_UNSUPPORTED_FIX);
+                          "%s: device %d does not support virtual memory"
+                          " management with memory exported as POSIX file"
+                          " descriptors. %s",
+                          what, device->ordinal, VMM_UNSUPPORTED_FIX);
     return CURD_OK;
 }
 
@@ -189,7 +170,7 @@ curd_status curdi_vmm_create(curd_device *device, const char *what,
                              uint64_t byte_len, curdi_vmm_mapping *out)
 {
     curdi_vmm_mapping mapping = {0};
-    curd_status status = supported(device, what, true);
+    curd_status status = supported(device, what);
     if (status == CURD_OK)
         status = granularity_log2(device, what, device->ordinal,
                                   &mapping.granularity_log2);
@@ -270,7 +251,7 @@ curd_status curdi_vmm_import(curd_device *device, const char *what, int fd,
 {
     curdi_vmm_mapping mapping = {0};
     int owner = -1;
-    curd_status status = supported(device, what, false);
+    curd_status status = supported(device, what);
     if (status != CURD_OK)
         return status;
     const curdi_driver *driver = curdi_driver_get();
@@ -331,7 +312,7 @@ curd_status curdi_vmm_import(curd_device *device, const char *what, int fd,
 curd_status curdi_vmm_export(curd_device *device, const char *what,
                              uint64_t device_ptr, int *out_fd)
 {
-    curd_status status = supported(device, what, true);
+    curd_status status = supported(device, what);
     if (status != CURD_OK)
         return status;
     const curdi_driver *driver = curdi_driver_get();

@@ -60,6 +60,9 @@
  *                       says 0 and cuCtxEnablePeerAccess returns
  *                       CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (so the staged
  *                       path of copies between devices runs on the CPU)
+ *   FAKE_CUDA_NO_SHAREABLE  when set (read at each query), devices have no
+ *                       virtual memory management and export no POSIX
+ *                       file descriptors (both attributes are 0)
  *
  * With several devices (FAKE_CUDA_DEVICES), every device's memory is host
  * memory of one process, so a copy between devices is a memmove like any
@@ -488,6 +491,10 @@ static curdi_cu_result f_cuDeviceGetAttribute(int *value,
         break;
     case CURDI_CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
         *value = 2;
+        break;
+    case CURDI_CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CURDI_CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+        *value = getenv("FAKE_CUDA_NO_SHAREABLE") == NULL;
         break;
     case CURDI_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
         *value = 9;
