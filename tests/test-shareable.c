@@ -222,6 +222,19 @@ static void wait_exit_zero(GPid pid)
  * importer's (which always opens device 0)
  * ---------------------------------------------------------------------- */
 
+/* A shareable buffer holding len bytes of bytes, exported into *fd. */
+static curd_buffer shared_with(curd_device *device, const void *bytes,
+                               size_t len, int *fd)
+{
+    curd_buffer buffer = {0};
+    g_assert_cmpint(curd_buffer_alloc_shareable(device, len, &buffer), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_upload(device, buffer, bytes, len), ==,
+                    CURD_OK);
+    g_assert_cmpint(curd_buffer_export_fd(device, buffer, fd), ==, CURD_OK);
+    return buffer;
+}
+
 /* This process's device: 0 (curd_test_gpu_open), or 1 where the host has
  * two GPUs; NULL when the test cannot run here (said why). */
 static curd_device *exporter_device_open(int ordinal)
@@ -242,16 +255,11 @@ static void two_processes(gboolean exporter_frees_first, int ordinal)
     curd_device *device = exporter_device_open(ordinal);
     if (device == NULL)
         return;
-    curd_buffer buffer = {0};
     unsigned char *data = g_malloc(SHARED_BYTES);
     unsigned char *back = g_malloc(SHARED_BYTES);
     curd_test_fill_random(data, SHARED_BYTES);
-    g_assert_cmpint(curd_buffer_alloc_shareable(device, SHARED_BYTES, &buffer),
-                    ==, CURD_OK);
-    g_assert_cmpint(curd_buffer_upload(device, buffer, data, SHARED_BYTES), ==,
-                    CURD_OK);
     int fd = -1, socket = -1;
-    g_assert_cmpint(curd_buffer_export_fd(device, buffer, &fd), ==, CURD_OK);
+    curd_buffer buffer = shared_with(device, data, SHARED_BYTES, &fd);
     GPid pid = spawn_role("importer", 0, &socket);
     g_assert_cmpint(curd_fd_send(socket, fd, SHARED_BYTES), ==, CURD_OK);
     close(fd); /* the exporter owns it; sent, it is no longer needed */
@@ -471,13 +479,9 @@ static void test_an_import_takes_dispatch_batch_copy_and_collective(void)
     const size_t len = count * sizeof(uint32_t);
     uint32_t *words = g_new(uint32_t, count), *want = g_new(uint32_t, count);
     curd_test_fill_random(words, len);
-    curd_buffer exported = {0}, imported = {0}, plain = {0}, sum = {0};
+    curd_buffer imported = {0}, plain = {0}, sum = {0};
     int fd = -1;
-    g_assert_cmpint(curd_buffer_alloc_shareable(device, len, &exported), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_upload(device, exported, words, len), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_export_fd(device, exported, &fd), ==, CURD_OK);
+    curd_buffer exported = shared_with(device, words, len, &fd);
     g_assert_cmpint(curd_buffer_import_fd(device, fd, len, &imported), ==,
                     CURD_OK);
     close(fd);
@@ -859,13 +863,9 @@ static void test_memory_of_another_device_is_mapped_over_peer_access(void)
     const size_t len = 3u << 20;
     unsigned char *data = g_malloc(len), *back = g_malloc(len);
     curd_test_fill_random(data, len);
-    curd_buffer exported = {0}, imported = {77};
+    curd_buffer imported = {77};
     int fd = -1;
-    g_assert_cmpint(curd_buffer_alloc_shareable(second, len, &exported), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_upload(second, exported, data, len), ==,
-                    CURD_OK);
-    g_assert_cmpint(curd_buffer_export_fd(second, exported, &fd), ==, CURD_OK);
+    curd_buffer exported = shared_with(second, data, len, &fd);
     curd_status status = curd_buffer_import_fd(first, fd, len, &imported);
     if (status == CURD_E_INVALID_ARGUMENT) {
         /* The two devices cannot reach each other: named as such. */
